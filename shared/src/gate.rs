@@ -1,0 +1,630 @@
+//! The consumer: an SQS batch in, a partial batch response out, each record through the four
+//! steps of the gate (`DESIGN.md`):
+//!
+//! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
+//! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
+//! 3. [`claim`]: the slot claimed with the operation key in the `Idempotency-Key` header;
+//! 4. [`commit`]: the outcome and the TMS booking written in one transaction.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::stream::{self, StreamExt};
+use tracing::{info, warn};
+
+use crate::clock::{ms_to_s, Clock};
+use crate::keys::{self, SLOT_CLAIM};
+use crate::manual::{ManualItem, ManualQueue, ManualReason};
+use crate::notification::{parse_notification, Notification, RejectReason};
+use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
+use crate::terminal::{ClaimOutcome, SlotClaim, SlotTerminal};
+
+/// 14 days in seconds: the default key TTL, longer than any SQS redelivery horizon (retention up
+/// to 14 days, see `REFERENCES.md`).
+pub const DEFAULT_KEY_TTL_S: i64 = 14 * 24 * 3600;
+
+/// The gate's settings.
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
+    pub integration: String,
+    /// Terminal codes this integration books at; others are rejected.
+    pub known_terminals: Vec<String>,
+    /// Whether the terminal honours `Idempotency-Key`. If not, every event goes to the manual
+    /// queue: a retry could claim a second slot.
+    pub terminal_supports_idempotency_key: bool,
+    /// Record lifetime in **seconds** (`expires_at = now + ttl`). Default 14 days.
+    pub key_ttl_s: i64,
+    /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
+    /// never less than this, even when the invocation has no time left.
+    pub lease_floor_ms: i64,
+    /// Records processed at once within a batch.
+    pub max_concurrency: usize,
+    /// No new record is started when less than this many **milliseconds** remain before the
+    /// invocation's deadline (keep it above the terminal's request timeout plus a commit).
+    pub deadline_margin_ms: i64,
+}
+
+impl GateConfig {
+    /// Defaults for `integration` booking at `known_terminals`: key support on, 14-day TTL,
+    /// 30 s lease floor, 10 records at once, 12 s deadline margin.
+    pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
+        Self {
+            integration: integration.into(),
+            known_terminals,
+            terminal_supports_idempotency_key: true,
+            key_ttl_s: DEFAULT_KEY_TTL_S,
+            lease_floor_ms: 30_000,
+            max_concurrency: 10,
+            deadline_margin_ms: 12_000,
+        }
+    }
+}
+
+/// The gate and its ports, built once per cold start.
+#[derive(Clone)]
+pub struct Gate {
+    /// Settings.
+    pub config: GateConfig,
+    /// The idempotency and TMS bookings tables.
+    pub store: Arc<dyn IdempotencyStore>,
+    /// The terminal.
+    pub terminal: Arc<dyn SlotTerminal>,
+    /// The manual-booking queue.
+    pub manual: Arc<dyn ManualQueue>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The invocation a batch arrives in.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The Lambda request id: the lease owner.
+    pub request_id: String,
+    /// The invocation's deadline, epoch milliseconds.
+    pub deadline_ms: i64,
+}
+
+/// What happened to one SQS record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// Claimed and committed by us.
+    Committed {
+        /// The slot.
+        slot_id: String,
+    },
+    /// Someone else committed first; `ours` is the slot the terminal gave us, if we claimed.
+    AlreadyCommitted {
+        /// The committed slot.
+        slot_id: Option<String>,
+        /// The slot our claim returned.
+        ours: String,
+    },
+    /// A conflict on reserve with a finished record (`committed`, `failed`, `manual`).
+    Duplicate(RecordStatus),
+    /// A conflict on reserve with an `in_flight` record whose lease is live.
+    DuplicateInFlight,
+    /// The same event key with another fingerprint: routed to the manual queue.
+    Mismatch,
+    /// The body can never succeed: routed to the manual queue.
+    Rejected(RejectReason),
+    /// Routed to the manual queue for another reason (the record is `manual` or `failed`).
+    Manual(ManualReason),
+    /// A transient failure: reported in `batchItemFailures`; SQS redelivers.
+    Retry(String),
+    /// Not started: the invocation's deadline was near. Reported in `batchItemFailures`.
+    NotStarted,
+}
+
+impl RecordOutcome {
+    /// Whether the record is acknowledged (left out of `batchItemFailures`).
+    pub fn acknowledged(&self) -> bool {
+        !matches!(self, Self::Retry(_) | Self::NotStarted)
+    }
+
+    /// Whether this is a conflict on reserve (the duplicate-ratio numerator).
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, Self::Duplicate(_) | Self::DuplicateInFlight)
+    }
+}
+
+/// One record's report.
+#[derive(Debug, Clone)]
+pub struct RecordReport {
+    /// The SQS message id.
+    pub message_id: String,
+    /// The event key, if the body got that far.
+    pub event_key: Option<String>,
+    /// The container, if the body got that far.
+    pub container: Option<String>,
+    /// Whether this record took over an expired lease.
+    pub took_over: bool,
+    /// What happened.
+    pub outcome: RecordOutcome,
+}
+
+/// A batch's result: the Lambda response and a report per record (in batch order).
+#[derive(Debug, Clone)]
+pub struct BatchReport {
+    /// `{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}`, each message id once.
+    pub response: SqsBatchResponse,
+    /// One report per SQS record, in the batch's order.
+    pub records: Vec<RecordReport>,
+}
+
+/// The keys of step 1.
+#[derive(Clone)]
+pub struct DerivedKeys {
+    /// Lowercase hex SHA-256 of `"{notificationId}:{equipment_number}"`.
+    pub event_key: String,
+    /// The slot claim's `Idempotency-Key`.
+    pub op_key: String,
+    /// SHA-256 hex of the canonical business fields.
+    pub fingerprint: String,
+    /// The claim request body (holds the PIN).
+    pub request: Vec<u8>,
+}
+
+/// Step 1: derives the event key, the slot claim's operation key, the fingerprint and the claim
+/// request bytes from a parsed notification. Never uses the SQS message id.
+///
+/// # Errors
+/// Only if canonical JSON cannot be written, which a parsed notification cannot cause.
+pub fn derive_keys(notification: &Notification) -> Result<DerivedKeys, serde_json::Error> {
+    let event_key = keys::event_key(notification);
+    Ok(DerivedKeys {
+        op_key: keys::operation_key(&event_key, SLOT_CLAIM),
+        fingerprint: keys::fingerprint(notification)?,
+        request: keys::claim_request(notification)?,
+        event_key,
+    })
+}
+
+/// Step 2: reserves the key before any side effect: one conditional write that either stores
+/// `record` or returns the record holding the key.
+///
+/// # Errors
+/// A transient [`StoreError`].
+pub async fn reserve(
+    store: &dyn IdempotencyStore,
+    record: &IdempotencyRecord,
+    now_ms: i64,
+) -> Result<Reservation, StoreError> {
+    store.reserve(record, now_ms).await
+}
+
+/// Step 3: claims the slot with the record's stored request bytes and operation key.
+pub async fn claim(terminal: &dyn SlotTerminal, record: &IdempotencyRecord) -> ClaimOutcome {
+    terminal.claim(&record.op_key, &record.request).await
+}
+
+/// Step 4: commits the slot and the TMS booking in one transaction, only while the record is
+/// `in_flight`.
+///
+/// # Errors
+/// A transient [`StoreError`], or [`StoreError::Corrupt`] when a booking exists without its record.
+pub async fn commit(
+    store: &dyn IdempotencyStore,
+    record: &IdempotencyRecord,
+    slot_id: &str,
+    now_ms: i64,
+) -> Result<CommitOutcome, StoreError> {
+    let booking = TmsBooking::for_record(record, slot_id, now_ms);
+    store.commit(&record.pk, slot_id, &booking, now_ms).await
+}
+
+impl Gate {
+    /// The lease end for a record started at `now_ms` in `invocation`: the invocation's deadline,
+    /// but at least `now + lease_floor` (epoch ms).
+    pub fn lease_until(&self, invocation: &Invocation, now_ms: i64) -> i64 {
+        invocation
+            .deadline_ms
+            .max(now_ms.saturating_add(self.config.lease_floor_ms))
+    }
+
+    /// Builds the record that step 2 reserves.
+    pub fn new_record(
+        &self,
+        notification: &Notification,
+        keys: &DerivedKeys,
+        invocation: &Invocation,
+        now_ms: i64,
+    ) -> IdempotencyRecord {
+        IdempotencyRecord {
+            pk: record_pk(&self.config.integration, &keys.event_key),
+            event_key: keys.event_key.clone(),
+            status: RecordStatus::InFlight,
+            fingerprint: keys.fingerprint.clone(),
+            request: keys.request.clone(),
+            op_key: keys.op_key.clone(),
+            lease_owner: Some(invocation.request_id.clone()),
+            lease_until_ms: Some(self.lease_until(invocation, now_ms)),
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            expires_at_s: ms_to_s(now_ms) + self.config.key_ttl_s,
+            slot_id: None,
+            slot_ids: Default::default(),
+            inflight_shard: Some(inflight_shard(&keys.event_key)),
+            error: None,
+            container: notification.equipment_number.to_string(),
+            terminal: notification.terminal.clone(),
+            window_start: notification.preferred_window.start_rfc3339(),
+            window_end: notification.preferred_window.end_rfc3339(),
+        }
+    }
+
+    /// Handles one SQS batch: records concurrently (at most `max_concurrency` at once), no new
+    /// record started within `deadline_margin_ms` of the deadline. Never fails as a whole: every
+    /// record is either acknowledged or listed in `batchItemFailures`.
+    pub async fn handle_batch(&self, event: SqsEvent, invocation: &Invocation) -> BatchReport {
+        let concurrency = self.config.max_concurrency.max(1);
+        let mut records: Vec<(usize, RecordReport)> = stream::iter(
+            event.records.into_iter().enumerate(),
+        )
+        .map(|(i, message)| async move { (i, self.handle_record(message, invocation).await) })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+        records.sort_by_key(|(i, _)| *i);
+        let records: Vec<RecordReport> = records.into_iter().map(|(_, r)| r).collect();
+        let mut response = SqsBatchResponse::default();
+        let mut failed = HashSet::new();
+        for r in &records {
+            if !r.outcome.acknowledged() && failed.insert(r.message_id.clone()) {
+                response.add_failure(r.message_id.clone());
+            }
+        }
+        BatchReport { response, records }
+    }
+
+    /// Handles one SQS record through the four steps; see `DESIGN.md`, "The consumer".
+    pub async fn handle_record(
+        &self,
+        message: SqsMessage,
+        invocation: &Invocation,
+    ) -> RecordReport {
+        let message_id = message.message_id.clone().unwrap_or_default();
+        let mut report = RecordReport {
+            message_id: message_id.clone(),
+            event_key: None,
+            container: None,
+            took_over: false,
+            outcome: RecordOutcome::NotStarted,
+        };
+        let now = self.clock.now_ms();
+        if now.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
+            info!(message_id, "deadline near: record left for redelivery");
+            return report;
+        }
+        let body = message.body.unwrap_or_default();
+
+        // Strict parse: a body that can never succeed goes to a person, acknowledged.
+        let notification = match parse_notification(&body, now, &self.config.known_terminals) {
+            Ok(n) => n,
+            Err(reason) => {
+                report.outcome = self.route_rejection(reason, body, &message_id).await;
+                return report;
+            }
+        };
+        report.container = Some(notification.equipment_number.to_string());
+
+        // Step 1.
+        let keys = match derive_keys(&notification) {
+            Ok(k) => k,
+            Err(e) => {
+                let reason = RejectReason::NotJson(e.to_string());
+                report.outcome = self.route_rejection(reason, body, &message_id).await;
+                return report;
+            }
+        };
+        report.event_key = Some(keys.event_key.clone());
+        // Step 2.
+        let fresh = self.new_record(&notification, &keys, invocation, now);
+        let record = match reserve(self.store.as_ref(), &fresh, now).await {
+            Ok(Reservation::Reserved) => fresh,
+            Ok(Reservation::Conflict(existing)) => {
+                match self
+                    .resolve_conflict(*existing, &keys, &body, &message_id, invocation, now)
+                    .await
+                {
+                    Ok(record) => {
+                        report.took_over = true;
+                        record
+                    }
+                    Err(outcome) => {
+                        report.outcome = outcome;
+                        return report;
+                    }
+                }
+            }
+            Err(e) => {
+                report.outcome = RecordOutcome::Retry(e.to_string());
+                return report;
+            }
+        };
+        report.outcome = self
+            .claim_and_commit(&record, &body, &message_id, invocation)
+            .await;
+        info!(
+            event_key = %keys.event_key,
+            message_id = %message_id,
+            container = %notification.equipment_number,
+            outcome = ?report.outcome,
+            took_over = report.took_over,
+            "record processed"
+        );
+        report
+    }
+
+    /// The conflict cases of step 2: the old record decides. `Ok(record)` means we took over an
+    /// expired lease and resume from the stored request; `Err(outcome)` ends the record.
+    async fn resolve_conflict(
+        &self,
+        existing: IdempotencyRecord,
+        keys: &DerivedKeys,
+        body: &str,
+        message_id: &str,
+        invocation: &Invocation,
+        now: i64,
+    ) -> Result<IdempotencyRecord, RecordOutcome> {
+        if existing.fingerprint != keys.fingerprint {
+            warn!(event_key = %keys.event_key, message_id, "same event key, other fingerprint: mismatch");
+            let item = ManualItem {
+                reason: ManualReason::Mismatch,
+                detail: format!(
+                    "event key {} already reserved with fingerprint {}, this body has {}",
+                    keys.event_key, existing.fingerprint, keys.fingerprint
+                ),
+                original_body: body.to_string(),
+                event_key: Some(keys.event_key.clone()),
+                message_id: message_id.to_string(),
+            };
+            return Err(match self.manual.send(item).await {
+                Ok(()) => RecordOutcome::Mismatch,
+                Err(e) => RecordOutcome::Retry(e.to_string()),
+            });
+        }
+        match existing.status {
+            RecordStatus::InFlight => {}
+            finished => return Err(RecordOutcome::Duplicate(finished)),
+        }
+        if existing.lease_is_live(now) {
+            return Err(RecordOutcome::DuplicateInFlight);
+        }
+        let old_owner = existing.lease_owner.clone().unwrap_or_default();
+        let lease_until = self.lease_until(invocation, now);
+        match self
+            .store
+            .take_over(
+                &existing.pk,
+                &old_owner,
+                &invocation.request_id,
+                lease_until,
+                now,
+            )
+            .await
+        {
+            Ok(TakeOver::Taken(record)) => {
+                info!(event_key = %keys.event_key, message_id, old_owner, "took over an expired lease");
+                Ok(*record)
+            }
+            Ok(TakeOver::Refused) => Err(RecordOutcome::DuplicateInFlight),
+            Err(e) => Err(RecordOutcome::Retry(e.to_string())),
+        }
+    }
+
+    /// From a record we hold the lease of: manual routing without key support, step 3, step 4.
+    async fn claim_and_commit(
+        &self,
+        record: &IdempotencyRecord,
+        body: &str,
+        message_id: &str,
+        invocation: &Invocation,
+    ) -> RecordOutcome {
+        let owner = invocation.request_id.as_str();
+        if !self.config.terminal_supports_idempotency_key {
+            return self
+                .route_held_record(
+                    record,
+                    RecordStatus::Manual,
+                    ManualReason::NoIdempotencySupport,
+                    "the terminal does not honour Idempotency-Key; book by hand".into(),
+                    body,
+                    message_id,
+                    owner,
+                )
+                .await;
+        }
+        // Step 3.
+        let slot = match claim(self.terminal.as_ref(), record).await {
+            ClaimOutcome::Claimed(slot) => slot,
+            ClaimOutcome::Transient(why) => return self.release(record, owner, why).await,
+            ClaimOutcome::KeyInFlight => {
+                return self
+                    .release(record, owner, "terminal: same key still in flight".into())
+                    .await
+            }
+            ClaimOutcome::KeyMismatch(detail) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalKeyMismatch,
+                        format!("terminal: key reused with another body: {detail}"),
+                        body,
+                        message_id,
+                        owner,
+                    )
+                    .await
+            }
+            ClaimOutcome::Permanent { status, detail } => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalRejected,
+                        format!("terminal answered {status}: {detail}"),
+                        body,
+                        message_id,
+                        owner,
+                    )
+                    .await
+            }
+        };
+        if let Some(other) = slot
+            .equipment_number
+            .as_deref()
+            .filter(|e| *e != record.container)
+        {
+            // A slot was made, but not for our container: keep its id and let a person decide.
+            let _ = self
+                .store
+                .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                .await;
+            return self
+                .route_held_record(
+                    record,
+                    RecordStatus::Failed,
+                    ManualReason::TerminalAnswerInvalid,
+                    format!(
+                        "terminal answered slot {} for {other}, asked for {}",
+                        slot.slot_id, record.container
+                    ),
+                    body,
+                    message_id,
+                    owner,
+                )
+                .await;
+        }
+        // Step 4.
+        self.commit_slot(record, &slot, body, message_id, owner)
+            .await
+    }
+
+    async fn commit_slot(
+        &self,
+        record: &IdempotencyRecord,
+        slot: &SlotClaim,
+        body: &str,
+        message_id: &str,
+        owner: &str,
+    ) -> RecordOutcome {
+        let now = self.clock.now_ms();
+        match commit(self.store.as_ref(), record, &slot.slot_id, now).await {
+            Ok(CommitOutcome::Committed(_)) => RecordOutcome::Committed {
+                slot_id: slot.slot_id.clone(),
+            },
+            Ok(CommitOutcome::NotInFlight(existing)) => {
+                if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
+                    warn!(
+                        event_key = %record.event_key,
+                        committed = ?existing.slot_id,
+                        ours = %slot.slot_id,
+                        "terminal returned another slot id for a committed key"
+                    );
+                    if let Err(e) = self
+                        .store
+                        .record_slot_id(&record.pk, &slot.slot_id, now)
+                        .await
+                    {
+                        return RecordOutcome::Retry(e.to_string());
+                    }
+                }
+                RecordOutcome::AlreadyCommitted {
+                    slot_id: existing.slot_id.clone(),
+                    ours: slot.slot_id.clone(),
+                }
+            }
+            Err(StoreError::Corrupt(detail)) => {
+                self.route_held_record(
+                    record,
+                    RecordStatus::Failed,
+                    ManualReason::TerminalAnswerInvalid,
+                    format!(
+                        "slot {} claimed but cannot be committed: {detail}",
+                        slot.slot_id
+                    ),
+                    body,
+                    message_id,
+                    owner,
+                )
+                .await
+            }
+            Err(e) => self.release(record, owner, e.to_string()).await,
+        }
+    }
+
+    /// A transient failure: the record stays `in_flight`, the lease is released so the
+    /// redelivery can take over at once, and the record is reported in `batchItemFailures`.
+    async fn release(&self, record: &IdempotencyRecord, owner: &str, why: String) -> RecordOutcome {
+        if let Err(e) = self
+            .store
+            .release_lease(&record.pk, owner, self.clock.now_ms())
+            .await
+        {
+            warn!(event_key = %record.event_key, error = %e, "lease not released; it expires on its own");
+        }
+        RecordOutcome::Retry(why)
+    }
+
+    /// Routes a record we hold to the manual queue, then ends it as `status`. The queue comes
+    /// first: if the process dies between the two, the redelivery routes it again (at least once
+    /// into the queue, never lost).
+    #[allow(clippy::too_many_arguments)]
+    async fn route_held_record(
+        &self,
+        record: &IdempotencyRecord,
+        status: RecordStatus,
+        reason: ManualReason,
+        detail: String,
+        body: &str,
+        message_id: &str,
+        owner: &str,
+    ) -> RecordOutcome {
+        let item = ManualItem {
+            reason,
+            detail: detail.clone(),
+            original_body: body.to_string(),
+            event_key: Some(record.event_key.clone()),
+            message_id: message_id.to_string(),
+        };
+        if let Err(e) = self.manual.send(item).await {
+            return self.release(record, owner, e.to_string()).await;
+        }
+        match self
+            .store
+            .finish(&record.pk, owner, status, &detail, self.clock.now_ms())
+            .await
+        {
+            Ok(_) => RecordOutcome::Manual(reason),
+            Err(e) => self.release(record, owner, e.to_string()).await,
+        }
+    }
+
+    /// Routes a body that failed strict parsing to the manual queue with its reason.
+    async fn route_rejection(
+        &self,
+        reason: RejectReason,
+        body: String,
+        message_id: &str,
+    ) -> RecordOutcome {
+        let manual_reason = match reason {
+            RejectReason::WindowEnded { .. } => ManualReason::WindowEnded,
+            _ => ManualReason::Rejected,
+        };
+        warn!(message_id, reason = reason.code(), detail = %reason, "body rejected");
+        let item = ManualItem {
+            reason: manual_reason,
+            detail: format!("{}: {reason}", reason.code()),
+            original_body: body,
+            event_key: None,
+            message_id: message_id.to_string(),
+        };
+        match self.manual.send(item).await {
+            Ok(()) => RecordOutcome::Rejected(reason),
+            Err(e) => RecordOutcome::Retry(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The exactly-once gate: turns an at-least-once SQS feed into exactly-once slot claims.
+//!
+//! See `DESIGN.md` for the architecture. Modules:
+//! * [`iso6346`]: equipment numbers; [`notification`]: the strict body parser;
+//! * [`keys`]: event key, operation key, fingerprint (step 1);
+//! * [`record`], [`store`]: the idempotency record and the `IdempotencyStore` port;
+//!   [`memory`]: the in-memory store;
+//! * [`terminal`]: the `SlotTerminal` port and `HttpTerminal`;
+//! * [`manual`]: the `ManualQueue` port and its in-memory queue; [`clock`]: the `Clock` port;
+//! * [`gate`]: the consumer handler (the four steps).
+pub mod clock;
+pub mod gate;
+pub mod iso6346;
+pub mod keys;
+pub mod manual;
+pub mod memory;
+pub mod notification;
+pub mod record;
+pub mod store;
+pub mod terminal;

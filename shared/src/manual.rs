@@ -1,0 +1,118 @@
+//! The `ManualQueue` port: where events go that a person must handle, with the reason and the
+//! original body, so nothing is lost silently.
+
+use std::fmt;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+/// Why an event was routed to a person. The code is stable (message attribute, metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ManualReason {
+    /// The body can never succeed (see [`crate::notification::RejectReason`]); the detail says why.
+    Rejected,
+    /// The window had already ended: no slot can be claimed.
+    WindowEnded,
+    /// The same event key arrived with another fingerprint: never a duplicate.
+    Mismatch,
+    /// The terminal does not honour `Idempotency-Key`: claiming would risk a second slot.
+    NoIdempotencySupport,
+    /// The terminal said the key was reused with another body (IETF draft: 422; or 409
+    /// `idempotency_mismatch`).
+    TerminalKeyMismatch,
+    /// The terminal answered another permanent error (4xx).
+    TerminalRejected,
+    /// The terminal's key retention has passed: claiming again could make a second slot.
+    PastKeyRetention,
+    /// The terminal answered for another container than the one asked.
+    TerminalAnswerInvalid,
+}
+
+impl ManualReason {
+    /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
+    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::WindowEnded => "window_ended",
+            Self::Mismatch => "mismatch",
+            Self::NoIdempotencySupport => "no_idempotency_support",
+            Self::TerminalKeyMismatch => "terminal_key_mismatch",
+            Self::TerminalRejected => "terminal_rejected",
+            Self::PastKeyRetention => "past_key_retention",
+            Self::TerminalAnswerInvalid => "terminal_answer_invalid",
+        }
+    }
+}
+
+/// One message for the manual-booking queue. `Debug` redacts the original body (it holds the
+/// release PIN, which the person booking by hand needs, but no log does).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ManualItem {
+    /// Why.
+    pub reason: ManualReason,
+    /// A human-readable explanation (never the PIN).
+    pub detail: String,
+    /// The SQS body exactly as received.
+    pub original_body: String,
+    /// The event key, when the body got far enough to have one.
+    pub event_key: Option<String>,
+    /// The SQS message id of the delivery that routed it.
+    pub message_id: String,
+}
+
+impl fmt::Debug for ManualItem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualItem")
+            .field("reason", &self.reason)
+            .field("detail", &self.detail)
+            .field(
+                "original_body",
+                &format_args!("[redacted {} bytes]", self.original_body.len()),
+            )
+            .field("event_key", &self.event_key)
+            .field("message_id", &self.message_id)
+            .finish()
+    }
+}
+
+/// A failure to enqueue; the record is reported in `batchItemFailures` and retried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("manual queue unavailable: {0}")]
+pub struct ManualQueueError(pub String);
+
+/// The manual-booking queue.
+#[async_trait]
+pub trait ManualQueue: Send + Sync {
+    /// Enqueues one item.
+    async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError>;
+}
+
+/// An in-memory manual queue: keeps every item, in order.
+#[derive(Debug, Default)]
+pub struct MemoryManualQueue {
+    items: Mutex<Vec<ManualItem>>,
+}
+
+impl MemoryManualQueue {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every item sent so far, in order.
+    pub fn items(&self) -> Vec<ManualItem> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[async_trait]
+impl ManualQueue for MemoryManualQueue {
+    async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError> {
+        self.items
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(item);
+        Ok(())
+    }
+}

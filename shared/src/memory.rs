@@ -1,0 +1,248 @@
+//! `MemoryStore`: an in-memory [`IdempotencyStore`] that behaves as the DynamoDB one does, for the
+//! embedded default, tests and deterministic simulation. The same conformance suite runs against
+//! both.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::store::{
+    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+};
+
+#[derive(Default)]
+struct Tables {
+    records: BTreeMap<String, IdempotencyRecord>,
+    bookings: HashMap<String, TmsBooking>,
+}
+
+/// An in-memory idempotency table and TMS bookings table. Every method is atomic (one lock), as
+/// DynamoDB's conditional writes and transactions are. Expired records stay stored (like
+/// DynamoDB, whose TTL deletes lazily) and count as absent for `reserve`.
+#[derive(Default)]
+pub struct MemoryStore {
+    tables: Mutex<Tables>,
+    calls: AtomicU64,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every record, ordered by `pk`.
+    pub fn records(&self) -> Vec<IdempotencyRecord> {
+        self.lock().records.values().cloned().collect()
+    }
+
+    /// Every TMS booking, in no particular order.
+    pub fn bookings(&self) -> Vec<TmsBooking> {
+        self.lock().bookings.values().cloned().collect()
+    }
+
+    /// How many store operations ran (each one DynamoDB call in the real store), including these
+    /// inspection calls.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Overwrites a record as is, with no condition: for tests that need a particular state
+    /// (e.g. an expired record, a stranded lease).
+    pub fn put_raw(&self, record: IdempotencyRecord) {
+        self.lock().records.insert(record.pk.clone(), record);
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn reserve(
+        &self,
+        record: &IdempotencyRecord,
+        now_ms: i64,
+    ) -> Result<Reservation, StoreError> {
+        let mut t = self.lock();
+        match t.records.get(&record.pk) {
+            Some(existing) if !existing.is_expired(now_ms) => {
+                Ok(Reservation::Conflict(Box::new(existing.clone())))
+            }
+            _ => {
+                t.records.insert(record.pk.clone(), record.clone());
+                Ok(Reservation::Reserved)
+            }
+        }
+    }
+
+    async fn take_over(
+        &self,
+        pk: &str,
+        old_owner: &str,
+        new_owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        let mut t = self.lock();
+        let Some(r) = t.records.get_mut(pk) else {
+            return Ok(TakeOver::Refused);
+        };
+        let expired_lease = r.lease_until_ms.is_none_or(|until| until < now_ms);
+        if r.status != RecordStatus::InFlight
+            || r.lease_owner.as_deref() != Some(old_owner)
+            || !expired_lease
+        {
+            return Ok(TakeOver::Refused);
+        }
+        r.lease_owner = Some(new_owner.to_string());
+        r.lease_until_ms = Some(lease_until_ms);
+        r.updated_at_ms = now_ms;
+        Ok(TakeOver::Taken(Box::new(r.clone())))
+    }
+
+    async fn commit(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let mut t = self.lock();
+        let Some(r) = t.records.get(pk) else {
+            return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
+        };
+        if r.status != RecordStatus::InFlight {
+            return Ok(CommitOutcome::NotInFlight(Box::new(r.clone())));
+        }
+        if let Some(existing) = t.bookings.get(&booking.source_event) {
+            // The booking's condition failed: the whole transaction is cancelled. This happens
+            // only when a booking outlived its record (expired and re-reserved).
+            return Err(StoreError::Corrupt(format!(
+                "a TMS booking for {} already exists with slot {}",
+                booking.source_event, existing.slot_id
+            )));
+        }
+        t.bookings
+            .insert(booking.source_event.clone(), booking.clone());
+        let r = t
+            .records
+            .get_mut(pk)
+            .ok_or_else(|| StoreError::Corrupt(format!("no record {pk}")))?;
+        r.status = RecordStatus::Committed;
+        r.slot_id = Some(slot_id.to_string());
+        r.slot_ids.insert(slot_id.to_string());
+        r.lease_owner = None;
+        r.lease_until_ms = None;
+        r.inflight_shard = None;
+        r.updated_at_ms = now_ms;
+        Ok(CommitOutcome::Committed(Box::new(r.clone())))
+    }
+
+    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
+        let mut t = self.lock();
+        if let Some(r) = t.records.get_mut(pk) {
+            if r.status == RecordStatus::InFlight && r.lease_owner.as_deref() == Some(owner) {
+                r.lease_until_ms = Some(0);
+                r.updated_at_ms = now_ms;
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut t = self.lock();
+        match t.records.get_mut(pk) {
+            Some(r)
+                if r.status == RecordStatus::InFlight
+                    && r.lease_owner.as_deref() == Some(owner) =>
+            {
+                r.status = status;
+                r.error = Some(error.to_string());
+                r.lease_owner = None;
+                r.lease_until_ms = None;
+                r.inflight_shard = None;
+                r.updated_at_ms = now_ms;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn record_slot_id(&self, pk: &str, slot_id: &str, now_ms: i64) -> Result<(), StoreError> {
+        let mut t = self.lock();
+        if let Some(r) = t.records.get_mut(pk) {
+            r.slot_ids.insert(slot_id.to_string());
+            r.updated_at_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        let t = self.lock();
+        let mut matching: Vec<&IdempotencyRecord> = t
+            .records
+            .values()
+            .filter(|r| r.inflight_shard.as_deref() == Some(shard))
+            .filter(|r| r.created_at_ms < created_before_ms)
+            .collect();
+        matching.sort_by(|a, b| (a.created_at_ms, &a.pk).cmp(&(b.created_at_ms, &b.pk)));
+        let start = match cursor {
+            Some(c) => matching
+                .iter()
+                .position(|r| r.pk == c)
+                .map_or(matching.len(), |p| p + 1),
+            None => 0,
+        };
+        let limit = limit.max(1);
+        let page: Vec<IdempotencyRecord> = matching
+            .iter()
+            .skip(start)
+            .take(limit)
+            .map(|r| (*r).clone())
+            .collect();
+        let cursor = if start + page.len() < matching.len() {
+            page.last().map(|r| r.pk.clone())
+        } else {
+            None
+        };
+        Ok(InFlightPage {
+            records: page,
+            cursor,
+        })
+    }
+
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Ok(self.lock().records.get(pk).cloned())
+    }
+
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        Ok(self.lock().bookings.get(source_event).cloned())
+    }
+}

@@ -1,0 +1,133 @@
+//! The `IdempotencyStore` port: the idempotency table and the TMS bookings table, as DynamoDB
+//! offers them (conditional writes, one transaction for the commit).
+
+use async_trait::async_trait;
+
+use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+
+/// The result of step 2, the reserve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    /// The key was absent or expired; the record is now stored as given.
+    Reserved,
+    /// The key is taken by a live (not expired) record, returned in the same call.
+    Conflict(Box<IdempotencyRecord>),
+}
+
+/// The result of a take-over of an expired lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakeOver {
+    /// The lease is ours; the record as it is now.
+    Taken(Box<IdempotencyRecord>),
+    /// Someone else holds a live lease, took it first, or the record left `in_flight`.
+    Refused,
+}
+
+/// The result of step 4, the commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// The record is `committed` with our slot and the TMS booking is written.
+    Committed(Box<IdempotencyRecord>),
+    /// The record was no longer `in_flight`: someone else finished it. The record as it is.
+    NotInFlight(Box<IdempotencyRecord>),
+}
+
+/// One page of stale `in_flight` records.
+#[derive(Debug, Clone, Default)]
+pub struct InFlightPage {
+    /// The records of this page.
+    pub records: Vec<IdempotencyRecord>,
+    /// Pass back to get the next page; `None` on the last page.
+    pub cursor: Option<String>,
+}
+
+/// A store failure. All but [`StoreError::Corrupt`] are transient: the record goes into
+/// `batchItemFailures` and SQS redelivers it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Throttled after the SDK's own retries.
+    #[error("store throttled: {0}")]
+    Throttled(String),
+    /// A transaction conflicted after our retries.
+    #[error("transaction conflict: {0}")]
+    TransactionConflict(String),
+    /// Network, service or other transient error.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A stored item cannot be read as a record: needs a person.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+/// The idempotency table and the TMS bookings table.
+///
+/// Times are epoch **milliseconds** (`now_ms`, `lease_until_ms`); implementations convert to
+/// epoch seconds for `expires_at` themselves.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Reserves `record.pk` with `record` (status `in_flight`, a lease): succeeds only when the key
+    /// is absent or expired (`attribute_not_exists(pk) OR expires_at < :now`); otherwise returns
+    /// the existing record in the same call.
+    async fn reserve(
+        &self,
+        record: &IdempotencyRecord,
+        now_ms: i64,
+    ) -> Result<Reservation, StoreError>;
+
+    /// Takes the lease of an `in_flight` record from `old_owner` whose lease has expired
+    /// (`lease_until < now`), setting `new_owner` until `lease_until_ms`. Conditional: refused if
+    /// the owner changed, the lease is live or the record left `in_flight`.
+    async fn take_over(
+        &self,
+        pk: &str,
+        old_owner: &str,
+        new_owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError>;
+
+    /// Step 4: atomically sets the record to `committed` with `slot_id` (adding it to `slot_ids`,
+    /// removing the lease and `inflight_shard`) on condition `status = in_flight`, and writes
+    /// `booking` on condition that no booking exists for its event.
+    async fn commit(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError>;
+
+    /// Ends `owner`'s lease early (after a transient failure) so a redelivery can take over at
+    /// once; the record stays `in_flight`. A no-op if `owner` no longer holds it.
+    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError>;
+
+    /// Ends an `in_flight` record held by `owner` as `failed` or `manual` with `error`.
+    /// Returns `false` if the record was no longer `in_flight` under `owner`.
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Adds `slot_id` to the record's `slot_ids` (`ADD slot_ids`), whatever its state.
+    async fn record_slot_id(&self, pk: &str, slot_id: &str, now_ms: i64) -> Result<(), StoreError>;
+
+    /// `in_flight` records of one `InFlight` shard (`"00"`..`"15"`) created before
+    /// `created_before_ms` (epoch ms), oldest first, at most `limit` per page.
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError>;
+
+    /// Reads one record (expired or not).
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Reads the TMS booking of an event key.
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError>;
+}

@@ -1,0 +1,56 @@
+//! Printing replay reports: one column, or naive and gated side by side.
+
+use crate::replay::Report;
+
+/// The report's rows: label and value.
+fn rows(r: &Report) -> Vec<(&'static str, String)> {
+    vec![
+        ("notifications", r.notifications.to_string()),
+        ("SQS messages sent", r.messages.to_string()),
+        ("deliveries to the handler", r.deliveries.to_string()),
+        ("slots the terminal issued", r.slots_issued.to_string()),
+        (
+            "containers with a slot",
+            r.containers_with_a_slot.to_string(),
+        ),
+        (
+            "most slots for one container",
+            r.max_slots_per_container.to_string(),
+        ),
+        (
+            "containers with extra slots",
+            r.containers_with_extra_slots.to_string(),
+        ),
+        ("TMS bookings", r.tms_bookings.to_string()),
+        ("duplicates suppressed", r.duplicates_suppressed.to_string()),
+        ("mismatches", r.mismatches.to_string()),
+        ("routed to manual", r.routed_to_manual.to_string()),
+        ("still in_flight", r.still_in_flight.to_string()),
+        ("leases taken over", r.taken_over.to_string()),
+        ("batch item failures", r.batch_item_failures.to_string()),
+        ("worker crashes", r.crashes.to_string()),
+        ("dead-lettered", r.dead_lettered.to_string()),
+        ("simulated seconds", r.simulated_seconds.to_string()),
+    ]
+}
+
+/// One report as a table.
+pub fn render(r: &Report) -> String {
+    let mut out = format!("{} ({:?} handler)\n", r.scenario, r.handler);
+    for (label, value) in rows(r) {
+        out.push_str(&format!("  {label:<32} {value:>8}\n"));
+    }
+    out
+}
+
+/// Two reports side by side.
+pub fn render_side_by_side(left: &Report, right: &Report) -> String {
+    let mut out = format!(
+        "{}\n  {:<32} {:>8} {:>8}\n",
+        left.scenario, "", "naive", "gated"
+    );
+    for ((label, a), (_, b)) in rows(left).into_iter().zip(rows(right)) {
+        out.push_str(&format!("  {label:<32} {a:>8} {b:>8}\n"));
+    }
+    out
+}

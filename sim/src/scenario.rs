@@ -1,0 +1,322 @@
+//! Scenario files: what the outside world does in a replay. Format (JSON), documented in the
+//! README:
+//!
+//! ```json
+//! {
+//!   "name": "monday-2025-06-09",
+//!   "description": "free text",
+//!   "start": "2025-06-09T05:00:00Z",
+//!   "terminals": ["ECT-DELTA"],
+//!   "queue": {"batch_size": 10, "visibility_timeout_s": 180, "max_receive_count": 5, "workers": 2},
+//!   "lambda_timeout_s": 30,
+//!   "terminal": {"supports_idempotency_key": true, "latency_ms": 0, "error_rate": 0.0,
+//!                "lose_response_rate": 0.0, "retention_hours": 24, "seed": 0},
+//!   "notifications": [
+//!     {"body": {"notificationId": "...", "equipment_number": "...", "...": "..."},
+//!      "arrivals": [0, 15, {"at_s": 15, "same_message_id": true}],
+//!      "crash": "after_claim"}
+//!   ]
+//! }
+//! ```
+//!
+//! Each entry of `arrivals` is one SQS message enqueued that many seconds after `start` (a new
+//! message id: Portbase re-fired or an operator replayed), or an object whose `same_message_id`
+//! makes it another copy of the previous message (SQS's own duplicate: same message id, another
+//! receipt handle). `raw_body` (a string) replaces `body` for bodies that are not JSON. `crash`
+//! (`after_reserve` or `after_claim`) kills the worker processing the notification's first
+//! delivery at that step.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Where a worker dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashStep {
+    /// After the reserve, before the slot claim reaches the terminal.
+    AfterReserve,
+    /// After the terminal issued the slot, before the commit (the TMS write).
+    AfterClaim,
+}
+
+/// One arrival of a notification on the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Arrival {
+    /// Seconds after the scenario's start; a new SQS message.
+    At(f64),
+    /// An arrival with options.
+    Detailed {
+        /// Seconds after the scenario's start.
+        at_s: f64,
+        /// Another copy of the previous message (same message id).
+        #[serde(default)]
+        same_message_id: bool,
+    },
+}
+
+impl Arrival {
+    /// Seconds after start.
+    pub fn at_s(&self) -> f64 {
+        match self {
+            Self::At(s) => *s,
+            Self::Detailed { at_s, .. } => *at_s,
+        }
+    }
+
+    /// Whether it repeats the previous message's id.
+    pub fn same_message_id(&self) -> bool {
+        matches!(
+            self,
+            Self::Detailed {
+                same_message_id: true,
+                ..
+            }
+        )
+    }
+}
+
+/// One notification and how it is delivered.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioNotification {
+    /// The SQS body as JSON.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// The SQS body as a raw string (for bodies that are not JSON).
+    #[serde(default)]
+    pub raw_body: Option<String>,
+    /// When it arrives, one entry per SQS message.
+    pub arrivals: Vec<Arrival>,
+    /// A crash of the worker handling the first delivery.
+    #[serde(default)]
+    pub crash: Option<CrashStep>,
+}
+
+impl ScenarioNotification {
+    /// The SQS body string.
+    pub fn body_string(&self) -> String {
+        match (&self.raw_body, &self.body) {
+            (Some(raw), _) => raw.clone(),
+            (None, Some(v)) => v.to_string(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The equipment number as written in the body, if any (for reports).
+    pub fn container(&self) -> Option<String> {
+        self.body
+            .as_ref()
+            .and_then(|b| b.get("equipment_number"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+}
+
+/// The queue and its event source mapping.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSettings {
+    /// Records per Lambda invocation (SQS event source `BatchSize`).
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Seconds a received message stays invisible.
+    #[serde(default = "default_visibility")]
+    pub visibility_timeout_s: i64,
+    /// Receives before a message moves to the dead-letter queue (redrive policy).
+    #[serde(default = "default_max_receive")]
+    pub max_receive_count: u32,
+    /// Concurrent invocations (`ScalingConfig.MaximumConcurrency`).
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+}
+
+fn default_batch_size() -> usize {
+    10
+}
+fn default_visibility() -> i64 {
+    180
+}
+fn default_max_receive() -> u32 {
+    5
+}
+fn default_workers() -> usize {
+    2
+}
+fn default_lambda_timeout() -> i64 {
+    30
+}
+fn default_terminals() -> Vec<String> {
+    vec!["ECT-DELTA".to_string()]
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            batch_size: default_batch_size(),
+            visibility_timeout_s: default_visibility(),
+            max_receive_count: default_max_receive(),
+            workers: default_workers(),
+        }
+    }
+}
+
+/// The terminal simulator's switches for a scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalSettings {
+    /// Whether `Idempotency-Key` is honoured.
+    #[serde(default = "yes")]
+    pub supports_idempotency_key: bool,
+    /// Real-time latency per claim, ms.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// Probability of a 503 (not stored).
+    #[serde(default)]
+    pub error_rate: f64,
+    /// Probability that a 201 is lost on the way back (504 to the client).
+    #[serde(default)]
+    pub lose_response_rate: f64,
+    /// Key retention, hours of simulated time.
+    #[serde(default = "default_retention_hours")]
+    pub retention_hours: i64,
+    /// Seed of the terminal's fault RNG.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_retention_hours() -> i64 {
+    24
+}
+
+impl Default for TerminalSettings {
+    fn default() -> Self {
+        Self {
+            supports_idempotency_key: true,
+            latency_ms: 0,
+            error_rate: 0.0,
+            lose_response_rate: 0.0,
+            retention_hours: default_retention_hours(),
+            seed: 0,
+        }
+    }
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name.
+    pub name: String,
+    /// What it shows.
+    #[serde(default)]
+    pub description: String,
+    /// Simulated time zero.
+    pub start: DateTime<Utc>,
+    /// Terminal codes the integration books at.
+    #[serde(default = "default_terminals")]
+    pub terminals: Vec<String>,
+    /// The queue.
+    #[serde(default)]
+    pub queue: QueueSettings,
+    /// The consumer function's timeout, seconds.
+    #[serde(default = "default_lambda_timeout")]
+    pub lambda_timeout_s: i64,
+    /// The terminal.
+    #[serde(default)]
+    pub terminal: TerminalSettings,
+    /// Seed for message ids and receipt handles.
+    #[serde(default)]
+    pub seed: u64,
+    /// The notifications.
+    pub notifications: Vec<ScenarioNotification>,
+}
+
+/// The incident of Monday 9 June 2025, embedded so `make demo` needs no file.
+pub const MONDAY_2025_06_09: &str = include_str!("../scenarios/monday-2025-06-09.json");
+
+/// A scenario that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// Not readable.
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Not a scenario.
+    #[error("invalid scenario: {0}")]
+    Invalid(String),
+}
+
+impl Scenario {
+    /// Parses and checks a scenario.
+    ///
+    /// # Errors
+    /// [`ScenarioError::Invalid`] for bad JSON, a notification without arrivals or body, or a
+    /// `same_message_id` arrival without a message before it.
+    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        let s: Scenario =
+            serde_json::from_str(text).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        if s.queue.batch_size == 0 || s.queue.workers == 0 {
+            return Err(ScenarioError::Invalid(
+                "batch_size and workers must be at least 1".into(),
+            ));
+        }
+        for (i, n) in s.notifications.iter().enumerate() {
+            if n.arrivals.is_empty() {
+                return Err(ScenarioError::Invalid(format!(
+                    "notification {i} has no arrivals"
+                )));
+            }
+            if n.body.is_none() && n.raw_body.is_none() {
+                return Err(ScenarioError::Invalid(format!(
+                    "notification {i} has neither body nor raw_body"
+                )));
+            }
+            if n.arrivals[0].same_message_id() {
+                return Err(ScenarioError::Invalid(format!(
+                    "notification {i}: the first arrival cannot repeat a message id"
+                )));
+            }
+            if n.arrivals.iter().any(|a| !a.at_s().is_finite() || a.at_s() < 0.0) {
+                return Err(ScenarioError::Invalid(format!(
+                    "notification {i}: arrival times must be >= 0 seconds"
+                )));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Loads `name_or_path`: `monday-2025-06-09` (or `incident`) is the embedded incident;
+    /// anything else is a file path.
+    ///
+    /// # Errors
+    /// [`ScenarioError`] if the file cannot be read or parsed.
+    pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
+        match name_or_path {
+            "monday-2025-06-09" | "incident" => Self::parse(MONDAY_2025_06_09),
+            path => {
+                let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+                    path: path.to_string(),
+                    source,
+                })?;
+                Self::parse(&text)
+            }
+        }
+    }
+
+    /// Total SQS messages the scenario enqueues (copies with the same message id count once).
+    pub fn messages(&self) -> usize {
+        self.notifications
+            .iter()
+            .map(|n| n.arrivals.iter().filter(|a| !a.same_message_id()).count())
+            .sum()
+    }
+}

@@ -285,7 +285,10 @@ impl Scenario {
                     "notification {i}: the first arrival cannot repeat a message id"
                 )));
             }
-            if n.arrivals.iter().any(|a| !a.at_s().is_finite() || a.at_s() < 0.0) {
+            if n.arrivals
+                .iter()
+                .any(|a| !a.at_s().is_finite() || a.at_s() < 0.0)
+            {
                 return Err(ScenarioError::Invalid(format!(
                     "notification {i}: arrival times must be >= 0 seconds"
                 )));

@@ -438,7 +438,23 @@ impl Gate {
                 .await;
         }
         // Step 3.
-        let slot = match claim(self.terminal.as_ref(), record).await {
+        let outcome = claim(self.terminal.as_ref(), record).await;
+        self.settle_claim(record, outcome, body, message_id, owner)
+            .await
+    }
+
+    /// Acts on a claim's outcome for a record `owner` holds: commit a slot (step 4), release the
+    /// lease on a transient failure, or route a permanent one to the manual queue. Shared by the
+    /// consumer and the reconciler. `body` is what the manual queue gets as the original body.
+    pub(crate) async fn settle_claim(
+        &self,
+        record: &IdempotencyRecord,
+        outcome: ClaimOutcome,
+        body: &str,
+        message_id: &str,
+        owner: &str,
+    ) -> RecordOutcome {
+        let slot = match outcome {
             ClaimOutcome::Claimed(slot) => slot,
             ClaimOutcome::Transient(why) => return self.release(record, owner, why).await,
             ClaimOutcome::KeyInFlight => {
@@ -513,7 +529,7 @@ impl Gate {
     ) -> RecordOutcome {
         let now = self.clock.now_ms();
         match commit(self.store.as_ref(), record, &slot.slot_id, now).await {
-            Ok(CommitOutcome::Committed(_)) => RecordOutcome::Committed {
+            Ok(CommitOutcome::Committed) => RecordOutcome::Committed {
                 slot_id: slot.slot_id.clone(),
             },
             Ok(CommitOutcome::NotInFlight(existing)) => {
@@ -558,7 +574,12 @@ impl Gate {
 
     /// A transient failure: the record stays `in_flight`, the lease is released so the
     /// redelivery can take over at once, and the record is reported in `batchItemFailures`.
-    async fn release(&self, record: &IdempotencyRecord, owner: &str, why: String) -> RecordOutcome {
+    pub(crate) async fn release(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        why: String,
+    ) -> RecordOutcome {
         if let Err(e) = self
             .store
             .release_lease(&record.pk, owner, self.clock.now_ms())
@@ -573,7 +594,7 @@ impl Gate {
     /// first: if the process dies between the two, the redelivery routes it again (at least once
     /// into the queue, never lost).
     #[allow(clippy::too_many_arguments)]
-    async fn route_held_record(
+    pub(crate) async fn route_held_record(
         &self,
         record: &IdempotencyRecord,
         status: RecordStatus,

@@ -9,12 +9,22 @@
 //! * [`manual`]: the `ManualQueue` port and its in-memory queue; [`clock`]: the `Clock` port;
 //! * [`gate`]: the consumer handler (the four steps).
 pub mod clock;
+pub mod config;
+#[cfg(feature = "testkit")]
+pub mod conformance;
+#[cfg(feature = "aws")]
+pub mod dynamo;
 pub mod gate;
 pub mod iso6346;
 pub mod keys;
+#[cfg(feature = "aws")]
+pub mod lambda;
 pub mod manual;
 pub mod memory;
 pub mod notification;
+pub mod reconciler;
 pub mod record;
+#[cfg(feature = "aws")]
+pub mod sqs_manual;
 pub mod store;
 pub mod terminal;

@@ -149,7 +149,7 @@ impl IdempotencyStore for MemoryStore {
         r.lease_until_ms = None;
         r.inflight_shard = None;
         r.updated_at_ms = now_ms;
-        Ok(CommitOutcome::Committed(Box::new(r.clone())))
+        Ok(CommitOutcome::Committed)
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {

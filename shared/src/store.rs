@@ -26,8 +26,9 @@ pub enum TakeOver {
 /// The result of step 4, the commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommitOutcome {
-    /// The record is `committed` with our slot and the TMS booking is written.
-    Committed(Box<IdempotencyRecord>),
+    /// The record is `committed` with our slot and the TMS booking is written. (No record is
+    /// returned: DynamoDB's `TransactWriteItems` returns none, and a partial one would mislead.)
+    Committed,
     /// The record was no longer `in_flight`: someone else finished it. The record as it is.
     NotInFlight(Box<IdempotencyRecord>),
 }

@@ -12,7 +12,8 @@ use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualQueue, MemoryManualQueue};
 use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
-use gate::record::{record_pk, RecordStatus};
+use gate::reconciler::ReconcilerConfig;
+use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::store::IdempotencyStore;
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use serde::Serialize;
@@ -76,7 +77,11 @@ pub struct Report {
     pub crashes: usize,
     /// Messages moved to the dead-letter queue.
     pub dead_lettered: usize,
-    /// Simulated seconds from the first arrival to the last delivery.
+    /// Stranded `in_flight` records the reconciler committed.
+    pub reconciled: usize,
+    /// Reconciler runs.
+    pub reconciler_runs: usize,
+    /// Simulated seconds from the first arrival to the last delivery or reconciler run.
     pub simulated_seconds: i64,
 }
 
@@ -208,13 +213,57 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let batch_size = scenario.queue.batch_size;
     let timeout_ms = scenario.lambda_timeout_s * 1000;
 
-    // Each step: every worker polls a batch at the earliest time something is visible.
+    // Each step: every worker polls a batch at the earliest time something is visible, or the
+    // reconciler runs at its next tick, whichever comes first.
+    let reconciler = scenario
+        .reconciler
+        .clone()
+        .filter(|_| options.handler == HandlerKind::Gated);
+    let reconciler_config = ReconcilerConfig {
+        min_age_ms: reconciler.as_ref().map_or(120_000, |r| r.min_age_s * 1000),
+        key_retention_ms: scenario.terminal.retention_hours * 3_600_000,
+        ..ReconcilerConfig::default()
+    };
+    let mut next_tick = reconciler.as_ref().map(|r| start_ms + r.interval_s * 1000);
+    let mut idle_ticks = 0usize;
     let mut steps = 0usize;
-    while let Some(t) = queue.next_visible_ms() {
+    loop {
         steps += 1;
         if steps > 1_000_000 {
             return Err("replay did not converge".into());
         }
+        let next_message = queue.next_visible_ms();
+        let tick_due = match (next_tick, next_message) {
+            (Some(tick), Some(m)) => tick <= m,
+            (Some(_), None) => {
+                // The queue is empty: keep ticking while records are in_flight (bounded).
+                idle_ticks < MAX_IDLE_TICKS && any_in_flight(store.as_ref()).await?
+            }
+            (None, _) => false,
+        };
+        if tick_due {
+            let (Some(tick), Some(settings)) = (next_tick, reconciler.as_ref()) else {
+                break;
+            };
+            clock.set_ms(tick);
+            last_ms = tick;
+            invocation_no += 1;
+            let invocation = Invocation {
+                request_id: format!("reconciler-{invocation_no:06}"),
+                deadline_ms: tick + timeout_ms,
+            };
+            let r = base_gate.reconcile(&reconciler_config, &invocation).await;
+            counts.reconciled += r.reconciled;
+            counts.reconciler_runs += 1;
+            if next_message.is_none() {
+                idle_ticks += 1;
+            }
+            next_tick = Some(tick + settings.interval_s * 1000);
+            continue;
+        }
+        let Some(t) = next_message else {
+            break;
+        };
         clock.set_ms(t);
         last_ms = t;
         let mut batches = Vec::new();
@@ -233,8 +282,17 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                 deadline_ms: t + timeout_ms,
             };
             let crash = crash_in_batch(scenario, &received, &crashed_notifications);
+            let mut lost = Vec::new();
             if let Some((n, _)) = crash {
                 crashed_notifications.insert(n);
+                if scenario.notifications[n].message_lost_after_crash {
+                    lost.extend(
+                        received
+                            .iter()
+                            .filter(|r| r.notification == n)
+                            .map(|r| r.slot),
+                    );
+                }
             }
             let crash = crash.map(|(n, step)| {
                 let body = scenario.notifications[n].body_string();
@@ -252,10 +310,13 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     HandlerKind::Gated => run_gated(gate, event, &invocation, crash).await,
                     HandlerKind::Naive => naive.handle(event, crash).await,
                 };
-                (received, outcome)
+                (received, lost, outcome)
             });
         }
-        for (received, outcome) in futures::future::join_all(runs).await {
+        for (received, lost, outcome) in futures::future::join_all(runs).await {
+            for slot in lost {
+                queue.delete(slot);
+            }
             match outcome {
                 InvocationOutcome::Crashed => counts.crashes += 1,
                 InvocationOutcome::Finished { acked, report } => {
@@ -310,8 +371,28 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         batch_item_failures: counts.failures,
         crashes: counts.crashes,
         dead_lettered: queue.dead_letters().len(),
+        reconciled: counts.reconciled,
+        reconciler_runs: counts.reconciler_runs,
         simulated_seconds: (last_ms - first_ms) / 1000,
     })
+}
+
+/// Reconciler ticks after the queue is empty before a replay gives up on `in_flight` records
+/// (a day at one tick a minute).
+const MAX_IDLE_TICKS: usize = 1_440;
+
+/// Whether any record is `in_flight`, through the sparse index (any store).
+async fn any_in_flight(store: &dyn IdempotencyStore) -> Result<bool, String> {
+    for shard in 0..INFLIGHT_SHARDS {
+        let page = store
+            .stale_in_flight(&format!("{shard:02}"), i64::MAX, None, 1)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !page.records.is_empty() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Counts bookings and `in_flight` records for every distinct event of the scenario, through the
@@ -415,6 +496,8 @@ struct Counts {
     taken_over: usize,
     failures: usize,
     crashes: usize,
+    reconciled: usize,
+    reconciler_runs: usize,
 }
 
 impl Counts {

@@ -30,6 +30,7 @@ fn rows(r: &Report) -> Vec<(&'static str, String)> {
         ("batch item failures", r.batch_item_failures.to_string()),
         ("worker crashes", r.crashes.to_string()),
         ("dead-lettered", r.dead_lettered.to_string()),
+        ("reconciled", r.reconciled.to_string()),
         ("simulated seconds", r.simulated_seconds.to_string()),
     ]
 }

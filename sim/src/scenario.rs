@@ -92,6 +92,10 @@ pub struct ScenarioNotification {
     /// A crash of the worker handling the first delivery.
     #[serde(default)]
     pub crash: Option<CrashStep>,
+    /// After that crash the message is never redelivered (deleted, expired, redriven elsewhere):
+    /// only the reconciler can finish the record.
+    #[serde(default)]
+    pub message_lost_after_crash: bool,
 }
 
 impl ScenarioNotification {
@@ -206,6 +210,25 @@ impl Default for TerminalSettings {
     }
 }
 
+/// The scheduled reconciler in a replay.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcilerSettings {
+    /// Seconds between runs (the schedule's rate), default 60.
+    #[serde(default = "default_interval")]
+    pub interval_s: i64,
+    /// Minimum age of a record before the reconciler touches it, seconds, default 120.
+    #[serde(default = "default_min_age")]
+    pub min_age_s: i64,
+}
+
+fn default_interval() -> i64 {
+    60
+}
+fn default_min_age() -> i64 {
+    120
+}
+
 /// A scenario file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -232,6 +255,9 @@ pub struct Scenario {
     /// Seed for message ids and receipt handles.
     #[serde(default)]
     pub seed: u64,
+    /// The reconciler, scheduled on simulated time; absent: no reconciler.
+    #[serde(default)]
+    pub reconciler: Option<ReconcilerSettings>,
     /// The notifications.
     pub notifications: Vec<ScenarioNotification>,
 }
@@ -260,7 +286,7 @@ impl Scenario {
     ///
     /// # Errors
     /// [`ScenarioError::Invalid`] for bad JSON, a notification without arrivals or body, or a
-    /// `same_message_id` arrival without a message before it.
+    /// `same_message_id` arrival without a message before it, or a reconciler interval under 1 s.
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
         let s: Scenario =
             serde_json::from_str(text).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
@@ -268,6 +294,13 @@ impl Scenario {
             return Err(ScenarioError::Invalid(
                 "batch_size and workers must be at least 1".into(),
             ));
+        }
+        if let Some(r) = &s.reconciler {
+            if r.interval_s < 1 || r.min_age_s < 0 {
+                return Err(ScenarioError::Invalid(
+                    "reconciler.interval_s must be >= 1 and min_age_s >= 0".into(),
+                ));
+            }
         }
         for (i, n) in s.notifications.iter().enumerate() {
             if n.arrivals.is_empty() {
@@ -305,6 +338,7 @@ impl Scenario {
     pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
         match name_or_path {
             "monday-2025-06-09" | "incident" => Self::parse(MONDAY_2025_06_09),
+            "monday-2025-06-09-lost" => Self::incident_with_lost_messages(),
             path => {
                 let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
                     path: path.to_string(),
@@ -313,6 +347,29 @@ impl Scenario {
                 Self::parse(&text)
             }
         }
+    }
+
+    /// The incident variant where the two crashed messages are never redelivered, with the
+    /// reconciler running every minute.
+    ///
+    /// # Errors
+    /// Only if the embedded incident does not parse.
+    pub fn incident_with_lost_messages() -> Result<Self, ScenarioError> {
+        let mut s = Self::parse(MONDAY_2025_06_09)?;
+        s.name = "monday-2025-06-09-lost".into();
+        s.description = "The incident, but the two crashed messages never come back: only the \
+                         reconciler can finish their records."
+            .into();
+        s.reconciler = Some(ReconcilerSettings {
+            interval_s: default_interval(),
+            min_age_s: default_min_age(),
+        });
+        for n in &mut s.notifications {
+            if n.crash.is_some() {
+                n.message_lost_after_crash = true;
+            }
+        }
+        Ok(s)
     }
 
     /// Total SQS messages the scenario enqueues (copies with the same message id count once).

@@ -195,26 +195,15 @@ async fn a_duplicate_of_a_committed_record_is_acknowledged_without_a_claim() {
 async fn a_duplicate_while_in_flight_with_a_live_lease_is_acknowledged() {
     let w = world().await;
     let b = body("N-1", "CSQU3054383");
-    // Another worker reserved it and is still working (crashed or slow): simulate its record.
-    let first = w
-        .gate
-        .handle_batch(event(&[("m1", &b)]), &invocation(&w, "inv-1"))
-        .await;
-    assert!(matches!(
-        first.records[0].outcome,
-        RecordOutcome::Committed { .. }
-    ));
-    let mut record = w
-        .store
-        .get(&pk("N-1", "CSQU3054383"))
-        .await
-        .unwrap()
-        .unwrap();
-    record.status = RecordStatus::InFlight;
-    record.lease_owner = Some("inv-other".into());
-    record.lease_until_ms = Some(T0 + 20_000);
-    record.slot_id = None;
-    w.store.put_raw(record);
+    // Another worker reserved it and is still working on it (slow, or dead with a live lease).
+    let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
+    let keys = gate::gate::derive_keys(&n).unwrap();
+    let other = Invocation {
+        request_id: "inv-other".into(),
+        deadline_ms: T0 + 20_000,
+    };
+    let record = w.gate.new_record(&n, &keys, &other, T0);
+    w.store.reserve(&record, T0).await.unwrap();
     w.clock.advance_ms(5_000);
     let report = w
         .gate
@@ -222,7 +211,7 @@ async fn a_duplicate_while_in_flight_with_a_live_lease_is_acknowledged() {
         .await;
     assert!(failures(&report).is_empty());
     assert_eq!(report.records[0].outcome, RecordOutcome::DuplicateInFlight);
-    assert_eq!(w.recording.claims.lock().unwrap().len(), 1);
+    assert_eq!(w.recording.claims.lock().unwrap().len(), 0, "no claim");
     let after = w
         .store
         .get(&pk("N-1", "CSQU3054383"))

@@ -68,3 +68,59 @@ fn the_incident_scenario_has_the_documented_shape() {
         assert!(gate::iso6346::EquipmentNumber::parse(&c).is_ok(), "{c}");
     }
 }
+
+#[tokio::test]
+async fn lost_crashed_messages_are_finished_by_the_reconciler_with_the_pre_crash_slot() {
+    use gate::record::RecordStatus;
+    use std::sync::Arc;
+
+    let scenario = Scenario::load("monday-2025-06-09-lost").unwrap();
+    let store = Arc::new(gate::memory::MemoryStore::new());
+    let r = replay::run(
+        &scenario,
+        ReplayOptions {
+            handler: HandlerKind::Gated,
+            store: Some(store.clone()),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.crashes, 2);
+    assert_eq!(r.reconciled, 2, "{r:?}");
+    assert_eq!(r.taken_over, 0, "no redelivery took over");
+    assert_eq!(r.slots_issued, 39, "the reconciler claimed nothing new");
+    assert_eq!(r.max_slots_per_container, 1);
+    assert_eq!(r.tms_bookings, 39);
+    assert_eq!(r.still_in_flight, 0);
+    // The crashed containers' records: committed with the one slot the terminal issued for them
+    // (before the crash), within 90 s of simulated time after they became eligible
+    // (created + 120 s minimum age; the lease had ended at created + 30 s).
+    let crashed: Vec<String> = scenario
+        .notifications
+        .iter()
+        .filter(|n| n.crash.is_some())
+        .map(|n| n.container().unwrap())
+        .collect();
+    assert_eq!(crashed.len(), 2);
+    for container in crashed {
+        let record = store
+            .records()
+            .into_iter()
+            .find(|rec| rec.container == container)
+            .unwrap();
+        assert_eq!(record.status, RecordStatus::Committed);
+        assert_eq!(record.slot_ids.len(), 1);
+        let booking = store
+            .bookings()
+            .into_iter()
+            .find(|b| b.container == container)
+            .unwrap();
+        assert_eq!(Some(booking.slot_id), record.slot_id);
+        let eligible = record.created_at_ms + 120_000;
+        let waited = record.updated_at_ms - eligible;
+        assert!(
+            (0..=90_000).contains(&waited),
+            "{container}: committed {waited} ms after eligible"
+        );
+    }
+}

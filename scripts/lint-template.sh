@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Lints template.yaml with both linters from the project venv; exits non-zero on any finding.
+#
+#   sam validate --lint          SAM transform + cfn-lint (errors and warnings fail)
+#   cfn-lint --include-checks I  errors, warnings and informational findings all fail
+#
+# Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec).
+# Usage: scripts/lint-template.sh [template]   (default: template.yaml at the repository root)
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${VENV:-$root/.venv}"
+template="${1:-$root/template.yaml}"
+
+export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-eu-west-1}"
+export AWS_REGION="$AWS_DEFAULT_REGION"
+export SAM_CLI_TELEMETRY=0
+
+for tool in sam cfn-lint; do
+    if [[ ! -x "$venv/bin/$tool" ]]; then
+        echo "lint-template: $venv/bin/$tool not found" >&2
+        echo "  install: $venv/bin/pip install aws-sam-cli==1.170.0 cfn-lint==1.58.0" >&2
+        exit 2
+    fi
+done
+
+status=0
+
+echo "lint-template: sam validate --lint $template"
+if ! "$venv/bin/sam" validate --lint --template "$template" --region "$AWS_DEFAULT_REGION"; then
+    status=1
+fi
+
+echo "lint-template: cfn-lint --include-checks I $template"
+# cfn-lint's exit code is a bit mask (2 error, 4 warning, 8 informational); any bit fails.
+if ! "$venv/bin/cfn-lint" --regions "$AWS_DEFAULT_REGION" --include-checks I -- "$template"; then
+    status=1
+fi
+
+if [[ $status -eq 0 ]]; then
+    echo "lint-template: no findings"
+else
+    echo "lint-template: findings above" >&2
+fi
+exit $status

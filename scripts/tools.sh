@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the test tools into ./.venv at pinned versions when they are missing:
+# moto[server] (DynamoDB, SQS, CloudWatch, Secrets Manager on loopback), cargo-lambda (with zig),
+# aws-sam-cli and cfn-lint (offline template checks). Idempotent: a second run installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+PINS=(
+  "moto[server]==5.2.5"
+  "cargo-lambda==1.9.2"
+  "aws-sam-cli==1.170.0"
+  "cfn-lint==1.58.0"
+)
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+need=()
+for pin in "${PINS[@]}"; do
+  name="${pin%%==*}"; name="${name%%[*}"; want="${pin##*==}"
+  have=$("$VENV/bin/python" -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
+  if [ "$have" != "$want" ]; then need+=("$pin"); fi
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "tools: installing ${need[*]}"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${need[@]}"
+fi

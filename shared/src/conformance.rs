@@ -1,0 +1,696 @@
+//! The store conformance suite (feature `testkit`): one set of cases that every
+//! [`IdempotencyStore`] implementation must pass, so the in-memory store and the DynamoDB store
+//! cannot drift.
+//!
+//! Each case is a `pub async fn(store, prefix)`: `prefix` makes every key unique to the run (it
+//! becomes the integration part of `pk` and is hashed into the event keys), so cases can share
+//! tables. [`stale_in_flight_paginates`] additionally expects its shard (`"07"`) of the `InFlight`
+//! index to hold no other records created before [`NOW_MS`], i.e. fresh tables. Cases panic on
+//! failure (they are test code).
+//!
+//! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::clock::ms_to_s;
+use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
+
+/// The suite's "now": 2025-06-09T04:00:00Z in epoch **milliseconds**.
+pub const NOW_MS: i64 = 1_749_441_600_000;
+
+/// The lease length the cases use, **milliseconds**.
+pub const LEASE_MS: i64 = 30_000;
+
+/// The TTL the cases use, **seconds** (14 days).
+pub const TTL_S: i64 = 14 * 24 * 3600;
+
+/// The event key for case `name` in run `prefix`: lowercase hex SHA-256, like a real one.
+pub fn event_key(prefix: &str, name: &str) -> String {
+    hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
+}
+
+/// A fresh `in_flight` record for case `name`: `pk = "{prefix}#{event_key}"`, leased by `owner`
+/// until `now_ms + LEASE_MS`, created at `now_ms`, expiring `TTL_S` seconds later.
+pub fn sample_record(prefix: &str, name: &str, owner: &str, now_ms: i64) -> IdempotencyRecord {
+    let event_key = event_key(prefix, name);
+    IdempotencyRecord {
+        pk: format!("{prefix}#{event_key}"),
+        op_key: format!("{event_key}:slot-claim"),
+        inflight_shard: Some(crate::record::inflight_shard(&event_key)),
+        event_key,
+        status: RecordStatus::InFlight,
+        fingerprint: hex::encode(Sha256::digest(name.as_bytes())),
+        request: format!("{{\"equipment_number\":\"CSQU3054383\",\"pin\":\"4711-{name}\"}}")
+            .into_bytes(),
+        lease_owner: Some(owner.to_string()),
+        lease_until_ms: Some(now_ms + LEASE_MS),
+        created_at_ms: now_ms,
+        updated_at_ms: now_ms,
+        expires_at_s: ms_to_s(now_ms) + TTL_S,
+        slot_id: None,
+        slot_ids: BTreeSet::new(),
+        error: None,
+        container: "CSQU3054383".to_string(),
+        terminal: "ECT-DELTA".to_string(),
+        window_start: "2025-06-09T08:00:00Z".to_string(),
+        window_end: "2025-06-09T10:00:00Z".to_string(),
+    }
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+async fn must_reserve(store: &dyn IdempotencyStore, record: &IdempotencyRecord, now_ms: i64) {
+    assert_eq!(
+        store.reserve(record, now_ms).await.expect("reserve"),
+        Reservation::Reserved,
+        "reserve of a new key {}",
+        record.pk
+    );
+}
+
+async fn must_get(store: &dyn IdempotencyStore, pk: &str) -> IdempotencyRecord {
+    store
+        .get(pk)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("record {pk} missing"))
+}
+
+/// A new key is reserved and stored exactly as given; a second reserve of the key is a conflict
+/// that returns the stored record with every field, in the same call. Both a minimal record
+/// (optional fields absent) and one with every optional field set round-trip.
+pub async fn reserve_new_key_then_conflict(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let first = sample_record(prefix, "reserve-new", "owner-a", NOW_MS);
+    must_reserve(store, &first, NOW_MS).await;
+    assert_eq!(must_get(store, &first.pk).await, first);
+
+    let second = IdempotencyRecord {
+        lease_owner: Some("owner-b".into()),
+        fingerprint: "other".into(),
+        ..sample_record(prefix, "reserve-new", "owner-b", NOW_MS + 5)
+    };
+    match store.reserve(&second, NOW_MS + 5).await.expect("reserve") {
+        Reservation::Conflict(existing) => assert_eq!(*existing, first),
+        Reservation::Reserved => panic!("a live key was reserved twice"),
+    }
+    assert_eq!(
+        must_get(store, &first.pk).await,
+        first,
+        "conflict changed the record"
+    );
+
+    // Every optional field set (a record as it may look after take-overs and slot records).
+    let full = IdempotencyRecord {
+        slot_id: Some("SLOT-FULL-1".into()),
+        slot_ids: set(&["SLOT-FULL-1", "SLOT-FULL-2"]),
+        error: Some("an earlier error".into()),
+        request: vec![0, 159, 146, 150, 255],
+        ..sample_record(prefix, "reserve-full", "owner-a", NOW_MS)
+    };
+    must_reserve(store, &full, NOW_MS).await;
+    match store.reserve(&full, NOW_MS + 1).await.expect("reserve") {
+        Reservation::Conflict(existing) => assert_eq!(*existing, full),
+        Reservation::Reserved => panic!("a live key was reserved twice"),
+    }
+}
+
+/// A record whose TTL has passed but that is still stored counts as absent: reserve overwrites
+/// it. The boundary is in epoch seconds: `expires_at == now_s` is still live.
+pub async fn reserve_overwrites_expired(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let now_s = ms_to_s(NOW_MS);
+    let old = IdempotencyRecord {
+        status: RecordStatus::Committed,
+        slot_id: Some("SLOT-OLD".into()),
+        slot_ids: set(&["SLOT-OLD"]),
+        lease_owner: None,
+        lease_until_ms: None,
+        inflight_shard: None,
+        expires_at_s: now_s,
+        ..sample_record(prefix, "expired", "owner-old", NOW_MS - TTL_S * 1000)
+    };
+    must_reserve(store, &old, NOW_MS - TTL_S * 1000).await;
+
+    // Same second as expires_at: still live (`expires_at < now` is false), milliseconds ignored.
+    let fresh = sample_record(prefix, "expired", "owner-new", NOW_MS + 999);
+    match store.reserve(&fresh, NOW_MS + 999).await.expect("reserve") {
+        Reservation::Conflict(existing) => assert_eq!(*existing, old),
+        Reservation::Reserved => panic!("reserved over a record expiring this very second"),
+    }
+    // One second later: expired, overwritten.
+    let fresh = sample_record(prefix, "expired", "owner-new", NOW_MS + 1000);
+    must_reserve(store, &fresh, NOW_MS + 1000).await;
+    let stored = must_get(store, &fresh.pk).await;
+    assert_eq!(stored, fresh);
+    assert_eq!(
+        stored.slot_ids,
+        BTreeSet::new(),
+        "old slot ids must not survive"
+    );
+}
+
+/// 16 tasks reserve one key at once: exactly one is `Reserved`, the 15 others get a conflict
+/// carrying the winner's record.
+pub async fn concurrent_reserve_one_winner(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = Arc::clone(&store);
+        let record = sample_record(prefix, "race", &format!("owner-{i:02}"), NOW_MS);
+        tasks.push(tokio::spawn(async move {
+            let outcome = store.reserve(&record, NOW_MS).await.expect("reserve");
+            (record.lease_owner.clone(), outcome)
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut conflict_owners = Vec::new();
+    for task in tasks {
+        let (owner, outcome) = task.await.expect("task");
+        match outcome {
+            Reservation::Reserved => winners.push(owner),
+            Reservation::Conflict(existing) => conflict_owners.push(existing.lease_owner.clone()),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one reserve wins: {winners:?}");
+    assert_eq!(conflict_owners.len(), 15);
+    assert!(
+        conflict_owners.iter().all(|o| *o == winners[0]),
+        "every conflict returns the winner's record: {conflict_owners:?} vs {winners:?}"
+    );
+    let pk = sample_record(prefix, "race", "x", NOW_MS).pk;
+    assert_eq!(
+        store
+            .get(&pk)
+            .await
+            .expect("get")
+            .expect("record")
+            .lease_owner,
+        winners[0]
+    );
+}
+
+/// Take-over: refused while the lease is live (also at `now == lease_until`), refused for a
+/// wrong old owner, allowed after expiry (only the lease and `updated_at` change), then refused
+/// for a second taker naming the old owner. Refused on a missing record and on a record that left
+/// `in_flight`.
+pub async fn take_over_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "take-over", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let until = NOW_MS + LEASE_MS;
+    let new_until = until + 1 + LEASE_MS;
+
+    let t = store
+        .take_over(&r.pk, "owner-a", "owner-b", new_until, NOW_MS + 1)
+        .await;
+    assert_eq!(t.expect("take_over"), TakeOver::Refused, "live lease");
+    let t = store
+        .take_over(&r.pk, "owner-a", "owner-b", new_until, until)
+        .await;
+    assert_eq!(
+        t.expect("take_over"),
+        TakeOver::Refused,
+        "lease live at now == lease_until"
+    );
+    let t = store
+        .take_over(&r.pk, "owner-x", "owner-b", new_until, until + 1)
+        .await;
+    assert_eq!(t.expect("take_over"), TakeOver::Refused, "wrong old owner");
+
+    let t = store
+        .take_over(&r.pk, "owner-a", "owner-b", new_until, until + 1)
+        .await;
+    let expected = IdempotencyRecord {
+        lease_owner: Some("owner-b".into()),
+        lease_until_ms: Some(new_until),
+        updated_at_ms: until + 1,
+        ..r.clone()
+    };
+    match t.expect("take_over") {
+        TakeOver::Taken(now) => assert_eq!(*now, expected),
+        TakeOver::Refused => panic!("take-over of an expired lease refused"),
+    }
+    assert_eq!(must_get(store, &r.pk).await, expected);
+
+    let t = store
+        .take_over(&r.pk, "owner-a", "owner-c", new_until + 5, until + 2)
+        .await;
+    assert_eq!(t.expect("take_over"), TakeOver::Refused, "second taker");
+    assert_eq!(must_get(store, &r.pk).await, expected);
+
+    let missing = format!("{prefix}#no-such-key");
+    let t = store
+        .take_over(&missing, "owner-a", "owner-b", new_until, until + 1)
+        .await;
+    assert_eq!(t.expect("take_over"), TakeOver::Refused, "missing record");
+    assert_eq!(store.get(&missing).await.expect("get"), None);
+
+    let done = sample_record(prefix, "take-over-done", "owner-a", NOW_MS);
+    must_reserve(store, &done, NOW_MS).await;
+    assert!(store
+        .finish(
+            &done.pk,
+            "owner-a",
+            RecordStatus::Manual,
+            "by hand",
+            NOW_MS + 1
+        )
+        .await
+        .expect("finish"));
+    let t = store
+        .take_over(&done.pk, "owner-a", "owner-b", new_until, until + 1)
+        .await;
+    assert_eq!(
+        t.expect("take_over"),
+        TakeOver::Refused,
+        "record not in_flight"
+    );
+}
+
+/// Commit writes the record (`committed`, `slot_id`, `slot_ids`, no lease, no `inflight_shard`,
+/// `updated_at` = commit time, the rest unchanged) and the booking, in one call.
+pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "commit", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let booking = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 10);
+    match store
+        .commit(&r.pk, "SLOT-1", &booking, NOW_MS + 10)
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::Committed => {
+            let c = store.get(&r.pk).await.expect("get").expect("record");
+            assert_eq!(c.pk, r.pk);
+            assert_eq!(c.fingerprint, r.fingerprint);
+            assert_eq!(c.request, r.request);
+            assert_eq!(c.created_at_ms, r.created_at_ms);
+            assert_eq!(c.expires_at_s, r.expires_at_s);
+            assert_eq!(c.event_key, r.event_key);
+            assert_eq!(c.status, RecordStatus::Committed);
+            assert_eq!(c.slot_id.as_deref(), Some("SLOT-1"));
+            assert!(c.slot_ids.contains("SLOT-1"));
+            assert_eq!(c.lease_owner, None);
+            assert_eq!(c.lease_until_ms, None);
+            assert_eq!(c.inflight_shard, None);
+            assert_eq!(c.updated_at_ms, NOW_MS + 10);
+        }
+        CommitOutcome::NotInFlight(other) => panic!("commit refused: {other:?}"),
+    }
+    let expected = IdempotencyRecord {
+        status: RecordStatus::Committed,
+        slot_id: Some("SLOT-1".into()),
+        slot_ids: set(&["SLOT-1"]),
+        lease_owner: None,
+        lease_until_ms: None,
+        inflight_shard: None,
+        updated_at_ms: NOW_MS + 10,
+        ..r.clone()
+    };
+    assert_eq!(must_get(store, &r.pk).await, expected);
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(booking)
+    );
+}
+
+/// Commit on a record that is no longer `in_flight` is `NotInFlight` with the record as it is,
+/// and writes no (second) booking: after a commit, and after `finish`. Commit without any record
+/// is `Corrupt`. A booking that outlived its record makes the whole transaction fail (`Corrupt`)
+/// and leaves the record `in_flight`.
+pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "commit-twice", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let first = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 10);
+    let out = store.commit(&r.pk, "SLOT-1", &first, NOW_MS + 10).await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    let committed = must_get(store, &r.pk).await;
+
+    let second = TmsBooking::for_record(&r, "SLOT-2", NOW_MS + 20);
+    match store
+        .commit(&r.pk, "SLOT-2", &second, NOW_MS + 20)
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::NotInFlight(existing) => assert_eq!(*existing, committed),
+        CommitOutcome::Committed => panic!("committed twice"),
+    }
+    assert_eq!(must_get(store, &r.pk).await, committed);
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(first)
+    );
+
+    // A failed record.
+    let f = sample_record(prefix, "commit-failed", "owner-a", NOW_MS);
+    must_reserve(store, &f, NOW_MS).await;
+    assert!(store
+        .finish(
+            &f.pk,
+            "owner-a",
+            RecordStatus::Failed,
+            "terminal answered 400",
+            NOW_MS + 1
+        )
+        .await
+        .expect("finish"));
+    let failed = must_get(store, &f.pk).await;
+    let b = TmsBooking::for_record(&f, "SLOT-F", NOW_MS + 2);
+    match store
+        .commit(&f.pk, "SLOT-F", &b, NOW_MS + 2)
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::NotInFlight(existing) => {
+            assert_eq!(*existing, failed);
+            assert_eq!(existing.status, RecordStatus::Failed);
+        }
+        CommitOutcome::Committed => panic!("committed a failed record"),
+    }
+    assert_eq!(store.booking(&f.event_key).await.expect("booking"), None);
+
+    // No record at all.
+    let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
+    let b = TmsBooking::for_record(&ghost, "SLOT-G", NOW_MS);
+    let out = store.commit(&ghost.pk, "SLOT-G", &b, NOW_MS).await;
+    assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
+    assert_eq!(
+        store.booking(&ghost.event_key).await.expect("booking"),
+        None
+    );
+    assert_eq!(store.get(&ghost.pk).await.expect("get"), None);
+
+    // A booking without its record: the same event key under another integration (another pk).
+    let orphan = IdempotencyRecord {
+        pk: format!("{prefix}-other#{}", r.event_key),
+        ..sample_record(prefix, "commit-twice", "owner-z", NOW_MS)
+    };
+    must_reserve(store, &orphan, NOW_MS).await;
+    let b = TmsBooking::for_record(&orphan, "SLOT-Z", NOW_MS + 30);
+    let out = store.commit(&orphan.pk, "SLOT-Z", &b, NOW_MS + 30).await;
+    assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
+    assert_eq!(
+        must_get(store, &orphan.pk).await,
+        orphan,
+        "transaction not atomic"
+    );
+    assert_eq!(
+        store
+            .booking(&r.event_key)
+            .await
+            .expect("booking")
+            .map(|b| b.slot_id),
+        Some("SLOT-1".to_string())
+    );
+}
+
+/// Two holders commit one record at once with different slots: exactly one `Committed`, the
+/// other `NotInFlight` carrying the winner's slot (or, on a real table under contention, a
+/// `TransactionConflict` after the retries); exactly one booking, with the winner's slot.
+pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let r = sample_record(prefix, "commit-race", "owner-a", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    let mut tasks = Vec::new();
+    for slot in ["SLOT-A", "SLOT-B"] {
+        let store = Arc::clone(&store);
+        let r = r.clone();
+        tasks.push(tokio::spawn(async move {
+            let booking = TmsBooking::for_record(&r, slot, NOW_MS + 10);
+            (slot, store.commit(&r.pk, slot, &booking, NOW_MS + 10).await)
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut losers = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            (slot, Ok(CommitOutcome::Committed)) => winners.push(slot),
+            (_, Ok(CommitOutcome::NotInFlight(existing))) => losers.push(existing.slot_id.clone()),
+            (_, Err(StoreError::TransactionConflict(_))) => losers.push(None),
+            (_, Err(e)) => panic!("commit failed: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one commit wins");
+    assert_eq!(losers.len(), 1);
+    if let Some(seen) = &losers[0] {
+        assert_eq!(seen, winners[0], "the loser sees the winner's slot");
+    }
+    let stored = must_get(store.as_ref(), &r.pk).await;
+    assert_eq!(stored.slot_id.as_deref(), Some(winners[0]));
+    assert_eq!(stored.slot_ids, set(&[winners[0]]));
+    let booking = store
+        .booking(&r.event_key)
+        .await
+        .expect("booking")
+        .expect("a booking");
+    assert_eq!(booking.slot_id, winners[0]);
+}
+
+/// `release_lease` by the owner sets `lease_until` to 0 and keeps the record `in_flight`, so a
+/// take-over succeeds at once; by another owner it is a no-op.
+pub async fn release_lease_then_take_over(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "release", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+
+    store
+        .release_lease(&r.pk, "owner-x", NOW_MS + 1)
+        .await
+        .expect("release");
+    assert_eq!(
+        must_get(store, &r.pk).await,
+        r,
+        "a stranger released the lease"
+    );
+
+    store
+        .release_lease(&r.pk, "owner-a", NOW_MS + 2)
+        .await
+        .expect("release");
+    let released = must_get(store, &r.pk).await;
+    assert_eq!(
+        released,
+        IdempotencyRecord {
+            lease_until_ms: Some(0),
+            updated_at_ms: NOW_MS + 2,
+            ..r.clone()
+        }
+    );
+    assert!(!released.lease_is_live(NOW_MS + 3));
+
+    let t = store
+        .take_over(
+            &r.pk,
+            "owner-a",
+            "owner-b",
+            NOW_MS + 3 + LEASE_MS,
+            NOW_MS + 3,
+        )
+        .await;
+    match t.expect("take_over") {
+        TakeOver::Taken(now) => {
+            assert_eq!(now.lease_owner.as_deref(), Some("owner-b"));
+            assert_eq!(now.lease_until_ms, Some(NOW_MS + 3 + LEASE_MS));
+            assert_eq!(now.status, RecordStatus::InFlight);
+        }
+        TakeOver::Refused => panic!("take-over right after release refused"),
+    }
+
+    // Releasing a missing record is fine and creates nothing.
+    let missing = format!("{prefix}#no-such-key-release");
+    store
+        .release_lease(&missing, "owner-a", NOW_MS)
+        .await
+        .expect("release");
+    assert_eq!(store.get(&missing).await.expect("get"), None);
+}
+
+/// `finish` by the owner ends an `in_flight` record as `failed` or `manual` with the error, no
+/// lease and no `inflight_shard`; by another owner, or a second time, it returns `false`.
+pub async fn finish_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    for (name, status) in [
+        ("finish-failed", RecordStatus::Failed),
+        ("finish-manual", RecordStatus::Manual),
+    ] {
+        let r = sample_record(prefix, name, "owner-a", NOW_MS);
+        must_reserve(store, &r, NOW_MS).await;
+        let done = store
+            .finish(&r.pk, "owner-x", status, "nope", NOW_MS + 1)
+            .await;
+        assert!(!done.expect("finish"), "a stranger finished the record");
+        assert_eq!(must_get(store, &r.pk).await, r);
+
+        let done = store
+            .finish(
+                &r.pk,
+                "owner-a",
+                status,
+                "terminal answered 422",
+                NOW_MS + 2,
+            )
+            .await;
+        assert!(done.expect("finish"));
+        let expected = IdempotencyRecord {
+            status,
+            error: Some("terminal answered 422".into()),
+            lease_owner: None,
+            lease_until_ms: None,
+            inflight_shard: None,
+            updated_at_ms: NOW_MS + 2,
+            ..r.clone()
+        };
+        assert_eq!(must_get(store, &r.pk).await, expected);
+
+        let again = store
+            .finish(&r.pk, "owner-a", RecordStatus::Failed, "again", NOW_MS + 3)
+            .await;
+        assert!(!again.expect("finish"), "finished twice");
+        assert_eq!(must_get(store, &r.pk).await, expected);
+    }
+    let missing = format!("{prefix}#no-such-key-finish");
+    let done = store
+        .finish(&missing, "owner-a", RecordStatus::Failed, "x", NOW_MS)
+        .await;
+    assert!(!done.expect("finish"));
+    assert_eq!(store.get(&missing).await.expect("get"), None);
+}
+
+/// `record_slot_id` accumulates distinct slot ids (a string set) whatever the state, leaves
+/// `slot_id` alone, and creates nothing for a missing record.
+pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    store
+        .record_slot_id(&r.pk, "SLOT-0", NOW_MS + 1)
+        .await
+        .expect("record_slot_id");
+    assert_eq!(must_get(store, &r.pk).await.slot_ids, set(&["SLOT-0"]));
+
+    let b = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 2);
+    let out = store
+        .commit(&r.pk, "SLOT-1", &b, NOW_MS + 2)
+        .await
+        .expect("commit");
+    assert!(matches!(out, CommitOutcome::Committed));
+    for slot in ["SLOT-2", "SLOT-2", "SLOT-3", "SLOT-1"] {
+        store
+            .record_slot_id(&r.pk, slot, NOW_MS + 3)
+            .await
+            .expect("record_slot_id");
+    }
+    let stored = must_get(store, &r.pk).await;
+    assert_eq!(
+        stored.slot_ids,
+        set(&["SLOT-0", "SLOT-1", "SLOT-2", "SLOT-3"])
+    );
+    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-1"));
+    assert_eq!(stored.status, RecordStatus::Committed);
+    assert_eq!(stored.updated_at_ms, NOW_MS + 3);
+
+    let missing = format!("{prefix}#no-such-key-slots");
+    store
+        .record_slot_id(&missing, "SLOT-9", NOW_MS)
+        .await
+        .expect("record_slot_id");
+    assert_eq!(store.get(&missing).await.expect("get"), None);
+}
+
+/// `stale_in_flight` on shard `"07"`: 5 stale `in_flight` records, limit 2, give pages of 2, 2
+/// and 1, oldest first, the last without a cursor. Absent: a record created at or after the
+/// bound, committed and failed records (they left the sparse index), and other shards.
+pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let shard = "07";
+    let base = NOW_MS - 10 * 60_000;
+    let in_shard = |name: &str, created: i64| IdempotencyRecord {
+        inflight_shard: Some(shard.to_string()),
+        ..sample_record(prefix, name, "owner-a", created)
+    };
+    // Reserved newest first, so insertion order is not the answer.
+    let mut expected = Vec::new();
+    for i in (0..5).rev() {
+        let r = in_shard(&format!("stale-{i}"), base + i * 1000);
+        must_reserve(store, &r, NOW_MS).await;
+        expected.push(r);
+    }
+    expected.reverse();
+    let bound = base + 5 * 1000;
+    must_reserve(store, &in_shard("stale-too-new", bound), NOW_MS).await;
+    let committed = in_shard("stale-committed", base - 500);
+    must_reserve(store, &committed, NOW_MS).await;
+    let b = TmsBooking::for_record(&committed, "SLOT-C", NOW_MS);
+    let out = store
+        .commit(&committed.pk, "SLOT-C", &b, NOW_MS)
+        .await
+        .expect("commit");
+    assert!(matches!(out, CommitOutcome::Committed));
+    let failed = in_shard("stale-failed", base - 400);
+    must_reserve(store, &failed, NOW_MS).await;
+    assert!(store
+        .finish(&failed.pk, "owner-a", RecordStatus::Failed, "x", NOW_MS)
+        .await
+        .expect("finish"));
+    let other_shard = IdempotencyRecord {
+        inflight_shard: Some("08".into()),
+        ..sample_record(prefix, "stale-other-shard", "owner-a", base - 300)
+    };
+    must_reserve(store, &other_shard, NOW_MS).await;
+
+    let mut pages = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .stale_in_flight(shard, bound, cursor, 2)
+            .await
+            .expect("stale_in_flight");
+        assert!(page.records.len() <= 2, "page over the limit");
+        pages.push(page.records);
+        cursor = page.cursor;
+        if cursor.is_none() {
+            break;
+        }
+        assert!(pages.len() < 10, "pagination does not end");
+    }
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![2, 2, 1], "pages");
+    let got: Vec<IdempotencyRecord> = pages.into_iter().flatten().collect();
+    assert_eq!(
+        got, expected,
+        "oldest first, exactly the stale in_flight records"
+    );
+
+    let all = store
+        .stale_in_flight(shard, bound, None, 100)
+        .await
+        .expect("stale_in_flight");
+    assert_eq!(all.records, expected);
+    assert_eq!(all.cursor, None);
+    let none = store
+        .stale_in_flight(shard, base, None, 100)
+        .await
+        .expect("stale_in_flight");
+    assert!(none.records.is_empty(), "created_before is exclusive");
+}
+
+/// Every case, in order, each with its own sub-prefix.
+pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
+    reserve_overwrites_expired(Arc::clone(&store), &format!("{prefix}-b")).await;
+    concurrent_reserve_one_winner(Arc::clone(&store), &format!("{prefix}-c")).await;
+    take_over_rules(Arc::clone(&store), &format!("{prefix}-d")).await;
+    commit_writes_record_and_booking(Arc::clone(&store), &format!("{prefix}-e")).await;
+    commit_not_in_flight(Arc::clone(&store), &format!("{prefix}-f")).await;
+    concurrent_commit_one_winner(Arc::clone(&store), &format!("{prefix}-g")).await;
+    release_lease_then_take_over(Arc::clone(&store), &format!("{prefix}-h")).await;
+    finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
+    record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
+    stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
+}

@@ -1,0 +1,974 @@
+//! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
+//!
+//! Two tables (`DESIGN.md`, "Records"):
+//!
+//! * the idempotency table, partition key `pk` (S), with the sparse GSI `InFlight` (partition key
+//!   `inflight_shard` (S), sort key `created_at` (N), projection ALL) and TTL on `expires_at`;
+//! * the TMS bookings table, partition key `source_event` (S).
+//!
+//! Units, never mixed: `expires_at` is **epoch seconds** (the TTL attribute, compared with
+//! `ms_to_s(now_ms)` in the reserve condition); `lease_until`, `created_at`, `updated_at` and
+//! `booked_at` are **epoch milliseconds**.
+//!
+//! Calls per operation: `reserve` is one `PutItem` (a conflict comes back in the same call through
+//! `ReturnValuesOnConditionCheckFailure=ALL_OLD`; only if the service leaves the old item out of the
+//! error does a consistent `GetItem` follow); `commit` is one `TransactWriteItems` (retried here
+//! only on `TransactionConflict`); every other operation is one call.
+//!
+//! Retries of throttling and transient errors belong to the SDK's retry configuration where the
+//! client is built (e.g. `RetryConfig::standard().with_max_attempts(..)`); this module retries
+//! nothing by hand except a cancelled commit transaction whose reason is `TransactionConflict`.
+//! `TransactWriteItems` carries an SDK-generated `ClientRequestToken`, so the SDK's own retry of a
+//! commit whose response was lost is idempotent (REFERENCES.md, "AWS facts").
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, GlobalSecondaryIndex,
+    KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
+    TimeToLiveStatus, TransactWriteItem, Update,
+};
+use aws_sdk_dynamodb::Client;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::ms_to_s;
+use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::store::{
+    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+};
+
+/// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
+/// `created_at` (epoch ms), projection ALL.
+pub const INFLIGHT_INDEX: &str = "InFlight";
+
+/// Sleeps in **milliseconds** before each retry of a commit transaction cancelled with
+/// `TransactionConflict`: at most four attempts in all, then [`StoreError::TransactionConflict`].
+pub const TRANSACTION_CONFLICT_BACKOFF_MS: [u64; 3] = [20, 40, 80];
+
+/// Error codes (service error codes and `CancellationReason` codes) that mean throttling.
+const THROTTLING_CODES: &[&str] = &[
+    "ThrottlingException",
+    "Throttling",
+    "ThrottlingError",
+    "ProvisionedThroughputExceededException",
+    "ProvisionedThroughputExceeded",
+    "RequestLimitExceeded",
+];
+
+const RESERVE_CONDITION: &str = "attribute_not_exists(pk) OR expires_at < :now_s";
+const TAKE_OVER_CONDITION: &str = "#status = :in_flight AND lease_owner = :old_owner \
+     AND (attribute_not_exists(lease_until) OR lease_until < :now_ms)";
+const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
+
+/// The idempotency table and the TMS bookings table on DynamoDB.
+///
+/// Build the [`Client`] once per cold start, with the SDK's retry configuration (throttling and
+/// transient errors are retried there, not here).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    idempotency_table: String,
+    bookings_table: String,
+}
+
+impl DynamoStore {
+    /// A store on `idempotency_table` (partition key `pk`, GSI `InFlight`, TTL `expires_at` in
+    /// epoch seconds) and `bookings_table` (partition key `source_event`), through `client`.
+    pub fn new(
+        client: Client,
+        idempotency_table: impl Into<String>,
+        bookings_table: impl Into<String>,
+    ) -> Self {
+        Self {
+            client,
+            idempotency_table: idempotency_table.into(),
+            bookings_table: bookings_table.into(),
+        }
+    }
+
+    /// The idempotency table's name.
+    pub fn idempotency_table(&self) -> &str {
+        &self.idempotency_table
+    }
+
+    /// The TMS bookings table's name.
+    pub fn bookings_table(&self) -> &str {
+        &self.bookings_table
+    }
+
+    /// The DynamoDB client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn put_reserve(
+        &self,
+        item: &HashMap<String, AttributeValue>,
+        now_ms: i64,
+    ) -> Result<Option<Option<IdempotencyRecord>>, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.idempotency_table)
+            .set_item(Some(item.clone()))
+            .condition_expression(RESERVE_CONDITION)
+            .expression_attribute_values(":now_s", num(ms_to_s(now_ms)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(None),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(e)) => {
+                    Ok(Some(e.item().map(record_from_item).transpose()?))
+                }
+                _ => Err(map_sdk_error("reserve (PutItem)", err)),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for DynamoStore {
+    /// One `PutItem` with `attribute_not_exists(pk) OR expires_at < :now` (`:now` in epoch
+    /// seconds) and `ALL_OLD` on a failed condition. Only when the old item is missing from the
+    /// error does a consistent `GetItem` follow (two calls); if the record vanished in between
+    /// (TTL deletion), the put is tried once more.
+    async fn reserve(
+        &self,
+        record: &IdempotencyRecord,
+        now_ms: i64,
+    ) -> Result<Reservation, StoreError> {
+        let item = record_to_item(record);
+        for _ in 0..2 {
+            match self.put_reserve(&item, now_ms).await? {
+                None => return Ok(Reservation::Reserved),
+                Some(Some(existing)) => return Ok(Reservation::Conflict(Box::new(existing))),
+                Some(None) => {
+                    if let Some(existing) = self.get(&record.pk).await? {
+                        return Ok(Reservation::Conflict(Box::new(existing)));
+                    }
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "reserve of {}: the condition failed but the record is gone",
+            record.pk
+        )))
+    }
+
+    /// One conditional `UpdateItem` (`ReturnValues=ALL_NEW`): `status = in_flight AND
+    /// lease_owner = :old AND lease_until < :now` (epoch ms; a missing `lease_until` counts as
+    /// expired). A failed condition, including a missing record, is [`TakeOver::Refused`].
+    async fn take_over(
+        &self,
+        pk: &str,
+        old_owner: &str,
+        new_owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET lease_owner = :new_owner, lease_until = :lease_until, updated_at = :now_ms",
+            )
+            .condition_expression(TAKE_OVER_CONDITION)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":old_owner", s(old_owner))
+            .expression_attribute_values(":new_owner", s(new_owner))
+            .expression_attribute_values(":lease_until", num(lease_until_ms))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => match out.attributes() {
+                Some(item) => Ok(TakeOver::Taken(Box::new(record_from_item(item)?))),
+                None => Err(StoreError::Corrupt(format!(
+                    "take-over of {pk}: no attributes returned"
+                ))),
+            },
+            Err(err) if is_update_condition_failure(&err) => Ok(TakeOver::Refused),
+            Err(err) => Err(map_sdk_error("take_over (UpdateItem)", err)),
+        }
+    }
+
+    /// One `TransactWriteItems`: the record's update (condition `status = in_flight`, `ALL_OLD`
+    /// on failure) and the booking's put (condition `attribute_not_exists(source_event)`).
+    ///
+    /// The cancellation reasons are read item by item: the record's `ConditionalCheckFailed` is
+    /// [`CommitOutcome::NotInFlight`] with the old item from the reason (a consistent `GetItem`
+    /// only if the reason has none; no record at all is [`StoreError::Corrupt`]); the booking's
+    /// alone is [`StoreError::Corrupt`] (a booking outlived its record); `TransactionConflict` is
+    /// retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then [`StoreError::TransactionConflict`];
+    /// throttling is [`StoreError::Throttled`].
+    ///
+    /// A transaction returns no item on success, so [`CommitOutcome::Committed`] carries the
+    /// record as far as the input tells it, without another read: `pk`, `event_key`, `status`,
+    /// `slot_id`, `slot_ids` (only `slot_id`), `updated_at_ms`, no lease, no `inflight_shard`, and
+    /// the booking's `container`, `terminal` and window. The other fields (`fingerprint`,
+    /// `request`, `op_key`, `created_at_ms`, `expires_at_s`, `error`, earlier `slot_ids`) are
+    /// empty or zero there; [`IdempotencyStore::get`] reads the full record.
+    async fn commit(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        let update = Update::builder()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
+                 ADD slot_ids :slot_set \
+                 REMOVE inflight_shard, lease_owner, lease_until",
+            )
+            .condition_expression("#status = :in_flight")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":slot_id", s(slot_id))
+            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let put = Put::builder()
+            .table_name(&self.bookings_table)
+            .set_item(Some(booking_to_item(booking)))
+            .condition_expression("attribute_not_exists(source_event)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let items = vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(put).build(),
+        ];
+
+        let mut backoff = TRANSACTION_CONFLICT_BACKOFF_MS.iter();
+        loop {
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .send()
+                .await;
+            let err = match result {
+                Ok(_) => return Ok(CommitOutcome::Committed),
+                Err(err) => err,
+            };
+            let cancelled = match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
+                    classify_cancellation(e.cancellation_reasons())
+                }
+                _ => return Err(map_sdk_error("commit (TransactWriteItems)", err)),
+            };
+            match cancelled {
+                Cancelled::NotInFlight(Some(item)) => {
+                    return Ok(CommitOutcome::NotInFlight(Box::new(record_from_item(
+                        &item,
+                    )?)))
+                }
+                Cancelled::NotInFlight(None) => {
+                    return match self.get(pk).await? {
+                        Some(record) => Ok(CommitOutcome::NotInFlight(Box::new(record))),
+                        None => Err(StoreError::Corrupt(format!("no record {pk} to commit"))),
+                    }
+                }
+                Cancelled::BookingExists(existing_slot) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "a TMS booking for {} already exists with slot {}",
+                        booking.source_event,
+                        existing_slot.as_deref().unwrap_or("?")
+                    )))
+                }
+                Cancelled::Conflict => match backoff.next() {
+                    Some(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                    None => {
+                        return Err(StoreError::TransactionConflict(format!(
+                            "commit of {pk}: TransactionConflict after {} attempts",
+                            TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
+                        )))
+                    }
+                },
+                Cancelled::Throttled(codes) => {
+                    return Err(StoreError::Throttled(format!("commit of {pk}: {codes}")))
+                }
+                Cancelled::Other(codes) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "commit of {pk} cancelled: {codes}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// One conditional `UpdateItem` setting `lease_until = 0` (epoch ms) on condition
+    /// `status = in_flight AND lease_owner = :owner`; a failed condition is `Ok(())`.
+    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression("SET lease_until = :zero, updated_at = :now_ms")
+            .condition_expression(HELD_CONDITION)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":zero", num(0))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if is_update_condition_failure(&err) => Ok(()),
+            Err(err) => Err(map_sdk_error("release_lease (UpdateItem)", err)),
+        }
+    }
+
+    /// One conditional `UpdateItem` on `status = in_flight AND lease_owner = :owner`: sets
+    /// `status` and `error`, removes `inflight_shard`, `lease_owner`, `lease_until`. `false` when
+    /// the condition failed.
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET #status = :status, #error = :error, updated_at = :now_ms \
+                 REMOVE inflight_shard, lease_owner, lease_until",
+            )
+            .condition_expression(HELD_CONDITION)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#error", "error")
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":status", s(status.as_str()))
+            .expression_attribute_values(":error", s(error))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if is_update_condition_failure(&err) => Ok(false),
+            Err(err) => Err(map_sdk_error("finish (UpdateItem)", err)),
+        }
+    }
+
+    /// One `UpdateItem`: `ADD slot_ids :slot` (a string set), on condition that the record exists
+    /// (a missing record is left missing, `Ok(())`).
+    async fn record_slot_id(&self, pk: &str, slot_id: &str, now_ms: i64) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression("ADD slot_ids :slot_set SET updated_at = :now_ms")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if is_update_condition_failure(&err) => Ok(()),
+            Err(err) => Err(map_sdk_error("record_slot_id (UpdateItem)", err)),
+        }
+    }
+
+    /// One `Query` of the GSI `InFlight`: `inflight_shard = :shard AND created_at < :before`
+    /// (epoch ms), oldest first, `Limit = limit` (at least 1). The cursor is the
+    /// `LastEvaluatedKey` as JSON. The GSI is eventually consistent: a record that just left
+    /// `in_flight` may still show (the reconciler's take-over is conditional anyway).
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        let start_key = cursor.as_deref().map(decode_cursor).transpose()?;
+        let limit = i32::try_from(limit.max(1)).unwrap_or(i32::MAX);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.idempotency_table)
+            .index_name(INFLIGHT_INDEX)
+            .key_condition_expression("inflight_shard = :shard AND created_at < :before")
+            .expression_attribute_values(":shard", s(shard))
+            .expression_attribute_values(":before", num(created_before_ms))
+            .scan_index_forward(true)
+            .limit(limit)
+            .set_exclusive_start_key(start_key)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("stale_in_flight (Query)", e))?;
+        let records = out
+            .items()
+            .iter()
+            .map(record_from_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        let cursor = out.last_evaluated_key().map(encode_cursor).transpose()?;
+        Ok(InFlightPage { records, cursor })
+    }
+
+    /// One consistent `GetItem` on the idempotency table.
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("get (GetItem)", e))?;
+        out.item().map(record_from_item).transpose()
+    }
+
+    /// One consistent `GetItem` on the bookings table.
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.bookings_table)
+            .key("source_event", s(source_event))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("booking (GetItem)", e))?;
+        out.item().map(booking_from_item).transpose()
+    }
+}
+
+/// What a cancelled commit transaction means, from its `CancellationReasons` (item 0: the
+/// record's update, item 1: the booking's put).
+enum Cancelled {
+    NotInFlight(Option<HashMap<String, AttributeValue>>),
+    BookingExists(Option<String>),
+    Conflict,
+    Throttled(String),
+    Other(String),
+}
+
+fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled {
+    let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+    let codes = reasons
+        .iter()
+        .map(|r| r.code().unwrap_or("None"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if code(0) == "ConditionalCheckFailed" {
+        return Cancelled::NotInFlight(reasons.first().and_then(|r| r.item()).cloned());
+    }
+    if reasons
+        .iter()
+        .any(|r| r.code() == Some("TransactionConflict"))
+    {
+        return Cancelled::Conflict;
+    }
+    if reasons
+        .iter()
+        .any(|r| r.code().is_some_and(|c| THROTTLING_CODES.contains(&c)))
+    {
+        return Cancelled::Throttled(codes);
+    }
+    if code(1) == "ConditionalCheckFailed" {
+        let slot = reasons
+            .get(1)
+            .and_then(|r| r.item())
+            .and_then(|item| item.get("slot_id"))
+            .and_then(|v| v.as_s().ok())
+            .cloned();
+        return Cancelled::BookingExists(slot);
+    }
+    Cancelled::Other(format!("[{codes}]"))
+}
+
+fn is_update_condition_failure<R>(err: &SdkError<UpdateItemError, R>) -> bool {
+    matches!(
+        err.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+/// Maps an SDK error (after the SDK's own retries) to a [`StoreError`]: throttling codes to
+/// `Throttled`, `TransactionConflictException` to `TransactionConflict`, everything else
+/// (service, dispatch, timeout, response errors) to `Unavailable`.
+fn map_sdk_error<E, R>(op: &str, err: SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let code = err.code().map(str::to_string);
+    let detail = format!("{op}: {}", DisplayErrorContext(&err));
+    match code.as_deref() {
+        Some(c) if THROTTLING_CODES.contains(&c) => StoreError::Throttled(detail),
+        Some("TransactionConflictException") => StoreError::TransactionConflict(detail),
+        _ => StoreError::Unavailable(detail),
+    }
+}
+
+/// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
+#[derive(Serialize, Deserialize)]
+struct Cursor {
+    pk: String,
+    inflight_shard: String,
+    /// Epoch ms, as DynamoDB's number string.
+    created_at: String,
+}
+
+fn encode_cursor(key: &HashMap<String, AttributeValue>) -> Result<String, StoreError> {
+    let cursor = Cursor {
+        pk: req_s(key, "pk")?,
+        inflight_shard: req_s(key, "inflight_shard")?,
+        created_at: req_n(key, "created_at")?.to_string(),
+    };
+    serde_json::to_string(&cursor).map_err(|e| StoreError::Corrupt(format!("cursor: {e}")))
+}
+
+fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    let c: Cursor = serde_json::from_str(cursor)
+        .map_err(|e| StoreError::Corrupt(format!("invalid stale_in_flight cursor: {e}")))?;
+    Ok(HashMap::from([
+        ("pk".to_string(), s(&c.pk)),
+        ("inflight_shard".to_string(), s(&c.inflight_shard)),
+        ("created_at".to_string(), AttributeValue::N(c.created_at)),
+    ]))
+}
+
+/// An idempotency record as a DynamoDB item. Optional fields that are `None` (and an empty
+/// `slot_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
+/// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary.
+pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([
+        ("pk".to_string(), s(&record.pk)),
+        ("event_key".to_string(), s(&record.event_key)),
+        ("status".to_string(), s(record.status.as_str())),
+        ("fingerprint".to_string(), s(&record.fingerprint)),
+        (
+            "request".to_string(),
+            AttributeValue::B(Blob::new(record.request.clone())),
+        ),
+        ("op_key".to_string(), s(&record.op_key)),
+        ("created_at".to_string(), num(record.created_at_ms)),
+        ("updated_at".to_string(), num(record.updated_at_ms)),
+        ("expires_at".to_string(), num(record.expires_at_s)),
+        ("container".to_string(), s(&record.container)),
+        ("terminal".to_string(), s(&record.terminal)),
+        ("window_start".to_string(), s(&record.window_start)),
+        ("window_end".to_string(), s(&record.window_end)),
+    ]);
+    let optional = [
+        ("lease_owner", record.lease_owner.as_deref().map(s)),
+        ("lease_until", record.lease_until_ms.map(num)),
+        ("slot_id", record.slot_id.as_deref().map(s)),
+        ("inflight_shard", record.inflight_shard.as_deref().map(s)),
+        ("error", record.error.as_deref().map(s)),
+        (
+            "slot_ids",
+            (!record.slot_ids.is_empty())
+                .then(|| AttributeValue::Ss(record.slot_ids.iter().cloned().collect())),
+        ),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            item.insert(name.to_string(), value);
+        }
+    }
+    item
+}
+
+/// Reads an idempotency record from a DynamoDB item (the inverse of [`record_to_item`]).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when a required attribute is missing, an attribute has the wrong type,
+/// a number is not an `i64`, or `status` is not one of `in_flight|committed|failed|manual`.
+pub fn record_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<IdempotencyRecord, StoreError> {
+    let pk = req_s(item, "pk")?;
+    let status_raw = req_s(item, "status")?;
+    let status = RecordStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    let request = match item.get("request") {
+        Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
+        Some(_) => return Err(corrupt_type(item, "request", "B")),
+        None => return Err(missing(item, "request")),
+    };
+    let slot_ids = match item.get("slot_ids") {
+        Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
+        Some(_) => return Err(corrupt_type(item, "slot_ids", "SS")),
+        None => BTreeSet::new(),
+    };
+    Ok(IdempotencyRecord {
+        event_key: req_s(item, "event_key")?,
+        status,
+        fingerprint: req_s(item, "fingerprint")?,
+        request,
+        op_key: req_s(item, "op_key")?,
+        lease_owner: opt_s(item, "lease_owner")?,
+        lease_until_ms: opt_n(item, "lease_until")?,
+        created_at_ms: req_n(item, "created_at")?,
+        updated_at_ms: req_n(item, "updated_at")?,
+        expires_at_s: req_n(item, "expires_at")?,
+        slot_id: opt_s(item, "slot_id")?,
+        slot_ids,
+        inflight_shard: opt_s(item, "inflight_shard")?,
+        error: opt_s(item, "error")?,
+        container: req_s(item, "container")?,
+        terminal: req_s(item, "terminal")?,
+        window_start: req_s(item, "window_start")?,
+        window_end: req_s(item, "window_end")?,
+        pk,
+    })
+}
+
+/// A TMS booking as a DynamoDB item; `booked_at` is epoch **milliseconds**.
+pub fn booking_to_item(booking: &TmsBooking) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        ("source_event".to_string(), s(&booking.source_event)),
+        ("container".to_string(), s(&booking.container)),
+        ("slot_id".to_string(), s(&booking.slot_id)),
+        ("terminal".to_string(), s(&booking.terminal)),
+        ("window_start".to_string(), s(&booking.window_start)),
+        ("window_end".to_string(), s(&booking.window_end)),
+        ("booked_at".to_string(), num(booking.booked_at_ms)),
+    ])
+}
+
+/// Reads a TMS booking from a DynamoDB item (the inverse of [`booking_to_item`]).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
+pub fn booking_from_item(item: &HashMap<String, AttributeValue>) -> Result<TmsBooking, StoreError> {
+    Ok(TmsBooking {
+        source_event: req_s(item, "source_event")?,
+        container: req_s(item, "container")?,
+        slot_id: req_s(item, "slot_id")?,
+        terminal: req_s(item, "terminal")?,
+        window_start: req_s(item, "window_start")?,
+        window_end: req_s(item, "window_end")?,
+        booked_at_ms: req_n(item, "booked_at")?,
+    })
+}
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+fn num(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn item_name(item: &HashMap<String, AttributeValue>) -> String {
+    ["pk", "source_event"]
+        .iter()
+        .find_map(|k| item.get(*k).and_then(|v| v.as_s().ok()).cloned())
+        .unwrap_or_else(|| "item".to_string())
+}
+
+fn missing(item: &HashMap<String, AttributeValue>, name: &str) -> StoreError {
+    StoreError::Corrupt(format!("{}: attribute {name} missing", item_name(item)))
+}
+
+fn corrupt_type(item: &HashMap<String, AttributeValue>, name: &str, want: &str) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{}: attribute {name} is not of type {want}",
+        item_name(item)
+    ))
+}
+
+fn opt_s(item: &HashMap<String, AttributeValue>, name: &str) -> Result<Option<String>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(corrupt_type(item, name, "S")),
+    }
+}
+
+fn req_s(item: &HashMap<String, AttributeValue>, name: &str) -> Result<String, StoreError> {
+    opt_s(item, name)?.ok_or_else(|| missing(item, name))
+}
+
+fn opt_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<Option<i64>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::N(v)) => v.parse::<i64>().map(Some).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "{}: attribute {name} = {v:?} is not an integer",
+                item_name(item)
+            ))
+        }),
+        Some(_) => Err(corrupt_type(item, name, "N")),
+    }
+}
+
+fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<i64, StoreError> {
+    opt_n(item, name)?.ok_or_else(|| missing(item, name))
+}
+
+/// Creates the two tables as `template.yaml` defines them, for tests and local runs:
+/// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
+/// `created_at` N with projection ALL, TTL on `expires_at` in epoch seconds) and
+/// `bookings_table` (partition key `source_event` S), both PAY_PER_REQUEST. Tables that already
+/// exist are kept; TTL is enabled if it is not.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] (or `Throttled`) when a call fails.
+pub async fn create_tables(
+    client: &Client,
+    idempotency_table: &str,
+    bookings_table: &str,
+) -> Result<(), StoreError> {
+    let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+    let attr = |name: &str, t: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(t)
+            .build()
+            .map_err(build)
+    };
+    let key = |name: &str, t: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(t)
+            .build()
+            .map_err(build)
+    };
+    let gsi = GlobalSecondaryIndex::builder()
+        .index_name(INFLIGHT_INDEX)
+        .key_schema(key("inflight_shard", KeyType::Hash)?)
+        .key_schema(key("created_at", KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(build)?;
+    let created = client
+        .create_table()
+        .table_name(idempotency_table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("pk", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("inflight_shard", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("created_at", ScalarAttributeType::N)?)
+        .key_schema(key("pk", KeyType::Hash)?)
+        .global_secondary_indexes(gsi)
+        .send()
+        .await;
+    ignore_existing(created, "create_tables (idempotency)")?;
+    let created = client
+        .create_table()
+        .table_name(bookings_table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("source_event", ScalarAttributeType::S)?)
+        .key_schema(key("source_event", KeyType::Hash)?)
+        .send()
+        .await;
+    ignore_existing(created, "create_tables (bookings)")?;
+
+    use aws_sdk_dynamodb::client::Waiters;
+    for table in [idempotency_table, bookings_table] {
+        client
+            .wait_until_table_exists()
+            .table_name(table)
+            .wait(Duration::from_secs(300))
+            .await
+            .map_err(|e| {
+                StoreError::Unavailable(format!(
+                    "table {table} not active: {}",
+                    DisplayErrorContext(&e)
+                ))
+            })?;
+    }
+
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(idempotency_table)
+        .send()
+        .await
+        .map_err(|e| map_sdk_error("create_tables (DescribeTimeToLive)", e))?;
+    let enabled = ttl
+        .time_to_live_description()
+        .and_then(|d| d.time_to_live_status())
+        .is_some_and(|s| matches!(s, TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling));
+    if !enabled {
+        client
+            .update_time_to_live()
+            .table_name(idempotency_table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name("expires_at")
+                    .enabled(true)
+                    .build()
+                    .map_err(build)?,
+            )
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("create_tables (UpdateTimeToLive)", e))?;
+    }
+    Ok(())
+}
+
+fn ignore_existing<T, E, R>(result: Result<T, SdkError<E, R>>, op: &str) -> Result<(), StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(_) => Ok(()),
+        Err(err) if err.code() == Some("ResourceInUseException") => Ok(()),
+        Err(err) => Err(map_sdk_error(op, err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> IdempotencyRecord {
+        IdempotencyRecord {
+            pk: "ect#ab".into(),
+            event_key: "ab".into(),
+            status: RecordStatus::InFlight,
+            fingerprint: "f".into(),
+            request: b"{\"pin\":\"4711\"}".to_vec(),
+            op_key: "op".into(),
+            lease_owner: Some("req-1".into()),
+            lease_until_ms: Some(1_749_441_630_000),
+            created_at_ms: 1_749_441_600_000,
+            updated_at_ms: 1_749_441_600_000,
+            expires_at_s: 1_750_651_200,
+            slot_id: None,
+            slot_ids: BTreeSet::new(),
+            inflight_shard: Some("11".into()),
+            error: None,
+            container: "CSQU3054383".into(),
+            terminal: "ECT-DELTA".into(),
+            window_start: "2025-06-09T08:00:00Z".into(),
+            window_end: "2025-06-09T10:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn record_round_trips_with_units() {
+        let r = record();
+        let item = record_to_item(&r);
+        assert_eq!(item["expires_at"], AttributeValue::N("1750651200".into()));
+        assert_eq!(
+            item["lease_until"],
+            AttributeValue::N("1749441630000".into())
+        );
+        assert!(matches!(item["request"], AttributeValue::B(_)));
+        assert!(!item.contains_key("slot_ids"));
+        assert!(!item.contains_key("error"));
+        assert_eq!(record_from_item(&item).unwrap(), r);
+
+        let mut full = r;
+        full.status = RecordStatus::Committed;
+        full.slot_id = Some("S1".into());
+        full.slot_ids = ["S1".to_string(), "S2".to_string()].into();
+        full.error = Some("e".into());
+        full.lease_owner = None;
+        full.lease_until_ms = None;
+        full.inflight_shard = None;
+        let item = record_to_item(&full);
+        assert!(matches!(&item["slot_ids"], AttributeValue::Ss(v) if v.len() == 2));
+        assert_eq!(record_from_item(&item).unwrap(), full);
+    }
+
+    #[test]
+    fn unreadable_items_are_corrupt() {
+        let mut item = record_to_item(&record());
+        item.insert("status".into(), s("pending"));
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+        let mut item = record_to_item(&record());
+        item.insert("created_at".into(), s("yesterday"));
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+        let mut item = record_to_item(&record());
+        item.remove("fingerprint");
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn cursor_round_trips() {
+        let key = HashMap::from([
+            ("pk".to_string(), s("ect#ab")),
+            ("inflight_shard".to_string(), s("07")),
+            ("created_at".to_string(), num(42)),
+        ]);
+        let c = encode_cursor(&key).unwrap();
+        assert_eq!(decode_cursor(&c).unwrap(), key);
+        assert!(matches!(decode_cursor("nope"), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn cancellation_reasons_are_read_item_by_item() {
+        let reason = |code: &str| CancellationReason::builder().code(code).build();
+        let ccf_record = CancellationReason::builder()
+            .code("ConditionalCheckFailed")
+            .item("pk", s("x"))
+            .build();
+        assert!(matches!(
+            classify_cancellation(&[ccf_record, reason("None")]),
+            Cancelled::NotInFlight(Some(_))
+        ));
+        assert!(matches!(
+            classify_cancellation(&[
+                reason("ConditionalCheckFailed"),
+                reason("ConditionalCheckFailed")
+            ]),
+            Cancelled::NotInFlight(None)
+        ));
+        assert!(matches!(
+            classify_cancellation(&[reason("None"), reason("ConditionalCheckFailed")]),
+            Cancelled::BookingExists(None)
+        ));
+        assert!(matches!(
+            classify_cancellation(&[reason("TransactionConflict"), reason("None")]),
+            Cancelled::Conflict
+        ));
+        assert!(matches!(
+            classify_cancellation(&[reason("None"), reason("ThrottlingError")]),
+            Cancelled::Throttled(_)
+        ));
+        assert!(matches!(
+            classify_cancellation(&[reason("ValidationError"), reason("None")]),
+            Cancelled::Other(_)
+        ));
+    }
+}

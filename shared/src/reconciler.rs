@@ -1,0 +1,257 @@
+//! The reconciler: finishes stranded `in_flight` records (a worker died between the slot claim and
+//! the commit and its message is not coming back). Runs every minute; never claims a second slot.
+//!
+//! Per record of the sparse GSI `InFlight` (16 shards, paginated), older than the minimum age and
+//! with an expired lease: take the lease (a conditional update, so two reconcilers, or a
+//! reconciler and a slow consumer, never both hold it); ask the terminal for the slot held under
+//! the record's operation key; if there is one, commit it exactly as the consumer does; if there
+//! is none and the record is still inside the terminal's key retention (minus a margin), resend
+//! the stored request bytes with the same key and commit the answer; past the retention, never
+//! claim: route to the manual queue. This is the "completer" of Stripe-style idempotency
+//! (`REFERENCES.md`): minimum age, lease timeout, never a live lease.
+
+use futures::stream::{self, StreamExt};
+use tracing::{info, warn};
+
+use crate::gate::{Gate, Invocation, RecordOutcome};
+use crate::manual::ManualReason;
+use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
+use crate::store::TakeOver;
+use crate::terminal::{ClaimOutcome, LookupOutcome};
+
+/// The reconciler's settings. Durations in **milliseconds**.
+#[derive(Debug, Clone)]
+pub struct ReconcilerConfig {
+    /// Only records created at least this long ago are examined (default 120 000 ms): younger ones
+    /// belong to their consumer.
+    pub min_age_ms: i64,
+    /// How long the terminal keeps a key (default 24 h, the terminal's published key expiry, see
+    /// the IETF Idempotency-Key draft).
+    pub key_retention_ms: i64,
+    /// Safety margin before the retention ends (default 1 h): past `retention - margin` the
+    /// reconciler never claims.
+    pub retention_margin_ms: i64,
+    /// Records per GSI page (DynamoDB `Limit`), default 25.
+    pub page_size: usize,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        Self {
+            min_age_ms: 120_000,
+            key_retention_ms: 24 * 3_600_000,
+            retention_margin_ms: 3_600_000,
+            page_size: 25,
+        }
+    }
+}
+
+/// What one reconciler run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReconcileReport {
+    /// Stale `in_flight` records read from the index.
+    pub examined: usize,
+    /// Committed by this run (slot found by lookup, or claimed with the same key).
+    pub reconciled: usize,
+    /// Of those, how many were found by lookup (the claim had reached the terminal).
+    pub found_by_lookup: usize,
+    /// Someone else committed first.
+    pub already_committed: usize,
+    /// Skipped: a live lease (a consumer or another reconciler works on it).
+    pub live_lease: usize,
+    /// Skipped: the record's TTL has passed (not yet deleted by DynamoDB).
+    pub expired: usize,
+    /// Routed to the manual queue (past retention, no key support, permanent errors).
+    pub manual: usize,
+    /// Transient failures; the next run retries.
+    pub transient: usize,
+    /// Left for the next run because the deadline was near.
+    pub left_for_next_run: bool,
+}
+
+impl Gate {
+    /// One reconciler run over all 16 shards of `InFlight`, at most `max_concurrency` records at
+    /// once, stopping before `invocation`'s deadline (less than `deadline_margin_ms` left).
+    pub async fn reconcile(
+        &self,
+        config: &ReconcilerConfig,
+        invocation: &Invocation,
+    ) -> ReconcileReport {
+        let mut report = ReconcileReport::default();
+        let concurrency = self.config.max_concurrency.max(1);
+        'shards: for shard in 0..INFLIGHT_SHARDS {
+            let shard = format!("{shard:02}");
+            let mut cursor = None;
+            loop {
+                if self.deadline_near(invocation) {
+                    report.left_for_next_run = true;
+                    break 'shards;
+                }
+                let created_before = self.clock.now_ms() - config.min_age_ms;
+                let page = match self
+                    .store
+                    .stale_in_flight(&shard, created_before, cursor.take(), config.page_size)
+                    .await
+                {
+                    Ok(page) => page,
+                    Err(e) => {
+                        warn!(shard, error = %e, "cannot read InFlight; next run retries");
+                        report.transient += 1;
+                        break;
+                    }
+                };
+                report.examined += page.records.len();
+                let outcomes: Vec<Step> = stream::iter(page.records)
+                    .map(|record| self.reconcile_record(config, record, invocation))
+                    .buffer_unordered(concurrency)
+                    .collect()
+                    .await;
+                for step in outcomes {
+                    report.add(step);
+                }
+                match page.cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+        }
+        info!(?report, "reconciler run finished");
+        report
+    }
+
+    fn deadline_near(&self, invocation: &Invocation) -> bool {
+        self.clock
+            .now_ms()
+            .saturating_add(self.config.deadline_margin_ms)
+            >= invocation.deadline_ms
+    }
+
+    async fn reconcile_record(
+        &self,
+        config: &ReconcilerConfig,
+        record: IdempotencyRecord,
+        invocation: &Invocation,
+    ) -> Step {
+        if self.deadline_near(invocation) {
+            return Step::Left;
+        }
+        let now = self.clock.now_ms();
+        if record.is_expired(now) {
+            return Step::Expired;
+        }
+        if record.status != RecordStatus::InFlight || record.lease_is_live(now) {
+            return Step::LiveLease;
+        }
+        let old_owner = record.lease_owner.clone().unwrap_or_default();
+        let owner = invocation.request_id.as_str();
+        let held = match self
+            .store
+            .take_over(
+                &record.pk,
+                &old_owner,
+                owner,
+                self.lease_until(invocation, now),
+                now,
+            )
+            .await
+        {
+            Ok(TakeOver::Taken(r)) => *r,
+            Ok(TakeOver::Refused) => return Step::LiveLease,
+            Err(e) => {
+                warn!(event_key = %record.event_key, error = %e, "take-over failed");
+                return Step::Transient;
+            }
+        };
+        // The manual queue gets the stored claim request (the SQS body is not kept).
+        let body = String::from_utf8_lossy(&held.request).into_owned();
+        let message_id = format!("reconciler:{owner}");
+        if !self.config.terminal_supports_idempotency_key {
+            let outcome = self
+                .route_held_record(
+                    &held,
+                    RecordStatus::Manual,
+                    ManualReason::NoIdempotencySupport,
+                    "stranded in_flight; the terminal does not honour Idempotency-Key".into(),
+                    &body,
+                    &message_id,
+                    owner,
+                )
+                .await;
+            return Step::from_outcome(outcome, false);
+        }
+        let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key).await {
+            LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
+            LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
+            LookupOutcome::NotFound => {
+                let age = now - held.created_at_ms;
+                if age >= config.key_retention_ms - config.retention_margin_ms {
+                    let outcome = self
+                        .route_held_record(
+                            &held,
+                            RecordStatus::Manual,
+                            ManualReason::PastKeyRetention,
+                            format!(
+                                "stranded in_flight for {} s, past the terminal's key retention \
+                                 minus margin; a new claim could make a second slot",
+                                age / 1000
+                            ),
+                            &body,
+                            &message_id,
+                            owner,
+                        )
+                        .await;
+                    return Step::from_outcome(outcome, false);
+                }
+                (
+                    self.terminal.claim(&held.op_key, &held.request).await,
+                    false,
+                )
+            }
+        };
+        let outcome = self
+            .settle_claim(&held, outcome, &body, &message_id, owner)
+            .await;
+        info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
+        Step::from_outcome(outcome, by_lookup)
+    }
+}
+
+enum Step {
+    Reconciled { by_lookup: bool },
+    AlreadyCommitted,
+    LiveLease,
+    Expired,
+    Manual,
+    Transient,
+    Left,
+}
+
+impl Step {
+    fn from_outcome(outcome: RecordOutcome, by_lookup: bool) -> Self {
+        match outcome {
+            RecordOutcome::Committed { .. } => Self::Reconciled { by_lookup },
+            RecordOutcome::AlreadyCommitted { .. } => Self::AlreadyCommitted,
+            RecordOutcome::Manual(_) => Self::Manual,
+            _ => Self::Transient,
+        }
+    }
+}
+
+impl ReconcileReport {
+    fn add(&mut self, step: Step) {
+        match step {
+            Step::Reconciled { by_lookup } => {
+                self.reconciled += 1;
+                if by_lookup {
+                    self.found_by_lookup += 1;
+                }
+            }
+            Step::AlreadyCommitted => self.already_committed += 1,
+            Step::LiveLease => self.live_lease += 1,
+            Step::Expired => self.expired += 1,
+            Step::Manual => self.manual += 1,
+            Step::Transient => self.transient += 1,
+            Step::Left => self.left_for_next_run = true,
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Shared helpers for the integration tests: SDK clients for the moto server at `MOTO_ENDPOINT`,
+//! uniquely named tables and queues, and an interceptor that counts DynamoDB calls.
+//!
+//! Run the tests with `make test` or `scripts/with-moto.sh cargo test -p integration-tests`: the
+//! script starts moto on a free loopback port and sets `MOTO_ENDPOINT`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aws_config::retry::RetryConfig;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Credentials, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use gate::dynamo::{create_tables, DynamoStore};
+
+/// The region the tests use against moto.
+pub const REGION: &str = "eu-west-1";
+
+/// The moto endpoint from `MOTO_ENDPOINT` (e.g. `http://127.0.0.1:5123`).
+///
+/// # Panics
+/// When `MOTO_ENDPOINT` is unset or empty, with a message saying how to run the tests.
+pub fn moto_endpoint() -> String {
+    match std::env::var("MOTO_ENDPOINT") {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => panic!(
+            "MOTO_ENDPOINT is not set: the integration tests need a moto server. Run `make test`, \
+             or `scripts/with-moto.sh cargo test -p integration-tests` (it starts moto from \
+             .venv/bin/moto_server on a free loopback port and sets MOTO_ENDPOINT)."
+        ),
+    }
+}
+
+/// An SDK configuration for moto: the endpoint, region `eu-west-1`, dummy static credentials and
+/// the standard retry mode with 3 attempts (as the functions configure it).
+pub async fn sdk_config() -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(moto_endpoint())
+        .region(Region::new(REGION))
+        .credentials_provider(Credentials::new("test", "test", None, None, "moto"))
+        .retry_config(RetryConfig::standard().with_max_attempts(3))
+        .load()
+        .await
+}
+
+/// A DynamoDB client for moto.
+pub async fn dynamo_client() -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&sdk_config().await)
+}
+
+/// A DynamoDB client for moto with `interceptor` attached.
+pub async fn dynamo_client_with(interceptor: impl Intercept + 'static) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
+        .interceptor(interceptor)
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// An SQS client for moto.
+pub async fn sqs_client() -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(&sdk_config().await)
+}
+
+/// A name unique to this process and call: `{base}-{pid}-{millis}-{n}` (valid for tables and
+/// queues).
+pub fn unique(base: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{base}-{}-{millis}-{n}", std::process::id())
+}
+
+/// Creates a fresh pair of tables (idempotency with GSI `InFlight` and TTL, bookings) named after
+/// `base`; returns `(idempotency_table, bookings_table)`.
+///
+/// # Panics
+/// When moto refuses.
+pub async fn fresh_tables(client: &aws_sdk_dynamodb::Client, base: &str) -> (String, String) {
+    let name = unique(base);
+    let idempotency = format!("{name}-idem");
+    let bookings = format!("{name}-book");
+    create_tables(client, &idempotency, &bookings)
+        .await
+        .unwrap_or_else(|e| panic!("create tables {idempotency}, {bookings}: {e}"));
+    (idempotency, bookings)
+}
+
+/// A `DynamoStore` on fresh tables, through `client`.
+pub async fn fresh_store_with(client: aws_sdk_dynamodb::Client, base: &str) -> DynamoStore {
+    let (idempotency, bookings) = fresh_tables(&client, base).await;
+    DynamoStore::new(client, idempotency, bookings)
+}
+
+/// A `DynamoStore` on fresh tables.
+pub async fn fresh_store(base: &str) -> DynamoStore {
+    fresh_store_with(dynamo_client().await, base).await
+}
+
+/// Creates a fresh SQS queue named after `base`; returns its URL.
+///
+/// # Panics
+/// When moto refuses.
+pub async fn fresh_queue(client: &aws_sdk_sqs::Client, base: &str) -> String {
+    let name = unique(base);
+    let out = client
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("create queue {name}: {e:?}"));
+    out.queue_url()
+        .unwrap_or_else(|| panic!("create queue {name}: no URL"))
+        .to_string()
+}
+
+/// An interceptor that records the operation name (`PutItem`, `TransactWriteItems`, ...) of
+/// every HTTP request a client sends, retries included (counted before transmit).
+#[derive(Debug, Clone, Default)]
+pub struct CallRecorder {
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl CallRecorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every request's operation name so far, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Forgets the requests so far.
+    pub fn clear(&self) {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+impl Intercept for CallRecorder {
+    fn name(&self) -> &'static str {
+        "CallRecorder"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let name = cfg
+            .load::<Metadata>()
+            .map_or_else(|| "?".to_string(), |m| m.name().to_string());
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(name);
+        Ok(())
+    }
+}
+pub mod reconciler_cases;

@@ -1,0 +1,325 @@
+//! `DynamoStore` and `SqsManualQueue` against moto: the store conformance suite, the stored item
+//! shape, the error mapping, and the request count of the gate's happy path and of a duplicate.
+//!
+//! Run with `scripts/with-moto.sh cargo test -p integration-tests` (or `make test`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::AttributeValue;
+use gate::clock::{ms_to_s, ManualClock};
+use gate::conformance::{self, sample_record, NOW_MS};
+use gate::dynamo::{record_from_item, record_to_item, DynamoStore};
+use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
+use gate::record::{RecordStatus, TmsBooking};
+use gate::sqs_manual::SqsManualQueue;
+use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
+use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use integration_tests::{
+    dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with, sqs_client,
+    CallRecorder,
+};
+
+macro_rules! conformance_cases {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let store: Arc<dyn IdempotencyStore> =
+                    Arc::new(fresh_store(stringify!($name)).await);
+                conformance::$name(store, "ddb").await;
+            }
+        )*
+    };
+}
+
+conformance_cases!(
+    reserve_new_key_then_conflict,
+    reserve_overwrites_expired,
+    concurrent_reserve_one_winner,
+    take_over_rules,
+    commit_writes_record_and_booking,
+    commit_not_in_flight,
+    concurrent_commit_one_winner,
+    release_lease_then_take_over,
+    finish_rules,
+    record_slot_id_accumulates,
+    stale_in_flight_paginates,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_on_one_table_pair() {
+    let store: Arc<dyn IdempotencyStore> = Arc::new(fresh_store("run-all").await);
+    conformance::run_all(store, "ddb-all").await;
+}
+
+async fn raw_item(store: &DynamoStore, pk: &str) -> HashMap<String, AttributeValue> {
+    store
+        .client()
+        .get_item()
+        .table_name(store.idempotency_table())
+        .key("pk", AttributeValue::S(pk.to_string()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("GetItem")
+        .item()
+        .cloned()
+        .expect("item")
+}
+
+/// The stored attributes and their types and units, before and after the commit.
+#[tokio::test]
+async fn stored_item_shape_and_units() {
+    let store = fresh_store("shape").await;
+    let r = sample_record("shape", "one", "owner-a", NOW_MS);
+    assert_eq!(
+        store.reserve(&r, NOW_MS).await.unwrap(),
+        Reservation::Reserved
+    );
+
+    let item = raw_item(&store, &r.pk).await;
+    assert_eq!(item["status"], AttributeValue::S("in_flight".into()));
+    assert_eq!(
+        item["expires_at"],
+        AttributeValue::N(r.expires_at_s.to_string())
+    );
+    assert_eq!(
+        r.expires_at_s,
+        ms_to_s(NOW_MS) + 14 * 24 * 3600,
+        "epoch seconds"
+    );
+    assert_eq!(
+        item["lease_until"],
+        AttributeValue::N((NOW_MS + 30_000).to_string())
+    );
+    assert_eq!(item["created_at"], AttributeValue::N(NOW_MS.to_string()));
+    assert!(matches!(&item["request"], AttributeValue::B(b) if b.as_ref() == r.request.as_slice()));
+    assert_eq!(
+        item["inflight_shard"],
+        AttributeValue::S(r.inflight_shard.clone().unwrap())
+    );
+    assert!(!item.contains_key("slot_ids"), "no empty set stored");
+    assert_eq!(record_from_item(&item).unwrap(), r);
+    assert_eq!(record_to_item(&r), item);
+
+    let booking = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 5);
+    let out = store
+        .commit(&r.pk, "SLOT-1", &booking, NOW_MS + 5)
+        .await
+        .unwrap();
+    assert!(matches!(out, CommitOutcome::Committed));
+    let item = raw_item(&store, &r.pk).await;
+    assert_eq!(item["status"], AttributeValue::S("committed".into()));
+    assert_eq!(item["slot_id"], AttributeValue::S("SLOT-1".into()));
+    assert_eq!(item["slot_ids"], AttributeValue::Ss(vec!["SLOT-1".into()]));
+    for gone in ["inflight_shard", "lease_owner", "lease_until"] {
+        assert!(!item.contains_key(gone), "{gone} must be removed on commit");
+    }
+    let b = store
+        .client()
+        .get_item()
+        .table_name(store.bookings_table())
+        .key("source_event", AttributeValue::S(r.event_key.clone()))
+        .send()
+        .await
+        .unwrap()
+        .item()
+        .cloned()
+        .unwrap();
+    assert_eq!(b["booked_at"], AttributeValue::N((NOW_MS + 5).to_string()));
+    assert_eq!(b["slot_id"], AttributeValue::S("SLOT-1".into()));
+    assert_eq!(b["container"], AttributeValue::S("CSQU3054383".into()));
+
+    let ttl = store
+        .client()
+        .describe_time_to_live()
+        .table_name(store.idempotency_table())
+        .send()
+        .await
+        .unwrap();
+    let ttl = ttl.time_to_live_description().unwrap();
+    assert_eq!(ttl.attribute_name(), Some("expires_at"));
+}
+
+/// An item that cannot be read as a record is `Corrupt`, on `get` and on a reserve conflict.
+#[tokio::test]
+async fn unreadable_item_is_corrupt() {
+    let store = fresh_store("corrupt").await;
+    let r = sample_record("corrupt", "one", "owner-a", NOW_MS);
+    let mut item = record_to_item(&r);
+    item.insert("status".into(), AttributeValue::S("pending".into()));
+    store
+        .client()
+        .put_item()
+        .table_name(store.idempotency_table())
+        .set_item(Some(item))
+        .send()
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.get(&r.pk).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert!(matches!(
+        store.reserve(&r, NOW_MS).await,
+        Err(StoreError::Corrupt(_))
+    ));
+}
+
+/// A missing table is a transient `Unavailable`, not a panic or `Corrupt`.
+#[tokio::test]
+async fn missing_table_is_unavailable() {
+    let store = DynamoStore::new(dynamo_client().await, "no-such-table", "no-such-bookings");
+    let r = sample_record("missing", "one", "owner-a", NOW_MS);
+    let err = store.reserve(&r, NOW_MS).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let err = store.get(&r.pk).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
+
+/// A terminal that always issues the same slot.
+struct FixedSlot;
+
+#[async_trait]
+impl SlotTerminal for FixedSlot {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        ClaimOutcome::Claimed(SlotClaim {
+            slot_id: "ECT-SLOT-0001".into(),
+            equipment_number: Some("CSQU3054383".into()),
+        })
+    }
+
+    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+        LookupOutcome::NotFound
+    }
+}
+
+fn sqs_event(message_id: &str, body: &str) -> SqsEvent {
+    serde_json::from_value(serde_json::json!({
+        "Records": [{"messageId": message_id, "body": body}]
+    }))
+    .expect("SqsEvent")
+}
+
+/// Through the gate on DynamoDB: a new event costs exactly one `PutItem` (reserve) and one
+/// `TransactWriteItems` (commit); a duplicate exactly one `PutItem`.
+#[tokio::test]
+async fn gate_request_count_new_event_and_duplicate() {
+    let recorder = CallRecorder::new();
+    let client = dynamo_client_with(recorder.clone()).await;
+    let store = Arc::new(fresh_store_with(client, "count").await);
+    let config = GateConfig::new("ect-count", vec!["ECT-DELTA".to_string()]);
+    let gate = Gate {
+        config,
+        store: store.clone(),
+        terminal: Arc::new(FixedSlot),
+        manual: Arc::new(MemoryManualQueue::new()),
+        // 2025-06-09T04:00:00Z; the window below is 08:00-10:00 the same day.
+        clock: Arc::new(ManualClock::new(NOW_MS)),
+    };
+    let invocation = Invocation {
+        request_id: "req-1".into(),
+        deadline_ms: NOW_MS + 60_000,
+    };
+    let body = serde_json::json!({
+        "notificationId": "PCS-2025-06-09-000123",
+        "equipment_number": "CSQU3054383",
+        "preferred_window": {"start": "2025-06-09T08:00:00Z", "end": "2025-06-09T10:00:00Z"},
+        "terminal": "ECT-DELTA",
+        "pin": "4711"
+    })
+    .to_string();
+
+    recorder.clear();
+    let report = gate.handle_batch(sqs_event("m1", &body), &invocation).await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Committed {
+            slot_id: "ECT-SLOT-0001".into()
+        }
+    );
+    assert!(report.response.batch_item_failures.is_empty());
+    assert_eq!(recorder.calls(), vec!["PutItem", "TransactWriteItems"]);
+
+    recorder.clear();
+    let report = gate.handle_batch(sqs_event("m2", &body), &invocation).await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Committed)
+    );
+    assert_eq!(recorder.calls(), vec!["PutItem"]);
+
+    let event_key = report.records[0].event_key.clone().unwrap();
+    let booking = store.booking(&event_key).await.unwrap().unwrap();
+    assert_eq!(booking.slot_id, "ECT-SLOT-0001");
+    assert_eq!(booking.container, "CSQU3054383");
+    let record = store
+        .get(&format!("ect-count#{event_key}"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, RecordStatus::Committed);
+}
+
+/// `SqsManualQueue` sends the JSON body and the `reason` message attribute.
+#[tokio::test]
+async fn sqs_manual_queue_sends_body_and_reason_attribute() {
+    let client = sqs_client().await;
+    let url = fresh_queue(&client, "manual").await;
+    let queue = SqsManualQueue::new(client.clone(), url.clone());
+    let original = r#"{"notificationId":"N-1","pin":"4711"}"#;
+    queue
+        .send(ManualItem {
+            reason: ManualReason::Mismatch,
+            detail: "same event key, other fingerprint".into(),
+            original_body: original.into(),
+            event_key: Some("ab".repeat(32)),
+            message_id: "m-42".into(),
+        })
+        .await
+        .unwrap();
+
+    let out = client
+        .receive_message()
+        .queue_url(&url)
+        .message_attribute_names("All")
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let messages = out.messages();
+    assert_eq!(messages.len(), 1);
+    let body: serde_json::Value = serde_json::from_str(messages[0].body().unwrap()).unwrap();
+    assert_eq!(body["reason"], "mismatch");
+    assert_eq!(body["detail"], "same event key, other fingerprint");
+    assert_eq!(body["original_body"], original);
+    assert_eq!(body["event_key"], "ab".repeat(32));
+    assert_eq!(body["message_id"], "m-42");
+    let reason = &messages[0].message_attributes().unwrap()["reason"];
+    assert_eq!(reason.data_type(), "String");
+    assert_eq!(reason.string_value(), Some("mismatch"));
+}
+
+/// A send that SQS refuses is a `ManualQueueError` (the record is retried), not a panic.
+#[tokio::test]
+async fn sqs_manual_queue_error_is_reported() {
+    let client = sqs_client().await;
+    let url = format!(
+        "{}/123456789012/no-such-queue",
+        integration_tests::moto_endpoint()
+    );
+    let queue = SqsManualQueue::new(client, url);
+    let item = ManualItem {
+        reason: ManualReason::Rejected,
+        detail: "not_json".into(),
+        original_body: "{".into(),
+        event_key: None,
+        message_id: "m-1".into(),
+    };
+    assert!(queue.send(item).await.is_err());
+}

@@ -5,4 +5,5 @@ pub mod naive;
 pub mod replay;
 pub mod report;
 pub mod scenario;
+pub mod stores;
 pub mod terminal;

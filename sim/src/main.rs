@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 use sim::replay::{self, HandlerKind, ReplayOptions};
 use sim::report;
 use sim::scenario::Scenario;
+use sim::stores::{self, StoreKind};
 
 #[derive(Parser)]
 #[command(
@@ -26,6 +27,12 @@ enum Command {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        /// The idempotency store of the gated handler.
+        #[arg(long, value_enum, default_value = "memory")]
+        store: StoreKind,
+        /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`.
+        #[arg(long)]
+        endpoint: Option<String>,
     },
     /// Replay a scenario with both handlers and print the reports side by side.
     Compare {
@@ -56,6 +63,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             scenario,
             naive,
             json,
+            store,
+            endpoint,
         } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let handler = if naive {
@@ -63,14 +72,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             } else {
                 HandlerKind::Gated
             };
-            let r = replay::run(
-                &scenario,
-                ReplayOptions {
-                    handler,
-                    store: None,
-                },
-            )
-            .await?;
+            let store = if naive {
+                None
+            } else {
+                Some(stores::build(store, endpoint.as_deref()).await?)
+            };
+            let r = replay::run(&scenario, ReplayOptions { handler, store }).await?;
             if json {
                 println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
             } else {

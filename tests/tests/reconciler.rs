@@ -19,3 +19,42 @@ async fn reconciler_cases_on_dynamodb() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_incident_replays_through_dynamodb_with_the_same_figures() {
+    use sim::replay::{self, HandlerKind, ReplayOptions};
+    use sim::scenario::Scenario;
+    use sim::stores::{self, StoreKind};
+
+    let endpoint = integration_tests::moto_endpoint();
+    let scenario = Scenario::load("monday-2025-06-09").unwrap();
+    let store = stores::build(StoreKind::Dynamodb, Some(&endpoint))
+        .await
+        .unwrap();
+    let dynamo = replay::run(
+        &scenario,
+        ReplayOptions {
+            handler: HandlerKind::Gated,
+            store: Some(store),
+        },
+    )
+    .await
+    .unwrap();
+    let memory = replay::run(
+        &scenario,
+        ReplayOptions {
+            handler: HandlerKind::Gated,
+            store: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(dynamo.slots_issued, 39);
+    assert_eq!(dynamo.tms_bookings, 39);
+    assert_eq!(dynamo.still_in_flight, 0);
+    assert_eq!(
+        serde_json::to_value(&dynamo).unwrap(),
+        serde_json::to_value(&memory).unwrap(),
+        "DynamoDB and the memory store give the same report"
+    );
+}

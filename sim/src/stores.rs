@@ -1,0 +1,60 @@
+//! Choosing the replay's idempotency store: the embedded memory store, or DynamoDB at an endpoint
+//! (a moto server for local runs, or real DynamoDB with the caller's credentials).
+
+use std::sync::Arc;
+
+use aws_config::BehaviorVersion;
+use gate::dynamo::{create_tables, DynamoStore};
+use gate::memory::MemoryStore;
+use gate::store::IdempotencyStore;
+
+/// Which store a replay uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    /// In-memory, the embedded default.
+    Memory,
+    /// DynamoDB at `--endpoint` (fresh tables are created for the run).
+    Dynamodb,
+}
+
+/// Builds the store. For DynamoDB, creates a fresh pair of tables named
+/// `gate-replay-{n}-idempotency` / `-bookings` (`n` = epoch ms) at `endpoint`; without explicit
+/// AWS credentials in the environment, moto's dummy credentials and `eu-west-1` are used.
+///
+/// # Errors
+/// A message if DynamoDB cannot be reached or the tables cannot be created.
+pub async fn build(
+    kind: StoreKind,
+    endpoint: Option<&str>,
+) -> Result<Arc<dyn IdempotencyStore>, String> {
+    match kind {
+        StoreKind::Memory => Ok(Arc::new(MemoryStore::new())),
+        StoreKind::Dynamodb => {
+            let mut loader = aws_config::defaults(BehaviorVersion::latest());
+            if let Some(url) = endpoint {
+                loader = loader.endpoint_url(url);
+            }
+            if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+                loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                    "test", "test", None, None, "replay",
+                ));
+            }
+            if std::env::var_os("AWS_REGION").is_none()
+                && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+            {
+                loader = loader.region(aws_config::Region::new("eu-west-1"));
+            }
+            let client = aws_sdk_dynamodb::Client::new(&loader.load().await);
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            let idempotency = format!("gate-replay-{stamp}-idempotency");
+            let bookings = format!("gate-replay-{stamp}-bookings");
+            create_tables(&client, &idempotency, &bookings)
+                .await
+                .map_err(|e| format!("cannot create the replay tables: {e}"))?;
+            Ok(Arc::new(DynamoStore::new(client, idempotency, bookings)))
+        }
+    }
+}

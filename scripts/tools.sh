@@ -17,7 +17,7 @@ fi
 need=()
 for pin in "${PINS[@]}"; do
   name="${pin%%==*}"; name="${name%%[*}"; want="${pin##*==}"
-  have=$("$VENV/bin/python" -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
+  have=$( ("$VENV/bin/python" -m pip show "$name" 2>/dev/null || true) | awk '/^Version:/{print $2}')
   if [ "$have" != "$want" ]; then need+=("$pin"); fi
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -4,14 +4,15 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools fmt-check clippy lint-template cargo-test
+.PHONY: demo test tools fmt-check clippy lint-template cargo-test bench
 
 demo:
 	$(CARGO) run --release -q -p sim -- compare monday-2025-06-09
 
 test: tools fmt-check clippy lint-template cargo-test
 
-# moto[server], cargo-lambda, aws-sam-cli, cfn-lint at pinned versions into ./.venv, if missing.
+# moto[server], cargo-lambda, aws-sam-cli, cfn-lint at pinned versions into ./.venv, and checkov
+# into ./.venv/checkov (its own venv: it pins an older boto3), if missing.
 tools:
 	scripts/tools.sh
 
@@ -28,3 +29,22 @@ lint-template:
 # also when a test fails.
 cargo-test:
 	scripts/with-moto.sh $(CARGO) test --workspace --all-targets --all-features
+
+# Benchmarks (issue 8; not part of `make test`, never timed assertions): the criterion benches of
+# the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from
+# .venv), then the harness: one moto server, the terminal simulator, the naive handler, the gate
+# and Powertools (bench/requirements.txt into .venv) side by side, batch behaviour, cold start and
+# footprint. Figures and how to read them: BENCHMARKS.md. BENCH_ARGS=--events 5000 for the issue's
+# full size (about 3 minutes per run on moto).
+BENCH_ARGS ?= --runs 5
+bench: tools
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	$(CARGO) bench -p gate --bench gate_cpu
+	rustup target add aarch64-unknown-linux-gnu
+	$(CARGO) lambda build --release --arm64 -p consumer --lambda-dir target/lambda-arm64
+	$(CARGO) lambda build --release -p consumer --lambda-dir target/lambda-x86_64
+	$(CARGO) build --release -p gate-bench -p sim --bin gate-bench --bin terminal-sim
+	target/release/gate-bench $(BENCH_ARGS) \
+		--consumer-bin target/lambda-x86_64/consumer/bootstrap \
+		--binary x86_64=target/lambda-x86_64/consumer/bootstrap \
+		--binary arm64=target/lambda-arm64/consumer/bootstrap

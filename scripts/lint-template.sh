@@ -3,8 +3,17 @@
 #
 #   sam validate --lint          SAM transform + cfn-lint (errors and warnings fail)
 #   cfn-lint --include-checks I  errors, warnings and informational findings all fail
+#   checkov                      the security scan (CloudFormation/SAM checks); every failed check
+#                                fails, a check is skipped only in the template, per resource,
+#                                with `Metadata: checkov: skip:` and a comment (README.md lists
+#                                every skip with its reason)
+#   check-template-policy.py     the project's own rules no scanner knows: one role per function,
+#                                no "*" resource where one can be named, the token's secret read
+#                                only by its readers, DLQ retention above the source's, tables
+#                                with PITR and deletion protection, bounded SQS event sources
 #
-# Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec).
+# Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec;
+# checkov runs with --skip-download, so it fetches no policy metadata).
 # Usage: scripts/lint-template.sh [template]   (default: template.yaml at the repository root)
 set -euo pipefail
 
@@ -23,6 +32,12 @@ for tool in sam cfn-lint; do
         exit 2
     fi
 done
+checkov="$venv/checkov/bin/checkov"
+if [[ ! -x "$checkov" ]]; then
+    echo "lint-template: $checkov not found" >&2
+    echo "  install: scripts/tools.sh (checkov==3.3.30 in a venv of its own, $venv/checkov)" >&2
+    exit 2
+fi
 
 status=0
 
@@ -34,6 +49,17 @@ fi
 echo "lint-template: cfn-lint --include-checks I $template"
 # cfn-lint's exit code is a bit mask (2 error, 4 warning, 8 informational); any bit fails.
 if ! "$venv/bin/cfn-lint" --regions "$AWS_DEFAULT_REGION" --include-checks I -- "$template"; then
+    status=1
+fi
+
+echo "lint-template: checkov --framework cloudformation $template"
+if ! "$checkov" --file "$template" --framework cloudformation --skip-download --compact \
+    --quiet; then
+    status=1
+fi
+
+echo "lint-template: check-template-policy.py $template"
+if ! "$venv/bin/python" "$root/scripts/check-template-policy.py" "$template"; then
     status=1
 fi
 

@@ -17,13 +17,17 @@
 //! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline | milliseconds | `12000` |
 //! | `TERMINAL_CONNECT_TIMEOUT_MS` | connect timeout | milliseconds | `2000` |
 //! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout | milliseconds | `10000` |
-//! | `TERMINAL_API_TOKEN` | bearer token, **local runs only** (the cloud reads Secrets Manager) | | none |
+//! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
+//! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
 //! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
 //! | `TERMINAL_KEY_RETENTION_SECONDS` | reconciler: the terminal's key retention | seconds | `86400` |
 //! | `RETENTION_MARGIN_SECONDS` | reconciler: never claim this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 
+use std::net::IpAddr;
 use std::time::Duration;
+
+use reqwest::Url;
 
 use crate::gate::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
@@ -52,8 +56,13 @@ pub struct FunctionConfig {
     pub bookings_table: String,
     /// The manual-booking queue's URL.
     pub manual_queue_url: String,
-    /// The terminal client's settings (the token is redacted in `Debug`).
+    /// The terminal client's settings (the token is redacted in `Debug`). `terminal.token` is
+    /// set here only from `TERMINAL_API_TOKEN` (local runs); in the cloud it is filled in at cold
+    /// start from [`FunctionConfig::token_secret_arn`] (`crate::lambda`).
     pub terminal: HttpTerminalConfig,
+    /// `TERMINAL_API_TOKEN_SECRET_ARN`: the Secrets Manager secret whose `SecretString` is the
+    /// terminal's bearer token, read once per cold start. Not a secret itself.
+    pub token_secret_arn: Option<String>,
 }
 
 struct Env<F: Fn(&str) -> Option<String>>(F);
@@ -106,25 +115,54 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
     }
 }
 
-/// Whether `url` may be used as the terminal's base URL: `https://`, or `http://` to a loopback
-/// host (`127.0.0.1`, `localhost`, `[::1]`) for local runs and tests.
+/// Whether `url` may be used as the terminal's base URL: `https://` with a host, or `http://` to
+/// a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`) for local runs and tests. The URL is
+/// parsed (WHATWG URL rules, as reqwest sends it), so `http://127.0.0.1:80@evil.example` is a
+/// request to `evil.example` and refused. Never allowed: user info (`user:password@`, a
+/// credential in a URL ends up in logs and error messages), a query or a fragment (the client
+/// appends `/slots` and its own query).
 pub fn base_url_allowed(url: &str) -> bool {
-    if url.starts_with("https://") {
-        return true;
-    }
-    let Some(rest) = url.strip_prefix("http://") else {
+    let Ok(parsed) = Url::parse(url) else {
         return false;
     };
-    let host = rest.split(['/', '?']).next().unwrap_or("");
-    let host = if host.starts_with('[') {
-        host.split(']')
-            .next()
-            .map(|h| format!("{h}]"))
-            .unwrap_or_default()
-    } else {
-        host.split(':').next().unwrap_or("").to_string()
+    if !parsed.username().is_empty()
+        || parsed.password().is_some()
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+    {
+        return false;
+    }
+    let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
+        return false;
     };
-    matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]")
+    match parsed.scheme() {
+        "https" => true,
+        "http" => {
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        _ => false,
+    }
+}
+
+/// Whether `arn` looks like a Secrets Manager secret ARN
+/// (`arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`).
+pub fn secret_arn_valid(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(7, ':').collect();
+    parts.len() == 7
+        && parts[0] == "arn"
+        && parts[1].starts_with("aws")
+        && parts[2] == "secretsmanager"
+        && !parts[3].is_empty()
+        && parts[4].len() == 12
+        && parts[4].bytes().all(|b| b.is_ascii_digit())
+        && parts[5] == "secret"
+        && !parts[6].is_empty()
+        && arn.bytes().all(|b| b.is_ascii_graphic())
 }
 
 impl FunctionConfig {
@@ -175,8 +213,48 @@ impl FunctionConfig {
             Duration::from_millis(
                 env.number("TERMINAL_REQUEST_TIMEOUT_MS", 10_000, 1, 900_000)? as u64,
             );
-        // Local runs only: in the cloud the token comes from AWS Secrets Manager.
-        terminal.token = env.optional("TERMINAL_API_TOKEN").map(ApiToken::new);
+        // The token: in the cloud from AWS Secrets Manager (the ARN here, the value read once at
+        // cold start by `crate::lambda`); `TERMINAL_API_TOKEN` is for local runs only. Both at once
+        // is refused rather than ranked: a forgotten local variable must not silently override the
+        // managed secret, nor the other way round.
+        let token_secret_arn = env.optional("TERMINAL_API_TOKEN_SECRET_ARN");
+        let local_token = env.optional("TERMINAL_API_TOKEN");
+        if token_secret_arn.is_some() && local_token.is_some() {
+            return Err(ConfigError {
+                variable: "TERMINAL_API_TOKEN",
+                problem: "set together with TERMINAL_API_TOKEN_SECRET_ARN; TERMINAL_API_TOKEN is \
+                          for local runs only, unset one of them"
+                    .into(),
+            });
+        }
+        if let Some(arn) = &token_secret_arn {
+            if !secret_arn_valid(arn) {
+                return Err(ConfigError {
+                    variable: "TERMINAL_API_TOKEN_SECRET_ARN",
+                    problem: format!("{arn:?} is not a Secrets Manager secret ARN"),
+                });
+            }
+        }
+        terminal.token = local_token
+            .map(|raw| ApiToken::parse(&raw))
+            .transpose()
+            .map_err(|e| ConfigError {
+                variable: "TERMINAL_API_TOKEN",
+                problem: e.to_string(),
+            })?;
+        // The AWS SDK logs request and response bodies at TRACE when this is set; the manual
+        // queue's messages hold the PIN.
+        if env
+            .optional("LOG_SENSITIVE_BODIES")
+            .is_some_and(|v| !v.trim().eq_ignore_ascii_case("false"))
+        {
+            return Err(ConfigError {
+                variable: "LOG_SENSITIVE_BODIES",
+                problem:
+                    "would let the AWS SDK log request bodies, which hold release PINs; unset it"
+                        .into(),
+            });
+        }
         let reconciler = ReconcilerConfig {
             min_age_ms: env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400)? * 1000,
             key_retention_ms: env.number(
@@ -195,6 +273,8 @@ impl FunctionConfig {
                 problem: "must be less than TERMINAL_KEY_RETENTION_SECONDS".into(),
             });
         }
+        // The consumer resumes stale records too: it never claims past the same horizon.
+        gate.claim_horizon_ms = reconciler.key_retention_ms - reconciler.retention_margin_ms;
         Ok(Self {
             gate,
             reconciler,
@@ -202,6 +282,33 @@ impl FunctionConfig {
             bookings_table: env.required("BOOKINGS_TABLE")?,
             manual_queue_url: env.required("MANUAL_QUEUE_URL")?,
             terminal,
+            token_secret_arn,
+        })
+    }
+}
+
+/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required) and `INTEGRATION_NAME`
+/// (default `ect-delta-slots`, the metrics' `Integration` dimension).
+#[derive(Debug, Clone)]
+pub struct MetricsConfig {
+    /// The idempotency table's name (its GSIs `InFlight` and `MultiSlot` are read).
+    pub idempotency_table: String,
+    /// The integration's name.
+    pub integration: String,
+}
+
+impl MetricsConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the missing variable.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env(lookup);
+        Ok(Self {
+            idempotency_table: env.required("IDEMPOTENCY_TABLE")?,
+            integration: env
+                .optional("INTEGRATION_NAME")
+                .unwrap_or_else(|| "ect-delta-slots".into()),
         })
     }
 }
@@ -276,6 +383,19 @@ mod tests {
         assert!(!base_url_allowed("http://slots.example"));
         assert!(!base_url_allowed("http://127.0.0.1.evil.example"));
         assert!(!base_url_allowed("ftp://127.0.0.1"));
+        // The authority is parsed as reqwest parses it: this one is a request to evil.example.
+        assert!(!base_url_allowed("http://127.0.0.1:80@evil.example/"));
+        assert!(!base_url_allowed("http://localhost@evil.example"));
+        assert!(!base_url_allowed("http://[::1].evil.example"));
+        // No credential, query or fragment in a base URL, https or not.
+        assert!(!base_url_allowed("https://user:pass@slots.example"));
+        assert!(!base_url_allowed("https://slots.example/api?token=abc"));
+        assert!(!base_url_allowed("https://slots.example/api#x"));
+        assert!(!base_url_allowed("https://"));
+        assert!(!base_url_allowed("slots.example"));
+        assert!(!base_url_allowed(""));
+        assert!(base_url_allowed("HTTPS://Slots.Example/api"));
+        assert!(base_url_allowed("http://127.0.0.2:9"));
         let mut plain = BASE.to_vec();
         plain[3] = ("TERMINAL_BASE_URL", "http://slots.example");
         assert_eq!(
@@ -290,5 +410,78 @@ mod tests {
         with_token.push(("TERMINAL_API_TOKEN", "tok-XYZZY-secret"));
         let c = FunctionConfig::from_env(env(&with_token)).unwrap();
         assert!(!format!("{c:?}").contains("XYZZY"));
+        assert_eq!(
+            c.terminal.token.as_ref().map(|t| t.expose()),
+            Some("tok-XYZZY-secret")
+        );
+        assert_eq!(c.token_secret_arn, None);
+    }
+
+    const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf";
+
+    #[test]
+    fn the_token_comes_from_one_place_only() {
+        let mut cloud = BASE.to_vec();
+        cloud.push(("TERMINAL_API_TOKEN_SECRET_ARN", ARN));
+        let c = FunctionConfig::from_env(env(&cloud)).unwrap();
+        assert_eq!(c.token_secret_arn.as_deref(), Some(ARN));
+        assert!(c.terminal.token.is_none(), "read at cold start, not here");
+
+        let mut both = cloud.clone();
+        both.push(("TERMINAL_API_TOKEN", "tok-XYZZY-secret"));
+        let err = FunctionConfig::from_env(env(&both)).unwrap_err();
+        assert_eq!(err.variable, "TERMINAL_API_TOKEN");
+        assert!(!err.to_string().contains("XYZZY"), "{err}");
+
+        let mut bad_arn = BASE.to_vec();
+        bad_arn.push((
+            "TERMINAL_API_TOKEN_SECRET_ARN",
+            "arn:aws:ssm:eu-west-1:123456789012:parameter/x",
+        ));
+        assert_eq!(
+            FunctionConfig::from_env(env(&bad_arn))
+                .unwrap_err()
+                .variable,
+            "TERMINAL_API_TOKEN_SECRET_ARN"
+        );
+
+        let mut bad_token = BASE.to_vec();
+        bad_token.push(("TERMINAL_API_TOKEN", "tok XYZZY"));
+        let err = FunctionConfig::from_env(env(&bad_token)).unwrap_err();
+        assert_eq!(err.variable, "TERMINAL_API_TOKEN");
+        assert!(!err.to_string().contains("XYZZY"), "{err}");
+    }
+
+    #[test]
+    fn sensitive_sdk_body_logging_is_refused() {
+        let mut logging = BASE.to_vec();
+        logging.push(("LOG_SENSITIVE_BODIES", "true"));
+        assert_eq!(
+            FunctionConfig::from_env(env(&logging))
+                .unwrap_err()
+                .variable,
+            "LOG_SENSITIVE_BODIES"
+        );
+        let mut off = BASE.to_vec();
+        off.push(("LOG_SENSITIVE_BODIES", "false"));
+        assert!(FunctionConfig::from_env(env(&off)).is_ok());
+    }
+
+    #[test]
+    fn secret_arns_are_recognised() {
+        assert!(secret_arn_valid(ARN));
+        assert!(secret_arn_valid(
+            "arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:a-AbCdEf"
+        ));
+        assert!(!secret_arn_valid("ect-delta/token"));
+        assert!(!secret_arn_valid(
+            "arn:aws:secretsmanager:eu-west-1:1234:secret:x"
+        ));
+        assert!(!secret_arn_valid(
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+        ));
+        assert!(!secret_arn_valid(
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:a b"
+        ));
     }
 }

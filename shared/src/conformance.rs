@@ -568,10 +568,12 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
     let store = store.as_ref();
     let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
-    store
+    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    let distinct = store
         .record_slot_id(&r.pk, "SLOT-0", NOW_MS + 1)
         .await
         .expect("record_slot_id");
+    assert_eq!(distinct, 1);
     assert_eq!(must_get(store, &r.pk).await.slot_ids, set(&["SLOT-0"]));
 
     let b = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 2);
@@ -580,12 +582,21 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
+    let mut counts = Vec::new();
     for slot in ["SLOT-2", "SLOT-2", "SLOT-3", "SLOT-1"] {
-        store
-            .record_slot_id(&r.pk, slot, NOW_MS + 3)
-            .await
-            .expect("record_slot_id");
+        counts.push(
+            store
+                .record_slot_id(&r.pk, slot, NOW_MS + 3)
+                .await
+                .expect("record_slot_id"),
+        );
     }
+    assert_eq!(counts, vec![3, 3, 4, 4]);
+    // The record is now found by the distinct-slot signal, without a scan.
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before + 1
+    );
     let stored = must_get(store, &r.pk).await;
     assert_eq!(
         stored.slot_ids,
@@ -596,10 +607,11 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
     assert_eq!(stored.updated_at_ms, NOW_MS + 3);
 
     let missing = format!("{prefix}#no-such-key-slots");
-    store
+    let none = store
         .record_slot_id(&missing, "SLOT-9", NOW_MS)
         .await
         .expect("record_slot_id");
+    assert_eq!(none, 0);
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 

@@ -49,6 +49,13 @@ use crate::store::{
 /// `created_at` (epoch ms), projection ALL.
 pub const INFLIGHT_INDEX: &str = "InFlight";
 
+/// The sparse GSI of records holding two or more distinct slot ids: partition key `multi_slot`
+/// (present, `"1"`, only on such records), projection `KEYS_ONLY`.
+pub const MULTI_SLOT_INDEX: &str = "MultiSlot";
+
+/// The value of `multi_slot` on a marked record.
+pub const MULTI_SLOT_MARK: &str = "1";
+
 /// Sleeps in **milliseconds** before each retry of a commit transaction cancelled with
 /// `TransactionConflict`: at most four attempts in all, then [`StoreError::TransactionConflict`].
 pub const TRANSACTION_CONFLICT_BACKOFF_MS: [u64; 3] = [20, 40, 80];
@@ -380,7 +387,15 @@ impl IdempotencyStore for DynamoStore {
 
     /// One `UpdateItem`: `ADD slot_ids :slot` (a string set), on condition that the record exists
     /// (a missing record is left missing, `Ok(())`).
-    async fn record_slot_id(&self, pk: &str, slot_id: &str, now_ms: i64) -> Result<(), StoreError> {
+    /// One `UpdateItem` (`ADD slot_ids`, `ReturnValues=UPDATED_NEW`); when the set then holds two
+    /// or more ids, a second `UpdateItem` sets `multi_slot = "1"` (the sparse GSI `MultiSlot`).
+    /// This path runs only when the terminal returned another slot id than the committed one.
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
         let result = self
             .client
             .update_item()
@@ -390,12 +405,56 @@ impl IdempotencyStore for DynamoStore {
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
             .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values(ReturnValue::UpdatedNew)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) if is_update_condition_failure(&err) => Ok(()),
-            Err(err) => Err(map_sdk_error("record_slot_id (UpdateItem)", err)),
+        let out = match result {
+            Ok(out) => out,
+            Err(err) if is_update_condition_failure(&err) => return Ok(0),
+            Err(err) => return Err(map_sdk_error("record_slot_id (UpdateItem)", err)),
+        };
+        let distinct = out
+            .attributes()
+            .and_then(|a| a.get("slot_ids"))
+            .and_then(|v| v.as_ss().ok())
+            .map_or(1, Vec::len);
+        if distinct > 1 {
+            self.client
+                .update_item()
+                .table_name(&self.idempotency_table)
+                .key("pk", s(pk))
+                .update_expression("SET multi_slot = :one")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+                .send()
+                .await
+                .map_err(|err| map_sdk_error("record_slot_id mark (UpdateItem)", err))?;
+        }
+        Ok(distinct)
+    }
+
+    /// `Query` of the sparse GSI `MultiSlot` (`multi_slot = "1"`, `Select=COUNT`), paginated.
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        let mut total = 0usize;
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.idempotency_table)
+                .index_name(MULTI_SLOT_INDEX)
+                .key_condition_expression("multi_slot = :one")
+                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| map_sdk_error("multi_slot_keys (Query)", err))?;
+            total += usize::try_from(out.count()).unwrap_or(0);
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(total),
+            }
         }
     }
 
@@ -770,6 +829,16 @@ pub async fn create_tables(
         )
         .build()
         .map_err(build)?;
+    let multi_slot = GlobalSecondaryIndex::builder()
+        .index_name(MULTI_SLOT_INDEX)
+        .key_schema(key("multi_slot", KeyType::Hash)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+        )
+        .build()
+        .map_err(build)?;
     let created = client
         .create_table()
         .table_name(idempotency_table)
@@ -777,8 +846,10 @@ pub async fn create_tables(
         .attribute_definitions(attr("pk", ScalarAttributeType::S)?)
         .attribute_definitions(attr("inflight_shard", ScalarAttributeType::S)?)
         .attribute_definitions(attr("created_at", ScalarAttributeType::N)?)
+        .attribute_definitions(attr("multi_slot", ScalarAttributeType::S)?)
         .key_schema(key("pk", KeyType::Hash)?)
         .global_secondary_indexes(gsi)
+        .global_secondary_indexes(multi_slot)
         .send()
         .await;
     ignore_existing(created, "create_tables (idempotency)")?;

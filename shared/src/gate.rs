@@ -5,6 +5,31 @@
 //! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
 //! 3. [`claim`]: the slot claimed with the operation key in the `Idempotency-Key` header;
 //! 4. [`commit`]: the outcome and the TMS booking written in one transaction.
+//!
+//! ## Routing to a person exactly once
+//!
+//! SQS delivers a poison body or a mismatched body as often as it delivers a good one, so routing
+//! it to the manual queue "once per delivery" would hand a person the same case several times.
+//! Each such case therefore gets a **routing record** in the idempotency table, reserved like an
+//! event before the side effect (the send):
+//!
+//! * a body the strict parser rejects: key [`keys::rejected_route_key`] (the body's bytes);
+//! * a mismatch: key [`keys::mismatch_route_key`] (event key and the mismatched fingerprint);
+//! * a window that has ended: the event's own record, so an event that is `committed` (or being
+//!   claimed) is a duplicate, never also a job for a person.
+//!
+//! A routing record's operation is the send itself (`op_key` is the key of the `manual-route`
+//! operation, `request` the item's JSON): it is `in_flight` with a lease while the send happens,
+//! then `manual`. Conflicts resolve as for events: `manual` or a live lease is a duplicate
+//! (acknowledged); an expired lease is taken over and the stored item sent. Routing records sit
+//! in the `InFlight` index while `in_flight`, so the reconciler finishes one whose sender died
+//! and whose message will not return (e.g. all copies acknowledged as duplicates meanwhile).
+//!
+//! The send comes before the mark: a crash between them (or an error from either, or a take-over
+//! by a host whose clock runs ahead) sends the item again when the record is resumed. That is
+//! the honest promise: **at least once into the manual queue, never lost**, and a repeat carries
+//! the same dedup key (`event_key`, or for a rejected body the same `original_body`), so a person
+//! sees it is one case. Marking first would turn that crash into a lost item.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,7 +44,7 @@ use crate::manual::{ManualItem, ManualQueue, ManualReason};
 use crate::notification::{parse_notification, Notification, RejectReason};
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
-use crate::terminal::{ClaimOutcome, SlotClaim, SlotTerminal};
+use crate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 /// 14 days in seconds: the default key TTL, longer than any SQS redelivery horizon (retention up
 /// to 14 days, see `REFERENCES.md`).
@@ -45,11 +70,18 @@ pub struct GateConfig {
     /// No new record is started when less than this many **milliseconds** remain before the
     /// invocation's deadline (keep it above the terminal's request timeout plus a commit).
     pub deadline_margin_ms: i64,
+    /// A record older than this many **milliseconds** is never claimed again by whoever resumes
+    /// it: the terminal's key retention minus a margin (default 23 h: 24 h retention, 1 h
+    /// margin, as [`crate::reconciler::ReconcilerConfig`]). Past it the terminal may have
+    /// forgotten the key, so a claim could make a second slot; the slot is looked up instead,
+    /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
+    /// redelivery days later from claiming again.
+    pub claim_horizon_ms: i64,
 }
 
 impl GateConfig {
     /// Defaults for `integration` booking at `known_terminals`: key support on, 14-day TTL,
-    /// 30 s lease floor, 10 records at once, 12 s deadline margin.
+    /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
     pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
         Self {
             integration: integration.into(),
@@ -59,6 +91,7 @@ impl GateConfig {
             lease_floor_ms: 30_000,
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
+            claim_horizon_ms: 23 * 3_600_000,
         }
     }
 }
@@ -101,6 +134,9 @@ pub enum RecordOutcome {
         slot_id: Option<String>,
         /// The slot our claim returned.
         ours: String,
+        /// Distinct slot ids now recorded for the key (1 when ours is the committed one; 2 or
+        /// more is the distinct-slot signal).
+        distinct_slot_ids: usize,
     },
     /// A conflict on reserve with a finished record (`committed`, `failed`, `manual`).
     Duplicate(RecordStatus),
@@ -300,14 +336,22 @@ impl Gate {
         }
         let body = message.body.unwrap_or_default();
 
-        // Strict parse: a body that can never succeed goes to a person, acknowledged.
-        let notification = match parse_notification(&body, now, &self.config.known_terminals) {
-            Ok(n) => n,
-            Err(reason) => {
-                report.outcome = self.route_rejection(reason, body, &message_id).await;
-                return report;
-            }
-        };
+        // Strict parse: a body that can never succeed goes to a person, acknowledged. A window
+        // that has ended is decided on the event's own record (see "Routing to a person exactly
+        // once" below), so a committed event is never also routed to a person.
+        let (notification, window_ended) =
+            match parse_notification(&body, now, &self.config.known_terminals) {
+                Ok(n) => (n, None),
+                Err(reason) => match self.parse_ended(&body, &reason) {
+                    Some(n) => (n, Some(reason)),
+                    None => {
+                        report.outcome = self
+                            .route_rejection(reason, body, &message_id, invocation, now)
+                            .await;
+                        return report;
+                    }
+                },
+            };
         report.container = Some(notification.equipment_number.to_string());
 
         // Step 1.
@@ -315,13 +359,25 @@ impl Gate {
             Ok(k) => k,
             Err(e) => {
                 let reason = RejectReason::NotJson(e.to_string());
-                report.outcome = self.route_rejection(reason, body, &message_id).await;
+                report.outcome = self
+                    .route_rejection(reason, body, &message_id, invocation, now)
+                    .await;
                 return report;
             }
         };
         report.event_key = Some(keys.event_key.clone());
-        // Step 2.
-        let fresh = self.new_record(&notification, &keys, invocation, now);
+        // Step 2. A window that has ended is never claimed: its record is a routing record.
+        let mut fresh = self.new_record(&notification, &keys, invocation, now);
+        if let Some(reason) = &window_ended {
+            let item = ManualItem {
+                reason: ManualReason::WindowEnded,
+                detail: format!("{}: {reason}", reason.code()),
+                original_body: body.clone(),
+                event_key: Some(keys.event_key.clone()),
+                message_id: message_id.clone(),
+            };
+            make_routing_record(&mut fresh, &item);
+        }
         let record = match reserve(self.store.as_ref(), &fresh, now).await {
             Ok(Reservation::Reserved) => fresh,
             Ok(Reservation::Conflict(existing)) => {
@@ -344,9 +400,21 @@ impl Gate {
                 return report;
             }
         };
-        report.outcome = self
-            .claim_and_commit(&record, &body, &message_id, invocation)
-            .await;
+        report.outcome = match window_ended {
+            Some(reason) if !report.took_over => {
+                match self
+                    .deliver_routed(&record, &message_id, invocation.request_id.as_str())
+                    .await
+                {
+                    Ok(_) => RecordOutcome::Rejected(reason),
+                    Err(e) => RecordOutcome::Retry(e),
+                }
+            }
+            _ => {
+                self.claim_and_commit(&record, &body, &message_id, invocation)
+                    .await
+            }
+        };
         info!(
             event_key = %keys.event_key,
             message_id = %message_id,
@@ -381,10 +449,16 @@ impl Gate {
                 event_key: Some(keys.event_key.clone()),
                 message_id: message_id.to_string(),
             };
-            return Err(match self.manual.send(item).await {
-                Ok(()) => RecordOutcome::Mismatch,
-                Err(e) => RecordOutcome::Retry(e.to_string()),
-            });
+            let route_key = keys::mismatch_route_key(&keys.event_key, &keys.fingerprint);
+            return Err(
+                match self
+                    .route_once(&route_key, &keys.fingerprint, item, invocation, now)
+                    .await
+                {
+                    Ok(()) => RecordOutcome::Mismatch,
+                    Err(e) => RecordOutcome::Retry(e),
+                },
+            );
         }
         match existing.status {
             RecordStatus::InFlight => {}
@@ -424,6 +498,12 @@ impl Gate {
         invocation: &Invocation,
     ) -> RecordOutcome {
         let owner = invocation.request_id.as_str();
+        if is_routing_record(record) {
+            return match self.deliver_routed(record, message_id, owner).await {
+                Ok(reason) => RecordOutcome::Manual(reason),
+                Err(e) => RecordOutcome::Retry(e),
+            };
+        }
         if !self.config.terminal_supports_idempotency_key {
             return self
                 .route_held_record(
@@ -435,6 +515,35 @@ impl Gate {
                     message_id,
                     owner,
                 )
+                .await;
+        }
+        let age = self.clock.now_ms().saturating_sub(record.created_at_ms);
+        if age >= self.config.claim_horizon_ms {
+            // A record resumed days later (a redelivery after the terminal's key retention):
+            // never claim again; find the slot the key may hold, or hand it to a person.
+            let outcome = match self.terminal.lookup(&record.op_key).await {
+                LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
+                LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
+                LookupOutcome::NotFound => {
+                    return self
+                        .route_held_record(
+                            record,
+                            RecordStatus::Manual,
+                            ManualReason::PastKeyRetention,
+                            format!(
+                                "in_flight for {} s, past the terminal's key retention minus \
+                                 margin; a new claim could make a second slot",
+                                age / 1000
+                            ),
+                            body,
+                            message_id,
+                            owner,
+                        )
+                        .await
+                }
+            };
+            return self
+                .settle_claim(record, outcome, body, message_id, owner)
                 .await;
         }
         // Step 3.
@@ -533,6 +642,7 @@ impl Gate {
                 slot_id: slot.slot_id.clone(),
             },
             Ok(CommitOutcome::NotInFlight(existing)) => {
+                let mut distinct_slot_ids = existing.slot_ids.len().max(1);
                 if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
                     warn!(
                         event_key = %record.event_key,
@@ -540,17 +650,19 @@ impl Gate {
                         ours = %slot.slot_id,
                         "terminal returned another slot id for a committed key"
                     );
-                    if let Err(e) = self
+                    match self
                         .store
                         .record_slot_id(&record.pk, &slot.slot_id, now)
                         .await
                     {
-                        return RecordOutcome::Retry(e.to_string());
+                        Ok(n) => distinct_slot_ids = n.max(2),
+                        Err(e) => return RecordOutcome::Retry(e.to_string()),
                     }
                 }
                 RecordOutcome::AlreadyCommitted {
                     slot_id: existing.slot_id.clone(),
                     ours: slot.slot_id.clone(),
+                    distinct_slot_ids,
                 }
             }
             Err(StoreError::Corrupt(detail)) => {
@@ -624,18 +736,24 @@ impl Gate {
         }
     }
 
-    /// Routes a body that failed strict parsing to the manual queue with its reason.
+    /// Routes a body that failed strict parsing to the manual queue with its reason, once per
+    /// distinct body (routing key [`keys::rejected_route_key`]; see "Routing to a person exactly
+    /// once" in the module docs). Every copy is acknowledged as `Rejected`.
     async fn route_rejection(
         &self,
         reason: RejectReason,
         body: String,
         message_id: &str,
+        invocation: &Invocation,
+        now: i64,
     ) -> RecordOutcome {
         let manual_reason = match reason {
             RejectReason::WindowEnded { .. } => ManualReason::WindowEnded,
             _ => ManualReason::Rejected,
         };
         warn!(message_id, reason = reason.code(), detail = %reason, "body rejected");
+        let route_key = keys::rejected_route_key(&body);
+        let fingerprint = keys::sha256_hex(body.as_bytes());
         let item = ManualItem {
             reason: manual_reason,
             detail: format!("{}: {reason}", reason.code()),
@@ -643,9 +761,151 @@ impl Gate {
             event_key: None,
             message_id: message_id.to_string(),
         };
-        match self.manual.send(item).await {
+        match self
+            .route_once(&route_key, &fingerprint, item, invocation, now)
+            .await
+        {
             Ok(()) => RecordOutcome::Rejected(reason),
-            Err(e) => RecordOutcome::Retry(e.to_string()),
+            Err(e) => RecordOutcome::Retry(e),
         }
     }
+
+    /// For a body rejected only because its window has ended: the notification as parsed a
+    /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
+    /// every other reason.
+    fn parse_ended(&self, body: &str, reason: &RejectReason) -> Option<Notification> {
+        let RejectReason::WindowEnded { end } = reason else {
+            return None;
+        };
+        let end_ms = chrono::DateTime::parse_from_rfc3339(end)
+            .ok()?
+            .timestamp_millis();
+        parse_notification(body, end_ms - 1, &self.config.known_terminals).ok()
+    }
+
+    /// Sends `item` to the manual queue once per `route_key`: reserves a routing record
+    /// (`in_flight`, leased, in the `InFlight` index) holding the item, sends it, then marks the
+    /// record `manual`. `Ok` when the item was sent now, was sent before (`manual`), or a live
+    /// lease holder is sending it (its message stays unacknowledged until it is done, and the
+    /// reconciler finishes a stranded one); `Err` (retry) on a store or queue failure.
+    async fn route_once(
+        &self,
+        route_key: &str,
+        fingerprint: &str,
+        item: ManualItem,
+        invocation: &Invocation,
+        now: i64,
+    ) -> Result<(), String> {
+        let owner = invocation.request_id.as_str();
+        let mut fresh = IdempotencyRecord {
+            pk: record_pk(&self.config.integration, route_key),
+            event_key: route_key.to_string(),
+            status: RecordStatus::InFlight,
+            fingerprint: fingerprint.to_string(),
+            request: Vec::new(),
+            op_key: String::new(),
+            lease_owner: Some(owner.to_string()),
+            lease_until_ms: Some(self.lease_until(invocation, now)),
+            created_at_ms: now,
+            updated_at_ms: now,
+            expires_at_s: ms_to_s(now) + self.config.key_ttl_s,
+            slot_id: None,
+            slot_ids: Default::default(),
+            inflight_shard: Some(inflight_shard(route_key)),
+            error: None,
+            container: String::new(),
+            terminal: String::new(),
+            window_start: String::new(),
+            window_end: String::new(),
+        };
+        make_routing_record(&mut fresh, &item);
+        let held = match self.store.reserve(&fresh, now).await {
+            Ok(Reservation::Reserved) => fresh,
+            Ok(Reservation::Conflict(existing)) => {
+                if existing.status != RecordStatus::InFlight || existing.lease_is_live(now) {
+                    info!(route_key, message_id = %item.message_id, "already routed to the manual queue");
+                    return Ok(());
+                }
+                let old_owner = existing.lease_owner.clone().unwrap_or_default();
+                match self
+                    .store
+                    .take_over(
+                        &existing.pk,
+                        &old_owner,
+                        owner,
+                        self.lease_until(invocation, now),
+                        now,
+                    )
+                    .await
+                {
+                    Ok(TakeOver::Taken(record)) => *record,
+                    Ok(TakeOver::Refused) => return Ok(()),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        self.deliver_routed(&held, &item.message_id, owner)
+            .await
+            .map(|_| ())
+    }
+
+    /// Sends the item a routing record `owner` holds (stored in its `request`, so every resumer
+    /// sends the same item), then marks the record `manual`. Queue first, mark second: a crash
+    /// between the two leaves the record `in_flight`, and whoever resumes it (a redelivery, the
+    /// reconciler) sends the item again, under the same dedup key. On a failure the lease is
+    /// released and the caller retries.
+    pub(crate) async fn deliver_routed(
+        &self,
+        record: &IdempotencyRecord,
+        message_id: &str,
+        owner: &str,
+    ) -> Result<ManualReason, String> {
+        let mut item = ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
+            reason: ManualReason::Rejected,
+            detail: format!("routing record {} holds no readable item", record.event_key),
+            original_body: String::from_utf8_lossy(&record.request).into_owned(),
+            event_key: None,
+            message_id: String::new(),
+        });
+        item.message_id = message_id.to_string();
+        let reason = item.reason;
+        let detail = item.detail.clone();
+        if let Err(e) = self.manual.send(item).await {
+            let _ = self.release(record, owner, e.to_string()).await;
+            return Err(e.to_string());
+        }
+        match self
+            .store
+            .finish(
+                &record.pk,
+                owner,
+                RecordStatus::Manual,
+                &detail,
+                self.clock.now_ms(),
+            )
+            .await
+        {
+            Ok(_) => Ok(reason),
+            Err(e) => {
+                let _ = self.release(record, owner, e.to_string()).await;
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+/// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
+/// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
+/// JSON), never a slot claim.
+fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
+    record.op_key = keys::operation_key(&record.event_key, keys::MANUAL_ROUTE);
+    record.request = item.to_json();
+}
+
+/// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
+/// person exactly once" in the module docs): resuming it sends its stored item; it is never
+/// claimed at the terminal.
+pub fn is_routing_record(record: &IdempotencyRecord) -> bool {
+    record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
 }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
-use crate::clock::SystemClock;
+use crate::clock::{Clock, SystemClock};
 use crate::config::FunctionConfig;
 use crate::dynamo::DynamoStore;
 use crate::gate::{Gate, Invocation};
+use crate::signals::{self, Counts, StoreSignals};
 use crate::sqs_manual::SqsManualQueue;
 use crate::terminal::HttpTerminal;
 
@@ -31,7 +32,6 @@ pub fn deadline_ms(deadline: u64, now_ms: i64) -> i64 {
 
 /// The invocation of a Lambda context: the request id (lease owner) and the deadline (epoch ms).
 pub fn invocation(context: &lambda_runtime::Context) -> Invocation {
-    use crate::clock::Clock;
     Invocation {
         request_id: context.request_id.clone(),
         deadline_ms: deadline_ms(context.deadline, SystemClock.now_ms()),
@@ -61,6 +61,7 @@ pub async fn handle_sqs(
 ) -> Result<SqsBatchResponse, Error> {
     let invocation = invocation(&event.context);
     let report = gate.handle_batch(event.payload, &invocation).await;
+    Counts::of_batch(&report).emit();
     Ok(report.response)
 }
 
@@ -84,14 +85,17 @@ pub async fn handle_reconcile(
     event: LambdaEvent<ScheduledInput>,
 ) -> Result<crate::reconciler::ReconcileReport, Error> {
     let invocation = invocation(&event.context);
-    Ok(gate.reconcile(config, &invocation).await)
+    let report = gate.reconcile(config, &invocation).await;
+    Counts::of_reconcile(&report).emit();
+    Ok(report)
 }
 
-/// Builds the gate from `config` with the AWS clients (DynamoDB, SQS) and the terminal client,
+/// Builds the gate from `config` with the AWS clients (DynamoDB, SQS) and the terminal client
+/// (its token read from Secrets Manager when `config.token_secret_arn` is set),
 /// once per cold start. `AWS_ENDPOINT_URL` is honoured by the SDK (local runs against moto).
 ///
 /// # Errors
-/// If the terminal client cannot be built.
+/// If the terminal client cannot be built, or the token cannot be read from Secrets Manager.
 pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
     // Throttling and transient service errors are retried by the SDK (standard mode, adaptive
     // back-off), not by hand; operation timeouts keep a call well inside the lease.
@@ -108,7 +112,14 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
         .await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let terminal = HttpTerminal::new(config.terminal.clone())?;
+    let mut terminal_config = config.terminal.clone();
+    if let Some(arn) = &config.token_secret_arn {
+        // Read once per cold start and kept for the environment's life (`crate::secrets`).
+        let secrets = aws_sdk_secretsmanager::Client::new(&aws);
+        terminal_config.token = Some(crate::secrets::fetch_api_token(&secrets, arn).await?);
+        tracing::info!(secret = %arn, "terminal API token read from Secrets Manager");
+    }
+    let terminal = HttpTerminal::new(terminal_config)?;
     Ok(Gate {
         store: Arc::new(DynamoStore::new(
             dynamodb,
@@ -122,23 +133,150 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
     })
 }
 
+/// Installs the EMF recorder: namespace [`signals::NAMESPACE`], dimension
+/// `Integration = integration`, explicit zeros, a `ColdStart` metric and the request id as a
+/// property. The documents are flushed to stdout after every invocation, where Lambda's log
+/// pipeline turns them into CloudWatch metrics without an API call.
+///
+/// # Errors
+/// If a recorder is already installed.
+pub fn init_metrics(
+    integration: &str,
+) -> Result<&'static metrics_cloudwatch_embedded::Collector, Error> {
+    metrics_cloudwatch_embedded::Builder::new()
+        .cloudwatch_namespace(signals::NAMESPACE)
+        .with_dimension(signals::DIMENSION, integration.to_string())
+        .emit_zeros(true)
+        .lambda_cold_start_metric("ColdStart")
+        .with_lambda_request_id("RequestId")
+        .init()
+        .map_err(|e| Error::from(format!("cannot install the EMF recorder: {e}")))
+}
+
+/// Publishes the store signals with one `PutMetricData` call: namespace
+/// [`signals::NAMESPACE`], dimension `Integration = integration`, timestamp `now_ms` (epoch ms).
+/// Units: seconds for the oldest age, counts for the others.
+///
+/// # Errors
+/// The SDK's error, as text.
+pub async fn publish_store_signals(
+    client: &aws_sdk_cloudwatch::Client,
+    integration: &str,
+    store_signals: &StoreSignals,
+    now_ms: i64,
+) -> Result<(), Error> {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use aws_sdk_cloudwatch::types::{Dimension, MetricDatum, StandardUnit};
+    let dimension = Dimension::builder()
+        .name(signals::DIMENSION)
+        .value(integration)
+        .build();
+    let datum = |name: &str, value: f64, unit: StandardUnit| {
+        MetricDatum::builder()
+            .metric_name(name)
+            .dimensions(dimension.clone())
+            .timestamp(DateTime::from_millis(now_ms))
+            .value(value)
+            .unit(unit)
+            .build()
+    };
+    client
+        .put_metric_data()
+        .namespace(signals::NAMESPACE)
+        .metric_data(datum(
+            signals::metric::OLDEST_IN_FLIGHT_AGE,
+            store_signals.oldest_in_flight_age_s as f64,
+            StandardUnit::Seconds,
+        ))
+        .metric_data(datum(
+            signals::metric::IN_FLIGHT_OLDER_THAN_10M,
+            store_signals.in_flight_older_than_10m as f64,
+            StandardUnit::Count,
+        ))
+        .metric_data(datum(
+            signals::metric::MULTI_SLOT_KEYS,
+            store_signals.multi_slot_keys as f64,
+            StandardUnit::Count,
+        ))
+        .send()
+        .await
+        .map_err(|e| {
+            Error::from(format!(
+                "PutMetricData failed: {}",
+                aws_sdk_cloudwatch::error::DisplayErrorContext(&e)
+            ))
+        })?;
+    Ok(())
+}
+
+/// One run of the metrics function: reads the store signals and publishes them.
+///
+/// # Errors
+/// A store or CloudWatch error; the next minute's run tries again.
+pub async fn handle_metrics(
+    store: &dyn crate::store::IdempotencyStore,
+    cloudwatch: &aws_sdk_cloudwatch::Client,
+    integration: &str,
+    clock: &dyn Clock,
+) -> Result<StoreSignals, Error> {
+    let now = clock.now_ms();
+    let store_signals = signals::collect_store_signals(store, now)
+        .await
+        .map_err(|e| Error::from(e.to_string()))?;
+    publish_store_signals(cloudwatch, integration, &store_signals, now).await?;
+    tracing::info!(?store_signals, "store signals published");
+    Ok(store_signals)
+}
+
+/// The metrics function's whole life: configuration ([`crate::config::MetricsConfig`]), clients
+/// built once, then one [`handle_metrics`] per scheduled invocation (input: the schedule's
+/// `{"job": "metrics"}`).
+///
+/// # Errors
+/// A configuration error at cold start, or the runtime's own errors.
+pub async fn run_metrics() -> Result<(), Error> {
+    crate::logging::init();
+    let config = crate::config::MetricsConfig::from_env(|k| std::env::var(k).ok())
+        .inspect_err(|e| tracing::error!(error = %e, "invalid configuration; not starting"))?;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
+        .load()
+        .await;
+    // The metrics function reads only the idempotency table's indexes; no bookings table.
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        config.idempotency_table.clone(),
+        String::new(),
+    );
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&aws);
+    let (store, cloudwatch, integration) = (&store, &cloudwatch, config.integration.as_str());
+    lambda_runtime::run(service_fn(
+        move |_event: LambdaEvent<ScheduledInput>| async move {
+            handle_metrics(store, cloudwatch, integration, &SystemClock).await
+        },
+    ))
+    .await
+}
+
 /// The reconciler's whole life: as [`run_consumer`], with the scheduled handler.
 ///
 /// # Errors
 /// A configuration error at cold start, or the runtime's own errors.
 pub async fn run_reconciler() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    crate::logging::init();
     let config = FunctionConfig::from_env(|k| std::env::var(k).ok()).inspect_err(|e| {
         tracing::error!(error = %e, "invalid configuration; not starting");
     })?;
     let reconciler = config.reconciler.clone();
+    let metrics = init_metrics(&config.gate.integration)?;
     let gate = build_consumer(config).await?;
     let (gate, reconciler) = (&gate, &reconciler);
-    lambda_runtime::run(service_fn(
-        move |event: LambdaEvent<ScheduledInput>| async move {
+    metrics_cloudwatch_embedded::lambda::service::run(
+        metrics,
+        service_fn(move |event: LambdaEvent<ScheduledInput>| async move {
             handle_reconcile(gate, reconciler, event).await
-        },
-    ))
+        }),
+    )
     .await
 }
 
@@ -149,7 +287,7 @@ pub async fn run_reconciler() -> Result<(), Error> {
 /// # Errors
 /// A configuration error at cold start, or the runtime's own errors.
 pub async fn run_consumer() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    crate::logging::init();
     let config = FunctionConfig::from_env(|k| std::env::var(k).ok()).inspect_err(|e| {
         tracing::error!(error = %e, "invalid configuration; not starting");
     })?;
@@ -158,10 +296,14 @@ pub async fn run_consumer() -> Result<(), Error> {
         terminal_supports_idempotency_key = config.gate.terminal_supports_idempotency_key,
         "consumer starting"
     );
+    let metrics = init_metrics(&config.gate.integration)?;
     let gate = build_consumer(config).await?;
     let gate = &gate;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        handle_sqs(gate, event).await
-    }))
+    metrics_cloudwatch_embedded::lambda::service::run(
+        metrics,
+        service_fn(
+            move |event: LambdaEvent<SqsEvent>| async move { handle_sqs(gate, event).await },
+        ),
+    )
     .await
 }

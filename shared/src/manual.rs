@@ -45,6 +45,25 @@ impl ManualReason {
     }
 }
 
+impl ManualReason {
+    /// Every reason, for parsing codes.
+    pub const ALL: [ManualReason; 8] = [
+        Self::Rejected,
+        Self::WindowEnded,
+        Self::Mismatch,
+        Self::NoIdempotencySupport,
+        Self::TerminalKeyMismatch,
+        Self::TerminalRejected,
+        Self::PastKeyRetention,
+        Self::TerminalAnswerInvalid,
+    ];
+
+    /// The reason with this [`ManualReason::code`], if any.
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.code() == code)
+    }
+}
+
 /// One message for the manual-booking queue. `Debug` redacts the original body (it holds the
 /// release PIN, which the person booking by hand needs, but no log does).
 #[derive(Clone, PartialEq, Eq)]
@@ -73,6 +92,38 @@ impl fmt::Debug for ManualItem {
             .field("event_key", &self.event_key)
             .field("message_id", &self.message_id)
             .finish()
+    }
+}
+
+impl ManualItem {
+    /// The item as JSON bytes `{"reason", "detail", "original_body", "event_key", "message_id"}`:
+    /// what a routing record stores as its `request`, so whoever resumes the record (a
+    /// redelivery, the reconciler) sends the same item. Holds the original body, and so the PIN.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::json!({
+            "reason": self.reason.code(),
+            "detail": self.detail,
+            "original_body": self.original_body,
+            "event_key": self.event_key,
+            "message_id": self.message_id,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// Reads an item written by [`ManualItem::to_json`]; `None` if the bytes are not one.
+    pub fn from_json(bytes: &[u8]) -> Option<Self> {
+        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        Some(Self {
+            reason: ManualReason::parse(v.get("reason")?.as_str()?)?,
+            detail: v.get("detail")?.as_str()?.to_string(),
+            original_body: v.get("original_body")?.as_str()?.to_string(),
+            event_key: v
+                .get("event_key")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+            message_id: v.get("message_id")?.as_str()?.to_string(),
+        })
     }
 }
 

@@ -189,13 +189,30 @@ impl IdempotencyStore for MemoryStore {
         }
     }
 
-    async fn record_slot_id(&self, pk: &str, slot_id: &str, now_ms: i64) -> Result<(), StoreError> {
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
         let mut t = self.lock();
-        if let Some(r) = t.records.get_mut(pk) {
-            r.slot_ids.insert(slot_id.to_string());
-            r.updated_at_ms = now_ms;
+        match t.records.get_mut(pk) {
+            Some(r) => {
+                r.slot_ids.insert(slot_id.to_string());
+                r.updated_at_ms = now_ms;
+                Ok(r.slot_ids.len())
+            }
+            None => Ok(0),
         }
-        Ok(())
+    }
+
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        Ok(self
+            .lock()
+            .records
+            .values()
+            .filter(|r| r.slot_ids.len() > 1)
+            .count())
     }
 
     async fn stale_in_flight(

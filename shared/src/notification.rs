@@ -11,6 +11,25 @@
 //!   "pin": "release PIN (a secret)"
 //! }
 //! ```
+//!
+//! The body comes from outside, so every limit is checked before anything else reads it, and
+//! each violation is a typed [`RejectReason`] (routed to the manual queue, never retried):
+//!
+//! | limit | value | reason code |
+//! | --- | --- | --- |
+//! | body size | [`MAX_BODY_BYTES`] (64 KiB; SQS allows 256 KiB) | `body_too_large` |
+//! | one reading only | no object names a key twice ([`crate::strict_json`]) | `duplicate_key` |
+//! | `notificationId` | at most [`MAX_NOTIFICATION_ID_CHARS`] characters | `field_too_long` |
+//! | `equipment_number` | at most [`MAX_EQUIPMENT_NUMBER_CHARS`] characters | `field_too_long` |
+//! | `terminal` | at most [`MAX_TERMINAL_CHARS`] characters | `field_too_long` |
+//! | `pin` | at most [`MAX_PIN_CHARS`] characters | `field_too_long` |
+//! | those four fields | no control character (Unicode `Cc`, e.g. NUL, CR, LF, DEL) | `control_character` |
+//! | those four fields | no U+FFFD: the sender's bytes were not UTF-8 and someone replaced them | `replacement_character` |
+//! | window end | at most [`MAX_WINDOW_AHEAD_DAYS`] days after now | `window_too_far_ahead` |
+//!
+//! An SQS body is always a string of Unicode characters, so "not UTF-8" reaches the gate either as
+//! U+FFFD (decoded lossily upstream) or as an escape that is not a character (`"\ud800"`, a lone
+//! surrogate), which the JSON reader rejects (`not_json`).
 
 use std::fmt;
 
@@ -18,6 +37,23 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 use crate::iso6346::{EquipmentNumber, EquipmentNumberError};
+use crate::strict_json::{from_str_strict, StrictJsonError};
+
+/// Largest body accepted, in bytes (64 KiB). A Portbase notification is about 1 KiB; SQS allows
+/// 256 KiB. The limit also keeps the manual-queue message (the original body, JSON-escaped, plus
+/// the reason) under SQS's 256 KiB.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Longest `notificationId`, in characters.
+pub const MAX_NOTIFICATION_ID_CHARS: usize = 128;
+/// Longest `equipment_number` as sent (spaces and dashes included), in characters.
+pub const MAX_EQUIPMENT_NUMBER_CHARS: usize = 32;
+/// Longest `terminal` code, in characters.
+pub const MAX_TERMINAL_CHARS: usize = 32;
+/// Longest release PIN, in characters.
+pub const MAX_PIN_CHARS: usize = 64;
+/// A window may end at most this many days after now: a slot a year or more ahead is a typo or a
+/// corrupted date, and would hold a key and a slot far beyond any redelivery horizon.
+pub const MAX_WINDOW_AHEAD_DAYS: i64 = 366;
 
 /// A container release PIN: a secret. `Debug` and `Display` print `[redacted]`; the value is
 /// reachable only through [`Pin::expose`], which the claim request builder uses.
@@ -101,12 +137,54 @@ impl fmt::Debug for Notification {
 }
 
 /// Every way a body can be wrong. Each is permanent: the body is routed to the manual queue with
-/// this reason and acknowledged, never retried.
+/// this reason and acknowledged, never retried. No variant quotes the PIN: the messages name
+/// fields and limits, and quote only the equipment number, the window and the terminal code,
+/// after their length and characters were checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RejectReason {
+    /// The body is larger than [`MAX_BODY_BYTES`].
+    #[error("body has {bytes} bytes, more than the limit of {limit}")]
+    BodyTooLarge {
+        /// The body's size in bytes.
+        bytes: usize,
+        /// The limit, [`MAX_BODY_BYTES`].
+        limit: usize,
+    },
     /// The body is not JSON, or not a JSON object.
     #[error("body is not a JSON object: {0}")]
     NotJson(String),
+    /// An object in the body names a key twice: two readers could read two different bodies.
+    #[error("body names a key twice: {0}")]
+    DuplicateKey(String),
+    /// A field is longer than its limit.
+    #[error("field `{field}` has {chars} characters, more than the limit of {limit}")]
+    FieldTooLong {
+        /// The field's name.
+        field: &'static str,
+        /// Its length in characters.
+        chars: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A field holds a control character (Unicode category `Cc`: NUL, tab, CR, LF, DEL, C1).
+    #[error("field `{field}` holds a control character at character {position}")]
+    ControlCharacter {
+        /// The field's name.
+        field: &'static str,
+        /// The character's index (0-based).
+        position: usize,
+    },
+    /// A field holds U+FFFD, the replacement character: the sender's bytes were not valid UTF-8
+    /// and were replaced on the way, so the value is not what was sent.
+    #[error(
+        "field `{field}` holds U+FFFD at character {position}: the sender's bytes were not UTF-8"
+    )]
+    ReplacementCharacter {
+        /// The field's name.
+        field: &'static str,
+        /// The character's index (0-based).
+        position: usize,
+    },
     /// A required field is absent or `null`.
     #[error("missing field `{0}`")]
     MissingField(&'static str),
@@ -146,18 +224,33 @@ pub enum RejectReason {
         /// The end, RFC 3339.
         end: String,
     },
+    /// The window ends more than [`MAX_WINDOW_AHEAD_DAYS`] days from now.
+    #[error("window ends at {end}, more than {limit_days} days ahead")]
+    WindowTooFarAhead {
+        /// The end, RFC 3339.
+        end: String,
+        /// The limit, [`MAX_WINDOW_AHEAD_DAYS`].
+        limit_days: i64,
+    },
     /// The terminal is not one this integration books at.
     #[error("unknown terminal {0:?}")]
     UnknownTerminal(String),
 }
 
 impl RejectReason {
-    /// A short stable code for the reason, used as the manual queue's `reason` attribute and in
-    /// metrics: `not_json`, `missing_field`, `empty_field`, `wrong_type`, `bad_equipment_number`,
-    /// `bad_timestamp`, `window_not_ordered`, `window_ended`, `unknown_terminal`.
+    /// A short stable code for the reason, used in the manual queue's `detail` and in metrics:
+    /// `body_too_large`, `not_json`, `duplicate_key`, `field_too_long`, `control_character`,
+    /// `replacement_character`, `missing_field`, `empty_field`, `wrong_type`,
+    /// `bad_equipment_number`, `bad_timestamp`, `window_not_ordered`, `window_ended`,
+    /// `window_too_far_ahead`, `unknown_terminal`.
     pub fn code(&self) -> &'static str {
         match self {
+            Self::BodyTooLarge { .. } => "body_too_large",
             Self::NotJson(_) => "not_json",
+            Self::DuplicateKey(_) => "duplicate_key",
+            Self::FieldTooLong { .. } => "field_too_long",
+            Self::ControlCharacter { .. } => "control_character",
+            Self::ReplacementCharacter { .. } => "replacement_character",
             Self::MissingField(_) => "missing_field",
             Self::EmptyField(_) => "empty_field",
             Self::WrongType { .. } => "wrong_type",
@@ -165,6 +258,7 @@ impl RejectReason {
             Self::BadTimestamp { .. } => "bad_timestamp",
             Self::WindowNotOrdered { .. } => "window_not_ordered",
             Self::WindowEnded { .. } => "window_ended",
+            Self::WindowTooFarAhead { .. } => "window_too_far_ahead",
             Self::UnknownTerminal(_) => "unknown_terminal",
         }
     }
@@ -183,6 +277,42 @@ fn required_str<'a>(
             expected: "a string",
         }),
     }
+}
+
+/// A required string field that is also short enough and free of control characters and U+FFFD.
+fn required_text<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+    limit: usize,
+) -> Result<&'a str, RejectReason> {
+    let value = required_str(obj, field)?;
+    check_text(field, value, limit)?;
+    Ok(value)
+}
+
+/// Checks a field's length (in characters) and characters; see the module's table.
+///
+/// # Errors
+/// [`RejectReason::FieldTooLong`], [`RejectReason::ControlCharacter`] or
+/// [`RejectReason::ReplacementCharacter`].
+pub fn check_text(field: &'static str, value: &str, limit: usize) -> Result<(), RejectReason> {
+    let chars = value.chars().count();
+    if chars > limit {
+        return Err(RejectReason::FieldTooLong {
+            field,
+            chars,
+            limit,
+        });
+    }
+    for (position, c) in value.chars().enumerate() {
+        if c.is_control() {
+            return Err(RejectReason::ControlCharacter { field, position });
+        }
+        if c == char::REPLACEMENT_CHARACTER {
+            return Err(RejectReason::ReplacementCharacter { field, position });
+        }
+    }
+    Ok(())
 }
 
 fn timestamp(
@@ -209,25 +339,40 @@ fn timestamp(
 /// Parses a notification body strictly.
 ///
 /// * `now_ms`: the current time, epoch milliseconds; a window whose end is at or before it is
-///   [`RejectReason::WindowEnded`].
+///   [`RejectReason::WindowEnded`], one ending more than [`MAX_WINDOW_AHEAD_DAYS`] after it is
+///   [`RejectReason::WindowTooFarAhead`].
 /// * `known_terminals`: the terminal codes this integration books at (exact match).
 ///
 /// # Errors
-/// The first [`RejectReason`] found, checked in this order: JSON, `notificationId`,
-/// `equipment_number`, `preferred_window`, `terminal`, `pin`, window order, window ended.
+/// The first [`RejectReason`] found, checked in this order: body size, JSON (strict: no
+/// duplicate keys), `notificationId`, `equipment_number`, `preferred_window`, `terminal`, `pin`,
+/// window order, window ended, window too far ahead.
 pub fn parse_notification(
     body: &str,
     now_ms: i64,
     known_terminals: &[String],
 ) -> Result<Notification, RejectReason> {
-    let value: Value =
-        serde_json::from_str(body).map_err(|e| RejectReason::NotJson(e.to_string()))?;
+    if body.len() > MAX_BODY_BYTES {
+        return Err(RejectReason::BodyTooLarge {
+            bytes: body.len(),
+            limit: MAX_BODY_BYTES,
+        });
+    }
+    let value = from_str_strict(body).map_err(|e| match e {
+        StrictJsonError::DuplicateKey(key) => RejectReason::DuplicateKey(key),
+        StrictJsonError::Syntax(detail) => RejectReason::NotJson(detail),
+    })?;
     let Value::Object(mut obj) = value else {
         return Err(RejectReason::NotJson("top level is not an object".into()));
     };
-    let notification_id = required_str(&obj, "notificationId")?.to_string();
-    let equipment_number = EquipmentNumber::parse(required_str(&obj, "equipment_number")?)
-        .map_err(RejectReason::BadEquipmentNumber)?;
+    let notification_id =
+        required_text(&obj, "notificationId", MAX_NOTIFICATION_ID_CHARS)?.to_string();
+    let equipment_number = EquipmentNumber::parse(required_text(
+        &obj,
+        "equipment_number",
+        MAX_EQUIPMENT_NUMBER_CHARS,
+    )?)
+    .map_err(RejectReason::BadEquipmentNumber)?;
     let window = match obj.get("preferred_window") {
         None | Some(Value::Null) => return Err(RejectReason::MissingField("preferred_window")),
         Some(Value::Object(w)) => w,
@@ -240,11 +385,11 @@ pub fn parse_notification(
     };
     let start = timestamp(window, "start", "preferred_window.start")?;
     let end = timestamp(window, "end", "preferred_window.end")?;
-    let terminal = required_str(&obj, "terminal")?.to_string();
+    let terminal = required_text(&obj, "terminal", MAX_TERMINAL_CHARS)?.to_string();
     if !known_terminals.contains(&terminal) {
         return Err(RejectReason::UnknownTerminal(terminal));
     }
-    let pin = Pin::new(required_str(&obj, "pin")?);
+    let pin = Pin::new(required_text(&obj, "pin", MAX_PIN_CHARS)?);
     let preferred_window = Window { start, end };
     if end <= start {
         return Err(RejectReason::WindowNotOrdered {
@@ -255,6 +400,12 @@ pub fn parse_notification(
     if end.timestamp_millis() <= now_ms {
         return Err(RejectReason::WindowEnded {
             end: preferred_window.end_rfc3339(),
+        });
+    }
+    if end.timestamp_millis() > now_ms.saturating_add(MAX_WINDOW_AHEAD_DAYS * 86_400_000) {
+        return Err(RejectReason::WindowTooFarAhead {
+            end: preferred_window.end_rfc3339(),
+            limit_days: MAX_WINDOW_AHEAD_DAYS,
         });
     }
     // The fingerprint's input: the body with the interpreted fields in canonical form, so that
@@ -382,5 +533,154 @@ mod tests {
                 .code(),
             "bad_timestamp"
         );
+    }
+
+    fn code_of(body: &str) -> &'static str {
+        parse_notification(body, NOW, &terminals())
+            .map(|_| "ok")
+            .unwrap_or_else(|e| e.code())
+    }
+
+    #[test]
+    fn limits_at_the_edge() {
+        // Size: exactly the limit passes (padding in an extra field), one byte more does not.
+        let base = body(&[("padding", Value::from(""))]);
+        let pad = MAX_BODY_BYTES - base.len();
+        let at_limit = body(&[("padding", Value::from("x".repeat(pad)))]);
+        assert_eq!(at_limit.len(), MAX_BODY_BYTES);
+        assert_eq!(code_of(&at_limit), "ok");
+        let over = body(&[("padding", Value::from("x".repeat(pad + 1)))]);
+        assert_eq!(
+            parse_notification(&over, NOW, &terminals()).unwrap_err(),
+            RejectReason::BodyTooLarge {
+                bytes: MAX_BODY_BYTES + 1,
+                limit: MAX_BODY_BYTES
+            }
+        );
+        // Field lengths, in characters (not bytes).
+        let id = "é".repeat(MAX_NOTIFICATION_ID_CHARS);
+        assert_eq!(code_of(&body(&[("notificationId", Value::from(id))])), "ok");
+        for (field, limit) in [
+            ("notificationId", MAX_NOTIFICATION_ID_CHARS),
+            ("pin", MAX_PIN_CHARS),
+            ("terminal", MAX_TERMINAL_CHARS),
+            ("equipment_number", MAX_EQUIPMENT_NUMBER_CHARS),
+        ] {
+            let long = Value::from("A".repeat(limit + 1));
+            assert_eq!(
+                parse_notification(&body(&[(field, long)]), NOW, &terminals()).unwrap_err(),
+                RejectReason::FieldTooLong {
+                    field,
+                    chars: limit + 1,
+                    limit
+                },
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
+    fn control_and_replacement_characters_are_refused() {
+        for (field, value) in [
+            ("notificationId", r"N-1\u0000"),
+            ("pin", r"47\n11"),
+            ("terminal", r"ECT-DELTA\r"),
+            ("notificationId", r"N\u007f1"),
+            ("pin", r"47\u009b11"),
+        ] {
+            let text = body(&[]).replacen(
+                &format!("\"{field}\":"),
+                &format!("\"{field}\":\"{value}\",\"x-{field}\":"),
+                1,
+            );
+            let err = parse_notification(&text, NOW, &terminals()).unwrap_err();
+            assert!(
+                matches!(err, RejectReason::ControlCharacter { field: f, .. } if f == field),
+                "{field} {value}: {err:?}"
+            );
+        }
+        let err = parse_notification(
+            &body(&[("notificationId", Value::from("PCS-\u{fffd}-1"))]),
+            NOW,
+            &terminals(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            RejectReason::ReplacementCharacter {
+                field: "notificationId",
+                position: 4
+            }
+        );
+        // A lone surrogate escape is not a character: not JSON.
+        let lone = body(&[]).replace("\"N-1\"", "\"N-\\ud800\"");
+        assert!(lone.contains("\\ud800"));
+        assert_eq!(code_of(&lone), "not_json");
+    }
+
+    #[test]
+    fn numbers_where_strings_belong() {
+        for field in ["notificationId", "equipment_number", "terminal", "pin"] {
+            assert_eq!(
+                parse_notification(&body(&[(field, Value::from(12345))]), NOW, &terminals())
+                    .unwrap_err(),
+                RejectReason::WrongType {
+                    field,
+                    expected: "a string"
+                }
+            );
+        }
+        let numeric_window =
+            serde_json::json!({"start": 1749456000, "end": "2025-06-09T10:00:00Z"});
+        assert_eq!(
+            code_of(&body(&[("preferred_window", numeric_window)])),
+            "wrong_type"
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth() {
+        let twice = body(&[]).replacen("\"pin\":", "\"pin\":\"1111\",\"pin\":", 1);
+        assert_eq!(
+            parse_notification(&twice, NOW, &terminals()).unwrap_err(),
+            RejectReason::DuplicateKey("\"pin\"".into())
+        );
+        let nested = body(&[]).replacen("\"start\":", "\"start\":\"x\",\"start\":", 1);
+        assert_eq!(code_of(&nested), "duplicate_key");
+    }
+
+    #[test]
+    fn a_window_years_away_is_refused() {
+        let far =
+            serde_json::json!({"start": "2031-06-09T08:00:00Z", "end": "2031-06-09T10:00:00Z"});
+        assert_eq!(
+            parse_notification(&body(&[("preferred_window", far)]), NOW, &terminals()).unwrap_err(),
+            RejectReason::WindowTooFarAhead {
+                end: "2031-06-09T10:00:00Z".into(),
+                limit_days: MAX_WINDOW_AHEAD_DAYS
+            }
+        );
+        // Eleven months ahead is fine.
+        let near =
+            serde_json::json!({"start": "2026-05-09T08:00:00Z", "end": "2026-05-09T10:00:00Z"});
+        assert_eq!(code_of(&body(&[("preferred_window", near)])), "ok");
+    }
+
+    #[test]
+    fn no_reason_quotes_the_pin() {
+        let pin = "PIN-XYZZY-7731";
+        let mut reasons = Vec::new();
+        for over in [
+            vec![("pin", Value::from(format!("{pin}\n")))],
+            vec![("pin", Value::from(format!("{pin}{}", "9".repeat(80))))],
+            vec![("pin", Value::from(format!("{pin}\u{fffd}")))],
+            vec![("pin", Value::from(pin)), ("terminal", Value::from("NOPE"))],
+        ] {
+            let text = body(&over);
+            reasons.push(parse_notification(&text, NOW, &terminals()).unwrap_err());
+        }
+        for r in reasons {
+            assert!(!format!("{r} {r:?}").contains("XYZZY"), "{r:?}");
+        }
     }
 }

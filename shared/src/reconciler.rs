@@ -13,7 +13,7 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::gate::{Gate, Invocation, RecordOutcome};
+use crate::gate::{is_routing_record, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use crate::store::TakeOver;
@@ -67,6 +67,9 @@ pub struct ReconcileReport {
     pub transient: usize,
     /// Left for the next run because the deadline was near.
     pub left_for_next_run: bool,
+    /// The most distinct slot ids seen for one key when committing or comparing (the
+    /// distinct-slot signal; 0 when nothing was committed or compared).
+    pub max_distinct_slot_ids: usize,
 }
 
 impl Gate {
@@ -165,6 +168,14 @@ impl Gate {
         // The manual queue gets the stored claim request (the SQS body is not kept).
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = format!("reconciler:{owner}");
+        if is_routing_record(&held) {
+            // A routing record whose sender died: send its stored item, never claim.
+            let outcome = match self.deliver_routed(&held, &message_id, owner).await {
+                Ok(reason) => RecordOutcome::Manual(reason),
+                Err(e) => RecordOutcome::Retry(e),
+            };
+            return Step::from_outcome(outcome, false);
+        }
         if !self.config.terminal_supports_idempotency_key {
             let outcome = self
                 .route_held_record(
@@ -181,7 +192,33 @@ impl Gate {
         }
         let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key).await {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
-            LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
+            LookupOutcome::Transient(why) => {
+                // Past the key's retention a lookup that keeps failing (a terminal that is down,
+                // or answers garbage) is not retried every minute until the record's TTL: a
+                // person gets it, told that a slot may exist under the key.
+                let age = now - held.created_at_ms;
+                if age >= config.key_retention_ms - config.retention_margin_ms {
+                    let outcome = self
+                        .route_held_record(
+                            &held,
+                            RecordStatus::Manual,
+                            ManualReason::PastKeyRetention,
+                            format!(
+                                "stranded in_flight for {} s, past the terminal's key retention \
+                                 minus margin, and the lookup failed ({why}); a slot may exist \
+                                 under Idempotency-Key {}: ask the terminal before booking",
+                                age / 1000,
+                                held.op_key
+                            ),
+                            &body,
+                            &message_id,
+                            owner,
+                        )
+                        .await;
+                    return Step::from_outcome(outcome, false);
+                }
+                (ClaimOutcome::Transient(why), false)
+            }
             LookupOutcome::NotFound => {
                 let age = now - held.created_at_ms;
                 if age >= config.key_retention_ms - config.retention_margin_ms {
@@ -218,7 +255,7 @@ impl Gate {
 
 enum Step {
     Reconciled { by_lookup: bool },
-    AlreadyCommitted,
+    AlreadyCommitted { distinct_slot_ids: usize },
     LiveLease,
     Expired,
     Manual,
@@ -230,7 +267,9 @@ impl Step {
     fn from_outcome(outcome: RecordOutcome, by_lookup: bool) -> Self {
         match outcome {
             RecordOutcome::Committed { .. } => Self::Reconciled { by_lookup },
-            RecordOutcome::AlreadyCommitted { .. } => Self::AlreadyCommitted,
+            RecordOutcome::AlreadyCommitted {
+                distinct_slot_ids, ..
+            } => Self::AlreadyCommitted { distinct_slot_ids },
             RecordOutcome::Manual(_) => Self::Manual,
             _ => Self::Transient,
         }
@@ -242,11 +281,15 @@ impl ReconcileReport {
         match step {
             Step::Reconciled { by_lookup } => {
                 self.reconciled += 1;
+                self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(1);
                 if by_lookup {
                     self.found_by_lookup += 1;
                 }
             }
-            Step::AlreadyCommitted => self.already_committed += 1,
+            Step::AlreadyCommitted { distinct_slot_ids } => {
+                self.already_committed += 1;
+                self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(distinct_slot_ids);
+            }
             Step::LiveLease => self.live_lease += 1,
             Step::Expired => self.expired += 1,
             Step::Manual => self.manual += 1,

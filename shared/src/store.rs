@@ -113,8 +113,19 @@ pub trait IdempotencyStore: Send + Sync {
         now_ms: i64,
     ) -> Result<bool, StoreError>;
 
-    /// Adds `slot_id` to the record's `slot_ids` (`ADD slot_ids`), whatever its state.
-    async fn record_slot_id(&self, pk: &str, slot_id: &str, now_ms: i64) -> Result<(), StoreError>;
+    /// Adds `slot_id` to the record's `slot_ids` (`ADD slot_ids`), whatever its state, and
+    /// returns how many distinct slot ids the record now holds (0 if there is no record). A record
+    /// with two or more is marked `multi_slot` (the sparse GSI `MultiSlot`), so the distinct-slot
+    /// signal finds it without a scan ([`IdempotencyStore::multi_slot_keys`]).
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        now_ms: i64,
+    ) -> Result<usize, StoreError>;
+
+    /// How many records hold two or more distinct slot ids (the distinct-slot signal; healthy: 0).
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError>;
 
     /// `in_flight` records of one `InFlight` shard (`"00"`..`"15"`) created before
     /// `created_before_ms` (epoch ms), oldest first, at most `limit` per page.

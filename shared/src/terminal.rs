@@ -9,12 +9,52 @@
 //! same key with another payload is `422` (the draft) or `409` with problem type
 //! `idempotency_mismatch` (some servers); same key while the first request is still processing is
 //! `409`; a retry after completion gets the first result.
+//!
+//! Hardening (issue 7):
+//!
+//! * the client sends a `User-Agent` ([`USER_AGENT`]) and follows **no** redirect: a `3xx` is an
+//!   answer like any other (a transient one), never a second request that would carry the
+//!   bearer token and the PIN to another host;
+//! * the token travels only in the `Authorization` header, never in a URL, and
+//!   [`HttpTerminalConfig`]'s base URL may hold no user info, query or fragment (checked by
+//!   [`crate::config::base_url_allowed`]);
+//! * an answer body is read up to [`MAX_ANSWER_BYTES`]; the rest is never read;
+//! * every detail string quoted from an answer is shortened, its control characters escaped, the
+//!   values of secret-looking JSON keys (`pin`, `token`, ...) replaced, and the PIN of the request
+//!   and the token removed, so a terminal that echoes the request cannot put a secret into a log
+//!   line, a record's `error` or the manual queue's `detail`;
+//! * a `2xx` whose slot id is missing, empty, longer than [`MAX_SLOT_ID_CHARS`] or not printable
+//!   ASCII is **transient**, not permanent: the terminal has probably made the slot and stored its
+//!   answer under the key, so the only safe moves are to ask again with the same key (a redelivery,
+//!   or the reconciler's lookup) or, past the key's retention, to hand it to a person. Calling it
+//!   permanent would send it to a person at once, who would book a second slot by hand while the
+//!   first one exists. A terminal that always answers garbage is bounded: SQS moves the message to
+//!   the dead-letter queue after `maxReceiveCount` deliveries, the record stays `in_flight` (the
+//!   oldest-`in_flight` alarm fires), the reconciler looks the key up every minute, and past the
+//!   key retention routes it to the manual queue;
+//! * `401` is transient: the token was refused, which says nothing about the event. The token is
+//!   read once per cold start, so after a rotation the events wait (redelivery, then the
+//!   reconciler) until new environments start with the new token, instead of all being failed.
 
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
+use serde_json::Value;
+
+/// The `User-Agent` the client sends: `exactly-once-gate/{version}`.
+pub const USER_AGENT: &str = concat!("exactly-once-gate/", env!("CARGO_PKG_VERSION"));
+
+/// Largest answer body read from the terminal, in bytes (64 KiB); a longer answer is cut there.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Longest slot id accepted, in characters. A slot id must also be printable ASCII
+/// (`0x20..=0x7E`) and not blank.
+pub const MAX_SLOT_ID_CHARS: usize = 128;
+
+/// Longest API token accepted, in bytes.
+pub const MAX_TOKEN_BYTES: usize = 4096;
 
 /// A slot the terminal issued.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,10 +70,11 @@ pub struct SlotClaim {
 pub enum ClaimOutcome {
     /// `2xx` with a slot id: commit it.
     Claimed(SlotClaim),
-    /// `5xx`, `429`, timeouts, connection errors, a `2xx` without a readable answer: the outcome
-    /// is unknown; retry later with the same key and bytes.
+    /// `5xx`, `408`, `425`, `429`, `401` (the token refused), `3xx` (never followed), timeouts,
+    /// connection errors, a `2xx` without a usable slot id: the outcome is unknown or not the
+    /// event's fault; retry later with the same key and bytes (see the module's notes).
     Transient(String),
-    /// Another `4xx`: will never succeed; `failed` and the manual queue.
+    /// Another `4xx` (`400`, `403`, ...): will never succeed; `failed` and the manual queue.
     Permanent {
         /// The HTTP status.
         status: u16,
@@ -69,13 +110,50 @@ pub trait SlotTerminal: Send + Sync {
 }
 
 /// An API token for the terminal: `Debug` and `Display` print `[redacted]`.
+///
+/// In the cloud it comes from AWS Secrets Manager, read once per cold start
+/// (`crate::secrets`); the `TERMINAL_API_TOKEN` environment variable is for local runs only.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiToken(String);
 
+/// Why a token value cannot be used. The messages never quote the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Empty (or only whitespace).
+    #[error("the token is empty")]
+    Empty,
+    /// Longer than [`MAX_TOKEN_BYTES`].
+    #[error("the token has {0} bytes, more than the limit of {MAX_TOKEN_BYTES}")]
+    TooLong(usize),
+    /// Holds a character that cannot travel in an HTTP header as a bearer token.
+    #[error("the token holds a character that is not visible ASCII at byte {0}")]
+    BadCharacter(usize),
+}
+
 impl ApiToken {
-    /// Wraps a token.
+    /// Wraps a token as is (tests and callers that validated it).
     pub fn new(token: impl Into<String>) -> Self {
         Self(token.into())
+    }
+
+    /// Validates a token read from outside (a secret, an environment variable): surrounding
+    /// whitespace (a trailing newline from a file) is removed; the rest must be 1 to
+    /// [`MAX_TOKEN_BYTES`] bytes of visible ASCII (`0x21..=0x7E`).
+    ///
+    /// # Errors
+    /// A [`TokenError`], which never quotes the value.
+    pub fn parse(raw: &str) -> Result<Self, TokenError> {
+        let token = raw.trim();
+        if token.is_empty() {
+            return Err(TokenError::Empty);
+        }
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(TokenError::TooLong(token.len()));
+        }
+        if let Some(at) = token.bytes().position(|b| !(0x21..=0x7E).contains(&b)) {
+            return Err(TokenError::BadCharacter(at));
+        }
+        Ok(Self(token.to_string()))
     }
 
     /// The secret value. Never log it.
@@ -87,6 +165,12 @@ impl ApiToken {
 impl fmt::Debug for ApiToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ApiToken([redacted])")
+    }
+}
+
+impl fmt::Display for ApiToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
     }
 }
 
@@ -149,22 +233,125 @@ struct Problem {
 /// Longest excerpt of an error body kept in a detail string.
 const DETAIL_MAX: usize = 300;
 
-fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let mut s: String = text.chars().take(DETAIL_MAX).collect();
-    if text.chars().count() > DETAIL_MAX {
-        s.push('…');
-    }
-    s
+/// JSON keys whose values are replaced by `[redacted]` in an excerpt (compared case-insensitively,
+/// `-` and `_` ignored): a terminal that echoes the request or its headers must not put the PIN
+/// or the token into a detail string.
+const SECRET_KEYS: &[&str] = &[
+    "pin",
+    "releasepin",
+    "token",
+    "apitoken",
+    "accesstoken",
+    "authorization",
+    "password",
+    "secret",
+];
+
+fn is_secret_key(key: &str) -> bool {
+    let folded: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    SECRET_KEYS.contains(&folded.as_str())
 }
 
-/// Parses a slot answer: a JSON object with a non-empty string `slot_id`.
+fn redact_secret_keys(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if is_secret_key(key) {
+                    *v = Value::String("[redacted]".into());
+                } else {
+                    redact_secret_keys(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_secret_keys),
+        _ => {}
+    }
+}
+
+/// A printable, bounded rendering of `text`: at most `max` characters (then `…`), control
+/// characters escaped (`\n`, `\u{1b}`), so a quoted answer cannot forge a log line.
+pub fn printable(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A detail excerpt of an answer body: JSON with secret-looking keys redacted (see
+/// [`SECRET_KEYS`]), shortened and escaped by [`printable`].
+fn excerpt(body: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(mut v) => {
+            redact_secret_keys(&mut v);
+            printable(&v.to_string(), DETAIL_MAX)
+        }
+        Err(_) => printable(&String::from_utf8_lossy(body), DETAIL_MAX),
+    }
+}
+
+/// Removes every occurrence of each secret (of at least 4 characters) from `text`.
+pub fn scrub(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        if out.contains(secret) {
+            out = out.replace(secret, "[redacted]");
+        }
+    }
+    out
+}
+
+/// Whether `slot_id` is acceptable: not blank, at most [`MAX_SLOT_ID_CHARS`] characters, all
+/// printable ASCII (`0x20..=0x7E`).
+pub fn slot_id_valid(slot_id: &str) -> bool {
+    !slot_id.trim().is_empty()
+        && slot_id.len() <= MAX_SLOT_ID_CHARS
+        && slot_id.bytes().all(|b| (0x20..=0x7E).contains(&b))
+}
+
+/// Parses a slot answer: a JSON object with a valid string `slot_id` (see [`slot_id_valid`]).
+/// An `equipment_number` that is not short printable ASCII is kept only as its escaped excerpt:
+/// it cannot equal the container asked for, so the gate routes the answer as invalid.
 fn parse_slot(body: SlotBody) -> Option<SlotClaim> {
-    let slot_id = body.slot_id.filter(|s| !s.trim().is_empty())?;
+    let slot_id = body.slot_id.filter(|s| slot_id_valid(s))?;
+    let equipment_number = body.equipment_number.map(|e| {
+        if e.len() <= 32 && e.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
+            e
+        } else {
+            format!("(unreadable: {:?})", printable(&e, 32))
+        }
+    });
     Some(SlotClaim {
         slot_id,
-        equipment_number: body.equipment_number,
+        equipment_number,
     })
+}
+
+/// Why a `2xx` answer has no usable slot, without quoting a slot id that failed the checks.
+fn slot_defect(body: &[u8]) -> &'static str {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return "is not JSON";
+    };
+    let slot = value.get("slot").unwrap_or(&value);
+    match slot.get("slot_id") {
+        None | Some(Value::Null) => "has no slot_id",
+        Some(Value::String(s)) if s.trim().is_empty() => "has an empty slot_id",
+        Some(Value::String(s)) if s.len() > MAX_SLOT_ID_CHARS => "has a slot_id that is too long",
+        Some(Value::String(_)) => "has a slot_id that is not printable ASCII",
+        Some(_) => "has a slot_id that is not a string",
+    }
 }
 
 /// Classifies a claim answer (status and body bytes) following the IETF draft and `DESIGN.md`.
@@ -178,20 +365,25 @@ pub fn classify_claim(status: u16, body: &[u8]) -> ClaimOutcome {
         .as_ref()
         .and_then(|p| p.detail.clone().or_else(|| p.title.clone()))
         .unwrap_or_else(|| excerpt(body));
+    let detail = printable(&detail, DETAIL_MAX);
     match status {
+        // Transient, not permanent: see the module's notes (the slot may exist under the key).
         200..=299 => match serde_json::from_slice::<SlotBody>(body)
             .ok()
             .and_then(parse_slot)
         {
             Some(slot) => ClaimOutcome::Claimed(slot),
             None => ClaimOutcome::Transient(format!(
-                "terminal answered {status} without a slot_id: {}",
-                excerpt(body)
+                "terminal answered {status}, but the answer {} ({} bytes); the slot may exist \
+                 under the key: retried with the same key",
+                slot_defect(body),
+                body.len()
             )),
         },
         422 => ClaimOutcome::KeyMismatch(detail),
         409 if problem_kind.ends_with("idempotency_mismatch") => ClaimOutcome::KeyMismatch(detail),
         409 => ClaimOutcome::KeyInFlight,
+        401 => ClaimOutcome::Transient(format!("terminal refused the API token (401): {detail}")),
         408 | 425 | 429 => ClaimOutcome::Transient(format!("terminal answered {status}: {detail}")),
         400..=499 => ClaimOutcome::Permanent { status, detail },
         _ => ClaimOutcome::Transient(format!("terminal answered {status}: {detail}")),
@@ -207,18 +399,82 @@ impl HttpTerminal {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .timeout(config.request_timeout)
+            // No redirect is followed: a 3xx is answered as it is (transient), so the token and
+            // the PIN never travel to a host the configuration did not name.
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("exactly-once-gate/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .build()
             .map_err(|e| HttpTerminalError(e.to_string()))?;
         Ok(Self { client, config })
     }
 
     fn authorise(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        // `bearer_auth` marks the header sensitive: reqwest's and hyper's `Debug` hide it.
         match &self.config.token {
             Some(token) => req.bearer_auth(token.expose()),
             None => req,
         }
+    }
+
+    /// The secrets a detail string must never hold: the token and, for a claim, the PIN inside
+    /// the request body.
+    fn secrets<'a>(&'a self, request: Option<&'a PinOf>) -> Vec<&'a str> {
+        let mut secrets = Vec::new();
+        if let Some(token) = &self.config.token {
+            secrets.push(token.expose());
+        }
+        if let Some(pin) = request.and_then(|r| r.pin.as_deref()) {
+            secrets.push(pin);
+        }
+        secrets
+    }
+}
+
+/// The PIN inside a stored claim request, to scrub it from detail strings.
+#[derive(Deserialize)]
+struct PinOf {
+    pin: Option<String>,
+}
+
+/// Reads at most [`MAX_ANSWER_BYTES`] of an answer body; the rest is never read.
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = MAX_ANSWER_BYTES - body.len();
+        if chunk.len() >= room {
+            body.extend_from_slice(&chunk[..room]);
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A reqwest error without its URL (which holds nothing secret, but a lookup URL carries the
+/// key and a base URL is configuration): the kind of failure is what matters.
+fn request_error(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else if e.is_body() || e.is_decode() {
+        "body"
+    } else {
+        "request"
+    };
+    format!("{kind} error: {e}")
+}
+
+fn scrub_claim(outcome: ClaimOutcome, secrets: &[&str]) -> ClaimOutcome {
+    match outcome {
+        ClaimOutcome::Transient(d) => ClaimOutcome::Transient(scrub(&d, secrets)),
+        ClaimOutcome::Permanent { status, detail } => ClaimOutcome::Permanent {
+            status,
+            detail: scrub(&detail, secrets),
+        },
+        ClaimOutcome::KeyMismatch(d) => ClaimOutcome::KeyMismatch(scrub(&d, secrets)),
+        other => other,
     }
 }
 
@@ -237,42 +493,65 @@ impl SlotTerminal for HttpTerminal {
             .header("Idempotency-Key", idempotency_key_header(op_key))
             .header("Content-Type", "application/json")
             .body(request.to_vec());
+        let pin: Option<PinOf> = serde_json::from_slice(request).ok();
+        let secrets = self.secrets(pin.as_ref());
         let response = match self.authorise(req).send().await {
             Ok(r) => r,
-            Err(e) => return ClaimOutcome::Transient(format!("claim request failed: {e}")),
+            Err(e) => {
+                let why = format!("claim request failed: {}", request_error(e));
+                return ClaimOutcome::Transient(scrub(&why, &secrets));
+            }
         };
         let status = response.status().as_u16();
-        match response.bytes().await {
+        let outcome = match read_capped(response).await {
             Ok(body) => classify_claim(status, &body),
-            Err(e) => ClaimOutcome::Transient(format!("claim answer {status} unreadable: {e}")),
-        }
+            Err(e) => ClaimOutcome::Transient(format!(
+                "claim answer {status} unreadable: {}",
+                request_error(e)
+            )),
+        };
+        scrub_claim(outcome, &secrets)
     }
 
     async fn lookup(&self, op_key: &str) -> LookupOutcome {
         let url = format!("{}/slots", self.config.base_url);
         let req = self.client.get(url).query(&[("idempotency_key", op_key)]);
+        let secrets = self.secrets(None);
         let response = match self.authorise(req).send().await {
             Ok(r) => r,
-            Err(e) => return LookupOutcome::Transient(format!("lookup failed: {e}")),
+            Err(e) => {
+                let why = format!("lookup failed: {}", request_error(e));
+                return LookupOutcome::Transient(scrub(&why, &secrets));
+            }
         };
         let status = response.status().as_u16();
-        let body = match response.bytes().await {
+        let body = match read_capped(response).await {
             Ok(b) => b,
-            Err(e) => return LookupOutcome::Transient(format!("lookup answer unreadable: {e}")),
+            Err(e) => {
+                return LookupOutcome::Transient(format!(
+                    "lookup answer unreadable: {}",
+                    request_error(e)
+                ))
+            }
         };
-        match status {
+        let outcome = match status {
             200 => match serde_json::from_slice::<LookupBody>(&body)
                 .ok()
                 .and_then(|b| parse_slot(b.slot))
             {
                 Some(slot) => LookupOutcome::Found(slot),
                 None => LookupOutcome::Transient(format!(
-                    "lookup answered 200 without a slot: {}",
-                    excerpt(&body)
+                    "lookup answered 200, but the answer {} ({} bytes)",
+                    slot_defect(&body),
+                    body.len()
                 )),
             },
             404 => LookupOutcome::NotFound,
             _ => LookupOutcome::Transient(format!("lookup answered {status}: {}", excerpt(&body))),
+        };
+        match outcome {
+            LookupOutcome::Transient(why) => LookupOutcome::Transient(scrub(&why, &secrets)),
+            other => other,
         }
     }
 }
@@ -352,5 +631,113 @@ mod tests {
     #[test]
     fn header_is_a_structured_field_string() {
         assert_eq!(idempotency_key_header("abc"), "\"abc\"");
+    }
+
+    #[test]
+    fn token_parse_trims_and_checks_without_quoting() {
+        assert_eq!(
+            ApiToken::parse("  tok-PLUGH-0042\n").unwrap().expose(),
+            "tok-PLUGH-0042"
+        );
+        assert_eq!(ApiToken::parse(" \n"), Err(TokenError::Empty));
+        let err = ApiToken::parse("tok PLUGH").unwrap_err();
+        assert_eq!(err, TokenError::BadCharacter(3));
+        assert!(!err.to_string().contains("PLUGH"));
+        assert_eq!(
+            ApiToken::parse(&"t".repeat(MAX_TOKEN_BYTES + 1)),
+            Err(TokenError::TooLong(MAX_TOKEN_BYTES + 1))
+        );
+        assert!(ApiToken::parse("tök").is_err());
+        assert_eq!(format!("{}", ApiToken::new("tok-PLUGH-0042")), "[redacted]");
+    }
+
+    #[test]
+    fn slot_ids_must_be_short_printable_ascii() {
+        assert!(slot_id_valid("ECTD-20250609-0800-0042"));
+        assert!(slot_id_valid(&"S".repeat(MAX_SLOT_ID_CHARS)));
+        for bad in [
+            String::new(),
+            "   ".to_string(),
+            "S".repeat(MAX_SLOT_ID_CHARS + 1),
+            "S-1\n".to_string(),
+            "S-\u{1b}[31m".to_string(),
+            "S-é".to_string(),
+        ] {
+            assert!(!slot_id_valid(&bad), "{bad:?}");
+            let body = serde_json::json!({ "slot_id": bad }).to_string();
+            let ClaimOutcome::Transient(why) = classify_claim(201, body.as_bytes()) else {
+                panic!("{bad:?} must be transient");
+            };
+            assert!(why.contains("slot may exist"), "{why}");
+            if bad.len() > 3 {
+                assert!(!why.contains(bad.as_str()), "{why}");
+            }
+        }
+        let ClaimOutcome::Transient(why) = classify_claim(201, br#"{"slot_id":42}"#) else {
+            panic!("a number is not a slot id");
+        };
+        assert!(why.contains("not a string"), "{why}");
+        let ClaimOutcome::Transient(why) = classify_claim(200, b"<html>ok</html>") else {
+            panic!("not JSON");
+        };
+        assert!(why.contains("not JSON"), "{why}");
+        // Duplicate keys in an answer are refused by serde's derive: no slot.
+        assert!(matches!(
+            classify_claim(201, br#"{"slot_id":"A","slot_id":"B"}"#),
+            ClaimOutcome::Transient(_)
+        ));
+    }
+
+    #[test]
+    fn an_unreadable_equipment_number_cannot_match() {
+        let body = serde_json::json!({"slot_id": "S-1", "equipment_number": "CSQU\n3054383"});
+        let ClaimOutcome::Claimed(slot) = classify_claim(201, body.to_string().as_bytes()) else {
+            panic!("claimed");
+        };
+        let e = slot.equipment_number.unwrap();
+        assert!(e.starts_with("(unreadable"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn a_refused_token_is_transient_and_other_4xx_permanent() {
+        assert!(matches!(
+            classify_claim(401, b""),
+            ClaimOutcome::Transient(_)
+        ));
+        assert!(matches!(
+            classify_claim(403, b""),
+            ClaimOutcome::Permanent { status: 403, .. }
+        ));
+        assert!(matches!(
+            classify_claim(302, b""),
+            ClaimOutcome::Transient(_)
+        ));
+    }
+
+    #[test]
+    fn excerpts_redact_secret_keys_and_escape_controls() {
+        let echoed = br#"{"title":"bad","request":{"pin":"PIN-XYZZY-7731","Release-Pin":"x","headers":{"Authorization":"Bearer tok-PLUGH-0042"}}}"#;
+        let ClaimOutcome::Permanent { detail, .. } = classify_claim(418, echoed) else {
+            panic!("permanent");
+        };
+        assert_eq!(detail, "bad");
+        let ClaimOutcome::Transient(why) = classify_claim(500, echoed) else {
+            panic!("transient");
+        };
+        // The problem has a title, so the title is the detail; the excerpt path:
+        let text = excerpt(echoed);
+        assert!(!text.contains("XYZZY") && !text.contains("PLUGH"), "{text}");
+        assert!(text.contains("[redacted]"));
+        assert!(!why.contains("XYZZY"));
+        assert_eq!(printable("a\nb\u{1b}", 10), "a\\nb\\u{1b}");
+        assert_eq!(printable("abcdef", 3), "abc…");
+        assert_eq!(
+            scrub(
+                "pin PIN-XYZZY-7731 and PIN-XYZZY-7731",
+                &["PIN-XYZZY-7731", ""]
+            ),
+            "pin [redacted] and [redacted]"
+        );
     }
 }

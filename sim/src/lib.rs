@@ -1,9 +1,12 @@
 //! The outside world for local runs: the terminal simulator, at-least-once SQS delivery, the
 //! naive handler of the incident, scenario files and the replay.
 pub mod delivery;
+pub mod dst;
 pub mod naive;
 pub mod replay;
 pub mod report;
 pub mod scenario;
+pub mod scenarios;
+pub mod signals;
 pub mod stores;
 pub mod terminal;

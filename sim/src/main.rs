@@ -43,6 +43,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Deterministic fault-injection simulation: `--seed S` replays one schedule and prints its
+    /// trace on a violation; `--seeds N` runs N schedules and prints schedules run, faults
+    /// injected by kind and violations. Exits non-zero on any violation.
+    Check {
+        /// Replay exactly this seed's schedule.
+        #[arg(long, conflicts_with = "seeds")]
+        seed: Option<u64>,
+        /// Run this many seeds (from `--first`).
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// The first seed of `--seeds`.
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Threads for `--seeds` (default: the machine's cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// With `--seed`: print the full trace (every step), even when the schedule passes.
+        #[arg(long)]
+        trace: bool,
+        /// With `--seeds`: how many failing seeds to list.
+        #[arg(long, default_value_t = 20)]
+        list: usize,
+    },
 }
 
 #[tokio::main]
@@ -84,6 +107,14 @@ async fn run(cli: Cli) -> Result<(), String> {
                 print!("{}", report::render(&r));
             }
         }
+        Command::Check {
+            seed,
+            seeds,
+            first,
+            jobs,
+            trace,
+            list,
+        } => check(seed, seeds, first, jobs, trace, list)?,
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let naive = replay::run(
@@ -111,4 +142,107 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `sim check`: one seed with its trace, or many seeds with a summary.
+fn check(
+    seed: Option<u64>,
+    seeds: Option<u64>,
+    first: u64,
+    jobs: Option<usize>,
+    full_trace: bool,
+    list: usize,
+) -> Result<(), String> {
+    use sim::dst;
+    if let Some(seed) = seed {
+        let r = dst::run_seed(seed, true);
+        let lines = if full_trace {
+            r.trace.clone()
+        } else {
+            r.short_trace(120)
+        };
+        if full_trace || !r.violations.is_empty() {
+            for line in lines {
+                println!("{line}");
+            }
+        }
+        println!(
+            "seed {seed}: {} events; faults injected {:?}",
+            r.stats.steps, r.faults
+        );
+        println!("stats {:?}", r.stats);
+        if r.violations.is_empty() {
+            println!("seed {seed}: ok");
+            return Ok(());
+        }
+        for v in &r.violations {
+            println!("VIOLATION seed {seed}: {v}");
+        }
+        return Err(format!(
+            "seed {seed} violated {} invariant(s)",
+            r.violations.len()
+        ));
+    }
+    let count = seeds.unwrap_or(1_000);
+    let jobs = jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(std::num::NonZeroUsize::get)
+            .unwrap_or(1)
+    });
+    let started = std::time::Instant::now();
+    let summary = dst::run_seeds(first, count, jobs);
+    println!(
+        "schedules run: {} (seeds {first}..{}) in {:.1} s on {jobs} thread(s)",
+        summary.schedules,
+        first + count,
+        started.elapsed().as_secs_f64()
+    );
+    println!("faults injected by kind:");
+    for (kind, n) in &summary.faults {
+        println!("  {kind:<40} {n}");
+    }
+    let s = &summary.stats;
+    println!(
+        "totals: {} messages, {} deliveries, {} invocations, {} reconciler runs, {} tasks died, \
+         {} slots, {} committed, {} manual items, {} dead-lettered",
+        s.messages,
+        s.deliveries,
+        s.invocations,
+        s.reconciler_runs,
+        s.crashes,
+        s.slots,
+        s.committed,
+        s.manual_items,
+        s.dead_lettered
+    );
+    println!("violations: {} schedule(s)", summary.failures.len());
+    let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for (seed, vs) in &summary.failures {
+        for v in vs {
+            // The violation's words without keys, ids and figures.
+            let kind: Vec<&str> = v
+                .split_whitespace()
+                .filter(|w| !w.chars().any(|c| c.is_ascii_digit()) && !w.contains('"'))
+                .take(9)
+                .collect();
+            kinds.entry(kind.join(" ")).or_insert((0, *seed)).0 += 1;
+        }
+    }
+    for (kind, (n, seed)) in &kinds {
+        println!("  {n:>6} x {kind} (first: seed {seed})");
+    }
+    for (seed, vs) in summary.failures.iter().take(list) {
+        for v in vs.iter().take(3) {
+            println!("  seed {seed}: {v}");
+        }
+        println!("  replay: cargo run --release -p sim -- check --seed {seed}");
+    }
+    if summary.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} schedule(s) violated an invariant",
+            summary.failures.len()
+        ))
+    }
 }

@@ -14,6 +14,7 @@ use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
+use gate::signals::{collect_store_signals, Counts as SignalCounts};
 use gate::store::IdempotencyStore;
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use serde::Serialize;
@@ -21,7 +22,8 @@ use tokio::sync::Notify;
 
 use crate::delivery::{Received, SqsQueue};
 use crate::naive::NaiveHandler;
-use crate::scenario::{CrashStep, Scenario};
+use crate::scenario::{CrashStep, KeyFault, Scenario};
+use crate::signals::{SignalRecorder, SignalSummary};
 use crate::terminal::{self, TerminalConfig, TerminalCore};
 
 /// The integration name used in replays (the record key prefix).
@@ -83,14 +85,38 @@ pub struct Report {
     pub reconciler_runs: usize,
     /// Simulated seconds from the first arrival to the last delivery or reconciler run.
     pub simulated_seconds: i64,
+    /// The three signals and the alarms that fired (gated handler only).
+    pub signals: Option<SignalSummary>,
 }
 
-/// Terminal wrapper that kills the worker at a chosen step for one container.
-struct CrashingTerminal {
+/// A fault injected into the worker that handles a notification's first delivery.
+#[derive(Debug, Clone)]
+pub enum WorkerFault {
+    /// The worker dies at this step while claiming for this container.
+    Crash {
+        /// The container (canonical ISO 6346).
+        container: String,
+        /// Where it dies.
+        step: CrashStep,
+    },
+    /// The worker pauses right after the claim for this container, for this many simulated
+    /// milliseconds, then carries on (a long GC pause, a stalled network).
+    Stall {
+        /// The container (canonical ISO 6346).
+        container: String,
+        /// How long, simulated milliseconds.
+        stall_ms: i64,
+    },
+}
+
+/// Terminal wrapper that applies a [`WorkerFault`] to one container's claim.
+struct FaultyTerminal {
     inner: Arc<dyn SlotTerminal>,
-    container: String,
-    step: CrashStep,
+    fault: WorkerFault,
+    /// Signalled when the worker died (crash) or paused (stall).
     tripped: Arc<Notify>,
+    /// Signalled by the replay when a paused worker may go on.
+    resume: Arc<Notify>,
 }
 
 fn request_container(request: &[u8]) -> Option<String> {
@@ -102,17 +128,27 @@ fn request_container(request: &[u8]) -> Option<String> {
 }
 
 #[async_trait]
-impl SlotTerminal for CrashingTerminal {
+impl SlotTerminal for FaultyTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        if request_container(request).as_deref() == Some(self.container.as_str()) {
-            if self.step == CrashStep::AfterClaim {
-                let _ = self.inner.claim(op_key, request).await;
+        let container = request_container(request);
+        match &self.fault {
+            WorkerFault::Crash { container: c, step } if container.as_deref() == Some(c) => {
+                if *step == CrashStep::AfterClaim {
+                    let _ = self.inner.claim(op_key, request).await;
+                }
+                self.tripped.notify_one();
+                // The process is gone: this future never completes and is dropped.
+                std::future::pending::<()>().await;
+                ClaimOutcome::Transient("unreachable".into())
             }
-            self.tripped.notify_one();
-            // The process is gone: this future never completes and is dropped.
-            std::future::pending::<()>().await;
+            WorkerFault::Stall { container: c, .. } if container.as_deref() == Some(c) => {
+                let outcome = self.inner.claim(op_key, request).await;
+                self.tripped.notify_one();
+                self.resume.notified().await;
+                outcome
+            }
+            _ => self.inner.claim(op_key, request).await,
         }
-        self.inner.claim(op_key, request).await
     }
 
     async fn lookup(&self, op_key: &str) -> LookupOutcome {
@@ -129,19 +165,78 @@ pub struct ReplayOptions {
     pub store: Option<Arc<dyn IdempotencyStore>>,
 }
 
-/// The crash a batch triggers: the notification's first delivery, if it carries a crash.
-fn crash_in_batch(
+/// The fault a batch triggers: a notification's first delivery carrying a crash or a stall.
+fn fault_in_batch(
     scenario: &Scenario,
     received: &[Received],
     done: &HashSet<usize>,
-) -> Option<(usize, CrashStep)> {
+    now_ms: i64,
+) -> Option<(usize, WorkerFault)> {
     received.iter().find_map(|r| {
-        let n = &scenario.notifications[r.notification];
-        match n.crash {
-            Some(step) if !done.contains(&r.notification) => Some((r.notification, step)),
-            _ => None,
+        if done.contains(&r.notification) {
+            return None;
         }
+        let n = &scenario.notifications[r.notification];
+        let container = || {
+            parse_notification(&n.body_string(), now_ms, &scenario.terminals)
+                .map(|p| p.equipment_number.to_string())
+                .unwrap_or_default()
+        };
+        if let Some(step) = n.crash {
+            return Some((
+                r.notification,
+                WorkerFault::Crash {
+                    container: container(),
+                    step,
+                },
+            ));
+        }
+        n.stall_after_claim_s.map(|s| {
+            (
+                r.notification,
+                WorkerFault::Stall {
+                    container: container(),
+                    stall_ms: s * 1000,
+                },
+            )
+        })
     })
+}
+
+/// Rewrites each record's `notificationId` to `"{id}#{messageId}"`: a key derivation that wrongly
+/// includes the SQS message id (unique per delivery), so that no duplicate is ever recognised.
+fn include_message_id_in_key(event: &mut serde_json::Value) {
+    let Some(records) = event.get_mut("Records").and_then(|r| r.as_array_mut()) else {
+        return;
+    };
+    for record in records {
+        let message_id = record["messageId"].as_str().unwrap_or_default().to_string();
+        let Some(body) = record["body"].as_str() else {
+            continue;
+        };
+        let Ok(mut parsed) = serde_json::from_str::<serde_json::Value>(body) else {
+            continue;
+        };
+        if let Some(id) = parsed.get("notificationId").and_then(|v| v.as_str()) {
+            parsed["notificationId"] = serde_json::Value::String(format!("{id}#{message_id}"));
+            record["body"] = serde_json::Value::String(parsed.to_string());
+        }
+    }
+}
+
+/// A running invocation: the batch it holds and its task.
+struct Running {
+    received: Vec<Received>,
+    lost: Vec<usize>,
+    at_ms: i64,
+    task: tokio::task::JoinHandle<InvocationOutcome>,
+}
+
+/// A paused invocation (a stall), resumed at `resume_at_ms`.
+struct Paused {
+    running: Running,
+    resume_at_ms: i64,
+    resume: Arc<Notify>,
 }
 
 /// Runs `scenario` and reports. Starts the terminal simulator on `127.0.0.1:0` for the run.
@@ -152,13 +247,14 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let start_ms = scenario.start.timestamp_millis();
     let clock = Arc::new(ManualClock::new(start_ms));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let retention_ms = scenario.terminal.retention_ms();
     let core = TerminalCore::new(
         TerminalConfig {
             supports_idempotency_key: scenario.terminal.supports_idempotency_key,
             latency_ms: scenario.terminal.latency_ms,
             error_rate: scenario.terminal.error_rate,
             lose_response_rate: scenario.terminal.lose_response_rate,
-            retention_ms: scenario.terminal.retention_hours * 3_600_000,
+            retention_ms,
             seed: scenario.terminal.seed,
             ..TerminalConfig::default()
         },
@@ -204,141 +300,215 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         clock: dyn_clock.clone(),
     };
     let naive = NaiveHandler::new(&base_url, scenario.terminals.clone());
+    let gated = options.handler == HandlerKind::Gated;
 
-    let mut crashed_notifications: HashSet<usize> = HashSet::new();
+    let mut faulted: HashSet<usize> = HashSet::new();
     let mut counts = Counts::default();
+    let mut recorder = SignalRecorder::default();
     let mut invocation_no = 0u64;
     let first_ms = queue.next_visible_ms().unwrap_or(start_ms);
     let mut last_ms = first_ms;
     let batch_size = scenario.queue.batch_size;
     let timeout_ms = scenario.lambda_timeout_s * 1000;
-
-    // Each step: every worker polls a batch at the earliest time something is visible, or the
-    // reconciler runs at its next tick, whichever comes first.
-    let reconciler = scenario
-        .reconciler
-        .clone()
-        .filter(|_| options.handler == HandlerKind::Gated);
+    let reconciler = scenario.reconciler.clone().filter(|_| gated);
     let reconciler_config = ReconcilerConfig {
         min_age_ms: reconciler.as_ref().map_or(120_000, |r| r.min_age_s * 1000),
-        key_retention_ms: scenario.terminal.retention_hours * 3_600_000,
+        key_retention_ms: retention_ms,
+        retention_margin_ms: (retention_ms / 24).min(3_600_000),
         ..ReconcilerConfig::default()
     };
-    let mut next_tick = reconciler.as_ref().map(|r| start_ms + r.interval_s * 1000);
+    let metrics_interval_ms = gate::signals::STORE_SIGNALS_PERIOD_S * 1000;
+    let mut next_reconcile = reconciler.as_ref().map(|r| start_ms + r.interval_s * 1000);
+    let mut next_metrics = gated.then_some(start_ms + metrics_interval_ms);
+    let mut paused: Vec<Paused> = Vec::new();
     let mut idle_ticks = 0usize;
     let mut steps = 0usize;
+
+    // Each step runs the earliest of: a paused worker resuming, every worker polling a batch, the
+    // reconciler's tick, the metrics function's tick (ties in that order). Once no message and no
+    // paused worker is left, the ticks go on only while records are in_flight (bounded).
     loop {
         steps += 1;
         if steps > 1_000_000 {
             return Err("replay did not converge".into());
         }
         let next_message = queue.next_visible_ms();
-        let tick_due = match (next_tick, next_message) {
-            (Some(tick), Some(m)) => tick <= m,
-            (Some(_), None) => {
-                // The queue is empty: keep ticking while records are in_flight (bounded).
-                idle_ticks < MAX_IDLE_TICKS && any_in_flight(store.as_ref()).await?
-            }
-            (None, _) => false,
-        };
-        if tick_due {
-            let (Some(tick), Some(settings)) = (next_tick, reconciler.as_ref()) else {
-                break;
-            };
-            clock.set_ms(tick);
-            last_ms = tick;
-            invocation_no += 1;
-            let invocation = Invocation {
-                request_id: format!("reconciler-{invocation_no:06}"),
-                deadline_ms: tick + timeout_ms,
-            };
-            let r = base_gate.reconcile(&reconciler_config, &invocation).await;
-            counts.reconciled += r.reconciled;
-            counts.reconciler_runs += 1;
-            if next_message.is_none() {
-                idle_ticks += 1;
-            }
-            next_tick = Some(tick + settings.interval_s * 1000);
-            continue;
-        }
-        let Some(t) = next_message else {
+        let next_resume = paused.iter().map(|p| p.resume_at_ms).min();
+        let work_left = next_message.is_some() || next_resume.is_some();
+        let ticking =
+            work_left || (idle_ticks < MAX_IDLE_TICKS && any_in_flight(store.as_ref()).await?);
+        let next_tick = [next_reconcile, next_metrics]
+            .into_iter()
+            .flatten()
+            .min()
+            .filter(|_| ticking);
+        let Some(t) = [next_resume, next_message, next_tick]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             break;
         };
         clock.set_ms(t);
         last_ms = t;
-        let mut batches = Vec::new();
-        for _ in 0..scenario.queue.workers {
-            let (received, event) = queue.receive(t, batch_size);
-            if received.is_empty() {
-                break;
-            }
-            batches.push((received, event));
+
+        if next_resume == Some(t) {
+            let i = paused
+                .iter()
+                .position(|p| p.resume_at_ms == t)
+                .ok_or("no paused worker")?;
+            let p = paused.swap_remove(i);
+            p.resume.notify_one();
+            let outcome = p.running.task.await.map_err(|e| e.to_string())?;
+            settle(
+                &mut queue,
+                &mut counts,
+                &mut recorder,
+                p.running.received,
+                p.running.lost,
+                t,
+                outcome,
+            );
+            continue;
         }
-        let mut runs = Vec::new();
-        for (received, event) in batches {
-            invocation_no += 1;
-            let invocation = Invocation {
-                request_id: format!("inv-{invocation_no:06}"),
-                deadline_ms: t + timeout_ms,
-            };
-            let crash = crash_in_batch(scenario, &received, &crashed_notifications);
-            let mut lost = Vec::new();
-            if let Some((n, _)) = crash {
-                crashed_notifications.insert(n);
-                if scenario.notifications[n].message_lost_after_crash {
-                    lost.extend(
-                        received
-                            .iter()
-                            .filter(|r| r.notification == n)
-                            .map(|r| r.slot),
-                    );
+
+        if next_message == Some(t) {
+            let mut running = Vec::new();
+            for _ in 0..scenario.queue.workers {
+                let (received, mut event) = queue.receive(t, batch_size);
+                if received.is_empty() {
+                    break;
                 }
-            }
-            let crash = crash.map(|(n, step)| {
-                let body = scenario.notifications[n].body_string();
-                let container = parse_notification(&body, t, &scenario.terminals)
-                    .map(|p| p.equipment_number.to_string())
-                    .unwrap_or_default();
-                (container, step)
-            });
-            let event: SqsEvent = serde_json::from_value(event).map_err(|e| e.to_string())?;
-            let gate = base_gate.clone();
-            let naive = naive.clone();
-            let handler = options.handler;
-            runs.push(async move {
-                let outcome = match handler {
-                    HandlerKind::Gated => run_gated(gate, event, &invocation, crash).await,
-                    HandlerKind::Naive => naive.handle(event, crash).await,
+                if scenario.key_fault == Some(KeyFault::IncludesMessageId) {
+                    include_message_id_in_key(&mut event);
+                }
+                invocation_no += 1;
+                let invocation = Invocation {
+                    request_id: format!("inv-{invocation_no:06}"),
+                    deadline_ms: t + timeout_ms,
                 };
-                (received, lost, outcome)
-            });
-        }
-        for (received, lost, outcome) in futures::future::join_all(runs).await {
-            for slot in lost {
-                queue.delete(slot);
-            }
-            match outcome {
-                InvocationOutcome::Crashed => counts.crashes += 1,
-                InvocationOutcome::Finished { acked, report } => {
-                    for r in &received {
-                        if acked.contains(&r.message_id) {
-                            queue.delete(r.slot);
-                        }
-                    }
-                    for r in report {
-                        counts.add(&r);
+                let fault = fault_in_batch(scenario, &received, &faulted, t);
+                let mut lost = Vec::new();
+                if let Some((n, _)) = &fault {
+                    faulted.insert(*n);
+                    if scenario.notifications[*n].message_lost_after_crash {
+                        lost.extend(
+                            received
+                                .iter()
+                                .filter(|r| r.notification == *n)
+                                .map(|r| r.slot),
+                        );
                     }
                 }
-                InvocationOutcome::Partial { deleted } => {
-                    counts.crashes += 1;
-                    for r in &received {
-                        if deleted.contains(&r.message_id) {
-                            queue.delete(r.slot);
+                let fault = fault.map(|(_, f)| f);
+                let event: SqsEvent = serde_json::from_value(event).map_err(|e| e.to_string())?;
+                let tripped = Arc::new(Notify::new());
+                let resume = Arc::new(Notify::new());
+                let stall_ms = match &fault {
+                    Some(WorkerFault::Stall { stall_ms, .. }) => Some(*stall_ms),
+                    _ => None,
+                };
+                let task = match options.handler {
+                    HandlerKind::Gated => {
+                        let mut gate = base_gate.clone();
+                        if let Some(fault) = fault {
+                            gate.terminal = Arc::new(FaultyTerminal {
+                                inner: gate.terminal.clone(),
+                                fault,
+                                tripped: tripped.clone(),
+                                resume: resume.clone(),
+                            });
+                        }
+                        let tripped = tripped.clone();
+                        tokio::spawn(async move {
+                            run_gated(gate, event, &invocation, tripped, stall_ms.is_some()).await
+                        })
+                    }
+                    HandlerKind::Naive => {
+                        let naive = naive.clone();
+                        let crash = match fault {
+                            Some(WorkerFault::Crash { container, step }) => Some((container, step)),
+                            _ => None,
+                        };
+                        tokio::spawn(async move { naive.handle(event, crash).await })
+                    }
+                };
+                let run = Running {
+                    received,
+                    lost,
+                    at_ms: t,
+                    task,
+                };
+                match stall_ms {
+                    Some(stall_ms) => {
+                        // Wait until the worker has claimed and paused (or finished without
+                        // reaching the claim), so the schedule does not depend on timing.
+                        let mut run = run;
+                        tokio::select! {
+                            _ = tripped.notified() => paused.push(Paused {
+                                running: run,
+                                resume_at_ms: t + stall_ms,
+                                resume,
+                            }),
+                            outcome = &mut run.task => {
+                                let outcome = outcome.map_err(|e| e.to_string())?;
+                                settle(&mut queue, &mut counts, &mut recorder, run.received, run.lost, t, outcome);
+                            }
                         }
                     }
+                    None => running.push(run),
                 }
             }
+            for run in running {
+                let outcome = run.task.await.map_err(|e| e.to_string())?;
+                settle(
+                    &mut queue,
+                    &mut counts,
+                    &mut recorder,
+                    run.received,
+                    run.lost,
+                    run.at_ms,
+                    outcome,
+                );
+            }
+            continue;
         }
+
+        // A tick.
+        if !work_left {
+            idle_ticks += 1;
+        }
+        if next_reconcile == Some(t) {
+            if let Some(settings) = reconciler.as_ref() {
+                invocation_no += 1;
+                let invocation = Invocation {
+                    request_id: format!("reconciler-{invocation_no:06}"),
+                    deadline_ms: t + timeout_ms,
+                };
+                let r = base_gate.reconcile(&reconciler_config, &invocation).await;
+                counts.reconciled += r.reconciled;
+                counts.reconciler_runs += 1;
+                recorder.record(t, SignalCounts::of_reconcile(&r));
+                next_reconcile = Some(t + settings.interval_s * 1000);
+            }
+        }
+        if next_metrics == Some(t) {
+            let s = collect_store_signals(store.as_ref(), t)
+                .await
+                .map_err(|e| e.to_string())?;
+            recorder.sample(t, s);
+            next_metrics = Some(t + metrics_interval_ms);
+        }
+    }
+    for p in paused {
+        p.running.task.abort();
+    }
+    if gated {
+        // The metrics function's last look, after the last event.
+        let s = collect_store_signals(store.as_ref(), last_ms)
+            .await
+            .map_err(|e| e.to_string())?;
+        recorder.sample(last_ms, s);
     }
 
     // The figures, read back from the terminal, the store and the queues.
@@ -374,7 +544,45 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         reconciled: counts.reconciled,
         reconciler_runs: counts.reconciler_runs,
         simulated_seconds: (last_ms - first_ms) / 1000,
+        signals: gated.then(|| recorder.summarise(start_ms)),
     })
+}
+
+/// Applies an invocation's outcome: deletes what it acknowledged (and lost messages), counts.
+fn settle(
+    queue: &mut SqsQueue,
+    counts: &mut Counts,
+    recorder: &mut SignalRecorder,
+    received: Vec<Received>,
+    lost: Vec<usize>,
+    at_ms: i64,
+    outcome: InvocationOutcome,
+) {
+    for slot in lost {
+        queue.delete(slot);
+    }
+    match outcome {
+        InvocationOutcome::Crashed => counts.crashes += 1,
+        InvocationOutcome::Finished { acked, report } => {
+            for r in &received {
+                if acked.contains(&r.message_id) {
+                    queue.delete(r.slot);
+                }
+            }
+            recorder.record(at_ms, SignalCounts::of_records(&report));
+            for r in report {
+                counts.add(&r);
+            }
+        }
+        InvocationOutcome::Partial { deleted } => {
+            counts.crashes += 1;
+            for r in &received {
+                if deleted.contains(&r.message_id) {
+                    queue.delete(r.slot);
+                }
+            }
+        }
+    }
 }
 
 /// Reconciler ticks after the queue is empty before a replay gives up on `in_flight` records
@@ -455,36 +663,40 @@ pub enum InvocationOutcome {
 }
 
 async fn run_gated(
-    mut gate: Gate,
+    gate: Gate,
     event: SqsEvent,
     invocation: &Invocation,
-    crash: Option<(String, CrashStep)>,
+    tripped: Arc<Notify>,
+    stalls: bool,
 ) -> InvocationOutcome {
-    let tripped = Arc::new(Notify::new());
-    if let Some((container, step)) = crash {
-        gate.terminal = Arc::new(CrashingTerminal {
-            inner: gate.terminal.clone(),
-            container,
-            step,
-            tripped: tripped.clone(),
-        });
-    }
     let ids: Vec<String> = event
         .records
         .iter()
         .filter_map(|r| r.message_id.clone())
         .collect();
-    tokio::select! {
-        report = gate.handle_batch(event, invocation) => {
-            let failed: HashSet<String> = report
-                .response
-                .batch_item_failures
-                .iter()
-                .map(|f| f.item_identifier.clone())
-                .collect();
-            let acked = ids.into_iter().filter(|id| !failed.contains(id)).collect();
-            InvocationOutcome::Finished { acked, report: report.records }
+    let finish = |report: gate::gate::BatchReport| {
+        let failed: HashSet<String> = report
+            .response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        let acked = ids
+            .iter()
+            .filter(|id| !failed.contains(*id))
+            .cloned()
+            .collect();
+        InvocationOutcome::Finished {
+            acked,
+            report: report.records,
         }
+    };
+    if stalls {
+        // A stall pauses inside the terminal call and resumes; `tripped` only tells the replay.
+        return finish(gate.handle_batch(event, invocation).await);
+    }
+    tokio::select! {
+        report = gate.handle_batch(event, invocation) => finish(report),
         _ = tripped.notified() => InvocationOutcome::Crashed,
     }
 }

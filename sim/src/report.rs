@@ -1,6 +1,7 @@
 //! Printing replay reports: one column, or naive and gated side by side.
 
 use crate::replay::Report;
+use crate::signals::SignalSummary;
 
 /// The report's rows: label and value.
 fn rows(r: &Report) -> Vec<(&'static str, String)> {
@@ -32,7 +33,36 @@ fn rows(r: &Report) -> Vec<(&'static str, String)> {
         ("dead-lettered", r.dead_lettered.to_string()),
         ("reconciled", r.reconciled.to_string()),
         ("simulated seconds", r.simulated_seconds.to_string()),
+        (
+            "duplicate ratio",
+            signal(r, |s| format!("{:.1} %", s.duplicate_ratio * 100.0)),
+        ),
+        (
+            "oldest in_flight, max (s)",
+            signal(r, |s| s.max_oldest_in_flight_age_s.to_string()),
+        ),
+        (
+            "distinct slot ids per key, max",
+            signal(r, |s| s.max_distinct_slot_ids.to_string()),
+        ),
+        ("alarms fired", signal(r, alarms)),
     ]
+}
+
+fn signal(r: &Report, f: impl Fn(&SignalSummary) -> String) -> String {
+    r.signals.as_ref().map_or_else(|| "-".to_string(), f)
+}
+
+fn alarms(s: &SignalSummary) -> String {
+    if s.alarms.is_empty() {
+        "none".to_string()
+    } else {
+        s.alarms
+            .iter()
+            .map(|a| a.alarm.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// One report as a table.

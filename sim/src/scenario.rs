@@ -96,6 +96,10 @@ pub struct ScenarioNotification {
     /// only the reconciler can finish the record.
     #[serde(default)]
     pub message_lost_after_crash: bool,
+    /// The worker handling the first delivery pauses this many simulated seconds right after the
+    /// slot claim (a long GC pause, a stalled network), then carries on.
+    #[serde(default)]
+    pub stall_after_claim_s: Option<i64>,
 }
 
 impl ScenarioNotification {
@@ -185,6 +189,10 @@ pub struct TerminalSettings {
     /// Key retention, hours of simulated time.
     #[serde(default = "default_retention_hours")]
     pub retention_hours: i64,
+    /// Key retention in seconds, overriding `retention_hours` (a terminal that forgets keys
+    /// early).
+    #[serde(default)]
+    pub retention_seconds: Option<i64>,
     /// Seed of the terminal's fault RNG.
     #[serde(default)]
     pub seed: u64,
@@ -205,9 +213,28 @@ impl Default for TerminalSettings {
             error_rate: 0.0,
             lose_response_rate: 0.0,
             retention_hours: default_retention_hours(),
+            retention_seconds: None,
             seed: 0,
         }
     }
+}
+
+impl TerminalSettings {
+    /// The key retention in milliseconds of simulated time.
+    pub fn retention_ms(&self) -> i64 {
+        self.retention_seconds
+            .map_or(self.retention_hours * 3_600_000, |s| s * 1000)
+    }
+}
+
+/// A deliberate defect in the key derivation, to prove the zero-ratio alarm catches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyFault {
+    /// The key wrongly includes the SQS message id (unique per delivery): the replay rewrites
+    /// each delivered body's `notificationId` to `"{id}#{messageId}"`, which is what such a key
+    /// derivation amounts to.
+    IncludesMessageId,
 }
 
 /// The scheduled reconciler in a replay.
@@ -258,6 +285,9 @@ pub struct Scenario {
     /// The reconciler, scheduled on simulated time; absent: no reconciler.
     #[serde(default)]
     pub reconciler: Option<ReconcilerSettings>,
+    /// A deliberate key-derivation defect (signals scenarios only).
+    #[serde(default)]
+    pub key_fault: Option<KeyFault>,
     /// The notifications.
     pub notifications: Vec<ScenarioNotification>,
 }
@@ -330,23 +360,20 @@ impl Scenario {
         Ok(s)
     }
 
-    /// Loads `name_or_path`: `monday-2025-06-09` (or `incident`) is the embedded incident;
-    /// anything else is a file path.
+    /// Loads `name_or_path`: a built-in scenario by name (see [`crate::scenarios::NAMES`];
+    /// `monday-2025-06-09` is the embedded incident), anything else a file path.
     ///
     /// # Errors
     /// [`ScenarioError`] if the file cannot be read or parsed.
     pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
-        match name_or_path {
-            "monday-2025-06-09" | "incident" => Self::parse(MONDAY_2025_06_09),
-            "monday-2025-06-09-lost" => Self::incident_with_lost_messages(),
-            path => {
-                let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-                    path: path.to_string(),
-                    source,
-                })?;
-                Self::parse(&text)
-            }
+        if let Some(builtin) = crate::scenarios::by_name(name_or_path)? {
+            return Ok(builtin);
         }
+        let text = std::fs::read_to_string(name_or_path).map_err(|source| ScenarioError::Read {
+            path: name_or_path.to_string(),
+            source,
+        })?;
+        Self::parse(&text)
     }
 
     /// The incident variant where the two crashed messages are never redelivered, with the

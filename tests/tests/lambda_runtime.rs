@@ -232,6 +232,21 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     );
     assert_eq!(after.slot_id.as_deref(), Some(abcd[0].slot_id.as_str()));
 
+    // The metrics binary: nothing is in_flight any more, no key has two slot ids.
+    let signals = tokio::task::spawn_blocking(move || {
+        invoke(port, "metrics", "events/scheduled-metrics.json")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        signals,
+        serde_json::json!({
+            "oldest_in_flight_age_s": 0,
+            "in_flight_older_than_10m": 0,
+            "multi_slot_keys": 0
+        })
+    );
+
     // The manual queue: exactly the poison body, with its reason.
     let received = sqs
         .receive_message()

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""moto_server for the benchmark harness, with two fixes to the test double that would otherwise
+dominate what the benchmark measures: TransactWriteItems in O(items touched) instead of O(table
+size), and HTTP keep-alive.
+
+1. TransactWriteItems.
+moto 5.2.5 ``DynamoDBBackend.transact_write_items`` takes a ``copy.deepcopy`` of every table a
+transaction touches, for its rollback, on every call: the cost of a commit grows with the number
+of items stored, so a benchmark of a few thousand events measures moto's copying (a commit took
+200 ms and more after a few hundred events here). DynamoDB has no such cost. This launcher keeps
+moto's semantics (all or nothing, cancellation reasons in item order) and snapshots only the items
+the transaction names: before it runs, each touched item is copied; if it is cancelled or fails,
+those items are put back as they were (or removed if they did not exist).
+
+2. Keep-alive. moto_server runs on werkzeug's development server, which sends ``Connection: close``
+on every response: each request of every client is a new TCP connection (and, for the Rust
+clients, a name resolution on a blocking thread). DynamoDB keeps connections open, and so do the
+AWS SDKs. This launcher serves the same moto application (``DomainDispatcherApplication``) with
+waitress (pinned in ``bench/requirements.txt``), which keeps HTTP/1.1 connections alive.
+``--server werkzeug`` serves it as moto_server does, for comparison.
+
+Usage: ``moto_server.py -H 127.0.0.1 -p PORT [--server waitress|werkzeug] [--threads N]``.
+"""
+
+import argparse
+import copy
+import sys
+
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.server import main as werkzeug_main
+
+_original = DynamoDBBackend.transact_write_items
+
+
+class _NoTableCopy:
+    """Stands in for the ``copy`` module inside moto's DynamoDB models: tables are not copied
+    (the wrapper below restores the touched items instead); everything else is."""
+
+    @staticmethod
+    def deepcopy(value, memo=None):
+        if isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+
+dynamodb_models.copy = _NoTableCopy()
+
+
+def _touched(backend, transact_items):
+    """(table, hash value, range value, copy of the item or None) per item of the transaction."""
+    snapshot = []
+    for entry in transact_items:
+        try:
+            op_type, op = next(iter(entry.items()))
+            table = backend.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            key = op["Item"] if op_type == "Put" else op["Key"]
+            hash_value = DynamoType(key[table.hash_key_attr])
+            range_value = (
+                DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+            )
+        except (KeyError, StopIteration, AttributeError, TypeError):
+            continue
+        snapshot.append((table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))))
+    return snapshot
+
+
+def _restore(snapshot):
+    for table, hash_value, range_value, item in reversed(snapshot):
+        if range_value is None:
+            if item is None:
+                table.items.pop(hash_value, None)
+            else:
+                table.items[hash_value] = item
+        else:
+            if item is None:
+                table.items.get(hash_value, {}).pop(range_value, None)
+            else:
+                table.items[hash_value][range_value] = item
+
+
+def transact_write_items(self, transact_items):
+    snapshot = _touched(self, transact_items)
+    try:
+        return _original(self, transact_items)
+    except Exception:
+        _restore(snapshot)
+        raise
+
+
+DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def main():
+    p = argparse.ArgumentParser(description="moto for the benchmark harness")
+    p.add_argument("-H", "--host", default="127.0.0.1")
+    p.add_argument("-p", "--port", type=int, default=5000)
+    p.add_argument("--server", choices=["waitress", "werkzeug"], default="waitress")
+    p.add_argument("--threads", type=int, default=4)
+    args = p.parse_args()
+    if args.server == "werkzeug":
+        return werkzeug_main(["-H", args.host, "-p", str(args.port)])
+    import os
+
+    import waitress
+
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+    app = DomainDispatcherApplication(create_backend_app)
+    app.debug = True
+    waitress.serve(app, host=args.host, port=args.port, threads=args.threads, _quiet=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,461 @@
+//! The three handlers, each run over the same deliveries as one phase: the naive handler and the
+//! gate in this process (CPU from `getrusage`), Powertools in a Python child process (which
+//! reports its own `time.process_time`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use gate::clock::{Clock, SystemClock};
+use gate::dynamo::{create_tables, DynamoStore};
+use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::MemoryManualQueue;
+use gate::terminal::{HttpTerminal, HttpTerminalConfig};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::counter::{dynamo_client, CallCounter};
+use crate::stats;
+use crate::workload::Delivery;
+
+/// Which handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Kind {
+    /// Claim + booking `PutItem`, no key.
+    Naive,
+    /// `Gate::handle_batch` over `DynamoStore` and `HttpTerminal`.
+    Gate,
+    /// Python, Powertools `idempotent_function` + `DynamoDBPersistenceLayer`.
+    Powertools,
+}
+
+impl Kind {
+    /// The three, in table order.
+    pub const ALL: [Kind; 3] = [Kind::Naive, Kind::Gate, Kind::Powertools];
+
+    /// The short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Naive => "naive",
+            Kind::Gate => "gate",
+            Kind::Powertools => "powertools",
+        }
+    }
+}
+
+/// What one handler did over one workload.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Phase {
+    /// Deliveries processed.
+    pub events: usize,
+    /// Wall time of the measured loop, seconds.
+    pub wall_s: f64,
+    /// The client process's CPU (user + system) during the loop, seconds.
+    pub cpu_s: f64,
+    /// Per-delivery latency, microseconds, in delivery order.
+    pub latencies_us: Vec<u64>,
+    /// DynamoDB requests by operation.
+    pub calls: BTreeMap<String, u64>,
+    /// Outcomes by name (`committed`, `duplicate`, ...).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Slots the terminal issued during the measured loop.
+    #[serde(default)]
+    pub slots_issued: usize,
+}
+
+impl Phase {
+    /// Deliveries per second.
+    pub fn events_per_s(&self) -> f64 {
+        self.events as f64 / self.wall_s
+    }
+
+    /// CPU microseconds per delivery.
+    pub fn cpu_us_per_event(&self) -> f64 {
+        self.cpu_s * 1e6 / self.events as f64
+    }
+
+    /// DynamoDB requests per delivery.
+    pub fn calls_per_event(&self) -> f64 {
+        self.calls.values().sum::<u64>() as f64 / self.events as f64
+    }
+
+    /// Latency quantile in milliseconds.
+    pub fn latency_ms(&self, q: f64) -> f64 {
+        stats::quantile(&self.latencies_us, q) as f64 / 1000.0
+    }
+}
+
+/// Where the handlers talk to.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The moto endpoint.
+    pub moto: String,
+    /// The terminal simulator's base URL.
+    pub terminal: String,
+    /// The Python interpreter with Powertools installed.
+    pub python: PathBuf,
+    /// `bench/powertools/handler.py`.
+    pub handler_py: PathBuf,
+    /// A directory for the workload files handed to Python.
+    pub work_dir: PathBuf,
+}
+
+/// An SQS event of one delivery, built outside the timed section.
+pub fn sqs_event(deliveries: &[&Delivery]) -> SqsEvent {
+    let records: Vec<Value> = deliveries
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "messageId": d.message_id,
+                "body": d.body,
+                "eventSource": "aws:sqs",
+                "awsRegion": "eu-west-1",
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).unwrap_or_default()
+}
+
+/// Creates a PAY_PER_REQUEST table with a string partition key `key`.
+///
+/// # Errors
+/// When moto refuses.
+pub async fn create_table(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    key: &str,
+) -> Result<(), String> {
+    let attr = AttributeDefinition::builder()
+        .attribute_name(key)
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let schema = KeySchemaElement::builder()
+        .attribute_name(key)
+        .key_type(KeyType::Hash)
+        .build()
+        .map_err(|e| e.to_string())?;
+    client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr)
+        .key_schema(schema)
+        .send()
+        .await
+        .map_err(|e| format!("create table {name}: {e:?}"))?;
+    Ok(())
+}
+
+/// Slots the terminal simulator has issued so far (`GET /slots`).
+pub async fn slots_issued(http: &reqwest::Client, terminal: &str) -> usize {
+    let Ok(resp) = http.get(format!("{terminal}/slots")).send().await else {
+        return 0;
+    };
+    let Ok(bytes) = resp.bytes().await else {
+        return 0;
+    };
+    serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("slots").and_then(Value::as_array).map(Vec::len))
+        .unwrap_or(0)
+}
+
+/// The naive handler: for each record, claim a slot (no `Idempotency-Key`) and `PutItem` the
+/// booking keyed by the SQS message id. No key, no reserve, no transaction.
+pub struct Naive {
+    http: reqwest::Client,
+    slots_url: String,
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+impl Naive {
+    /// Handles a batch record by record; returns how many records succeeded.
+    pub async fn handle(&self, event: SqsEvent) -> usize {
+        let mut ok = 0;
+        for record in event.records {
+            if self.record(record).await.is_ok() {
+                ok += 1;
+            }
+        }
+        ok
+    }
+
+    async fn record(
+        &self,
+        record: aws_lambda_events::event::sqs::SqsMessage,
+    ) -> Result<(), String> {
+        let body: Value = serde_json::from_str(record.body.as_deref().unwrap_or(""))
+            .map_err(|e| e.to_string())?;
+        let field = |p: &str| body.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let request = serde_json::json!({
+            "equipment_number": field("/equipment_number"),
+            "window_start": field("/preferred_window/start"),
+            "window_end": field("/preferred_window/end"),
+            "pin": field("/pin"),
+        });
+        let response = self
+            .http
+            .post(&self.slots_url)
+            .header("Content-Type", "application/json")
+            .body(request.to_string())
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let bytes = response.bytes().await.map_err(|e| e.to_string())?;
+        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+        let slot = answer
+            .get("slot_id")
+            .and_then(Value::as_str)
+            .ok_or("no slot_id")?;
+        let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.to_string());
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item(
+                "source_event",
+                s(record.message_id.as_deref().unwrap_or("")),
+            )
+            .item("container", s(field("/equipment_number")))
+            .item("slot_id", s(slot))
+            .item("terminal", s(field("/terminal")))
+            .item("window_start", s(field("/preferred_window/start")))
+            .item("window_end", s(field("/preferred_window/end")))
+            .item(
+                "booked_at",
+                aws_sdk_dynamodb::types::AttributeValue::N(SystemClock.now_ms().to_string()),
+            )
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+/// A gate over fresh DynamoDB tables on moto and the terminal simulator over HTTP.
+///
+/// # Errors
+/// When the tables cannot be created.
+pub async fn build_gate(
+    env: &Env,
+    tag: &str,
+    counter: &CallCounter,
+    max_concurrency: usize,
+) -> Result<Gate, String> {
+    let client = dynamo_client(&env.moto, counter).await;
+    let (idem, book) = (format!("{tag}-gate-idem"), format!("{tag}-gate-book"));
+    create_tables(&client, &idem, &book)
+        .await
+        .map_err(|e| e.to_string())?;
+    let terminal = HttpTerminal::new(HttpTerminalConfig::new(env.terminal.clone()))
+        .map_err(|e| e.to_string())?;
+    let mut config = GateConfig::new(format!("bench-{tag}"), vec!["ECT-DELTA".to_string()]);
+    config.max_concurrency = max_concurrency;
+    Ok(Gate {
+        config,
+        store: Arc::new(DynamoStore::new(client, idem, book)),
+        terminal: Arc::new(terminal),
+        manual: Arc::new(MemoryManualQueue::new()),
+        clock: Arc::new(SystemClock),
+    })
+}
+
+/// An invocation with a 60 s deadline from now.
+pub fn invocation(request_id: &str) -> Invocation {
+    Invocation {
+        request_id: request_id.to_string(),
+        deadline_ms: SystemClock.now_ms() + 60_000,
+    }
+}
+
+fn outcome_name(outcome: &RecordOutcome) -> String {
+    match outcome {
+        RecordOutcome::Committed { .. } => "committed".into(),
+        o if o.is_duplicate() => "duplicate".into(),
+        RecordOutcome::Retry(_) => "retry".into(),
+        o => format!("{o:?}")
+            .split(['(', ' ', '{'])
+            .next()
+            .unwrap_or("other")
+            .to_string(),
+    }
+}
+
+/// Runs one handler over `warmup` (not measured) and then `deliveries`, one delivery per batch.
+///
+/// # Errors
+/// When the handler's tables cannot be created or the Python side fails.
+pub async fn run_phase(
+    kind: Kind,
+    env: &Env,
+    tag: &str,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Phase, String> {
+    let http = reqwest::Client::new();
+    let slots_before = slots_issued(&http, &env.terminal).await;
+    let mut phase = match kind {
+        Kind::Naive => run_naive(env, tag, warmup, deliveries).await?,
+        Kind::Gate => run_gate(env, tag, warmup, deliveries).await?,
+        Kind::Powertools => run_powertools(env, tag, warmup, deliveries).await?,
+    };
+    // Every warm-up delivery is a new event: one slot each, whichever the handler.
+    phase.slots_issued = slots_issued(&http, &env.terminal)
+        .await
+        .saturating_sub(slots_before + warmup.len());
+    Ok(phase)
+}
+
+async fn run_naive(
+    env: &Env,
+    tag: &str,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Phase, String> {
+    let counter = CallCounter::default();
+    let client = dynamo_client(&env.moto, &counter).await;
+    let table = format!("{tag}-naive-book");
+    create_table(&client, &table, "source_event").await?;
+    let naive = Naive {
+        http: reqwest::Client::new(),
+        slots_url: format!("{}/slots", env.terminal),
+        client,
+        table,
+    };
+    for d in warmup {
+        naive.handle(sqs_event(&[d])).await;
+    }
+    let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
+    counter.reset();
+    let mut phase = Phase {
+        events: deliveries.len(),
+        ..Phase::default()
+    };
+    let (cpu0, wall0) = (stats::cpu_time(), Instant::now());
+    for event in events {
+        let t = Instant::now();
+        let ok = naive.handle(event).await;
+        phase.latencies_us.push(t.elapsed().as_micros() as u64);
+        *phase
+            .outcomes
+            .entry(if ok == 1 { "committed" } else { "failed" }.into())
+            .or_default() += 1;
+    }
+    phase.wall_s = wall0.elapsed().as_secs_f64();
+    phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
+    phase.calls = counter.snapshot();
+    Ok(phase)
+}
+
+async fn run_gate(
+    env: &Env,
+    tag: &str,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Phase, String> {
+    let counter = CallCounter::default();
+    let gate = build_gate(env, tag, &counter, 10).await?;
+    for d in warmup {
+        gate.handle_batch(sqs_event(&[d]), &invocation(&d.message_id))
+            .await;
+    }
+    let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
+    counter.reset();
+    let mut phase = Phase {
+        events: deliveries.len(),
+        ..Phase::default()
+    };
+    let (cpu0, wall0) = (stats::cpu_time(), Instant::now());
+    for (event, d) in events.into_iter().zip(deliveries) {
+        let t = Instant::now();
+        let report = gate.handle_batch(event, &invocation(&d.message_id)).await;
+        phase.latencies_us.push(t.elapsed().as_micros() as u64);
+        for r in &report.records {
+            *phase.outcomes.entry(outcome_name(&r.outcome)).or_default() += 1;
+        }
+    }
+    phase.wall_s = wall0.elapsed().as_secs_f64();
+    phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
+    phase.calls = counter.snapshot();
+    Ok(phase)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<(), String> {
+    let bytes = serde_json::to_vec(value).map_err(|e| e.to_string())?;
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// What the Python side prints.
+#[derive(Debug, Deserialize)]
+struct PythonOut {
+    events: usize,
+    wall_s: f64,
+    cpu_s: f64,
+    latencies_us: Vec<u64>,
+    calls: BTreeMap<String, u64>,
+    outcomes: BTreeMap<String, u64>,
+}
+
+async fn run_powertools(
+    env: &Env,
+    tag: &str,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Phase, String> {
+    let client = dynamo_client(&env.moto, &CallCounter::default()).await;
+    let (table, bookings) = (format!("{tag}-pt-idem"), format!("{tag}-pt-book"));
+    create_table(&client, &table, "id").await?;
+    create_table(&client, &bookings, "source_event").await?;
+    let warm_path = env.work_dir.join(format!("{tag}-warmup.json"));
+    let path = env.work_dir.join(format!("{tag}-deliveries.json"));
+    write_json(&warm_path, &warmup)?;
+    write_json(&path, &deliveries)?;
+    let python = env.python.clone();
+    let mut cmd = Command::new(&python);
+    cmd.arg(&env.handler_py)
+        .args(["--endpoint", &env.moto, "--table", &table])
+        .args(["--bookings", &bookings, "--terminal", &env.terminal])
+        .arg("--deliveries")
+        .arg(&path)
+        .arg("--warmup")
+        .arg(&warm_path)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_DEFAULT_REGION", "eu-west-1")
+        .env("AWS_LAMBDA_FUNCTION_NAME", "powertools-bench");
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    let _ = std::fs::remove_file(&warm_path);
+    let _ = std::fs::remove_file(&path);
+    if !output.status.success() {
+        return Err(format!(
+            "powertools handler failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let out: PythonOut = serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "powertools handler output: {e}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    Ok(Phase {
+        events: out.events,
+        wall_s: out.wall_s,
+        cpu_s: out.cpu_s,
+        latencies_us: out.latencies_us,
+        calls: out.calls,
+        outcomes: out.outcomes,
+        slots_issued: 0,
+    })
+}

@@ -1,0 +1,148 @@
+//! The PNG of the latency distributions: per handler, the cumulative distribution of per-event
+//! latency (log scale), and a histogram of the same on a linear scale up to the 99.5th
+//! percentile. Text is drawn with DejaVu Sans embedded in the binary (plotters' `ab_glyph`
+//! backend), so no system fonts or fontconfig are needed.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+use crate::stats::quantile;
+
+const COLORS: [RGBColor; 3] = [
+    RGBColor(200, 60, 40),
+    RGBColor(30, 110, 200),
+    RGBColor(60, 150, 60),
+];
+
+/// Registers the embedded font as `sans-serif` (idempotent).
+pub fn register_font() -> Result<(), String> {
+    plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+        .map_err(|_| "the embedded DejaVu Sans font is not readable".to_string())
+}
+
+/// Draws `series` (label, latencies in µs) to `path` as a PNG, `title` on top.
+///
+/// # Errors
+/// When the PNG cannot be drawn or written.
+pub fn latency_png(path: &Path, title: &str, series: &[(String, Vec<u64>)]) -> Result<(), String> {
+    register_font()?;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let root = BitMapBackend::new(path, (1400, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(|x| e(&x))?;
+    let (left, right) = root.split_horizontally(720);
+
+    let all: Vec<u64> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let lo = (quantile(&all, 0.0).max(1) as f64 / 1000.0 * 0.8).max(0.05);
+    let hi = quantile(&all, 1.0) as f64 / 1000.0 * 1.25;
+
+    // Left: CDFs on a log axis.
+    let mut cdf = ChartBuilder::on(&left)
+        .caption(
+            "cumulative share of events (log latency)",
+            ("sans-serif", 18),
+        )
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d((lo..hi).log_scale(), 0.0f64..1.0)
+        .map_err(|x| e(&x))?;
+    cdf.configure_mesh()
+        .x_desc("latency per event (ms)")
+        .y_desc("share of events at or below")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, (label, values)) in series.iter().enumerate() {
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        let n = sorted.len().max(1) as f64;
+        let step = (sorted.len() / 2000).max(1);
+        let points: Vec<(f64, f64)> = sorted
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k % step == 0 || *k + 1 == sorted.len())
+            .map(|(k, v)| (*v as f64 / 1000.0, (k + 1) as f64 / n))
+            .collect();
+        let color = COLORS[i % COLORS.len()];
+        let p50 = quantile(values, 0.5) as f64 / 1000.0;
+        let p99 = quantile(values, 0.99) as f64 / 1000.0;
+        cdf.draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(format!("{label}: p50 {p50:.2} ms, p99 {p99:.2} ms"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
+    }
+    cdf.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+
+    // Right: histograms (share of events per bin), linear axis up to the 99.5th percentile.
+    let cap = quantile(&all, 0.995) as f64 / 1000.0 * 1.05;
+    let bins = 60usize;
+    let width = cap / bins as f64;
+    let hists: Vec<Vec<f64>> = series
+        .iter()
+        .map(|(_, values)| {
+            let mut h = vec![0.0; bins];
+            for v in values {
+                let ms = *v as f64 / 1000.0;
+                let b = ((ms / width) as usize).min(bins - 1);
+                h[b] += 1.0;
+            }
+            let n = values.len().max(1) as f64;
+            h.iter().map(|c| c / n).collect()
+        })
+        .collect();
+    let top = hists
+        .iter()
+        .flat_map(|h| h.iter().copied())
+        .fold(0.0f64, f64::max)
+        * 1.1;
+    let mut hist = ChartBuilder::on(&right)
+        .caption("distribution (share of events per bin)", ("sans-serif", 18))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..cap, 0.0..top.max(0.01))
+        .map_err(|x| e(&x))?;
+    hist.configure_mesh()
+        .x_desc("latency per event (ms), up to the 99.5th percentile")
+        .y_desc("share of events")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, ((label, _), h)) in series.iter().zip(&hists).enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let points: Vec<(f64, f64)> = h
+            .iter()
+            .enumerate()
+            .flat_map(|(b, share)| {
+                let x0 = b as f64 * width;
+                [(x0, *share), (x0 + width, *share)]
+            })
+            .collect();
+        hist.draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
+    }
+    hist.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}

@@ -1,0 +1,502 @@
+//! Bad input at every edge, through the real consumer handler: each gets a typed reason and a
+//! route, never a panic and never a retry loop.
+//!
+//! * Bodies that can never succeed are routed to the manual queue with their reason code and the
+//!   original body, and acknowledged (not in `batchItemFailures`); the terminal is never called.
+//! * Terminal answers: a `2xx` without a usable slot id is transient (the slot may exist under the
+//!   key: the same key is asked again, never a new one), bounded by SQS's `maxReceiveCount` for
+//!   the message and by the key's retention for the record, after which a person gets it; an
+//!   answer for another container is permanent (`terminal_answer_invalid`).
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::SqsEvent;
+use gate::clock::{Clock, ManualClock};
+use gate::gate::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::keys::event_key_of;
+use gate::manual::{ManualItem, ManualReason, MemoryManualQueue};
+use gate::memory::MemoryStore;
+use gate::notification::{
+    MAX_BODY_BYTES, MAX_EQUIPMENT_NUMBER_CHARS, MAX_NOTIFICATION_ID_CHARS, MAX_PIN_CHARS,
+    MAX_TERMINAL_CHARS,
+};
+use gate::reconciler::ReconcilerConfig;
+use gate::record::{record_pk, RecordStatus};
+use gate::store::IdempotencyStore;
+use gate::terminal::{
+    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal, MAX_SLOT_ID_CHARS,
+};
+use serde_json::{json, Value};
+use support::{json, raw, Answer, Seen};
+
+/// 2026-06-01T06:00:00Z, before every window used here.
+const T0: i64 = 1_780_293_600_000;
+const INTEGRATION: &str = "edge";
+const CONTAINER: &str = "CSQU3054383";
+
+/// A terminal that must not be called: counts calls and answers transient.
+#[derive(Default)]
+struct Untouched {
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl SlotTerminal for Untouched {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        ClaimOutcome::Transient("must not be called".into())
+    }
+    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        LookupOutcome::Transient("must not be called".into())
+    }
+}
+
+struct World {
+    gate: Gate,
+    store: Arc<MemoryStore>,
+    manual: Arc<MemoryManualQueue>,
+    clock: Arc<ManualClock>,
+}
+
+fn world(terminal: Arc<dyn SlotTerminal>) -> World {
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(MemoryStore::new());
+    let manual = Arc::new(MemoryManualQueue::new());
+    let gate = Gate {
+        config: GateConfig::new(INTEGRATION, vec!["ECT-DELTA".into()]),
+        store: store.clone(),
+        terminal,
+        manual: manual.clone(),
+        clock: clock.clone(),
+    };
+    World {
+        gate,
+        store,
+        manual,
+        clock,
+    }
+}
+
+async fn scripted_world(
+    script: impl Fn(&Seen) -> Answer + Send + Sync + 'static,
+) -> (World, support::Scripted) {
+    let terminal = support::spawn(script).await;
+    let http = HttpTerminal::new(HttpTerminalConfig::new(terminal.base_url.clone())).unwrap();
+    (world(Arc::new(http)), terminal)
+}
+
+fn good() -> Value {
+    json!({
+        "notificationId": "PCS-1",
+        "equipment_number": CONTAINER,
+        "preferred_window": {"start": "2026-06-01T08:00:00Z", "end": "2026-06-01T10:00:00Z"},
+        "terminal": "ECT-DELTA",
+        "pin": "RLS-104233"
+    })
+}
+
+fn with(field: &str, value: Value) -> String {
+    let mut v = good();
+    v[field] = value;
+    v.to_string()
+}
+
+fn event(message_id: &str, body: Option<&str>) -> SqsEvent {
+    serde_json::from_value(json!({"Records": [{
+        "messageId": message_id, "receiptHandle": format!("rh-{message_id}"), "body": body,
+        "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {}
+    }]}))
+    .unwrap()
+}
+
+fn invocation(w: &World, id: &str) -> Invocation {
+    Invocation {
+        request_id: id.into(),
+        deadline_ms: w.clock.now_ms() + 30_000,
+    }
+}
+
+fn failures(report: &BatchReport) -> Vec<String> {
+    report
+        .response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+/// Sends `body` as one record through a gate whose terminal must not be called; asserts it was
+/// rejected with `code`, acknowledged, and routed to the manual queue with its original body.
+async fn assert_rejected(body: Option<&str>, code: &str) -> ManualItem {
+    let untouched = Arc::new(Untouched::default());
+    let w = world(untouched.clone());
+    let report = w
+        .gate
+        .handle_batch(event("m-1", body), &invocation(&w, "inv-1"))
+        .await;
+    let outcome = &report.records[0].outcome;
+    let RecordOutcome::Rejected(reason) = outcome else {
+        panic!("expected a rejection with {code}, got {outcome:?}");
+    };
+    assert_eq!(reason.code(), code, "{reason}");
+    assert!(failures(&report).is_empty(), "acknowledged, not retried");
+    assert_eq!(untouched.calls.load(Ordering::SeqCst), 0, "terminal called");
+    // At most the routing record that makes the routing happen once, finished: no claim record.
+    for record in w.store.records() {
+        assert_eq!(record.status, RecordStatus::Manual, "{record:?}");
+        assert!(record.slot_ids.is_empty());
+    }
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].reason, ManualReason::Rejected);
+    assert_eq!(items[0].original_body, body.unwrap_or(""));
+    assert!(
+        items[0].detail.starts_with(&format!("{code}: ")),
+        "{}",
+        items[0].detail
+    );
+    assert_eq!(items[0].message_id, "m-1");
+    items[0].clone()
+}
+
+// --- bodies -----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_oversized_body_is_routed_whole() {
+    let body = with("padding", Value::from("x".repeat(MAX_BODY_BYTES)));
+    let item = assert_rejected(Some(&body), "body_too_large").await;
+    assert!(item.detail.contains(&MAX_BODY_BYTES.to_string()));
+    // SQS's own maximum (256 KiB) as well.
+    let sqs_max = with("padding", Value::from("x".repeat(256 * 1024 - 300)));
+    assert_rejected(Some(&sqs_max), "body_too_large").await;
+}
+
+#[tokio::test]
+async fn oversized_fields_are_refused() {
+    for (field, limit) in [
+        ("notificationId", MAX_NOTIFICATION_ID_CHARS),
+        ("pin", MAX_PIN_CHARS),
+        ("terminal", MAX_TERMINAL_CHARS),
+        ("equipment_number", MAX_EQUIPMENT_NUMBER_CHARS),
+    ] {
+        let body = with(field, Value::from("A".repeat(limit + 1)));
+        let item = assert_rejected(Some(&body), "field_too_long").await;
+        assert!(item.detail.contains(field), "{}", item.detail);
+    }
+}
+
+#[tokio::test]
+async fn control_characters_in_fields_are_refused() {
+    for (field, value) in [
+        ("notificationId", "PCS-1\u{0}"),
+        ("notificationId", "PCS-1\nforged log line"),
+        ("terminal", "ECT-DELTA\r"),
+        ("pin", "RLS\u{1b}[2J"),
+        ("equipment_number", "CSQU\t3054383"),
+    ] {
+        let body = with(field, Value::from(value));
+        let item = assert_rejected(Some(&body), "control_character").await;
+        assert!(item.detail.contains(field), "{}", item.detail);
+    }
+}
+
+#[tokio::test]
+async fn replacement_characters_from_non_utf8_senders_are_refused() {
+    let body = with("notificationId", Value::from("PCS-\u{fffd}\u{fffd}-1"));
+    assert_rejected(Some(&body), "replacement_character").await;
+    let body = with("pin", Value::from("RLS-\u{fffd}"));
+    assert_rejected(Some(&body), "replacement_character").await;
+}
+
+#[tokio::test]
+async fn lone_surrogates_and_bad_escapes_are_not_json() {
+    for escape in [r"\ud800", r"\udfff", r"\ud800\u0041", r"\x41", r"\u12"] {
+        let body = good()
+            .to_string()
+            .replace("\"PCS-1\"", &format!("\"PCS-{escape}\""));
+        assert!(body.contains(escape));
+        let item = assert_rejected(Some(&body), "not_json").await;
+        assert!(!item.detail.is_empty());
+    }
+    // No body at all, and bodies that are JSON but not an object.
+    assert_rejected(None, "not_json").await;
+    assert_rejected(Some("\"just a string\""), "not_json").await;
+    assert_rejected(Some("[1,2]"), "not_json").await;
+}
+
+#[tokio::test]
+async fn numbers_where_strings_belong_are_refused() {
+    for field in ["notificationId", "equipment_number", "terminal", "pin"] {
+        let body = with(field, Value::from(3054383));
+        let item = assert_rejected(Some(&body), "wrong_type").await;
+        assert!(item.detail.contains(field), "{}", item.detail);
+    }
+    let body = with(
+        "preferred_window",
+        json!({"start": 1780300800, "end": "2026-06-01T10:00:00Z"}),
+    );
+    assert_rejected(Some(&body), "wrong_type").await;
+    assert_rejected(
+        Some(&with("preferred_window", json!("08:00-10:00"))),
+        "wrong_type",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn duplicate_keys_are_refused() {
+    // serde_json would keep the last PIN silently; another reader might take the first.
+    let body = good()
+        .to_string()
+        .replacen("\"pin\":", "\"pin\":\"0000\",\"pin\":", 1);
+    let item = assert_rejected(Some(&body), "duplicate_key").await;
+    assert!(item.detail.contains("\"pin\""), "{}", item.detail);
+    assert!(!item.detail.contains("0000"), "{}", item.detail);
+    let nested =
+        good()
+            .to_string()
+            .replacen("\"end\":", "\"end\":\"2026-06-01T09:00:00Z\",\"end\":", 1);
+    assert_rejected(Some(&nested), "duplicate_key").await;
+}
+
+#[tokio::test]
+async fn a_window_years_away_is_refused() {
+    let body = with(
+        "preferred_window",
+        json!({"start": "2029-06-01T08:00:00Z", "end": "2029-06-01T10:00:00Z"}),
+    );
+    let item = assert_rejected(Some(&body), "window_too_far_ahead").await;
+    assert!(
+        item.detail.contains("2029-06-01T10:00:00Z"),
+        "{}",
+        item.detail
+    );
+}
+
+// --- terminal answers -------------------------------------------------------------------------
+
+/// Runs one good notification against a terminal answering `answer` to every claim; asserts the
+/// record is retried (transient): in `batchItemFailures`, still `in_flight` with its lease
+/// released, nothing in the manual queue, no booking.
+async fn assert_transient_answer(answer: Answer) -> String {
+    let (w, terminal) = scripted_world(move |_| answer.clone()).await;
+    let body = good().to_string();
+    let report = w
+        .gate
+        .handle_batch(event("m-1", Some(&body)), &invocation(&w, "inv-1"))
+        .await;
+    let RecordOutcome::Retry(why) = &report.records[0].outcome else {
+        panic!("expected a retry, got {:?}", report.records[0].outcome);
+    };
+    assert_eq!(failures(&report), vec!["m-1".to_string()]);
+    let record = w
+        .store
+        .get(&record_pk(INTEGRATION, &event_key_of("PCS-1", CONTAINER)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, RecordStatus::InFlight);
+    assert!(!record.lease_is_live(w.clock.now_ms()), "lease released");
+    assert!(w.manual.items().is_empty());
+    assert!(w.store.bookings().is_empty());
+    assert_eq!(terminal.seen().len(), 1);
+    why.clone()
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_json_is_transient() {
+    let why = assert_transient_answer(raw(201, "<html>Slot booked!</html>")).await;
+    assert!(why.contains("not JSON"), "{why}");
+}
+
+#[tokio::test]
+async fn an_answer_without_a_slot_id_is_transient() {
+    let why = assert_transient_answer(json(201, json!({"status": "booked"}))).await;
+    assert!(why.contains("no slot_id"), "{why}");
+    let why = assert_transient_answer(json(200, json!({"slot_id": null}))).await;
+    assert!(why.contains("no slot_id"), "{why}");
+    let why = assert_transient_answer(json(201, json!({"slot_id": 42}))).await;
+    assert!(why.contains("not a string"), "{why}");
+}
+
+#[tokio::test]
+async fn an_empty_slot_id_is_transient() {
+    let why = assert_transient_answer(json(201, json!({"slot_id": ""}))).await;
+    assert!(why.contains("empty slot_id"), "{why}");
+    let why = assert_transient_answer(json(201, json!({"slot_id": "   "}))).await;
+    assert!(why.contains("empty slot_id"), "{why}");
+}
+
+#[tokio::test]
+async fn an_absurd_slot_id_is_transient_and_never_quoted() {
+    let long = "S".repeat(MAX_SLOT_ID_CHARS + 1);
+    let why = assert_transient_answer(json(201, json!({ "slot_id": long }))).await;
+    assert!(why.contains("too long"), "{why}");
+    assert!(!why.contains(&long));
+    let why =
+        assert_transient_answer(json(201, json!({"slot_id": "S-1\n{\"level\":\"ERROR\"}"}))).await;
+    assert!(why.contains("not printable ASCII"), "{why}");
+    assert!(!why.contains('\n'));
+}
+
+#[tokio::test]
+async fn an_answer_for_another_container_is_routed_as_invalid() {
+    let (w, _terminal) = scripted_world(|_| {
+        json(
+            201,
+            json!({"slot_id": "S-OTHER", "equipment_number": "MSKU1234565"}),
+        )
+    })
+    .await;
+    let body = good().to_string();
+    let report = w
+        .gate
+        .handle_batch(event("m-1", Some(&body)), &invocation(&w, "inv-1"))
+        .await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid)
+    );
+    assert!(failures(&report).is_empty(), "permanent: acknowledged");
+    let record = w
+        .store
+        .get(&record_pk(INTEGRATION, &event_key_of("PCS-1", CONTAINER)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, RecordStatus::Failed);
+    assert!(record.slot_ids.contains("S-OTHER"), "the slot made is kept");
+    assert!(w.store.bookings().is_empty(), "no booking for a wrong slot");
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].reason, ManualReason::TerminalAnswerInvalid);
+    assert_eq!(items[0].original_body, body);
+    assert!(
+        items[0].detail.contains("MSKU1234565"),
+        "{}",
+        items[0].detail
+    );
+    // A redelivery is a duplicate of the failed record: no second claim.
+    let again = w
+        .gate
+        .handle_batch(event("m-2", Some(&body)), &invocation(&w, "inv-2"))
+        .await;
+    assert_eq!(
+        again.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Failed)
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_container_in_the_answer_is_routed_as_invalid() {
+    let (w, _terminal) = scripted_world(|_| {
+        json(
+            201,
+            json!({"slot_id": "S-1", "equipment_number": "CSQU3054383\u{0}"}),
+        )
+    })
+    .await;
+    let report = w
+        .gate
+        .handle_batch(
+            event("m-1", Some(&good().to_string())),
+            &invocation(&w, "inv-1"),
+        )
+        .await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid)
+    );
+    let detail = &w.manual.items()[0].detail;
+    assert!(!detail.contains('\u{0}'), "{detail:?}");
+}
+
+/// A terminal that answers garbage forever: every redelivery asks again with the same key and the
+/// same bytes (never a new key), the reconciler's lookups are transient too, and once the key's
+/// retention has passed a person gets the record, told that a slot may exist. Bounded, not silent.
+#[tokio::test]
+async fn garbage_forever_is_bounded_and_ends_with_a_person() {
+    let (w, terminal) = scripted_world(|seen| {
+        if seen.method == "POST" {
+            raw(201, "OK")
+        } else {
+            raw(200, "OK")
+        }
+    })
+    .await;
+    // A window two days ahead, so it is still open when the message is redriven a day later.
+    let body = with(
+        "preferred_window",
+        json!({"start": "2026-06-03T08:00:00Z", "end": "2026-06-03T10:00:00Z"}),
+    );
+    // SQS redelivers up to maxReceiveCount (5 by default), then the message is in the DLQ.
+    for delivery in 0..5 {
+        w.clock.advance_ms(180_000);
+        let report = w
+            .gate
+            .handle_batch(
+                event("m-1", Some(&body)),
+                &invocation(&w, &format!("inv-{delivery}")),
+            )
+            .await;
+        assert!(
+            matches!(report.records[0].outcome, RecordOutcome::Retry(_)),
+            "{:?}",
+            report.records[0].outcome
+        );
+    }
+    let claims: Vec<Seen> = terminal
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(claims.len(), 5);
+    for c in &claims {
+        assert_eq!(
+            c.header("idempotency-key"),
+            claims[0].header("idempotency-key")
+        );
+        assert_eq!(c.body, claims[0].body);
+    }
+    // The reconciler, within the retention: lookup unreadable, transient, nothing claimed.
+    let config = ReconcilerConfig::default();
+    w.clock.advance_ms(600_000);
+    let run = w.gate.reconcile(&config, &invocation(&w, "rec-1")).await;
+    assert_eq!(run.transient, 1, "{run:?}");
+    assert_eq!(run.manual, 0, "{run:?}");
+    // Past the retention (24 h minus the 1 h margin): a person gets it.
+    w.clock.set_ms(T0 + 23 * 3_600_000 + 600_000);
+    let run = w.gate.reconcile(&config, &invocation(&w, "rec-2")).await;
+    assert_eq!(run.manual, 1, "{run:?}");
+    let pk = record_pk(INTEGRATION, &event_key_of("PCS-1", CONTAINER));
+    let record = w.store.get(&pk).await.unwrap().unwrap();
+    assert_eq!(record.status, RecordStatus::Manual);
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].reason, ManualReason::PastKeyRetention);
+    assert!(
+        items[0].detail.contains("a slot may exist"),
+        "{}",
+        items[0].detail
+    );
+    // The message redriven from the DLQ later is a duplicate: no claim under a forgotten key.
+    let redriven = w
+        .gate
+        .handle_batch(event("m-1", Some(&body)), &invocation(&w, "inv-late"))
+        .await;
+    assert_eq!(
+        redriven.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Manual)
+    );
+    let posts = terminal
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .count();
+    assert_eq!(posts, 5, "no claim after the retention");
+}

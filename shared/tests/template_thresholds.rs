@@ -1,0 +1,73 @@
+//! The alarm thresholds are defined once, in `gate::signals`; `template.yaml` carries copies.
+//! This test fails when the two drift.
+
+use gate::signals::{
+    DISTINCT_SLOT_IDS_ALARM, DUPLICATE_RATIO_HIGH, DUPLICATE_RATIO_HIGH_MIN_RECEIVED,
+    DUPLICATE_RATIO_HIGH_PERIOD_S, DUPLICATE_RATIO_ZERO_MIN_RECEIVED,
+    DUPLICATE_RATIO_ZERO_PERIOD_S, NAMESPACE, OLDEST_IN_FLIGHT_MAX_S, STORE_SIGNALS_PERIOD_S,
+};
+
+fn template() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    std::fs::read_to_string(path).expect("template.yaml")
+}
+
+/// The text of one top-level resource: from `  Name:` to the next line indented by exactly two
+/// spaces (the next resource).
+fn resource(template: &str, name: &str) -> String {
+    let header = format!("  {name}:");
+    let mut lines = template.lines().skip_while(|l| *l != header);
+    let first = lines.next().unwrap_or_else(|| panic!("no resource {name}"));
+    let body: Vec<&str> = lines
+        .take_while(|l| {
+            let next_resource =
+                l.starts_with("  ") && !l.starts_with("   ") && !l.trim_start().starts_with('#');
+            !next_resource && !l.starts_with(|c: char| c.is_ascii_alphabetic())
+        })
+        .collect();
+    format!("{first}\n{}\n", body.join("\n"))
+}
+
+fn has(block: &str, needle: &str) {
+    assert!(block.contains(needle), "{needle:?} missing in:\n{block}");
+}
+
+#[test]
+fn the_duplicate_ratio_high_alarm_matches() {
+    let t = template();
+    let a = resource(&t, "DuplicateRatioHighAlarm");
+    has(&a, &format!("Threshold: {DUPLICATE_RATIO_HIGH}"));
+    has(&a, &format!(">= {DUPLICATE_RATIO_HIGH_MIN_RECEIVED},"));
+    has(&a, &format!("Period: {DUPLICATE_RATIO_HIGH_PERIOD_S}\n"));
+    has(&a, "ComparisonOperator: GreaterThanThreshold");
+    has(&a, &format!("Namespace: {NAMESPACE}"));
+}
+
+#[test]
+fn the_duplicate_ratio_zero_alarm_matches() {
+    let t = template();
+    let a = resource(&t, "DuplicateRatioZeroAlarm");
+    has(&a, &format!(">= {DUPLICATE_RATIO_ZERO_MIN_RECEIVED} AND"));
+    has(&a, &format!("Period: {DUPLICATE_RATIO_ZERO_PERIOD_S}\n"));
+}
+
+#[test]
+fn the_oldest_in_flight_alarm_matches() {
+    let t = template();
+    let a = resource(&t, "OldestInFlightAgeAlarm");
+    has(&a, &format!("Threshold: {OLDEST_IN_FLIGHT_MAX_S}\n"));
+    has(&a, &format!("Period: {STORE_SIGNALS_PERIOD_S}\n"));
+    has(&a, "ComparisonOperator: GreaterThanThreshold");
+}
+
+#[test]
+fn the_distinct_slot_ids_alarm_matches() {
+    let t = template();
+    let a = resource(&t, "DistinctSlotIdsAlarm");
+    has(&a, &format!("Threshold: {DISTINCT_SLOT_IDS_ALARM}\n"));
+    has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
+    has(
+        &a,
+        &format!("IF(FILL(multi, 0) >= 1, {DISTINCT_SLOT_IDS_ALARM}, 0)"),
+    );
+}

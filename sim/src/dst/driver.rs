@@ -1,0 +1,587 @@
+//! The driver: a hand-rolled single-threaded executor on simulated time. Tasks are Lambda
+//! invocations (consumer batches through the real [`Gate::handle_batch`], reconciler runs through
+//! the real [`Gate::reconcile`]); every port call parks, and the driver repeatedly takes the
+//! earliest event: grant a parked call (or crash its task there), kill a task at its Lambda
+//! deadline, let the terminal run a request whose client gave up, stop the faults (heal), start
+//! an invocation for visible messages, or tick the reconciler. Same seed, same schedule.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use futures::FutureExt;
+use gate::clock::{Clock, ManualClock};
+use gate::gate::{BatchReport, Gate, GateConfig, Invocation};
+use gate::manual::MemoryManualQueue;
+use gate::memory::MemoryStore;
+use gate::reconciler::ReconcilerConfig;
+use gate::record::RecordStatus;
+use gate::store::IdempotencyStore;
+use gate::terminal::SlotTerminal;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::check::{self, own_record_durable, Final};
+use super::ports::{short, CoreTerminal, SimManual, SimStore, SimTerminal, SkewedClock};
+use super::queue::{MsgState, Queue};
+use super::schedule::{Schedule, START_MS};
+use super::shared::{Flag, Shared, TaskId};
+use super::{RunResult, Stats};
+use crate::terminal::{TerminalConfig, TerminalCore};
+
+/// The integration name of simulated records.
+pub const INTEGRATION: &str = "ect-delta-slots";
+/// The reconciler's schedule, ms.
+const TICK_MS: i64 = 60_000;
+/// The reconciler Lambda's timeout, ms.
+const RECONCILER_TIMEOUT_MS: i64 = 60_000;
+/// Give up on a schedule after this many events (a livelock is a finding too).
+const MAX_STEPS: u64 = 400_000;
+
+enum Kind {
+    Consumer { batch: Vec<(usize, u32)> },
+    Reconciler,
+}
+
+enum Output {
+    Batch(BatchReport),
+    Reconciled,
+}
+
+struct Task {
+    id: TaskId,
+    kind: Kind,
+    fut: Pin<Box<dyn Future<Output = Output>>>,
+    flag: Arc<Flag>,
+    deadline_ms: i64,
+}
+
+enum Event {
+    Ticket(u64),
+    Kill(TaskId),
+    Deferred(usize),
+    Heal,
+    Deliver,
+    Tick,
+}
+
+struct Driver<'a> {
+    schedule: &'a Schedule,
+    shared: Arc<Shared>,
+    queue: Queue,
+    tasks: Vec<Task>,
+    next_task: TaskId,
+    next_tick: i64,
+    gate_config: GateConfig,
+    reconciler_config: ReconcilerConfig,
+    stats: Stats,
+}
+
+/// Runs one seed to quiescence and checks the invariants.
+pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let schedule = Schedule::draw(seed, &mut rng);
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let core = TerminalCore::new(
+        TerminalConfig {
+            supports_idempotency_key: schedule.key_support,
+            latency_ms: 0,
+            error_rate: 0.0,
+            lose_response_rate: 0.0,
+            seed,
+            ..TerminalConfig::default()
+        },
+        clock.clone() as Arc<dyn Clock>,
+    );
+    let terminals = vec!["ECT-DELTA".to_string()];
+    let shared = Arc::new(Shared::new(
+        clock,
+        core,
+        Arc::new(MemoryStore::new()),
+        Arc::new(MemoryManualQueue::new()),
+        INTEGRATION.to_string(),
+        terminals.clone(),
+        rng,
+        schedule.profile.clone(),
+        record_trace,
+    ));
+    if record_trace {
+        for line in schedule.describe() {
+            shared.trace(|| line);
+        }
+    }
+    let mut gate_config = GateConfig::new(INTEGRATION, terminals);
+    gate_config.terminal_supports_idempotency_key = schedule.key_support;
+    gate_config.max_concurrency = schedule.max_concurrency;
+    let reconciler_config = ReconcilerConfig {
+        page_size: schedule.reconciler_page_size,
+        ..ReconcilerConfig::default()
+    };
+    let mut queue = Queue::new(schedule.visibility_timeout_ms, schedule.max_receive_count);
+    let mut ids: Vec<String> = Vec::new();
+    for (i, m) in schedule.messages.iter().enumerate() {
+        let id = match m.same_id_as.and_then(|p| ids.get(p)) {
+            Some(prev) => prev.clone(),
+            None => format!("m{i}"),
+        };
+        ids.push(id.clone());
+        queue.send(id, m.body, m.at_ms);
+    }
+    let mut driver = Driver {
+        schedule: &schedule,
+        shared,
+        queue,
+        tasks: Vec::new(),
+        next_task: 1,
+        next_tick: START_MS + TICK_MS,
+        gate_config,
+        reconciler_config,
+        stats: Stats::default(),
+    };
+    let mut violations = Vec::new();
+    if let Err(e) = driver.run() {
+        violations.push(e);
+    }
+    driver.finish(seed, violations)
+}
+
+fn align_tick(t: i64) -> i64 {
+    let n = (t - START_MS + TICK_MS - 1).div_euclid(TICK_MS);
+    START_MS + n.max(1) * TICK_MS
+}
+
+impl Driver<'_> {
+    fn run(&mut self) -> Result<(), String> {
+        let outage_end = self.schedule.reconciler_outage_until_ms.unwrap_or(START_MS);
+        let stuck_cap = self
+            .schedule
+            .heal_at_ms
+            .max(self.schedule.last_arrival_ms())
+            .max(outage_end)
+            + 12 * 3_600_000;
+        let mut steps = 0u64;
+        loop {
+            steps += 1;
+            if steps > MAX_STEPS {
+                return Err(format!("no quiescence after {MAX_STEPS} events"));
+            }
+            self.poll_ready();
+            let now = self.shared.now();
+            let (faults_on, deferred_empty) = {
+                let st = self.shared.state();
+                (st.faults_on, st.deferred.is_empty())
+            };
+            if !faults_on
+                && self.tasks.is_empty()
+                && deferred_empty
+                && !self.queue.any_live()
+                && (now > stuck_cap || !self.any_in_flight())
+            {
+                break;
+            }
+            let event = self.next_event(now, faults_on);
+            let (at, event) = event;
+            if at > now {
+                self.shared.clock.set_ms(at);
+            }
+            self.apply(event);
+        }
+        self.stats.steps = steps;
+        Ok(())
+    }
+
+    fn next_event(&self, now: i64, faults_on: bool) -> (i64, Event) {
+        let mut best: Option<(i64, u8, Event)> = None;
+        let mut consider = |at: i64, prio: u8, e: Event| {
+            let at = at.max(now);
+            if best.as_ref().is_none_or(|(t, p, _)| (at, prio) < (*t, *p)) {
+                best = Some((at, prio, e));
+            }
+        };
+        if let Some((at, id)) = self.shared.next_ticket() {
+            consider(at, 0, Event::Ticket(id));
+        }
+        if let Some(t) = self.tasks.iter().min_by_key(|t| (t.deadline_ms, t.id)) {
+            consider(t.deadline_ms, 1, Event::Kill(t.id));
+        }
+        {
+            let st = self.shared.state();
+            if let Some((i, d)) = st
+                .deferred
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, d)| (d.at_ms, *i))
+            {
+                consider(d.at_ms, 2, Event::Deferred(i));
+            }
+        }
+        if faults_on {
+            consider(self.schedule.heal_at_ms, 3, Event::Heal);
+        }
+        let consumers = self
+            .tasks
+            .iter()
+            .filter(|t| matches!(t.kind, Kind::Consumer { .. }))
+            .count();
+        if consumers < self.schedule.workers {
+            if let Some(at) = self.queue.next_visible() {
+                consider(at + self.schedule.batching_window_ms, 4, Event::Deliver);
+            }
+        }
+        consider(self.next_tick, 5, Event::Tick);
+        match best {
+            Some((at, _, e)) => (at, e),
+            None => (now + TICK_MS, Event::Tick),
+        }
+    }
+
+    fn apply(&mut self, event: Event) {
+        match event {
+            Event::Ticket(id) => {
+                let Some((task, label)) = self.shared.ticket_owner(id) else {
+                    return;
+                };
+                let crash = {
+                    let mut st = self.shared.state();
+                    let p = st.profile.crash;
+                    let crash = st.draw(p);
+                    if crash {
+                        st.count(&format!("crash@{label}"));
+                    }
+                    crash
+                };
+                if crash {
+                    self.shared.trace(|| format!("T{task} CRASH at {label}"));
+                    self.kill(task);
+                } else {
+                    self.shared.trace(|| format!("T{task} {label}"));
+                    self.shared.grant(id);
+                }
+            }
+            Event::Kill(task) => {
+                self.shared.state().count("lambda_timeout");
+                self.shared
+                    .trace(|| format!("T{task} killed at its Lambda deadline"));
+                self.kill(task);
+            }
+            Event::Deferred(i) => {
+                let d = {
+                    let mut st = self.shared.state();
+                    if i < st.deferred.len() {
+                        let d = st.deferred.remove(i);
+                        (!st.rejected_keys.contains_key(&d.op_key)).then_some(d)
+                    } else {
+                        None
+                    }
+                };
+                if let Some(d) = d {
+                    let terminal = CoreTerminal::new(Arc::clone(&self.shared.core));
+                    let outcome = terminal.claim(&d.op_key, &d.request).now_or_never();
+                    self.shared.trace(|| {
+                        format!(
+                            "terminal runs the late claim {} -> {outcome:?}",
+                            short(&d.op_key)
+                        )
+                    });
+                }
+            }
+            Event::Heal => {
+                self.shared.state().faults_on = false;
+                self.shared.trace(|| "HEAL: faults off".to_string());
+            }
+            Event::Deliver => self.deliver(),
+            Event::Tick => self.tick(),
+        }
+    }
+
+    fn gate(&self, task: TaskId, skew_ms: i64) -> Gate {
+        Gate {
+            config: self.gate_config.clone(),
+            store: Arc::new(SimStore {
+                shared: Arc::clone(&self.shared),
+                task,
+            }),
+            terminal: Arc::new(SimTerminal {
+                shared: Arc::clone(&self.shared),
+                task,
+                inner: CoreTerminal::new(Arc::clone(&self.shared.core)),
+            }),
+            manual: Arc::new(SimManual {
+                shared: Arc::clone(&self.shared),
+                task,
+            }),
+            clock: Arc::new(SkewedClock {
+                base: Arc::clone(&self.shared.clock),
+                offset_ms: skew_ms,
+            }),
+        }
+    }
+
+    fn deliver(&mut self) {
+        let now = self.shared.now();
+        let (batch, host) = {
+            let mut st = self.shared.state();
+            let n = st.between(1, self.schedule.batch_size as i64) as usize;
+            let host = st.between(0, self.schedule.workers as i64 - 1) as usize;
+            (self.queue.receive(now, n, &mut st.rng), host)
+        };
+        if batch.is_empty() {
+            return;
+        }
+        self.stats.deliveries += batch.len() as u64;
+        self.stats.invocations += 1;
+        let id = self.next_task;
+        self.next_task += 1;
+        let skew = self.schedule.host_skews_ms.get(host).copied().unwrap_or(0);
+        let gate = self.gate(id, skew);
+        let mut event = SqsEvent::default();
+        for (i, receipt) in &batch {
+            let m = &self.queue.msgs[*i];
+            let mut msg = SqsMessage::default();
+            msg.message_id = Some(m.id.clone());
+            msg.receipt_handle = Some(format!("{}#{receipt}", m.id));
+            msg.body = Some(self.schedule.bodies[m.body].text.clone());
+            event.records.push(msg);
+        }
+        self.shared.trace(|| {
+            format!(
+                "T{id} consumer on host {host} (skew {skew} ms) receives {:?}",
+                batch
+                    .iter()
+                    .map(|(i, r)| format!(
+                        "{}(b{})#{r}",
+                        self.queue.msgs[*i].id, self.queue.msgs[*i].body
+                    ))
+                    .collect::<Vec<_>>()
+            )
+        });
+        // The worker reads its deadline as remaining time on its own clock (see `SkewedClock`);
+        // Lambda kills it at the true deadline.
+        let invocation = Invocation {
+            request_id: format!("inv-{id}"),
+            deadline_ms: now + skew + self.schedule.lambda_timeout_ms,
+        };
+        let deadline_ms = now + self.schedule.lambda_timeout_ms;
+        let fut = async move { Output::Batch(gate.handle_batch(event, &invocation).await) };
+        self.tasks.push(Task {
+            id,
+            kind: Kind::Consumer { batch },
+            fut: Box::pin(fut),
+            flag: Flag::raised(),
+            deadline_ms,
+        });
+    }
+
+    fn tick(&mut self) {
+        let now = self.shared.now();
+        if let Some(until) = self.schedule.reconciler_outage_until_ms {
+            if now < until {
+                self.next_tick = align_tick(until);
+                return;
+            }
+        }
+        if !self.any_in_flight() {
+            // Nothing to reconcile: a run would only read. Skip to the tick after the next
+            // thing that can create an in_flight record.
+            let mut next = now + TICK_MS;
+            if self.tasks.is_empty() {
+                let deferred = self.shared.state().deferred.iter().map(|d| d.at_ms).min();
+                let candidates = [self.queue.next_visible(), deferred];
+                if let Some(t) = candidates.iter().flatten().min() {
+                    next = next.max(*t);
+                }
+            }
+            self.next_tick = align_tick(next);
+            return;
+        }
+        self.next_tick = now + TICK_MS;
+        let runs = {
+            let mut st = self.shared.state();
+            let p = self.schedule.double_reconciler;
+            if st.fault(p, "reconciler_invoked_twice") {
+                2
+            } else {
+                1
+            }
+        };
+        for _ in 0..runs {
+            self.stats.reconciler_runs += 1;
+            let id = self.next_task;
+            self.next_task += 1;
+            let gate = self.gate(id, self.schedule.reconciler_skew_ms);
+            let config = self.reconciler_config.clone();
+            let invocation = Invocation {
+                request_id: format!("rec-{id}"),
+                deadline_ms: now + self.schedule.reconciler_skew_ms + RECONCILER_TIMEOUT_MS,
+            };
+            let deadline_ms = now + RECONCILER_TIMEOUT_MS;
+            self.shared.trace(|| format!("T{id} reconciler run"));
+            let fut = async move {
+                let _ = gate.reconcile(&config, &invocation).await;
+                Output::Reconciled
+            };
+            self.tasks.push(Task {
+                id,
+                kind: Kind::Reconciler,
+                fut: Box::pin(fut),
+                flag: Flag::raised(),
+                deadline_ms,
+            });
+        }
+    }
+
+    fn any_in_flight(&self) -> bool {
+        self.shared
+            .store
+            .records()
+            .iter()
+            .any(|r| r.status == RecordStatus::InFlight)
+    }
+
+    /// Polls every woken task until none is woken.
+    fn poll_ready(&mut self) {
+        loop {
+            let mut progressed = false;
+            let mut i = 0;
+            while i < self.tasks.len() {
+                if !self.tasks[i].flag.take() {
+                    i += 1;
+                    continue;
+                }
+                progressed = true;
+                let waker = Waker::from(Arc::clone(&self.tasks[i].flag));
+                let mut cx = Context::from_waker(&waker);
+                if let Poll::Ready(out) = self.tasks[i].fut.as_mut().poll(&mut cx) {
+                    let task = self.tasks.remove(i);
+                    self.completed(task, out);
+                    continue;
+                }
+                i += 1;
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn completed(&mut self, task: Task, out: Output) {
+        self.shared.state().open_sends.remove(&task.id);
+        let (Kind::Consumer { batch }, Output::Batch(report)) = (&task.kind, out) else {
+            self.shared
+                .trace(|| format!("T{} reconciler done", task.id));
+            return;
+        };
+        let failed: BTreeSet<String> = report
+            .response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        self.shared.trace(|| {
+            let outcomes: Vec<String> = report
+                .records
+                .iter()
+                .map(|r| format!("{}: {:?}", r.message_id, r.outcome))
+                .collect();
+            format!("T{} done: {}", task.id, outcomes.join("; "))
+        });
+        for (i, receipt) in batch {
+            let id = self.queue.msgs[*i].id.clone();
+            if !failed.contains(&id) && !self.queue.delete(*i, *receipt) {
+                self.shared.trace(|| {
+                    format!(
+                        "T{} delete of {id}#{receipt} ignored (stale receipt)",
+                        task.id
+                    )
+                });
+            }
+        }
+    }
+
+    fn kill(&mut self, task_id: TaskId) {
+        let Some(pos) = self.tasks.iter().position(|t| t.id == task_id) else {
+            return;
+        };
+        let task = self.tasks.remove(pos);
+        self.stats.crashes += 1;
+        let Task { kind, fut, .. } = task;
+        drop(fut);
+        {
+            let mut st = self.shared.state();
+            st.ambiguate(task_id, None);
+            st.open_sends.remove(&task_id);
+        }
+        if let Kind::Consumer { batch } = kind {
+            for (i, _) in batch {
+                let purge = {
+                    let mut st = self.shared.state();
+                    let p = st.profile.purge_after_crash;
+                    st.draw(p)
+                };
+                if !purge {
+                    continue;
+                }
+                let body = &self.schedule.bodies[self.queue.msgs[i].body].text;
+                let store = &self.shared.store;
+                let durable = own_record_durable(
+                    body,
+                    &self.shared.integration,
+                    &self.shared.terminals,
+                    |pk| store.get(pk).now_or_never().and_then(Result::ok).flatten(),
+                );
+                if durable && self.queue.msgs[i].state == MsgState::Live {
+                    self.queue.purge(i);
+                    self.shared.state().count("message_purged_after_crash");
+                    let id = self.queue.msgs[i].id.clone();
+                    self.shared.trace(|| format!("operator purges {id}"));
+                }
+            }
+        }
+    }
+
+    fn finish(self, seed: u64, mut violations: Vec<String>) -> RunResult {
+        let ambiguous = self.shared.state().ambiguous.clone();
+        let fin = Final {
+            schedule: self.schedule,
+            integration: &self.shared.integration,
+            terminals: &self.shared.terminals,
+            records: self.shared.store.records(),
+            bookings: self.shared.store.bookings(),
+            slots: self.shared.core.slots(),
+            items: self.shared.manual.items(),
+            ambiguous: &ambiguous,
+            msgs: &self.queue.msgs,
+        };
+        violations.extend(check::check(&fin));
+        let mut stats = self.stats;
+        stats.bodies = self.schedule.bodies.len() as u64;
+        stats.messages = self.queue.msgs.len() as u64;
+        stats.slots = fin.slots.len() as u64;
+        stats.committed = fin
+            .records
+            .iter()
+            .filter(|r| r.status == RecordStatus::Committed)
+            .count() as u64;
+        stats.manual_items = fin.items.len() as u64;
+        stats.dead_lettered = self
+            .queue
+            .msgs
+            .iter()
+            .filter(|m| m.state == MsgState::Dead)
+            .count() as u64;
+        stats.simulated_ms = self.shared.now() - START_MS;
+        let mut st = self.shared.state();
+        let faults: BTreeMap<String, u64> = std::mem::take(&mut st.faults);
+        let trace = st.trace.take().unwrap_or_default();
+        RunResult {
+            seed,
+            violations,
+            faults,
+            trace,
+            stats,
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Deterministic simulation testing of the gate, in the style of FoundationDB and TigerBeetle:
+//! one seed drives a whole world (several consumer workers, the reconciler, the terminal
+//! simulator's core in process, the real [`gate::memory::MemoryStore`], an SQS queue with a
+//! DLQ) on simulated time, injects faults at every step boundary, runs it to quiescence and
+//! checks the gate's promises. Same seed, same schedule, same result:
+//! `cargo run --release -p sim -- check --seed S` replays one schedule with its trace;
+//! `check --seeds N` runs many and prints schedules run, faults injected by kind and violations.
+//!
+//! * [`schedule`]: what a seed draws (bodies, copies, deployment, faults);
+//! * `shared`: the seeded RNG, parked port calls and fault bookkeeping;
+//! * `ports`: the store, terminal and manual queue decorators that park and inject faults,
+//!   [`CoreTerminal`] (the terminal core as a `SlotTerminal`) and skewed clocks;
+//! * `queue`: SQS Standard with visibility timeouts, redelivery and a DLQ;
+//! * `driver`: the executor and event loop;
+//! * `check`: the invariants (documented there).
+//!
+//! What "nothing is lost" means here: every notification that was delivered ends `committed`,
+//! `failed` or `manual` (with an item in the manual queue), or every copy of it is in the
+//! dead-letter queue with its body (not lost: waiting for a person or a redrive, and alarmed on
+//! in production). The simulation runs every schedule until no message is left on the queue, so
+//! "still retrying with a live message" does not occur at the end of a run.
+
+mod check;
+mod driver;
+mod ports;
+mod queue;
+pub mod schedule;
+mod shared;
+
+use std::collections::BTreeMap;
+
+pub use driver::{run_seed, INTEGRATION};
+pub use ports::CoreTerminal;
+pub use shared::FaultProfile;
+
+/// Figures of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Distinct bodies in the schedule.
+    pub bodies: u64,
+    /// Message copies sent.
+    pub messages: u64,
+    /// Records delivered to consumers (every receive).
+    pub deliveries: u64,
+    /// Consumer invocations.
+    pub invocations: u64,
+    /// Reconciler invocations.
+    pub reconciler_runs: u64,
+    /// Tasks that died (crash or Lambda timeout).
+    pub crashes: u64,
+    /// Slots the terminal issued.
+    pub slots: u64,
+    /// Records `committed`.
+    pub committed: u64,
+    /// Items in the manual queue.
+    pub manual_items: u64,
+    /// Copies in the DLQ.
+    pub dead_lettered: u64,
+    /// Simulated time from start to quiescence, ms.
+    pub simulated_ms: i64,
+    /// Events the driver processed.
+    pub steps: u64,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.bodies += o.bodies;
+        self.messages += o.messages;
+        self.deliveries += o.deliveries;
+        self.invocations += o.invocations;
+        self.reconciler_runs += o.reconciler_runs;
+        self.crashes += o.crashes;
+        self.slots += o.slots;
+        self.committed += o.committed;
+        self.manual_items += o.manual_items;
+        self.dead_lettered += o.dead_lettered;
+        self.simulated_ms += o.simulated_ms;
+        self.steps += o.steps;
+    }
+}
+
+/// The result of one seed.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The seed.
+    pub seed: u64,
+    /// Invariant violations (empty: the schedule passed).
+    pub violations: Vec<String>,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// The schedule's trace (only when recorded): the schedule, then one line per event,
+    /// prefixed with the simulated epoch ms.
+    pub trace: Vec<String>,
+    /// Figures.
+    pub stats: Stats,
+}
+
+impl RunResult {
+    /// The trace without the per-call grant lines: the schedule, receives, crashes, claims,
+    /// manual sends, outcomes. At most `max` lines (the first half and the last half).
+    pub fn short_trace(&self, max: usize) -> Vec<String> {
+        let lines: Vec<&String> = self
+            .trace
+            .iter()
+            .filter(|l| {
+                let body = l.split_once(' ').map_or(l.as_str(), |(_, b)| b);
+                !(body.starts_with('T') && body.split_whitespace().count() == 2)
+            })
+            .collect();
+        if lines.len() <= max {
+            return lines.into_iter().cloned().collect();
+        }
+        let half = max / 2;
+        let mut out: Vec<String> = lines[..half].iter().map(|l| (*l).clone()).collect();
+        out.push(format!("... {} lines ...", lines.len() - 2 * half));
+        out.extend(lines[lines.len() - half..].iter().map(|l| (*l).clone()));
+        out
+    }
+}
+
+/// Totals over many seeds.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Schedules run.
+    pub schedules: u64,
+    /// Faults injected, by kind, over all schedules.
+    pub faults: BTreeMap<String, u64>,
+    /// Figures summed over all schedules.
+    pub stats: Stats,
+    /// Seeds that violated an invariant, with their violations.
+    pub failures: Vec<(u64, Vec<String>)>,
+}
+
+impl Summary {
+    /// Adds one run.
+    pub fn add(&mut self, r: &RunResult) {
+        self.schedules += 1;
+        for (k, n) in &r.faults {
+            *self.faults.entry(k.clone()).or_insert(0) += n;
+        }
+        self.stats.add(&r.stats);
+        if !r.violations.is_empty() {
+            self.failures.push((r.seed, r.violations.clone()));
+        }
+    }
+
+    /// Merges another summary.
+    pub fn merge(&mut self, o: Summary) {
+        self.schedules += o.schedules;
+        for (k, n) in o.faults {
+            *self.faults.entry(k).or_insert(0) += n;
+        }
+        self.stats.add(&o.stats);
+        self.failures.extend(o.failures);
+        self.failures.sort_by_key(|(s, _)| *s);
+    }
+}
+
+/// Runs seeds `first..first + count` on `jobs` threads (each seed is independent and
+/// deterministic) and sums them up.
+pub fn run_seeds(first: u64, count: u64, jobs: usize) -> Summary {
+    let jobs = jobs.max(1) as u64;
+    let mut total = Summary::default();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..jobs)
+            .map(|j| {
+                s.spawn(move || {
+                    let mut sum = Summary::default();
+                    let mut seed = first + j;
+                    while seed < first + count {
+                        sum.add(&run_seed_caught(seed));
+                        seed += jobs;
+                    }
+                    sum
+                })
+            })
+            .collect();
+        for h in handles {
+            match h.join() {
+                Ok(sum) => total.merge(sum),
+                Err(_) => total
+                    .failures
+                    .push((u64::MAX, vec!["a worker thread panicked".into()])),
+            }
+        }
+    });
+    total
+}
+
+/// [`run_seed`] without a trace; a panic in the world is reported as the seed's violation.
+pub fn run_seed_caught(seed: u64) -> RunResult {
+    std::panic::catch_unwind(|| run_seed(seed, false)).unwrap_or_else(|e| {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        RunResult {
+            seed,
+            violations: vec![format!("panicked: {msg}")],
+            faults: BTreeMap::new(),
+            trace: Vec::new(),
+            stats: Stats::default(),
+        }
+    })
+}

@@ -1,0 +1,455 @@
+//! The gate's ports as the simulation provides them: the terminal core in process
+//! ([`CoreTerminal`]), and per-task decorators of the store, the terminal and the manual queue
+//! that park at every call (so the scheduler interleaves them) and inject the seed's faults.
+//! A [`SkewedClock`] gives each simulated host its own idea of now.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gate::clock::{Clock, ManualClock};
+use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
+use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::{
+    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+};
+use gate::terminal::{
+    classify_claim, idempotency_key_header, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal,
+};
+
+use super::check::{identity_of_item, pk_of_item};
+use super::shared::{Deferred, OpenSend, Shared, TaskId};
+use crate::terminal::TerminalCore;
+
+/// The terminal simulator's core as a [`SlotTerminal`], in process: `POST /slots` with the
+/// `Idempotency-Key` header classified by [`classify_claim`], and `GET
+/// /slots?idempotency_key=K` (`200 {"slot": {...}}` or `404`). No HTTP, no real time.
+#[derive(Clone)]
+pub struct CoreTerminal {
+    core: Arc<TerminalCore>,
+}
+
+impl CoreTerminal {
+    /// Wraps a terminal core (configure it with latency 0 and no random faults for determinism).
+    pub fn new(core: Arc<TerminalCore>) -> Self {
+        Self { core }
+    }
+}
+
+#[async_trait]
+impl SlotTerminal for CoreTerminal {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+        let header = idempotency_key_header(op_key);
+        let r = self
+            .core
+            .handle("POST", "/slots", None, Some(&header), request)
+            .await;
+        classify_claim(r.status, &r.body)
+    }
+
+    async fn lookup(&self, op_key: &str) -> LookupOutcome {
+        let query = format!("idempotency_key={op_key}");
+        let r = self
+            .core
+            .handle("GET", "/slots", Some(&query), None, b"")
+            .await;
+        match r.status {
+            200 => {
+                let slot = serde_json::from_slice::<serde_json::Value>(&r.body)
+                    .ok()
+                    .and_then(|v| {
+                        let s = v.get("slot")?;
+                        Some(SlotClaim {
+                            slot_id: s.get("slot_id")?.as_str()?.to_string(),
+                            equipment_number: s
+                                .get("equipment_number")
+                                .and_then(|e| e.as_str())
+                                .map(str::to_string),
+                        })
+                    });
+                match slot {
+                    Some(slot) => LookupOutcome::Found(slot),
+                    None => LookupOutcome::Transient("lookup answered 200 without a slot".into()),
+                }
+            }
+            404 => LookupOutcome::NotFound,
+            s => LookupOutcome::Transient(format!("lookup answered {s}")),
+        }
+    }
+}
+
+/// A host's clock: true simulated time plus a fixed offset (clock skew). A worker's invocation
+/// deadline is given on its own clock (`now + remaining time`, as a runtime that reports the
+/// remaining time would), so a skew shifts its leases as other hosts see them, not its own
+/// notion of how much time is left.
+pub(crate) struct SkewedClock {
+    pub base: Arc<ManualClock>,
+    pub offset_ms: i64,
+}
+
+impl Clock for SkewedClock {
+    fn now_ms(&self) -> i64 {
+        self.base.now_ms() + self.offset_ms
+    }
+}
+
+/// The memory store as one task sees it: parks before each call (the request in transit) and,
+/// for writes, after it applied (the answer in transit), so a crash can fall on either side;
+/// injects throttling, transaction conflicts, outages and errors after an applied write.
+pub(crate) struct SimStore {
+    pub shared: Arc<Shared>,
+    pub task: TaskId,
+}
+
+impl SimStore {
+    async fn before(&self, label: &'static str, commit: bool) -> Result<(), StoreError> {
+        let latency = self.shared.state().between(2, 25);
+        self.shared.park(self.task, label, latency).await;
+        let mut st = self.shared.state();
+        let p = st.profile.store_error;
+        if st.draw(p) {
+            let kind = st.between(0, 2);
+            let (name, err) = match kind {
+                0 => (
+                    "store_throttled",
+                    StoreError::Throttled(format!("{label}: simulated throttling")),
+                ),
+                1 if commit => (
+                    "store_transaction_conflict",
+                    StoreError::TransactionConflict(format!("{label}: simulated conflict")),
+                ),
+                _ => (
+                    "store_unavailable",
+                    StoreError::Unavailable(format!("{label}: simulated outage")),
+                ),
+            };
+            st.count(name);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// After a write applied: the answer travels back; `true` if the caller gets an error.
+    async fn after(&self, label: &'static str) -> bool {
+        let (latency, ambiguous) = {
+            let mut st = self.shared.state();
+            let p = st.profile.store_ambiguous;
+            let ambiguous = st.fault(p, "store_applied_then_error");
+            (st.between(1, 5), ambiguous)
+        };
+        self.shared.park(self.task, label, latency).await;
+        ambiguous
+    }
+
+    fn ambiguous_error(label: &str) -> StoreError {
+        StoreError::Unavailable(format!("{label}: timed out after the write applied"))
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for SimStore {
+    async fn reserve(
+        &self,
+        record: &IdempotencyRecord,
+        now_ms: i64,
+    ) -> Result<Reservation, StoreError> {
+        self.before("reserve", false).await?;
+        let r = self.shared.store.reserve(record, now_ms).await;
+        if self.after("reserve:ack").await {
+            return Err(Self::ambiguous_error("reserve"));
+        }
+        r
+    }
+
+    async fn take_over(
+        &self,
+        pk: &str,
+        old_owner: &str,
+        new_owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        self.before("take_over", false).await?;
+        let r = self
+            .shared
+            .store
+            .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
+            .await;
+        if self.after("take_over:ack").await {
+            return Err(Self::ambiguous_error("take_over"));
+        }
+        r
+    }
+
+    async fn commit(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        self.before("commit", true).await?;
+        let r = self.shared.store.commit(pk, slot_id, booking, now_ms).await;
+        if self.after("commit:ack").await {
+            return Err(Self::ambiguous_error("commit"));
+        }
+        r
+    }
+
+    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.before("release_lease", false).await?;
+        let r = self.shared.store.release_lease(pk, owner, now_ms).await;
+        if self.after("release_lease:ack").await {
+            return Err(Self::ambiguous_error("release_lease"));
+        }
+        r
+    }
+
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        if let Err(e) = self.before("finish", false).await {
+            self.shared.state().ambiguate(self.task, Some(pk));
+            return Err(e);
+        }
+        let r = self
+            .shared
+            .store
+            .finish(pk, owner, status, error, now_ms)
+            .await;
+        {
+            // The mark landed (or not) now, whatever the caller hears.
+            let mut st = self.shared.state();
+            match r {
+                Ok(true) => st.close_sends(self.task, pk),
+                _ => st.ambiguate(self.task, Some(pk)),
+            }
+        }
+        if self.after("finish:ack").await {
+            return Err(Self::ambiguous_error("finish"));
+        }
+        r
+    }
+
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
+        self.before("record_slot_id", false).await?;
+        let r = self.shared.store.record_slot_id(pk, slot_id, now_ms).await;
+        if self.after("record_slot_id:ack").await {
+            return Err(Self::ambiguous_error("record_slot_id"));
+        }
+        r
+    }
+
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        self.before("multi_slot_keys", false).await?;
+        self.shared.store.multi_slot_keys().await
+    }
+
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        self.before("stale_in_flight", false).await?;
+        self.shared
+            .store
+            .stale_in_flight(shard, created_before_ms, cursor, limit)
+            .await
+    }
+
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.before("get", false).await?;
+        self.shared.store.get(pk).await
+    }
+
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        self.before("booking", false).await?;
+        self.shared.store.booking(source_event).await
+    }
+}
+
+/// What the terminal does with one claim, drawn from the seed.
+enum TerminalFault {
+    None,
+    Unavailable,
+    InFlight,
+    RunsLater,
+    /// A stored rejection: `true` for 409 `idempotency_mismatch`, `false` for 400.
+    Rejected(bool),
+    Lost,
+}
+
+/// The terminal as one task sees it: parks while the request travels and while the answer
+/// travels back (a crash on `claim:ack` is "after the claim": the slot exists, the worker is
+/// gone) and injects 5xx, 409 in flight, timeouts after which the terminal still runs the request
+/// (latency beyond the lease), stored 4xx rejections and responses lost after the slot was made.
+pub(crate) struct SimTerminal {
+    pub shared: Arc<Shared>,
+    pub task: TaskId,
+    pub inner: CoreTerminal,
+}
+
+#[async_trait]
+impl SlotTerminal for SimTerminal {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+        let latency = self.shared.state().between(30, 1_500);
+        self.shared.park(self.task, "claim", latency).await;
+        let has_slot = matches!(self.inner.lookup(op_key).await, LookupOutcome::Found(_));
+        let fault = {
+            let mut st = self.shared.state();
+            let p = st.profile.clone();
+            let pending = st.deferred.iter().any(|d| d.op_key == op_key);
+            if let Some(mismatch) = st.rejected_keys.get(op_key).filter(|_| !has_slot) {
+                TerminalFault::Rejected(*mismatch)
+            } else if st.fault(p.terminal_5xx, "terminal_5xx") {
+                TerminalFault::Unavailable
+            } else if st.fault(p.terminal_in_flight, "terminal_409_in_flight") {
+                TerminalFault::InFlight
+            } else if st.fault(p.terminal_timeout, "terminal_timeout_runs_later") {
+                let at_ms = self.shared.now() + st.between(20_000, 300_000);
+                st.deferred.push(Deferred {
+                    at_ms,
+                    op_key: op_key.to_string(),
+                    request: request.to_vec(),
+                });
+                TerminalFault::RunsLater
+            } else if !has_slot && !pending && st.fault(p.terminal_4xx, "terminal_4xx_stored") {
+                // A 400, or a 409 `idempotency_mismatch`, stored under the key and replayed.
+                let mismatch = st.between(0, 1) == 1;
+                st.rejected_keys.insert(op_key.to_string(), mismatch);
+                TerminalFault::Rejected(mismatch)
+            } else if st.fault(p.terminal_lost, "terminal_response_lost") {
+                TerminalFault::Lost
+            } else {
+                TerminalFault::None
+            }
+        };
+        let outcome = match fault {
+            TerminalFault::Unavailable => classify_claim(
+                503,
+                br#"{"type":"service_unavailable","title":"Service Unavailable","status":503}"#,
+            ),
+            TerminalFault::InFlight => classify_claim(
+                409,
+                br#"{"type":"idempotency_key_in_flight","title":"Conflict","status":409}"#,
+            ),
+            TerminalFault::RunsLater => {
+                ClaimOutcome::Transient("claim request timed out (simulated)".into())
+            }
+            TerminalFault::Rejected(false) => classify_claim(
+                400,
+                br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"release PIN refused (simulated)"}"#,
+            ),
+            TerminalFault::Rejected(true) => classify_claim(
+                409,
+                br#"{"type":"idempotency_mismatch","title":"Conflict","status":409,"detail":"key reused with another body (simulated)"}"#,
+            ),
+            TerminalFault::Lost => match self.inner.claim(op_key, request).await {
+                ClaimOutcome::Claimed(_) => classify_claim(
+                    504,
+                    br#"{"type":"upstream_response_lost","title":"Gateway Timeout","status":504}"#,
+                ),
+                other => other,
+            },
+            TerminalFault::None => self.inner.claim(op_key, request).await,
+        };
+        self.shared
+            .trace(|| format!("T{} claim {} -> {outcome:?}", self.task, short(op_key)));
+        let latency = self.shared.state().between(1, 30);
+        self.shared.park(self.task, "claim:ack", latency).await;
+        outcome
+    }
+
+    async fn lookup(&self, op_key: &str) -> LookupOutcome {
+        let latency = self.shared.state().between(20, 400);
+        self.shared.park(self.task, "lookup", latency).await;
+        let fail = {
+            let mut st = self.shared.state();
+            let p = st.profile.lookup_error;
+            st.fault(p, "terminal_lookup_5xx")
+        };
+        let outcome = if fail {
+            LookupOutcome::Transient("lookup answered 503 (simulated)".into())
+        } else {
+            self.inner.lookup(op_key).await
+        };
+        self.shared
+            .trace(|| format!("T{} lookup {} -> {outcome:?}", self.task, short(op_key)));
+        outcome
+    }
+}
+
+/// The manual queue as one task sees it: parks before and after the send, refuses sends, or
+/// takes a send and then reports an error. Every send that lands is booked as open until the
+/// task's `finish` marks its record (see [`Shared`]), so the checker knows which extra items a
+/// fault made legitimate.
+pub(crate) struct SimManual {
+    pub shared: Arc<Shared>,
+    pub task: TaskId,
+}
+
+#[async_trait]
+impl ManualQueue for SimManual {
+    async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError> {
+        let latency = self.shared.state().between(5, 40);
+        self.shared.park(self.task, "manual.send", latency).await;
+        let (refused, ambiguous) = {
+            let mut st = self.shared.state();
+            let p = st.profile.clone();
+            let refused = st.fault(p.manual_error, "manual_send_refused");
+            let ambiguous = !refused && st.fault(p.manual_ambiguous, "manual_sent_then_error");
+            (refused, ambiguous)
+        };
+        if refused {
+            return Err(ManualQueueError(
+                "simulated: manual queue unavailable".into(),
+            ));
+        }
+        let identity = identity_of_item(&item, &self.shared.terminals);
+        let pk = pk_of_item(&item, &self.shared.integration, &self.shared.terminals);
+        self.shared.trace(|| {
+            format!(
+                "T{} manual.send {} {}",
+                self.task,
+                item.reason.code(),
+                short(&identity)
+            )
+        });
+        let _ = self.shared.manual.send(item).await;
+        {
+            let mut st = self.shared.state();
+            let open = OpenSend { identity, pk };
+            if ambiguous {
+                *st.ambiguous.entry(open.identity).or_insert(0) += 1;
+            } else {
+                st.open_sends.entry(self.task).or_default().push(open);
+            }
+        }
+        let latency = self.shared.state().between(1, 10);
+        self.shared
+            .park(self.task, "manual.send:ack", latency)
+            .await;
+        if ambiguous {
+            return Err(ManualQueueError(
+                "simulated: send timed out after the queue took it".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The first 12 characters of a key, for traces.
+pub(crate) fn short(key: &str) -> &str {
+    key.get(..12.min(key.len())).unwrap_or(key)
+}

@@ -1,0 +1,503 @@
+//! Drawing a schedule from a seed: the notifications and their bodies (re-serialised copies,
+//! mismatched bodies under one event key, poison bodies, windows that end during the run), how
+//! SQS delivers them (1-6 copies, same or new message id, a redelivery two days later), the
+//! deployment (workers, batch size, timeouts, key support, clock skew per host, a reconciler
+//! outage) and the fault profile.
+
+use std::fmt::Write as _;
+
+use gate::iso6346::check_digit;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::shared::FaultProfile;
+
+/// 2025-06-09T05:00:00Z, the simulated start (the incident's Monday).
+pub const START_MS: i64 = 1_749_445_200_000;
+/// One hour in ms.
+const HOUR: i64 = 3_600_000;
+/// One minute in ms.
+const MINUTE: i64 = 60_000;
+
+/// What a body is, for traces and reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyKind {
+    /// A notification: event number, fingerprint variant (0 is the original), serialisation form.
+    Event {
+        /// Which event.
+        event: usize,
+        /// 0 for the original business fields, 1.. for a mismatched body under the same key.
+        variant: usize,
+    },
+    /// A body the strict parser can never accept, and why.
+    Poison(&'static str),
+}
+
+/// One distinct body text.
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// The SQS body.
+    pub text: String,
+    /// What it is.
+    pub kind: BodyKind,
+}
+
+/// One planned copy on the queue.
+#[derive(Debug, Clone)]
+pub struct PlannedMessage {
+    /// Index in [`Schedule::bodies`].
+    pub body: usize,
+    /// When it is sent, simulated epoch ms.
+    pub at_ms: i64,
+    /// Another copy of this earlier planned message (same message id).
+    pub same_id_as: Option<usize>,
+}
+
+/// Everything a seed decides before the run starts.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// The seed.
+    pub seed: u64,
+    /// Distinct bodies.
+    pub bodies: Vec<Body>,
+    /// Copies to send.
+    pub messages: Vec<PlannedMessage>,
+    /// Concurrent consumer invocations.
+    pub workers: usize,
+    /// SQS batch size (records per invocation, at most).
+    pub batch_size: usize,
+    /// The event source's batching window (`MaximumBatchingWindowInSeconds`), ms: an invocation
+    /// starts this long after the first message is visible, with what is visible by then.
+    pub batching_window_ms: i64,
+    /// Consumer Lambda timeout, ms.
+    pub lambda_timeout_ms: i64,
+    /// Queue visibility timeout, ms (AWS advises six times the function timeout; some schedules
+    /// are misconfigured on purpose).
+    pub visibility_timeout_ms: i64,
+    /// Receives before the DLQ.
+    pub max_receive_count: u32,
+    /// Records at once per batch.
+    pub max_concurrency: usize,
+    /// Whether the terminal honours `Idempotency-Key`.
+    pub key_support: bool,
+    /// Fault probabilities while faults are on.
+    pub profile: FaultProfile,
+    /// When faults stop, simulated epoch ms.
+    pub heal_at_ms: i64,
+    /// Clock offset per consumer host (index `0..workers`), ms.
+    pub host_skews_ms: Vec<i64>,
+    /// Clock offset of the reconciler's host, ms.
+    pub reconciler_skew_ms: i64,
+    /// No reconciler runs before this time (an outage), simulated epoch ms.
+    pub reconciler_outage_until_ms: Option<i64>,
+    /// Records per `InFlight` page in the reconciler.
+    pub reconciler_page_size: usize,
+    /// Probability that EventBridge invokes the reconciler twice for one tick.
+    pub double_reconciler: f64,
+}
+
+fn ten_chars(rng: &mut ChaCha8Rng) -> String {
+    let mut s = String::new();
+    for _ in 0..3 {
+        s.push(char::from(b'A' + rng.random_range(0..26u8)));
+    }
+    s.push(['U', 'U', 'U', 'J', 'Z'][rng.random_range(0..5)]);
+    for _ in 0..6 {
+        s.push(char::from(b'0' + rng.random_range(0..10u8)));
+    }
+    s
+}
+
+/// A valid ISO 6346 number, canonical.
+pub fn container(rng: &mut ChaCha8Rng) -> String {
+    let first = ten_chars(rng);
+    let digit = check_digit(&first).unwrap_or(0);
+    format!("{first}{digit}")
+}
+
+/// Another way to write a canonical container number that normalises to it.
+fn container_form(canonical: &str, form: u8) -> String {
+    match form {
+        1 => canonical.to_ascii_lowercase(),
+        2 => format!(
+            "{} {}-{}",
+            &canonical[..4],
+            &canonical[4..10],
+            &canonical[10..]
+        ),
+        3 => format!(
+            "{}-{} {}",
+            canonical[..4].to_ascii_lowercase(),
+            &canonical[4..10],
+            &canonical[10..]
+        ),
+        _ => canonical.to_string(),
+    }
+}
+
+fn rfc3339(ms: i64, form: u8) -> String {
+    let t = chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
+    match form {
+        1 => (t + chrono::Duration::hours(2))
+            .format("%Y-%m-%dT%H:%M:%S+02:00")
+            .to_string(),
+        2 => t.format("%Y-%m-%dT%H:%M:%S.000Z").to_string(),
+        _ => t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    }
+}
+
+fn mass_form(tonnes: i64, form: u8) -> String {
+    match form {
+        1 => format!("{tonnes}000.0"),
+        2 => format!("{tonnes}E3"),
+        3 => format!("{tonnes}.0e3"),
+        _ => format!("{tonnes}000"),
+    }
+}
+
+/// The business fields of one event variant.
+#[derive(Clone)]
+struct Fields {
+    notification_id: String,
+    container: String,
+    start_ms: i64,
+    end_ms: i64,
+    pin: String,
+    tonnes: i64,
+}
+
+/// Serialises `f` as JSON text in a form the seed picks: key order, whitespace, number form,
+/// container form and time zone of the window vary; the business fields do not.
+fn serialise(f: &Fields, rng: &mut ChaCha8Rng) -> String {
+    let form = |rng: &mut ChaCha8Rng, n: u8| rng.random_range(0..n);
+    let time_form = form(rng, 3);
+    let window = format!(
+        "{{\"start\":\"{}\",\"end\":\"{}\"}}",
+        rfc3339(f.start_ms, time_form),
+        rfc3339(f.end_ms, time_form)
+    );
+    let mut fields = vec![
+        ("notificationId", format!("\"{}\"", f.notification_id)),
+        (
+            "equipment_number",
+            format!("\"{}\"", container_form(&f.container, form(rng, 4))),
+        ),
+        ("preferred_window", window),
+        ("terminal", "\"ECT-DELTA\"".to_string()),
+        ("pin", format!("\"{}\"", f.pin)),
+        ("gross_mass_kg", mass_form(f.tonnes, form(rng, 4))),
+    ];
+    if rng.random_bool(0.7) {
+        fields.shuffle(rng);
+    }
+    let (sep, colon) = match form(rng, 3) {
+        1 => (", ", ": "),
+        2 => (",\n  ", " : "),
+        _ => (",", ":"),
+    };
+    let mut out = String::from("{");
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push_str(sep);
+        }
+        let _ = write!(out, "\"{k}\"{colon}{v}");
+    }
+    out.push('}');
+    out
+}
+
+/// The poison bodies the schedules draw from: each can never pass the strict parser.
+fn poison(rng: &mut ChaCha8Rng, good: &Fields) -> (String, &'static str) {
+    let mut bad = good.clone();
+    match rng.random_range(0..9) {
+        0 => ("{\"notificationId\": \"PCS-1\", ".to_string(), "not_json"),
+        1 => ("[1,2,3]".to_string(), "not_an_object"),
+        2 => (String::new(), "empty"),
+        3 => {
+            let body = serialise(&bad, rng).replace("\"pin\"", "\"pin_code\"");
+            (body, "missing_pin")
+        }
+        4 => {
+            let last = bad
+                .container
+                .pop()
+                .and_then(|c| c.to_digit(10))
+                .unwrap_or(0);
+            bad.container.push_str(&((last + 1) % 10).to_string());
+            (serialise(&bad, rng), "bad_check_digit")
+        }
+        5 => {
+            std::mem::swap(&mut bad.start_ms, &mut bad.end_ms);
+            (serialise(&bad, rng), "window_not_ordered")
+        }
+        6 => (
+            serialise(&bad, rng).replace("ECT-DELTA", "APMT-MV2"),
+            "unknown_terminal",
+        ),
+        7 => (
+            serialise(&bad, rng).replace(&format!("\"{}\"", bad.pin), "4711"),
+            "pin_not_a_string",
+        ),
+        _ => (
+            serialise(&bad, rng).replace("notificationId", "notification_id"),
+            "missing_notification_id",
+        ),
+    }
+}
+
+impl Schedule {
+    /// Draws a schedule from `rng` (seeded with `seed`).
+    pub fn draw(seed: u64, rng: &mut ChaCha8Rng) -> Self {
+        let mut bodies: Vec<Body> = Vec::new();
+        let mut messages: Vec<PlannedMessage> = Vec::new();
+        // A forgetting terminal: stranded records, a reconciler down for two days, and every
+        // event redelivered two days later, after the terminal forgot its keys (24 h).
+        let forgetting = rng.random_bool(0.05);
+        let late = forgetting || rng.random_bool(0.2);
+        let n_events = rng.random_range(1..=8usize);
+        let mut sample: Option<Fields> = None;
+        for event in 0..n_events {
+            let notification_id = format!("PCS-{:06}", rng.random_range(0..1_000_000u32));
+            let container = container(rng);
+            let (start_ms, end_ms) = match rng.random_range(0..100) {
+                // The window ends during the run: late copies find it ended.
+                0..=14 => {
+                    let end = START_MS + rng.random_range(5..=90) * MINUTE;
+                    (end - 2 * HOUR, end)
+                }
+                // Already ended on arrival.
+                15..=19 => {
+                    let end = START_MS - rng.random_range(1..=5) * HOUR;
+                    (end - 2 * HOUR, end)
+                }
+                _ => {
+                    let start = START_MS + rng.random_range(4..=120) * 15 * MINUTE;
+                    (start, start + rng.random_range(1..=4) * HOUR)
+                }
+            };
+            let base = Fields {
+                notification_id,
+                container,
+                start_ms,
+                end_ms,
+                pin: format!("{:04}", rng.random_range(0..10_000)),
+                tonnes: rng.random_range(5..=30),
+            };
+            sample.get_or_insert_with(|| base.clone());
+            let mut variants = vec![base.clone()];
+            if rng.random_bool(0.2) {
+                for _ in 0..rng.random_range(1..=2) {
+                    let mut other = base.clone();
+                    match rng.random_range(0..3) {
+                        0 => other.pin = format!("{:04}", rng.random_range(0..10_000)),
+                        1 => other.end_ms += HOUR,
+                        _ => other.tonnes += 1,
+                    }
+                    variants.push(other);
+                }
+            }
+            let first_at = START_MS + rng.random_range(0..=10 * MINUTE);
+            for (variant, fields) in variants.iter().enumerate() {
+                let forms = rng.random_range(1..=3usize);
+                let first_body = bodies.len();
+                for _ in 0..forms {
+                    bodies.push(Body {
+                        text: serialise(fields, rng),
+                        kind: BodyKind::Event { event, variant },
+                    });
+                }
+                let copies = rng.random_range(1..=6usize);
+                let mut last: Option<usize> = None;
+                for c in 0..copies {
+                    let body = first_body + rng.random_range(0..forms);
+                    let at = if c == 0 {
+                        first_at + rng.random_range(0..=5 * MINUTE)
+                    } else {
+                        first_at + rng.random_range(0..=30 * MINUTE)
+                    };
+                    match last {
+                        Some(prev) if rng.random_bool(0.35) => {
+                            // SQS's own duplicate: same id, same body, at once or a little later.
+                            let prev_msg = &messages[prev];
+                            let at = prev_msg.at_ms + rng.random_range(0..=5_000);
+                            messages.push(PlannedMessage {
+                                body: prev_msg.body,
+                                at_ms: at,
+                                same_id_as: Some(prev),
+                            });
+                        }
+                        _ => messages.push(PlannedMessage {
+                            body,
+                            at_ms: at,
+                            same_id_as: None,
+                        }),
+                    }
+                    last = Some(messages.len() - 1);
+                }
+                if late && (forgetting || rng.random_bool(0.5)) {
+                    messages.push(PlannedMessage {
+                        body: first_body + rng.random_range(0..forms),
+                        at_ms: first_at + 48 * HOUR + rng.random_range(-2 * HOUR..=2 * HOUR),
+                        same_id_as: None,
+                    });
+                }
+            }
+        }
+        if let Some(good) = sample {
+            for _ in 0..rng.random_range(0..=2) {
+                let (text, why) = poison(rng, &good);
+                bodies.push(Body {
+                    text,
+                    kind: BodyKind::Poison(why),
+                });
+                let body = bodies.len() - 1;
+                let at = START_MS + rng.random_range(0..=20 * MINUTE);
+                for c in 0..rng.random_range(1..=4) {
+                    let same = c > 0 && rng.random_bool(0.3);
+                    messages.push(PlannedMessage {
+                        body,
+                        at_ms: at + rng.random_range(0..=10 * MINUTE),
+                        same_id_as: same.then(|| messages.len() - 1),
+                    });
+                }
+            }
+        }
+
+        let workers = rng.random_range(1..=4usize);
+        let lambda_timeout_ms = [30_000, 60_000, 120_000, 300_000][rng.random_range(0..4)];
+        let visibility_timeout_ms = if rng.random_bool(0.85) {
+            6 * lambda_timeout_ms
+        } else {
+            rng.random_range(10_000..=lambda_timeout_ms)
+        };
+        let skew = |rng: &mut ChaCha8Rng| -> i64 {
+            let sign = if rng.random_bool(0.5) { 1 } else { -1 };
+            match rng.random_range(0..100) {
+                0..=64 => 0,
+                65..=84 => sign * rng.random_range(60_000..=600_000),
+                _ => sign * rng.random_range(1..=5_000),
+            }
+        };
+        let host_skews_ms = (0..workers).map(|_| skew(rng)).collect();
+        let reconciler_skew_ms = skew(rng);
+        let reconciler_outage_until_ms = match rng.random_range(0..100) {
+            _ if forgetting => Some(START_MS + rng.random_range(47..=50) * HOUR),
+            0..=9 => Some(START_MS + rng.random_range(25..=30) * HOUR),
+            10..=19 => Some(START_MS + rng.random_range(47..=50) * HOUR),
+            _ => None,
+        };
+        let mut profile = draw_profile(rng);
+        if forgetting {
+            profile.crash = profile.crash.max(0.04);
+            profile.purge_after_crash = profile.purge_after_crash.max(0.5);
+            profile.terminal_timeout = profile.terminal_timeout.max(0.1);
+            profile.terminal_lost = profile.terminal_lost.max(0.1);
+        }
+        Self {
+            seed,
+            bodies,
+            messages,
+            workers,
+            batch_size: rng.random_range(1..=10),
+            batching_window_ms: if rng.random_bool(0.3) {
+                0
+            } else {
+                rng.random_range(1_000..=60_000)
+            },
+            lambda_timeout_ms,
+            visibility_timeout_ms,
+            max_receive_count: rng.random_range(2..=6),
+            max_concurrency: rng.random_range(1..=10),
+            key_support: rng.random_bool(0.92),
+            profile,
+            heal_at_ms: START_MS + rng.random_range(15..=90) * MINUTE,
+            host_skews_ms,
+            reconciler_skew_ms,
+            reconciler_outage_until_ms,
+            reconciler_page_size: rng.random_range(1..=25),
+            double_reconciler: if rng.random_bool(0.3) { 0.2 } else { 0.0 },
+        }
+    }
+
+    /// The last planned send, simulated epoch ms.
+    pub fn last_arrival_ms(&self) -> i64 {
+        self.messages
+            .iter()
+            .map(|m| m.at_ms)
+            .max()
+            .unwrap_or(START_MS)
+    }
+
+    /// A few lines describing the schedule (for traces).
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "seed {} workers {} batch {} window {}ms timeout {}s visibility {}s max_receive {} concurrency {} \
+             key_support {} heal +{}s skews {:?} reconciler skew {} outage {:?} page {}",
+            self.seed,
+            self.workers,
+            self.batch_size,
+            self.batching_window_ms,
+            self.lambda_timeout_ms / 1000,
+            self.visibility_timeout_ms / 1000,
+            self.max_receive_count,
+            self.max_concurrency,
+            self.key_support,
+            (self.heal_at_ms - START_MS) / 1000,
+            self.host_skews_ms,
+            self.reconciler_skew_ms,
+            self.reconciler_outage_until_ms
+                .map(|t| format!("+{}h", (t - START_MS) / HOUR)),
+            self.reconciler_page_size,
+        )];
+        out.push(format!("faults {:?}", self.profile));
+        for (i, b) in self.bodies.iter().enumerate() {
+            out.push(format!(
+                "body b{i} {:?}: {}",
+                b.kind,
+                b.text.replace('\n', " ")
+            ));
+        }
+        for (i, m) in self.messages.iter().enumerate() {
+            out.push(format!(
+                "msg m{i} body b{} at +{}s{}",
+                m.body,
+                (m.at_ms - START_MS) / 1000,
+                m.same_id_as
+                    .map(|p| format!(" (same id as m{p})"))
+                    .unwrap_or_default()
+            ));
+        }
+        out
+    }
+}
+
+fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
+    let scale = match rng.random_range(0..100) {
+        0..=9 => 0.0,
+        10..=54 => 1.0,
+        _ => 4.0,
+    };
+    let mut p = |base: f64| -> f64 {
+        if rng.random_bool(0.75) {
+            base * scale
+        } else {
+            0.0
+        }
+    };
+    FaultProfile {
+        crash: p(0.01),
+        store_error: p(0.02),
+        store_ambiguous: p(0.01),
+        terminal_5xx: p(0.03),
+        terminal_lost: p(0.03),
+        terminal_timeout: p(0.02),
+        terminal_in_flight: p(0.01),
+        terminal_4xx: p(0.005),
+        lookup_error: p(0.05),
+        manual_error: p(0.02),
+        manual_ambiguous: p(0.01),
+        slow: p(0.004),
+        purge_after_crash: p(0.08),
+    }
+}

@@ -1,0 +1,392 @@
+//! The simulation's shared state: the seeded RNG, the fault switches, the parked port calls
+//! ("tickets") the scheduler chooses between, fault counters, the trace, and the bookkeeping of
+//! manual-queue sends whose outcome a fault made ambiguous.
+//!
+//! Every port call of every simulated worker parks on a [`Park`] future: it registers a ticket
+//! (which task, which step, when its answer would be ready in simulated time) and stays pending
+//! until the driver grants it. The driver grants tickets in simulated-time order (ties broken by
+//! the seed), or kills the task that owns one instead (a crash at that step boundary). Nothing
+//! runs unless the driver says so, so one seed gives one schedule.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+
+use gate::clock::{Clock, ManualClock};
+use gate::manual::MemoryManualQueue;
+use gate::memory::MemoryStore;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::terminal::TerminalCore;
+
+/// A simulated task (one Lambda invocation: a consumer batch or a reconciler run).
+pub(crate) type TaskId = u64;
+
+/// Fault probabilities of one schedule. Each is drawn per opportunity (per port call, per
+/// ticket) while faults are on; after the schedule's heal time all are off and the world runs to
+/// quiescence.
+#[derive(Debug, Clone, Default)]
+pub struct FaultProfile {
+    /// A task dies at a step boundary (per ticket granted).
+    pub crash: f64,
+    /// A store call fails before it applies (throttled, transaction conflict, unavailable).
+    pub store_error: f64,
+    /// A store write applies, then the caller gets an error (timeout after the write).
+    pub store_ambiguous: f64,
+    /// The terminal answers 5xx before taking the key (nothing stored).
+    pub terminal_5xx: f64,
+    /// The terminal made the slot and stored the answer, but the response is lost (504).
+    pub terminal_lost: f64,
+    /// The client times out; the terminal runs the request later (latency beyond the lease).
+    pub terminal_timeout: f64,
+    /// The terminal answers 409 "same key still in flight".
+    pub terminal_in_flight: f64,
+    /// The terminal rejects the claim with a 4xx and stores that answer under the key.
+    pub terminal_4xx: f64,
+    /// The lookup by key fails (5xx).
+    pub lookup_error: f64,
+    /// The manual queue refuses a send.
+    pub manual_error: f64,
+    /// The manual queue takes a send, then the caller gets an error.
+    pub manual_ambiguous: f64,
+    /// A port call takes 20-200 s of simulated time.
+    pub slow: f64,
+    /// After a crash, the operator purges the crashed batch's messages (only those whose own
+    /// record is already durable, so only the reconciler can finish them).
+    pub purge_after_crash: f64,
+}
+
+/// One parked port call.
+pub(crate) struct Ticket {
+    /// The task that made the call.
+    pub task: TaskId,
+    /// The step, e.g. `reserve` (before it applies) or `reserve:ack` (applied, answer on its way).
+    pub label: &'static str,
+    /// When the call proceeds, simulated epoch ms.
+    pub ready_at: i64,
+    waker: Option<Waker>,
+    granted: bool,
+}
+
+/// A manual-queue send whose mark (the record's `finish`) has not been seen yet.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenSend {
+    /// The item's identity (see `check::identity_of_item`).
+    pub identity: String,
+    /// The record whose `finish` marks the item as routed, if known.
+    pub pk: Option<String>,
+}
+
+/// A claim the terminal runs later than the client waited for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Deferred {
+    /// When the terminal runs it, simulated epoch ms.
+    pub at_ms: i64,
+    /// The `Idempotency-Key`.
+    pub op_key: String,
+    /// The request bytes.
+    pub request: Vec<u8>,
+}
+
+/// The mutable part of the world, behind one lock that is never held across an `.await`.
+pub(crate) struct State {
+    /// The one RNG of the schedule.
+    pub rng: ChaCha8Rng,
+    /// Whether faults are injected (false after the heal time).
+    pub faults_on: bool,
+    /// The schedule's fault probabilities.
+    pub profile: FaultProfile,
+    /// Parked port calls by ticket id.
+    pub tickets: BTreeMap<u64, Ticket>,
+    next_ticket: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// The schedule's trace, when recording.
+    pub trace: Option<Vec<String>>,
+    /// Claims the terminal will still run.
+    pub deferred: Vec<Deferred>,
+    /// Manual sends per task not yet marked.
+    pub open_sends: BTreeMap<TaskId, Vec<OpenSend>>,
+    /// Extra manual items a fault makes legitimate, by identity.
+    pub ambiguous: BTreeMap<String, u32>,
+    /// Keys the terminal answered a (stored) rejection for: `true` for a 409
+    /// `idempotency_mismatch`, `false` for a 400.
+    pub rejected_keys: BTreeMap<String, bool>,
+}
+
+impl State {
+    /// Draws `p` while faults are on; counts the fault as `kind` when it fires.
+    pub fn fault(&mut self, p: f64, kind: &str) -> bool {
+        if !self.faults_on || p <= 0.0 {
+            return false;
+        }
+        if self.rng.random::<f64>() < p {
+            *self.faults.entry(kind.to_string()).or_insert(0) += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Draws `p` while faults are on, without counting.
+    pub fn draw(&mut self, p: f64) -> bool {
+        self.faults_on && p > 0.0 && self.rng.random::<f64>() < p
+    }
+
+    /// Counts an event that is not drawn here (e.g. a Lambda timeout).
+    pub fn count(&mut self, kind: &str) {
+        *self.faults.entry(kind.to_string()).or_insert(0) += 1;
+    }
+
+    /// A uniform draw in `lo..=hi`.
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            lo
+        } else {
+            self.rng.random_range(lo..=hi)
+        }
+    }
+
+    /// Marks open sends of `task` as ambiguous: the oldest one for `pk` (its mark did not land:
+    /// refused, failed, or the record was taken over, so the item may be sent again), or all of
+    /// them when `pk` is `None` (the task died).
+    pub fn ambiguate(&mut self, task: TaskId, pk: Option<&str>) {
+        let Some(open) = self.open_sends.get_mut(&task) else {
+            return;
+        };
+        let taken: Vec<OpenSend> = match pk {
+            None => open.drain(..).collect(),
+            Some(pk) => match open.iter().position(|s| s.pk.as_deref() == Some(pk)) {
+                Some(i) => vec![open.remove(i)],
+                None => Vec::new(),
+            },
+        };
+        for s in taken {
+            *self.ambiguous.entry(s.identity).or_insert(0) += 1;
+        }
+    }
+
+    /// Closes the oldest open send of `task` for `pk`: its record is marked, that item will not
+    /// be sent again. (Each send is followed by its own mark, so one mark closes one send.)
+    pub fn close_sends(&mut self, task: TaskId, pk: &str) {
+        if let Some(open) = self.open_sends.get_mut(&task) {
+            if let Some(i) = open.iter().position(|s| s.pk.as_deref() == Some(pk)) {
+                open.remove(i);
+            }
+        }
+    }
+}
+
+/// Everything the simulated ports share.
+pub(crate) struct Shared {
+    /// Simulated time (true time; workers see it through a skewed clock).
+    pub clock: Arc<ManualClock>,
+    /// The terminal, in process.
+    pub core: Arc<TerminalCore>,
+    /// The real memory store.
+    pub store: Arc<MemoryStore>,
+    /// The real in-memory manual queue.
+    pub manual: Arc<MemoryManualQueue>,
+    /// The integration name (record key prefix).
+    pub integration: String,
+    /// Terminal codes the gate books at.
+    pub terminals: Vec<String>,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    /// Builds the shared state.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        clock: Arc<ManualClock>,
+        core: Arc<TerminalCore>,
+        store: Arc<MemoryStore>,
+        manual: Arc<MemoryManualQueue>,
+        integration: String,
+        terminals: Vec<String>,
+        rng: ChaCha8Rng,
+        profile: FaultProfile,
+        trace: bool,
+    ) -> Self {
+        Self {
+            clock,
+            core,
+            store,
+            manual,
+            integration,
+            terminals,
+            state: Mutex::new(State {
+                rng,
+                faults_on: true,
+                profile,
+                tickets: BTreeMap::new(),
+                next_ticket: 0,
+                faults: BTreeMap::new(),
+                trace: trace.then(Vec::new),
+                deferred: Vec::new(),
+                open_sends: BTreeMap::new(),
+                ambiguous: BTreeMap::new(),
+                rejected_keys: BTreeMap::new(),
+            }),
+        }
+    }
+
+    /// The state, locked. Never hold the guard across an `.await`.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True simulated now, epoch ms.
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Records a trace line (built only when recording).
+    pub fn trace(&self, line: impl FnOnce() -> String) {
+        let now = self.now();
+        let mut st = self.state();
+        if let Some(t) = st.trace.as_mut() {
+            t.push(format!("{now} {}", line()));
+        }
+    }
+
+    /// Parks the calling task at `label` for `latency_ms` of simulated time (or a slow 20-200 s
+    /// when the `slow` fault fires).
+    pub fn park(self: &Arc<Self>, task: TaskId, label: &'static str, latency_ms: i64) -> Park {
+        let latency = {
+            let mut st = self.state();
+            let p = st.profile.slow;
+            if st.fault(p, "slow_call") {
+                st.between(20_000, 200_000)
+            } else {
+                latency_ms
+            }
+        };
+        Park {
+            shared: Arc::clone(self),
+            task,
+            label,
+            latency,
+            ticket: None,
+        }
+    }
+
+    /// The earliest ticket (ready time, then id).
+    pub fn next_ticket(&self) -> Option<(i64, u64)> {
+        self.state()
+            .tickets
+            .iter()
+            .map(|(id, t)| (t.ready_at, *id))
+            .min()
+    }
+
+    /// Grants a ticket: the parked call proceeds when its task is polled next.
+    pub fn grant(&self, id: u64) {
+        let waker = {
+            let mut st = self.state();
+            match st.tickets.get_mut(&id) {
+                Some(t) => {
+                    t.granted = true;
+                    t.waker.take()
+                }
+                None => None,
+            }
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The task and label of a ticket.
+    pub fn ticket_owner(&self, id: u64) -> Option<(TaskId, &'static str)> {
+        self.state().tickets.get(&id).map(|t| (t.task, t.label))
+    }
+}
+
+/// A parked port call: pending until the driver grants its ticket. Dropping it (the task was
+/// killed) removes the ticket.
+pub(crate) struct Park {
+    shared: Arc<Shared>,
+    task: TaskId,
+    label: &'static str,
+    latency: i64,
+    ticket: Option<u64>,
+}
+
+impl Future for Park {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let now = self.shared.now();
+        let mut st = self.shared.state();
+        match self.ticket {
+            None => {
+                let id = st.next_ticket;
+                st.next_ticket += 1;
+                st.tickets.insert(
+                    id,
+                    Ticket {
+                        task: self.task,
+                        label: self.label,
+                        ready_at: now + self.latency,
+                        waker: Some(cx.waker().clone()),
+                        granted: false,
+                    },
+                );
+                drop(st);
+                self.ticket = Some(id);
+                Poll::Pending
+            }
+            Some(id) => match st.tickets.get_mut(&id) {
+                Some(t) if !t.granted => {
+                    t.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+                _ => {
+                    st.tickets.remove(&id);
+                    drop(st);
+                    self.ticket = None;
+                    Poll::Ready(())
+                }
+            },
+        }
+    }
+}
+
+impl Drop for Park {
+    fn drop(&mut self) {
+        if let Some(id) = self.ticket.take() {
+            self.shared.state().tickets.remove(&id);
+        }
+    }
+}
+
+/// A task's waker: sets a flag the driver polls by.
+#[derive(Debug, Default)]
+pub(crate) struct Flag(AtomicBool);
+
+impl Flag {
+    /// A raised flag (a new task is polled once at start).
+    pub fn raised() -> Arc<Self> {
+        Arc::new(Self(AtomicBool::new(true)))
+    }
+
+    /// Lowers the flag, returning whether it was raised.
+    pub fn take(&self) -> bool {
+        self.0.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}

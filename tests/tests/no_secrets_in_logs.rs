@@ -1,0 +1,791 @@
+//! Secrets never reach a log line or an error message.
+//!
+//! The consumer and the reconciler run over notifications whose release PIN is `PIN-XYZZY-7731`,
+//! with the terminal token `tok-PLUGH-0042` read from Secrets Manager (moto), against a hostile
+//! terminal that echoes the request body and the `Authorization` header in its answers. Every
+//! path runs: a claim committed, terminal 4xx and 5xx, 401, 422, a 2xx that is not JSON, an answer
+//! for another container, poison bodies (not JSON, duplicate keys, oversized, control characters,
+//! window ended, unknown terminal), a fingerprint mismatch, a duplicate, a terminal without key
+//! support, and the reconciler's lookup (found, failing, not found then claim, past retention).
+//!
+//! 1. The library handlers with a subscriber capturing every log line of the process at TRACE
+//!    (the gate, the AWS SDK, hyper, reqwest; text and JSON), plus the `Debug` of every report
+//!    and the `error` attribute of every record.
+//! 2. The real `consumer` and `reconciler` binaries under `cargo lambda watch` with
+//!    `AWS_LAMBDA_LOG_LEVEL=TRACE`, their stdout and stderr captured.
+//!
+//! Neither string may appear anywhere. Positive controls prove the capture works and the secrets
+//! did flow: the logs hold the notification ids and TRACE lines, the terminal received the PIN
+//! and the token, and the manual queue holds the PIN in the original bodies (a person needs it).
+
+#[path = "../../shared/tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use gate::clock::{Clock, SystemClock};
+use gate::dynamo::DynamoStore;
+use gate::gate::{derive_keys, Gate, GateConfig, Invocation};
+use gate::keys::{event_key_of, operation_key, SLOT_CLAIM};
+use gate::notification::parse_notification;
+use gate::reconciler::ReconcilerConfig;
+use gate::secrets::fetch_api_token;
+use gate::sqs_manual::SqsManualQueue;
+use gate::store::IdempotencyStore;
+use gate::terminal::{HttpTerminal, HttpTerminalConfig};
+use integration_tests::{
+    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sdk_config, sqs_client, unique,
+};
+use serde_json::{json, Value};
+use support::{json, raw, Answer, Seen};
+
+const PIN: &str = "PIN-XYZZY-7731";
+const TOKEN: &str = "tok-PLUGH-0042";
+/// The distinctive parts, searched for on their own as well (a secret cut in half, or escaped,
+/// still shows one of them); [`needles`] adds their base64 forms.
+const NEEDLES: &[&str] = &[PIN, TOKEN, "XYZZY", "PLUGH"];
+
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(ABC[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Every needle, and for the secrets the base64 of each at the three alignments it can have
+/// inside a longer base64 text (DynamoDB binary attributes travel as base64): the characters
+/// that encode only the secret's bits.
+fn needles() -> Vec<String> {
+    let mut all: Vec<String> = NEEDLES.iter().map(|n| n.to_string()).collect();
+    for secret in [PIN, TOKEN] {
+        for offset in 0..3usize {
+            let mut bytes = vec![0u8; offset];
+            bytes.extend_from_slice(secret.as_bytes());
+            let encoded = base64(&bytes);
+            let start = (offset * 8).div_ceil(6);
+            let end = (bytes.len() * 8) / 6;
+            all.push(encoded[start..end].to_string());
+        }
+    }
+    all
+}
+
+// --- the capture --------------------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
+    type Writer = Buffer;
+    fn make_writer(&'a self) -> Buffer {
+        self.clone()
+    }
+}
+
+/// The two captures: `functions` is what the functions log at TRACE (every event of every
+/// target at TRACE, through the functions' own filter `gate::logging::allowed`), as text and as
+/// JSON; `everything` is every event at TRACE without that filter, as JSON.
+#[derive(Clone)]
+struct Capture {
+    functions: Buffer,
+    everything: Buffer,
+}
+
+/// Installs, once per process, the subscriber of [`Capture`] (the `log` crate's records go
+/// through it too).
+fn capture() -> Capture {
+    static CAPTURE: OnceLock<Capture> = OnceLock::new();
+    CAPTURE
+        .get_or_init(|| {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            use tracing_subscriber::Layer;
+            let capture = Capture {
+                functions: Buffer::default(),
+                everything: Buffer::default(),
+            };
+            let allowed = || tracing_subscriber::filter::filter_fn(gate::logging::allowed);
+            tracing_subscriber::registry()
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .with_ansi(false)
+                        .with_writer(capture.functions.clone())
+                        .with_filter(allowed()),
+                )
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .json()
+                        .with_writer(capture.functions.clone())
+                        .with_filter(allowed()),
+                )
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .json()
+                        .with_writer(capture.everything.clone()),
+                )
+                .with(tracing_subscriber::filter::LevelFilter::TRACE)
+                .try_init()
+                .expect("the only subscriber of this test process");
+            capture
+        })
+        .clone()
+}
+
+fn assert_clean(what: &str, text: &str) {
+    for needle in needles() {
+        if let Some(at) = text.find(&needle) {
+            let from = text[..at].rfind('\n').map_or(0, |i| i + 1);
+            let to = text[at..].find('\n').map_or(text.len(), |i| at + i);
+            let line = &text[from..to];
+            panic!(
+                "{what} holds {needle:?}: {}",
+                &line[..line.len().min(2_000)]
+            );
+        }
+    }
+}
+
+/// Every line of the unfiltered capture that holds a secret comes from another crate below
+/// `INFO` (the AWS SDK printing a request or response body, `lambda_runtime` printing the
+/// event): exactly what the functions' filter drops. Returns how many such lines there were.
+fn assert_only_filtered_lines_hold_secrets(everything: &str) -> usize {
+    let needles = needles();
+    let mut held = 0;
+    for line in everything.lines() {
+        if !needles.iter().any(|n| line.contains(n.as_str())) {
+            continue;
+        }
+        held += 1;
+        let event: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let target = event["target"].as_str().unwrap_or("?");
+        let level: tracing::Level = event["level"]
+            .as_str()
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(tracing::Level::ERROR);
+        assert!(
+            !gate::logging::allowed_target(target, level),
+            "a secret in a line the functions would log ({target}, {level}): {}",
+            &line[..line.len().min(2_000)]
+        );
+    }
+    held
+}
+
+// --- the world ----------------------------------------------------------------------------------
+
+fn container(owner_and_serial: &str) -> String {
+    let digit = gate::iso6346::check_digit(owner_and_serial).expect("10 characters");
+    format!("{owner_and_serial}{digit}")
+}
+
+/// What the hostile terminal does for a container's claim.
+#[derive(Clone, Copy, Debug)]
+enum Claim {
+    Slot,
+    Echo503,
+    Problem400,
+    Refused401,
+    Mismatch422,
+    NotJson201,
+    OtherContainer,
+}
+
+/// What it does for a lookup.
+#[derive(Clone, Copy, Debug)]
+enum Lookup {
+    Found,
+    Echo500,
+    NotFound,
+}
+
+#[derive(Default)]
+struct Behaviour {
+    claims: HashMap<String, Claim>,
+    lookups: HashMap<String, Lookup>,
+}
+
+fn echo(seen: &Seen) -> String {
+    format!(
+        "you sent {} with {}",
+        String::from_utf8_lossy(&seen.body),
+        seen.header("authorization").unwrap_or("")
+    )
+}
+
+fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send + Sync {
+    move |seen| {
+        let b = behaviour.lock().unwrap();
+        if seen.method == "GET" {
+            let key = seen
+                .uri
+                .split("idempotency_key=")
+                .nth(1)
+                .unwrap_or("")
+                .to_string();
+            return match b.lookups.get(&key).copied().unwrap_or(Lookup::NotFound) {
+                Lookup::Found => json(
+                    200,
+                    json!({"slot": {"slot_id": "S-FOUND", "pin": PIN,
+                                    "authorization": seen.header("authorization")}}),
+                ),
+                Lookup::Echo500 => raw(500, echo(seen)),
+                Lookup::NotFound => json(404, json!({"type": "not_found", "detail": echo(seen)})),
+            };
+        }
+        let request: Value = serde_json::from_slice(&seen.body).unwrap_or(Value::Null);
+        let equipment = request["equipment_number"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let problem = |status: u16, kind: &str| {
+            json(
+                status,
+                json!({"type": kind, "title": echo(seen), "detail": format!("pin {PIN}"),
+                       "request": request.clone()}),
+            )
+        };
+        match b.claims.get(&equipment).copied().unwrap_or(Claim::Slot) {
+            Claim::Slot => json(
+                201,
+                json!({"slot_id": format!("S-{equipment}"), "equipment_number": equipment,
+                       "pin": PIN}),
+            ),
+            Claim::Echo503 => raw(503, echo(seen)),
+            Claim::Problem400 => problem(400, "invalid_request"),
+            Claim::Refused401 => problem(401, "unauthorized"),
+            Claim::Mismatch422 => problem(422, "idempotency_mismatch"),
+            Claim::NotJson201 => raw(201, echo(seen)),
+            Claim::OtherContainer => json(
+                201,
+                json!({"slot_id": "S-OTHER", "equipment_number": "MSKU1234565", "pin": PIN}),
+            ),
+        }
+    }
+}
+
+fn window(days_ahead: i64) -> Value {
+    let start = chrono::Utc::now() + chrono::Duration::days(days_ahead);
+    let end = start + chrono::Duration::hours(2);
+    json!({
+        "start": start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "end": end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    })
+}
+
+fn notification(id: &str, equipment: &str) -> Value {
+    json!({
+        "notificationId": id,
+        "equipment_number": equipment,
+        "preferred_window": window(2),
+        "terminal": "ECT-DELTA",
+        "pin": PIN,
+        "gross_mass_kg": 25000
+    })
+}
+
+fn sqs_event(bodies: &[String]) -> Value {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            json!({"messageId": format!("msg-{i}-{}", unique("m")), "receiptHandle": "rh",
+                   "body": body, "eventSource": "aws:sqs", "attributes": {},
+                   "messageAttributes": {}, "md5OfBody": "",
+                   "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:notifications",
+                   "awsRegion": "eu-west-1"})
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// Every body the consumer gets: one per terminal behaviour, then the poison ones.
+fn consumer_bodies(tag: &str, behaviour: &Mutex<Behaviour>) -> Vec<String> {
+    let mut bodies = Vec::new();
+    let cases = [
+        ("CSQU305438", Claim::Slot),
+        ("MSKU123456", Claim::Echo503),
+        ("MWCU605978", Claim::Problem400),
+        ("ABCU123456", Claim::Refused401),
+        ("TGHU100000", Claim::Mismatch422),
+        ("TCLU200000", Claim::NotJson201),
+        ("MRKU300000", Claim::OtherContainer),
+    ];
+    let mut b = behaviour.lock().unwrap();
+    for (i, (prefix, claim)) in cases.iter().enumerate() {
+        let c = container(prefix);
+        b.claims.insert(c.clone(), *claim);
+        bodies.push(notification(&format!("PCS-{tag}-{i}"), &c).to_string());
+    }
+    let ok = notification(&format!("PCS-{tag}-0"), &container("CSQU305438"));
+    // A duplicate of the first, and a mismatch (same key, other business fields).
+    bodies.push(ok.to_string());
+    let mut other = ok.clone();
+    other["gross_mass_kg"] = json!(26000);
+    bodies.push(other.to_string());
+    // Poison: not JSON, duplicate keys, oversized, control characters, window ended, unknown
+    // terminal, a number for the PIN's neighbour; every one carries the PIN.
+    bodies.push(format!("{{bad \"pin\": \"{PIN}\""));
+    bodies.push(
+        ok.to_string()
+            .replacen("\"pin\":", &format!("\"pin\":\"{PIN}-0\",\"pin\":"), 1),
+    );
+    let mut big = ok.clone();
+    big["padding"] = json!(PIN.repeat(6_000));
+    bodies.push(big.to_string());
+    let mut ctl = ok.clone();
+    ctl["pin"] = json!(format!("{PIN}\n"));
+    bodies.push(ctl.to_string());
+    let mut long_pin = ok.clone();
+    long_pin["pin"] = json!(PIN.repeat(10));
+    bodies.push(long_pin.to_string());
+    let mut ended = ok.clone();
+    ended["notificationId"] = json!(format!("PCS-{tag}-ended"));
+    ended["preferred_window"] = window(-2);
+    bodies.push(ended.to_string());
+    let mut unknown = ok.clone();
+    unknown["terminal"] = json!("APMT-2");
+    bodies.push(unknown.to_string());
+    let mut number = ok.clone();
+    number["notificationId"] = json!(42);
+    bodies.push(number.to_string());
+    bodies
+}
+
+/// Reserves records that a dead worker left `in_flight` (lease expired), with their lookup
+/// behaviour: found, failing, not found then a claim the terminal refuses, and one past the key
+/// retention.
+async fn strand(gate: &Gate, store: &DynamoStore, tag: &str, behaviour: &Mutex<Behaviour>) {
+    let now = SystemClock.now_ms();
+    let cases = [
+        ("OOLU100000", Lookup::Found, 200_000i64, Claim::Slot),
+        ("OOLU200000", Lookup::Echo500, 200_000, Claim::Slot),
+        ("OOLU300000", Lookup::NotFound, 200_000, Claim::Echo503),
+        ("OOLU400000", Lookup::NotFound, 24 * 3_600_000, Claim::Slot),
+    ];
+    for (i, (prefix, lookup, age, claim)) in cases.iter().enumerate() {
+        let c = container(prefix);
+        let id = format!("PCS-{tag}-stranded-{i}");
+        let body = notification(&id, &c).to_string();
+        let n = parse_notification(&body, now, &["ECT-DELTA".to_string()]).unwrap();
+        let keys = derive_keys(&n).unwrap();
+        {
+            let mut b = behaviour.lock().unwrap();
+            b.lookups
+                .insert(operation_key(&event_key_of(&id, &c), SLOT_CLAIM), *lookup);
+            b.claims.insert(c.clone(), *claim);
+        }
+        let dead = Invocation {
+            request_id: "inv-dead".into(),
+            deadline_ms: now - age + 30_000,
+        };
+        let mut record = gate.new_record(&n, &keys, &dead, now - age);
+        record.lease_until_ms = Some(now - age + 30_000);
+        store.reserve(&record, now).await.unwrap();
+    }
+}
+
+struct Aws {
+    store: DynamoStore,
+    idempotency: String,
+    bookings: String,
+    manual_url: String,
+    secret_arn: String,
+}
+
+async fn aws(base: &str) -> Aws {
+    let dynamo = dynamo_client().await;
+    let (idempotency, bookings) = fresh_tables(&dynamo, base).await;
+    let manual_url = fresh_queue(&sqs_client().await, &format!("{base}-manual")).await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&sdk_config().await);
+    let secret_arn = secrets
+        .create_secret()
+        .name(unique(&format!("{base}-token")))
+        .secret_string(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .arn()
+        .unwrap()
+        .to_string();
+    Aws {
+        store: DynamoStore::new(dynamo, idempotency.clone(), bookings.clone()),
+        idempotency,
+        bookings,
+        manual_url,
+        secret_arn,
+    }
+}
+
+/// Every message on the manual queue (their bodies).
+async fn drain(queue_url: &str) -> Vec<String> {
+    let sqs = sqs_client().await;
+    let mut bodies = Vec::new();
+    for _ in 0..10 {
+        let out = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        if out.messages().is_empty() {
+            break;
+        }
+        for m in out.messages() {
+            bodies.push(m.body().unwrap_or("").to_string());
+            sqs.delete_message()
+                .queue_url(queue_url)
+                .receipt_handle(m.receipt_handle().unwrap_or(""))
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    bodies
+}
+
+/// The `error` attribute of every record in the idempotency table.
+async fn record_errors(table: &str) -> String {
+    let out = dynamo_client()
+        .await
+        .scan()
+        .table_name(table)
+        .send()
+        .await
+        .unwrap();
+    out.items()
+        .iter()
+        .filter_map(|item| item.get("error").and_then(|v| v.as_s().ok()).cloned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn assert_terminal_got_the_secrets(seen: &[Seen]) {
+    assert!(
+        seen.iter()
+            .any(|s| s.header("authorization") == Some(format!("Bearer {TOKEN}").as_str())),
+        "the terminal never received the token"
+    );
+    assert!(
+        seen.iter()
+            .any(|s| String::from_utf8_lossy(&s.body).contains(PIN)),
+        "the terminal never received the PIN"
+    );
+}
+
+// --- 1. the library handlers ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_handlers_log_no_secret_at_trace() {
+    let logs = capture();
+    tracing::info!("capture check {}", "library");
+    let aws = aws("logs-lib").await;
+    let behaviour = Arc::new(Mutex::new(Behaviour::default()));
+    let terminal = support::spawn(hostile(behaviour.clone())).await;
+
+    // Wired as `gate::lambda::build_consumer` wires it: the token from Secrets Manager.
+    let secrets = aws_sdk_secretsmanager::Client::new(&sdk_config().await);
+    let mut terminal_config = HttpTerminalConfig::new(terminal.base_url.clone());
+    terminal_config.token = Some(fetch_api_token(&secrets, &aws.secret_arn).await.unwrap());
+    let http = Arc::new(HttpTerminal::new(terminal_config).unwrap());
+    let manual = Arc::new(SqsManualQueue::new(
+        sqs_client().await,
+        aws.manual_url.clone(),
+    ));
+    let gate = Gate {
+        config: GateConfig::new("logs-lib", vec!["ECT-DELTA".into()]),
+        store: Arc::new(aws.store.clone()),
+        terminal: http.clone(),
+        manual: manual.clone(),
+        clock: Arc::new(SystemClock),
+    };
+    let invocation = |id: &str| Invocation {
+        request_id: id.into(),
+        deadline_ms: SystemClock.now_ms() + 120_000,
+    };
+    let mut reports = String::new();
+
+    // The consumer, every path.
+    let bodies = consumer_bodies("lib", &behaviour);
+    let event: SqsEvent = serde_json::from_value(sqs_event(&bodies)).unwrap();
+    let report = gate.handle_batch(event, &invocation("inv-1")).await;
+    reports.push_str(&format!("{report:?}\n"));
+    assert!(
+        report
+            .records
+            .iter()
+            .any(|r| matches!(r.outcome, gate::gate::RecordOutcome::Committed { .. })),
+        "{report:?}"
+    );
+
+    // A terminal without Idempotency-Key support: manual routing.
+    let mut no_key = gate.clone();
+    no_key.config.terminal_supports_idempotency_key = false;
+    let body = notification("PCS-lib-nokey", &container("CSQU305438")).to_string();
+    let event: SqsEvent = serde_json::from_value(sqs_event(&[body])).unwrap();
+    let report = no_key.handle_batch(event, &invocation("inv-2")).await;
+    reports.push_str(&format!("{report:?}\n"));
+
+    // The reconciler over stranded records.
+    strand(&gate, &aws.store, "lib", &behaviour).await;
+    let run = gate
+        .reconcile(&ReconcilerConfig::default(), &invocation("inv-rec"))
+        .await;
+    reports.push_str(&format!("{run:?}\n"));
+    assert_eq!(run.reconciled, 1, "{run:?}");
+    assert!(run.manual >= 1 && run.transient >= 2, "{run:?}");
+
+    // Positive controls.
+    assert_terminal_got_the_secrets(&terminal.seen());
+    let manual_bodies = drain(&aws.manual_url).await;
+    assert!(
+        manual_bodies.iter().any(|b| b.contains(PIN)),
+        "the manual queue keeps the original body for the person booking by hand"
+    );
+    let text = String::from_utf8_lossy(&logs.functions.0.lock().unwrap()).into_owned();
+    let everything = String::from_utf8_lossy(&logs.everything.0.lock().unwrap()).into_owned();
+    for expected in [
+        "capture check library",
+        "MSKU1234565",
+        "body rejected",
+        "reconciler run finished",
+    ] {
+        assert!(text.contains(expected), "the capture lacks {expected:?}");
+    }
+    assert!(
+        everything.contains("\"level\":\"TRACE\""),
+        "TRACE was captured"
+    );
+
+    // The checks.
+    assert_clean("the logs", &text);
+    let filtered = assert_only_filtered_lines_hold_secrets(&everything);
+    eprintln!("{filtered} library log lines below INFO held a secret and are filtered");
+    assert_clean("the reports", &reports);
+    assert_clean(
+        "the records' errors",
+        &record_errors(&aws.idempotency).await,
+    );
+    let details: Vec<String> = manual_bodies
+        .iter()
+        .map(|b| {
+            serde_json::from_str::<Value>(b).unwrap()["detail"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_clean("the manual queue's details", &details.join("\n"));
+    let _ = &aws.bookings;
+}
+
+// --- 2. the binaries under cargo lambda watch ----------------------------------------------------
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// `cargo lambda watch` in its own process group, killed (group and all) on drop.
+struct Watch(Child);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let pgid = self.0.id();
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{pgid}")])
+            .status();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pgid}")])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn invoke(port: u16, function: &str, data_file: &std::path::Path) -> Value {
+    // The first invocation compiles the function; give it time.
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let out = Command::new("cargo")
+            .current_dir(workspace_root())
+            .args(["lambda", "invoke", function, "-A", "127.0.0.1", "-P"])
+            .arg(port.to_string())
+            .args(["--output-format", "json", "--data-file"])
+            .arg(data_file)
+            .output()
+            .expect("cargo lambda invoke runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if out.status.success() {
+            return serde_json::from_str(stdout.trim())
+                .unwrap_or_else(|e| panic!("invoke answer is not JSON ({e}): {stdout}"));
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            Instant::now() < deadline,
+            "cargo lambda invoke kept failing: {stderr}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_binaries_log_no_secret_at_trace() {
+    let endpoint = moto_endpoint();
+    let aws = aws("logs-bin").await;
+    let behaviour = Arc::new(Mutex::new(Behaviour::default()));
+    let terminal = support::spawn(hostile(behaviour.clone())).await;
+
+    let dir = std::env::temp_dir().join(unique("no-secrets-in-logs"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let consumer_event = dir.join("consumer.json");
+    let bodies = consumer_bodies("bin", &behaviour);
+    std::fs::write(&consumer_event, sqs_event(&bodies).to_string()).unwrap();
+    let schedule_event = dir.join("reconcile.json");
+    std::fs::write(&schedule_event, "{\"job\":\"reconcile\"}").unwrap();
+    let stdout_path = dir.join("watch.stdout");
+    let stderr_path = dir.join("watch.stderr");
+
+    let have_cargo_lambda = Command::new("cargo")
+        .args(["lambda", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        have_cargo_lambda,
+        "cargo-lambda is not on PATH: run `make test`, or put .venv/bin on PATH"
+    );
+    let port = free_port();
+    let child = Command::new("cargo")
+        .current_dir(workspace_root())
+        .args([
+            "lambda",
+            "watch",
+            "--ignore-changes",
+            "-A",
+            "127.0.0.1",
+            "-P",
+        ])
+        .arg(port.to_string())
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "eu-west-1")
+        .env("IDEMPOTENCY_TABLE", &aws.idempotency)
+        .env("BOOKINGS_TABLE", &aws.bookings)
+        .env("MANUAL_QUEUE_URL", &aws.manual_url)
+        .env("TERMINAL_BASE_URL", &terminal.base_url)
+        .env("TERMINAL_API_TOKEN_SECRET_ARN", &aws.secret_arn)
+        .env_remove("TERMINAL_API_TOKEN")
+        .env("INTEGRATION_NAME", "logs-bin")
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
+        .env_remove("RUST_LOG")
+        .env_remove("LOG_SENSITIVE_BODIES")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .process_group(0)
+        .spawn()
+        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
+    let watch = Watch(child);
+
+    let file = consumer_event.clone();
+    let answer = tokio::task::spawn_blocking(move || invoke(port, "consumer", &file))
+        .await
+        .unwrap();
+    let failures = answer["batchItemFailures"].as_array().unwrap().len();
+    assert!(failures >= 3, "503, 401, not JSON are retried: {answer}");
+
+    let gate = Gate {
+        config: GateConfig::new("logs-bin", vec!["ECT-DELTA".into()]),
+        store: Arc::new(aws.store.clone()),
+        terminal: Arc::new(
+            HttpTerminal::new(HttpTerminalConfig::new(terminal.base_url.clone())).unwrap(),
+        ),
+        manual: Arc::new(gate::manual::MemoryManualQueue::new()),
+        clock: Arc::new(SystemClock),
+    };
+    strand(&gate, &aws.store, "bin", &behaviour).await;
+    let file = schedule_event.clone();
+    let run = tokio::task::spawn_blocking(move || invoke(port, "reconciler", &file))
+        .await
+        .unwrap();
+    assert_eq!(run["reconciled"], 1, "{run}");
+
+    // Let the last lines reach the files, then stop the watcher.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(watch);
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let text = format!("{stdout}\n{stderr}");
+
+    // Positive controls: the functions' own JSON lines at TRACE were captured, the token came
+    // from Secrets Manager and reached the terminal, the PIN went to the terminal and the queue.
+    for expected in [
+        "terminal API token read from Secrets Manager",
+        "record processed",
+        "MSKU1234565",
+        "body rejected",
+        "reconciler run finished",
+        "TRACE logging: other crates are capped at INFO",
+    ] {
+        assert!(
+            text.contains(expected),
+            "the capture lacks {expected:?}; stdout:\n{}\nstderr:\n{}",
+            &stdout[..stdout.len().min(4000)],
+            &stderr[..stderr.len().min(4000)]
+        );
+    }
+    assert!(
+        !text.contains("raw JSON event received from Lambda"),
+        "lambda_runtime's TRACE payload line must be filtered"
+    );
+    assert_terminal_got_the_secrets(&terminal.seen());
+    let manual_bodies = drain(&aws.manual_url).await;
+    assert!(manual_bodies.iter().any(|b| b.contains(PIN)));
+
+    assert_clean("the binaries' stdout and stderr", &text);
+    assert_clean("the invoke answers", &format!("{answer} {run}"));
+    assert_clean(
+        "the records' errors",
+        &record_errors(&aws.idempotency).await,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,517 @@
+//! Round trips counted, not estimated (issue 8, item 2): every DynamoDB request the gate sends on
+//! the consumer path and on the reconciler path, recorded by an SDK interceptor
+//! ([`CallRecorder`], retries included) against moto.
+//!
+//! | path | case | DynamoDB requests |
+//! | --- | --- | --- |
+//! | consumer (`Gate::handle_batch`) | new event | `PutItem` (reserve), `TransactWriteItems` (commit) |
+//! | consumer | duplicate of a finished event | `PutItem` (conflict, the old item comes back through `ALL_OLD`) |
+//! | consumer | duplicate while the first is in flight (live lease) | `PutItem` |
+//! | consumer | same key, other fingerprint (mismatch), first delivery | `PutItem` (conflict), `PutItem` + `UpdateItem` (its routing record: reserve, then `manual`; the manual queue is SQS) |
+//! | consumer | the same mismatch delivered again | `PutItem` (conflict), `PutItem` (the routing record's conflict) |
+//! | consumer | redelivery of a stranded record (expired lease) | `PutItem`, `UpdateItem` (take-over), `TransactWriteItems` |
+//! | reconciler (`Gate::reconcile`) | one run, per shard and page of `InFlight` | `Query` (16 shards: 16 when each fits one page) |
+//! | reconciler | per stranded record | `UpdateItem` (take-over), `TransactWriteItems` (commit) |
+//! | reconciler | per record whose lease someone else took (or finished) after the `Query` | `UpdateItem` (refused) |
+//! | reconciler | per record with a live lease | none (skipped on what the `Query` returned) |
+//!
+//! Terminal calls are not DynamoDB calls: the terminal here is an in-process fake.
+//!
+//! Run with `scripts/with-moto.sh cargo test -p integration-tests --test round_trips`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::SqsEvent;
+use gate::clock::{Clock, ManualClock};
+use gate::dynamo::DynamoStore;
+use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::MemoryManualQueue;
+use gate::notification::parse_notification;
+use gate::reconciler::ReconcilerConfig;
+use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::{
+    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+};
+use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use integration_tests::{dynamo_client, dynamo_client_with, fresh_store_with, CallRecorder};
+
+/// 2026-06-01T06:00:00Z; the windows below are 08:00-10:00 the same day.
+const T0: i64 = 1_780_293_600_000;
+
+/// A terminal that issues one slot per operation key (and finds it again on lookup), in process:
+/// no DynamoDB calls of its own.
+#[derive(Default)]
+struct KeyedTerminal {
+    slots: std::sync::Mutex<BTreeMap<String, String>>,
+}
+
+impl KeyedTerminal {
+    fn slot_for(&self, op_key: &str) -> SlotClaim {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let n = slots.len() + 1;
+        let slot_id = slots
+            .entry(op_key.to_string())
+            .or_insert_with(|| format!("ECTD-{n:06}"))
+            .clone();
+        SlotClaim {
+            slot_id,
+            equipment_number: None,
+        }
+    }
+}
+
+#[async_trait]
+impl SlotTerminal for KeyedTerminal {
+    async fn claim(&self, op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        ClaimOutcome::Claimed(self.slot_for(op_key))
+    }
+
+    async fn lookup(&self, op_key: &str) -> LookupOutcome {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        match slots.get(op_key) {
+            Some(slot_id) => LookupOutcome::Found(SlotClaim {
+                slot_id: slot_id.clone(),
+                equipment_number: None,
+            }),
+            None => LookupOutcome::NotFound,
+        }
+    }
+}
+
+/// The world of one test: a gate over a `DynamoStore` whose client records its requests, and a
+/// second, unrecorded store on the same tables ("someone else").
+struct World {
+    gate: Gate,
+    recorder: CallRecorder,
+    clock: Arc<ManualClock>,
+    other: DynamoStore,
+}
+
+impl World {
+    async fn new(name: &str) -> Self {
+        let recorder = CallRecorder::new();
+        let store = fresh_store_with(dynamo_client_with(recorder.clone()).await, name).await;
+        let other = DynamoStore::new(
+            dynamo_client().await,
+            store.idempotency_table(),
+            store.bookings_table(),
+        );
+        let clock = Arc::new(ManualClock::new(T0));
+        let gate = Gate {
+            config: GateConfig::new(format!("rt-{name}"), vec!["ECT-DELTA".to_string()]),
+            store: Arc::new(store),
+            terminal: Arc::new(KeyedTerminal::default()),
+            manual: Arc::new(MemoryManualQueue::new()),
+            clock: clock.clone(),
+        };
+        recorder.clear();
+        Self {
+            gate,
+            recorder,
+            clock,
+            other,
+        }
+    }
+
+    fn invocation(&self, request_id: &str) -> Invocation {
+        Invocation {
+            request_id: request_id.to_string(),
+            deadline_ms: self.clock.now_ms() + 60_000,
+        }
+    }
+
+    /// The record a consumer that died after its reserve would have left: `in_flight`, created
+    /// `age_ms` ago, its lease expired `age_ms - 30 s` ago. Written through the unrecorded store.
+    async fn strand(&self, id: &str, container: &str, age_ms: i64) -> IdempotencyRecord {
+        let created = self.clock.now_ms() - age_ms;
+        let n = parse_notification(&body(id, container, 4711), created, &["ECT-DELTA".into()])
+            .expect("body parses");
+        let keys = derive_keys(&n).expect("keys");
+        let dead = Invocation {
+            request_id: format!("dead-{id}"),
+            deadline_ms: created,
+        };
+        let record = self.gate.new_record(&n, &keys, &dead, created);
+        assert_eq!(
+            self.other.reserve(&record, created).await.expect("reserve"),
+            Reservation::Reserved
+        );
+        record
+    }
+
+    /// The operation names recorded since the last call, then forgets them.
+    fn take_calls(&self) -> Vec<String> {
+        let calls = self.recorder.calls();
+        self.recorder.clear();
+        calls
+    }
+}
+
+fn body(id: &str, container: &str, pin: u32) -> String {
+    serde_json::json!({
+        "notificationId": id,
+        "equipment_number": container,
+        "preferred_window": {"start": "2026-06-01T08:00:00Z", "end": "2026-06-01T10:00:00Z"},
+        "terminal": "ECT-DELTA",
+        "pin": pin.to_string(),
+    })
+    .to_string()
+}
+
+fn event(records: &[(&str, &str)]) -> SqsEvent {
+    let records: Vec<_> = records
+        .iter()
+        .map(|(id, body)| serde_json::json!({"messageId": id, "body": body}))
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("SqsEvent")
+}
+
+fn count(calls: &[String], op: &str) -> usize {
+    calls.iter().filter(|c| c.as_str() == op).count()
+}
+
+fn without_queries(calls: &[String]) -> Vec<String> {
+    calls.iter().filter(|c| *c != "Query").cloned().collect()
+}
+
+/// Containers with valid ISO 6346 check digits.
+const CONTAINERS: [&str; 4] = ["CSQU3054383", "MWCU6059784", "ABCD1234560", "MSCU1234566"];
+
+#[tokio::test]
+async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
+    let w = World::new("consumer").await;
+    let inv = w.invocation("req-1");
+    let b = body("PCS-1", CONTAINERS[0], 4711);
+
+    let report = w.gate.handle_batch(event(&[("m1", &b)]), &inv).await;
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Committed { .. }
+    ));
+    assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
+
+    // A redelivery (another SQS message id, the same body) of the committed event.
+    let report = w.gate.handle_batch(event(&[("m2", &b)]), &inv).await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Committed)
+    );
+    assert_eq!(w.take_calls(), ["PutItem"]);
+
+    // The same event key with another business field (PIN): a mismatch. The conflict costs the
+    // one reserve; routing it to a person exactly once costs its routing record (reserve, then
+    // `manual` after the send). A redelivery of the same mismatch finds that record: two reserves.
+    let other = body("PCS-1", CONTAINERS[0], 9999);
+    let report = w.gate.handle_batch(event(&[("m3", &other)]), &inv).await;
+    assert_eq!(report.records[0].outcome, RecordOutcome::Mismatch);
+    assert_eq!(w.take_calls(), ["PutItem", "PutItem", "UpdateItem"]);
+    let report = w.gate.handle_batch(event(&[("m4", &other)]), &inv).await;
+    assert!(report.records[0].outcome.acknowledged(), "{report:?}");
+    assert_eq!(w.take_calls(), ["PutItem", "PutItem"]);
+}
+
+#[tokio::test]
+async fn consumer_batch_of_ten_costs_two_calls_per_new_event_and_one_per_duplicate() {
+    let w = World::new("batch").await;
+    let inv = w.invocation("req-1");
+    let bodies: Vec<String> = (0..8)
+        .map(|i| body(&format!("PCS-B-{i}"), CONTAINERS[i % 4], 4711))
+        .collect();
+    // Eight new events and two redeliveries of the first two, in one batch of ten. A duplicate in
+    // the same batch races its original: whichever reserves second sees a live lease (in flight)
+    // or a committed record, one `PutItem` either way.
+    let mut records: Vec<(String, &str)> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("m{i}"), b.as_str()))
+        .collect();
+    records.push(("m8".into(), bodies[0].as_str()));
+    records.push(("m9".into(), bodies[1].as_str()));
+    let records: Vec<(&str, &str)> = records.iter().map(|(m, b)| (m.as_str(), *b)).collect();
+    let report = w.gate.handle_batch(event(&records), &inv).await;
+    let committed = report
+        .records
+        .iter()
+        .filter(|r| matches!(r.outcome, RecordOutcome::Committed { .. }))
+        .count();
+    let duplicates = report
+        .records
+        .iter()
+        .filter(|r| r.outcome.is_duplicate())
+        .count();
+    assert_eq!((committed, duplicates), (8, 2), "{:?}", report.records);
+    let calls = w.take_calls();
+    assert_eq!(count(&calls, "PutItem"), 10, "{calls:?}");
+    assert_eq!(count(&calls, "TransactWriteItems"), 8, "{calls:?}");
+    assert_eq!(calls.len(), 18, "{calls:?}");
+}
+
+#[tokio::test]
+async fn consumer_duplicate_in_flight_costs_one_call() {
+    let w = World::new("inflight").await;
+    let b = body("PCS-2", CONTAINERS[1], 4711);
+    // A first delivery reserved and is still working (live lease): only its reserve exists.
+    let n = parse_notification(&b, T0, &["ECT-DELTA".into()]).expect("parses");
+    let keys = derive_keys(&n).expect("keys");
+    let first = w.invocation("req-first");
+    let record = w.gate.new_record(&n, &keys, &first, T0);
+    assert_eq!(
+        w.other.reserve(&record, T0).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    let report = w
+        .gate
+        .handle_batch(event(&[("m2", &b)]), &w.invocation("req-second"))
+        .await;
+    assert_eq!(report.records[0].outcome, RecordOutcome::DuplicateInFlight);
+    assert_eq!(w.take_calls(), ["PutItem"]);
+}
+
+#[tokio::test]
+async fn consumer_redelivery_of_a_stranded_record_takes_over_in_three_calls() {
+    let w = World::new("takeover").await;
+    let record = w.strand("PCS-3", CONTAINERS[2], 5 * 60_000).await;
+    let b = body("PCS-3", CONTAINERS[2], 4711);
+    let report = w
+        .gate
+        .handle_batch(event(&[("m2", &b)]), &w.invocation("req-2"))
+        .await;
+    assert!(report.records[0].took_over);
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Committed { .. }
+    ));
+    assert_eq!(
+        w.take_calls(),
+        ["PutItem", "UpdateItem", "TransactWriteItems"]
+    );
+    let stored = w.other.get(&record.pk).await.expect("get").expect("record");
+    assert_eq!(stored.status, RecordStatus::Committed);
+}
+
+#[tokio::test]
+async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_record() {
+    let w = World::new("reconcile").await;
+    let config = ReconcilerConfig::default();
+
+    // Nothing stranded: one Query per shard, nothing else.
+    let report = w.gate.reconcile(&config, &w.invocation("rec-0")).await;
+    assert_eq!(report.examined, 0);
+    let calls = w.take_calls();
+    assert_eq!(calls, vec!["Query"; 16]);
+
+    // One stranded record.
+    w.strand("PCS-R-1", CONTAINERS[0], 10 * 60_000).await;
+    let report = w.gate.reconcile(&config, &w.invocation("rec-1")).await;
+    assert_eq!((report.examined, report.reconciled), (1, 1), "{report:?}");
+    let calls = w.take_calls();
+    assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
+    assert_eq!(
+        without_queries(&calls),
+        ["UpdateItem", "TransactWriteItems"]
+    );
+
+    // Twelve stranded records: 2 calls each, and still one Query per shard (each shard's stale
+    // records fit one page of 25).
+    let mut shards = BTreeMap::new();
+    for i in 0..12 {
+        let r = w
+            .strand(&format!("PCS-R-{}", i + 2), CONTAINERS[i % 4], 10 * 60_000)
+            .await;
+        *shards.entry(inflight_shard(&r.event_key)).or_insert(0usize) += 1;
+    }
+    assert!(shards.values().all(|n| *n < config.page_size));
+    let report = w.gate.reconcile(&config, &w.invocation("rec-2")).await;
+    assert_eq!((report.examined, report.reconciled), (12, 12), "{report:?}");
+    let calls = w.take_calls();
+    assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
+    assert_eq!(count(&calls, "UpdateItem"), 12, "{calls:?}");
+    assert_eq!(count(&calls, "TransactWriteItems"), 12, "{calls:?}");
+    assert_eq!(calls.len(), 16 + 2 * 12, "{calls:?}");
+
+    // Finished records leave the sparse index: the next run reads 16 empty pages.
+    let report = w.gate.reconcile(&config, &w.invocation("rec-3")).await;
+    assert_eq!(report.examined, 0);
+    assert_eq!(w.take_calls(), vec!["Query"; 16]);
+}
+
+#[tokio::test]
+async fn reconciler_pages_cost_one_query_each() {
+    let w = World::new("pages").await;
+    let config = ReconcilerConfig {
+        page_size: 1,
+        ..ReconcilerConfig::default()
+    };
+    // Two stranded records in one shard, pages of one: that shard costs at least two Queries
+    // (DynamoDB may add a last empty page when a page ends exactly on the limit).
+    let mut by_shard: BTreeMap<String, Vec<IdempotencyRecord>> = BTreeMap::new();
+    let mut i = 0;
+    while by_shard.values().all(|v| v.len() < 2) {
+        let r = w
+            .strand(&format!("PCS-P-{i}"), CONTAINERS[i % 4], 10 * 60_000)
+            .await;
+        by_shard
+            .entry(inflight_shard(&r.event_key))
+            .or_default()
+            .push(r);
+        i += 1;
+    }
+    let stranded = i;
+    let report = w.gate.reconcile(&config, &w.invocation("rec")).await;
+    assert_eq!(report.reconciled, stranded, "{report:?}");
+    let calls = w.take_calls();
+    assert_eq!(count(&calls, "UpdateItem"), stranded, "{calls:?}");
+    assert_eq!(count(&calls, "TransactWriteItems"), stranded, "{calls:?}");
+    // Pages: per shard, one per record plus at most one empty last page.
+    let queries = count(&calls, "Query");
+    let min_pages: usize =
+        16 + by_shard.values().map(|v| v.len()).sum::<usize>() - by_shard.len().min(16);
+    assert!(
+        queries >= min_pages && queries <= 16 + stranded,
+        "{queries} Queries for {stranded} records in {} shards: {calls:?}",
+        by_shard.len()
+    );
+}
+
+/// A store that lets "someone else" act on every record of an `InFlight` page after the `Query`
+/// and before the reconciler's take-over: the race a second reconciler or a late consumer makes.
+struct RacingStore {
+    inner: Arc<dyn IdempotencyStore>,
+    other: DynamoStore,
+    commit_instead: bool,
+}
+
+#[async_trait]
+impl IdempotencyStore for RacingStore {
+    async fn reserve(&self, r: &IdempotencyRecord, now: i64) -> Result<Reservation, StoreError> {
+        self.inner.reserve(r, now).await
+    }
+    async fn take_over(
+        &self,
+        pk: &str,
+        old: &str,
+        new: &str,
+        until: i64,
+        now: i64,
+    ) -> Result<TakeOver, StoreError> {
+        self.inner.take_over(pk, old, new, until, now).await
+    }
+    async fn commit(
+        &self,
+        pk: &str,
+        slot: &str,
+        b: &TmsBooking,
+        now: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        self.inner.commit(pk, slot, b, now).await
+    }
+    async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
+        self.inner.release_lease(pk, owner, now).await
+    }
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.finish(pk, owner, status, error, now).await
+    }
+    async fn record_slot_id(&self, pk: &str, slot: &str, now: i64) -> Result<usize, StoreError> {
+        self.inner.record_slot_id(pk, slot, now).await
+    }
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        self.inner.multi_slot_keys().await
+    }
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        before: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        let page = self
+            .inner
+            .stale_in_flight(shard, before, cursor, limit)
+            .await?;
+        for r in &page.records {
+            let owner = r.lease_owner.clone().unwrap_or_default();
+            let now = T0;
+            let taken = self
+                .other
+                .take_over(&r.pk, &owner, "someone-else", now + 60_000, now)
+                .await?;
+            assert!(matches!(taken, TakeOver::Taken(_)));
+            if self.commit_instead {
+                let booking = TmsBooking::for_record(r, "ECTD-OTHER", now);
+                let out = self
+                    .other
+                    .commit(&r.pk, "ECTD-OTHER", &booking, now)
+                    .await?;
+                assert_eq!(out, CommitOutcome::Committed);
+            }
+        }
+        Ok(page)
+    }
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.get(pk).await
+    }
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        self.inner.booking(source_event).await
+    }
+}
+
+async fn racing_world(name: &str, commit_instead: bool) -> World {
+    let mut w = World::new(name).await;
+    let inner = w.gate.store.clone();
+    w.gate.store = Arc::new(RacingStore {
+        inner,
+        other: w.other.clone(),
+        commit_instead,
+    });
+    w
+}
+
+#[tokio::test]
+async fn reconciler_duplicate_costs_one_refused_take_over() {
+    for (name, commit_instead) in [("race-lease", false), ("race-commit", true)] {
+        let w = racing_world(name, commit_instead).await;
+        w.strand("PCS-D-1", CONTAINERS[3], 10 * 60_000).await;
+        let report = w
+            .gate
+            .reconcile(&ReconcilerConfig::default(), &w.invocation("rec"))
+            .await;
+        assert_eq!((report.examined, report.live_lease), (1, 1), "{report:?}");
+        let calls = w.take_calls();
+        assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
+        assert_eq!(without_queries(&calls), ["UpdateItem"], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn reconciler_skips_a_live_lease_without_a_call() {
+    let w = World::new("live").await;
+    // Created 10 minutes ago, but its owner renewed the lease (take-over by a consumer).
+    let r = w.strand("PCS-L-1", CONTAINERS[1], 10 * 60_000).await;
+    let taken = w
+        .other
+        .take_over(
+            &r.pk,
+            r.lease_owner.as_deref().unwrap_or_default(),
+            "consumer",
+            T0 + 60_000,
+            T0,
+        )
+        .await
+        .expect("take-over");
+    assert!(matches!(taken, TakeOver::Taken(_)));
+    let report = w
+        .gate
+        .reconcile(&ReconcilerConfig::default(), &w.invocation("rec"))
+        .await;
+    assert_eq!((report.examined, report.live_lease), (1, 1), "{report:?}");
+    assert_eq!(w.take_calls(), vec!["Query"; 16]);
+}

@@ -39,7 +39,7 @@ fi
 need=()
 for pin in "${CHECKOV_PINS[@]}"; do
   name="${pin%%==*}"; want="${pin##*==}"
-  have=$("$CHECKOV_VENV/bin/python" -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
+  have=$( ("$CHECKOV_VENV/bin/python" -m pip show "$name" 2>/dev/null || true) | awk '/^Version:/{print $2}')
   if [ "$have" != "$want" ]; then need+=("$pin"); fi
 done
 if [ "${#need[@]}" -gt 0 ]; then

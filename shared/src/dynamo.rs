@@ -387,7 +387,7 @@ impl IdempotencyStore for DynamoStore {
 
     /// One `UpdateItem`: `ADD slot_ids :slot` (a string set), on condition that the record exists
     /// (a missing record is left missing, `Ok(())`).
-    /// One `UpdateItem` (`ADD slot_ids`, `ReturnValues=UPDATED_NEW`); when the set then holds two
+    /// One `UpdateItem` (`ADD slot_ids`, `ReturnValues=ALL_NEW`); when the set then holds two
     /// or more ids, a second `UpdateItem` sets `multi_slot = "1"` (the sparse GSI `MultiSlot`).
     /// This path runs only when the terminal returned another slot id than the committed one.
     async fn record_slot_id(
@@ -405,7 +405,9 @@ impl IdempotencyStore for DynamoStore {
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
             .expression_attribute_values(":now_ms", num(now_ms))
-            .return_values(ReturnValue::UpdatedNew)
+            // ALL_NEW, not UPDATED_NEW: an ADD of an id already in the set changes nothing, and
+            // then UPDATED_NEW may leave `slot_ids` out (moto does).
+            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         let out = match result {

@@ -103,6 +103,8 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         .args([
             "lambda",
             "watch",
+            // Build once; do not rebuild when files change while the test runs.
+            "--ignore-changes",
             "-A",
             "127.0.0.1",
             "-P",

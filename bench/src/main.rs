@@ -4,21 +4,24 @@
 //!
 //! What it does:
 //!
-//! 1. starts one moto server (`.venv/bin/moto_server` on a free loopback port) and the terminal
-//!    simulator (`terminal-sim`, a fixed latency per claim), each its own process;
+//! 1. starts one moto server (`bench/moto_server.py`: moto 5.2.5 served with keep-alive and a
+//!    TransactWriteItems that does not copy whole tables, see there) on a free loopback port and
+//!    the terminal simulator (`terminal-sim`, a fixed latency per claim), each its own process;
 //! 2. `compare`: processes the same N deliveries (default 2,000, 3 % redeliveries) three ways,
 //!    one delivery per batch, `--runs` times (the order of the handlers rotates per run): the
 //!    naive handler, the gate, and Powertools' `idempotent_function` (Python); prints per run and
 //!    the medians: events/s, client CPU per event, latency p50/p99, DynamoDB calls per event,
 //!    slots issued, and the ratios gate/naive and gate/Powertools; writes `latency.png`;
-//! 3. `batch`: a batch of 10 new records against one record, on moto and on a latency model of
+//! 3. `breakdown`: the gate's client CPU per event with each port real or in process;
+//! 4. `batch`: a batch of 10 new records against one record, on moto and on a latency model of
 //!    DynamoDB;
-//! 4. `cold`: the release consumer binary's init time, batch latency and peak RSS under a fake
+//! 5. `cold`: the release consumer binary's init time, batch latency and peak RSS under a fake
 //!    Lambda Runtime API, and the sizes of the binaries given with `--binary`.
 //!
 //! Writes `results.json` (figures without the raw latencies) and `latency.png` to `--out`.
 
 mod batch;
+mod breakdown;
 mod coldstart;
 mod counter;
 mod handlers;
@@ -62,6 +65,9 @@ struct Args {
     /// The latency model's delay per DynamoDB call, ms (batch measurement).
     #[arg(long, default_value_t = 5)]
     store_latency_ms: u64,
+    /// New events per configuration in the CPU breakdown.
+    #[arg(long, default_value_t = 500)]
+    breakdown_events: usize,
     /// Cold starts of the consumer binary.
     #[arg(long, default_value_t = 10)]
     cold_trials: usize,
@@ -73,8 +79,12 @@ struct Args {
     /// `x86_64=target/lambda-x86_64/consumer/bootstrap`.
     #[arg(long = "binary")]
     binaries: Vec<String>,
-    /// Parts to run: `compare`, `batch`, `cold` (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "compare,batch,cold")]
+    /// Parts to run: `compare`, `breakdown`, `batch`, `cold` (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "compare,breakdown,batch,cold"
+    )]
     parts: Vec<String>,
     /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`.
     #[arg(long, value_delimiter = ',', default_value = "naive,gate,powertools")]
@@ -144,6 +154,7 @@ struct Results {
     terminal_latency_ms: u64,
     runs: Vec<BTreeMap<&'static str, Summary>>,
     medians: BTreeMap<&'static str, BTreeMap<&'static str, f64>>,
+    breakdown: Vec<breakdown::Row>,
     batch: Vec<batch::BatchResult>,
     cold_start: Option<coldstart::ColdStart>,
     binary_sizes: BTreeMap<String, u64>,
@@ -293,6 +304,7 @@ async fn main() -> Result<(), String> {
         terminal_latency_ms: args.terminal_latency_ms,
         runs: Vec::new(),
         medians: BTreeMap::new(),
+        breakdown: Vec::new(),
         batch: Vec::new(),
         cold_start: None,
         binary_sizes: BTreeMap::new(),
@@ -387,6 +399,23 @@ async fn main() -> Result<(), String> {
             &series,
         )?;
         eprintln!("bench: wrote {}", png.display());
+    }
+
+    if part("breakdown") {
+        eprintln!("bench: CPU breakdown ...");
+        results.breakdown = breakdown::run(&env, &stamp, args.breakdown_events, &window).await?;
+        println!(
+            "\nWhere the gate's client CPU goes ({} new events per row, one per batch):\n",
+            args.breakdown_events
+        );
+        println!("| store | terminal | client CPU µs/event | p50 ms |");
+        println!("| --- | --- | ---: | ---: |");
+        for r in &results.breakdown {
+            println!(
+                "| {} | {} | {:.0} | {:.2} |",
+                r.store, r.terminal, r.cpu_us_per_event, r.p50_ms
+            );
+        }
     }
 
     if part("batch") {

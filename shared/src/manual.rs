@@ -167,3 +167,28 @@ impl ManualQueue for MemoryManualQueue {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_round_trips_through_json() {
+        for reason in ManualReason::ALL {
+            assert_eq!(ManualReason::parse(reason.code()), Some(reason));
+            for event_key in [None, Some("ab".repeat(32))] {
+                let item = ManualItem {
+                    reason,
+                    detail: "why \"quoted\" \n".into(),
+                    original_body: "{\"pin\":\"4711\"} \u{1F6A2}".into(),
+                    event_key,
+                    message_id: "m-1".into(),
+                };
+                assert_eq!(ManualItem::from_json(&item.to_json()), Some(item));
+            }
+        }
+        assert_eq!(ManualReason::parse("nope"), None);
+        assert_eq!(ManualItem::from_json(b"{}"), None);
+        assert_eq!(ManualItem::from_json(b"not json"), None);
+    }
+}

@@ -7,8 +7,10 @@
 //! the record's operation key; if there is one, commit it exactly as the consumer does; if there
 //! is none and the record is still inside the terminal's key retention (minus a margin), resend
 //! the stored request bytes with the same key and commit the answer; past the retention, never
-//! claim: route to the manual queue. This is the "completer" of Stripe-style idempotency
-//! (`REFERENCES.md`): minimum age, lease timeout, never a live lease.
+//! claim: route to the manual queue. A routing record (a poison body, a mismatch or an ended
+//! window on its way to the manual queue, see `crate::gate`, "Routing to a person exactly once")
+//! is finished by sending the item it stores, never claimed. This is the "completer" of
+//! Stripe-style idempotency (`REFERENCES.md`): minimum age, lease timeout, never a live lease.
 
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};

@@ -17,7 +17,7 @@ use gate::clock::{Clock, ManualClock};
 use gate::gate::{BatchReport, Gate, GateConfig, Invocation};
 use gate::manual::MemoryManualQueue;
 use gate::memory::MemoryStore;
-use gate::reconciler::ReconcilerConfig;
+use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
 use gate::store::IdempotencyStore;
 use gate::terminal::SlotTerminal;
@@ -48,7 +48,7 @@ enum Kind {
 
 enum Output {
     Batch(BatchReport),
-    Reconciled,
+    Reconciled(ReconcileReport),
 }
 
 struct Task {
@@ -420,8 +420,8 @@ impl Driver<'_> {
             let deadline_ms = now + RECONCILER_TIMEOUT_MS;
             self.shared.trace(|| format!("T{id} reconciler run"));
             let fut = async move {
-                let _ = gate.reconcile(&config, &invocation).await;
-                Output::Reconciled
+                let report = gate.reconcile(&config, &invocation).await;
+                Output::Reconciled(report)
             };
             self.tasks.push(Task {
                 id,
@@ -469,9 +469,15 @@ impl Driver<'_> {
 
     fn completed(&mut self, task: Task, out: Output) {
         self.shared.state().open_sends.remove(&task.id);
-        let (Kind::Consumer { batch }, Output::Batch(report)) = (&task.kind, out) else {
-            self.shared
-                .trace(|| format!("T{} reconciler done", task.id));
+        let report = match out {
+            Output::Batch(report) => report,
+            Output::Reconciled(r) => {
+                self.shared
+                    .trace(|| format!("T{} reconciler done: {r:?}", task.id));
+                return;
+            }
+        };
+        let Kind::Consumer { batch } = &task.kind else {
             return;
         };
         let failed: BTreeSet<String> = report

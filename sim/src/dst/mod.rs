@@ -14,6 +14,32 @@
 //! * `driver`: the executor and event loop;
 //! * `check`: the invariants (documented there).
 //!
+//! How the faults happen in a schedule:
+//!
+//! * duplicate deliveries: 1-6 copies per body, new message ids later or the same id at once (so
+//!   in one batch), batches of 1-10 with a batching window;
+//! * crashes at every step boundary: the driver kills a task instead of granting its parked call:
+//!   `reserve` (before it applies) or `reserve:ack` (applied, answer unseen), `claim` or
+//!   `claim:ack` (the slot exists), `commit` or `commit:ack` (committed, unseen),
+//!   `manual.send(:ack)`, `finish(:ack)`, `take_over(:ack)`...; Lambda timeouts kill at the
+//!   deadline;
+//! * lease expiry mid-work and concurrent take-overs: hosts whose clocks run minutes ahead see
+//!   live leases as expired; slow calls (20-200 s); visibility timeouts shorter than the
+//!   function timeout in some schedules;
+//! * the reconciler racing a consumer: it runs every simulated minute while records are in
+//!   flight, sometimes invoked twice for one tick;
+//! * store throttling and transaction conflicts: failures before a call applies, or after it
+//!   applied (an error on a write that happened);
+//! * terminal 5xx (before the key is taken), responses lost after the slot was made (504),
+//!   latency beyond the lease (the client times out, the terminal runs the request 20-300 s
+//!   later), 409 in flight, stored 400 / 409 `idempotency_mismatch` answers, lookup failures;
+//! * mismatched bodies (another pin, window or field under the same event key) and nine kinds of
+//!   poison bodies, duplicated like any body;
+//! * a terminal without key support (8 % of schedules, the gate configured accordingly);
+//! * a terminal forgetting keys after 24 h and a redelivery two days later: copies sent two days
+//!   later, reconciler outages of 25-50 h, operator purges of crashed batches;
+//! * worker clocks skewed by minutes: a fixed offset per host, up to ±10 min.
+//!
 //! What "nothing is lost" means here: every notification that was delivered ends `committed`,
 //! `failed` or `manual` (with an item in the manual queue), or every copy of it is in the
 //! dead-letter queue with its body (not lost: waiting for a person or a redrive, and alarmed on

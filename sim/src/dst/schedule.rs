@@ -177,7 +177,7 @@ fn serialise(f: &Fields, rng: &mut ChaCha8Rng) -> String {
         rfc3339(f.start_ms, time_form),
         rfc3339(f.end_ms, time_form)
     );
-    let mut fields = vec![
+    let mut fields = [
         ("notificationId", format!("\"{}\"", f.notification_id)),
         (
             "equipment_number",

@@ -159,7 +159,7 @@ impl State {
             return;
         };
         let taken: Vec<OpenSend> = match pk {
-            None => open.drain(..).collect(),
+            None => std::mem::take(open),
             Some(pk) => match open.iter().position(|s| s.pk.as_deref() == Some(pk)) {
                 Some(i) => vec![open.remove(i)],
                 None => Vec::new(),

@@ -5,7 +5,8 @@
 //! * `parse`: the strict body parser (`parse_notification`), ISO 6346 check included;
 //! * `iso6346`: the equipment number alone (normalise + check digit);
 //! * `event_key`, `operation_key`, `fingerprint` (RFC 8785 canonical JSON + SHA-256),
-//!   `request_bytes` (the canonical claim body);
+//!   `request_bytes` (the canonical claim body), and both through the `serde_json_canonicalizer`
+//!   crate as they were before issue 8 (`*_via_canonicalizer_crate`), for comparison;
 //! * `new_record`: the record step 2 reserves;
 //! * `record_to_item` / `record_from_item`: the record to and from DynamoDB attribute values
 //!   (feature `aws`; the benches turn it on through the package's dev-dependency on itself);
@@ -101,6 +102,23 @@ fn steps(c: &mut Criterion) {
     });
     g.bench_function("request_bytes", |b| {
         b.iter(|| keys::claim_request(black_box(&n)))
+    });
+    // The implementation before issue 8 (the canonicaliser crate over the whole object), kept as
+    // the reference the two above are measured against: same bytes, see the unit test in keys.rs.
+    let fields: serde_json::Value = serde_json::from_str(BODY).expect("the bench body is JSON");
+    g.bench_function("fingerprint_via_canonicalizer_crate", |b| {
+        b.iter(|| {
+            serde_json_canonicalizer::to_vec(black_box(&fields)).map(|v| keys::sha256_hex(&v))
+        })
+    });
+    let request = serde_json::json!({
+        "equipment_number": n.equipment_number.as_str(),
+        "window_start": n.preferred_window.start_rfc3339(),
+        "window_end": n.preferred_window.end_rfc3339(),
+        "pin": n.pin.expose(),
+    });
+    g.bench_function("request_bytes_via_canonicalizer_crate", |b| {
+        b.iter(|| serde_json_canonicalizer::to_vec(black_box(&request)))
     });
     g.bench_function("new_record", |b| {
         b.iter(|| gate.new_record(black_box(&n), &k, &invocation, NOW_MS))

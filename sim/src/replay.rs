@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::gate::{derive_keys, Gate, GateConfig, Invocation};
 use gate::manual::{ManualQueue, MemoryManualQueue};
 use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
@@ -486,7 +486,6 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     deadline_ms: t + timeout_ms,
                 };
                 let r = base_gate.reconcile(&reconciler_config, &invocation).await;
-                counts.reconciled += r.reconciled;
                 counts.reconciler_runs += 1;
                 recorder.record(t, SignalCounts::of_reconcile(&r));
                 next_reconcile = Some(t + settings.interval_s * 1000);
@@ -522,6 +521,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         HandlerKind::Gated => gated_state(scenario, store.as_ref(), clock.now_ms()).await?,
     };
     server.abort();
+    let total = recorder.total();
     Ok(Report {
         scenario: scenario.name.clone(),
         handler: options.handler,
@@ -533,15 +533,15 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         max_slots_per_container: per_container.values().copied().max().unwrap_or(0),
         containers_with_extra_slots: per_container.values().filter(|c| **c > 1).count(),
         tms_bookings,
-        duplicates_suppressed: counts.duplicates,
-        mismatches: counts.mismatches,
+        duplicates_suppressed: total.duplicates as usize,
+        mismatches: total.mismatches as usize,
         routed_to_manual: manual.items().len(),
         still_in_flight,
-        taken_over: counts.taken_over,
-        batch_item_failures: counts.failures,
+        taken_over: total.taken_over as usize,
+        batch_item_failures: counts.batch_item_failures,
         crashes: counts.crashes,
         dead_lettered: queue.dead_letters().len(),
-        reconciled: counts.reconciled,
+        reconciled: total.reconciled as usize,
         reconciler_runs: counts.reconciler_runs,
         simulated_seconds: (last_ms - first_ms) / 1000,
         signals: gated.then(|| recorder.summarise(start_ms)),
@@ -570,9 +570,8 @@ fn settle(
                 }
             }
             recorder.record(at_ms, SignalCounts::of_records(&report));
-            for r in report {
-                counts.add(&r);
-            }
+            counts.batch_item_failures +=
+                report.iter().filter(|r| !r.outcome.acknowledged()).count();
         }
         InvocationOutcome::Partial { deleted } => {
             counts.crashes += 1;
@@ -701,30 +700,13 @@ async fn run_gated(
     }
 }
 
+/// What the replay counts itself; every per-record figure comes from the gate's own counters
+/// ([`SignalRecorder::total`]), the same ones the Lambda functions emit.
 #[derive(Default)]
 struct Counts {
-    duplicates: usize,
-    mismatches: usize,
-    taken_over: usize,
-    failures: usize,
     crashes: usize,
-    reconciled: usize,
     reconciler_runs: usize,
-}
-
-impl Counts {
-    fn add(&mut self, r: &gate::gate::RecordReport) {
-        if r.outcome.is_duplicate() {
-            self.duplicates += 1;
-        }
-        if r.outcome == RecordOutcome::Mismatch {
-            self.mismatches += 1;
-        }
-        if r.took_over {
-            self.taken_over += 1;
-        }
-        if !r.outcome.acknowledged() {
-            self.failures += 1;
-        }
-    }
+    /// Records the consumer reported in `batchItemFailures` (the reconciler's transient
+    /// failures are not batch item failures).
+    batch_item_failures: usize,
 }

@@ -77,6 +77,15 @@ impl SignalRecorder {
         self.samples.push((at_ms, store_signals));
     }
 
+    /// The sum of every invocation's counters (maximum for `max_distinct_slot_ids`).
+    pub fn total(&self) -> Counts {
+        let mut total = Counts::default();
+        for c in self.counts.values() {
+            total.add(c);
+        }
+        total
+    }
+
     /// Evaluates the alarms over periods aligned at `start_ms`, as CloudWatch evaluates
     /// `template.yaml`'s alarms (one period, one datapoint to alarm).
     pub fn summarise(&self, start_ms: i64) -> SignalSummary {
@@ -88,11 +97,10 @@ impl SignalRecorder {
                 .and_modify(|t| *t = (*t).min(at_s))
                 .or_insert(at_s);
         };
-        let mut total = Counts::default();
+        let total = self.total();
         let mut high: BTreeMap<i64, Counts> = BTreeMap::new();
         let mut zero: BTreeMap<i64, Counts> = BTreeMap::new();
         for (at, c) in &self.counts {
-            total.add(c);
             let offset = at - start_ms;
             high.entry(offset.div_euclid(signals::DUPLICATE_RATIO_HIGH_PERIOD_S * 1000))
                 .or_default()

@@ -164,4 +164,5 @@ impl Intercept for CallRecorder {
         Ok(())
     }
 }
+pub mod lambda_watch;
 pub mod reconciler_cases;

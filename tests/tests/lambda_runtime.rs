@@ -3,86 +3,16 @@
 //! through `cargo lambda invoke`. Needs `cargo-lambda` on PATH (`make test` installs it into
 //! `.venv`) and `MOTO_ENDPOINT`.
 
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use gate::clock::{Clock, SystemClock};
 use gate::record::RecordStatus;
 use gate::store::IdempotencyStore;
+use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
 use integration_tests::{dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// `cargo lambda watch` in its own process group, killed (group and all) on drop, also when the
-/// test fails.
-struct Watch(Child);
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let pgid = self.0.id();
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{pgid}")])
-            .status();
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pgid}")])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-fn invoke(port: u16, function: &str, data_file: &str) -> serde_json::Value {
-    // The first invocation compiles the function; give it time.
-    let deadline = Instant::now() + Duration::from_secs(900);
-    loop {
-        let out = Command::new("cargo")
-            .current_dir(workspace_root())
-            .args([
-                "lambda",
-                "invoke",
-                function,
-                "-A",
-                "127.0.0.1",
-                "-P",
-                &port.to_string(),
-                "--output-format",
-                "json",
-                "--data-file",
-                data_file,
-            ])
-            .output()
-            .expect("cargo lambda invoke runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if out.status.success() {
-            return serde_json::from_str(stdout.trim())
-                .unwrap_or_else(|e| panic!("invoke answer is not JSON ({e}): {stdout}"));
-        }
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            Instant::now() < deadline,
-            "cargo lambda invoke kept failing: {stderr}"
-        );
-        // The watcher may not be listening yet.
-        std::thread::sleep(Duration::from_secs(2));
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consumer_binary_processes_the_event_files_exactly_once() {

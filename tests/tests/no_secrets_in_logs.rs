@@ -23,12 +23,10 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, SystemClock};
@@ -41,6 +39,7 @@ use gate::secrets::fetch_api_token;
 use gate::sqs_manual::SqsManualQueue;
 use gate::store::IdempotencyStore;
 use gate::terminal::{HttpTerminal, HttpTerminalConfig};
+use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
 use integration_tests::{
     dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sdk_config, sqs_client, unique,
 };
@@ -608,63 +607,6 @@ async fn the_handlers_log_no_secret_at_trace() {
 }
 
 // --- 2. the binaries under cargo lambda watch ----------------------------------------------------
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// `cargo lambda watch` in its own process group, killed (group and all) on drop.
-struct Watch(Child);
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let pgid = self.0.id();
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{pgid}")])
-            .status();
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pgid}")])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-fn invoke(port: u16, function: &str, data_file: &std::path::Path) -> Value {
-    // The first invocation compiles the function; give it time.
-    let deadline = Instant::now() + Duration::from_secs(900);
-    loop {
-        let out = Command::new("cargo")
-            .current_dir(workspace_root())
-            .args(["lambda", "invoke", function, "-A", "127.0.0.1", "-P"])
-            .arg(port.to_string())
-            .args(["--output-format", "json", "--data-file"])
-            .arg(data_file)
-            .output()
-            .expect("cargo lambda invoke runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if out.status.success() {
-            return serde_json::from_str(stdout.trim())
-                .unwrap_or_else(|e| panic!("invoke answer is not JSON ({e}): {stdout}"));
-        }
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            Instant::now() < deadline,
-            "cargo lambda invoke kept failing: {stderr}"
-        );
-        std::thread::sleep(Duration::from_secs(2));
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_binaries_log_no_secret_at_trace() {

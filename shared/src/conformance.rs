@@ -17,7 +17,9 @@ use sha2::{Digest, Sha256};
 
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
-use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
+use crate::store::{
+    CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError, TakeOver,
+};
 
 /// The suite's "now": 2025-06-09T04:00:00Z in epoch **milliseconds**.
 pub const NOW_MS: i64 = 1_749_441_600_000;
@@ -616,7 +618,8 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
 }
 
 /// `stale_in_flight` on shard `"07"`: 5 stale `in_flight` records, limit 2, give pages of 2, 2
-/// and 1, oldest first, the last without a cursor. Absent: a record created at or after the
+/// and 1, oldest first, the last without a cursor, each entry exactly the record's
+/// [`InFlightEntry`] (so a projection that drops one of its attributes fails here). Absent: a record created at or after the
 /// bound, committed and failed records (they left the sparse index), and other shards.
 pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     let store = store.as_ref();
@@ -631,7 +634,7 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
     for i in (0..5).rev() {
         let r = in_shard(&format!("stale-{i}"), base + i * 1000);
         must_reserve(store, &r, NOW_MS).await;
-        expected.push(r);
+        expected.push(InFlightEntry::from(&r));
     }
     expected.reverse();
     let bound = base + 5 * 1000;
@@ -663,8 +666,8 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
             .stale_in_flight(shard, bound, cursor, 2)
             .await
             .expect("stale_in_flight");
-        assert!(page.records.len() <= 2, "page over the limit");
-        pages.push(page.records);
+        assert!(page.entries.len() <= 2, "page over the limit");
+        pages.push(page.entries);
         cursor = page.cursor;
         if cursor.is_none() {
             break;
@@ -673,7 +676,7 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
     }
     let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
     assert_eq!(sizes, vec![2, 2, 1], "pages");
-    let got: Vec<IdempotencyRecord> = pages.into_iter().flatten().collect();
+    let got: Vec<InFlightEntry> = pages.into_iter().flatten().collect();
     assert_eq!(
         got, expected,
         "oldest first, exactly the stale in_flight records"
@@ -683,13 +686,13 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
         .stale_in_flight(shard, bound, None, 100)
         .await
         .expect("stale_in_flight");
-    assert_eq!(all.records, expected);
+    assert_eq!(all.entries, expected);
     assert_eq!(all.cursor, None);
     let none = store
         .stale_in_flight(shard, base, None, 100)
         .await
         .expect("stale_in_flight");
-    assert!(none.records.is_empty(), "created_before is exclusive");
+    assert!(none.entries.is_empty(), "created_before is exclusive");
 }
 
 /// Every case, in order, each with its own sub-prefix.

@@ -3,7 +3,9 @@
 //! Two tables (`DESIGN.md`, "Records"):
 //!
 //! * the idempotency table, partition key `pk` (S), with the sparse GSI `InFlight` (partition key
-//!   `inflight_shard` (S), sort key `created_at` (N), projection ALL) and TTL on `expires_at`;
+//!   `inflight_shard` (S), sort key `created_at` (N), projection `INCLUDE`
+//!   [`INFLIGHT_PROJECTED_ATTRIBUTES`], never the claim request with its PIN) and TTL on
+//!   `expires_at`;
 //! * the TMS bookings table, partition key `source_event` (S).
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds** (the TTL attribute, compared with
@@ -42,12 +44,25 @@ use serde::{Deserialize, Serialize};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
-/// `created_at` (epoch ms), projection ALL.
+/// `created_at` (epoch ms), projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`].
 pub const INFLIGHT_INDEX: &str = "InFlight";
+
+/// The non-key attributes the `InFlight` index projects (`ProjectionType: INCLUDE`; the keys `pk`,
+/// `inflight_shard` and `created_at` come with every index item): what an [`InFlightEntry`] needs
+/// and nothing more. Not `request` (the claim body with the release PIN), not the business fields:
+/// the metrics function queries this index, and a role that may read the index reads everything it
+/// projects. `template.yaml` lists the same names (a test compares them).
+pub const INFLIGHT_PROJECTED_ATTRIBUTES: [&str; 5] = [
+    "event_key",
+    "status",
+    "lease_owner",
+    "lease_until",
+    "expires_at",
+];
 
 /// The sparse GSI of records holding two or more distinct slot ids: partition key `multi_slot`
 /// (present, `"1"`, only on such records), projection `KEYS_ONLY`.
@@ -487,13 +502,13 @@ impl IdempotencyStore for DynamoStore {
             .send()
             .await
             .map_err(|e| map_sdk_error("stale_in_flight (Query)", e))?;
-        let records = out
+        let entries = out
             .items()
             .iter()
-            .map(record_from_item)
+            .map(in_flight_entry_from_item)
             .collect::<Result<Vec<_>, _>>()?;
         let cursor = out.last_evaluated_key().map(encode_cursor).transpose()?;
-        Ok(InFlightPage { records, cursor })
+        Ok(InFlightPage { entries, cursor })
     }
 
     /// One consistent `GetItem` on the idempotency table.
@@ -708,6 +723,29 @@ pub fn record_from_item(
     })
 }
 
+/// An item of the `InFlight` index (its keys plus [`INFLIGHT_PROJECTED_ATTRIBUTES`]) as an
+/// [`InFlightEntry`]. A full table item reads as well.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when an attribute is missing or of the wrong type.
+pub fn in_flight_entry_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<InFlightEntry, StoreError> {
+    let pk = req_s(item, "pk")?;
+    let status_raw = req_s(item, "status")?;
+    let status = RecordStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    Ok(InFlightEntry {
+        event_key: req_s(item, "event_key")?,
+        status,
+        lease_owner: opt_s(item, "lease_owner")?,
+        lease_until_ms: opt_n(item, "lease_until")?,
+        created_at_ms: req_n(item, "created_at")?,
+        expires_at_s: req_n(item, "expires_at")?,
+        pk,
+    })
+}
+
 /// A TMS booking as a DynamoDB item; `booked_at` is epoch **milliseconds**.
 pub fn booking_to_item(booking: &TmsBooking) -> HashMap<String, AttributeValue> {
     HashMap::from([
@@ -794,7 +832,8 @@ fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<i64, Stor
 
 /// Creates the two tables as `template.yaml` defines them, for tests and local runs:
 /// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
-/// `created_at` N with projection ALL, TTL on `expires_at` in epoch seconds) and
+/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI `MultiSlot` on
+/// `multi_slot` S, `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
 /// `bookings_table` (partition key `source_event` S), both PAY_PER_REQUEST. Tables that already
 /// exist are kept; TTL is enabled if it is not.
 ///
@@ -826,7 +865,13 @@ pub async fn create_tables(
         .key_schema(key("created_at", KeyType::Range)?)
         .projection(
             Projection::builder()
-                .projection_type(ProjectionType::All)
+                .projection_type(ProjectionType::Include)
+                .set_non_key_attributes(Some(
+                    INFLIGHT_PROJECTED_ATTRIBUTES
+                        .iter()
+                        .map(|a| (*a).to_owned())
+                        .collect(),
+                ))
                 .build(),
         )
         .build()

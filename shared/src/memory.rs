@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -238,11 +238,11 @@ impl IdempotencyStore for MemoryStore {
             None => 0,
         };
         let limit = limit.max(1);
-        let page: Vec<IdempotencyRecord> = matching
+        let page: Vec<InFlightEntry> = matching
             .iter()
             .skip(start)
             .take(limit)
-            .map(|r| (*r).clone())
+            .map(|r| InFlightEntry::from(*r))
             .collect();
         let cursor = if start + page.len() < matching.len() {
             page.last().map(|r| r.pk.clone())
@@ -250,7 +250,7 @@ impl IdempotencyStore for MemoryStore {
             None
         };
         Ok(InFlightPage {
-            records: page,
+            entries: page,
             cursor,
         })
     }

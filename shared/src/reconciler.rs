@@ -17,8 +17,8 @@ use tracing::{info, warn};
 
 use crate::gate::{is_routing_record, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
-use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
-use crate::store::TakeOver;
+use crate::record::{RecordStatus, INFLIGHT_SHARDS};
+use crate::store::{InFlightEntry, TakeOver};
 use crate::terminal::{ClaimOutcome, LookupOutcome};
 
 /// The reconciler's settings. Durations in **milliseconds**.
@@ -105,9 +105,9 @@ impl Gate {
                         break;
                     }
                 };
-                report.examined += page.records.len();
-                let outcomes: Vec<Step> = stream::iter(page.records)
-                    .map(|record| self.reconcile_record(config, record, invocation))
+                report.examined += page.entries.len();
+                let outcomes: Vec<Step> = stream::iter(page.entries)
+                    .map(|entry| self.reconcile_record(config, entry, invocation))
                     .buffer_unordered(concurrency)
                     .collect()
                     .await;
@@ -134,7 +134,7 @@ impl Gate {
     async fn reconcile_record(
         &self,
         config: &ReconcilerConfig,
-        record: IdempotencyRecord,
+        record: InFlightEntry,
         invocation: &Invocation,
     ) -> Step {
         if self.deadline_near(invocation) {

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use crate::gate::{BatchReport, RecordOutcome, RecordReport};
 use crate::reconciler::ReconcileReport;
-use crate::record::{IdempotencyRecord, INFLIGHT_SHARDS};
-use crate::store::{IdempotencyStore, StoreError};
+use crate::record::INFLIGHT_SHARDS;
+use crate::store::{IdempotencyStore, InFlightEntry, StoreError};
 
 /// The CloudWatch namespace of every metric.
 pub const NAMESPACE: &str = "ExactlyOnceGate";
@@ -241,8 +241,8 @@ pub async fn collect_store_signals(
             let page = store
                 .stale_in_flight(&shard, i64::MAX, cursor.take(), SIGNAL_PAGE)
                 .await?;
-            let live: Vec<&IdempotencyRecord> = page
-                .records
+            let live: Vec<&InFlightEntry> = page
+                .entries
                 .iter()
                 .filter(|r| !r.is_expired(now_ms))
                 .collect();
@@ -255,7 +255,7 @@ pub async fn collect_store_signals(
                 .count() as u64;
             // Records are oldest first: once a page reaches the last 10 minutes, stop.
             let reached_recent = page
-                .records
+                .entries
                 .last()
                 .is_some_and(|r| r.created_at_ms >= ten_minutes_ago);
             match page.cursor {

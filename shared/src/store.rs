@@ -33,11 +33,62 @@ pub enum CommitOutcome {
     NotInFlight(Box<IdempotencyRecord>),
 }
 
-/// One page of stale `in_flight` records.
+/// What the `InFlight` index holds of one `in_flight` record: enough to choose a record and take
+/// its lease over, and deliberately not the stored claim request (it holds the release PIN) nor
+/// the business fields. On DynamoDB the index projects only these attributes
+/// ([`crate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`]), so the metrics function, which may query the
+/// index, cannot read a PIN; whoever takes the lease over gets the whole record from the
+/// take-over itself (`ReturnValues=ALL_NEW`), with no extra read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlightEntry {
+    /// `"{integration}#{event_key}"`.
+    pub pk: String,
+    /// The event key (64 hex characters).
+    pub event_key: String,
+    /// The state as the index last saw it (the index is eventually consistent: a record that just
+    /// left `in_flight` may still show, so every take-over is conditional).
+    pub status: RecordStatus,
+    /// Who held the lease, as the index last saw it.
+    pub lease_owner: Option<String>,
+    /// Until when that lease held, epoch **milliseconds**.
+    pub lease_until_ms: Option<i64>,
+    /// Creation time, epoch **milliseconds** (the index's sort key).
+    pub created_at_ms: i64,
+    /// TTL, epoch **seconds**.
+    pub expires_at_s: i64,
+}
+
+impl InFlightEntry {
+    /// Whether the record's TTL has passed at `now_ms` (epoch ms), as [`IdempotencyRecord::is_expired`].
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.expires_at_s < crate::clock::ms_to_s(now_ms)
+    }
+
+    /// Whether someone holds a live lease at `now_ms` (epoch ms): `now <= lease_until`.
+    pub fn lease_is_live(&self, now_ms: i64) -> bool {
+        self.lease_until_ms.is_some_and(|until| now_ms <= until)
+    }
+}
+
+impl From<&IdempotencyRecord> for InFlightEntry {
+    fn from(record: &IdempotencyRecord) -> Self {
+        Self {
+            pk: record.pk.clone(),
+            event_key: record.event_key.clone(),
+            status: record.status,
+            lease_owner: record.lease_owner.clone(),
+            lease_until_ms: record.lease_until_ms,
+            created_at_ms: record.created_at_ms,
+            expires_at_s: record.expires_at_s,
+        }
+    }
+}
+
+/// One page of stale `in_flight` records, as the `InFlight` index holds them.
 #[derive(Debug, Clone, Default)]
 pub struct InFlightPage {
-    /// The records of this page.
-    pub records: Vec<IdempotencyRecord>,
+    /// The entries of this page, oldest first.
+    pub entries: Vec<InFlightEntry>,
     /// Pass back to get the next page; `None` on the last page.
     pub cursor: Option<String>,
 }

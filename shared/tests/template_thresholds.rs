@@ -1,5 +1,6 @@
-//! The alarm thresholds are defined once, in `gate::signals`; `template.yaml` carries copies.
-//! This test fails when the two drift.
+//! The alarm thresholds are defined once, in `gate::signals`, and the attributes the `InFlight`
+//! index projects once, in `gate::dynamo`; `template.yaml` carries copies. These tests fail when
+//! the two drift.
 
 use gate::signals::{
     DISTINCT_SLOT_IDS_ALARM, DUPLICATE_RATIO_HIGH, DUPLICATE_RATIO_HIGH_MIN_RECEIVED,
@@ -69,5 +70,26 @@ fn the_distinct_slot_ids_alarm_matches() {
     has(
         &a,
         &format!("IF(FILL(multi, 0) >= 1, {DISTINCT_SLOT_IDS_ALARM}, 0)"),
+    );
+}
+
+#[test]
+fn the_in_flight_index_projects_what_the_code_reads_and_never_the_request() {
+    let t = template();
+    let table = resource(&t, "IdempotencyTable");
+    let index = table
+        .split("- IndexName: InFlight")
+        .nth(1)
+        .expect("IdempotencyTable has the InFlight index");
+    let index = index.split("- IndexName:").next().unwrap_or(index);
+    has(index, "ProjectionType: INCLUDE\n");
+    let listed = format!(
+        "NonKeyAttributes: [{}]",
+        gate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
+    );
+    has(index, &listed);
+    assert!(
+        !gate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
+        "the claim request holds the release PIN"
     );
 }

@@ -595,7 +595,7 @@ async fn any_in_flight(store: &dyn IdempotencyStore) -> Result<bool, String> {
             .stale_in_flight(&format!("{shard:02}"), i64::MAX, None, 1)
             .await
             .map_err(|e| e.to_string())?;
-        if !page.records.is_empty() {
+        if !page.entries.is_empty() {
             return Ok(true);
         }
     }

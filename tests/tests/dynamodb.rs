@@ -11,7 +11,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{ms_to_s, ManualClock};
 use gate::conformance::{self, sample_record, NOW_MS};
-use gate::dynamo::{record_from_item, record_to_item, DynamoStore};
+use gate::dynamo::{
+    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
+};
 use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::{RecordStatus, TmsBooking};
@@ -69,6 +71,41 @@ async fn raw_item(store: &DynamoStore, pk: &str) -> HashMap<String, AttributeVal
         .item()
         .cloned()
         .expect("item")
+}
+
+/// What the `InFlight` index returns to whoever may query it (the metrics role): the keys and
+/// `INFLIGHT_PROJECTED_ATTRIBUTES`, exactly, and so never the stored claim request with its PIN.
+#[tokio::test]
+async fn the_in_flight_index_holds_no_claim_request() {
+    let store = fresh_store("projection").await;
+    let r = sample_record("projection", "one", "owner-a", NOW_MS);
+    assert_eq!(
+        store.reserve(&r, NOW_MS).await.unwrap(),
+        Reservation::Reserved
+    );
+    let shard = r
+        .inflight_shard
+        .clone()
+        .expect("an in_flight record has a shard");
+    let out = store
+        .client()
+        .query()
+        .table_name(store.idempotency_table())
+        .index_name(INFLIGHT_INDEX)
+        .key_condition_expression("inflight_shard = :shard")
+        .expression_attribute_values(":shard", AttributeValue::S(shard))
+        .send()
+        .await
+        .expect("Query InFlight");
+    let items = out.items();
+    assert_eq!(items.len(), 1);
+    let mut names: Vec<&str> = items[0].keys().map(String::as_str).collect();
+    names.sort_unstable();
+    let mut expected: Vec<&str> = INFLIGHT_PROJECTED_ATTRIBUTES.to_vec();
+    expected.extend(["pk", "inflight_shard", "created_at"]);
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    assert!(!items[0].contains_key("request"));
 }
 
 /// The stored attributes and their types and units, before and after the commit.

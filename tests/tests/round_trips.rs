@@ -437,16 +437,18 @@ impl IdempotencyStore for RacingStore {
             .inner
             .stale_in_flight(shard, before, cursor, limit)
             .await?;
-        for r in &page.records {
+        for r in &page.entries {
             let owner = r.lease_owner.clone().unwrap_or_default();
             let now = T0;
             let taken = self
                 .other
                 .take_over(&r.pk, &owner, "someone-else", now + 60_000, now)
                 .await?;
-            assert!(matches!(taken, TakeOver::Taken(_)));
+            let TakeOver::Taken(full) = taken else {
+                panic!("the racing take-over was refused");
+            };
             if self.commit_instead {
-                let booking = TmsBooking::for_record(r, "ECTD-OTHER", now);
+                let booking = TmsBooking::for_record(&full, "ECTD-OTHER", now);
                 let out = self
                     .other
                     .commit(&r.pk, "ECTD-OTHER", &booking, now)

@@ -375,6 +375,7 @@ impl Gate {
                 original_body: body.clone(),
                 event_key: Some(keys.event_key.clone()),
                 message_id: message_id.clone(),
+                original_body_cut: None,
             };
             make_routing_record(&mut fresh, &item);
         }
@@ -448,6 +449,7 @@ impl Gate {
                 original_body: body.to_string(),
                 event_key: Some(keys.event_key.clone()),
                 message_id: message_id.to_string(),
+                original_body_cut: None,
             };
             let route_key = keys::mismatch_route_key(&keys.event_key, &keys.fingerprint);
             return Err(
@@ -722,6 +724,7 @@ impl Gate {
             original_body: body.to_string(),
             event_key: Some(record.event_key.clone()),
             message_id: message_id.to_string(),
+            original_body_cut: None,
         };
         if let Err(e) = self.manual.send(item).await {
             return self.release(record, owner, e.to_string()).await;
@@ -760,6 +763,7 @@ impl Gate {
             original_body: body,
             event_key: None,
             message_id: message_id.to_string(),
+            original_body_cut: None,
         };
         match self
             .route_once(&route_key, &fingerprint, item, invocation, now)
@@ -867,6 +871,7 @@ impl Gate {
             original_body: String::from_utf8_lossy(&record.request).into_owned(),
             event_key: None,
             message_id: String::new(),
+            original_body_cut: None,
         });
         item.message_id = message_id.to_string();
         let reason = item.reason;

@@ -78,6 +78,19 @@ pub struct ManualItem {
     pub event_key: Option<String>,
     /// The SQS message id of the delivery that routed it.
     pub message_id: String,
+    /// Set when `original_body` is only a prefix of the body received (it did not fit the
+    /// manual queue's message limit, see [`ManualItem::to_json`]); `None` for a whole body.
+    pub original_body_cut: Option<BodyCut>,
+}
+
+/// What a cut `original_body` was: its full size in bytes and the SHA-256 (hex) of all of it, so
+/// a person can match it with the message in the source queue or its dead-letter queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyCut {
+    /// The full body's size, bytes.
+    pub bytes: usize,
+    /// SHA-256 of the full body, lower-case hex.
+    pub sha256: String,
 }
 
 impl fmt::Debug for ManualItem {
@@ -91,33 +104,76 @@ impl fmt::Debug for ManualItem {
             )
             .field("event_key", &self.event_key)
             .field("message_id", &self.message_id)
+            .field("original_body_cut", &self.original_body_cut)
             .finish()
     }
 }
 
 impl ManualItem {
-    /// The item as JSON bytes `{"reason", "detail", "original_body", "event_key", "message_id"}`:
-    /// what a routing record stores as its `request`, so whoever resumes the record (a
-    /// redelivery, the reconciler) sends the same item. Holds the original body, and so the PIN.
+    /// The item as JSON, never more than [`MAX_ITEM_JSON_BYTES`]: an object with `reason` (the
+    /// code), `detail` (cut to [`MAX_DETAIL_CHARS`] characters), `original_body`, `event_key` (or
+    /// `null`) and `message_id`. When the JSON-escaped original body does not fit (a body over
+    /// 64 KiB is rejected, and escaping can make one six times longer), it is cut at a character
+    /// boundary and the object says so: `"original_body_truncated": true`,
+    /// `"original_body_bytes"` (the full size) and `"original_body_sha256"` (of the full body).
+    ///
+    /// The same bytes are the manual-queue message (SQS: 256 KiB) and a routing record's stored
+    /// `request` (DynamoDB: 400 KB per item), so whoever resumes the record (a redelivery, the
+    /// reconciler) sends the same item, and neither the send nor the routing record's write can
+    /// fail on size and turn a bad body into a retry loop. Holds the original body, and so the PIN.
     pub fn to_json(&self) -> Vec<u8> {
-        serde_json::json!({
+        let detail: String = self.detail.chars().take(MAX_DETAIL_CHARS).collect();
+        let mut message = serde_json::json!({
             "reason": self.reason.code(),
-            "detail": self.detail,
+            "detail": detail,
             "original_body": self.original_body,
             "event_key": self.event_key,
             "message_id": self.message_id,
-        })
-        .to_string()
-        .into_bytes()
+        });
+        let mark = |message: &mut serde_json::Value, cut: &BodyCut| {
+            message["original_body_truncated"] = serde_json::Value::Bool(true);
+            message["original_body_bytes"] = serde_json::Value::from(cut.bytes);
+            message["original_body_sha256"] = serde_json::Value::String(cut.sha256.clone());
+        };
+        if let Some(cut) = &self.original_body_cut {
+            mark(&mut message, cut);
+        }
+        let full = message.to_string();
+        if full.len() <= MAX_ITEM_JSON_BYTES {
+            return full.into_bytes();
+        }
+        let cut = self.original_body_cut.clone().unwrap_or_else(|| BodyCut {
+            bytes: self.original_body.len(),
+            sha256: crate::keys::sha256_hex(self.original_body.as_bytes()),
+        });
+        message["original_body"] = serde_json::Value::String(String::new());
+        mark(&mut message, &cut);
+        let envelope = message.to_string().len();
+        let budget = MAX_ITEM_JSON_BYTES.saturating_sub(envelope);
+        message["original_body"] =
+            serde_json::Value::String(prefix_within(&self.original_body, budget).to_string());
+        message.to_string().into_bytes()
     }
 
-    /// Reads an item written by [`ManualItem::to_json`]; `None` if the bytes are not one.
+    /// Reads an item written by [`ManualItem::to_json`]; `None` if the bytes are not one (a cut
+    /// item must carry both `original_body_bytes` and `original_body_sha256`). Of a cut item,
+    /// `original_body` is the kept prefix and `original_body_cut` what was cut, so a resend says so.
     pub fn from_json(bytes: &[u8]) -> Option<Self> {
         let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let original_body_cut =
+            if v.get("original_body_truncated") == Some(&serde_json::Value::Bool(true)) {
+                Some(BodyCut {
+                    bytes: usize::try_from(v.get("original_body_bytes")?.as_u64()?).ok()?,
+                    sha256: v.get("original_body_sha256")?.as_str()?.to_string(),
+                })
+            } else {
+                None
+            };
         Some(Self {
             reason: ManualReason::parse(v.get("reason")?.as_str()?)?,
             detail: v.get("detail")?.as_str()?.to_string(),
             original_body: v.get("original_body")?.as_str()?.to_string(),
+            original_body_cut,
             event_key: v
                 .get("event_key")
                 .and_then(serde_json::Value::as_str)
@@ -125,6 +181,35 @@ impl ManualItem {
             message_id: v.get("message_id")?.as_str()?.to_string(),
         })
     }
+}
+
+/// Largest manual item JSON, in bytes ([`ManualItem::to_json`]): SQS's 256 KiB message limit
+/// minus 1 KiB for the `reason` message attribute (which counts towards it). Far under
+/// DynamoDB's 400 KB item limit, so a routing record holding it fits too.
+pub const MAX_ITEM_JSON_BYTES: usize = 256 * 1024 - 1024;
+
+/// Longest `detail` kept in a manual item's JSON, in characters.
+pub const MAX_DETAIL_CHARS: usize = 4096;
+
+/// The bytes `c` takes inside a JSON string as `serde_json` writes it.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// The longest prefix of `text` whose JSON-escaped form takes at most `budget` bytes.
+fn prefix_within(text: &str, budget: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices() {
+        used += escaped_len(c);
+        if used > budget {
+            return &text[..i];
+        }
+    }
+    text
 }
 
 /// A failure to enqueue; the record is reported in `batchItemFailures` and retried.
@@ -183,6 +268,7 @@ mod tests {
                     original_body: "{\"pin\":\"4711\"} \u{1F6A2}".into(),
                     event_key,
                     message_id: "m-1".into(),
+                    original_body_cut: None,
                 };
                 assert_eq!(ManualItem::from_json(&item.to_json()), Some(item));
             }
@@ -190,5 +276,48 @@ mod tests {
         assert_eq!(ManualReason::parse("nope"), None);
         assert_eq!(ManualItem::from_json(b"{}"), None);
         assert_eq!(ManualItem::from_json(b"not json"), None);
+    }
+
+    /// 200 KiB of `"` (each escaped to 2 bytes) would make a 400 KiB item: over SQS's limit and,
+    /// stored in a routing record, over DynamoDB's 400 KB item limit.
+    #[test]
+    fn an_item_that_would_not_fit_is_cut_and_says_so() {
+        let body = "\"".repeat(200 * 1024);
+        let item = ManualItem {
+            reason: ManualReason::Rejected,
+            detail: "body_too_large: 204800 bytes".into(),
+            original_body: body.clone(),
+            event_key: None,
+            message_id: "m-big".into(),
+            original_body_cut: None,
+        };
+        let json = item.to_json();
+        assert!(json.len() <= MAX_ITEM_JSON_BYTES, "{} bytes", json.len());
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["original_body_truncated"], true);
+        assert_eq!(v["original_body_bytes"], 200 * 1024);
+        let sha = crate::keys::sha256_hex(body.as_bytes());
+        assert_eq!(v["original_body_sha256"], sha.as_str());
+        let kept = v["original_body"].as_str().unwrap();
+        assert!(body.starts_with(kept));
+        // Nearly the whole budget is used: 2 bytes per kept character.
+        assert!(
+            kept.len() * 2 > MAX_ITEM_JSON_BYTES - 1024,
+            "kept {}",
+            kept.len()
+        );
+
+        let back = ManualItem::from_json(&json).unwrap();
+        assert_eq!(back.original_body, kept);
+        assert_eq!(back.detail, "body_too_large: 204800 bytes");
+        assert_eq!(
+            back.original_body_cut,
+            Some(BodyCut {
+                bytes: 200 * 1024,
+                sha256: sha.clone()
+            })
+        );
+        // Resending the read-back item (a resumed routing record) gives the same bytes.
+        assert_eq!(back.to_json(), json);
     }
 }

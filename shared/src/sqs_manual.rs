@@ -24,18 +24,16 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use aws_sdk_sqs::Client;
 
-use crate::keys::sha256_hex;
 use crate::manual::{ManualItem, ManualQueue, ManualQueueError};
 
 /// The name of the message attribute that holds the reason code.
 pub const REASON_ATTRIBUTE: &str = "reason";
 
-/// Largest message body sent, in bytes: SQS's 256 KiB minus 1 KiB for the `reason` attribute
-/// (which counts towards the limit) and the truncation fields.
-pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 - 1024;
+/// Largest message body sent, in bytes (SQS's 256 KiB minus 1 KiB for the `reason` attribute):
+/// [`crate::manual::MAX_ITEM_JSON_BYTES`].
+pub const MAX_MESSAGE_BYTES: usize = crate::manual::MAX_ITEM_JSON_BYTES;
 
-/// Longest `detail`, in characters.
-pub const MAX_DETAIL_CHARS: usize = 4096;
+pub use crate::manual::MAX_DETAIL_CHARS;
 
 /// The manual-booking queue on SQS.
 ///
@@ -62,53 +60,10 @@ impl SqsManualQueue {
     }
 }
 
-/// The bytes `c` takes inside a JSON string as `serde_json` writes it.
-fn escaped_len(c: char) -> usize {
-    match c {
-        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
-        c if (c as u32) < 0x20 => 6,
-        c => c.len_utf8(),
-    }
-}
-
-/// The longest prefix of `text` whose JSON-escaped form takes at most `budget` bytes.
-fn prefix_within(text: &str, budget: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in text.char_indices() {
-        used += escaped_len(c);
-        if used > budget {
-            return &text[..i];
-        }
-    }
-    text
-}
-
-/// The message body for `item`: JSON with `reason` (the code), `detail`, `original_body`,
-/// `event_key` (or `null`) and `message_id`; never more than [`MAX_MESSAGE_BYTES`] (see the
-/// module's notes on truncation).
+/// The message body for `item`: [`ManualItem::to_json`], never more than [`MAX_MESSAGE_BYTES`]
+/// (see the module's notes on truncation).
 pub fn message_body(item: &ManualItem) -> String {
-    let detail: String = item.detail.chars().take(MAX_DETAIL_CHARS).collect();
-    let mut message = serde_json::json!({
-        "reason": item.reason.code(),
-        "detail": detail,
-        "original_body": item.original_body,
-        "event_key": item.event_key,
-        "message_id": item.message_id,
-    });
-    let full = message.to_string();
-    if full.len() <= MAX_MESSAGE_BYTES {
-        return full;
-    }
-    message["original_body"] = serde_json::Value::String(String::new());
-    message["original_body_truncated"] = serde_json::Value::Bool(true);
-    message["original_body_bytes"] = serde_json::Value::from(item.original_body.len());
-    message["original_body_sha256"] =
-        serde_json::Value::String(sha256_hex(item.original_body.as_bytes()));
-    let envelope = message.to_string().len();
-    let budget = MAX_MESSAGE_BYTES.saturating_sub(envelope);
-    message["original_body"] =
-        serde_json::Value::String(prefix_within(&item.original_body, budget).to_string());
-    message.to_string()
+    String::from_utf8_lossy(&item.to_json()).into_owned()
 }
 
 #[async_trait]
@@ -139,6 +94,7 @@ impl ManualQueue for SqsManualQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::sha256_hex;
     use crate::manual::ManualReason;
 
     #[test]
@@ -149,6 +105,7 @@ mod tests {
             original_body: "{\"pin\":\"4711\"}".into(),
             event_key: None,
             message_id: "m1".into(),
+            original_body_cut: None,
         };
         let v: serde_json::Value = serde_json::from_str(&message_body(&item)).unwrap();
         assert_eq!(v["reason"], "window_ended");
@@ -166,6 +123,7 @@ mod tests {
             original_body,
             event_key: None,
             message_id: "m2".into(),
+            original_body_cut: None,
         }
     }
 

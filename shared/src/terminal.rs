@@ -291,23 +291,56 @@ pub fn printable(text: &str, max: usize) -> String {
 }
 
 /// A detail excerpt of an answer body: JSON with secret-looking keys redacted (see
-/// [`SECRET_KEYS`]), shortened and escaped by [`printable`].
-fn excerpt(body: &[u8]) -> String {
-    match serde_json::from_slice::<Value>(body) {
+/// [`SECRET_KEYS`]), then `secrets` scrubbed ([`scrub`]), and only then shortened and escaped by
+/// [`printable`] (so a secret cut in two by the shortening cannot leave its first half behind).
+fn excerpt(body: &[u8], secrets: &[&str]) -> String {
+    let text = match serde_json::from_slice::<Value>(body) {
         Ok(mut v) => {
             redact_secret_keys(&mut v);
-            printable(&v.to_string(), DETAIL_MAX)
+            v.to_string()
         }
-        Err(_) => printable(&String::from_utf8_lossy(body), DETAIL_MAX),
-    }
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    };
+    printable(&scrub(&text, secrets), DETAIL_MAX)
 }
 
-/// Removes every occurrence of each secret (of at least 4 characters) from `text`.
+/// Secrets shorter than this many characters are not replaced inside a text (a 2-digit PIN
+/// occurs in any status line): a text that holds one is withheld whole ([`WITHHELD`]).
+pub const MIN_REDACTABLE_CHARS: usize = 4;
+
+/// What [`scrub`] returns for a text that quotes a secret shorter than [`MIN_REDACTABLE_CHARS`].
+pub const WITHHELD: &str = "[detail withheld: it may quote a secret]";
+
+/// `text` with every occurrence of each secret replaced by `[redacted]`, in every form an answer
+/// or a log line can carry it: as sent, JSON-escaped (an answer that echoes a PIN holding `"` or
+/// `\`), and with control characters escaped as [`printable`] writes them. A text that holds a
+/// secret shorter than [`MIN_REDACTABLE_CHARS`] characters becomes [`WITHHELD`]. Scrub before
+/// shortening a text, never after.
 pub fn scrub(text: &str, secrets: &[&str]) -> String {
     let mut out = text.to_string();
-    for secret in secrets.iter().filter(|s| s.len() >= 4) {
-        if out.contains(secret) {
-            out = out.replace(secret, "[redacted]");
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        let json = serde_json::to_string(secret).unwrap_or_default();
+        let json = json
+            .strip_prefix('"')
+            .and_then(|j| j.strip_suffix('"'))
+            .unwrap_or_default()
+            .to_string();
+        let mut forms = vec![
+            secret.to_string(),
+            printable(secret, usize::MAX),
+            printable(&json, usize::MAX),
+            json,
+        ];
+        forms.retain(|f| !f.is_empty());
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        forms.dedup();
+        for form in forms {
+            if out.contains(&form) {
+                if secret.chars().count() < MIN_REDACTABLE_CHARS {
+                    return WITHHELD.to_string();
+                }
+                out = out.replace(&form, "[redacted]");
+            }
         }
     }
     out
@@ -355,17 +388,26 @@ fn slot_defect(body: &[u8]) -> &'static str {
 }
 
 /// Classifies a claim answer (status and body bytes) following the IETF draft and `DESIGN.md`.
+/// No secret is known here: [`classify_claim_scrubbed`] is the one that quotes an answer safely.
 pub fn classify_claim(status: u16, body: &[u8]) -> ClaimOutcome {
+    classify_claim_scrubbed(status, body, &[])
+}
+
+/// [`classify_claim`], with every detail quoted from the answer (a problem's `detail` or `title`,
+/// or an excerpt of the body) scrubbed of `secrets` ([`scrub`]) before it is shortened.
+pub fn classify_claim_scrubbed(status: u16, body: &[u8], secrets: &[&str]) -> ClaimOutcome {
     let problem: Option<Problem> = serde_json::from_slice(body).ok();
     let problem_kind = problem
         .as_ref()
         .and_then(|p| p.kind.as_deref())
         .unwrap_or("");
-    let detail = problem
+    let detail = match problem
         .as_ref()
         .and_then(|p| p.detail.clone().or_else(|| p.title.clone()))
-        .unwrap_or_else(|| excerpt(body));
-    let detail = printable(&detail, DETAIL_MAX);
+    {
+        Some(text) => printable(&scrub(&text, secrets), DETAIL_MAX),
+        None => excerpt(body, secrets),
+    };
     match status {
         // Transient, not permanent: see the module's notes (the slot may exist under the key).
         200..=299 => match serde_json::from_slice::<SlotBody>(body)
@@ -504,7 +546,7 @@ impl SlotTerminal for HttpTerminal {
         };
         let status = response.status().as_u16();
         let outcome = match read_capped(response).await {
-            Ok(body) => classify_claim(status, &body),
+            Ok(body) => classify_claim_scrubbed(status, &body, &secrets),
             Err(e) => ClaimOutcome::Transient(format!(
                 "claim answer {status} unreadable: {}",
                 request_error(e)
@@ -547,7 +589,10 @@ impl SlotTerminal for HttpTerminal {
                 )),
             },
             404 => LookupOutcome::NotFound,
-            _ => LookupOutcome::Transient(format!("lookup answered {status}: {}", excerpt(&body))),
+            _ => LookupOutcome::Transient(format!(
+                "lookup answered {status}: {}",
+                excerpt(&body, &secrets)
+            )),
         };
         match outcome {
             LookupOutcome::Transient(why) => LookupOutcome::Transient(scrub(&why, &secrets)),
@@ -715,6 +760,58 @@ mod tests {
         ));
     }
 
+    /// An answer that echoes the PIN in free text (a problem's `detail`), where the 300-character
+    /// cut falls inside the PIN: nothing of the PIN is left, not even its first half.
+    #[test]
+    fn a_secret_across_the_cut_is_scrubbed_before_the_cut() {
+        let pin = "PIN-XYZZY-7731";
+        let detail = format!("{}{pin} tail", "x".repeat(DETAIL_MAX - 5));
+        let body = serde_json::json!({ "detail": detail }).to_string();
+        let ClaimOutcome::Transient(why) = classify_claim_scrubbed(503, body.as_bytes(), &[pin])
+        else {
+            panic!("transient");
+        };
+        assert!(!why.contains("PIN-X"), "{why}");
+        // Without a problem document, the excerpt path the same.
+        let raw = format!("{}{pin}", "y".repeat(DETAIL_MAX - 5));
+        let ClaimOutcome::Transient(why) = classify_claim_scrubbed(502, raw.as_bytes(), &[pin])
+        else {
+            panic!("transient");
+        };
+        assert!(!why.contains("PIN-X"), "{why}");
+    }
+
+    /// A PIN with `"` and `\` comes back JSON-escaped in an echoed body: scrubbed in that form too.
+    #[test]
+    fn a_secret_is_scrubbed_in_its_json_escaped_form() {
+        let pin = r#"PI"N\77"#;
+        let body = serde_json::json!({ "echo": { "you_sent": pin } }).to_string();
+        assert!(body.contains(r#"PI\"N\\77"#), "{body}");
+        let ClaimOutcome::Transient(why) = classify_claim_scrubbed(500, body.as_bytes(), &[pin])
+        else {
+            panic!("transient");
+        };
+        assert!(
+            !why.contains("PI\\\"N") && !why.contains("N\\\\77"),
+            "{why}"
+        );
+        assert!(why.contains("[redacted]"), "{why}");
+    }
+
+    /// A PIN too short to replace inside a text (here 3 digits) withholds any text that holds it,
+    /// and leaves a text without it alone.
+    #[test]
+    fn a_short_secret_withholds_the_text() {
+        assert_eq!(scrub("upstream 503 at gate 731", &["731"]), WITHHELD);
+        assert_eq!(scrub("upstream 503", &["731"]), "upstream 503");
+        let body = br#"{"detail":"PIN 731 rejected by the gate"}"#;
+        let ClaimOutcome::Permanent { detail, .. } = classify_claim_scrubbed(400, body, &["731"])
+        else {
+            panic!("permanent");
+        };
+        assert_eq!(detail, WITHHELD);
+    }
+
     #[test]
     fn excerpts_redact_secret_keys_and_escape_controls() {
         let echoed = br#"{"title":"bad","request":{"pin":"PIN-XYZZY-7731","Release-Pin":"x","headers":{"Authorization":"Bearer tok-PLUGH-0042"}}}"#;
@@ -726,7 +823,7 @@ mod tests {
             panic!("transient");
         };
         // The problem has a title, so the title is the detail; the excerpt path:
-        let text = excerpt(echoed);
+        let text = excerpt(echoed, &[]);
         assert!(!text.contains("XYZZY") && !text.contains("PLUGH"), "{text}");
         assert!(text.contains("[redacted]"));
         assert!(!why.contains("XYZZY"));

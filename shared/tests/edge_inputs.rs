@@ -154,7 +154,17 @@ async fn assert_rejected(body: Option<&str>, code: &str) -> ManualItem {
     let items = w.manual.items();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::Rejected);
-    assert_eq!(items[0].original_body, body.unwrap_or(""));
+    let body = body.unwrap_or("");
+    match &items[0].original_body_cut {
+        // Whole, when its JSON fits the manual queue's message limit.
+        None => assert_eq!(items[0].original_body, body),
+        // Else a prefix, with the full size and SHA-256 to find the rest by.
+        Some(cut) => {
+            assert!(body.starts_with(&items[0].original_body));
+            assert_eq!(cut.bytes, body.len());
+            assert_eq!(cut.sha256, gate::keys::sha256_hex(body.as_bytes()));
+        }
+    }
     assert!(
         items[0].detail.starts_with(&format!("{code}: ")),
         "{}",
@@ -167,13 +177,16 @@ async fn assert_rejected(body: Option<&str>, code: &str) -> ManualItem {
 // --- bodies -----------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn an_oversized_body_is_routed_whole() {
+async fn an_oversized_body_is_routed_whole_or_cut_to_fit() {
     let body = with("padding", Value::from("x".repeat(MAX_BODY_BYTES)));
     let item = assert_rejected(Some(&body), "body_too_large").await;
     assert!(item.detail.contains(&MAX_BODY_BYTES.to_string()));
-    // SQS's own maximum (256 KiB) as well.
+    assert_eq!(item.original_body_cut, None, "64 KiB fits whole");
+    // SQS's own maximum (256 KiB) does not fit a 256 KiB manual message with its envelope: cut.
     let sqs_max = with("padding", Value::from("x".repeat(256 * 1024 - 300)));
-    assert_rejected(Some(&sqs_max), "body_too_large").await;
+    let item = assert_rejected(Some(&sqs_max), "body_too_large").await;
+    assert!(item.original_body_cut.is_some());
+    assert!(item.to_json().len() <= gate::manual::MAX_ITEM_JSON_BYTES);
 }
 
 #[tokio::test]

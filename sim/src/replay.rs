@@ -69,6 +69,8 @@ pub struct Report {
     pub mismatches: usize,
     /// Items in the manual-booking queue.
     pub routed_to_manual: usize,
+    /// Those items by reason code (`ManualReason::code`, e.g. `past_key_retention`): count.
+    pub manual_reasons: BTreeMap<String, usize>,
     /// Records still `in_flight` at the end.
     pub still_in_flight: usize,
     /// Expired leases taken over.
@@ -205,9 +207,10 @@ fn fault_in_batch(
 
 /// Rewrites each record's `notificationId` to `"{id}#{messageId}"`: a key derivation that wrongly
 /// includes the SQS message id (unique per delivery), so that no duplicate is ever recognised.
-fn include_message_id_in_key(event: &mut serde_json::Value) {
+fn include_message_id_in_key(event: &mut serde_json::Value) -> Vec<String> {
+    let mut bodies = Vec::new();
     let Some(records) = event.get_mut("Records").and_then(|r| r.as_array_mut()) else {
-        return;
+        return bodies;
     };
     for record in records {
         let message_id = record["messageId"].as_str().unwrap_or_default().to_string();
@@ -219,9 +222,12 @@ fn include_message_id_in_key(event: &mut serde_json::Value) {
         };
         if let Some(id) = parsed.get("notificationId").and_then(|v| v.as_str()) {
             parsed["notificationId"] = serde_json::Value::String(format!("{id}#{message_id}"));
-            record["body"] = serde_json::Value::String(parsed.to_string());
+            let faulty = parsed.to_string();
+            record["body"] = serde_json::Value::String(faulty.clone());
+            bodies.push(faulty);
         }
     }
+    bodies
 }
 
 /// A running invocation: the batch it holds and its task.
@@ -303,6 +309,8 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let gated = options.handler == HandlerKind::Gated;
 
     let mut faulted: HashSet<usize> = HashSet::new();
+    // Bodies as the gate saw them under a key fault (their keys are not the scenario's).
+    let mut faulty_bodies: Vec<String> = Vec::new();
     let mut counts = Counts::default();
     let mut recorder = SignalRecorder::default();
     let mut invocation_no = 0u64;
@@ -380,7 +388,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     break;
                 }
                 if scenario.key_fault == Some(KeyFault::IncludesMessageId) {
-                    include_message_id_in_key(&mut event);
+                    faulty_bodies.extend(include_message_id_in_key(&mut event));
                 }
                 invocation_no += 1;
                 let invocation = Invocation {
@@ -518,7 +526,9 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     }
     let (tms_bookings, still_in_flight) = match options.handler {
         HandlerKind::Naive => (naive.bookings(), 0),
-        HandlerKind::Gated => gated_state(scenario, store.as_ref(), clock.now_ms()).await?,
+        HandlerKind::Gated => {
+            gated_state(scenario, &faulty_bodies, store.as_ref(), clock.now_ms()).await?
+        }
     };
     server.abort();
     let total = recorder.total();
@@ -536,6 +546,13 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         duplicates_suppressed: total.duplicates as usize,
         mismatches: total.mismatches as usize,
         routed_to_manual: manual.items().len(),
+        manual_reasons: manual
+            .items()
+            .iter()
+            .fold(BTreeMap::new(), |mut by_reason, item| {
+                *by_reason.entry(item.reason.code().to_string()).or_insert(0) += 1;
+                by_reason
+            }),
         still_in_flight,
         taken_over: total.taken_over as usize,
         batch_item_failures: counts.batch_item_failures,
@@ -602,18 +619,25 @@ async fn any_in_flight(store: &dyn IdempotencyStore) -> Result<bool, String> {
     Ok(false)
 }
 
-/// Counts bookings and `in_flight` records for every distinct event of the scenario, through the
-/// store's own reads (so it works for any store).
+/// Counts bookings and `in_flight` records for every distinct event key the gate can have used,
+/// through the store's own reads (so it works for any store): the keys of the scenario's bodies,
+/// and of `faulty_bodies`, the bodies as a key fault rewrote them on delivery.
 async fn gated_state(
     scenario: &Scenario,
+    faulty_bodies: &[String],
     store: &dyn IdempotencyStore,
     now_ms: i64,
 ) -> Result<(usize, usize), String> {
     let mut keys = HashSet::new();
-    for n in &scenario.notifications {
-        // Parse as of the scenario start: bodies rejected then never got a record.
-        let at = scenario.start.timestamp_millis();
-        if let Ok(p) = parse_notification(&n.body_string(), at.min(now_ms), &scenario.terminals) {
+    // Parse as of the scenario start: bodies rejected then never got a record.
+    let at = scenario.start.timestamp_millis().min(now_ms);
+    let bodies = scenario
+        .notifications
+        .iter()
+        .map(|n| n.body_string())
+        .chain(faulty_bodies.iter().cloned());
+    for body in bodies {
+        if let Ok(p) = parse_notification(&body, at, &scenario.terminals) {
             if let Ok(k) = derive_keys(&p) {
                 keys.insert(k.event_key);
             }

@@ -65,12 +65,25 @@ fn alarms(s: &SignalSummary) -> String {
     }
 }
 
+/// The manual-queue items by reason, one line each (`manual, <reason code>   N`); none when the
+/// queue is empty.
+fn manual_lines(r: &Report, column: &str) -> String {
+    r.manual_reasons
+        .iter()
+        .map(|(code, n)| {
+            let label = format!("manual, {code}");
+            format!("  {label:<32} {column}{n:>8}\n")
+        })
+        .collect()
+}
+
 /// One report as a table.
 pub fn render(r: &Report) -> String {
     let mut out = format!("{} ({:?} handler)\n", r.scenario, r.handler);
     for (label, value) in rows(r) {
         out.push_str(&format!("  {label:<32} {value:>8}\n"));
     }
+    out.push_str(&manual_lines(r, ""));
     out
 }
 
@@ -83,5 +96,8 @@ pub fn render_side_by_side(left: &Report, right: &Report) -> String {
     for ((label, a), (_, b)) in rows(left).into_iter().zip(rows(right)) {
         out.push_str(&format!("  {label:<32} {a:>8} {b:>8}\n"));
     }
+    // Manual reasons, naive column first (the naive handler routes nothing), then gated.
+    out.push_str(&manual_lines(left, ""));
+    out.push_str(&manual_lines(right, &" ".repeat(9)));
     out
 }

@@ -64,6 +64,9 @@ async fn a_key_that_includes_the_message_id_raises_the_zero_ratio_alarm() {
     // Why it matters: the 12 re-fired notifications each got a second slot.
     assert_eq!(r.slots_issued, 252);
     assert_eq!(r.containers_with_extra_slots, 12);
+    // And each of those slots reached the TMS, booked under its own (wrong) key.
+    assert_eq!(r.tms_bookings, 252);
+    assert_eq!(r.still_in_flight, 0);
 }
 
 #[tokio::test]

@@ -302,6 +302,68 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(record.status, RecordStatus::Committed);
 }
 
+/// A body that SQS accepts but whose JSON-escaped form is twice its size (200 KiB of `"`):
+/// through the gate on DynamoDB and SQS, its routing record is written (DynamoDB's 400 KB item
+/// limit), one manual message is sent (SQS's 256 KiB limit), saying the body was cut and giving
+/// the full body's size and SHA-256, and the delivery is acknowledged as rejected, no retry.
+#[tokio::test]
+async fn an_oversized_body_is_routed_on_dynamodb_and_sqs() {
+    let store = Arc::new(fresh_store("oversized").await);
+    let sqs = sqs_client().await;
+    let url = fresh_queue(&sqs, "manual-oversized").await;
+    let gate = Gate {
+        config: GateConfig::new("ect-oversized", vec!["ECT-DELTA".to_string()]),
+        store: store.clone(),
+        terminal: Arc::new(FixedSlot),
+        manual: Arc::new(SqsManualQueue::new(sqs.clone(), url.clone())),
+        clock: Arc::new(ManualClock::new(NOW_MS)),
+    };
+    let invocation = Invocation {
+        request_id: "req-big".into(),
+        deadline_ms: NOW_MS + 60_000,
+    };
+    let body = "\"".repeat(200 * 1024);
+    let report = gate
+        .handle_batch(sqs_event("m-big", &body), &invocation)
+        .await;
+    assert!(
+        matches!(report.records[0].outcome, RecordOutcome::Rejected(_)),
+        "{:?}",
+        report.records[0].outcome
+    );
+    assert!(report.response.batch_item_failures.is_empty());
+
+    let out = sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let messages = out.messages();
+    assert_eq!(messages.len(), 1);
+    let text = messages[0].body().unwrap();
+    assert!(text.len() <= gate::manual::MAX_ITEM_JSON_BYTES);
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(v["reason"], "rejected");
+    assert_eq!(v["original_body_truncated"], true);
+    assert_eq!(v["original_body_bytes"], 200 * 1024);
+    assert_eq!(
+        v["original_body_sha256"],
+        gate::keys::sha256_hex(body.as_bytes()).as_str()
+    );
+
+    // The routing record is stored and done.
+    let route_key = gate::keys::rejected_route_key(&body);
+    let record = store
+        .get(&format!("ect-oversized#{route_key}"))
+        .await
+        .unwrap()
+        .expect("the routing record");
+    assert_eq!(record.status, RecordStatus::Manual);
+}
+
 /// `SqsManualQueue` sends the JSON body and the `reason` message attribute.
 #[tokio::test]
 async fn sqs_manual_queue_sends_body_and_reason_attribute() {
@@ -316,6 +378,7 @@ async fn sqs_manual_queue_sends_body_and_reason_attribute() {
             original_body: original.into(),
             event_key: Some("ab".repeat(32)),
             message_id: "m-42".into(),
+            original_body_cut: None,
         })
         .await
         .unwrap();
@@ -357,6 +420,7 @@ async fn sqs_manual_queue_error_is_reported() {
         original_body: "{".into(),
         event_key: None,
         message_id: "m-1".into(),
+        original_body_cut: None,
     };
     assert!(queue.send(item).await.is_err());
 }

@@ -124,3 +124,51 @@ async fn lost_crashed_messages_are_finished_by_the_reconciler_with_the_pre_crash
         );
     }
 }
+
+/// The report counts the manual queue's items by reason, and prints them: the incident plus a
+/// body that is not JSON (delivered three times) and a second body under the first event's key
+/// with another window (a mismatch), each routed to a person once.
+#[tokio::test]
+async fn the_report_gives_the_manual_queue_by_reason() {
+    use sim::scenario::{Arrival, ScenarioNotification};
+    let mut scenario = Scenario::load("monday-2025-06-09").unwrap();
+    let first = scenario.notifications[0].clone();
+    let mut other_window = first.body.clone().unwrap();
+    other_window["preferred_window"]["end"] = serde_json::json!("2025-06-09T14:00:00Z");
+    scenario.notifications.push(ScenarioNotification {
+        body: Some(other_window),
+        raw_body: None,
+        arrivals: vec![Arrival::At(600.0)],
+        crash: None,
+        message_lost_after_crash: false,
+        stall_after_claim_s: None,
+    });
+    scenario.notifications.push(ScenarioNotification {
+        body: None,
+        raw_body: Some("PCS-CIS notification, not JSON".into()),
+        arrivals: vec![Arrival::At(300.0), Arrival::At(301.0), Arrival::At(900.0)],
+        crash: None,
+        message_lost_after_crash: false,
+        stall_after_claim_s: None,
+    });
+    let r = replay::run(
+        &scenario,
+        ReplayOptions {
+            handler: HandlerKind::Gated,
+            store: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.routed_to_manual, 2);
+    assert_eq!(
+        r.manual_reasons,
+        [("mismatch".to_string(), 1), ("rejected".to_string(), 1)]
+            .into_iter()
+            .collect()
+    );
+    assert_eq!(r.slots_issued, 39);
+    let text = sim::report::render(&r);
+    assert!(text.contains("manual, mismatch"), "{text}");
+    assert!(text.contains("manual, rejected"), "{text}");
+}

@@ -44,7 +44,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError,
+    TakeOver, UnreadableEntry,
 };
 
 /// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
@@ -476,7 +477,8 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One `Query` of the GSI `InFlight`: `inflight_shard = :shard AND created_at < :before`
-    /// (epoch ms), oldest first, `Limit = limit` (at least 1). The cursor is the
+    /// (epoch ms), oldest first, `Limit = limit` (at least 1). An item that does not read as an
+    /// [`InFlightEntry`] goes to `unreadable` instead of failing the page. The cursor is the
     /// `LastEvaluatedKey` as JSON. The GSI is eventually consistent: a record that just left
     /// `in_flight` may still show (the reconciler's take-over is conditional anyway).
     async fn stale_in_flight(
@@ -502,13 +504,24 @@ impl IdempotencyStore for DynamoStore {
             .send()
             .await
             .map_err(|e| map_sdk_error("stale_in_flight (Query)", e))?;
-        let entries = out
-            .items()
-            .iter()
-            .map(in_flight_entry_from_item)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut entries = Vec::new();
+        let mut unreadable = Vec::new();
+        for item in out.items() {
+            match in_flight_entry_from_item(item) {
+                Ok(entry) => entries.push(entry),
+                Err(e) => unreadable.push(UnreadableEntry {
+                    pk: opt_s(item, "pk").ok().flatten(),
+                    created_at_ms: opt_n(item, "created_at").ok().flatten(),
+                    error: e.to_string(),
+                }),
+            }
+        }
         let cursor = out.last_evaluated_key().map(encode_cursor).transpose()?;
-        Ok(InFlightPage { entries, cursor })
+        Ok(InFlightPage {
+            entries,
+            unreadable,
+            cursor,
+        })
     }
 
     /// One consistent `GetItem` on the idempotency table.

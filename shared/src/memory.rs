@@ -251,6 +251,7 @@ impl IdempotencyStore for MemoryStore {
         };
         Ok(InFlightPage {
             entries: page,
+            unreadable: Vec::new(),
             cursor,
         })
     }

@@ -67,6 +67,8 @@ pub struct ReconcileReport {
     pub manual: usize,
     /// Transient failures; the next run retries.
     pub transient: usize,
+    /// Index items that could not be read (skipped, logged; see `UnreadableEntry`).
+    pub unreadable: usize,
     /// Left for the next run because the deadline was near.
     pub left_for_next_run: bool,
     /// The most distinct slot ids seen for one key when committing or comparing (the
@@ -105,6 +107,16 @@ impl Gate {
                         break;
                     }
                 };
+                for bad in &page.unreadable {
+                    warn!(
+                        shard,
+                        pk = ?bad.pk,
+                        error = %bad.error,
+                        "unreadable InFlight entry skipped; a person must finish it (the \
+                         oldest in_flight signal counts it)"
+                    );
+                }
+                report.unreadable += page.unreadable.len();
                 report.examined += page.entries.len();
                 let outcomes: Vec<Step> = stream::iter(page.entries)
                     .map(|entry| self.reconcile_record(config, entry, invocation))

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::gate::{BatchReport, RecordOutcome, RecordReport};
 use crate::reconciler::ReconcileReport;
 use crate::record::INFLIGHT_SHARDS;
-use crate::store::{IdempotencyStore, InFlightEntry, StoreError};
+use crate::store::{IdempotencyStore, StoreError};
 
 /// The CloudWatch namespace of every metric.
 pub const NAMESPACE: &str = "ExactlyOnceGate";
@@ -241,23 +241,26 @@ pub async fn collect_store_signals(
             let page = store
                 .stale_in_flight(&shard, i64::MAX, cursor.take(), SIGNAL_PAGE)
                 .await?;
-            let live: Vec<&InFlightEntry> = page
+            // Live entries, and unreadable ones (nothing will finish those: they count).
+            let created: Vec<i64> = page
                 .entries
                 .iter()
                 .filter(|r| !r.is_expired(now_ms))
+                .map(|r| r.created_at_ms)
+                .chain(page.unreadable.iter().filter_map(|u| u.created_at_ms))
                 .collect();
-            if let Some(first) = live.first() {
-                oldest = Some(oldest.map_or(first.created_at_ms, |o| o.min(first.created_at_ms)));
+            if let Some(first) = created.iter().min() {
+                oldest = Some(oldest.map_or(*first, |o| o.min(*first)));
             }
-            older_than_10m += live
-                .iter()
-                .filter(|r| r.created_at_ms < ten_minutes_ago)
-                .count() as u64;
-            // Records are oldest first: once a page reaches the last 10 minutes, stop.
+            older_than_10m += created.iter().filter(|c| **c < ten_minutes_ago).count() as u64;
+            // Index items are oldest first: once a page reaches the last 10 minutes, stop.
             let reached_recent = page
                 .entries
-                .last()
-                .is_some_and(|r| r.created_at_ms >= ten_minutes_ago);
+                .iter()
+                .map(|r| r.created_at_ms)
+                .chain(page.unreadable.iter().filter_map(|u| u.created_at_ms))
+                .max()
+                .is_some_and(|c| c >= ten_minutes_ago);
             match page.cursor {
                 Some(c) if !reached_recent => cursor = Some(c),
                 _ => break,

@@ -84,11 +84,27 @@ impl From<&IdempotencyRecord> for InFlightEntry {
     }
 }
 
+/// An index item that could not be read as an [`InFlightEntry`] (an attribute missing or of the
+/// wrong type: written by something other than this code). Kept apart so that one such item does
+/// not block the rest of its shard, and still counted by the signals: it is `in_flight` work that
+/// nothing will finish, exactly what the oldest-`in_flight` alarm is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableEntry {
+    /// The item's `pk`, when readable.
+    pub pk: Option<String>,
+    /// Its `created_at` (the index's sort key), epoch **milliseconds**, when readable.
+    pub created_at_ms: Option<i64>,
+    /// Why it could not be read.
+    pub error: String,
+}
+
 /// One page of stale `in_flight` records, as the `InFlight` index holds them.
 #[derive(Debug, Clone, Default)]
 pub struct InFlightPage {
     /// The entries of this page, oldest first.
     pub entries: Vec<InFlightEntry>,
+    /// Index items of this page that could not be read (none from a store this code wrote).
+    pub unreadable: Vec<UnreadableEntry>,
     /// Pass back to get the next page; `None` on the last page.
     pub cursor: Option<String>,
 }

@@ -17,8 +17,9 @@ use gate::dynamo::{
 use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::{RecordStatus, TmsBooking};
+use gate::signals::collect_store_signals;
 use gate::sqs_manual::SqsManualQueue;
-use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
+use gate::store::{CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with, sqs_client,
@@ -106,6 +107,47 @@ async fn the_in_flight_index_holds_no_claim_request() {
     expected.sort_unstable();
     assert_eq!(names, expected);
     assert!(!items[0].contains_key("request"));
+}
+
+/// An `InFlight` item this code did not write (here: an unknown `status`) does not block its
+/// shard: the page still gives the readable entry behind it, the bad item comes back apart with
+/// its `pk` and `created_at`, and the store signals count it (it is stuck work nobody finishes).
+#[tokio::test]
+async fn an_unreadable_in_flight_item_does_not_block_its_shard() {
+    let store = fresh_store("unreadable").await;
+    let good = sample_record("unreadable", "good", "owner-a", NOW_MS - 20 * 60_000);
+    assert_eq!(
+        store.reserve(&good, NOW_MS - 20 * 60_000).await.unwrap(),
+        Reservation::Reserved
+    );
+    let shard = good.inflight_shard.clone().expect("shard");
+    let bad_created = NOW_MS - 30 * 60_000;
+    store
+        .client()
+        .put_item()
+        .table_name(store.idempotency_table())
+        .item("pk", AttributeValue::S("unreadable#bad".into()))
+        .item("inflight_shard", AttributeValue::S(shard.clone()))
+        .item("created_at", AttributeValue::N(bad_created.to_string()))
+        .item("status", AttributeValue::S("exploded".into()))
+        .send()
+        .await
+        .expect("PutItem");
+
+    let page = store
+        .stale_in_flight(&shard, NOW_MS, None, 10)
+        .await
+        .expect("the page reads despite the bad item");
+    assert_eq!(page.entries, vec![InFlightEntry::from(&good)]);
+    assert_eq!(page.unreadable.len(), 1);
+    assert_eq!(page.unreadable[0].pk.as_deref(), Some("unreadable#bad"));
+    assert_eq!(page.unreadable[0].created_at_ms, Some(bad_created));
+
+    let signals = collect_store_signals(&store, NOW_MS)
+        .await
+        .expect("signals");
+    assert_eq!(signals.oldest_in_flight_age_s, 30 * 60);
+    assert_eq!(signals.in_flight_older_than_10m, 2);
 }
 
 /// The stored attributes and their types and units, before and after the commit.

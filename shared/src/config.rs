@@ -11,17 +11,17 @@
 //! | `TERMINAL_BASE_URL` | terminal API base URL | | required |
 //! | `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY` | `true` or `false` | | `true` |
 //! | `KNOWN_TERMINALS` | comma-separated terminal codes | | `ECT-DELTA` |
-//! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1209600` (14 days) |
+//! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
 //! | `LEASE_FLOOR_MS` | shortest lease | milliseconds | `30000` |
 //! | `MAX_CONCURRENCY` | records at once per batch | | `10` |
-//! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline | milliseconds | `12000` |
+//! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; at least `TERMINAL_REQUEST_TIMEOUT_MS` + [`COMMIT_ALLOWANCE_MS`] | milliseconds | `12000` |
 //! | `TERMINAL_CONNECT_TIMEOUT_MS` | connect timeout | milliseconds | `2000` |
 //! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout | milliseconds | `10000` |
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
 //! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
 //! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
-//! | `TERMINAL_KEY_RETENTION_SECONDS` | reconciler: the terminal's key retention | seconds | `86400` |
-//! | `RETENTION_MARGIN_SECONDS` | reconciler: never claim this close to the retention's end | seconds | `3600` |
+//! | `TERMINAL_KEY_RETENTION_SECONDS` | consumer and reconciler: the terminal's key retention | seconds | `86400` |
+//! | `RETENTION_MARGIN_SECONDS` | consumer and reconciler: never claim this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 
 use std::net::IpAddr;
@@ -32,6 +32,10 @@ use reqwest::Url;
 use crate::gate::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
 use crate::terminal::{ApiToken, HttpTerminalConfig};
+
+/// What [`FunctionConfig`] reserves for the commit after a claim, milliseconds:
+/// `DEADLINE_MARGIN_MS` must be at least `TERMINAL_REQUEST_TIMEOUT_MS` plus this.
+pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
 
 /// A configuration error: the variable's name and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -199,7 +203,8 @@ impl FunctionConfig {
         );
         gate.terminal_supports_idempotency_key =
             env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true)?;
-        // At least 15 days would be safer than SQS's 14-day retention; 1 hour is the floor.
+        // The default (21 days) outlives every redelivery horizon; 1 hour is the floor for tests
+        // and local runs (`DEFAULT_KEY_TTL_S`; the template refuses less than 19 days).
         gate.key_ttl_s = env.number("KEY_TTL_SECONDS", DEFAULT_KEY_TTL_S, 3_600, 366 * 86_400)?;
         gate.lease_floor_ms = env.number("LEASE_FLOOR_MS", 30_000, 1_000, 900_000)?;
         gate.max_concurrency = env.number("MAX_CONCURRENCY", 10, 1, 10_000)? as usize;
@@ -213,6 +218,21 @@ impl FunctionConfig {
             Duration::from_millis(
                 env.number("TERMINAL_REQUEST_TIMEOUT_MS", 10_000, 1, 900_000)? as u64,
             );
+        // A record started just before the margin must finish its claim (up to the request
+        // timeout) and its commit before Lambda's deadline, or Lambda ends the invocation mid-claim
+        // and the whole batch comes back.
+        let request_timeout_ms =
+            i64::try_from(terminal.request_timeout.as_millis()).unwrap_or(i64::MAX);
+        if gate.deadline_margin_ms < request_timeout_ms.saturating_add(COMMIT_ALLOWANCE_MS) {
+            return Err(ConfigError {
+                variable: "DEADLINE_MARGIN_MS",
+                problem: format!(
+                    "{} ms is less than TERMINAL_REQUEST_TIMEOUT_MS ({request_timeout_ms} ms) plus \
+                     {COMMIT_ALLOWANCE_MS} ms for the commit: a claim could outlive the invocation",
+                    gate.deadline_margin_ms
+                ),
+            });
+        }
         // The token: in the cloud from AWS Secrets Manager (the ARN here, the value read once at
         // cold start by `crate::lambda`); `TERMINAL_API_TOKEN` is for local runs only. Both at once
         // is refused rather than ranked: a forgotten local variable must not silently override the
@@ -339,7 +359,7 @@ mod tests {
     #[test]
     fn defaults_apply() {
         let c = FunctionConfig::from_env(env(BASE)).unwrap();
-        assert_eq!(c.gate.key_ttl_s, 1_209_600);
+        assert_eq!(c.gate.key_ttl_s, 1_814_400);
         assert_eq!(c.gate.known_terminals, vec!["ECT-DELTA".to_string()]);
         assert!(c.gate.terminal_supports_idempotency_key);
         assert_eq!(c.terminal.request_timeout, Duration::from_secs(10));
@@ -415,6 +435,20 @@ mod tests {
             Some("tok-XYZZY-secret")
         );
         assert_eq!(c.token_secret_arn, None);
+    }
+
+    /// A deadline margin shorter than a claim plus its commit is refused at cold start, naming
+    /// the variable; exactly the request timeout plus the allowance is accepted.
+    #[test]
+    fn a_deadline_margin_shorter_than_a_claim_is_refused() {
+        let mut short = BASE.to_vec();
+        short.push(("TERMINAL_REQUEST_TIMEOUT_MS", "30000"));
+        let err = FunctionConfig::from_env(env(&short)).unwrap_err();
+        assert_eq!(err.variable, "DEADLINE_MARGIN_MS");
+        assert!(err.problem.contains("30000 ms"), "{}", err.problem);
+        short.push(("DEADLINE_MARGIN_MS", "32000"));
+        let c = FunctionConfig::from_env(env(&short)).unwrap();
+        assert_eq!(c.gate.deadline_margin_ms, 32_000);
     }
 
     const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf";

@@ -46,9 +46,12 @@ use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus, 
 use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
 use crate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
-/// 14 days in seconds: the default key TTL, longer than any SQS redelivery horizon (retention up
-/// to 14 days, see `REFERENCES.md`).
-pub const DEFAULT_KEY_TTL_S: i64 = 14 * 24 * 3600;
+/// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
+/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum,
+/// `REFERENCES.md`) in its dead-letter queue, and a redrive sends it back as a new message with 4
+/// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
+/// again under a key the terminal forgot long ago.
+pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
 
 /// The gate's settings.
 #[derive(Debug, Clone)]
@@ -60,7 +63,8 @@ pub struct GateConfig {
     /// Whether the terminal honours `Idempotency-Key`. If not, every event goes to the manual
     /// queue: a retry could claim a second slot.
     pub terminal_supports_idempotency_key: bool,
-    /// Record lifetime in **seconds** (`expires_at = now + ttl`). Default 14 days.
+    /// Record lifetime in **seconds** (`expires_at = now + ttl`). Default 21 days
+    /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
     /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
     /// never less than this, even when the invocation has no time left.
@@ -545,12 +549,12 @@ impl Gate {
                 }
             };
             return self
-                .settle_claim(record, outcome, body, message_id, owner)
+                .settle_claim(record, outcome, body, message_id, invocation)
                 .await;
         }
         // Step 3.
         let outcome = claim(self.terminal.as_ref(), record).await;
-        self.settle_claim(record, outcome, body, message_id, owner)
+        self.settle_claim(record, outcome, body, message_id, invocation)
             .await
     }
 
@@ -563,8 +567,9 @@ impl Gate {
         outcome: ClaimOutcome,
         body: &str,
         message_id: &str,
-        owner: &str,
+        invocation: &Invocation,
     ) -> RecordOutcome {
+        let owner = invocation.request_id.as_str();
         let slot = match outcome {
             ClaimOutcome::Claimed(slot) => slot,
             ClaimOutcome::Transient(why) => return self.release(record, owner, why).await,
@@ -626,7 +631,7 @@ impl Gate {
                 .await;
         }
         // Step 4.
-        self.commit_slot(record, &slot, body, message_id, owner)
+        self.commit_slot(record, &slot, body, message_id, invocation)
             .await
     }
 
@@ -636,13 +641,20 @@ impl Gate {
         slot: &SlotClaim,
         body: &str,
         message_id: &str,
-        owner: &str,
+        invocation: &Invocation,
     ) -> RecordOutcome {
+        let owner = invocation.request_id.as_str();
         let now = self.clock.now_ms();
         match commit(self.store.as_ref(), record, &slot.slot_id, now).await {
             Ok(CommitOutcome::Committed) => RecordOutcome::Committed {
                 slot_id: slot.slot_id.clone(),
             },
+            Ok(CommitOutcome::NotInFlight(existing))
+                if existing.status != RecordStatus::Committed =>
+            {
+                self.route_unbooked_slot(record, &existing, slot, body, message_id, invocation)
+                    .await
+            }
             Ok(CommitOutcome::NotInFlight(existing)) => {
                 let mut distinct_slot_ids = existing.slot_ids.len().max(1);
                 if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
@@ -702,6 +714,62 @@ impl Gate {
             warn!(event_key = %record.event_key, error = %e, "lease not released; it expires on its own");
         }
         RecordOutcome::Retry(why)
+    }
+
+    /// Our claim returned `slot` but the record had meanwhile been finished as `failed` or
+    /// `manual` by another holder (a take-over that routed it to a person, e.g. past the key's
+    /// retention while our claim was still on its way): nothing will book that slot. Its id is
+    /// added to `slot_ids`, and a person gets it once per slot ([`keys::unbooked_slot_route_key`],
+    /// reason `unbooked_slot`) to book it by hand or cancel it at the terminal. `Retry` only when
+    /// the store or the manual queue fails.
+    async fn route_unbooked_slot(
+        &self,
+        record: &IdempotencyRecord,
+        existing: &IdempotencyRecord,
+        slot: &SlotClaim,
+        body: &str,
+        message_id: &str,
+        invocation: &Invocation,
+    ) -> RecordOutcome {
+        let now = self.clock.now_ms();
+        warn!(
+            event_key = %record.event_key,
+            status = existing.status.as_str(),
+            ours = %slot.slot_id,
+            "the terminal issued a slot for a record already finished; routed to a person"
+        );
+        if let Err(e) = self
+            .store
+            .record_slot_id(&record.pk, &slot.slot_id, now)
+            .await
+        {
+            return RecordOutcome::Retry(e.to_string());
+        }
+        let item = ManualItem {
+            reason: ManualReason::UnbookedSlot,
+            detail: format!(
+                "the terminal issued slot {} under Idempotency-Key {} after the record was \
+                 finished as {} ({}); nothing booked it: book it by hand or cancel it at the \
+                 terminal",
+                slot.slot_id,
+                record.op_key,
+                existing.status.as_str(),
+                existing.error.as_deref().unwrap_or("no error recorded"),
+            ),
+            original_body: body.to_string(),
+            event_key: Some(record.event_key.clone()),
+            message_id: message_id.to_string(),
+            original_body_cut: None,
+        };
+        let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
+        let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+        match self
+            .route_once(&route_key, &fingerprint, item, invocation, now)
+            .await
+        {
+            Ok(()) => RecordOutcome::Manual(ManualReason::UnbookedSlot),
+            Err(e) => RecordOutcome::Retry(e),
+        }
     }
 
     /// Routes a record we hold to the manual queue, then ends it as `status`. The queue comes

@@ -60,6 +60,13 @@ pub fn mismatch_route_key(event_key: &str, fingerprint: &str) -> String {
     sha256_hex(format!("mismatch:{event_key}:{fingerprint}").as_bytes())
 }
 
+/// The routing key of a slot that nothing booked: lowercase hex SHA-256 of
+/// `"unbooked-slot:{event_key}:{slot_id}"`. A claim that returned `slot_id` after its record was
+/// finished as `failed` or `manual` by another holder reaches a person once per slot.
+pub fn unbooked_slot_route_key(event_key: &str, slot_id: &str) -> String {
+    sha256_hex(format!("unbooked-slot:{event_key}:{slot_id}").as_bytes())
+}
+
 /// The fingerprint of a notification: lowercase hex SHA-256 of the RFC 8785 canonical JSON of its
 /// business fields (the body with the equipment number and window in canonical form). Key order,
 /// whitespace and number forms (`25000` vs `25000.0`) do not change it; any business value does.

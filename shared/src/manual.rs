@@ -26,11 +26,14 @@ pub enum ManualReason {
     PastKeyRetention,
     /// The terminal answered for another container than the one asked.
     TerminalAnswerInvalid,
+    /// The terminal issued a slot for a record another holder had already finished as `failed`
+    /// or `manual`: nothing booked that slot; book it by hand or cancel it at the terminal.
+    UnbookedSlot,
 }
 
 impl ManualReason {
     /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
-    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`.
+    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -41,13 +44,14 @@ impl ManualReason {
             Self::TerminalRejected => "terminal_rejected",
             Self::PastKeyRetention => "past_key_retention",
             Self::TerminalAnswerInvalid => "terminal_answer_invalid",
+            Self::UnbookedSlot => "unbooked_slot",
         }
     }
 }
 
 impl ManualReason {
     /// Every reason, for parsing codes.
-    pub const ALL: [ManualReason; 8] = [
+    pub const ALL: [ManualReason; 9] = [
         Self::Rejected,
         Self::WindowEnded,
         Self::Mismatch,
@@ -56,6 +60,7 @@ impl ManualReason {
         Self::TerminalRejected,
         Self::PastKeyRetention,
         Self::TerminalAnswerInvalid,
+        Self::UnbookedSlot,
     ];
 
     /// The reason with this [`ManualReason::code`], if any.

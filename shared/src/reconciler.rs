@@ -260,7 +260,7 @@ impl Gate {
             }
         };
         let outcome = self
-            .settle_claim(&held, outcome, &body, &message_id, owner)
+            .settle_claim(&held, outcome, &body, &message_id, invocation)
             .await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)

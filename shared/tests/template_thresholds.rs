@@ -93,3 +93,28 @@ fn the_in_flight_index_projects_what_the_code_reads_and_never_the_request() {
         "the claim request holds the release PIN"
     );
 }
+
+/// Both functions that claim slots resume stale records, so both must know how long the terminal
+/// keeps a key: the consumer without it would fall back to 24 h and re-claim under a key a
+/// terminal with a shorter retention has forgotten.
+#[test]
+fn both_functions_that_claim_get_the_key_retention() {
+    let t = template();
+    for function in ["ConsumerFunction", "ReconcilerFunction"] {
+        let f = resource(&t, function);
+        has(
+            &f,
+            "TERMINAL_KEY_RETENTION_SECONDS: !Ref TerminalKeyRetentionSeconds",
+        );
+        has(&f, "RETENTION_MARGIN_SECONDS: !Ref RetentionMarginSeconds");
+        has(&f, "KEY_TTL_SECONDS: !Ref KeyTtlSeconds");
+    }
+}
+
+/// The template's default record lifetime is the code's.
+#[test]
+fn the_key_ttl_default_matches() {
+    let t = template();
+    let p = resource(&t, "KeyTtlSeconds");
+    has(&p, &format!("Default: {}\n", gate::gate::DEFAULT_KEY_TTL_S));
+}

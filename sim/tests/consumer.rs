@@ -533,3 +533,98 @@ async fn a_lost_response_is_retried_and_commits_the_slot_made_the_first_time() {
     );
     assert_eq!(w.core.slots_issued(), 1);
 }
+
+/// A terminal whose claim takes so long that the lease expires, another holder takes the record
+/// over and finishes it as `manual` (as the reconciler does past the key's retention), and then
+/// answers with a slot.
+struct FinishedMeanwhile {
+    store: Arc<MemoryStore>,
+    clock: Arc<ManualClock>,
+    pk: String,
+    owner: String,
+}
+
+#[async_trait]
+impl SlotTerminal for FinishedMeanwhile {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        self.clock.advance_ms(10 * 60_000);
+        let now = self.clock.now_ms();
+        let taken = self
+            .store
+            .take_over(&self.pk, &self.owner, "rec-1", now + 60_000, now)
+            .await
+            .unwrap();
+        assert!(matches!(taken, gate::store::TakeOver::Taken(_)));
+        let finished = self
+            .store
+            .finish(
+                &self.pk,
+                "rec-1",
+                RecordStatus::Manual,
+                "past the terminal's key retention",
+                now,
+            )
+            .await
+            .unwrap();
+        assert!(finished);
+        ClaimOutcome::Claimed(gate::terminal::SlotClaim {
+            slot_id: "ECT-LATE-0001".into(),
+            equipment_number: Some("CSQU3054383".into()),
+        })
+    }
+    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+        LookupOutcome::NotFound
+    }
+}
+
+/// A slot that arrives for a record another holder already finished as `manual` is not
+/// acknowledged silently: nothing would book it. Its id is kept in `slot_ids`, no TMS booking is
+/// written, and a person gets it once (reason `unbooked_slot`), also when the message comes back.
+#[tokio::test]
+async fn a_slot_for_a_record_finished_meanwhile_goes_to_a_person_once() {
+    let mut w = world().await;
+    let pk = pk("PCS-LATE", "CSQU3054383");
+    w.gate.terminal = Arc::new(FinishedMeanwhile {
+        store: w.store.clone(),
+        clock: w.clock.clone(),
+        pk: pk.clone(),
+        owner: "inv-1".into(),
+    });
+    let b = body("PCS-LATE", "CSQU3054383");
+    let report = w
+        .gate
+        .handle_batch(event(&[("m-1", &b)]), &invocation(&w, "inv-1"))
+        .await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::UnbookedSlot)
+    );
+    assert!(failures(&report).is_empty());
+    let record = w.store.get(&pk).await.unwrap().unwrap();
+    assert_eq!(record.status, RecordStatus::Manual);
+    assert!(record.slot_ids.contains("ECT-LATE-0001"));
+    assert_eq!(w.store.booking(&record.event_key).await.unwrap(), None);
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].reason, ManualReason::UnbookedSlot);
+    assert!(
+        items[0].detail.contains("ECT-LATE-0001"),
+        "{}",
+        items[0].detail
+    );
+    assert_eq!(
+        items[0].event_key.as_deref(),
+        Some(record.event_key.as_str())
+    );
+
+    // The message comes back: a duplicate of the finished record, no second item.
+    let again = w
+        .gate
+        .handle_batch(event(&[("m-1", &b)]), &invocation(&w, "inv-2"))
+        .await;
+    assert_eq!(
+        again.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Manual)
+    );
+    assert_eq!(w.manual.items().len(), 1);
+}

@@ -14,7 +14,7 @@
 //! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
 //! | `LEASE_FLOOR_MS` | shortest lease | milliseconds | `30000` |
 //! | `MAX_CONCURRENCY` | records at once per batch | | `10` |
-//! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; at least `TERMINAL_REQUEST_TIMEOUT_MS` + [`COMMIT_ALLOWANCE_MS`] | milliseconds | `12000` |
+//! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least `TERMINAL_REQUEST_TIMEOUT_MS` + [`COMMIT_ALLOWANCE_MS`] (the reconciler: twice the timeout + the allowance) | milliseconds | `12000` |
 //! | `TERMINAL_CONNECT_TIMEOUT_MS` | connect timeout | milliseconds | `2000` |
 //! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout | milliseconds | `10000` |
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
@@ -33,9 +33,18 @@ use crate::gate::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
 use crate::terminal::{ApiToken, HttpTerminalConfig};
 
-/// What [`FunctionConfig`] reserves for the commit after a claim, milliseconds:
-/// `DEADLINE_MARGIN_MS` must be at least `TERMINAL_REQUEST_TIMEOUT_MS` plus this.
+/// What [`FunctionConfig`] reserves for the commit (and the store calls around it) after the
+/// terminal calls of one record, milliseconds.
 pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
+
+/// The least deadline margin for a record that makes `calls` terminal requests of at most
+/// `request_timeout` each and then commits, milliseconds: `calls × timeout + COMMIT_ALLOWANCE_MS`.
+fn terminal_calls_margin_ms(request_timeout: Duration, calls: i64) -> i64 {
+    i64::try_from(request_timeout.as_millis())
+        .unwrap_or(i64::MAX)
+        .saturating_mul(calls)
+        .saturating_add(COMMIT_ALLOWANCE_MS)
+}
 
 /// A configuration error: the variable's name and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -170,6 +179,18 @@ pub fn secret_arn_valid(arn: &str) -> bool {
 }
 
 impl FunctionConfig {
+    /// The reconciler's configuration: as read, with the deadline margin raised to fit a lookup
+    /// and a claim (two terminal requests) and the commit of one record, since the reconciler may
+    /// make both before committing.
+    #[must_use]
+    pub fn for_reconciler(mut self) -> Self {
+        self.gate.deadline_margin_ms = self
+            .gate
+            .deadline_margin_ms
+            .max(terminal_calls_margin_ms(self.terminal.request_timeout, 2));
+        self
+    }
+
     /// Reads the configuration through `lookup` (e.g. `|k| std::env::var(k).ok()`).
     ///
     /// # Errors
@@ -220,19 +241,11 @@ impl FunctionConfig {
             );
         // A record started just before the margin must finish its claim (up to the request
         // timeout) and its commit before Lambda's deadline, or Lambda ends the invocation mid-claim
-        // and the whole batch comes back.
-        let request_timeout_ms =
-            i64::try_from(terminal.request_timeout.as_millis()).unwrap_or(i64::MAX);
-        if gate.deadline_margin_ms < request_timeout_ms.saturating_add(COMMIT_ALLOWANCE_MS) {
-            return Err(ConfigError {
-                variable: "DEADLINE_MARGIN_MS",
-                problem: format!(
-                    "{} ms is less than TERMINAL_REQUEST_TIMEOUT_MS ({request_timeout_ms} ms) plus \
-                     {COMMIT_ALLOWANCE_MS} ms for the commit: a claim could outlive the invocation",
-                    gate.deadline_margin_ms
-                ),
-            });
-        }
+        // and the whole batch comes back: the margin is raised to that if set lower (not refused:
+        // a function that cannot start would send every notification to the dead-letter queue).
+        gate.deadline_margin_ms = gate
+            .deadline_margin_ms
+            .max(terminal_calls_margin_ms(terminal.request_timeout, 1));
         // The token: in the cloud from AWS Secrets Manager (the ARN here, the value read once at
         // cold start by `crate::lambda`); `TERMINAL_API_TOKEN` is for local runs only. Both at once
         // is refused rather than ranked: a forgotten local variable must not silently override the
@@ -437,18 +450,24 @@ mod tests {
         assert_eq!(c.token_secret_arn, None);
     }
 
-    /// A deadline margin shorter than a claim plus its commit is refused at cold start, naming
-    /// the variable; exactly the request timeout plus the allowance is accepted.
+    /// A deadline margin shorter than a claim plus its commit is raised to fit one (the consumer)
+    /// or a lookup, a claim and the commit (the reconciler); a longer one is kept.
     #[test]
-    fn a_deadline_margin_shorter_than_a_claim_is_refused() {
-        let mut short = BASE.to_vec();
-        short.push(("TERMINAL_REQUEST_TIMEOUT_MS", "30000"));
-        let err = FunctionConfig::from_env(env(&short)).unwrap_err();
-        assert_eq!(err.variable, "DEADLINE_MARGIN_MS");
-        assert!(err.problem.contains("30000 ms"), "{}", err.problem);
-        short.push(("DEADLINE_MARGIN_MS", "32000"));
-        let c = FunctionConfig::from_env(env(&short)).unwrap();
+    fn a_deadline_margin_shorter_than_a_claim_is_raised() {
+        let mut slow = BASE.to_vec();
+        slow.push(("TERMINAL_REQUEST_TIMEOUT_MS", "30000"));
+        let c = FunctionConfig::from_env(env(&slow)).unwrap();
         assert_eq!(c.gate.deadline_margin_ms, 32_000);
+        assert_eq!(c.for_reconciler().gate.deadline_margin_ms, 62_000);
+
+        let defaults = FunctionConfig::from_env(env(BASE)).unwrap();
+        assert_eq!(defaults.gate.deadline_margin_ms, 12_000);
+        assert_eq!(defaults.for_reconciler().gate.deadline_margin_ms, 22_000);
+
+        let mut long = BASE.to_vec();
+        long.push(("DEADLINE_MARGIN_MS", "40000"));
+        let c = FunctionConfig::from_env(env(&long)).unwrap();
+        assert_eq!(c.for_reconciler().gate.deadline_margin_ms, 40_000);
     }
 
     const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf";

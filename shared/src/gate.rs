@@ -718,10 +718,14 @@ impl Gate {
 
     /// Our claim returned `slot` but the record had meanwhile been finished as `failed` or
     /// `manual` by another holder (a take-over that routed it to a person, e.g. past the key's
-    /// retention while our claim was still on its way): nothing will book that slot. Its id is
-    /// added to `slot_ids`, and a person gets it once per slot ([`keys::unbooked_slot_route_key`],
-    /// reason `unbooked_slot`) to book it by hand or cancel it at the terminal. `Retry` only when
-    /// the store or the manual queue fails.
+    /// retention while our claim was still on its way): nothing will book that slot. A person gets
+    /// it once per slot ([`keys::unbooked_slot_route_key`], reason `unbooked_slot`) to book it by
+    /// hand or cancel it at the terminal; then its id is added to the record's `slot_ids`.
+    ///
+    /// The routing record is reserved first: once it exists, the item is durable (a crash after
+    /// that is finished by the reconciler). Before it exists nothing else remembers this slot (a
+    /// redelivery sees the finished record and is a duplicate), so a failure to reserve it is
+    /// logged at `error` with the slot id and the key, and `Retry` is returned.
     async fn route_unbooked_slot(
         &self,
         record: &IdempotencyRecord,
@@ -738,13 +742,6 @@ impl Gate {
             ours = %slot.slot_id,
             "the terminal issued a slot for a record already finished; routed to a person"
         );
-        if let Err(e) = self
-            .store
-            .record_slot_id(&record.pk, &slot.slot_id, now)
-            .await
-        {
-            return RecordOutcome::Retry(e.to_string());
-        }
         let item = ManualItem {
             reason: ManualReason::UnbookedSlot,
             detail: format!(
@@ -763,13 +760,28 @@ impl Gate {
         };
         let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
         let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
-        match self
+        if let Err(e) = self
             .route_once(&route_key, &fingerprint, item, invocation, now)
             .await
         {
-            Ok(()) => RecordOutcome::Manual(ManualReason::UnbookedSlot),
-            Err(e) => RecordOutcome::Retry(e),
+            tracing::error!(
+                event_key = %record.event_key,
+                op_key = %record.op_key,
+                slot_id = %slot.slot_id,
+                error = %e,
+                "an unbooked slot could not be routed to a person: book or cancel it by hand"
+            );
+            return RecordOutcome::Retry(e);
         }
+        // Best effort, after the item is safe: the distinct-slot bookkeeping on the record.
+        if let Err(e) = self
+            .store
+            .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+            .await
+        {
+            warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+        }
+        RecordOutcome::Manual(ManualReason::UnbookedSlot)
     }
 
     /// Routes a record we hold to the manual queue, then ends it as `status`. The queue comes

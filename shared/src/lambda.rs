@@ -264,9 +264,16 @@ pub async fn run_metrics() -> Result<(), Error> {
 /// A configuration error at cold start, or the runtime's own errors.
 pub async fn run_reconciler() -> Result<(), Error> {
     crate::logging::init();
-    let config = FunctionConfig::from_env(|k| std::env::var(k).ok()).inspect_err(|e| {
-        tracing::error!(error = %e, "invalid configuration; not starting");
-    })?;
+    let config = FunctionConfig::from_env(|k| std::env::var(k).ok())
+        .inspect_err(|e| {
+            tracing::error!(error = %e, "invalid configuration; not starting");
+        })?
+        .for_reconciler();
+    tracing::info!(
+        integration = %config.gate.integration,
+        deadline_margin_ms = config.gate.deadline_margin_ms,
+        "reconciler starting"
+    );
     let reconciler = config.reconciler.clone();
     let metrics = init_metrics(&config.gate.integration)?;
     let gate = build_consumer(config).await?;
@@ -294,6 +301,7 @@ pub async fn run_consumer() -> Result<(), Error> {
     tracing::info!(
         integration = %config.gate.integration,
         terminal_supports_idempotency_key = config.gate.terminal_supports_idempotency_key,
+        deadline_margin_ms = config.gate.deadline_margin_ms,
         "consumer starting"
     );
     let metrics = init_metrics(&config.gate.integration)?;

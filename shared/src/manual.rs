@@ -89,7 +89,8 @@ pub struct ManualItem {
 }
 
 /// What a cut `original_body` was: its full size in bytes and the SHA-256 (hex) of all of it, so
-/// a person can match it with the message in the source queue or its dead-letter queue.
+/// a person can tell repeats of one body apart from other bodies. The cut tail itself is kept
+/// nowhere: the message that carried it was acknowledged (such a body is rejected, never retried).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BodyCut {
     /// The full body's size, bytes.
@@ -153,7 +154,16 @@ impl ManualItem {
         });
         message["original_body"] = serde_json::Value::String(String::new());
         mark(&mut message, &cut);
-        let envelope = message.to_string().len();
+        // The kept prefix must not depend on which delivery routes the item: a resumed routing
+        // record is resent under another message id (the reconciler's is longer than SQS's), and
+        // the person should see the same `original_body` both times. So the budget reserves a
+        // fixed allowance for the message id instead of measuring this one.
+        let message_id_len = serde_json::Value::String(self.message_id.clone())
+            .to_string()
+            .len();
+        message["message_id"] = serde_json::Value::String(String::new());
+        let envelope = message.to_string().len() + message_id_len.max(MESSAGE_ID_ALLOWANCE);
+        message["message_id"] = serde_json::Value::String(self.message_id.clone());
         let budget = MAX_ITEM_JSON_BYTES.saturating_sub(envelope);
         message["original_body"] =
             serde_json::Value::String(prefix_within(&self.original_body, budget).to_string());
@@ -192,6 +202,10 @@ impl ManualItem {
 /// minus 1 KiB for the `reason` message attribute (which counts towards it). Far under
 /// DynamoDB's 400 KB item limit, so a routing record holding it fits too.
 pub const MAX_ITEM_JSON_BYTES: usize = 256 * 1024 - 1024;
+
+/// Bytes a cut item's JSON reserves for its `message_id` (quoted), whatever the id's length up to
+/// this: SQS ids take 38, the reconciler's (`reconciler:{request id}`) about 49.
+const MESSAGE_ID_ALLOWANCE: usize = 256;
 
 /// Longest `detail` kept in a manual item's JSON, in characters.
 pub const MAX_DETAIL_CHARS: usize = 4096;
@@ -324,5 +338,20 @@ mod tests {
         );
         // Resending the read-back item (a resumed routing record) gives the same bytes.
         assert_eq!(back.to_json(), json);
+
+        // Resent by the reconciler under its longer message id, the person sees the same prefix.
+        let resent = ManualItem {
+            message_id: "reconciler:8f14e45f-ceea-467f-a1c3-2b7a0e8f9d01".into(),
+            ..item.clone()
+        };
+        let v2: serde_json::Value = serde_json::from_slice(&resent.to_json()).unwrap();
+        assert_eq!(v2["original_body"], v["original_body"]);
+        assert!(resent.to_json().len() <= MAX_ITEM_JSON_BYTES);
+        let resumed = ManualItem {
+            message_id: "reconciler:8f14e45f-ceea-467f-a1c3-2b7a0e8f9d01".into(),
+            ..back
+        };
+        let v3: serde_json::Value = serde_json::from_slice(&resumed.to_json()).unwrap();
+        assert_eq!(v3["original_body"], v["original_body"]);
     }
 }

@@ -317,7 +317,10 @@ pub const WITHHELD: &str = "[detail withheld: it may quote a secret]";
 /// secret shorter than [`MIN_REDACTABLE_CHARS`] characters becomes [`WITHHELD`]. Scrub before
 /// shortening a text, never after.
 pub fn scrub(text: &str, secrets: &[&str]) -> String {
-    let mut out = text.to_string();
+    // Every occurrence of every form of every secret, as byte ranges of `text`; overlapping or
+    // touching ranges are merged before anything is replaced, so two secrets that overlap in the
+    // text (a token ending where a PIN begins) leave no fragment of either.
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
     for secret in secrets.iter().filter(|s| !s.is_empty()) {
         let json = serde_json::to_string(secret).unwrap_or_default();
         let json = json
@@ -332,17 +335,40 @@ pub fn scrub(text: &str, secrets: &[&str]) -> String {
             json,
         ];
         forms.retain(|f| !f.is_empty());
-        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        forms.sort();
         forms.dedup();
-        for form in forms {
-            if out.contains(&form) {
+        for form in &forms {
+            let mut from = 0;
+            while let Some(at) = text[from..].find(form.as_str()) {
                 if secret.chars().count() < MIN_REDACTABLE_CHARS {
                     return WITHHELD.to_string();
                 }
-                out = out.replace(&form, "[redacted]");
+                let begin = from + at;
+                ranges.push((begin, begin + form.len()));
+                // Step one character on, so overlapping occurrences of one form are found too.
+                from = begin + text[begin..].chars().next().map_or(1, char::len_utf8);
             }
         }
     }
+    if ranges.is_empty() {
+        return text.to_string();
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (begin, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if begin <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((begin, end)),
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (begin, end) in merged {
+        out.push_str(&text[at..begin]);
+        out.push_str("[redacted]");
+        at = end;
+    }
+    out.push_str(&text[at..]);
     out
 }
 
@@ -796,6 +822,18 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("[redacted]"), "{why}");
+    }
+
+    /// Two secrets that overlap in a text (a token whose end is the PIN's start) leave no fragment
+    /// of either; a secret repeated with overlap (`abab` in `ababab`) is covered whole.
+    #[test]
+    fn overlapping_secrets_leave_no_fragment() {
+        assert_eq!(
+            scrub("auth tok-PLUGH-77 end", &["tok-PLUGH", "PLUGH-77"]),
+            "auth [redacted] end"
+        );
+        assert_eq!(scrub("x ababab y", &["abab"]), "x [redacted] y");
+        assert_eq!(scrub("no secret here", &["PIN-XYZZY"]), "no secret here");
     }
 
     /// A PIN too short to replace inside a text (here 3 digits) withholds any text that holds it,

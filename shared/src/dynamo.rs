@@ -401,8 +401,6 @@ impl IdempotencyStore for DynamoStore {
         }
     }
 
-    /// One `UpdateItem`: `ADD slot_ids :slot` (a string set), on condition that the record exists
-    /// (a missing record is left missing, `Ok(())`).
     /// One `UpdateItem` (`ADD slot_ids`, `ReturnValues=ALL_NEW`); when the set then holds two
     /// or more ids, a second `UpdateItem` sets `multi_slot = "1"` (the sparse GSI `MultiSlot`).
     /// This path runs only when the terminal returned another slot id than the committed one.
@@ -741,7 +739,7 @@ pub fn record_from_item(
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] when an attribute is missing or of the wrong type.
-pub fn in_flight_entry_from_item(
+fn in_flight_entry_from_item(
     item: &HashMap<String, AttributeValue>,
 ) -> Result<InFlightEntry, StoreError> {
     let pk = req_s(item, "pk")?;

@@ -159,7 +159,7 @@ pub fn init_metrics(
 ///
 /// # Errors
 /// The SDK's error, as text.
-pub async fn publish_store_signals(
+async fn publish_store_signals(
     client: &aws_sdk_cloudwatch::Client,
     integration: &str,
     store_signals: &StoreSignals,

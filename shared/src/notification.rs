@@ -295,7 +295,7 @@ fn required_text<'a>(
 /// # Errors
 /// [`RejectReason::FieldTooLong`], [`RejectReason::ControlCharacter`] or
 /// [`RejectReason::ReplacementCharacter`].
-pub fn check_text(field: &'static str, value: &str, limit: usize) -> Result<(), RejectReason> {
+fn check_text(field: &'static str, value: &str, limit: usize) -> Result<(), RejectReason> {
     let chars = value.chars().count();
     if chars > limit {
         return Err(RejectReason::FieldTooLong {

@@ -11,10 +11,10 @@
 //! subscription filter or a person can sort the queue without parsing bodies. The body holds the
 //! original SQS body and so the release PIN: the queue must be encrypted (DESIGN.md, "Secrets").
 //!
-//! A message always fits SQS's limit ([`MAX_MESSAGE_BYTES`], 256 KiB with the attribute), so a
-//! send never fails on size and an oversized body cannot turn into a retry loop: `detail` is cut
-//! to [`MAX_DETAIL_CHARS`] characters, and when the JSON-escaped original body does not fit, it
-//! is cut at a character boundary and the message says so:
+//! A message always fits SQS's limit ([`crate::manual::MAX_ITEM_JSON_BYTES`], 256 KiB with the
+//! attribute), so a send never fails on size and an oversized body cannot turn into a retry loop:
+//! `detail` is cut to [`crate::manual::MAX_DETAIL_CHARS`] characters, and when the JSON-escaped
+//! original body does not fit, it is cut at a character boundary and the message says so:
 //! `"original_body_truncated": true`, `"original_body_bytes"` (the full size) and
 //! `"original_body_sha256"` (of the full body). The gate refuses bodies over 64 KiB
 //! (`crate::notification::MAX_BODY_BYTES`), so only those are ever cut.
@@ -28,12 +28,6 @@ use crate::manual::{ManualItem, ManualQueue, ManualQueueError};
 
 /// The name of the message attribute that holds the reason code.
 pub const REASON_ATTRIBUTE: &str = "reason";
-
-/// Largest message body sent, in bytes (SQS's 256 KiB minus 1 KiB for the `reason` attribute):
-/// [`crate::manual::MAX_ITEM_JSON_BYTES`].
-pub const MAX_MESSAGE_BYTES: usize = crate::manual::MAX_ITEM_JSON_BYTES;
-
-pub use crate::manual::MAX_DETAIL_CHARS;
 
 /// The manual-booking queue on SQS.
 ///
@@ -60,8 +54,8 @@ impl SqsManualQueue {
     }
 }
 
-/// The message body for `item`: [`ManualItem::to_json`], never more than [`MAX_MESSAGE_BYTES`]
-/// (see the module's notes on truncation).
+/// The message body for `item`: [`ManualItem::to_json`], never more than
+/// [`crate::manual::MAX_ITEM_JSON_BYTES`] (see the module's notes on truncation).
 pub fn message_body(item: &ManualItem) -> String {
     String::from_utf8_lossy(&item.to_json()).into_owned()
 }
@@ -96,6 +90,7 @@ mod tests {
     use super::*;
     use crate::keys::sha256_hex;
     use crate::manual::ManualReason;
+    use crate::manual::{MAX_DETAIL_CHARS, MAX_ITEM_JSON_BYTES};
 
     #[test]
     fn body_has_every_field() {
@@ -132,7 +127,7 @@ mod tests {
         // 120 KiB of quotes escape to 240 KiB: still under the limit, kept whole.
         let body = "\"".repeat(120 * 1024);
         let text = message_body(&item(body.clone()));
-        assert!(text.len() <= MAX_MESSAGE_BYTES);
+        assert!(text.len() <= MAX_ITEM_JSON_BYTES);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["original_body"], body.as_str());
     }
@@ -148,7 +143,7 @@ mod tests {
             format!("{}{}", "x".repeat(300 * 1024 - 1), "€"),
         ] {
             let text = message_body(&item(body.clone()));
-            assert!(text.len() <= MAX_MESSAGE_BYTES, "{}", text.len());
+            assert!(text.len() <= MAX_ITEM_JSON_BYTES, "{}", text.len());
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(v["original_body_truncated"], true);
             assert_eq!(v["original_body_bytes"], body.len());

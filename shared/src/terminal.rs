@@ -43,6 +43,8 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::notification::MAX_EQUIPMENT_NUMBER_CHARS;
+
 /// The `User-Agent` the client sends: `exactly-once-gate/{version}`.
 pub const USER_AGENT: &str = concat!("exactly-once-gate/", env!("CARGO_PKG_VERSION"));
 
@@ -274,7 +276,7 @@ fn redact_secret_keys(value: &mut Value) {
 
 /// A printable, bounded rendering of `text`: at most `max` characters (then `…`), control
 /// characters escaped (`\n`, `\u{1b}`), so a quoted answer cannot forge a log line.
-pub fn printable(text: &str, max: usize) -> String {
+fn printable(text: &str, max: usize) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
         if i == max {
@@ -306,17 +308,17 @@ fn excerpt(body: &[u8], secrets: &[&str]) -> String {
 
 /// Secrets shorter than this many characters are not replaced inside a text (a 2-digit PIN
 /// occurs in any status line): a text that holds one is withheld whole ([`WITHHELD`]).
-pub const MIN_REDACTABLE_CHARS: usize = 4;
+const MIN_REDACTABLE_CHARS: usize = 4;
 
 /// What [`scrub`] returns for a text that quotes a secret shorter than [`MIN_REDACTABLE_CHARS`].
-pub const WITHHELD: &str = "[detail withheld: it may quote a secret]";
+const WITHHELD: &str = "[detail withheld: it may quote a secret]";
 
 /// `text` with every occurrence of each secret replaced by `[redacted]`, in every form an answer
 /// or a log line can carry it: as sent, JSON-escaped (an answer that echoes a PIN holding `"` or
 /// `\`), and with control characters escaped as [`printable`] writes them. A text that holds a
 /// secret shorter than [`MIN_REDACTABLE_CHARS`] characters becomes [`WITHHELD`]. Scrub before
 /// shortening a text, never after.
-pub fn scrub(text: &str, secrets: &[&str]) -> String {
+fn scrub(text: &str, secrets: &[&str]) -> String {
     // Every occurrence of every form of every secret, as byte ranges of `text`; overlapping or
     // touching ranges are merged before anything is replaced, so two secrets that overlap in the
     // text (a token ending where a PIN begins) leave no fragment of either.
@@ -372,12 +374,23 @@ pub fn scrub(text: &str, secrets: &[&str]) -> String {
     out
 }
 
-/// Whether `slot_id` is acceptable: not blank, at most [`MAX_SLOT_ID_CHARS`] characters, all
-/// printable ASCII (`0x20..=0x7E`).
-pub fn slot_id_valid(slot_id: &str) -> bool {
-    !slot_id.trim().is_empty()
-        && slot_id.len() <= MAX_SLOT_ID_CHARS
-        && slot_id.bytes().all(|b| (0x20..=0x7E).contains(&b))
+/// What is wrong with `slot_id`, or `None` if it is acceptable: not blank, at most
+/// [`MAX_SLOT_ID_CHARS`] characters, all printable ASCII (graphic or space).
+fn slot_id_defect(slot_id: &str) -> Option<&'static str> {
+    if slot_id.trim().is_empty() {
+        Some("has an empty slot_id")
+    } else if slot_id.len() > MAX_SLOT_ID_CHARS {
+        Some("has a slot_id that is too long")
+    } else if !slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        Some("has a slot_id that is not printable ASCII")
+    } else {
+        None
+    }
+}
+
+/// Whether `slot_id` is acceptable (see [`slot_id_defect`]).
+fn slot_id_valid(slot_id: &str) -> bool {
+    slot_id_defect(slot_id).is_none()
 }
 
 /// Parses a slot answer: a JSON object with a valid string `slot_id` (see [`slot_id_valid`]).
@@ -386,10 +399,13 @@ pub fn slot_id_valid(slot_id: &str) -> bool {
 fn parse_slot(body: SlotBody) -> Option<SlotClaim> {
     let slot_id = body.slot_id.filter(|s| slot_id_valid(s))?;
     let equipment_number = body.equipment_number.map(|e| {
-        if e.len() <= 32 && e.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
+        if e.len() <= MAX_EQUIPMENT_NUMBER_CHARS && e.bytes().all(|b| b.is_ascii_graphic()) {
             e
         } else {
-            format!("(unreadable: {:?})", printable(&e, 32))
+            format!(
+                "(unreadable: {:?})",
+                printable(&e, MAX_EQUIPMENT_NUMBER_CHARS)
+            )
         }
     });
     Some(SlotClaim {
@@ -406,9 +422,10 @@ fn slot_defect(body: &[u8]) -> &'static str {
     let slot = value.get("slot").unwrap_or(&value);
     match slot.get("slot_id") {
         None | Some(Value::Null) => "has no slot_id",
-        Some(Value::String(s)) if s.trim().is_empty() => "has an empty slot_id",
-        Some(Value::String(s)) if s.len() > MAX_SLOT_ID_CHARS => "has a slot_id that is too long",
-        Some(Value::String(_)) => "has a slot_id that is not printable ASCII",
+        // A valid slot_id with another field unreadable: as before, reported with the id rules.
+        Some(Value::String(s)) => {
+            slot_id_defect(s).unwrap_or("has a slot_id that is not printable ASCII")
+        }
         Some(_) => "has a slot_id that is not a string",
     }
 }
@@ -421,7 +438,23 @@ pub fn classify_claim(status: u16, body: &[u8]) -> ClaimOutcome {
 
 /// [`classify_claim`], with every detail quoted from the answer (a problem's `detail` or `title`,
 /// or an excerpt of the body) scrubbed of `secrets` ([`scrub`]) before it is shortened.
-pub fn classify_claim_scrubbed(status: u16, body: &[u8], secrets: &[&str]) -> ClaimOutcome {
+fn classify_claim_scrubbed(status: u16, body: &[u8], secrets: &[&str]) -> ClaimOutcome {
+    if (200..=299).contains(&status) {
+        // The common answer: one parse, no detail to quote.
+        return match serde_json::from_slice::<SlotBody>(body)
+            .ok()
+            .and_then(parse_slot)
+        {
+            Some(slot) => ClaimOutcome::Claimed(slot),
+            // Transient, not permanent: see the module's notes (the slot may exist under the key).
+            None => ClaimOutcome::Transient(format!(
+                "terminal answered {status}, but the answer {} ({} bytes); the slot may exist \
+                 under the key: retried with the same key",
+                slot_defect(body),
+                body.len()
+            )),
+        };
+    }
     let problem: Option<Problem> = serde_json::from_slice(body).ok();
     let problem_kind = problem
         .as_ref()
@@ -429,25 +462,12 @@ pub fn classify_claim_scrubbed(status: u16, body: &[u8], secrets: &[&str]) -> Cl
         .unwrap_or("");
     let detail = match problem
         .as_ref()
-        .and_then(|p| p.detail.clone().or_else(|| p.title.clone()))
+        .and_then(|p| p.detail.as_deref().or(p.title.as_deref()))
     {
-        Some(text) => printable(&scrub(&text, secrets), DETAIL_MAX),
+        Some(text) => printable(&scrub(text, secrets), DETAIL_MAX),
         None => excerpt(body, secrets),
     };
     match status {
-        // Transient, not permanent: see the module's notes (the slot may exist under the key).
-        200..=299 => match serde_json::from_slice::<SlotBody>(body)
-            .ok()
-            .and_then(parse_slot)
-        {
-            Some(slot) => ClaimOutcome::Claimed(slot),
-            None => ClaimOutcome::Transient(format!(
-                "terminal answered {status}, but the answer {} ({} bytes); the slot may exist \
-                 under the key: retried with the same key",
-                slot_defect(body),
-                body.len()
-            )),
-        },
         422 => ClaimOutcome::KeyMismatch(detail),
         409 if problem_kind.ends_with("idempotency_mismatch") => ClaimOutcome::KeyMismatch(detail),
         409 => ClaimOutcome::KeyInFlight,
@@ -455,6 +475,35 @@ pub fn classify_claim_scrubbed(status: u16, body: &[u8], secrets: &[&str]) -> Cl
         408 | 425 | 429 => ClaimOutcome::Transient(format!("terminal answered {status}: {detail}")),
         400..=499 => ClaimOutcome::Permanent { status, detail },
         _ => ClaimOutcome::Transient(format!("terminal answered {status}: {detail}")),
+    }
+}
+
+/// Classifies a lookup answer (`GET /slots?idempotency_key=K`: status and body bytes): `200`
+/// with a valid slot is [`LookupOutcome::Found`], `404` [`LookupOutcome::NotFound`], anything
+/// else [`LookupOutcome::Transient`]. No secret is known here; [`HttpTerminal`] scrubs its own.
+pub fn classify_lookup(status: u16, body: &[u8]) -> LookupOutcome {
+    classify_lookup_scrubbed(status, body, &[])
+}
+
+/// [`classify_lookup`], with the excerpt quoted from an unexpected answer scrubbed of `secrets`.
+fn classify_lookup_scrubbed(status: u16, body: &[u8], secrets: &[&str]) -> LookupOutcome {
+    match status {
+        200 => match serde_json::from_slice::<LookupBody>(body)
+            .ok()
+            .and_then(|b| parse_slot(b.slot))
+        {
+            Some(slot) => LookupOutcome::Found(slot),
+            None => LookupOutcome::Transient(format!(
+                "lookup answered 200, but the answer {} ({} bytes)",
+                slot_defect(body),
+                body.len()
+            )),
+        },
+        404 => LookupOutcome::NotFound,
+        _ => LookupOutcome::Transient(format!(
+            "lookup answered {status}: {}",
+            excerpt(body, secrets)
+        )),
     }
 }
 
@@ -534,18 +583,6 @@ fn request_error(e: reqwest::Error) -> String {
     format!("{kind} error: {e}")
 }
 
-fn scrub_claim(outcome: ClaimOutcome, secrets: &[&str]) -> ClaimOutcome {
-    match outcome {
-        ClaimOutcome::Transient(d) => ClaimOutcome::Transient(scrub(&d, secrets)),
-        ClaimOutcome::Permanent { status, detail } => ClaimOutcome::Permanent {
-            status,
-            detail: scrub(&detail, secrets),
-        },
-        ClaimOutcome::KeyMismatch(d) => ClaimOutcome::KeyMismatch(scrub(&d, secrets)),
-        other => other,
-    }
-}
-
 /// The header value for `op_key`: a Structured Field string (`"K"`), as the IETF draft specifies.
 pub fn idempotency_key_header(op_key: &str) -> String {
     format!("\"{op_key}\"")
@@ -571,14 +608,14 @@ impl SlotTerminal for HttpTerminal {
             }
         };
         let status = response.status().as_u16();
-        let outcome = match read_capped(response).await {
+        // Every text quoted from the answer is scrubbed where it is quoted (before shortening).
+        match read_capped(response).await {
             Ok(body) => classify_claim_scrubbed(status, &body, &secrets),
-            Err(e) => ClaimOutcome::Transient(format!(
-                "claim answer {status} unreadable: {}",
-                request_error(e)
+            Err(e) => ClaimOutcome::Transient(scrub(
+                &format!("claim answer {status} unreadable: {}", request_error(e)),
+                &secrets,
             )),
-        };
-        scrub_claim(outcome, &secrets)
+        }
     }
 
     async fn lookup(&self, op_key: &str) -> LookupOutcome {
@@ -596,34 +633,13 @@ impl SlotTerminal for HttpTerminal {
         let body = match read_capped(response).await {
             Ok(b) => b,
             Err(e) => {
-                return LookupOutcome::Transient(format!(
-                    "lookup answer unreadable: {}",
-                    request_error(e)
+                return LookupOutcome::Transient(scrub(
+                    &format!("lookup answer unreadable: {}", request_error(e)),
+                    &secrets,
                 ))
             }
         };
-        let outcome = match status {
-            200 => match serde_json::from_slice::<LookupBody>(&body)
-                .ok()
-                .and_then(|b| parse_slot(b.slot))
-            {
-                Some(slot) => LookupOutcome::Found(slot),
-                None => LookupOutcome::Transient(format!(
-                    "lookup answered 200, but the answer {} ({} bytes)",
-                    slot_defect(&body),
-                    body.len()
-                )),
-            },
-            404 => LookupOutcome::NotFound,
-            _ => LookupOutcome::Transient(format!(
-                "lookup answered {status}: {}",
-                excerpt(&body, &secrets)
-            )),
-        };
-        match outcome {
-            LookupOutcome::Transient(why) => LookupOutcome::Transient(scrub(&why, &secrets)),
-            other => other,
-        }
+        classify_lookup_scrubbed(status, &body, &secrets)
     }
 }
 

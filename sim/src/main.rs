@@ -117,22 +117,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => check(seed, seeds, first, jobs, trace, list)?,
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
-            let naive = replay::run(
-                &scenario,
-                ReplayOptions {
-                    handler: HandlerKind::Naive,
-                    store: None,
-                },
-            )
-            .await?;
-            let gated = replay::run(
-                &scenario,
-                ReplayOptions {
-                    handler: HandlerKind::Gated,
-                    store: None,
-                },
-            )
-            .await?;
+            let naive = replay::run(&scenario, ReplayOptions::naive()).await?;
+            let gated = replay::run(&scenario, ReplayOptions::gated()).await?;
             if json {
                 let both = serde_json::json!({ "naive": naive, "gated": gated });
                 println!("{both}");

@@ -167,6 +167,24 @@ pub struct ReplayOptions {
     pub store: Option<Arc<dyn IdempotencyStore>>,
 }
 
+impl ReplayOptions {
+    /// The naive handler.
+    pub fn naive() -> Self {
+        Self {
+            handler: HandlerKind::Naive,
+            store: None,
+        }
+    }
+
+    /// The gated handler on a fresh [`MemoryStore`].
+    pub fn gated() -> Self {
+        Self {
+            handler: HandlerKind::Gated,
+            store: None,
+        }
+    }
+}
+
 /// The fault a batch triggers: a notification's first delivery carrying a crash or a stall.
 fn fault_in_batch(
     scenario: &Scenario,

@@ -59,13 +59,6 @@ pub struct FiredAlarm {
     pub at_s: i64,
 }
 
-impl SignalSummary {
-    /// Whether `name` fired.
-    pub fn fired(&self, name: &str) -> bool {
-        self.alarms.iter().any(|a| a.alarm == name)
-    }
-}
-
 impl SignalRecorder {
     /// Records one invocation's counters at `at_ms`.
     pub fn record(&mut self, at_ms: i64, counts: Counts) {

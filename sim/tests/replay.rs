@@ -6,15 +6,9 @@ use sim::scenario::Scenario;
 #[tokio::test]
 async fn the_incident_naive_makes_87_claims_for_39_containers() {
     let scenario = Scenario::load("monday-2025-06-09").unwrap();
-    let r = replay::run(
-        &scenario,
-        ReplayOptions {
-            handler: HandlerKind::Naive,
-            store: None,
-        },
-    )
-    .await
-    .unwrap();
+    let r = replay::run(&scenario, ReplayOptions::naive())
+        .await
+        .unwrap();
     assert_eq!(r.notifications, 39);
     assert_eq!(r.slots_issued, 87);
     assert_eq!(r.containers_with_a_slot, 39);
@@ -25,15 +19,9 @@ async fn the_incident_naive_makes_87_claims_for_39_containers() {
 #[tokio::test]
 async fn the_incident_gated_makes_39_slots_and_39_bookings() {
     let scenario = Scenario::load("monday-2025-06-09").unwrap();
-    let r = replay::run(
-        &scenario,
-        ReplayOptions {
-            handler: HandlerKind::Gated,
-            store: None,
-        },
-    )
-    .await
-    .unwrap();
+    let r = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
     assert_eq!(r.slots_issued, 39);
     assert_eq!(r.tms_bookings, 39);
     assert_eq!(r.containers_with_a_slot, 39);
@@ -151,15 +139,9 @@ async fn the_report_gives_the_manual_queue_by_reason() {
         message_lost_after_crash: false,
         stall_after_claim_s: None,
     });
-    let r = replay::run(
-        &scenario,
-        ReplayOptions {
-            handler: HandlerKind::Gated,
-            store: None,
-        },
-    )
-    .await
-    .unwrap();
+    let r = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
     assert_eq!(r.routed_to_manual, 2);
     assert_eq!(
         r.manual_reasons,

@@ -1,21 +1,15 @@
 //! Each signal moves under its own fault, and only then: every scenario evaluates the four alarms
 //! with the gate's thresholds (`gate::signals`).
 
-use sim::replay::{self, HandlerKind, ReplayOptions, Report};
+use sim::replay::{self, ReplayOptions, Report};
 use sim::scenario::Scenario;
 use sim::signals::{alarm, SignalSummary};
 
 async fn gated(name: &str) -> (Report, SignalSummary) {
     let scenario = Scenario::load(name).unwrap();
-    let r = replay::run(
-        &scenario,
-        ReplayOptions {
-            handler: HandlerKind::Gated,
-            store: None,
-        },
-    )
-    .await
-    .unwrap();
+    let r = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
     let s = r.signals.clone().unwrap();
     (r, s)
 }

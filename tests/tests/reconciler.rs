@@ -40,15 +40,9 @@ async fn the_incident_replays_through_dynamodb_with_the_same_figures() {
     )
     .await
     .unwrap();
-    let memory = replay::run(
-        &scenario,
-        ReplayOptions {
-            handler: HandlerKind::Gated,
-            store: None,
-        },
-    )
-    .await
-    .unwrap();
+    let memory = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
     assert_eq!(dynamo.slots_issued, 39);
     assert_eq!(dynamo.tms_bookings, 39);
     assert_eq!(dynamo.still_in_flight, 0);

@@ -27,6 +27,7 @@ use gate::manual::{ManualItem, ManualReason};
 use gate::notification::parse_notification;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
 
+use super::ports::short;
 use super::queue::{Msg, MsgState};
 use super::schedule::{Schedule, START_MS};
 use crate::terminal::IssuedSlot;
@@ -410,10 +411,6 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         }
     }
     v
-}
-
-fn short(key: &str) -> &str {
-    key.get(..12.min(key.len())).unwrap_or(key)
 }
 
 fn short_id(id: &str) -> String {

@@ -30,10 +30,9 @@ use super::queue::{MsgState, Queue};
 use super::schedule::{Schedule, START_MS};
 use super::shared::{Flag, Shared, TaskId};
 use super::{RunResult, Stats};
+use crate::replay::INTEGRATION;
 use crate::terminal::{TerminalConfig, TerminalCore};
 
-/// The integration name of simulated records.
-pub const INTEGRATION: &str = "ect-delta-slots";
 /// The reconciler's schedule, ms.
 const TICK_MS: i64 = 60_000;
 /// The reconciler Lambda's timeout, ms.

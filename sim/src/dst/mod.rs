@@ -55,7 +55,7 @@ mod shared;
 
 use std::collections::BTreeMap;
 
-pub use driver::{run_seed, INTEGRATION};
+pub use driver::run_seed;
 pub use ports::CoreTerminal;
 pub use shared::FaultProfile;
 

@@ -13,7 +13,8 @@ use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
 };
 use gate::terminal::{
-    classify_claim, idempotency_key_header, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal,
+    classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
+    SlotTerminal,
 };
 
 use super::check::{identity_of_item, pk_of_item};
@@ -52,28 +53,7 @@ impl SlotTerminal for CoreTerminal {
             .core
             .handle("GET", "/slots", Some(&query), None, b"")
             .await;
-        match r.status {
-            200 => {
-                let slot = serde_json::from_slice::<serde_json::Value>(&r.body)
-                    .ok()
-                    .and_then(|v| {
-                        let s = v.get("slot")?;
-                        Some(SlotClaim {
-                            slot_id: s.get("slot_id")?.as_str()?.to_string(),
-                            equipment_number: s
-                                .get("equipment_number")
-                                .and_then(|e| e.as_str())
-                                .map(str::to_string),
-                        })
-                    });
-                match slot {
-                    Some(slot) => LookupOutcome::Found(slot),
-                    None => LookupOutcome::Transient("lookup answered 200 without a slot".into()),
-                }
-            }
-            404 => LookupOutcome::NotFound,
-            s => LookupOutcome::Transient(format!("lookup answered {s}")),
-        }
+        classify_lookup(r.status, &r.body)
     }
 }
 

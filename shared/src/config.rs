@@ -307,7 +307,7 @@ impl FunctionConfig {
             });
         }
         // The consumer resumes stale records too: it never claims past the same horizon.
-        gate.claim_horizon_ms = reconciler.key_retention_ms - reconciler.retention_margin_ms;
+        gate.claim_horizon_ms = reconciler.claim_horizon_ms();
         Ok(Self {
             gate,
             reconciler,

@@ -90,6 +90,14 @@ pub async fn handle_reconcile(
     Ok(report)
 }
 
+/// The SDK configuration every function starts from: the latest behaviour version, and
+/// throttling and transient service errors retried by the SDK (standard mode, at most 4
+/// attempts), not by hand.
+fn aws_loader() -> aws_config::ConfigLoader {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
+}
+
 /// Builds the gate from `config` with the AWS clients (DynamoDB, SQS) and the terminal client
 /// (its token read from Secrets Manager when `config.token_secret_arn` is set),
 /// once per cold start. `AWS_ENDPOINT_URL` is honoured by the SDK (local runs against moto).
@@ -97,10 +105,8 @@ pub async fn handle_reconcile(
 /// # Errors
 /// If the terminal client cannot be built, or the token cannot be read from Secrets Manager.
 pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
-    // Throttling and transient service errors are retried by the SDK (standard mode, adaptive
-    // back-off), not by hand; operation timeouts keep a call well inside the lease.
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
+    // Operation timeouts keep a call well inside the lease.
+    let aws = aws_loader()
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
                 .connect_timeout(std::time::Duration::from_secs(2))
@@ -112,7 +118,7 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
         .await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let mut terminal_config = config.terminal.clone();
+    let mut terminal_config = config.terminal;
     if let Some(arn) = &config.token_secret_arn {
         // Read once per cold start and kept for the environment's life (`crate::secrets`).
         let secrets = aws_sdk_secretsmanager::Client::new(&aws);
@@ -238,10 +244,7 @@ pub async fn run_metrics() -> Result<(), Error> {
     crate::logging::init();
     let config = crate::config::MetricsConfig::from_env(|k| std::env::var(k).ok())
         .inspect_err(|e| tracing::error!(error = %e, "invalid configuration; not starting"))?;
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
-        .load()
-        .await;
+    let aws = aws_loader().load().await;
     // The metrics function reads only the idempotency table's indexes; no bookings table.
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&aws),

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use crate::gate::{is_routing_record, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
-use crate::record::{RecordStatus, INFLIGHT_SHARDS};
+use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use crate::store::{InFlightEntry, TakeOver};
 use crate::terminal::{ClaimOutcome, LookupOutcome};
 
@@ -35,6 +35,14 @@ pub struct ReconcilerConfig {
     pub retention_margin_ms: i64,
     /// Records per GSI page (DynamoDB `Limit`), default 25.
     pub page_size: usize,
+}
+
+impl ReconcilerConfig {
+    /// How old a record may be and still be claimed, **milliseconds**: the key retention minus
+    /// the margin. The consumer's `GateConfig::claim_horizon_ms` is set from this.
+    pub fn claim_horizon_ms(&self) -> i64 {
+        self.key_retention_ms - self.retention_margin_ms
+    }
 }
 
 impl Default for ReconcilerConfig {
@@ -204,66 +212,71 @@ impl Gate {
                 .await;
             return Step::from_outcome(outcome, false);
         }
+        let age = now - held.created_at_ms;
+        let past_retention = age >= config.claim_horizon_ms();
+        // Past the key's retention nothing is claimed again: without a slot under the key (none,
+        // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
+        // every minute until the record's TTL) a person gets it.
         let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key).await {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
-            LookupOutcome::Transient(why) => {
-                // Past the key's retention a lookup that keeps failing (a terminal that is down,
-                // or answers garbage) is not retried every minute until the record's TTL: a
-                // person gets it, told that a slot may exist under the key.
-                let age = now - held.created_at_ms;
-                if age >= config.key_retention_ms - config.retention_margin_ms {
-                    let outcome = self
-                        .route_held_record(
-                            &held,
-                            RecordStatus::Manual,
-                            ManualReason::PastKeyRetention,
-                            format!(
-                                "stranded in_flight for {} s, past the terminal's key retention \
-                                 minus margin, and the lookup failed ({why}); a slot may exist \
-                                 under Idempotency-Key {}: ask the terminal before booking",
-                                age / 1000,
-                                held.op_key
-                            ),
-                            &body,
-                            &message_id,
-                            owner,
-                        )
-                        .await;
-                    return Step::from_outcome(outcome, false);
-                }
-                (ClaimOutcome::Transient(why), false)
+            LookupOutcome::Transient(why) if past_retention => {
+                let detail = format!(
+                    "stranded in_flight for {} s, past the terminal's key retention minus margin, \
+                     and the lookup failed ({why}); a slot may exist under Idempotency-Key {}: ask \
+                     the terminal before booking",
+                    age / 1000,
+                    held.op_key
+                );
+                return self
+                    .route_past_retention(&held, detail, &body, &message_id, owner)
+                    .await;
             }
-            LookupOutcome::NotFound => {
-                let age = now - held.created_at_ms;
-                if age >= config.key_retention_ms - config.retention_margin_ms {
-                    let outcome = self
-                        .route_held_record(
-                            &held,
-                            RecordStatus::Manual,
-                            ManualReason::PastKeyRetention,
-                            format!(
-                                "stranded in_flight for {} s, past the terminal's key retention \
-                                 minus margin; a new claim could make a second slot",
-                                age / 1000
-                            ),
-                            &body,
-                            &message_id,
-                            owner,
-                        )
-                        .await;
-                    return Step::from_outcome(outcome, false);
-                }
-                (
-                    self.terminal.claim(&held.op_key, &held.request).await,
-                    false,
-                )
+            LookupOutcome::NotFound if past_retention => {
+                let detail = format!(
+                    "stranded in_flight for {} s, past the terminal's key retention minus margin; \
+                     a new claim could make a second slot",
+                    age / 1000
+                );
+                return self
+                    .route_past_retention(&held, detail, &body, &message_id, owner)
+                    .await;
             }
+            LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
+            LookupOutcome::NotFound => (
+                self.terminal.claim(&held.op_key, &held.request).await,
+                false,
+            ),
         };
         let outcome = self
             .settle_claim(&held, outcome, &body, &message_id, invocation)
             .await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)
+    }
+}
+
+impl Gate {
+    /// Ends a stranded record past the key's retention as `manual` (`past_key_retention`).
+    async fn route_past_retention(
+        &self,
+        held: &IdempotencyRecord,
+        detail: String,
+        body: &str,
+        message_id: &str,
+        owner: &str,
+    ) -> Step {
+        let outcome = self
+            .route_held_record(
+                held,
+                RecordStatus::Manual,
+                ManualReason::PastKeyRetention,
+                detail,
+                body,
+                message_id,
+                owner,
+            )
+            .await;
+        Step::from_outcome(outcome, false)
     }
 }
 

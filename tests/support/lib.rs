@@ -166,3 +166,34 @@ impl Intercept for CallRecorder {
 }
 pub mod lambda_watch;
 pub mod reconciler_cases;
+
+/// A Lambda SQS event of `(message id, body)` records, in order.
+pub fn sqs_event(records: &[(&str, &str)]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let records: Vec<_> = records
+        .iter()
+        .map(|(id, body)| serde_json::json!({"messageId": id, "body": body}))
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("SqsEvent")
+}
+
+/// Writes an `InFlight` index item this code could not have written (status `"exploded"`) into
+/// `store`'s idempotency table: `pk`, shard `shard`, `created_at` epoch **milliseconds**.
+pub async fn put_unreadable_in_flight(
+    store: &DynamoStore,
+    pk: &str,
+    shard: &str,
+    created_at_ms: i64,
+) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    store
+        .client()
+        .put_item()
+        .table_name(store.idempotency_table())
+        .item("pk", AttributeValue::S(pk.to_string()))
+        .item("inflight_shard", AttributeValue::S(shard.to_string()))
+        .item("created_at", AttributeValue::N(created_at_ms.to_string()))
+        .item("status", AttributeValue::S("exploded".into()))
+        .send()
+        .await
+        .expect("PutItem");
+}

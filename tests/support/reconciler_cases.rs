@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
 use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
@@ -115,11 +114,6 @@ impl World {
     }
 }
 
-fn sqs_event(message_id: &str, body: &str) -> SqsEvent {
-    serde_json::from_value(json!({"Records": [{"messageId": message_id, "body": body}]}))
-        .expect("event")
-}
-
 /// Stranded after the claim: the lookup finds the slot; committed with that same slot, no new
 /// claim.
 pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
@@ -194,7 +188,8 @@ pub async fn racing_a_slow_consumer_makes_one_slot_and_one_booking(w: &World) {
     let rec_inv = w.reconciler_invocation("rec-1");
     let config = World::reconciler_config();
     let (batch, report) = tokio::join!(
-        w.gate.handle_batch(sqs_event("m-1", &body), &consumer_inv),
+        w.gate
+            .handle_batch(crate::sqs_event(&[("m-1", &body)]), &consumer_inv),
         w.gate.reconcile(&config, &rec_inv)
     );
     assert!(batch.response.batch_item_failures.is_empty());

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{ms_to_s, ManualClock};
 use gate::conformance::{self, sample_record, NOW_MS};
@@ -22,8 +21,8 @@ use gate::sqs_manual::SqsManualQueue;
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
-    dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with, sqs_client,
-    CallRecorder,
+    dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
+    put_unreadable_in_flight, sqs_client, sqs_event, CallRecorder,
 };
 
 macro_rules! conformance_cases {
@@ -122,17 +121,7 @@ async fn an_unreadable_in_flight_item_does_not_block_its_shard() {
     );
     let shard = good.inflight_shard.clone().expect("shard");
     let bad_created = NOW_MS - 30 * 60_000;
-    store
-        .client()
-        .put_item()
-        .table_name(store.idempotency_table())
-        .item("pk", AttributeValue::S("unreadable#bad".into()))
-        .item("inflight_shard", AttributeValue::S(shard.clone()))
-        .item("created_at", AttributeValue::N(bad_created.to_string()))
-        .item("status", AttributeValue::S("exploded".into()))
-        .send()
-        .await
-        .expect("PutItem");
+    put_unreadable_in_flight(&store, "unreadable#bad", &shard, bad_created).await;
 
     let page = store
         .stale_in_flight(&shard, NOW_MS, None, 10)
@@ -277,13 +266,6 @@ impl SlotTerminal for FixedSlot {
     }
 }
 
-fn sqs_event(message_id: &str, body: &str) -> SqsEvent {
-    serde_json::from_value(serde_json::json!({
-        "Records": [{"messageId": message_id, "body": body}]
-    }))
-    .expect("SqsEvent")
-}
-
 /// Through the gate on DynamoDB: a new event costs exactly one `PutItem` (reserve) and one
 /// `TransactWriteItems` (commit); a duplicate exactly one `PutItem`.
 #[tokio::test]
@@ -314,7 +296,9 @@ async fn gate_request_count_new_event_and_duplicate() {
     .to_string();
 
     recorder.clear();
-    let report = gate.handle_batch(sqs_event("m1", &body), &invocation).await;
+    let report = gate
+        .handle_batch(sqs_event(&[("m1", &body)]), &invocation)
+        .await;
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
@@ -325,7 +309,9 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(recorder.calls(), vec!["PutItem", "TransactWriteItems"]);
 
     recorder.clear();
-    let report = gate.handle_batch(sqs_event("m2", &body), &invocation).await;
+    let report = gate
+        .handle_batch(sqs_event(&[("m2", &body)]), &invocation)
+        .await;
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Duplicate(RecordStatus::Committed)
@@ -366,7 +352,7 @@ async fn an_oversized_body_is_routed_on_dynamodb_and_sqs() {
     };
     let body = "\"".repeat(200 * 1024);
     let report = gate
-        .handle_batch(sqs_event("m-big", &body), &invocation)
+        .handle_batch(sqs_event(&[("m-big", &body)]), &invocation)
         .await;
     assert!(
         matches!(report.records[0].outcome, RecordOutcome::Rejected(_)),

@@ -57,7 +57,6 @@ async fn the_incident_replays_through_dynamodb_with_the_same_figures() {
 /// of the same shard: the reconciler skips and counts it, and still finishes the record behind it.
 #[tokio::test]
 async fn an_unreadable_index_item_does_not_stop_the_reconciler() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     use gate::clock::Clock;
     use gate::record::RecordStatus;
 
@@ -66,22 +65,13 @@ async fn an_unreadable_index_item_does_not_stop_the_reconciler() {
     let w = World::new(Arc::new(store), &unique("unreadable")).await;
     let body = World::body("R-U", "CSQU3054383");
     let record = w.strand(&body, "inv-dead", w.clock.now_ms() + 30_000).await;
-    raw.client()
-        .put_item()
-        .table_name(raw.idempotency_table())
-        .item("pk", AttributeValue::S(format!("{}#bad", w.integration)))
-        .item(
-            "inflight_shard",
-            AttributeValue::S(record.inflight_shard.clone().expect("shard")),
-        )
-        .item(
-            "created_at",
-            AttributeValue::N((record.created_at_ms - 60_000).to_string()),
-        )
-        .item("status", AttributeValue::S("exploded".into()))
-        .send()
-        .await
-        .expect("PutItem");
+    integration_tests::put_unreadable_in_flight(
+        &raw,
+        &format!("{}#bad", w.integration),
+        record.inflight_shard.as_deref().expect("shard"),
+        record.created_at_ms - 60_000,
+    )
+    .await;
     w.clock.advance_ms(180_000);
     let report = w
         .gate

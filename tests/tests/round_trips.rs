@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
 use gate::dynamo::DynamoStore;
 use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
@@ -35,7 +34,9 @@ use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
 };
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
-use integration_tests::{dynamo_client, dynamo_client_with, fresh_store_with, CallRecorder};
+use integration_tests::{
+    dynamo_client, dynamo_client_with, fresh_store_with, sqs_event, CallRecorder,
+};
 
 /// 2026-06-01T06:00:00Z; the windows below are 08:00-10:00 the same day.
 const T0: i64 = 1_780_293_600_000;
@@ -160,14 +161,6 @@ fn body(id: &str, container: &str, pin: u32) -> String {
     .to_string()
 }
 
-fn event(records: &[(&str, &str)]) -> SqsEvent {
-    let records: Vec<_> = records
-        .iter()
-        .map(|(id, body)| serde_json::json!({"messageId": id, "body": body}))
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).expect("SqsEvent")
-}
-
 fn count(calls: &[String], op: &str) -> usize {
     calls.iter().filter(|c| c.as_str() == op).count()
 }
@@ -185,7 +178,7 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     let inv = w.invocation("req-1");
     let b = body("PCS-1", CONTAINERS[0], 4711);
 
-    let report = w.gate.handle_batch(event(&[("m1", &b)]), &inv).await;
+    let report = w.gate.handle_batch(sqs_event(&[("m1", &b)]), &inv).await;
     assert!(matches!(
         report.records[0].outcome,
         RecordOutcome::Committed { .. }
@@ -193,7 +186,7 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
 
     // A redelivery (another SQS message id, the same body) of the committed event.
-    let report = w.gate.handle_batch(event(&[("m2", &b)]), &inv).await;
+    let report = w.gate.handle_batch(sqs_event(&[("m2", &b)]), &inv).await;
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Duplicate(RecordStatus::Committed)
@@ -204,10 +197,16 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     // one reserve; routing it to a person exactly once costs its routing record (reserve, then
     // `manual` after the send). A redelivery of the same mismatch finds that record: two reserves.
     let other = body("PCS-1", CONTAINERS[0], 9999);
-    let report = w.gate.handle_batch(event(&[("m3", &other)]), &inv).await;
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m3", &other)]), &inv)
+        .await;
     assert_eq!(report.records[0].outcome, RecordOutcome::Mismatch);
     assert_eq!(w.take_calls(), ["PutItem", "PutItem", "UpdateItem"]);
-    let report = w.gate.handle_batch(event(&[("m4", &other)]), &inv).await;
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m4", &other)]), &inv)
+        .await;
     assert!(report.records[0].outcome.acknowledged(), "{report:?}");
     assert_eq!(w.take_calls(), ["PutItem", "PutItem"]);
 }
@@ -230,7 +229,7 @@ async fn consumer_batch_of_ten_costs_two_calls_per_new_event_and_one_per_duplica
     records.push(("m8".into(), bodies[0].as_str()));
     records.push(("m9".into(), bodies[1].as_str()));
     let records: Vec<(&str, &str)> = records.iter().map(|(m, b)| (m.as_str(), *b)).collect();
-    let report = w.gate.handle_batch(event(&records), &inv).await;
+    let report = w.gate.handle_batch(sqs_event(&records), &inv).await;
     let committed = report
         .records
         .iter()
@@ -263,7 +262,7 @@ async fn consumer_duplicate_in_flight_costs_one_call() {
     );
     let report = w
         .gate
-        .handle_batch(event(&[("m2", &b)]), &w.invocation("req-second"))
+        .handle_batch(sqs_event(&[("m2", &b)]), &w.invocation("req-second"))
         .await;
     assert_eq!(report.records[0].outcome, RecordOutcome::DuplicateInFlight);
     assert_eq!(w.take_calls(), ["PutItem"]);
@@ -276,7 +275,7 @@ async fn consumer_redelivery_of_a_stranded_record_takes_over_in_three_calls() {
     let b = body("PCS-3", CONTAINERS[2], 4711);
     let report = w
         .gate
-        .handle_batch(event(&[("m2", &b)]), &w.invocation("req-2"))
+        .handle_batch(sqs_event(&[("m2", &b)]), &w.invocation("req-2"))
         .await;
     assert!(report.records[0].took_over);
     assert!(matches!(

@@ -256,6 +256,27 @@ pub async fn commit(
 }
 
 impl Gate {
+    /// Takes over for `invocation` (its request id the new owner, until [`Gate::lease_until`])
+    /// the expired lease `old_owner` held on `pk`: the one conditional `UpdateItem` the consumer,
+    /// the manual routing and the reconciler all resume a record with.
+    pub(crate) async fn take_over_for(
+        &self,
+        pk: &str,
+        old_owner: Option<&str>,
+        invocation: &Invocation,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        self.store
+            .take_over(
+                pk,
+                old_owner.unwrap_or_default(),
+                &invocation.request_id,
+                self.lease_until(invocation, now_ms),
+                now_ms,
+            )
+            .await
+    }
+
     /// The lease end for a record started at `now_ms` in `invocation`: the invocation's deadline,
     /// but at least `now + lease_floor` (epoch ms).
     pub fn lease_until(&self, invocation: &Invocation, now_ms: i64) -> i64 {
@@ -473,20 +494,17 @@ impl Gate {
         if existing.lease_is_live(now) {
             return Err(RecordOutcome::DuplicateInFlight);
         }
-        let old_owner = existing.lease_owner.clone().unwrap_or_default();
-        let lease_until = self.lease_until(invocation, now);
         match self
-            .store
-            .take_over(
+            .take_over_for(
                 &existing.pk,
-                &old_owner,
-                &invocation.request_id,
-                lease_until,
+                existing.lease_owner.as_deref(),
+                invocation,
                 now,
             )
             .await
         {
             Ok(TakeOver::Taken(record)) => {
+                let old_owner = existing.lease_owner.as_deref().unwrap_or_default();
                 info!(event_key = %keys.event_key, message_id, old_owner, "took over an expired lease");
                 Ok(*record)
             }
@@ -806,17 +824,40 @@ impl Gate {
             message_id: message_id.to_string(),
             original_body_cut: None,
         };
-        if let Err(e) = self.manual.send(item).await {
-            return self.release(record, owner, e.to_string()).await;
-        }
         match self
-            .store
-            .finish(&record.pk, owner, status, &detail, self.clock.now_ms())
+            .send_then_finish(record, owner, item, status, &detail)
             .await
         {
-            Ok(_) => RecordOutcome::Manual(reason),
-            Err(e) => self.release(record, owner, e.to_string()).await,
+            Ok(()) => RecordOutcome::Manual(reason),
+            Err(why) => RecordOutcome::Retry(why),
         }
+    }
+
+    /// Sends `item` to the manual queue, then ends the record `owner` holds as `status` with
+    /// `error`. Queue first, mark second: a crash between the two leaves the record `in_flight`
+    /// and whoever resumes it sends again (at least once into the queue, never lost). On a
+    /// failure of either the lease is released (see [`Gate::release`]) and the reason returned.
+    async fn send_then_finish(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        item: ManualItem,
+        status: RecordStatus,
+        error: &str,
+    ) -> Result<(), String> {
+        if let Err(e) = self.manual.send(item).await {
+            self.release(record, owner, e.to_string()).await;
+            return Err(e.to_string());
+        }
+        if let Err(e) = self
+            .store
+            .finish(&record.pk, owner, status, error, self.clock.now_ms())
+            .await
+        {
+            self.release(record, owner, e.to_string()).await;
+            return Err(e.to_string());
+        }
+        Ok(())
     }
 
     /// Routes a body that failed strict parsing to the manual queue with its reason, once per
@@ -910,14 +951,11 @@ impl Gate {
                     info!(route_key, message_id = %item.message_id, "already routed to the manual queue");
                     return Ok(());
                 }
-                let old_owner = existing.lease_owner.clone().unwrap_or_default();
                 match self
-                    .store
-                    .take_over(
+                    .take_over_for(
                         &existing.pk,
-                        &old_owner,
-                        owner,
-                        self.lease_until(invocation, now),
+                        existing.lease_owner.as_deref(),
+                        invocation,
                         now,
                     )
                     .await
@@ -956,27 +994,9 @@ impl Gate {
         item.message_id = message_id.to_string();
         let reason = item.reason;
         let detail = item.detail.clone();
-        if let Err(e) = self.manual.send(item).await {
-            let _ = self.release(record, owner, e.to_string()).await;
-            return Err(e.to_string());
-        }
-        match self
-            .store
-            .finish(
-                &record.pk,
-                owner,
-                RecordStatus::Manual,
-                &detail,
-                self.clock.now_ms(),
-            )
+        self.send_then_finish(record, owner, item, RecordStatus::Manual, &detail)
             .await
-        {
-            Ok(_) => Ok(reason),
-            Err(e) => {
-                let _ = self.release(record, owner, e.to_string()).await;
-                Err(e.to_string())
-            }
-        }
+            .map(|()| reason)
     }
 }
 

@@ -167,17 +167,9 @@ impl Gate {
         if record.status != RecordStatus::InFlight || record.lease_is_live(now) {
             return Step::LiveLease;
         }
-        let old_owner = record.lease_owner.clone().unwrap_or_default();
         let owner = invocation.request_id.as_str();
         let held = match self
-            .store
-            .take_over(
-                &record.pk,
-                &old_owner,
-                owner,
-                self.lease_until(invocation, now),
-                now,
-            )
+            .take_over_for(&record.pk, record.lease_owner.as_deref(), invocation, now)
             .await
         {
             Ok(TakeOver::Taken(r)) => *r,

@@ -11,7 +11,8 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn, and
   only in the roles of the functions that call the terminal (consumer, reconciler);
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
-  than its source queue;
+  than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
+  literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
 * every table encrypted, with point-in-time recovery and deletion protection from the
   TableDeletionProtection parameter;
 * every SQS event source bounded by ScalingConfig.MaximumConcurrency, and reports batch item
@@ -27,6 +28,11 @@ import yaml
 
 # Actions that have no resource-level permissions, so "*" is the only possible resource.
 NO_RESOURCE_LEVEL = {"cloudwatch:PutMetricData"}
+# The fewest receives before a message is dead-lettered: throttling and deadline retries (a record
+# not started near the invocation's deadline, a throttled store) fail a good message a few times
+# in a row; below 5 they push it to the dead-letter queue. The AWS Lambda developer guide ("Using
+# Lambda with Amazon SQS") advises a maxReceiveCount of at least 5 on a queue that triggers Lambda.
+MIN_RECEIVE_COUNT = 5
 # The functions that call the terminal and so may read its token.
 TOKEN_READERS = {"ConsumerFunction", "ReconcilerFunction"}
 
@@ -101,6 +107,25 @@ def number(value):
         return None
 
 
+def lowest_value(value, parameters):
+    """The lowest number `value` can take: a literal, or a !Ref to a Number parameter bounded by
+    MinValue or AllowedValues (the lower bound when both are given); None when unbounded or
+    not a number."""
+    literal = number(value)
+    if literal is not None:
+        return literal
+    param = parameters.get(ref(value) or "")
+    if not isinstance(param, dict):
+        return None
+    bounds = []
+    if number(param.get("MinValue")) is not None:
+        bounds.append(number(param["MinValue"]))
+    allowed = [number(v) for v in as_list(param.get("AllowedValues"))]
+    if allowed and None not in allowed:
+        bounds.append(min(allowed))
+    return max(bounds) if bounds else None
+
+
 def main(path):
     template = yaml.load(Path(path).read_text(), Loader=Loader)
     resources = template["Resources"]
@@ -166,6 +191,10 @@ def main(path):
             target = number(queues.get(dlq, {}).get("Properties", {}).get("MessageRetentionPeriod", 345600))
             if source is None or target is None or target <= source:
                 problem(f"{name}: dead-letter queue {dlq} keeps {target} s, not more than {source} s")
+            lowest = lowest_value(redrive.get("maxReceiveCount"), template.get("Parameters", {}))
+            if lowest is None or lowest < MIN_RECEIVE_COUNT:
+                problem(f"{name}: maxReceiveCount can be {lowest if lowest is not None else 'anything'}, "
+                        f"below {MIN_RECEIVE_COUNT}")
 
     # Tables: encrypted, PITR, deletion protection from the parameter.
     for name, t in resources.items():

@@ -9,9 +9,9 @@
 #                                every skip with its reason)
 #   check-template-policy.py     the project's own rules no scanner knows: one role per function,
 #                                no "*" resource where one can be named, the token's secret read
-#                                only by its readers, DLQ retention above the source's, maxReceiveCount
-#                                at least 5, tables
-#                                with PITR and deletion protection, bounded SQS event sources
+#                                only by its readers, DLQ retention above the source's,
+#                                maxReceiveCount at least 5, tables with PITR and deletion
+#                                protection, bounded SQS event sources
 #
 # Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec;
 # checkov runs with --skip-download, so it fetches no policy metadata).

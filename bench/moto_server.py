@@ -17,21 +17,31 @@ on every response: each request of every client is a new TCP connection (and, fo
 clients, a name resolution on a blocking thread). DynamoDB keeps connections open, and so do the
 AWS SDKs. This launcher serves the same moto application (``DomainDispatcherApplication``) with
 waitress (pinned in ``bench/requirements.txt``), which keeps HTTP/1.1 connections alive.
-``--server werkzeug`` serves it as moto_server does, for comparison.
+``--server werkzeug`` serves it on werkzeug's server, as moto_server does, for comparison.
+
+3. One request at a time. moto's DynamoDB backend checks a condition and writes without a lock,
+so two concurrent ``attribute_not_exists(pk)`` puts on one key can both succeed under a threaded
+server; DynamoDB serialises conditional writes per item. Both servers run the application behind
+``scripts/moto_serial.py``'s ``SerialApp`` (one lock around each request and its response body),
+so the handlers see DynamoDB's semantics. moto serves one request at a time anyway (one Python
+process), so the lock costs no throughput (BENCHMARKS.md).
 
 Usage: ``moto_server.py -H 127.0.0.1 -p PORT [--server waitress|werkzeug] [--threads N]``.
 """
 
 import argparse
 import copy
+import os
 import sys
 
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from moto.server import main as werkzeug_main
+from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from moto_serial import SerialApp, moto_app  # noqa: E402  (the repository's scripts/)
 
 _original = DynamoDBBackend.transact_write_items
 
@@ -106,15 +116,15 @@ def main():
     p.add_argument("--server", choices=["waitress", "werkzeug"], default="waitress")
     p.add_argument("--threads", type=int, default=4)
     args = p.parse_args()
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+    app = SerialApp(moto_app())
     if args.server == "werkzeug":
-        return werkzeug_main(["-H", args.host, "-p", str(args.port)])
-    import os
+        from werkzeug.serving import run_simple
 
+        run_simple(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+        return 0
     import waitress
 
-    os.environ.setdefault("MOTO_PORT", str(args.port))
-    app = DomainDispatcherApplication(create_backend_app)
-    app.debug = True
     waitress.serve(app, host=args.host, port=args.port, threads=args.threads, _quiet=True)
     return 0
 

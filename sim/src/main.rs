@@ -201,6 +201,11 @@ fn check(
         s.manual_items,
         s.dead_lettered
     );
+    println!(
+        "liveness: the longest a record stayed in_flight after the faults healed used {:.1} % of \
+         its schedule's bound",
+        s.liveness_bound_used_permille as f64 / 10.0
+    );
     println!("violations: {} schedule(s)", summary.failures.len());
     let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     for (seed, vs) in &summary.failures {

@@ -55,6 +55,12 @@ const KINDS: &[&str] = &[
     "slow_call",
     "message_purged_after_crash",
     "reconciler_invoked_twice",
+    "short_record_lifetime",
+    "short_key_retention",
+    "notification_booked_days_ahead",
+    "replanned_notification",
+    "record_replaced_after_expiry",
+    "message_redriven_from_dlq",
 ];
 
 fn chunk(n: u64) {

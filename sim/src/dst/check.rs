@@ -1,23 +1,37 @@
 //! The invariants, checked once a schedule has run to quiescence (every retry, redelivery and
-//! reconciler run done), against the terminal's, the store's and the queues' own state.
+//! reconciler run done), against the terminal's, the store's and the queues' own state and the
+//! store's history (`observe`: record generations, booking writes). A record that expired and
+//! was reserved again at the same key starts a new **generation**.
 //!
-//! 1. **One slot per key.** Every `Idempotency-Key` holds at most one slot at the terminal; a
-//!    terminal without key support gets no claim at all. Every slot belongs to a record: the
-//!    committed one with that slot id, or a `failed`/`manual` one whose event is in the manual
-//!    queue (a person knows). A booking exists if and only if its record is `committed`, with
-//!    the same slot id, and that slot was issued under the record's key for its container.
-//! 2. **Nothing is lost.** Every delivered notification ends `committed`, `failed` or `manual`
-//!    (then with an item in the manual queue), or all its copies are in the dead-letter queue
-//!    (a dead-lettered message is not lost: it sits in the DLQ with its body, for a person or a
-//!    redrive). No record stays `in_flight`. Every mismatched body and every poison body is in the
-//!    manual queue, unless all its copies are dead-lettered.
-//! 3. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
-//!    body (its bytes) and each event routed to a person (event key) has at most one item, plus
-//!    one for each send whose mark a fault made ambiguous (the item was sent, then the sender
-//!    crashed, or the send or the mark answered an error, or another worker took the record
-//!    over): at-least-once with a dedup key is the honest promise across crashes.
-//! 4. **No double booking by hand.** No event that is `committed` is also in the manual queue for
-//!    a reason other than a mismatch: a person would book a second slot.
+//! 1. **One slot per key.** Every `Idempotency-Key` holds at most one slot per record generation,
+//!    and a key is claimed again in a later generation only for other content (a re-planned
+//!    notification after the first record expired), never for the same; a terminal without key
+//!    support gets no claim at all. Every slot belongs to its generation: committed with that
+//!    slot id, or `failed`/`manual` with the event in the manual queue (a person knows).
+//! 2. **A TMS booking is never replaced.** Every booking is written by a commit of a generation
+//!    committed with that slot, and never changes or goes away (checked at every step, see
+//!    `observe`); the last generation is `committed` if and only if it has its booking, with the
+//!    same slot id, issued under its key for its container (a booking of an earlier, expired
+//!    generation stays).
+//! 3. **Nothing is lost.** Every delivered notification ends `committed`, `failed` or `manual`
+//!    (then with an item in the manual queue), or all its copies are in the dead-letter queue and
+//!    **an injected fault, a crash or the deadline ended every receive of them** (a body the gate
+//!    answers with a batch item failure until SQS gives up is lost, not excused). No record stays
+//!    `in_flight`. Every mismatched body and every poison body is in the manual queue, under the
+//!    same dead-letter rule.
+//! 4. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
+//!    body (its bytes) and each event routed to a person (event key, per record generation) has
+//!    at most one item, plus one for each send whose mark a fault made ambiguous (the item was
+//!    sent, then the sender crashed, or the send or the mark answered an error, or another worker
+//!    took the record over): at-least-once with a dedup key is the honest promise across crashes.
+//! 5. **No double booking by hand.** No booked event is in the manual queue for the content it
+//!    was booked with (an item sent while a generation with the booked fingerprint was its
+//!    record), except for a window that has ended: a person would book a second slot.
+//!
+//! Checked while the run goes (`driver`, `observe`): **liveness**. A task that ends normally holds
+//! no live lease (by its own clock), unless a fault explains it (an error after its reserve or
+//! take-over applied, a failed release); after the faults heal and the reconciler's outage ends,
+//! every record leaves `in_flight` within the schedule's bound (`driver::liveness_bound_ms`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,6 +41,7 @@ use gate::manual::{ManualItem, ManualReason};
 use gate::notification::parse_notification;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
 
+use super::observe::Observer;
 use super::ports::short;
 use super::queue::{Msg, MsgState};
 use super::schedule::{Schedule, START_MS};
@@ -160,13 +175,47 @@ pub(crate) struct Final<'a> {
     pub bookings: Vec<TmsBooking>,
     pub slots: Vec<IssuedSlot>,
     pub items: Vec<ManualItem>,
+    /// When each of `items` was sent, true simulated epoch ms.
+    pub sent_at: Vec<i64>,
     pub ambiguous: &'a BTreeMap<String, u32>,
     pub msgs: &'a [Msg],
+    /// The store's history.
+    pub observer: &'a Observer,
+}
+
+/// Whether every copy of `bodies` ended in the dead-letter queue (a redriven copy counts by its
+/// successor) and an injected fault, a crash or the deadline ended every receive of every copy:
+/// the only way a body may end there. A body the gate itself answered with a batch item failure
+/// until SQS gave up on it is not excused.
+fn dead_by_faults(msgs: &[Msg], bodies: &[usize]) -> bool {
+    let copies: Vec<&Msg> = msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
+    let ends = copies.iter().filter(|m| m.state != MsgState::Redriven);
+    !copies.is_empty()
+        && ends.clone().all(|m| m.state == MsgState::Dead)
+        && copies
+            .iter()
+            .all(|m| m.receive_ends.iter().all(|e| e.excused()))
+}
+
+/// Why `bodies` are not excused by the dead-letter queue, for a violation's text.
+fn dead_letter_note(msgs: &[Msg], bodies: &[usize]) -> &'static str {
+    let copies: Vec<&Msg> = msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
+    let all_dead = !copies.is_empty()
+        && copies
+            .iter()
+            .filter(|m| m.state != MsgState::Redriven)
+            .all(|m| m.state == MsgState::Dead);
+    if all_dead {
+        "dead-lettered after batch item failures that no injected fault or crash explains"
+    } else {
+        "not dead-lettered"
+    }
 }
 
 /// Checks every invariant; returns the violations (empty when the schedule passed).
 pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
     let mut v = Vec::new();
+    let obs = f.observer;
     let records: BTreeMap<&str, &IdempotencyRecord> =
         f.records.iter().map(|r| (r.pk.as_str(), r)).collect();
     let bookings: BTreeMap<&str, &TmsBooking> = f
@@ -174,14 +223,15 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         .iter()
         .map(|b| (b.source_event.as_str(), b))
         .collect();
-    let mut items: BTreeMap<String, Vec<&ManualItem>> = BTreeMap::new();
-    for item in &f.items {
+    let mut items: BTreeMap<String, Vec<(i64, &ManualItem)>> = BTreeMap::new();
+    for (item, at) in f.items.iter().zip(&f.sent_at) {
         items
             .entry(identity_of_item(item, f.terminals))
             .or_default()
-            .push(item);
+            .push((*at, item));
     }
     let count = |id: &str| items.get(id).map_or(0, Vec::len);
+    let gens_of = |pk: &str| obs.gens.get(pk).map_or(&[][..], Vec::as_slice);
 
     // Bodies by class; copies per body.
     let classes: Vec<Class> = f
@@ -190,10 +240,6 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         .iter()
         .map(|b| classify(&b.text, f.terminals))
         .collect();
-    let all_dead = |bodies: &[usize]| -> bool {
-        let copies: Vec<&Msg> = f.msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
-        !copies.is_empty() && copies.iter().all(|m| m.state == MsgState::Dead)
-    };
     for m in f.msgs {
         if m.state == MsgState::Live {
             v.push(format!(
@@ -239,39 +285,49 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         let pk = record_pk(f.integration, event_key);
         let event_id = format!("event:{event_key}");
         let every_body: Vec<usize> = variants.values().flatten().copied().collect();
+        let gens = gens_of(&pk);
         match records.get(pk.as_str()) {
             None => {
-                let routed = items
-                    .get(&event_id)
-                    .is_some_and(|its| its.iter().any(|i| i.reason == ManualReason::WindowEnded));
-                if !routed && !all_dead(&every_body) {
+                let routed = items.get(&event_id).is_some_and(|its| {
+                    its.iter()
+                        .any(|(_, i)| i.reason == ManualReason::WindowEnded)
+                });
+                if !routed && !dead_by_faults(f.msgs, &every_body) {
                     v.push(format!(
-                        "event {} lost: no record, not in the manual queue, not dead-lettered",
-                        short(event_key)
+                        "event {} lost: no record, not in the manual queue, {}",
+                        short(event_key),
+                        dead_letter_note(f.msgs, &every_body)
                     ));
                 }
             }
             Some(r) => {
-                if matches!(r.status, RecordStatus::Failed | RecordStatus::Manual)
-                    && count(&event_id) == 0
-                {
-                    v.push(format!(
-                        "event {} ended {} but is not in the manual queue",
-                        short(event_key),
-                        r.status
-                    ));
+                for (i, g) in gens.iter().enumerate() {
+                    if matches!(g.status, RecordStatus::Failed | RecordStatus::Manual)
+                        && count(&event_id) == 0
+                    {
+                        v.push(format!(
+                            "event {} ended {} (generation {i}) but is not in the manual queue",
+                            short(event_key),
+                            g.status
+                        ));
+                    }
                 }
                 for (fingerprint, bodies) in variants {
-                    if *fingerprint == r.fingerprint {
+                    // A fingerprint some generation of the record had was the event then
+                    // (a re-planned notification reserved after the first record expired).
+                    if *fingerprint == r.fingerprint
+                        || gens.iter().any(|g| g.fingerprint == *fingerprint)
+                    {
                         continue;
                     }
                     let id = format!("mismatch:{event_key}:{fingerprint}");
-                    if count(&id) == 0 && !all_dead(bodies) {
+                    if count(&id) == 0 && !dead_by_faults(f.msgs, bodies) {
                         v.push(format!(
-                            "mismatch {} / {} (bodies {:?}) never reached the manual queue",
+                            "mismatch {} / {} (bodies {:?}) never reached the manual queue, {}",
                             short(event_key),
                             short(fingerprint),
-                            bodies
+                            bodies,
+                            dead_letter_note(f.msgs, bodies)
                         ));
                     }
                 }
@@ -283,25 +339,33 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
             "rejected:{}",
             sha256_hex(f.schedule.bodies[b].text.as_bytes())
         );
-        if count(&id) == 0 && !all_dead(&[b]) {
-            v.push(format!("poison body b{b} never reached the manual queue"));
+        if count(&id) == 0 && !dead_by_faults(f.msgs, &[b]) {
+            v.push(format!(
+                "poison body b{b} never reached the manual queue, {}",
+                dead_letter_note(f.msgs, &[b])
+            ));
         }
     }
 
-    // 3. Exactly once into the manual queue (plus what faults made ambiguous).
+    // 3. Exactly once into the manual queue (plus what faults made ambiguous, plus one per
+    // later generation of the record that routes it: a new reservation after one expired).
     for (id, its) in &items {
-        let allowed = 1 + f.ambiguous.get(id).copied().unwrap_or(0) as usize;
+        let generations = pk_of_item(its[0].1, f.integration, f.terminals)
+            .map_or(1, |pk| gens_of(&pk).len().max(1));
+        let allowed =
+            generations + f.ambiguous.get(id).copied().unwrap_or(0) as usize;
         if its.len() > allowed {
             v.push(format!(
                 "{} reached the manual queue {} times (allowed {allowed}): reasons {:?}",
                 short_id(id),
                 its.len(),
-                its.iter().map(|i| i.reason.code()).collect::<Vec<_>>()
+                its.iter().map(|(_, i)| i.reason.code()).collect::<Vec<_>>()
             ));
         }
     }
 
-    // 1. One slot per key; bookings if and only if committed.
+    // 1. One slot per key and record generation; a key claimed again only for other content
+    // after its record expired; every slot committed by its generation or known to a person.
     let mut by_key: BTreeMap<&str, Vec<&IssuedSlot>> = BTreeMap::new();
     for s in &f.slots {
         match s.idempotency_key.as_deref() {
@@ -319,41 +383,79 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
             )),
         }
     }
-    let by_op_key: BTreeMap<&str, &IdempotencyRecord> =
-        f.records.iter().map(|r| (r.op_key.as_str(), r)).collect();
+    let pk_by_op_key: BTreeMap<&str, &str> = obs
+        .gens
+        .iter()
+        .flat_map(|(pk, gens)| gens.iter().map(move |g| (g.op_key.as_str(), pk.as_str())))
+        .collect();
     for (key, slots) in &by_key {
-        if slots.len() > 1 {
-            v.push(format!(
-                "key {} holds {} slots: {:?}",
-                short(key),
-                slots.len(),
-                slots.iter().map(|s| &s.slot_id).collect::<Vec<_>>()
-            ));
-        }
-        let Some(r) = by_op_key.get(key) else {
+        let Some(pk) = pk_by_op_key.get(key) else {
             v.push(format!("slot under key {} has no record", short(key)));
             continue;
         };
+        let gens = gens_of(pk);
+        let mut per_gen: BTreeMap<usize, Vec<&IssuedSlot>> = BTreeMap::new();
         for s in slots {
-            match r.status {
-                RecordStatus::Committed if r.slot_id.as_deref() == Some(s.slot_id.as_str()) => {}
-                RecordStatus::Committed => v.push(format!(
-                    "slot {} under key {} is not the committed slot {:?}",
-                    s.slot_id,
+            if let Some((i, _)) = obs.gen_at(pk, s.issued_at_ms) {
+                per_gen.entry(i).or_default().push(s);
+            }
+        }
+        for (i, gen_slots) in &per_gen {
+            let g = &gens[*i];
+            if gen_slots.len() > 1 {
+                v.push(format!(
+                    "key {} holds {} slots (record generation {i}): {:?}",
                     short(key),
-                    r.slot_id
-                )),
-                // Failed / manual: a person has the event (checked above); in_flight: reported.
-                _ => {}
+                    gen_slots.len(),
+                    gen_slots.iter().map(|s| &s.slot_id).collect::<Vec<_>>()
+                ));
+            }
+            if let Some((j, _)) = per_gen
+                .keys()
+                .map(|j| (*j, &gens[*j]))
+                .find(|(j, e)| j < i && e.fingerprint == g.fingerprint)
+            {
+                v.push(format!(
+                    "key {} claimed again for the same content after its record expired \
+                     (generations {j} and {i}): {:?}",
+                    short(key),
+                    slots.iter().map(|s| &s.slot_id).collect::<Vec<_>>()
+                ));
+            }
+            for s in gen_slots {
+                match (&g.committed_slot, g.status) {
+                    (Some(c), _) if *c == s.slot_id => {}
+                    (Some(c), _) => v.push(format!(
+                        "slot {} under key {} is not the committed slot {c}",
+                        s.slot_id,
+                        short(key),
+                    )),
+                    // Failed / manual: a person has the event (checked above).
+                    (None, RecordStatus::Failed | RecordStatus::Manual) => {}
+                    // The final generation in flight is reported above.
+                    (None, RecordStatus::InFlight) if *i + 1 == gens.len() => {}
+                    (None, status) => v.push(format!(
+                        "slot {} under key {} belongs to record generation {i}, which ended \
+                         {status} without it: nobody books it, nobody is told",
+                        s.slot_id,
+                        short(key),
+                    )),
+                }
             }
         }
     }
+
+    // Bookings: each written by a committed generation with its slot (checked as written, with
+    // "never replaced", in `observe`); the last generation committed iff it has its booking; a
+    // booking was issued under its record's key for its container.
     let events_known: BTreeSet<&str> = events.keys().map(String::as_str).collect();
     for r in &f.records {
         if !events_known.contains(r.event_key.as_str()) {
             continue;
         }
+        let last_gen = gens_of(&r.pk).len().saturating_sub(1);
         let booking = bookings.get(r.event_key.as_str());
+        let booked_by = obs.bookings.get(&r.event_key).map(|(_, g)| *g);
         match (r.status, booking) {
             (RecordStatus::Committed, Some(b)) => {
                 if r.slot_id.as_deref() != Some(b.slot_id.as_str()) {
@@ -364,24 +466,13 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                         b.slot_id
                     ));
                 }
-                if f.schedule.key_support
-                    && !f.slots.iter().any(|s| {
-                        s.slot_id == b.slot_id
-                            && s.idempotency_key.as_deref() == Some(r.op_key.as_str())
-                            && s.equipment_number == r.container
-                    })
-                {
-                    v.push(format!(
-                        "event {} booked slot {} the terminal never issued under its key",
-                        short(&r.event_key),
-                        b.slot_id
-                    ));
-                }
             }
             (RecordStatus::Committed, None) => v.push(format!(
                 "event {} committed without a TMS booking",
                 short(&r.event_key)
             )),
+            // Booked by an earlier generation, which expired; the booking stays.
+            (_, Some(_)) if booked_by.is_some_and(|g| g < last_gen) => {}
             (status, Some(b)) => v.push(format!(
                 "event {} has TMS booking {} but its record is {status}",
                 short(&r.event_key),
@@ -391,22 +482,58 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         }
     }
     for b in &f.bookings {
-        if !records.contains_key(record_pk(f.integration, &b.source_event).as_str()) {
+        let pk = record_pk(f.integration, &b.source_event);
+        if !records.contains_key(pk.as_str()) {
             v.push(format!("TMS booking {} without a record", b.slot_id));
+            continue;
+        }
+        let gen = obs
+            .bookings
+            .get(&b.source_event)
+            .and_then(|(_, g)| gens_of(&pk).get(*g));
+        if f.schedule.key_support
+            && !f.slots.iter().any(|s| {
+                s.slot_id == b.slot_id
+                    && gen.is_some_and(|g| s.idempotency_key.as_deref() == Some(g.op_key.as_str()))
+                    && s.equipment_number == b.container
+            })
+        {
+            v.push(format!(
+                "event {} booked slot {} the terminal never issued under its key",
+                short(&b.source_event),
+                b.slot_id
+            ));
         }
     }
 
-    // 4. No committed event in the manual queue (a person would book it again).
-    for r in &f.records {
-        if r.status != RecordStatus::Committed {
+    // 4. No booked event in the manual queue for its booked content (a person would book it
+    // again): no item for the event sent while a generation with the booked fingerprint was
+    // its record, except for a window that has ended (nothing to book).
+    for (event_key, (booking, booked_gen)) in &obs.bookings {
+        let pk = record_pk(f.integration, event_key);
+        let gens = gens_of(&pk);
+        let Some(booked) = gens.get(*booked_gen) else {
             continue;
-        }
-        if let Some(its) = items.get(&format!("event:{}", r.event_key)) {
+        };
+        let Some(its) = items.get(&format!("event:{event_key}")) else {
+            continue;
+        };
+        let same: Vec<&str> = its
+            .iter()
+            .filter(|(at, i)| {
+                i.reason != ManualReason::WindowEnded
+                    && obs
+                        .gen_at(&pk, *at)
+                        .is_some_and(|(_, g)| g.fingerprint == booked.fingerprint)
+            })
+            .map(|(_, i)| i.reason.code())
+            .collect();
+        if !same.is_empty() {
             v.push(format!(
-                "event {} is committed (slot {:?}) and also in the manual queue: {:?}",
-                short(&r.event_key),
-                r.slot_id,
-                its.iter().map(|i| i.reason.code()).collect::<Vec<_>>()
+                "event {} is booked (slot {}) and also in the manual queue for the same \
+                 content: {same:?}",
+                short(event_key),
+                booking.slot_id
             ));
         }
     }

@@ -14,8 +14,7 @@ use std::task::{Context, Poll, Waker};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use futures::FutureExt;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{BatchReport, Gate, GateConfig, Invocation};
-use gate::manual::MemoryManualQueue;
+use gate::gate::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::memory::MemoryStore;
 use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
@@ -25,10 +24,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::check::{self, own_record_durable, Final};
+use super::observe::Observer;
 use super::ports::{short, CoreTerminal, SimManual, SimStore, SimTerminal, SkewedClock};
-use super::queue::{MsgState, Queue};
-use super::schedule::{Schedule, START_MS};
-use super::shared::{Flag, Shared, TaskId};
+use super::queue::{MsgState, Queue, ReceiveEnd};
+use super::schedule::{BodyKind, Schedule, REPLANNED, START_MS};
+use super::shared::{Flag, Shared, TaskId, TimedManualQueue};
 use super::{RunResult, Stats};
 use crate::replay::INTEGRATION;
 use crate::terminal::{TerminalConfig, TerminalCore};
@@ -52,6 +52,10 @@ enum Output {
 
 struct Task {
     id: TaskId,
+    /// The invocation's request id: the lease owner.
+    request_id: String,
+    /// Its host's clock offset, ms.
+    skew_ms: i64,
     kind: Kind,
     fut: Pin<Box<dyn Future<Output = Output>>>,
     flag: Arc<Flag>,
@@ -63,6 +67,7 @@ enum Event {
     Kill(TaskId),
     Deferred(usize),
     Heal,
+    Redrive,
     Deliver,
     Tick,
 }
@@ -77,6 +82,49 @@ struct Driver<'a> {
     gate_config: GateConfig,
     reconciler_config: ReconcilerConfig,
     stats: Stats,
+    /// Redrives done so far (of `schedule.redrives_at_ms`).
+    redrives_done: usize,
+    /// The store's history.
+    observer: Observer,
+    /// Violations found while running (a task that ended normally holding a live lease).
+    violations: Vec<String>,
+}
+
+/// The fault kinds that, at these steps, leave the failing task holding a live lease it does not
+/// know of or could not end: an error after the reserve or take-over applied (the caller never
+/// learns it holds the lease), or a release that failed (the lease expires on its own).
+const LEASE_LEFT_BY: &[(&str, &str)] = &[
+    ("reserve", "store_applied_then_error"),
+    ("take_over", "store_applied_then_error"),
+    ("release_lease", "store_throttled"),
+    ("release_lease", "store_unavailable"),
+];
+
+/// How long after the faults heal (or the reconciler's outage ends), or after it entered
+/// `in_flight` if later, a record may stay `in_flight`, ms. A record's lease lasts until its
+/// holder's deadline (at most the function timeout after the holder started, and at least the
+/// lease floor); its holder's clock may run ahead of true time and the reconciler's behind, each by
+/// the largest skew; the reconciler only picks up records older than its minimum age by its own
+/// clock, runs every tick, and finishes what it takes within its own timeout. A redelivery after
+/// the visibility timeout may finish it sooner, never later.
+pub(crate) fn liveness_bound_ms(
+    schedule: &Schedule,
+    gate: &GateConfig,
+    reconciler: &ReconcilerConfig,
+) -> i64 {
+    let max_skew = schedule
+        .host_skews_ms
+        .iter()
+        .chain(std::iter::once(&schedule.reconciler_skew_ms))
+        .map(|s| s.abs())
+        .max()
+        .unwrap_or(0);
+    schedule.lambda_timeout_ms
+        + gate.lease_floor_ms
+        + 2 * max_skew
+        + reconciler.min_age_ms
+        + 2 * TICK_MS
+        + RECONCILER_TIMEOUT_MS
 }
 
 /// Runs one seed to quiescence and checks the invariants.
@@ -91,16 +139,18 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
             error_rate: 0.0,
             lose_response_rate: 0.0,
             seed,
+            retention_ms: schedule.key_retention_ms,
             ..TerminalConfig::default()
         },
         clock.clone() as Arc<dyn Clock>,
     );
+    let manual = Arc::new(TimedManualQueue::new(Arc::clone(&clock)));
     let terminals = vec!["ECT-DELTA".to_string()];
     let shared = Arc::new(Shared::new(
         clock,
         core,
         Arc::new(MemoryStore::new()),
-        Arc::new(MemoryManualQueue::new()),
+        manual,
         INTEGRATION.to_string(),
         terminals.clone(),
         rng,
@@ -112,13 +162,44 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
             shared.trace(|| line);
         }
     }
+    {
+        // The lifecycle the schedule drew, counted with the faults.
+        let mut st = shared.state();
+        if schedule.key_ttl_s < gate::gate::DEFAULT_KEY_TTL_S {
+            st.count("short_record_lifetime");
+        }
+        if schedule.key_retention_ms < 24 * 3_600_000 {
+            st.count("short_key_retention");
+        }
+        for b in &schedule.bodies[schedule.base_len.0..] {
+            if let BodyKind::Event { variant, .. } = b.kind {
+                let kind = if variant >= REPLANNED {
+                    "replanned_notification"
+                } else {
+                    "notification_booked_days_ahead"
+                };
+                st.count(kind);
+            }
+        }
+    }
     let mut gate_config = GateConfig::new(INTEGRATION, terminals);
     gate_config.terminal_supports_idempotency_key = schedule.key_support;
     gate_config.max_concurrency = schedule.max_concurrency;
+    gate_config.key_ttl_s = schedule.key_ttl_s;
     let reconciler_config = ReconcilerConfig {
         page_size: schedule.reconciler_page_size,
+        key_retention_ms: schedule.key_retention_ms,
         ..ReconcilerConfig::default()
     };
+    // As a deployment configures both: the consumer's claim horizon is the reconciler's.
+    gate_config.claim_horizon_ms = reconciler_config.claim_horizon_ms();
+    let settled_ms = schedule
+        .heal_at_ms
+        .max(schedule.reconciler_outage_until_ms.unwrap_or(START_MS));
+    let observer = Observer::new(
+        settled_ms,
+        liveness_bound_ms(&schedule, &gate_config, &reconciler_config),
+    );
     let mut queue = Queue::new(schedule.visibility_timeout_ms, schedule.max_receive_count);
     let mut ids: Vec<String> = Vec::new();
     for (i, m) in schedule.messages.iter().enumerate() {
@@ -139,6 +220,9 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
         gate_config,
         reconciler_config,
         stats: Stats::default(),
+        redrives_done: 0,
+        observer,
+        violations: Vec::new(),
     };
     let mut violations = Vec::new();
     if let Err(e) = driver.run() {
@@ -168,6 +252,7 @@ impl Driver<'_> {
                 return Err(format!("no quiescence after {MAX_STEPS} events"));
             }
             self.poll_ready();
+            self.observe();
             let now = self.shared.now();
             let (faults_on, deferred_empty) = {
                 let st = self.shared.state();
@@ -177,6 +262,7 @@ impl Driver<'_> {
                 && self.tasks.is_empty()
                 && deferred_empty
                 && !self.queue.any_live()
+                && (self.redrive_pending().is_none() || !self.queue.any_dead())
                 && (now > stuck_cap || !self.any_in_flight())
             {
                 break;
@@ -219,6 +305,9 @@ impl Driver<'_> {
         }
         if faults_on {
             consider(self.schedule.heal_at_ms, 3, Event::Heal);
+        }
+        if let Some(at) = self.redrive_pending() {
+            consider(at, 3, Event::Redrive);
         }
         let consumers = self
             .tasks
@@ -290,6 +379,18 @@ impl Driver<'_> {
             Event::Heal => {
                 self.shared.state().faults_on = false;
                 self.shared.trace(|| "HEAL: faults off".to_string());
+            }
+            Event::Redrive => {
+                self.redrives_done += 1;
+                let n = self.queue.redrive(self.shared.now());
+                {
+                    let mut st = self.shared.state();
+                    for _ in 0..n {
+                        st.count("message_redriven_from_dlq");
+                    }
+                }
+                self.shared
+                    .trace(|| format!("operator redrives the DLQ: {n} messages back"));
             }
             Event::Deliver => self.deliver(),
             Event::Tick => self.tick(),
@@ -363,10 +464,13 @@ impl Driver<'_> {
             request_id: format!("inv-{id}"),
             deadline_ms: now + skew + self.schedule.lambda_timeout_ms,
         };
+        let request_id = invocation.request_id.clone();
         let deadline_ms = now + self.schedule.lambda_timeout_ms;
         let fut = async move { Output::Batch(gate.handle_batch(event, &invocation).await) };
         self.tasks.push(Task {
             id,
+            request_id,
+            skew_ms: skew,
             kind: Kind::Consumer { batch },
             fut: Box::pin(fut),
             flag: Flag::raised(),
@@ -388,7 +492,7 @@ impl Driver<'_> {
             let mut next = now + TICK_MS;
             if self.tasks.is_empty() {
                 let deferred = self.shared.state().deferred.iter().map(|d| d.at_ms).min();
-                let candidates = [self.queue.next_visible(), deferred];
+                let candidates = [self.queue.next_visible(), deferred, self.redrive_pending()];
                 if let Some(t) = candidates.iter().flatten().min() {
                     next = next.max(*t);
                 }
@@ -417,6 +521,7 @@ impl Driver<'_> {
                 deadline_ms: now + self.schedule.reconciler_skew_ms + RECONCILER_TIMEOUT_MS,
             };
             let deadline_ms = now + RECONCILER_TIMEOUT_MS;
+            let request_id = invocation.request_id.clone();
             self.shared.trace(|| format!("T{id} reconciler run"));
             let fut = async move {
                 let report = gate.reconcile(&config, &invocation).await;
@@ -424,11 +529,43 @@ impl Driver<'_> {
             };
             self.tasks.push(Task {
                 id,
+                request_id,
+                skew_ms: self.schedule.reconciler_skew_ms,
                 kind: Kind::Reconciler,
                 fut: Box::pin(fut),
                 flag: Flag::raised(),
                 deadline_ms,
             });
+        }
+    }
+
+    /// When the next redrive is due, if one is.
+    fn redrive_pending(&self) -> Option<i64> {
+        self.schedule
+            .redrives_at_ms
+            .get(self.redrives_done)
+            .copied()
+    }
+
+    /// Looks at the store if a call touched it since the last look (see `observe`).
+    fn observe(&mut self) {
+        let store = &self.shared.store;
+        if !self.observer.stale(store.calls()) {
+            return;
+        }
+        let records = store.records();
+        let bookings = store.bookings();
+        let replaced = self.observer.replaced;
+        self.observer.look(
+            self.shared.now(),
+            &self.shared.integration,
+            &records,
+            &bookings,
+            store.calls(),
+        );
+        let mut st = self.shared.state();
+        for _ in replaced..self.observer.replaced {
+            st.count("record_replaced_after_expiry");
         }
     }
 
@@ -453,7 +590,10 @@ impl Driver<'_> {
                 progressed = true;
                 let waker = Waker::from(Arc::clone(&self.tasks[i].flag));
                 let mut cx = Context::from_waker(&waker);
-                if let Poll::Ready(out) = self.tasks[i].fut.as_mut().poll(&mut cx) {
+                self.shared.state().polling = Some(self.tasks[i].id);
+                let poll = self.tasks[i].fut.as_mut().poll(&mut cx);
+                self.shared.state().polling = None;
+                if let Poll::Ready(out) = poll {
                     let task = self.tasks.remove(i);
                     self.completed(task, out);
                     continue;
@@ -467,7 +607,13 @@ impl Driver<'_> {
     }
 
     fn completed(&mut self, task: Task, out: Output) {
-        self.shared.state().open_sends.remove(&task.id);
+        let faults = {
+            let mut st = self.shared.state();
+            st.open_sends.remove(&task.id);
+            st.last_label.remove(&task.id);
+            st.task_faults.remove(&task.id).unwrap_or_default()
+        };
+        self.no_lease_left(&task, &faults);
         let report = match out {
             Output::Batch(report) => report,
             Output::Reconciled(r) => {
@@ -493,8 +639,16 @@ impl Driver<'_> {
                 .collect();
             format!("T{} done: {}", task.id, outcomes.join("; "))
         });
-        for (i, receipt) in batch {
+        for (k, (i, receipt)) in batch.iter().enumerate() {
             let id = self.queue.msgs[*i].id.clone();
+            let end = match report.records.get(k).map(|r| &r.outcome) {
+                _ if !failed.contains(&id) => ReceiveEnd::Acknowledged,
+                Some(RecordOutcome::NotStarted) => ReceiveEnd::NotStarted,
+                _ => ReceiveEnd::Failed {
+                    faulted: !faults.is_empty(),
+                },
+            };
+            self.queue.end_receive(*i, *receipt, end);
             if !failed.contains(&id) && !self.queue.delete(*i, *receipt) {
                 self.shared.trace(|| {
                     format!(
@@ -503,6 +657,37 @@ impl Driver<'_> {
                     )
                 });
             }
+        }
+    }
+
+    /// Liveness: a task that ended normally holds no live lease (by its own clock), unless a
+    /// fault of [`LEASE_LEFT_BY`] explains it.
+    fn no_lease_left(&mut self, task: &Task, faults: &[(&'static str, String)]) {
+        let own_now = self.shared.now() + task.skew_ms;
+        let held: Vec<String> = self
+            .shared
+            .store
+            .records()
+            .iter()
+            .filter(|r| {
+                r.status == RecordStatus::InFlight
+                    && r.lease_owner.as_deref() == Some(task.request_id.as_str())
+                    && r.lease_until_ms.is_some_and(|until| own_now <= until)
+            })
+            .map(|r| short(&r.event_key).to_string())
+            .collect();
+        let excused = faults.iter().any(|(label, kind)| {
+            LEASE_LEFT_BY
+                .iter()
+                .any(|(l, k)| l == label && k == kind)
+        });
+        if !held.is_empty() && !excused {
+            let faults: Vec<String> = faults.iter().map(|(l, k)| format!("{k}@{l}")).collect();
+            self.violations.push(format!(
+                "T{} ({}) ended normally still holding a live lease on {held:?} (its faults: \
+                 {faults:?})",
+                task.id, task.request_id
+            ));
         }
     }
 
@@ -518,9 +703,12 @@ impl Driver<'_> {
             let mut st = self.shared.state();
             st.ambiguate(task_id, None);
             st.open_sends.remove(&task_id);
+            st.last_label.remove(&task_id);
+            st.task_faults.remove(&task_id);
         }
         if let Kind::Consumer { batch } = kind {
-            for (i, _) in batch {
+            for (i, receipt) in batch {
+                self.queue.end_receive(i, receipt, ReceiveEnd::Killed);
                 let purge = {
                     let mut st = self.shared.state();
                     let p = st.profile.purge_after_crash;
@@ -547,8 +735,12 @@ impl Driver<'_> {
         }
     }
 
-    fn finish(self, seed: u64, mut violations: Vec<String>) -> RunResult {
+    fn finish(mut self, seed: u64, mut violations: Vec<String>) -> RunResult {
+        self.observe();
+        violations.append(&mut self.violations);
+        violations.extend(self.observer.violations.iter().cloned());
         let ambiguous = self.shared.state().ambiguous.clone();
+        let sent = self.shared.manual.sent();
         let fin = Final {
             schedule: self.schedule,
             integration: &self.shared.integration,
@@ -556,9 +748,11 @@ impl Driver<'_> {
             records: self.shared.store.records(),
             bookings: self.shared.store.bookings(),
             slots: self.shared.core.slots(),
-            items: self.shared.manual.items(),
+            items: sent.iter().map(|(_, i)| i.clone()).collect(),
+            sent_at: sent.iter().map(|(t, _)| *t).collect(),
             ambiguous: &ambiguous,
             msgs: &self.queue.msgs,
+            observer: &self.observer,
         };
         violations.extend(check::check(&fin));
         let mut stats = self.stats;
@@ -578,6 +772,8 @@ impl Driver<'_> {
             .filter(|m| m.state == MsgState::Dead)
             .count() as u64;
         stats.simulated_ms = self.shared.now() - START_MS;
+        stats.liveness_bound_used_permille =
+            (self.observer.longest_ms.max(0) * 1000 / self.observer.bound_ms.max(1)) as u64;
         let mut st = self.shared.state();
         let faults: BTreeMap<String, u64> = std::mem::take(&mut st.faults);
         let trace = st.trace.take().unwrap_or_default();

@@ -38,16 +38,26 @@
 //! * a terminal without key support (8 % of schedules, the gate configured accordingly);
 //! * a terminal forgetting keys after 24 h and a redelivery two days later: copies sent two days
 //!   later, reconciler outages of 25-50 h, operator purges of crashed batches;
-//! * worker clocks skewed by minutes: a fixed offset per host, up to ±10 min.
+//! * worker clocks skewed by minutes: a fixed offset per host, up to ±10 min;
+//! * records that live shorter than the run: lifetimes of 1-30 h in some schedules, copies of
+//!   notifications booked days ahead sent after that, re-planned notifications (the same
+//!   notification with its window days later) sent after the first window ended, terminal key
+//!   retentions of 2-23 h (the claim horizon configured from it), operator redrives of the
+//!   dead-letter queue minutes to days after the heal (each copy back as a new message).
 //!
 //! What "nothing is lost" means here: every notification that was delivered ends `committed`,
 //! `failed` or `manual` (with an item in the manual queue), or every copy of it is in the
 //! dead-letter queue with its body (not lost: waiting for a person or a redrive, and alarmed on
-//! in production). The simulation runs every schedule until no message is left on the queue, so
-//! "still retrying with a live message" does not occur at the end of a run.
+//! in production) **and** a fault or a crash ended each of its receives: the gate answering a
+//! batch item failure by itself, again and again, is a violation. The simulation runs every
+//! schedule until no message is left on the queue, so "still retrying with a live message" does
+//! not occur at the end of a run. Liveness is checked too: no lease left behind by a task that
+//! ended normally, and a bound on how long a record stays `in_flight` once the faults healed
+//! (`check` lists every invariant).
 
 mod check;
 mod driver;
+mod observe;
 mod ports;
 mod queue;
 pub mod schedule;
@@ -86,6 +96,10 @@ pub struct Stats {
     pub simulated_ms: i64,
     /// Events the driver processed.
     pub steps: u64,
+    /// The longest any record stayed `in_flight` after the faults healed, in thousandths of the
+    /// schedule's liveness bound (the largest over runs when summed up; above 1000 is a
+    /// violation).
+    pub liveness_bound_used_permille: u64,
 }
 
 impl Stats {
@@ -102,6 +116,9 @@ impl Stats {
         self.dead_lettered += o.dead_lettered;
         self.simulated_ms += o.simulated_ms;
         self.steps += o.steps;
+        self.liveness_bound_used_permille = self
+            .liveness_bound_used_permille
+            .max(o.liveness_bound_used_permille);
     }
 }
 

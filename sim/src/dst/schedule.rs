@@ -3,12 +3,22 @@
 //! SQS delivers them (1-6 copies, same or new message id, a redelivery two days later), the
 //! deployment (workers, batch size, timeouts, key support, clock skew per host, a reconciler
 //! outage) and the fault profile.
+//!
+//! Then, from a second stream of the same seed (so the part above is the same schedule it was
+//! before these were added, see `describe_base`), the lifecycle: how long a record lives
+//! (`key_ttl_s`: 21 days, or 1-30 h in some schedules, so that runs outlive records), how long the
+//! terminal keeps a key (24 h, or 2-23 h), operator redrives of the dead-letter queue (each copy
+//! back as a new message, minutes to days after the faults heal), notifications booked days
+//! ahead whose copies come back after a short-lived record has expired, and re-planned
+//! notifications: the same `notificationId` and container with the window moved 1-3 days later,
+//! sent after the first window ended.
 
 use std::fmt::Write as _;
 
+use gate::gate::DEFAULT_KEY_TTL_S;
 use gate::iso6346::check_digit;
 use rand::seq::SliceRandom;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::shared::FaultProfile;
@@ -19,6 +29,8 @@ pub const START_MS: i64 = 1_749_445_200_000;
 const HOUR: i64 = 3_600_000;
 /// One minute in ms.
 const MINUTE: i64 = 60_000;
+/// Variant numbers from here on are re-planned windows (see [`BodyKind::Event`]).
+pub const REPLANNED: usize = 10;
 
 /// What a body is, for traces and reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +39,8 @@ pub enum BodyKind {
     Event {
         /// Which event.
         event: usize,
-        /// 0 for the original business fields, 1.. for a mismatched body under the same key.
+        /// 0 for the original business fields, 1.. for a mismatched body under the same key,
+        /// [`REPLANNED`].. for the same notification with its window moved days later.
         variant: usize,
     },
     /// A body the strict parser can never accept, and why.
@@ -95,6 +108,17 @@ pub struct Schedule {
     pub reconciler_page_size: usize,
     /// Probability that EventBridge invokes the reconciler twice for one tick.
     pub double_reconciler: f64,
+    /// Record lifetime, **seconds** (`GateConfig::key_ttl_s`): 21 days ([`DEFAULT_KEY_TTL_S`]), or
+    /// 1-30 h in some schedules so that a run outlives its records.
+    pub key_ttl_s: i64,
+    /// The terminal's key retention, ms (24 h, or 2-23 h in some schedules); the gate's claim
+    /// horizon and the reconciler's retention are configured from it, as in a deployment.
+    pub key_retention_ms: i64,
+    /// When an operator redrives the dead-letter queue (every copy back as a new message),
+    /// simulated epoch ms.
+    pub redrives_at_ms: Vec<i64>,
+    /// How many of `bodies` and of `messages` the first stream drew (the rest is the lifecycle's).
+    pub base_len: (usize, usize),
 }
 
 fn ten_chars(rng: &mut ChaCha8Rng) -> String {
@@ -257,6 +281,7 @@ impl Schedule {
         let late = forgetting || rng.random_bool(0.2);
         let n_events = rng.random_range(1..=8usize);
         let mut sample: Option<Fields> = None;
+        let mut originals: Vec<(Fields, i64)> = Vec::new();
         for event in 0..n_events {
             let notification_id = format!("PCS-{:06}", rng.random_range(0..1_000_000u32));
             let container = container(rng);
@@ -298,6 +323,7 @@ impl Schedule {
                 }
             }
             let first_at = START_MS + rng.random_range(0..=10 * MINUTE);
+            originals.push((base.clone(), first_at));
             for (variant, fields) in variants.iter().enumerate() {
                 let forms = rng.random_range(1..=3usize);
                 let first_body = bodies.len();
@@ -394,7 +420,8 @@ impl Schedule {
             profile.terminal_timeout = profile.terminal_timeout.max(0.1);
             profile.terminal_lost = profile.terminal_lost.max(0.1);
         }
-        Self {
+        let base_len = (bodies.len(), messages.len());
+        let mut schedule = Self {
             seed,
             bodies,
             messages,
@@ -417,20 +444,151 @@ impl Schedule {
             reconciler_outage_until_ms,
             reconciler_page_size: rng.random_range(1..=25),
             double_reconciler: if rng.random_bool(0.3) { 0.2 } else { 0.0 },
+            key_ttl_s: DEFAULT_KEY_TTL_S,
+            key_retention_ms: 24 * HOUR,
+            redrives_at_ms: Vec::new(),
+            base_len,
+        };
+        schedule.draw_lifecycle(&originals);
+        schedule
+    }
+
+    /// The lifecycle part (module docs), from stream 1 of the seed.
+    fn draw_lifecycle(&mut self, originals: &[(Fields, i64)]) {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(1);
+        let rng = &mut rng;
+        if rng.random_bool(0.3) {
+            self.key_ttl_s = rng.random_range(1..=30) * 3_600;
+        }
+        if rng.random_bool(0.2) {
+            self.key_retention_ms = rng.random_range(2..=23) * HOUR;
+        }
+        let ttl_ms = self.key_ttl_s * 1000;
+        // Booked days ahead: copies before the window, some after a short-lived record expired.
+        if rng.random_bool(0.15) {
+            for k in 0..rng.random_range(1..=2) {
+                let event = originals.len() + k;
+                let start = START_MS + rng.random_range(30..=72) * HOUR;
+                let fields = Fields {
+                    notification_id: format!("PCS-{:06}", rng.random_range(0..1_000_000u32)),
+                    container: container(rng),
+                    start_ms: start,
+                    end_ms: start + rng.random_range(1..=4) * HOUR,
+                    pin: format!("{:04}", rng.random_range(0..10_000)),
+                    tonnes: rng.random_range(5..=30),
+                };
+                let first_at = START_MS + rng.random_range(0..=10 * MINUTE);
+                // The last send: an hour before the window starts; the late copies after the
+                // record's lifetime when that comes first.
+                let last = fields.start_ms - HOUR;
+                let later = (first_at + ttl_ms).min(last);
+                let mut times = vec![first_at];
+                for _ in 0..rng.random_range(0..=2) {
+                    times.push(first_at + rng.random_range(0..=30 * MINUTE));
+                }
+                for _ in 0..rng.random_range(1..=2) {
+                    times.push(rng.random_range(later..=last));
+                }
+                self.add_body(rng, &fields, event, 0, &times);
+            }
+        }
+        // Re-planned: the same notification with its window moved 1-3 days later, sent after the
+        // first window ended (a mismatch while the first record lives, a new reservation after).
+        for (event, (fields, _)) in originals.iter().enumerate() {
+            if !rng.random_bool(0.12) {
+                continue;
+            }
+            let shift = rng.random_range(24..=72) * HOUR;
+            let moved = Fields {
+                start_ms: fields.start_ms + shift,
+                end_ms: fields.end_ms + shift,
+                ..fields.clone()
+            };
+            let from = fields.end_ms.max(START_MS);
+            let times: Vec<i64> = (0..rng.random_range(1..=3))
+                .map(|_| rng.random_range(from..=(from + 60 * HOUR).min(moved.start_ms)))
+                .collect();
+            self.add_body(rng, &moved, event, REPLANNED, &times);
+        }
+        let heal = self.heal_at_ms;
+        if rng.random_bool(0.3) {
+            let first = heal + rng.random_range(10 * MINUTE..=72 * HOUR);
+            self.redrives_at_ms.push(first);
+            if rng.random_bool(0.3) {
+                self.redrives_at_ms
+                    .push(first + rng.random_range(HOUR..=48 * HOUR));
+            }
         }
     }
 
-    /// The last planned send, simulated epoch ms.
+    /// Adds one body for `fields` and one new message per send time.
+    fn add_body(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        fields: &Fields,
+        event: usize,
+        variant: usize,
+        times: &[i64],
+    ) {
+        self.bodies.push(Body {
+            text: serialise(fields, rng),
+            kind: BodyKind::Event { event, variant },
+        });
+        let body = self.bodies.len() - 1;
+        for &at_ms in times {
+            self.messages.push(PlannedMessage {
+                body,
+                at_ms,
+                same_id_as: None,
+            });
+        }
+    }
+
+    /// The last planned send or redrive, simulated epoch ms.
     pub fn last_arrival_ms(&self) -> i64 {
         self.messages
             .iter()
             .map(|m| m.at_ms)
+            .chain(self.redrives_at_ms.iter().copied())
             .max()
             .unwrap_or(START_MS)
     }
 
-    /// A few lines describing the schedule (for traces).
+    /// A few lines describing the schedule (for traces): [`Schedule::describe_base`], then the
+    /// lifecycle (record lifetime, key retention, redrives) and its bodies and messages.
     pub fn describe(&self) -> Vec<String> {
+        let mut out = self.describe_base();
+        out.push(format!(
+            "lifecycle key_ttl {}h retention {}h redrives {:?}",
+            self.key_ttl_s / 3_600,
+            self.key_retention_ms / HOUR,
+            self.redrives_at_ms
+                .iter()
+                .map(|t| format!("+{}m", (t - START_MS) / MINUTE))
+                .collect::<Vec<_>>()
+        ));
+        for (i, b) in self.bodies.iter().enumerate().skip(self.base_len.0) {
+            out.push(format!(
+                "body b{i} {:?}: {}",
+                b.kind,
+                b.text.replace('\n', " ")
+            ));
+        }
+        for (i, m) in self.messages.iter().enumerate().skip(self.base_len.1) {
+            out.push(format!(
+                "msg m{i} body b{} at +{}s",
+                m.body,
+                (m.at_ms - START_MS) / 1000
+            ));
+        }
+        out
+    }
+
+    /// The description of what the first stream drew (the deployment, the fault profile, the
+    /// bodies and messages before the lifecycle's): the same text, for the same seed, as before
+    /// the lifecycle was added, so a regression seed kept from then still names its schedule.
+    pub fn describe_base(&self) -> Vec<String> {
         let mut out = vec![format!(
             "seed {} workers {} batch {} window {}ms timeout {}s visibility {}s max_receive {} concurrency {} \
              key_support {} heal +{}s skews {:?} reconciler skew {} outage {:?} page {}",
@@ -451,14 +609,14 @@ impl Schedule {
             self.reconciler_page_size,
         )];
         out.push(format!("faults {:?}", self.profile));
-        for (i, b) in self.bodies.iter().enumerate() {
+        for (i, b) in self.bodies.iter().enumerate().take(self.base_len.0) {
             out.push(format!(
                 "body b{i} {:?}: {}",
                 b.kind,
                 b.text.replace('\n', " ")
             ));
         }
-        for (i, m) in self.messages.iter().enumerate() {
+        for (i, m) in self.messages.iter().enumerate().take(self.base_len.1) {
             out.push(format!(
                 "msg m{i} body b{} at +{}s{}",
                 m.body,

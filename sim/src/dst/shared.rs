@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
+use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::manual::MemoryManualQueue;
+use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::memory::MemoryStore;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -116,6 +117,12 @@ pub(crate) struct State {
     /// Keys the terminal answered a (stored) rejection for: `true` for a 409
     /// `idempotency_mismatch`, `false` for a 400.
     pub rejected_keys: BTreeMap<String, bool>,
+    /// The task the driver is polling now: faults drawn meanwhile are that task's.
+    pub polling: Option<TaskId>,
+    /// The step of each task's last granted call (`reserve`, `claim:ack`, ...).
+    pub last_label: BTreeMap<TaskId, &'static str>,
+    /// Faults injected into each live task: (the step it was at, the fault kind).
+    pub task_faults: BTreeMap<TaskId, Vec<(&'static str, String)>>,
 }
 
 impl State {
@@ -125,7 +132,7 @@ impl State {
             return false;
         }
         if self.rng.random::<f64>() < p {
-            *self.faults.entry(kind.to_string()).or_insert(0) += 1;
+            self.count(kind);
             true
         } else {
             false
@@ -137,9 +144,17 @@ impl State {
         self.faults_on && p > 0.0 && self.rng.random::<f64>() < p
     }
 
-    /// Counts an event that is not drawn here (e.g. a Lambda timeout).
+    /// Counts an event that is not drawn here (e.g. a Lambda timeout); while a task is being
+    /// polled, it is also booked as that task's fault, at the step of its last granted call.
     pub fn count(&mut self, kind: &str) {
         *self.faults.entry(kind.to_string()).or_insert(0) += 1;
+        if let Some(task) = self.polling {
+            let label = self.last_label.get(&task).copied().unwrap_or("start");
+            self.task_faults
+                .entry(task)
+                .or_default()
+                .push((label, kind.to_string()));
+        }
     }
 
     /// A uniform draw in `lo..=hi`.
@@ -189,8 +204,8 @@ pub(crate) struct Shared {
     pub core: Arc<TerminalCore>,
     /// The real memory store.
     pub store: Arc<MemoryStore>,
-    /// The real in-memory manual queue.
-    pub manual: Arc<MemoryManualQueue>,
+    /// The manual queue (in memory, each item with the time it was sent).
+    pub manual: Arc<TimedManualQueue>,
     /// The integration name (record key prefix).
     pub integration: String,
     /// Terminal codes the gate books at.
@@ -205,7 +220,7 @@ impl Shared {
         clock: Arc<ManualClock>,
         core: Arc<TerminalCore>,
         store: Arc<MemoryStore>,
-        manual: Arc<MemoryManualQueue>,
+        manual: Arc<TimedManualQueue>,
         integration: String,
         terminals: Vec<String>,
         rng: ChaCha8Rng,
@@ -231,6 +246,9 @@ impl Shared {
                 open_sends: BTreeMap::new(),
                 ambiguous: BTreeMap::new(),
                 rejected_keys: BTreeMap::new(),
+                polling: None,
+                last_label: BTreeMap::new(),
+                task_faults: BTreeMap::new(),
             }),
         }
     }
@@ -291,7 +309,10 @@ impl Shared {
             match st.tickets.get_mut(&id) {
                 Some(t) => {
                     t.granted = true;
-                    t.waker.take()
+                    let (task, label) = (t.task, t.label);
+                    let waker = t.waker.take();
+                    st.last_label.insert(task, label);
+                    waker
                 }
                 None => None,
             }
@@ -388,5 +409,40 @@ impl Wake for Flag {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The manual-booking queue of the simulation: an in-memory queue that keeps, with each item,
+/// the true simulated time it was sent (the checker matches items to record generations).
+pub(crate) struct TimedManualQueue {
+    clock: Arc<ManualClock>,
+    items: Mutex<Vec<(i64, ManualItem)>>,
+}
+
+impl TimedManualQueue {
+    /// An empty queue on `clock`.
+    pub fn new(clock: Arc<ManualClock>) -> Self {
+        Self {
+            clock,
+            items: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every item sent so far, in order, with when it was sent (true simulated epoch ms).
+    pub fn sent(&self) -> Vec<(i64, ManualItem)> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+}
+
+#[async_trait]
+impl ManualQueue for TimedManualQueue {
+    async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError> {
+        let at = self.clock.now_ms();
+        self.items
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((at, item));
+        Ok(())
     }
 }

@@ -9,7 +9,7 @@
 //! 2. **Nothing is lost.** Every delivered notification ends `committed`, `failed` or `manual`
 //!    (then with an item in the manual queue), or all its copies are in the dead-letter queue
 //!    (a dead-lettered message is not lost: it sits in the DLQ with its body, for a person or a
-//!    redrive). No record stays `in_flight`. Every mismatched body and every poison body is in the
+//!    redrive). No record stays `in_flight` or with its routing pending. Every mismatched body and every poison body is in the
 //!    manual queue, unless all its copies are dead-lettered.
 //! 3. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
 //!    body (its bytes) and each event routed to a person (event key) has at most one item, plus
@@ -225,10 +225,13 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
 
     // 2. Nothing is lost; no record stays in flight.
     for r in &f.records {
-        if r.status == RecordStatus::InFlight {
+        if r.has_work() {
             v.push(format!(
-                "record {} still in_flight at quiescence (owner {:?}, lease {:?}, created {})",
+                "record {} still {} (route_pending {}) at quiescence (owner {:?}, lease {:?}, \
+                 created {})",
                 short(&r.event_key),
+                r.status,
+                r.route_pending,
                 r.lease_owner,
                 r.lease_until_ms,
                 r.created_at_ms

@@ -433,11 +433,7 @@ impl Driver<'_> {
     }
 
     fn any_in_flight(&self) -> bool {
-        self.shared
-            .store
-            .records()
-            .iter()
-            .any(|r| r.status == RecordStatus::InFlight)
+        self.shared.store.records().iter().any(|r| r.has_work())
     }
 
     /// Polls every woken task until none is woken.

@@ -14,7 +14,8 @@ use gate::gate::Gate;
 use gate::memory::MemoryStore;
 use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use gate::store::{
-    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
+    StoreError, TakeOver,
 };
 use serde::Serialize;
 
@@ -84,12 +85,13 @@ impl IdempotencyStore for DelayStore {
     async fn commit(
         &self,
         pk: &str,
+        owner: &str,
         slot: &str,
         b: &TmsBooking,
         now: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.wait().await;
-        self.inner.commit(pk, slot, b, now).await
+        self.inner.commit(pk, owner, slot, b, now).await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
         self.wait().await;
@@ -101,12 +103,25 @@ impl IdempotencyStore for DelayStore {
         owner: &str,
         status: RecordStatus,
         error: &str,
+        item: &[u8],
+        guard: FinishGuard,
         now: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<FinishOutcome, StoreError> {
         self.wait().await;
-        self.inner.finish(pk, owner, status, error, now).await
+        self.inner
+            .finish(pk, owner, status, error, item, guard, now)
+            .await
     }
-    async fn record_slot_id(&self, pk: &str, slot: &str, now: i64) -> Result<usize, StoreError> {
+    async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
+        self.wait().await;
+        self.inner.routed(pk, owner, now).await
+    }
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot: &str,
+        now: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.wait().await;
         self.inner.record_slot_id(pk, slot, now).await
     }

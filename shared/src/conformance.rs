@@ -18,7 +18,8 @@ use sha2::{Digest, Sha256};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, Reservation,
+    StoreError, TakeOver,
 };
 
 /// The suite's "now": 2025-06-09T04:00:00Z in epoch **milliseconds**.
@@ -56,6 +57,7 @@ pub fn sample_record(prefix: &str, name: &str, owner: &str, now_ms: i64) -> Idem
         slot_id: None,
         slot_ids: BTreeSet::new(),
         error: None,
+        route_pending: false,
         container: "CSQU3054383".to_string(),
         terminal: "ECT-DELTA".to_string(),
         window_start: "2025-06-09T08:00:00Z".to_string(),
@@ -117,9 +119,33 @@ pub async fn reserve_new_key_then_conflict(store: Arc<dyn IdempotencyStore>, pre
         ..sample_record(prefix, "reserve-full", "owner-a", NOW_MS)
     };
     must_reserve(store, &full, NOW_MS).await;
-    match store.reserve(&full, NOW_MS + 1).await.expect("reserve") {
+    let other = sample_record(prefix, "reserve-full", "owner-b", NOW_MS + 1);
+    match store.reserve(&other, NOW_MS + 1).await.expect("reserve") {
         Reservation::Conflict(existing) => assert_eq!(*existing, full),
         Reservation::Reserved => panic!("a live key was reserved twice"),
+    }
+}
+
+/// The retry of a reserve whose write landed (the client lost the answer and sent the same
+/// request again) meets its own reservation: that is `Reserved`, not a conflict, and changes
+/// nothing. A reservation by another acquisition of the same event (another lease owner) is
+/// still a conflict, even with the same fingerprint.
+pub async fn reserve_retry_meets_own_write(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let mine = sample_record(prefix, "reserve-retry", "owner-a#0", NOW_MS);
+    must_reserve(store, &mine, NOW_MS).await;
+    // The SDK's retry, some seconds later, of the very same request.
+    assert_eq!(
+        store.reserve(&mine, NOW_MS + 4_000).await.expect("reserve"),
+        Reservation::Reserved,
+        "the retry of our own landed reserve is a successful reserve"
+    );
+    assert_eq!(must_get(store, &mine.pk).await, mine);
+    // Another copy of the event in the same invocation: another lease token.
+    let copy = sample_record(prefix, "reserve-retry", "owner-a#1", NOW_MS);
+    match store.reserve(&copy, NOW_MS + 5).await.expect("reserve") {
+        Reservation::Conflict(existing) => assert_eq!(*existing, mine),
+        Reservation::Reserved => panic!("another acquisition counted as our own write"),
     }
 }
 
@@ -156,6 +182,28 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn IdempotencyStore>, prefix
         BTreeSet::new(),
         "old slot ids must not survive"
     );
+
+    // An expired record that still has work (`in_flight`, or a routing not yet confirmed) is a
+    // conflict: whoever meets it takes it over with its history (creation time, operation key,
+    // stored request), never starts afresh under a key the terminal may have forgotten.
+    for (name, status, pending) in [
+        ("expired-in-flight", RecordStatus::InFlight, false),
+        ("expired-routing", RecordStatus::Manual, true),
+    ] {
+        let stranded = IdempotencyRecord {
+            status,
+            route_pending: pending,
+            expires_at_s: now_s,
+            ..sample_record(prefix, name, "owner-old", NOW_MS - TTL_S * 1000)
+        };
+        must_reserve(store, &stranded, NOW_MS - TTL_S * 1000).await;
+        let fresh = sample_record(prefix, name, "owner-new", NOW_MS + 1000);
+        match store.reserve(&fresh, NOW_MS + 1000).await.expect("reserve") {
+            Reservation::Conflict(existing) => assert_eq!(*existing, stranded),
+            Reservation::Reserved => panic!("an expired record with work left was replaced"),
+        }
+        assert_eq!(must_get(store, &fresh.pk).await, stranded);
+    }
 }
 
 /// 16 tasks reserve one key at once: exactly one is `Reserved`, the 15 others get a conflict
@@ -240,6 +288,17 @@ pub async fn take_over_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     }
     assert_eq!(must_get(store, &r.pk).await, expected);
 
+    // The client's retry of that take-over (its write landed, the answer was lost) meets its own
+    // lease: taken, nothing changes.
+    let t = store
+        .take_over(&r.pk, "owner-a", "owner-b", new_until, until + 3)
+        .await;
+    assert_eq!(
+        t.expect("take_over"),
+        TakeOver::Taken(Box::new(expected.clone())),
+        "retry of a landed take-over"
+    );
+
     let t = store
         .take_over(&r.pk, "owner-a", "owner-c", new_until + 5, until + 2)
         .await;
@@ -253,37 +312,68 @@ pub async fn take_over_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     assert_eq!(t.expect("take_over"), TakeOver::Refused, "missing record");
     assert_eq!(store.get(&missing).await.expect("get"), None);
 
+    // A routing whose send is not confirmed can be taken over once its lease expires (the
+    // sender died); once confirmed, the record has no work left and is never taken over.
     let done = sample_record(prefix, "take-over-done", "owner-a", NOW_MS);
     must_reserve(store, &done, NOW_MS).await;
-    assert!(store
-        .finish(
-            &done.pk,
-            "owner-a",
-            RecordStatus::Manual,
-            "by hand",
-            NOW_MS + 1
-        )
-        .await
-        .expect("finish"));
+    assert_eq!(
+        store
+            .finish(
+                &done.pk,
+                "owner-a",
+                RecordStatus::Manual,
+                "by hand",
+                b"{}",
+                FinishGuard::Lease,
+                NOW_MS + 1
+            )
+            .await
+            .expect("finish"),
+        FinishOutcome::Finished
+    );
     let t = store
-        .take_over(&done.pk, "owner-a", "owner-b", new_until, until + 1)
+        .take_over(&done.pk, "owner-a", "owner-b", new_until, NOW_MS + 2)
         .await;
     assert_eq!(
         t.expect("take_over"),
         TakeOver::Refused,
-        "record not in_flight"
+        "live routing lease"
+    );
+    let t = store
+        .take_over(&done.pk, "owner-a", "owner-b", new_until, until + 1)
+        .await;
+    match t.expect("take_over") {
+        TakeOver::Taken(r) => {
+            assert_eq!(r.status, RecordStatus::Manual);
+            assert!(r.route_pending);
+            assert_eq!(r.lease_owner.as_deref(), Some("owner-b"));
+        }
+        TakeOver::Refused => panic!("a stranded routing was not taken over"),
+    }
+    assert!(store
+        .routed(&done.pk, "owner-b", until + 2)
+        .await
+        .expect("routed"));
+    let t = store
+        .take_over(&done.pk, "owner-b", "owner-c", new_until + 9, new_until + 1)
+        .await;
+    assert_eq!(
+        t.expect("take_over"),
+        TakeOver::Refused,
+        "record with no work left"
     );
 }
 
-/// Commit writes the record (`committed`, `slot_id`, `slot_ids`, no lease, no `inflight_shard`,
-/// `updated_at` = commit time, the rest unchanged) and the booking, in one call.
+/// Commit writes the record (`committed`, `slot_id`, `slot_ids`, the holder kept as
+/// `lease_owner`, no `lease_until`, no `inflight_shard`, no stored request, `updated_at` = commit
+/// time, the rest unchanged) and the booking, in one call.
 pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "commit", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
     let booking = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 10);
     match store
-        .commit(&r.pk, "SLOT-1", &booking, NOW_MS + 10)
+        .commit(&r.pk, "owner-a", "SLOT-1", &booking, NOW_MS + 10)
         .await
         .expect("commit")
     {
@@ -291,25 +381,28 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
             let c = store.get(&r.pk).await.expect("get").expect("record");
             assert_eq!(c.pk, r.pk);
             assert_eq!(c.fingerprint, r.fingerprint);
-            assert_eq!(c.request, r.request);
+            assert!(
+                c.request.is_empty(),
+                "the stored request outlived the commit"
+            );
             assert_eq!(c.created_at_ms, r.created_at_ms);
             assert_eq!(c.expires_at_s, r.expires_at_s);
             assert_eq!(c.event_key, r.event_key);
             assert_eq!(c.status, RecordStatus::Committed);
             assert_eq!(c.slot_id.as_deref(), Some("SLOT-1"));
             assert!(c.slot_ids.contains("SLOT-1"));
-            assert_eq!(c.lease_owner, None);
+            assert_eq!(c.lease_owner.as_deref(), Some("owner-a"));
             assert_eq!(c.lease_until_ms, None);
             assert_eq!(c.inflight_shard, None);
             assert_eq!(c.updated_at_ms, NOW_MS + 10);
         }
-        CommitOutcome::NotInFlight(other) => panic!("commit refused: {other:?}"),
+        CommitOutcome::Refused(other) => panic!("commit refused: {other:?}"),
     }
     let expected = IdempotencyRecord {
         status: RecordStatus::Committed,
         slot_id: Some("SLOT-1".into()),
         slot_ids: set(&["SLOT-1"]),
-        lease_owner: None,
+        request: Vec::new(),
         lease_until_ms: None,
         inflight_shard: None,
         updated_at_ms: NOW_MS + 10,
@@ -322,26 +415,63 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
     );
 }
 
-/// Commit on a record that is no longer `in_flight` is `NotInFlight` with the record as it is,
-/// and writes no (second) booking: after a commit, and after `finish`. Commit without any record
-/// is `Corrupt`. A booking that outlived its record makes the whole transaction fail (`Corrupt`)
-/// and leaves the record `in_flight`.
+/// Commit is fenced by the lease: a holder whose lease was taken over is `Refused` with the
+/// record as it is (still `in_flight`, the new holder's) and writes nothing; so is a commit on a
+/// record that is no longer `in_flight` (after a commit, and after `finish`), which writes no
+/// (second) booking. The retry of a commit that landed (same holder, same slot) is `Committed`
+/// and writes nothing again. Commit without any record is `Corrupt`. A booking that outlived
+/// its record makes the whole transaction fail (`Corrupt`) and leaves the record `in_flight`.
 pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "commit-twice", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
-    let first = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 10);
-    let out = store.commit(&r.pk, "SLOT-1", &first, NOW_MS + 10).await;
-    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
-    let committed = must_get(store, &r.pk).await;
-
-    let second = TmsBooking::for_record(&r, "SLOT-2", NOW_MS + 20);
+    // owner-a's lease expires and owner-b takes over: owner-a's commit is refused.
+    let taken = match store
+        .take_over(
+            &r.pk,
+            "owner-a",
+            "owner-b",
+            NOW_MS + 2 * LEASE_MS,
+            NOW_MS + LEASE_MS + 1,
+        )
+        .await
+        .expect("take_over")
+    {
+        TakeOver::Taken(t) => *t,
+        TakeOver::Refused => panic!("take-over refused"),
+    };
+    let stale = TmsBooking::for_record(&r, "SLOT-0", NOW_MS + LEASE_MS + 2);
     match store
-        .commit(&r.pk, "SLOT-2", &second, NOW_MS + 20)
+        .commit(&r.pk, "owner-a", "SLOT-0", &stale, NOW_MS + LEASE_MS + 2)
         .await
         .expect("commit")
     {
-        CommitOutcome::NotInFlight(existing) => assert_eq!(*existing, committed),
+        CommitOutcome::Refused(existing) => assert_eq!(*existing, taken),
+        CommitOutcome::Committed => panic!("a holder that lost its lease committed"),
+    }
+    assert_eq!(must_get(store, &r.pk).await, taken);
+    assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+
+    let first = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + LEASE_MS + 10);
+    let out = store
+        .commit(&r.pk, "owner-b", "SLOT-1", &first, NOW_MS + LEASE_MS + 10)
+        .await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    let committed = must_get(store, &r.pk).await;
+    // The retry of that very commit (its answer lost): committed, nothing written again.
+    let out = store
+        .commit(&r.pk, "owner-b", "SLOT-1", &first, NOW_MS + LEASE_MS + 15)
+        .await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    assert_eq!(must_get(store, &r.pk).await, committed);
+
+    let second = TmsBooking::for_record(&r, "SLOT-2", NOW_MS + LEASE_MS + 20);
+    match store
+        .commit(&r.pk, "owner-b", "SLOT-2", &second, NOW_MS + LEASE_MS + 20)
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::Refused(existing) => assert_eq!(*existing, committed),
         CommitOutcome::Committed => panic!("committed twice"),
     }
     assert_eq!(must_get(store, &r.pk).await, committed);
@@ -353,24 +483,29 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
     // A failed record.
     let f = sample_record(prefix, "commit-failed", "owner-a", NOW_MS);
     must_reserve(store, &f, NOW_MS).await;
-    assert!(store
-        .finish(
-            &f.pk,
-            "owner-a",
-            RecordStatus::Failed,
-            "terminal answered 400",
-            NOW_MS + 1
-        )
-        .await
-        .expect("finish"));
+    assert_eq!(
+        store
+            .finish(
+                &f.pk,
+                "owner-a",
+                RecordStatus::Failed,
+                "terminal answered 400",
+                b"{}",
+                FinishGuard::Lease,
+                NOW_MS + 1
+            )
+            .await
+            .expect("finish"),
+        FinishOutcome::Finished
+    );
     let failed = must_get(store, &f.pk).await;
     let b = TmsBooking::for_record(&f, "SLOT-F", NOW_MS + 2);
     match store
-        .commit(&f.pk, "SLOT-F", &b, NOW_MS + 2)
+        .commit(&f.pk, "owner-a", "SLOT-F", &b, NOW_MS + 2)
         .await
         .expect("commit")
     {
-        CommitOutcome::NotInFlight(existing) => {
+        CommitOutcome::Refused(existing) => {
             assert_eq!(*existing, failed);
             assert_eq!(existing.status, RecordStatus::Failed);
         }
@@ -381,7 +516,9 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
     // No record at all.
     let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
     let b = TmsBooking::for_record(&ghost, "SLOT-G", NOW_MS);
-    let out = store.commit(&ghost.pk, "SLOT-G", &b, NOW_MS).await;
+    let out = store
+        .commit(&ghost.pk, "owner-a", "SLOT-G", &b, NOW_MS)
+        .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
         store.booking(&ghost.event_key).await.expect("booking"),
@@ -396,7 +533,9 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
     };
     must_reserve(store, &orphan, NOW_MS).await;
     let b = TmsBooking::for_record(&orphan, "SLOT-Z", NOW_MS + 30);
-    let out = store.commit(&orphan.pk, "SLOT-Z", &b, NOW_MS + 30).await;
+    let out = store
+        .commit(&orphan.pk, "owner-z", "SLOT-Z", &b, NOW_MS + 30)
+        .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
         must_get(store, &orphan.pk).await,
@@ -414,7 +553,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
 }
 
 /// Two holders commit one record at once with different slots: exactly one `Committed`, the
-/// other `NotInFlight` carrying the winner's slot (or, on a real table under contention, a
+/// other `Refused` carrying the winner's slot (or, on a real table under contention, a
 /// `TransactionConflict` after the retries); exactly one booking, with the winner's slot.
 pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     let r = sample_record(prefix, "commit-race", "owner-a", NOW_MS);
@@ -425,7 +564,10 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, pref
         let r = r.clone();
         tasks.push(tokio::spawn(async move {
             let booking = TmsBooking::for_record(&r, slot, NOW_MS + 10);
-            (slot, store.commit(&r.pk, slot, &booking, NOW_MS + 10).await)
+            let out = store
+                .commit(&r.pk, "owner-a", slot, &booking, NOW_MS + 10)
+                .await;
+            (slot, out)
         }));
     }
     let mut winners = Vec::new();
@@ -433,7 +575,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, pref
     for task in tasks {
         match task.await.expect("task") {
             (slot, Ok(CommitOutcome::Committed)) => winners.push(slot),
-            (_, Ok(CommitOutcome::NotInFlight(existing))) => losers.push(existing.slot_id.clone()),
+            (_, Ok(CommitOutcome::Refused(existing))) => losers.push(existing.slot_id.clone()),
             (_, Err(StoreError::TransactionConflict(_))) => losers.push(None),
             (_, Err(e)) => panic!("commit failed: {e}"),
         }
@@ -513,10 +655,17 @@ pub async fn release_lease_then_take_over(store: Arc<dyn IdempotencyStore>, pref
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 
-/// `finish` by the owner ends an `in_flight` record as `failed` or `manual` with the error, no
-/// lease and no `inflight_shard`; by another owner, or a second time, it returns `false`.
+/// `finish` by the holder ends an `in_flight` record as `failed` or `manual` with the error and
+/// its routing pending: the stored request replaced by the manual item, `route_pending` set, the
+/// lease and `inflight_shard` kept. By another owner it is refused with the record as it is; the
+/// retry of a finish that landed is `Finished` and changes nothing; a second finish as another
+/// status is refused. `routed` by a stranger is refused; by the holder it removes the pending
+/// mark, the item, `lease_until` and `inflight_shard` (keeping `lease_owner` as the last holder);
+/// a second `routed` is refused and changes nothing. [`FinishGuard::LeaseAndNoSlot`] refuses a
+/// record that holds a slot id.
 pub async fn finish_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     let store = store.as_ref();
+    let item = br#"{"reason":"terminal_rejected"}"#;
     for (name, status) in [
         ("finish-failed", RecordStatus::Failed),
         ("finish-manual", RecordStatus::Manual),
@@ -524,43 +673,133 @@ pub async fn finish_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
         let r = sample_record(prefix, name, "owner-a", NOW_MS);
         must_reserve(store, &r, NOW_MS).await;
         let done = store
-            .finish(&r.pk, "owner-x", status, "nope", NOW_MS + 1)
+            .finish(
+                &r.pk,
+                "owner-x",
+                status,
+                "nope",
+                item,
+                FinishGuard::Lease,
+                NOW_MS + 1,
+            )
             .await;
-        assert!(!done.expect("finish"), "a stranger finished the record");
+        assert_eq!(
+            done.expect("finish"),
+            FinishOutcome::Refused(Some(Box::new(r.clone()))),
+            "a stranger finished the record"
+        );
         assert_eq!(must_get(store, &r.pk).await, r);
 
-        let done = store
-            .finish(
+        let finish = || {
+            store.finish(
                 &r.pk,
                 "owner-a",
                 status,
                 "terminal answered 422",
+                item,
+                FinishGuard::Lease,
                 NOW_MS + 2,
             )
-            .await;
-        assert!(done.expect("finish"));
-        let expected = IdempotencyRecord {
+        };
+        assert_eq!(finish().await.expect("finish"), FinishOutcome::Finished);
+        let pending = IdempotencyRecord {
             status,
             error: Some("terminal answered 422".into()),
-            lease_owner: None,
-            lease_until_ms: None,
-            inflight_shard: None,
+            request: item.to_vec(),
+            route_pending: true,
             updated_at_ms: NOW_MS + 2,
             ..r.clone()
         };
-        assert_eq!(must_get(store, &r.pk).await, expected);
+        assert_eq!(must_get(store, &r.pk).await, pending);
+        // The client's retry of the landed finish.
+        assert_eq!(finish().await.expect("finish"), FinishOutcome::Finished);
+        assert_eq!(must_get(store, &r.pk).await, pending);
 
+        let other = if status == RecordStatus::Failed {
+            RecordStatus::Manual
+        } else {
+            RecordStatus::Failed
+        };
         let again = store
-            .finish(&r.pk, "owner-a", RecordStatus::Failed, "again", NOW_MS + 3)
+            .finish(
+                &r.pk,
+                "owner-a",
+                other,
+                "again",
+                item,
+                FinishGuard::Lease,
+                NOW_MS + 3,
+            )
             .await;
-        assert!(!again.expect("finish"), "finished twice");
-        assert_eq!(must_get(store, &r.pk).await, expected);
+        assert_eq!(
+            again.expect("finish"),
+            FinishOutcome::Refused(Some(Box::new(pending.clone()))),
+            "finished twice"
+        );
+
+        assert!(!store
+            .routed(&r.pk, "owner-x", NOW_MS + 4)
+            .await
+            .expect("routed"));
+        assert_eq!(must_get(store, &r.pk).await, pending);
+        assert!(store
+            .routed(&r.pk, "owner-a", NOW_MS + 5)
+            .await
+            .expect("routed"));
+        let routed = IdempotencyRecord {
+            request: Vec::new(),
+            route_pending: false,
+            lease_until_ms: None,
+            inflight_shard: None,
+            updated_at_ms: NOW_MS + 5,
+            ..pending.clone()
+        };
+        assert_eq!(must_get(store, &r.pk).await, routed);
+        assert!(!store
+            .routed(&r.pk, "owner-a", NOW_MS + 6)
+            .await
+            .expect("routed"));
+        assert_eq!(must_get(store, &r.pk).await, routed);
     }
+
+    // The no-slot guard: a slot id recorded while the holder decided to route.
+    let r = sample_record(prefix, "finish-guard", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    store
+        .record_slot_id(&r.pk, "SLOT-LATE", NOW_MS + 1)
+        .await
+        .expect("record_slot_id");
+    let with_slot = must_get(store, &r.pk).await;
+    let done = store
+        .finish(
+            &r.pk,
+            "owner-a",
+            RecordStatus::Manual,
+            "past retention",
+            item,
+            FinishGuard::LeaseAndNoSlot,
+            NOW_MS + 2,
+        )
+        .await;
+    assert_eq!(
+        done.expect("finish"),
+        FinishOutcome::Refused(Some(Box::new(with_slot.clone())))
+    );
+    assert_eq!(must_get(store, &r.pk).await, with_slot);
+
     let missing = format!("{prefix}#no-such-key-finish");
     let done = store
-        .finish(&missing, "owner-a", RecordStatus::Failed, "x", NOW_MS)
+        .finish(
+            &missing,
+            "owner-a",
+            RecordStatus::Failed,
+            "x",
+            item,
+            FinishGuard::Lease,
+            NOW_MS,
+        )
         .await;
-    assert!(!done.expect("finish"));
+    assert_eq!(done.expect("finish"), FinishOutcome::Refused(None));
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 
@@ -571,16 +810,18 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
     let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
     let before = store.multi_slot_keys().await.expect("multi_slot_keys");
-    let distinct = store
+    let after = store
         .record_slot_id(&r.pk, "SLOT-0", NOW_MS + 1)
         .await
-        .expect("record_slot_id");
-    assert_eq!(distinct, 1);
+        .expect("record_slot_id")
+        .expect("the record after the write");
+    assert_eq!(after.slot_ids, set(&["SLOT-0"]));
+    assert_eq!(after.status, RecordStatus::InFlight);
     assert_eq!(must_get(store, &r.pk).await.slot_ids, set(&["SLOT-0"]));
 
     let b = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 2);
     let out = store
-        .commit(&r.pk, "SLOT-1", &b, NOW_MS + 2)
+        .commit(&r.pk, "owner-a", "SLOT-1", &b, NOW_MS + 2)
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
@@ -590,7 +831,8 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
             store
                 .record_slot_id(&r.pk, slot, NOW_MS + 3)
                 .await
-                .expect("record_slot_id"),
+                .expect("record_slot_id")
+                .map_or(0, |r| r.slot_ids.len()),
         );
     }
     assert_eq!(counts, vec![3, 3, 4, 4]);
@@ -613,7 +855,7 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
         .record_slot_id(&missing, "SLOT-9", NOW_MS)
         .await
         .expect("record_slot_id");
-    assert_eq!(none, 0);
+    assert_eq!(none, None);
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 
@@ -643,16 +885,29 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
     must_reserve(store, &committed, NOW_MS).await;
     let b = TmsBooking::for_record(&committed, "SLOT-C", NOW_MS);
     let out = store
-        .commit(&committed.pk, "SLOT-C", &b, NOW_MS)
+        .commit(&committed.pk, "owner-a", "SLOT-C", &b, NOW_MS)
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
     let failed = in_shard("stale-failed", base - 400);
     must_reserve(store, &failed, NOW_MS).await;
-    assert!(store
-        .finish(&failed.pk, "owner-a", RecordStatus::Failed, "x", NOW_MS)
+    let out = store
+        .finish(
+            &failed.pk,
+            "owner-a",
+            RecordStatus::Failed,
+            "x",
+            b"{}",
+            FinishGuard::Lease,
+            NOW_MS,
+        )
         .await
-        .expect("finish"));
+        .expect("finish");
+    assert_eq!(out, FinishOutcome::Finished);
+    assert!(store
+        .routed(&failed.pk, "owner-a", NOW_MS)
+        .await
+        .expect("routed"));
     let other_shard = IdempotencyRecord {
         inflight_shard: Some("08".into()),
         ..sample_record(prefix, "stale-other-shard", "owner-a", base - 300)
@@ -698,6 +953,7 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
 /// Every case, in order, each with its own sub-prefix.
 pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
+    reserve_retry_meets_own_write(Arc::clone(&store), &format!("{prefix}-l")).await;
     reserve_overwrites_expired(Arc::clone(&store), &format!("{prefix}-b")).await;
     concurrent_reserve_one_winner(Arc::clone(&store), &format!("{prefix}-c")).await;
     take_over_rules(Arc::clone(&store), &format!("{prefix}-d")).await;

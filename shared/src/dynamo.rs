@@ -20,8 +20,24 @@
 //! Retries of throttling and transient errors belong to the SDK's retry configuration where the
 //! client is built (e.g. `RetryConfig::standard().with_max_attempts(..)`); this module retries
 //! nothing by hand except a cancelled commit transaction whose reason is `TransactionConflict`.
-//! `TransactWriteItems` carries an SDK-generated `ClientRequestToken`, so the SDK's own retry of a
-//! commit whose response was lost is idempotent (REFERENCES.md, "AWS facts").
+//!
+//! ## A write that landed and lost its answer
+//!
+//! The SDK retries a request whose answer did not arrive (a timeout, a dropped connection), and
+//! the retry can meet the write it repeats. Every conditional write here recognises itself:
+//!
+//! * reserve (`PutItem`): the retry's failed condition returns our own item (same lease owner, a
+//!   token unique per acquisition): reserved;
+//! * take-over (`UpdateItem`): the old item returned on the failed condition already carries our
+//!   lease: taken;
+//! * commit (`TransactWriteItems`): an explicit `ClientRequestToken` ([`commit_request_token`])
+//!   makes DynamoDB answer a retry within 10 minutes as the first request; where it does not (or
+//!   after 10 minutes) the cancellation returns the record committed by us with our slot:
+//!   committed;
+//! * finish (`UpdateItem`): the old item is already finished by us with its routing pending;
+//! * release, routed, the slot-id `ADD` and the `multi_slot` mark: a retry meets the same
+//!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
+//!   routing whose second confirmation is refused and ignored).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -44,8 +60,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError,
-    TakeOver, UnreadableEntry,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, InFlightPage,
+    Reservation, StoreError, TakeOver, UnreadableEntry,
 };
 
 /// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
@@ -86,9 +102,21 @@ const THROTTLING_CODES: &[&str] = &[
     "RequestLimitExceeded",
 ];
 
-const RESERVE_CONDITION: &str = "attribute_not_exists(pk) OR expires_at < :now_s";
-const TAKE_OVER_CONDITION: &str = "#status = :in_flight AND lease_owner = :old_owner \
+/// The value of `route_pending` on a record whose routing to a person is not yet confirmed.
+pub const ROUTE_PENDING_MARK: &str = "1";
+
+/// Absent, or expired with nothing left to do: an expired `in_flight` record (or pending routing)
+/// is a conflict, taken over with its history.
+const RESERVE_CONDITION: &str = "attribute_not_exists(pk) OR (expires_at < :now_s \
+     AND #status <> :in_flight AND attribute_not_exists(route_pending))";
+/// Work left (`in_flight` or a pending routing), held by `:old_owner`, lease expired.
+const TAKE_OVER_CONDITION: &str = "(#status = :in_flight OR attribute_exists(route_pending)) \
+     AND lease_owner = :old_owner \
      AND (attribute_not_exists(lease_until) OR lease_until < :now_ms)";
+/// Work left, held by `:owner` (the lease fence of a release).
+const RELEASE_CONDITION: &str =
+    "(#status = :in_flight OR attribute_exists(route_pending)) AND lease_owner = :owner";
+/// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
 const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
@@ -143,6 +171,8 @@ impl DynamoStore {
             .table_name(&self.idempotency_table)
             .set_item(Some(item.clone()))
             .condition_expression(RESERVE_CONDITION)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":now_s", num(ms_to_s(now_ms)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -161,10 +191,12 @@ impl DynamoStore {
 
 #[async_trait]
 impl IdempotencyStore for DynamoStore {
-    /// One `PutItem` with `attribute_not_exists(pk) OR expires_at < :now` (`:now` in epoch
-    /// seconds) and `ALL_OLD` on a failed condition. Only when the old item is missing from the
-    /// error does a consistent `GetItem` follow (two calls); if the record vanished in between
-    /// (TTL deletion), the put is tried once more.
+    /// One `PutItem` with [`IdempotencyStore::reserve`]'s condition (`:now_s` in epoch seconds)
+    /// and `ALL_OLD` on a failed condition. Only when the old item is missing from the error does
+    /// a consistent `GetItem` follow (two calls); if the record vanished in between (TTL
+    /// deletion), the put is tried once more. When the SDK retries a `PutItem` whose write landed
+    /// (its answer lost or late), the retry's failed condition returns our own item: that is
+    /// [`Reservation::Reserved`] ([`IdempotencyRecord::is_same_reservation`]).
     async fn reserve(
         &self,
         record: &IdempotencyRecord,
@@ -174,9 +206,15 @@ impl IdempotencyStore for DynamoStore {
         for _ in 0..2 {
             match self.put_reserve(&item, now_ms).await? {
                 None => return Ok(Reservation::Reserved),
+                Some(Some(existing)) if existing.is_same_reservation(record) => {
+                    return Ok(Reservation::Reserved)
+                }
                 Some(Some(existing)) => return Ok(Reservation::Conflict(Box::new(existing))),
                 Some(None) => {
                     if let Some(existing) = self.get(&record.pk).await? {
+                        if existing.is_same_reservation(record) {
+                            return Ok(Reservation::Reserved);
+                        }
                         return Ok(Reservation::Conflict(Box::new(existing)));
                     }
                 }
@@ -188,9 +226,12 @@ impl IdempotencyStore for DynamoStore {
         )))
     }
 
-    /// One conditional `UpdateItem` (`ReturnValues=ALL_NEW`): `status = in_flight AND
-    /// lease_owner = :old AND lease_until < :now` (epoch ms; a missing `lease_until` counts as
-    /// expired). A failed condition, including a missing record, is [`TakeOver::Refused`].
+    /// One conditional `UpdateItem` (`ReturnValues=ALL_NEW`, `ALL_OLD` on a failed condition):
+    /// `(status = in_flight OR route_pending) AND lease_owner = :old AND lease_until < :now`
+    /// (epoch ms; a missing `lease_until` counts as expired). A failed condition, including a
+    /// missing record, is [`TakeOver::Refused`], unless the old item already carries our lease
+    /// (`new_owner`, `lease_until_ms`): the SDK's retry of a take-over that landed, which is
+    /// [`TakeOver::Taken`] with that item.
     async fn take_over(
         &self,
         pk: &str,
@@ -215,6 +256,7 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_values(":lease_until", num(lease_until_ms))
             .expression_attribute_values(":now_ms", num(now_ms))
             .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match result {
@@ -224,30 +266,44 @@ impl IdempotencyStore for DynamoStore {
                     "take-over of {pk}: no attributes returned"
                 ))),
             },
-            Err(err) if is_update_condition_failure(&err) => Ok(TakeOver::Refused),
+            Err(err) if is_update_condition_failure(&err) => {
+                match condition_failure_item(&err)
+                    .map(record_from_item)
+                    .transpose()?
+                {
+                    Some(old)
+                        if old.has_work()
+                            && old.lease_owner.as_deref() == Some(new_owner)
+                            && old.lease_until_ms == Some(lease_until_ms) =>
+                    {
+                        Ok(TakeOver::Taken(Box::new(old)))
+                    }
+                    _ => Ok(TakeOver::Refused),
+                }
+            }
             Err(err) => Err(map_sdk_error("take_over (UpdateItem)", err)),
         }
     }
 
-    /// One `TransactWriteItems`: the record's update (condition `status = in_flight`, `ALL_OLD`
-    /// on failure) and the booking's put (condition `attribute_not_exists(source_event)`).
+    /// One `TransactWriteItems`: the record's update (condition `status = in_flight AND
+    /// lease_owner = :owner`, `ALL_OLD` on failure) and the booking's put (condition
+    /// `attribute_not_exists(source_event)`), with a `ClientRequestToken` derived from the record,
+    /// the owner and the slot ([`commit_request_token`]): DynamoDB treats a retry with the same
+    /// token within 10 minutes as the same request and answers it as the first (AWS,
+    /// `TransactWriteItems`, "ClientRequestToken"); our own `TransactionConflict` retries reuse it.
     ///
     /// The cancellation reasons are read item by item: the record's `ConditionalCheckFailed` is
-    /// [`CommitOutcome::NotInFlight`] with the old item from the reason (a consistent `GetItem`
-    /// only if the reason has none; no record at all is [`StoreError::Corrupt`]); the booking's
-    /// alone is [`StoreError::Corrupt`] (a booking outlived its record); `TransactionConflict` is
-    /// retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then [`StoreError::TransactionConflict`];
-    /// throttling is [`StoreError::Throttled`].
-    ///
-    /// A transaction returns no item on success, so [`CommitOutcome::Committed`] carries the
-    /// record as far as the input tells it, without another read: `pk`, `event_key`, `status`,
-    /// `slot_id`, `slot_ids` (only `slot_id`), `updated_at_ms`, no lease, no `inflight_shard`, and
-    /// the booking's `container`, `terminal` and window. The other fields (`fingerprint`,
-    /// `request`, `op_key`, `created_at_ms`, `expires_at_s`, `error`, earlier `slot_ids`) are
-    /// empty or zero there; [`IdempotencyStore::get`] reads the full record.
+    /// [`CommitOutcome::Refused`] with the old item from the reason (a consistent `GetItem`
+    /// only if the reason has none; no record at all is [`StoreError::Corrupt`]), or
+    /// [`CommitOutcome::Committed`] when that item is our own commit (committed by `owner` with
+    /// `slot_id`: a retry that met its own write where the token did not answer it); the
+    /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record);
+    /// `TransactionConflict` is retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then
+    /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`].
     async fn commit(
         &self,
         pk: &str,
+        owner: &str,
         slot_id: &str,
         booking: &TmsBooking,
         now_ms: i64,
@@ -258,12 +314,13 @@ impl IdempotencyStore for DynamoStore {
             .update_expression(
                 "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
                  ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_owner, lease_until",
+                 REMOVE inflight_shard, lease_until, request",
             )
-            .condition_expression("#status = :in_flight")
+            .condition_expression(HELD_CONDITION)
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":slot_id", s(slot_id))
             .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
             .expression_attribute_values(":now_ms", num(now_ms))
@@ -282,12 +339,19 @@ impl IdempotencyStore for DynamoStore {
             TransactWriteItem::builder().put(put).build(),
         ];
 
+        let token = commit_request_token(pk, owner, slot_id);
+        let own = |r: &IdempotencyRecord| {
+            r.status == RecordStatus::Committed
+                && r.lease_owner.as_deref() == Some(owner)
+                && r.slot_id.as_deref() == Some(slot_id)
+        };
         let mut backoff = TRANSACTION_CONFLICT_BACKOFF_MS.iter();
         loop {
             let result = self
                 .client
                 .transact_write_items()
                 .set_transact_items(Some(items.clone()))
+                .client_request_token(&token)
                 .send()
                 .await;
             let err = match result {
@@ -301,16 +365,23 @@ impl IdempotencyStore for DynamoStore {
                 _ => return Err(map_sdk_error("commit (TransactWriteItems)", err)),
             };
             match cancelled {
-                Cancelled::NotInFlight(Some(item)) => {
-                    return Ok(CommitOutcome::NotInFlight(Box::new(record_from_item(
-                        &item,
-                    )?)))
-                }
-                Cancelled::NotInFlight(None) => {
-                    return match self.get(pk).await? {
-                        Some(record) => Ok(CommitOutcome::NotInFlight(Box::new(record))),
-                        None => Err(StoreError::Corrupt(format!("no record {pk} to commit"))),
-                    }
+                Cancelled::NotInFlight(item) => {
+                    let record = match item {
+                        Some(item) => record_from_item(&item)?,
+                        None => match self.get(pk).await? {
+                            Some(record) => record,
+                            None => {
+                                return Err(StoreError::Corrupt(format!(
+                                    "no record {pk} to commit"
+                                )))
+                            }
+                        },
+                    };
+                    return Ok(if own(&record) {
+                        CommitOutcome::Committed
+                    } else {
+                        CommitOutcome::Refused(Box::new(record))
+                    });
                 }
                 Cancelled::BookingExists(existing_slot) => {
                     return Err(StoreError::Corrupt(format!(
@@ -341,7 +412,8 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One conditional `UpdateItem` setting `lease_until = 0` (epoch ms) on condition
-    /// `status = in_flight AND lease_owner = :owner`; a failed condition is `Ok(())`.
+    /// `(status = in_flight OR route_pending) AND lease_owner = :owner`; a failed condition is
+    /// `Ok(())`. A retry of a release that landed meets the same condition and writes the same.
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
         let result = self
             .client
@@ -349,7 +421,7 @@ impl IdempotencyStore for DynamoStore {
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression("SET lease_until = :zero, updated_at = :now_ms")
-            .condition_expression(HELD_CONDITION)
+            .condition_expression(RELEASE_CONDITION)
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
@@ -364,40 +436,93 @@ impl IdempotencyStore for DynamoStore {
         }
     }
 
-    /// One conditional `UpdateItem` on `status = in_flight AND lease_owner = :owner`: sets
-    /// `status` and `error`, removes `inflight_shard`, `lease_owner`, `lease_until`. `false` when
-    /// the condition failed.
+    /// One conditional `UpdateItem` on `status = in_flight AND lease_owner = :owner` (and
+    /// `attribute_not_exists(slot_ids)` for [`FinishGuard::LeaseAndNoSlot`]), `ALL_OLD` on a
+    /// failed condition: sets `status`, `error`, `request` (the manual item) and
+    /// `route_pending`, keeps the lease and `inflight_shard`. A failed condition whose old item
+    /// is already finished by `owner` as `status` with its routing pending is the SDK's retry of
+    /// a finish that landed: [`FinishOutcome::Finished`].
     async fn finish(
         &self,
         pk: &str,
         owner: &str,
         status: RecordStatus,
         error: &str,
+        item: &[u8],
+        guard: FinishGuard,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<FinishOutcome, StoreError> {
+        let condition = match guard {
+            FinishGuard::Lease => HELD_CONDITION.to_string(),
+            FinishGuard::LeaseAndNoSlot => {
+                format!("{HELD_CONDITION} AND attribute_not_exists(slot_ids)")
+            }
+        };
         let result = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression(
-                "SET #status = :status, #error = :error, updated_at = :now_ms \
-                 REMOVE inflight_shard, lease_owner, lease_until",
+                "SET #status = :status, #error = :error, request = :item, \
+                 route_pending = :pending, updated_at = :now_ms",
             )
-            .condition_expression(HELD_CONDITION)
+            .condition_expression(condition)
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#error", "error")
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":status", s(status.as_str()))
             .expression_attribute_values(":error", s(error))
+            .expression_attribute_values(":item", AttributeValue::B(Blob::new(item.to_vec())))
+            .expression_attribute_values(":pending", s(ROUTE_PENDING_MARK))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(FinishOutcome::Finished),
+            Err(err) if is_update_condition_failure(&err) => {
+                let old = condition_failure_item(&err)
+                    .map(record_from_item)
+                    .transpose()?;
+                Ok(match old {
+                    Some(old)
+                        if old.status == status
+                            && old.route_pending
+                            && old.lease_owner.as_deref() == Some(owner) =>
+                    {
+                        FinishOutcome::Finished
+                    }
+                    old => FinishOutcome::Refused(old.map(Box::new)),
+                })
+            }
+            Err(err) => Err(map_sdk_error("finish (UpdateItem)", err)),
+        }
+    }
+
+    /// One conditional `UpdateItem` on `route_pending AND lease_owner = :owner`: removes
+    /// `route_pending`, `request`, `lease_until` and `inflight_shard` (keeps `lease_owner` as the
+    /// last holder). A failed condition is `Ok(false)`.
+    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET updated_at = :now_ms \
+                 REMOVE route_pending, request, lease_until, inflight_shard",
+            )
+            .condition_expression("attribute_exists(route_pending) AND lease_owner = :owner")
+            .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":now_ms", num(now_ms))
             .send()
             .await;
         match result {
             Ok(_) => Ok(true),
             Err(err) if is_update_condition_failure(&err) => Ok(false),
-            Err(err) => Err(map_sdk_error("finish (UpdateItem)", err)),
+            Err(err) => Err(map_sdk_error("routed (UpdateItem)", err)),
         }
     }
 
@@ -409,7 +534,7 @@ impl IdempotencyStore for DynamoStore {
         pk: &str,
         slot_id: &str,
         now_ms: i64,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let result = self
             .client
             .update_item()
@@ -426,15 +551,15 @@ impl IdempotencyStore for DynamoStore {
             .await;
         let out = match result {
             Ok(out) => out,
-            Err(err) if is_update_condition_failure(&err) => return Ok(0),
+            Err(err) if is_update_condition_failure(&err) => return Ok(None),
             Err(err) => return Err(map_sdk_error("record_slot_id (UpdateItem)", err)),
         };
-        let distinct = out
-            .attributes()
-            .and_then(|a| a.get("slot_ids"))
-            .and_then(|v| v.as_ss().ok())
-            .map_or(1, Vec::len);
-        if distinct > 1 {
+        let Some(record) = out.attributes().map(record_from_item).transpose()? else {
+            return Err(StoreError::Corrupt(format!(
+                "record_slot_id of {pk}: no attributes returned"
+            )));
+        };
+        if record.slot_ids.len() > 1 {
             self.client
                 .update_item()
                 .table_name(&self.idempotency_table)
@@ -446,7 +571,7 @@ impl IdempotencyStore for DynamoStore {
                 .await
                 .map_err(|err| map_sdk_error("record_slot_id mark (UpdateItem)", err))?;
         }
-        Ok(distinct)
+        Ok(Some(record))
     }
 
     /// `Query` of the sparse GSI `MultiSlot` (`multi_slot = "1"`, `Select=COUNT`), paginated.
@@ -595,6 +720,27 @@ fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled {
     Cancelled::Other(format!("[{codes}]"))
 }
 
+/// The old item a failed `UpdateItem` condition returned (`ReturnValuesOnConditionCheckFailure
+/// = ALL_OLD`), if any.
+fn condition_failure_item<R>(
+    err: &SdkError<UpdateItemError, R>,
+) -> Option<&HashMap<String, AttributeValue>> {
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item(),
+        _ => None,
+    }
+}
+
+/// The `ClientRequestToken` of the commit of `pk` by `owner` with `slot_id`: the first 32 hex
+/// characters of SHA-256 over the three (the token may be 1 to 36 characters, AWS
+/// `TransactWriteItems`). The same commit retried gets the same token, so DynamoDB answers the
+/// retry as the first request for 10 minutes; another owner or slot gets another token.
+pub fn commit_request_token(pk: &str, owner: &str, slot_id: &str) -> String {
+    let mut digest = crate::keys::sha256_hex(format!("{pk}\n{owner}\n{slot_id}").as_bytes());
+    digest.truncate(32);
+    digest
+}
+
 fn is_update_condition_failure<R>(err: &SdkError<UpdateItemError, R>) -> bool {
     matches!(
         err.as_service_error(),
@@ -656,10 +802,6 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
         ("event_key".to_string(), s(&record.event_key)),
         ("status".to_string(), s(record.status.as_str())),
         ("fingerprint".to_string(), s(&record.fingerprint)),
-        (
-            "request".to_string(),
-            AttributeValue::B(Blob::new(record.request.clone())),
-        ),
         ("op_key".to_string(), s(&record.op_key)),
         ("created_at".to_string(), num(record.created_at_ms)),
         ("updated_at".to_string(), num(record.updated_at_ms)),
@@ -675,6 +817,15 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
         ("slot_id", record.slot_id.as_deref().map(s)),
         ("inflight_shard", record.inflight_shard.as_deref().map(s)),
         ("error", record.error.as_deref().map(s)),
+        (
+            "request",
+            (!record.request.is_empty())
+                .then(|| AttributeValue::B(Blob::new(record.request.clone()))),
+        ),
+        (
+            "route_pending",
+            record.route_pending.then(|| s(ROUTE_PENDING_MARK)),
+        ),
         (
             "slot_ids",
             (!record.slot_ids.is_empty())
@@ -704,7 +855,8 @@ pub fn record_from_item(
     let request = match item.get("request") {
         Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
         Some(_) => return Err(corrupt_type(item, "request", "B")),
-        None => return Err(missing(item, "request")),
+        // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
+        None => Vec::new(),
     };
     let slot_ids = match item.get("slot_ids") {
         Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
@@ -726,6 +878,11 @@ pub fn record_from_item(
         slot_ids,
         inflight_shard: opt_s(item, "inflight_shard")?,
         error: opt_s(item, "error")?,
+        route_pending: match item.get("route_pending") {
+            None => false,
+            Some(AttributeValue::S(_)) => true,
+            Some(_) => return Err(corrupt_type(item, "route_pending", "S")),
+        },
         container: req_s(item, "container")?,
         terminal: req_s(item, "terminal")?,
         window_start: req_s(item, "window_start")?,
@@ -997,6 +1154,7 @@ mod tests {
             slot_ids: BTreeSet::new(),
             inflight_shard: Some("11".into()),
             error: None,
+            route_pending: false,
             container: "CSQU3054383".into(),
             terminal: "ECT-DELTA".into(),
             window_start: "2025-06-09T08:00:00Z".into(),

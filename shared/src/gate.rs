@@ -43,7 +43,9 @@ use crate::keys::{self, SLOT_CLAIM};
 use crate::manual::{ManualItem, ManualQueue, ManualReason};
 use crate::notification::{parse_notification, Notification, RejectReason};
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
-use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
+use crate::store::{
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
+};
 use crate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 /// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
@@ -118,7 +120,9 @@ pub struct Gate {
 /// The invocation a batch arrives in.
 #[derive(Debug, Clone)]
 pub struct Invocation {
-    /// The Lambda request id: the lease owner.
+    /// The Lambda request id. Each record handled in the invocation gets its own lease token
+    /// from it ([`Invocation::for_record`]), so that two copies of one message in one batch
+    /// never hold the same lease, and a write that meets our token is our own.
     pub request_id: String,
     /// The invocation's deadline, epoch milliseconds.
     pub deadline_ms: i64,
@@ -146,6 +150,14 @@ pub enum RecordOutcome {
     Duplicate(RecordStatus),
     /// A conflict on reserve with an `in_flight` record whose lease is live.
     DuplicateInFlight,
+    /// Our lease was taken over while we worked (our commit or routing was refused): the new
+    /// holder finishes the record. `slot_id` is the slot our claim returned, if any; it was
+    /// added to the record's `slot_ids`, so the new holder commits it rather than route the
+    /// record to a person. Acknowledged.
+    LeaseLost {
+        /// The slot our claim returned.
+        slot_id: Option<String>,
+    },
     /// The same event key with another fingerprint: routed to the manual queue.
     Mismatch,
     /// The body can never succeed: routed to the manual queue.
@@ -156,6 +168,18 @@ pub enum RecordOutcome {
     Retry(String),
     /// Not started: the invocation's deadline was near. Reported in `batchItemFailures`.
     NotStarted,
+}
+
+impl Invocation {
+    /// The invocation as seen by the `n`-th record handled in it: its `request_id` becomes the
+    /// lease token `"{request_id}#{n}"` (the `lease_owner` of what that record reserves or takes
+    /// over), unique per acquisition as long as `n` is unique within the invocation.
+    pub fn for_record(&self, n: usize) -> Invocation {
+        Invocation {
+            request_id: format!("{}#{n}", self.request_id),
+            deadline_ms: self.deadline_ms,
+        }
+    }
 }
 
 impl RecordOutcome {
@@ -240,19 +264,23 @@ pub async fn claim(terminal: &dyn SlotTerminal, record: &IdempotencyRecord) -> C
     terminal.claim(&record.op_key, &record.request).await
 }
 
-/// Step 4: commits the slot and the TMS booking in one transaction, only while the record is
-/// `in_flight`.
+/// Step 4: commits the slot and the TMS booking in one transaction, only while `owner` holds the
+/// record's lease (`in_flight`, `lease_owner = owner`: a holder whose lease was taken over is
+/// refused).
 ///
 /// # Errors
 /// A transient [`StoreError`], or [`StoreError::Corrupt`] when a booking exists without its record.
 pub async fn commit(
     store: &dyn IdempotencyStore,
     record: &IdempotencyRecord,
+    owner: &str,
     slot_id: &str,
     now_ms: i64,
 ) -> Result<CommitOutcome, StoreError> {
     let booking = TmsBooking::for_record(record, slot_id, now_ms);
-    store.commit(&record.pk, slot_id, &booking, now_ms).await
+    store
+        .commit(&record.pk, owner, slot_id, &booking, now_ms)
+        .await
 }
 
 impl Gate {
@@ -285,6 +313,15 @@ impl Gate {
             .max(now_ms.saturating_add(self.config.lease_floor_ms))
     }
 
+    /// When a record for `notification` reserved at `now_ms` (epoch ms) expires, epoch
+    /// **seconds**: the key TTL counted from the later of now and the window's end. A record must
+    /// outlive the event it guards: until the window ends a redelivery can still act (claim), and
+    /// after it every copy is rejected as `window_ended` on the event's own record, which must
+    /// still be there to say "committed" for the whole redelivery horizon the TTL covers.
+    pub fn record_expiry_s(&self, notification: &Notification, now_ms: i64) -> i64 {
+        ms_to_s(now_ms).max(notification.preferred_window.end.timestamp()) + self.config.key_ttl_s
+    }
+
     /// Builds the record that step 2 reserves.
     pub fn new_record(
         &self,
@@ -304,11 +341,12 @@ impl Gate {
             lease_until_ms: Some(self.lease_until(invocation, now_ms)),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
-            expires_at_s: ms_to_s(now_ms) + self.config.key_ttl_s,
+            expires_at_s: self.record_expiry_s(notification, now_ms),
             slot_id: None,
             slot_ids: Default::default(),
             inflight_shard: Some(inflight_shard(&keys.event_key)),
             error: None,
+            route_pending: false,
             container: notification.equipment_number.to_string(),
             terminal: notification.terminal.clone(),
             window_start: notification.preferred_window.start_rfc3339(),
@@ -321,13 +359,15 @@ impl Gate {
     /// record is either acknowledged or listed in `batchItemFailures`.
     pub async fn handle_batch(&self, event: SqsEvent, invocation: &Invocation) -> BatchReport {
         let concurrency = self.config.max_concurrency.max(1);
-        let mut records: Vec<(usize, RecordReport)> = stream::iter(
-            event.records.into_iter().enumerate(),
-        )
-        .map(|(i, message)| async move { (i, self.handle_record(message, invocation).await) })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
+        let mut records: Vec<(usize, RecordReport)> =
+            stream::iter(event.records.into_iter().enumerate())
+                .map(|(i, message)| async move {
+                    let held_as = invocation.for_record(i);
+                    (i, self.handle_record(message, &held_as).await)
+                })
+                .buffer_unordered(concurrency)
+                .collect()
+                .await;
         records.sort_by_key(|(i, _)| *i);
         let records: Vec<RecordReport> = records.into_iter().map(|(_, r)| r).collect();
         let mut response = SqsBatchResponse::default();
@@ -340,7 +380,9 @@ impl Gate {
         BatchReport { response, records }
     }
 
-    /// Handles one SQS record through the four steps; see `DESIGN.md`, "The consumer".
+    /// Handles one SQS record through the four steps (module docs). `invocation.request_id` is
+    /// the lease token of everything this record reserves or takes over: unique per record
+    /// handling ([`Invocation::for_record`]; [`Gate::handle_batch`] does this).
     pub async fn handle_record(
         &self,
         message: SqsMessage,
@@ -429,7 +471,7 @@ impl Gate {
         report.outcome = match window_ended {
             Some(reason) if !report.took_over => {
                 match self
-                    .deliver_routed(&record, &message_id, invocation.request_id.as_str())
+                    .send_routed(&record, &message_id, invocation.request_id.as_str())
                     .await
                 {
                     Ok(_) => RecordOutcome::Rejected(reason),
@@ -487,9 +529,8 @@ impl Gate {
                 },
             );
         }
-        match existing.status {
-            RecordStatus::InFlight => {}
-            finished => return Err(RecordOutcome::Duplicate(finished)),
+        if !existing.has_work() {
+            return Err(RecordOutcome::Duplicate(existing.status));
         }
         if existing.lease_is_live(now) {
             return Err(RecordOutcome::DuplicateInFlight);
@@ -521,9 +562,8 @@ impl Gate {
         message_id: &str,
         invocation: &Invocation,
     ) -> RecordOutcome {
-        let owner = invocation.request_id.as_str();
-        if is_routing_record(record) {
-            return match self.deliver_routed(record, message_id, owner).await {
+        if record.route_pending || is_routing_record(record) {
+            return match self.resume_routing(record, message_id, invocation).await {
                 Ok(reason) => RecordOutcome::Manual(reason),
                 Err(e) => RecordOutcome::Retry(e),
             };
@@ -537,7 +577,7 @@ impl Gate {
                     "the terminal does not honour Idempotency-Key; book by hand".into(),
                     body,
                     message_id,
-                    owner,
+                    invocation,
                 )
                 .await;
         }
@@ -561,7 +601,7 @@ impl Gate {
                             ),
                             body,
                             message_id,
-                            owner,
+                            invocation,
                         )
                         .await
                 }
@@ -605,7 +645,7 @@ impl Gate {
                         format!("terminal: key reused with another body: {detail}"),
                         body,
                         message_id,
-                        owner,
+                        invocation,
                     )
                     .await
             }
@@ -618,7 +658,7 @@ impl Gate {
                         format!("terminal answered {status}: {detail}"),
                         body,
                         message_id,
-                        owner,
+                        invocation,
                     )
                     .await
             }
@@ -644,7 +684,7 @@ impl Gate {
                     ),
                     body,
                     message_id,
-                    owner,
+                    invocation,
                 )
                 .await;
         }
@@ -653,6 +693,16 @@ impl Gate {
             .await
     }
 
+    /// Step 4 for a slot `invocation` holds the record for, and what a refused commit means (the
+    /// refusal carries the record as it is, so we re-read before acting):
+    ///
+    /// * committed (by someone else): the same slot is a plain duplicate; another slot id is
+    ///   recorded (the distinct-slot signal);
+    /// * `failed`/`manual`: the slot is unbooked; a person gets it once
+    ///   ([`Gate::route_unbooked_slot`]);
+    /// * still `in_flight` under another holder (our lease was taken over): our slot id is
+    ///   recorded on the record, so its holder commits it instead of routing the record to a
+    ///   person ([`FinishGuard::LeaseAndNoSlot`]); [`RecordOutcome::LeaseLost`].
     async fn commit_slot(
         &self,
         record: &IdempotencyRecord,
@@ -663,56 +713,87 @@ impl Gate {
     ) -> RecordOutcome {
         let owner = invocation.request_id.as_str();
         let now = self.clock.now_ms();
-        match commit(self.store.as_ref(), record, &slot.slot_id, now).await {
-            Ok(CommitOutcome::Committed) => RecordOutcome::Committed {
-                slot_id: slot.slot_id.clone(),
-            },
-            Ok(CommitOutcome::NotInFlight(existing))
-                if existing.status != RecordStatus::Committed =>
-            {
-                self.route_unbooked_slot(record, &existing, slot, body, message_id, invocation)
+        let existing = match commit(self.store.as_ref(), record, owner, &slot.slot_id, now).await {
+            Ok(CommitOutcome::Committed) => {
+                return RecordOutcome::Committed {
+                    slot_id: slot.slot_id.clone(),
+                }
+            }
+            Ok(CommitOutcome::Refused(existing)) => *existing,
+            Err(StoreError::Corrupt(detail)) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalAnswerInvalid,
+                        format!(
+                            "slot {} claimed but cannot be committed: {detail}",
+                            slot.slot_id
+                        ),
+                        body,
+                        message_id,
+                        invocation,
+                    )
                     .await
             }
-            Ok(CommitOutcome::NotInFlight(existing)) => {
-                let mut distinct_slot_ids = existing.slot_ids.len().max(1);
-                if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
-                    warn!(
-                        event_key = %record.event_key,
-                        committed = ?existing.slot_id,
-                        ours = %slot.slot_id,
-                        "terminal returned another slot id for a committed key"
-                    );
-                    match self
-                        .store
-                        .record_slot_id(&record.pk, &slot.slot_id, now)
-                        .await
-                    {
-                        Ok(n) => distinct_slot_ids = n.max(2),
-                        Err(e) => return RecordOutcome::Retry(e.to_string()),
+            Err(e) => return self.release(record, owner, e.to_string()).await,
+        };
+        let existing = if existing.status == RecordStatus::InFlight {
+            // Our lease was taken over while the claim was on its way. Record the slot on the
+            // record (one atomic ADD that returns the record after it) and act on what it says.
+            warn!(
+                event_key = %record.event_key,
+                holder = ?existing.lease_owner,
+                ours = %slot.slot_id,
+                "commit refused: the lease was taken over; slot id recorded for the holder"
+            );
+            match self
+                .store
+                .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                .await
+            {
+                Ok(Some(after)) if after.status == RecordStatus::InFlight => {
+                    return RecordOutcome::LeaseLost {
+                        slot_id: Some(slot.slot_id.clone()),
                     }
                 }
-                RecordOutcome::AlreadyCommitted {
-                    slot_id: existing.slot_id.clone(),
-                    ours: slot.slot_id.clone(),
-                    distinct_slot_ids,
+                Ok(Some(after)) => after,
+                Ok(None) => {
+                    return RecordOutcome::Retry(format!("record {} vanished", record.event_key))
                 }
+                Err(e) => return RecordOutcome::Retry(e.to_string()),
             }
-            Err(StoreError::Corrupt(detail)) => {
-                self.route_held_record(
-                    record,
-                    RecordStatus::Failed,
-                    ManualReason::TerminalAnswerInvalid,
-                    format!(
-                        "slot {} claimed but cannot be committed: {detail}",
-                        slot.slot_id
-                    ),
-                    body,
-                    message_id,
-                    owner,
-                )
+        } else {
+            existing
+        };
+        if existing.status != RecordStatus::Committed {
+            return self
+                .route_unbooked_slot(record, &existing, slot, body, message_id, invocation)
+                .await;
+        }
+        let mut distinct_slot_ids = existing.slot_ids.len().max(1);
+        if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
+            warn!(
+                event_key = %record.event_key,
+                committed = ?existing.slot_id,
+                ours = %slot.slot_id,
+                "terminal returned another slot id for a committed key"
+            );
+            match self
+                .store
+                .record_slot_id(&record.pk, &slot.slot_id, now)
                 .await
+            {
+                Ok(after) => {
+                    distinct_slot_ids = after.map_or(0, |r| r.slot_ids.len()).max(2);
+                }
+                Err(e) => return RecordOutcome::Retry(e.to_string()),
             }
-            Err(e) => self.release(record, owner, e.to_string()).await,
+        }
+        RecordOutcome::AlreadyCommitted {
+            slot_id: existing.slot_id.clone(),
+            ours: slot.slot_id.clone(),
+            distinct_slot_ids,
         }
     }
 
@@ -802,9 +883,13 @@ impl Gate {
         RecordOutcome::Manual(ManualReason::UnbookedSlot)
     }
 
-    /// Routes a record we hold to the manual queue, then ends it as `status`. The queue comes
-    /// first: if the process dies between the two, the redelivery routes it again (at least once
-    /// into the queue, never lost).
+    /// Routes a record `invocation` holds to a person: ends it as `status` with its routing
+    /// pending ([`IdempotencyStore::finish`], fenced by the lease), then sends the item, then
+    /// confirms ([`Gate::send_routed`]). Mark first: a holder that lost its lease sends nothing,
+    /// and once marked no one can commit the record, so no committed event is ever also in the
+    /// manual queue. A routing because no slot exists ([`ManualReason::PastKeyRetention`]) is
+    /// also refused when a slot id was recorded meanwhile (a claim that was in transit when the
+    /// lease changed hands, see [`RecordOutcome::LeaseLost`]): that slot is committed instead.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn route_held_record(
         &self,
@@ -814,8 +899,9 @@ impl Gate {
         detail: String,
         body: &str,
         message_id: &str,
-        owner: &str,
+        invocation: &Invocation,
     ) -> RecordOutcome {
+        let owner = invocation.request_id.as_str();
         let item = ManualItem {
             reason,
             detail: detail.clone(),
@@ -824,40 +910,123 @@ impl Gate {
             message_id: message_id.to_string(),
             original_body_cut: None,
         };
-        match self
-            .send_then_finish(record, owner, item, status, &detail)
-            .await
-        {
-            Ok(()) => RecordOutcome::Manual(reason),
+        let guard = match reason {
+            ManualReason::PastKeyRetention => FinishGuard::LeaseAndNoSlot,
+            _ => FinishGuard::Lease,
+        };
+        let item_json = item.to_json();
+        let finished = self
+            .store
+            .finish(
+                &record.pk,
+                owner,
+                status,
+                &detail,
+                &item_json,
+                guard,
+                self.clock.now_ms(),
+            )
+            .await;
+        match finished {
+            Ok(FinishOutcome::Finished) => {}
+            Ok(FinishOutcome::Refused(Some(current))) => {
+                return Box::pin(
+                    self.after_refused_finish(record, *current, body, message_id, invocation),
+                )
+                .await
+            }
+            Ok(FinishOutcome::Refused(None)) => {
+                return RecordOutcome::Retry(format!("record {} vanished", record.event_key))
+            }
+            Err(e) => return self.release(record, owner, e.to_string()).await,
+        }
+        let mut marked = record.clone();
+        marked.status = status;
+        marked.route_pending = true;
+        marked.request = item_json;
+        match self.send_routed(&marked, message_id, owner).await {
+            Ok(_) => RecordOutcome::Manual(reason),
             Err(why) => RecordOutcome::Retry(why),
         }
     }
 
-    /// Sends `item` to the manual queue, then ends the record `owner` holds as `status` with
-    /// `error`. Queue first, mark second: a crash between the two leaves the record `in_flight`
-    /// and whoever resumes it sends again (at least once into the queue, never lost). On a
-    /// failure of either the lease is released (see [`Gate::release`]) and the reason returned.
-    async fn send_then_finish(
+    /// A finish of `record` was refused; `current` is the record as the store holds it. Still
+    /// ours with a slot recorded (the routing's no-slot guard): commit that slot. Someone
+    /// else's: they finish it; we re-read and send nothing.
+    async fn after_refused_finish(
         &self,
         record: &IdempotencyRecord,
+        current: IdempotencyRecord,
+        body: &str,
+        message_id: &str,
+        invocation: &Invocation,
+    ) -> RecordOutcome {
+        let owner = invocation.request_id.as_str();
+        let ours = current.status == RecordStatus::InFlight
+            && current.lease_owner.as_deref() == Some(owner);
+        if let (true, Some(slot_id)) = (ours, current.slot_ids.iter().next()) {
+            info!(
+                event_key = %record.event_key,
+                slot_id = %slot_id,
+                "a slot was recorded while we held the record: committed instead of routed"
+            );
+            let slot = SlotClaim {
+                slot_id: slot_id.clone(),
+                equipment_number: None,
+            };
+            return self
+                .commit_slot(&current, &slot, body, message_id, invocation)
+                .await;
+        }
+        warn!(
+            event_key = %record.event_key,
+            status = current.status.as_str(),
+            holder = ?current.lease_owner,
+            "lease lost before routing: nothing sent, the holder finishes it"
+        );
+        RecordOutcome::LeaseLost { slot_id: None }
+    }
+
+    /// Sends the manual item of a routing `owner` holds (`route_pending`, the item in
+    /// `request`), then confirms it ([`IdempotencyStore::routed`]). A send that fails releases
+    /// the lease so a redelivery or the reconciler sends it again; a crash between the send and
+    /// the confirmation sends it again too, under the same dedup key (at least once into the
+    /// manual queue, never lost).
+    pub(crate) async fn send_routed(
+        &self,
+        record: &IdempotencyRecord,
+        message_id: &str,
         owner: &str,
-        item: ManualItem,
-        status: RecordStatus,
-        error: &str,
-    ) -> Result<(), String> {
+    ) -> Result<ManualReason, String> {
+        let mut item = ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
+            reason: ManualReason::Rejected,
+            detail: format!("routing record {} holds no readable item", record.event_key),
+            original_body: String::from_utf8_lossy(&record.request).into_owned(),
+            event_key: None,
+            message_id: String::new(),
+            original_body_cut: None,
+        });
+        item.message_id = message_id.to_string();
+        let reason = item.reason;
         if let Err(e) = self.manual.send(item).await {
             self.release(record, owner, e.to_string()).await;
             return Err(e.to_string());
         }
-        if let Err(e) = self
+        match self
             .store
-            .finish(&record.pk, owner, status, error, self.clock.now_ms())
+            .routed(&record.pk, owner, self.clock.now_ms())
             .await
         {
-            self.release(record, owner, e.to_string()).await;
-            return Err(e.to_string());
+            Ok(true) => {}
+            Ok(false) => info!(
+                event_key = %record.event_key,
+                "routing confirmed already or taken over; the item is in the manual queue"
+            ),
+            // The item is in the queue; the record stays pending and whoever takes it over sends
+            // it once more (same dedup key).
+            Err(e) => warn!(event_key = %record.event_key, error = %e, "routing not confirmed"),
         }
-        Ok(())
+        Ok(reason)
     }
 
     /// Routes a body that failed strict parsing to the manual queue with its reason, once per
@@ -908,11 +1077,12 @@ impl Gate {
         parse_notification(body, end_ms - 1, &self.config.known_terminals).ok()
     }
 
-    /// Sends `item` to the manual queue once per `route_key`: reserves a routing record
-    /// (`in_flight`, leased, in the `InFlight` index) holding the item, sends it, then marks the
-    /// record `manual`. `Ok` when the item was sent now, was sent before (`manual`), or a live
-    /// lease holder is sending it (its message stays unacknowledged until it is done, and the
-    /// reconciler finishes a stranded one); `Err` (retry) on a store or queue failure.
+    /// Sends `item` to the manual queue once per `route_key`: reserves a routing record born
+    /// `manual` with its routing pending (leased, in the `InFlight` index, the item in
+    /// `request`), sends the item, then confirms ([`Gate::send_routed`]). `Ok` when the item was
+    /// sent now, was sent before, or a live lease holder is sending it (its message stays
+    /// unacknowledged until it is done, and the reconciler finishes a stranded one); `Err`
+    /// (retry) on a store or queue failure.
     async fn route_once(
         &self,
         route_key: &str,
@@ -921,7 +1091,6 @@ impl Gate {
         invocation: &Invocation,
         now: i64,
     ) -> Result<(), String> {
-        let owner = invocation.request_id.as_str();
         let mut fresh = IdempotencyRecord {
             pk: record_pk(&self.config.integration, route_key),
             event_key: route_key.to_string(),
@@ -929,7 +1098,7 @@ impl Gate {
             fingerprint: fingerprint.to_string(),
             request: Vec::new(),
             op_key: String::new(),
-            lease_owner: Some(owner.to_string()),
+            lease_owner: Some(invocation.request_id.clone()),
             lease_until_ms: Some(self.lease_until(invocation, now)),
             created_at_ms: now,
             updated_at_ms: now,
@@ -938,6 +1107,7 @@ impl Gate {
             slot_ids: Default::default(),
             inflight_shard: Some(inflight_shard(route_key)),
             error: None,
+            route_pending: false,
             container: String::new(),
             terminal: String::new(),
             window_start: String::new(),
@@ -947,7 +1117,7 @@ impl Gate {
         let held = match self.store.reserve(&fresh, now).await {
             Ok(Reservation::Reserved) => fresh,
             Ok(Reservation::Conflict(existing)) => {
-                if existing.status != RecordStatus::InFlight || existing.lease_is_live(now) {
+                if !existing.has_work() || existing.lease_is_live(now) {
                     info!(route_key, message_id = %item.message_id, "already routed to the manual queue");
                     return Ok(());
                 }
@@ -967,45 +1137,68 @@ impl Gate {
             }
             Err(e) => return Err(e.to_string()),
         };
-        self.deliver_routed(&held, &item.message_id, owner)
+        self.resume_routing(&held, &item.message_id, invocation)
             .await
             .map(|_| ())
     }
 
-    /// Sends the item a routing record `owner` holds (stored in its `request`, so every resumer
-    /// sends the same item), then marks the record `manual`. Queue first, mark second: a crash
-    /// between the two leaves the record `in_flight`, and whoever resumes it (a redelivery, the
-    /// reconciler) sends the item again, under the same dedup key. On a failure the lease is
-    /// released and the caller retries.
-    pub(crate) async fn deliver_routed(
+    /// Resumes a routing `invocation` holds: a pending one (`route_pending`) is sent and
+    /// confirmed; an `in_flight` routing record (written by an earlier version, which marked after
+    /// sending) is marked first, then sent.
+    pub(crate) async fn resume_routing(
         &self,
         record: &IdempotencyRecord,
         message_id: &str,
-        owner: &str,
+        invocation: &Invocation,
     ) -> Result<ManualReason, String> {
-        let mut item = ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
-            reason: ManualReason::Rejected,
-            detail: format!("routing record {} holds no readable item", record.event_key),
-            original_body: String::from_utf8_lossy(&record.request).into_owned(),
-            event_key: None,
-            message_id: String::new(),
-            original_body_cut: None,
-        });
-        item.message_id = message_id.to_string();
-        let reason = item.reason;
-        let detail = item.detail.clone();
-        self.send_then_finish(record, owner, item, RecordStatus::Manual, &detail)
+        if record.route_pending {
+            return self
+                .send_routed(record, message_id, &invocation.request_id)
+                .await;
+        }
+        let item = ManualItem::from_json(&record.request);
+        let (reason, detail) = item.as_ref().map_or_else(
+            || {
+                (
+                    ManualReason::Rejected,
+                    format!("routing record {} holds no readable item", record.event_key),
+                )
+            },
+            |i| (i.reason, i.detail.clone()),
+        );
+        let body = item
+            .map(|i| i.original_body)
+            .unwrap_or_else(|| String::from_utf8_lossy(&record.request).into_owned());
+        match self
+            .route_held_record(
+                record,
+                RecordStatus::Manual,
+                reason,
+                detail,
+                &body,
+                message_id,
+                invocation,
+            )
             .await
-            .map(|()| reason)
+        {
+            RecordOutcome::Manual(reason) => Ok(reason),
+            RecordOutcome::Retry(why) => Err(why),
+            other => Err(format!("routing not resumed: {other:?}")),
+        }
     }
 }
 
 /// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
 /// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
-/// JSON), never a slot claim.
+/// JSON), never a slot claim. It is born `manual` with its routing pending (the mark comes
+/// first, see [`Gate::route_held_record`]), keeping its lease and `InFlight` shard until the send
+/// is confirmed.
 fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
     record.op_key = keys::operation_key(&record.event_key, keys::MANUAL_ROUTE);
     record.request = item.to_json();
+    record.status = RecordStatus::Manual;
+    record.route_pending = true;
+    record.error = Some(item.detail.clone());
 }
 
 /// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, InFlightPage,
+    Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -21,7 +22,8 @@ struct Tables {
 
 /// An in-memory idempotency table and TMS bookings table. Every method is atomic (one lock), as
 /// DynamoDB's conditional writes and transactions are. Expired records stay stored (like
-/// DynamoDB, whose TTL deletes lazily) and count as absent for `reserve`.
+/// DynamoDB, whose TTL deletes lazily) and count as absent for `reserve` once they have no work
+/// left (an expired `in_flight` record is a conflict, taken over with its history).
 #[derive(Default)]
 pub struct MemoryStore {
     tables: Mutex<Tables>,
@@ -79,7 +81,8 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<Reservation, StoreError> {
         let mut t = self.lock();
         match t.records.get(&record.pk) {
-            Some(existing) if !existing.is_expired(now_ms) => {
+            Some(existing) if existing.is_same_reservation(record) => Ok(Reservation::Reserved),
+            Some(existing) if !existing.is_expired(now_ms) || existing.has_work() => {
                 Ok(Reservation::Conflict(Box::new(existing.clone())))
             }
             _ => {
@@ -101,11 +104,14 @@ impl IdempotencyStore for MemoryStore {
         let Some(r) = t.records.get_mut(pk) else {
             return Ok(TakeOver::Refused);
         };
-        let expired_lease = r.lease_until_ms.is_none_or(|until| until < now_ms);
-        if r.status != RecordStatus::InFlight
-            || r.lease_owner.as_deref() != Some(old_owner)
-            || !expired_lease
+        if r.has_work()
+            && r.lease_owner.as_deref() == Some(new_owner)
+            && r.lease_until_ms == Some(lease_until_ms)
         {
+            return Ok(TakeOver::Taken(Box::new(r.clone())));
+        }
+        let expired_lease = r.lease_until_ms.is_none_or(|until| until < now_ms);
+        if !r.has_work() || r.lease_owner.as_deref() != Some(old_owner) || !expired_lease {
             return Ok(TakeOver::Refused);
         }
         r.lease_owner = Some(new_owner.to_string());
@@ -117,6 +123,7 @@ impl IdempotencyStore for MemoryStore {
     async fn commit(
         &self,
         pk: &str,
+        owner: &str,
         slot_id: &str,
         booking: &TmsBooking,
         now_ms: i64,
@@ -125,8 +132,14 @@ impl IdempotencyStore for MemoryStore {
         let Some(r) = t.records.get(pk) else {
             return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
         };
-        if r.status != RecordStatus::InFlight {
-            return Ok(CommitOutcome::NotInFlight(Box::new(r.clone())));
+        if r.status != RecordStatus::InFlight || r.lease_owner.as_deref() != Some(owner) {
+            if r.status == RecordStatus::Committed
+                && r.lease_owner.as_deref() == Some(owner)
+                && r.slot_id.as_deref() == Some(slot_id)
+            {
+                return Ok(CommitOutcome::Committed);
+            }
+            return Ok(CommitOutcome::Refused(Box::new(r.clone())));
         }
         if let Some(existing) = t.bookings.get(&booking.source_event) {
             // The booking's condition failed: the whole transaction is cancelled. This happens
@@ -145,9 +158,9 @@ impl IdempotencyStore for MemoryStore {
         r.status = RecordStatus::Committed;
         r.slot_id = Some(slot_id.to_string());
         r.slot_ids.insert(slot_id.to_string());
-        r.lease_owner = None;
         r.lease_until_ms = None;
         r.inflight_shard = None;
+        r.request = Vec::new();
         r.updated_at_ms = now_ms;
         Ok(CommitOutcome::Committed)
     }
@@ -155,7 +168,7 @@ impl IdempotencyStore for MemoryStore {
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
         let mut t = self.lock();
         if let Some(r) = t.records.get_mut(pk) {
-            if r.status == RecordStatus::InFlight && r.lease_owner.as_deref() == Some(owner) {
+            if r.has_work() && r.lease_owner.as_deref() == Some(owner) {
                 r.lease_until_ms = Some(0);
                 r.updated_at_ms = now_ms;
             }
@@ -169,17 +182,39 @@ impl IdempotencyStore for MemoryStore {
         owner: &str,
         status: RecordStatus,
         error: &str,
+        item: &[u8],
+        guard: FinishGuard,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut t = self.lock();
+        let Some(r) = t.records.get_mut(pk) else {
+            return Ok(FinishOutcome::Refused(None));
+        };
+        let held = r.status == RecordStatus::InFlight && r.lease_owner.as_deref() == Some(owner);
+        let guarded = match guard {
+            FinishGuard::Lease => true,
+            FinishGuard::LeaseAndNoSlot => r.slot_ids.is_empty(),
+        };
+        if !(held && guarded) {
+            if r.status == status && r.route_pending && r.lease_owner.as_deref() == Some(owner) {
+                return Ok(FinishOutcome::Finished);
+            }
+            return Ok(FinishOutcome::Refused(Some(Box::new(r.clone()))));
+        }
+        r.status = status;
+        r.error = Some(error.to_string());
+        r.request = item.to_vec();
+        r.route_pending = true;
+        r.updated_at_ms = now_ms;
+        Ok(FinishOutcome::Finished)
+    }
+
+    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
         let mut t = self.lock();
         match t.records.get_mut(pk) {
-            Some(r)
-                if r.status == RecordStatus::InFlight
-                    && r.lease_owner.as_deref() == Some(owner) =>
-            {
-                r.status = status;
-                r.error = Some(error.to_string());
-                r.lease_owner = None;
+            Some(r) if r.route_pending && r.lease_owner.as_deref() == Some(owner) => {
+                r.route_pending = false;
+                r.request = Vec::new();
                 r.lease_until_ms = None;
                 r.inflight_shard = None;
                 r.updated_at_ms = now_ms;
@@ -194,15 +229,15 @@ impl IdempotencyStore for MemoryStore {
         pk: &str,
         slot_id: &str,
         now_ms: i64,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let mut t = self.lock();
         match t.records.get_mut(pk) {
             Some(r) => {
                 r.slot_ids.insert(slot_id.to_string());
                 r.updated_at_ms = now_ms;
-                Ok(r.slot_ids.len())
+                Ok(Some(r.clone()))
             }
-            None => Ok(0),
+            None => Ok(None),
         }
     }
 

@@ -125,9 +125,14 @@ impl Gate {
                     );
                 }
                 report.unreadable += page.unreadable.len();
+                // Each record gets its own lease token (`{request_id}#{n}`, n unique in the run).
+                let first = report.examined;
                 report.examined += page.entries.len();
-                let outcomes: Vec<Step> = stream::iter(page.entries)
-                    .map(|entry| self.reconcile_record(config, entry, invocation))
+                let outcomes: Vec<Step> = stream::iter(page.entries.into_iter().enumerate())
+                    .map(|(i, entry)| {
+                        let held_as = invocation.for_record(first + i);
+                        async move { self.reconcile_record(config, entry, &held_as).await }
+                    })
                     .buffer_unordered(concurrency)
                     .collect()
                     .await;
@@ -164,7 +169,7 @@ impl Gate {
         if record.is_expired(now) {
             return Step::Expired;
         }
-        if record.status != RecordStatus::InFlight || record.lease_is_live(now) {
+        if record.lease_is_live(now) {
             return Step::LiveLease;
         }
         let owner = invocation.request_id.as_str();
@@ -182,9 +187,10 @@ impl Gate {
         // The manual queue gets the stored claim request (the SQS body is not kept).
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = format!("reconciler:{owner}");
-        if is_routing_record(&held) {
-            // A routing record whose sender died: send its stored item, never claim.
-            let outcome = match self.deliver_routed(&held, &message_id, owner).await {
+        if held.route_pending || is_routing_record(&held) {
+            // A routing whose sender died before confirming it: send its stored item, never
+            // claim.
+            let outcome = match self.resume_routing(&held, &message_id, invocation).await {
                 Ok(reason) => RecordOutcome::Manual(reason),
                 Err(e) => RecordOutcome::Retry(e),
             };
@@ -199,7 +205,7 @@ impl Gate {
                     "stranded in_flight; the terminal does not honour Idempotency-Key".into(),
                     &body,
                     &message_id,
-                    owner,
+                    invocation,
                 )
                 .await;
             return Step::from_outcome(outcome, false);
@@ -220,7 +226,7 @@ impl Gate {
                     held.op_key
                 );
                 return self
-                    .route_past_retention(&held, detail, &body, &message_id, owner)
+                    .route_past_retention(&held, detail, &body, &message_id, invocation)
                     .await;
             }
             LookupOutcome::NotFound if past_retention => {
@@ -230,7 +236,7 @@ impl Gate {
                     age / 1000
                 );
                 return self
-                    .route_past_retention(&held, detail, &body, &message_id, owner)
+                    .route_past_retention(&held, detail, &body, &message_id, invocation)
                     .await;
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
@@ -255,7 +261,7 @@ impl Gate {
         detail: String,
         body: &str,
         message_id: &str,
-        owner: &str,
+        invocation: &Invocation,
     ) -> Step {
         let outcome = self
             .route_held_record(
@@ -265,7 +271,7 @@ impl Gate {
                 detail,
                 body,
                 message_id,
-                owner,
+                invocation,
             )
             .await;
         Step::from_outcome(outcome, false)
@@ -290,6 +296,8 @@ impl Step {
                 distinct_slot_ids, ..
             } => Self::AlreadyCommitted { distinct_slot_ids },
             RecordOutcome::Manual(_) => Self::Manual,
+            // The fence held: another holder took the record over and finishes it.
+            RecordOutcome::LeaseLost { .. } => Self::LiveLease,
             _ => Self::Transient,
         }
     }

@@ -89,6 +89,11 @@ pub struct IdempotencyRecord {
     pub inflight_shard: Option<String>,
     /// The permanent error, for `failed` and `manual`.
     pub error: Option<String>,
+    /// A `failed` or `manual` record whose manual item (then in `request`) is not yet confirmed
+    /// in the manual queue: it keeps its lease and its `InFlight` shard until the send is
+    /// confirmed ([`crate::store::IdempotencyStore::routed`]); whoever takes it over sends the
+    /// item again. Stored as `route_pending = "1"`, absent otherwise.
+    pub route_pending: bool,
     /// The container (canonical ISO 6346), for the TMS booking.
     pub container: String,
     /// The terminal code, for the TMS booking.
@@ -119,6 +124,7 @@ impl fmt::Debug for IdempotencyRecord {
             .field("slot_ids", &self.slot_ids)
             .field("inflight_shard", &self.inflight_shard)
             .field("error", &self.error)
+            .field("route_pending", &self.route_pending)
             .field("container", &self.container)
             .finish_non_exhaustive()
     }
@@ -134,6 +140,26 @@ impl IdempotencyRecord {
     /// Whether someone holds a live lease at `now_ms` (epoch ms): `now <= lease_until`.
     pub fn lease_is_live(&self, now_ms: i64) -> bool {
         self.lease_until_ms.is_some_and(|until| now_ms <= until)
+    }
+
+    /// Whether the record still has work for a lease holder: `in_flight` (claim and commit, or
+    /// route), or a routing whose send is not confirmed ([`IdempotencyRecord::route_pending`]).
+    pub fn has_work(&self) -> bool {
+        self.status == RecordStatus::InFlight || self.route_pending
+    }
+
+    /// Whether `self` (what the store holds) is the reservation `written`, made by the same
+    /// acquisition: same lease owner (a lease token unique per acquisition), status, fingerprint,
+    /// operation key and creation time. This is what the client's retry of a reserve whose write
+    /// landed (its answer lost) meets; it must count as reserved, not as a duplicate.
+    pub fn is_same_reservation(&self, written: &IdempotencyRecord) -> bool {
+        self.lease_owner.is_some()
+            && self.lease_owner == written.lease_owner
+            && self.lease_until_ms == written.lease_until_ms
+            && self.status == written.status
+            && self.fingerprint == written.fingerprint
+            && self.op_key == written.op_key
+            && self.created_at_ms == written.created_at_ms
     }
 }
 

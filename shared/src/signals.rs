@@ -41,6 +41,8 @@ pub mod metric {
     pub const COMMITTED: &str = "Committed";
     /// Expired leases taken over by the consumer (count).
     pub const TAKEN_OVER: &str = "TakenOver";
+    /// Commits and routings refused by the lease fence (another holder took the record over).
+    pub const LEASE_LOST: &str = "LeaseLost";
     /// Stranded records committed by the reconciler (count).
     pub const RECONCILED: &str = "Reconciled";
     /// Transient failures, retried (count).
@@ -114,6 +116,9 @@ pub struct Counts {
     pub committed: u64,
     /// Leases taken over by the consumer.
     pub taken_over: u64,
+    /// Leases lost: a commit or routing refused because another holder took the record over
+    /// (the fence held; the holder finishes the record).
+    pub lease_lost: u64,
     /// Committed by the reconciler.
     pub reconciled: u64,
     /// Transient failures.
@@ -149,6 +154,7 @@ impl Counts {
                 }
                 RecordOutcome::Duplicate(_) | RecordOutcome::DuplicateInFlight => c.duplicates += 1,
                 RecordOutcome::Mismatch => c.mismatches += 1,
+                RecordOutcome::LeaseLost { .. } => c.lease_lost += 1,
                 RecordOutcome::Rejected(_) => c.rejected += 1,
                 RecordOutcome::Manual(_) => c.manual += 1,
                 RecordOutcome::Retry(_) | RecordOutcome::NotStarted => c.transient_failures += 1,
@@ -177,6 +183,7 @@ impl Counts {
         self.manual += other.manual;
         self.committed += other.committed;
         self.taken_over += other.taken_over;
+        self.lease_lost += other.lease_lost;
         self.reconciled += other.reconciled;
         self.transient_failures += other.transient_failures;
         self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(other.max_distinct_slot_ids);
@@ -194,6 +201,7 @@ impl Counts {
             (metric::MANUAL, self.manual),
             (metric::COMMITTED, self.committed),
             (metric::TAKEN_OVER, self.taken_over),
+            (metric::LEASE_LOST, self.lease_lost),
             (metric::RECONCILED, self.reconciled),
             (metric::TRANSIENT_FAILURES, self.transient_failures),
         ];

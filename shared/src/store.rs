@@ -8,7 +8,10 @@ use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 /// The result of step 2, the reserve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
-    /// The key was absent or expired; the record is now stored as given.
+    /// The key was absent, or held an expired finished record; the record is now stored as
+    /// given. Also the answer when the key already holds this very reservation (same lease
+    /// owner, see [`IdempotencyRecord::is_same_reservation`]): the client's retry of a reserve
+    /// whose write landed but whose answer was lost.
     Reserved,
     /// The key is taken by a live (not expired) record, returned in the same call.
     Conflict(Box<IdempotencyRecord>),
@@ -17,9 +20,11 @@ pub enum Reservation {
 /// The result of a take-over of an expired lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TakeOver {
-    /// The lease is ours; the record as it is now.
+    /// The lease is ours; the record as it is now. Also the answer when the record already
+    /// carries our lease (the retry of a take-over whose write landed).
     Taken(Box<IdempotencyRecord>),
-    /// Someone else holds a live lease, took it first, or the record left `in_flight`.
+    /// Someone else holds a live lease, took it first, or the record has nothing left to do
+    /// (neither `in_flight` nor [`IdempotencyRecord::route_pending`]).
     Refused,
 }
 
@@ -28,9 +33,36 @@ pub enum TakeOver {
 pub enum CommitOutcome {
     /// The record is `committed` with our slot and the TMS booking is written. (No record is
     /// returned: DynamoDB's `TransactWriteItems` returns none, and a partial one would mislead.)
+    /// Also the answer when the record is already committed by this very holder with this very
+    /// slot (the retry of a commit whose transaction landed but whose answer was lost).
     Committed,
-    /// The record was no longer `in_flight`: someone else finished it. The record as it is.
-    NotInFlight(Box<IdempotencyRecord>),
+    /// The commit was refused: the record is no longer `in_flight`, or it is `in_flight` under
+    /// another holder's lease (ours was taken over). The record as it is; nothing was written.
+    Refused(Box<IdempotencyRecord>),
+}
+
+/// The result of [`IdempotencyStore::finish`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishOutcome {
+    /// The record is finished as asked, its routing pending (also the answer to the retry of a
+    /// finish whose write landed).
+    Finished,
+    /// Refused: the record is not `in_flight` under this holder (lease lost, or finished by
+    /// someone else), or it holds a slot id and the finish asked for none. The record as it is,
+    /// `None` if there is none.
+    Refused(Option<Box<IdempotencyRecord>>),
+}
+
+/// A guard on [`IdempotencyStore::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishGuard {
+    /// Only the lease: `status = in_flight AND lease_owner = :owner`.
+    Lease,
+    /// The lease, and no slot id recorded (`attribute_not_exists(slot_ids)`): for routing a
+    /// record to a person because no slot exists (past the key's retention). A holder that lost
+    /// its lease while its claim was in transit records the slot it got
+    /// ([`IdempotencyStore::record_slot_id`]); such a record must be committed, not routed.
+    LeaseAndNoSlot,
 }
 
 /// What the `InFlight` index holds of one `in_flight` record: enough to choose a record and take
@@ -46,7 +78,9 @@ pub struct InFlightEntry {
     /// The event key (64 hex characters).
     pub event_key: String,
     /// The state as the index last saw it (the index is eventually consistent: a record that just
-    /// left `in_flight` may still show, so every take-over is conditional).
+    /// left `in_flight` may still show, so every take-over is conditional). Anything but
+    /// `in_flight` here is a routing to a person whose send is not confirmed
+    /// ([`IdempotencyRecord::route_pending`]): only those keep their shard once finished.
     pub status: RecordStatus,
     /// Who held the lease, as the index last saw it.
     pub lease_owner: Option<String>,
@@ -133,18 +167,28 @@ pub enum StoreError {
 /// epoch seconds for `expires_at` themselves.
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
-    /// Reserves `record.pk` with `record` (status `in_flight`, a lease): succeeds only when the key
-    /// is absent or expired (`attribute_not_exists(pk) OR expires_at < :now`); otherwise returns
-    /// the existing record in the same call.
+    /// Reserves `record.pk` with `record` (status `in_flight` with a lease, or a routing record
+    /// born `manual` with [`IdempotencyRecord::route_pending`]): succeeds only when the key is
+    /// absent or holds an expired record that has nothing left to do (`attribute_not_exists(pk)
+    /// OR (expires_at < :now_s AND status <> in_flight AND attribute_not_exists(route_pending))`);
+    /// otherwise returns the existing record in the same call. An expired `in_flight` record is
+    /// a conflict: whoever meets it takes it over with its history (creation time, operation key,
+    /// stored request), so the claim horizon still applies to it.
+    ///
+    /// A conflict with this very reservation ([`IdempotencyRecord::is_same_reservation`]) is
+    /// [`Reservation::Reserved`]: the retry of a write that landed.
     async fn reserve(
         &self,
         record: &IdempotencyRecord,
         now_ms: i64,
     ) -> Result<Reservation, StoreError>;
 
-    /// Takes the lease of an `in_flight` record from `old_owner` whose lease has expired
-    /// (`lease_until < now`), setting `new_owner` until `lease_until_ms`. Conditional: refused if
-    /// the owner changed, the lease is live or the record left `in_flight`.
+    /// Takes the lease of a record that still has work (`in_flight`, or a routing whose send is
+    /// not confirmed: [`IdempotencyRecord::route_pending`]) from `old_owner` whose lease has
+    /// expired (`lease_until < now`), setting `new_owner` until `lease_until_ms`. Conditional:
+    /// refused if the owner changed, the lease is live or the record has nothing left to do. A
+    /// refusal that finds `new_owner` already holding the lease is [`TakeOver::Taken`] (the retry
+    /// of a take-over that landed). `new_owner` must be unique per acquisition (a lease token).
     async fn take_over(
         &self,
         pk: &str,
@@ -155,41 +199,66 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> Result<TakeOver, StoreError>;
 
     /// Step 4: atomically sets the record to `committed` with `slot_id` (adding it to `slot_ids`,
-    /// removing the lease and `inflight_shard`) on condition `status = in_flight`, and writes
-    /// `booking` on condition that no booking exists for its event.
+    /// removing `lease_until`, `inflight_shard` and the stored request, keeping `lease_owner` as
+    /// the committer) on condition `status = in_flight AND lease_owner = :owner` (fenced: a holder
+    /// whose lease was taken over cannot commit), and writes `booking` on condition that no
+    /// booking exists for its event. A refusal that finds the record committed by `owner` with
+    /// `slot_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
     async fn commit(
         &self,
         pk: &str,
+        owner: &str,
         slot_id: &str,
         booking: &TmsBooking,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError>;
 
     /// Ends `owner`'s lease early (after a transient failure) so a redelivery can take over at
-    /// once; the record stays `in_flight`. A no-op if `owner` no longer holds it.
+    /// once (`lease_until = 0`); the record keeps its state (`in_flight`, or a pending routing).
+    /// Conditional on `lease_owner = :owner` and work left: a no-op if `owner` no longer holds
+    /// it. Idempotent by nature: a retry of a release that landed meets the same condition.
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError>;
 
-    /// Ends an `in_flight` record held by `owner` as `failed` or `manual` with `error`.
-    /// Returns `false` if the record was no longer `in_flight` under `owner`.
+    /// Ends an `in_flight` record held by `owner` as `failed` or `manual` with `error`, its
+    /// routing to a person pending: the stored request becomes `item` (the manual item's JSON),
+    /// `route_pending` is set, and the record keeps its lease and its `InFlight` shard until
+    /// [`IdempotencyStore::routed`]. Mark first, send second: once finished, no holder can
+    /// commit it, so no committed event is ever also in the manual queue; and a sender that dies
+    /// before [`IdempotencyStore::routed`] leaves it in the index for whoever takes it over.
+    ///
+    /// Conditional on `status = in_flight AND lease_owner = :owner` (and `guard`). A refusal
+    /// that finds the record finished by `owner` as `status` is [`FinishOutcome::Finished`] (the
+    /// retry of a finish that landed).
+    #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
         pk: &str,
         owner: &str,
         status: RecordStatus,
         error: &str,
+        item: &[u8],
+        guard: FinishGuard,
         now_ms: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<FinishOutcome, StoreError>;
+
+    /// Confirms that the manual item of a routing `owner` holds is in the manual queue: removes
+    /// `route_pending`, the stored item, the lease and the `InFlight` shard, on condition
+    /// `route_pending AND lease_owner = :owner`. `Ok(false)` when the condition failed: the
+    /// routing was confirmed already (the retry of a write that landed) or taken over by someone
+    /// who will send the item again (at least once into the queue, under the same dedup key).
+    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError>;
 
     /// Adds `slot_id` to the record's `slot_ids` (`ADD slot_ids`), whatever its state, and
-    /// returns how many distinct slot ids the record now holds (0 if there is no record). A record
-    /// with two or more is marked `multi_slot` (the sparse GSI `MultiSlot`), so the distinct-slot
-    /// signal finds it without a scan ([`IdempotencyStore::multi_slot_keys`]).
+    /// returns the record as it is after the write (`None` if there is no record). A record with
+    /// two or more distinct slot ids is marked `multi_slot` (the sparse GSI `MultiSlot`), so the
+    /// distinct-slot signal finds it without a scan ([`IdempotencyStore::multi_slot_keys`]).
+    /// Idempotent by nature: a retried `ADD` of a set element and a retried mark change nothing.
     async fn record_slot_id(
         &self,
         pk: &str,
         slot_id: &str,
         now_ms: i64,
-    ) -> Result<usize, StoreError>;
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
 
     /// How many records hold two or more distinct slot ids (the distinct-slot signal; healthy: 0).
     async fn multi_slot_keys(&self) -> Result<usize, StoreError>;

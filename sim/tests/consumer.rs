@@ -151,7 +151,11 @@ async fn a_new_event_is_claimed_once_and_committed_with_its_booking() {
     assert_eq!(record.status, RecordStatus::Committed);
     assert_eq!(record.slot_id.as_deref(), Some(slot.as_str()));
     assert_eq!(record.inflight_shard, None);
-    assert_eq!(record.lease_owner, None);
+    assert_eq!(record.lease_until_ms, None);
+    // The committer stays as the last holder (the batch's first record's lease token), and the
+    // claim request with its PIN is gone.
+    assert_eq!(record.lease_owner.as_deref(), Some("inv-1#0"));
+    assert!(record.request.is_empty());
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
     assert_eq!(booking.slot_id, slot);
     assert_eq!(booking.container, "CSQU3054383");
@@ -562,11 +566,14 @@ impl SlotTerminal for FinishedMeanwhile {
                 "rec-1",
                 RecordStatus::Manual,
                 "past the terminal's key retention",
+                b"{}",
+                gate::store::FinishGuard::LeaseAndNoSlot,
                 now,
             )
             .await
             .unwrap();
-        assert!(finished);
+        assert_eq!(finished, gate::store::FinishOutcome::Finished);
+        assert!(self.store.routed(&self.pk, "rec-1", now).await.unwrap());
         ClaimOutcome::Claimed(gate::terminal::SlotClaim {
             slot_id: "ECT-LATE-0001".into(),
             equipment_number: Some("CSQU3054383".into()),
@@ -588,7 +595,8 @@ async fn a_slot_for_a_record_finished_meanwhile_goes_to_a_person_once() {
         store: w.store.clone(),
         clock: w.clock.clone(),
         pk: pk.clone(),
-        owner: "inv-1".into(),
+        // The lease token of the batch's first record.
+        owner: "inv-1#0".into(),
     });
     let b = body("PCS-LATE", "CSQU3054383");
     let report = w

@@ -2,7 +2,10 @@
 //! fix in the gate (verified by undoing the fix and rerunning `sim check --seeds 20000`) and
 //! passes after it. A seed names a schedule only for a given generator (`sim::dst::schedule`):
 //! the first test pins each schedule's digest, so a change to the generator fails loudly here;
-//! re-derive the seeds then by undoing each fix and taking the first failing seed.
+//! re-derive the seeds then by undoing each fix and taking the first failing seed. (The "answer
+//! lost, request retried" fault draws from its own RNG stream, so adding it left each schedule's
+//! other draws as they were; the digests of the seeds that draw it changed only by its line in
+//! the description, and each seed still exercises its path, as the tests below assert.)
 //!
 //! | fix | what the seed does | seeds |
 //! | --- | --- | --- |
@@ -22,18 +25,18 @@ use sim::dst::schedule::Schedule;
 
 /// (seed, first 16 hex characters of the SHA-256 of the schedule's description).
 const SCHEDULES: &[(u64, &str)] = &[
-    (0, "3204eda6c78588c8"),
-    (1, "cb0a8963a008ad04"),
-    (2, "43a9f1d0110f0083"),
+    (0, "5551d421607c9608"),
+    (1, "549def5e270805f9"),
+    (2, "f037160d401ccce8"),
     (3, "6d7814387198c610"),
     (4, "dde64bd5b4b2769b"),
-    (12, "2f6a5facc369b7ec"),
-    (17, "05085f36cfafe123"),
-    (20, "2935f20ea000f725"),
-    (24, "bffb4b96a983807e"),
+    (12, "83541a3fb053ae79"),
+    (17, "98e32fb119c849f9"),
+    (20, "6547137470ef6207"),
+    (24, "ca6782b14340918b"),
     (32, "348d026253fb07ef"),
-    (171, "1d006049e8c70f25"),
-    (280, "45c55fd14eee5bd3"),
+    (171, "82533b4106ae2b8f"),
+    (280, "e7f0af8572e4c179"),
 ];
 
 fn digest(seed: u64) -> String {

@@ -176,7 +176,13 @@ async fn stored_item_shape_and_units() {
 
     let booking = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 5);
     let out = store
-        .commit(&r.pk, "SLOT-1", &booking, NOW_MS + 5)
+        .commit(
+            &r.pk,
+            r.lease_owner.as_deref().unwrap(),
+            "SLOT-1",
+            &booking,
+            NOW_MS + 5,
+        )
         .await
         .unwrap();
     assert!(matches!(out, CommitOutcome::Committed));
@@ -184,9 +190,14 @@ async fn stored_item_shape_and_units() {
     assert_eq!(item["status"], AttributeValue::S("committed".into()));
     assert_eq!(item["slot_id"], AttributeValue::S("SLOT-1".into()));
     assert_eq!(item["slot_ids"], AttributeValue::Ss(vec!["SLOT-1".into()]));
-    for gone in ["inflight_shard", "lease_owner", "lease_until"] {
+    for gone in ["inflight_shard", "lease_until", "request"] {
         assert!(!item.contains_key(gone), "{gone} must be removed on commit");
     }
+    // The committer stays as the record's last holder: the retry of a commit recognises it.
+    assert_eq!(
+        item["lease_owner"],
+        AttributeValue::S(r.lease_owner.clone().unwrap())
+    );
     let b = store
         .client()
         .get_item()

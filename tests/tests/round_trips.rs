@@ -31,7 +31,8 @@ use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus, TmsBooking};
 use gate::store::{
-    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
+    StoreError, TakeOver,
 };
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
@@ -400,11 +401,12 @@ impl IdempotencyStore for RacingStore {
     async fn commit(
         &self,
         pk: &str,
+        owner: &str,
         slot: &str,
         b: &TmsBooking,
         now: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        self.inner.commit(pk, slot, b, now).await
+        self.inner.commit(pk, owner, slot, b, now).await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
         self.inner.release_lease(pk, owner, now).await
@@ -415,11 +417,23 @@ impl IdempotencyStore for RacingStore {
         owner: &str,
         status: RecordStatus,
         error: &str,
+        item: &[u8],
+        guard: FinishGuard,
         now: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.finish(pk, owner, status, error, now).await
+    ) -> Result<FinishOutcome, StoreError> {
+        self.inner
+            .finish(pk, owner, status, error, item, guard, now)
+            .await
     }
-    async fn record_slot_id(&self, pk: &str, slot: &str, now: i64) -> Result<usize, StoreError> {
+    async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
+        self.inner.routed(pk, owner, now).await
+    }
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot: &str,
+        now: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.record_slot_id(pk, slot, now).await
     }
     async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
@@ -450,7 +464,7 @@ impl IdempotencyStore for RacingStore {
                 let booking = TmsBooking::for_record(&full, "ECTD-OTHER", now);
                 let out = self
                     .other
-                    .commit(&r.pk, "ECTD-OTHER", &booking, now)
+                    .commit(&r.pk, "someone-else", "ECTD-OTHER", &booking, now)
                     .await?;
                 assert_eq!(out, CommitOutcome::Committed);
             }

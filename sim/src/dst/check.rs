@@ -17,7 +17,7 @@
 //!    (then with an item in the manual queue), or all its copies are in the dead-letter queue and
 //!    **an injected fault, a crash or the deadline ended every receive of them** (a body the gate
 //!    answers with a batch item failure until SQS gives up is lost, not excused). No record stays
-//!    `in_flight`. Every mismatched body and every poison body is in the manual queue, under the
+//!    `in_flight` or with its routing pending. Every mismatched body and every poison body is in the manual queue, under the
 //!    same dead-letter rule.
 //! 4. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
 //!    body (its bytes) and each event routed to a person (event key, per record generation) has
@@ -271,10 +271,13 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
 
     // 2. Nothing is lost; no record stays in flight.
     for r in &f.records {
-        if r.status == RecordStatus::InFlight {
+        if r.has_work() {
             v.push(format!(
-                "record {} still in_flight at quiescence (owner {:?}, lease {:?}, created {})",
+                "record {} still {} (route_pending {}) at quiescence (owner {:?}, lease {:?}, \
+                 created {})",
                 short(&r.event_key),
+                r.status,
+                r.route_pending,
                 r.lease_owner,
                 r.lease_until_ms,
                 r.created_at_ms

@@ -570,11 +570,7 @@ impl Driver<'_> {
     }
 
     fn any_in_flight(&self) -> bool {
-        self.shared
-            .store
-            .records()
-            .iter()
-            .any(|r| r.status == RecordStatus::InFlight)
+        self.shared.store.records().iter().any(|r| r.has_work())
     }
 
     /// Polls every woken task until none is woken.
@@ -670,8 +666,13 @@ impl Driver<'_> {
             .records()
             .iter()
             .filter(|r| {
-                r.status == RecordStatus::InFlight
-                    && r.lease_owner.as_deref() == Some(task.request_id.as_str())
+                r.has_work()
+                    && r.lease_owner.as_deref().is_some_and(|owner| {
+                        // The invocation's request id, or a lease token of it ("{id}#{n}").
+                        owner
+                            .strip_prefix(task.request_id.as_str())
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('#'))
+                    })
                     && r.lease_until_ms.is_some_and(|until| own_now <= until)
             })
             .map(|r| short(&r.event_key).to_string())

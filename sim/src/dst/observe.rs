@@ -33,7 +33,8 @@ pub(crate) struct Gen {
     pub committed_slot: Option<String>,
     /// Its state when last seen.
     pub status: RecordStatus,
-    /// Since when it is `in_flight` (true ms), while it is.
+    /// Since when it has work (`in_flight`, or a routing not yet confirmed), true ms, while it
+    /// has.
     pub in_flight_since: Option<i64>,
 }
 
@@ -117,9 +118,9 @@ impl Observer {
             if r.status == RecordStatus::Committed {
                 g.committed_slot.clone_from(&r.slot_id);
             }
-            match (r.status, g.in_flight_since) {
-                (RecordStatus::InFlight, None) => g.in_flight_since = Some(now),
-                (RecordStatus::InFlight, Some(since)) => {
+            match (r.has_work(), g.in_flight_since) {
+                (true, None) => g.in_flight_since = Some(now),
+                (true, Some(since)) => {
                     let over = now - since.max(self.settled_ms);
                     if over > self.longest_ms {
                         self.longest_ms = over;

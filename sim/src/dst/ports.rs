@@ -10,12 +10,14 @@ use gate::clock::{Clock, ManualClock};
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use gate::store::{
-    CommitOutcome, IdempotencyStore, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
+    StoreError, TakeOver,
 };
 use gate::terminal::{
     classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
     SlotTerminal,
 };
+use rand::Rng;
 
 use super::check::{identity_of_item, pk_of_item};
 use super::shared::{Deferred, OpenSend, Shared, TaskId};
@@ -108,21 +110,52 @@ impl SimStore {
         Ok(())
     }
 
-    /// After a write applied: the answer travels back; `true` if the caller gets an error.
-    async fn after(&self, label: &'static str) -> bool {
-        let (latency, ambiguous) = {
+    /// After a write applied: the answer travels back. [`Answer::Error`]: the caller gets an
+    /// error (a timeout after the write); [`Answer::LostThenRetried`]: the answer is lost and the
+    /// client (the SDK) sends the same request again, which meets the write it repeats; the
+    /// caller gets the retry's answer. `kind` names the write in the fault table
+    /// (`{kind}_answer_lost_retried`).
+    async fn after(&self, label: &'static str, kind: &str) -> Answer {
+        let (latency, answer) = {
             let mut st = self.shared.state();
             let p = st.profile.store_ambiguous;
-            let ambiguous = st.fault(p, "store_applied_then_error");
-            (st.between(1, 5), ambiguous)
+            let q = st.profile.store_lost_retried;
+            let answer = if st.fault(p, "store_applied_then_error") {
+                Answer::Error
+            } else if st.lost_answer_fault(q, &format!("{kind}_answer_lost_retried")) {
+                Answer::LostThenRetried
+            } else {
+                Answer::Delivered
+            };
+            (st.between(1, 5), answer)
         };
         self.shared.park(self.task, label, latency).await;
-        ambiguous
+        if answer == Answer::LostThenRetried {
+            // The SDK's attempt timeout, then the retry in transit (its own stream, see above).
+            let latency = self
+                .shared
+                .state()
+                .lost_answer_rng
+                .random_range(1_000..=4_000);
+            self.shared.park(self.task, "store:retry", latency).await;
+        }
+        answer
     }
 
     fn ambiguous_error(label: &str) -> StoreError {
         StoreError::Unavailable(format!("{label}: timed out after the write applied"))
     }
+}
+
+/// What reaches the caller of a write that applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// The answer.
+    Delivered,
+    /// An error instead of the answer.
+    Error,
+    /// The answer is lost; the client's retry of the same request answers instead.
+    LostThenRetried,
 }
 
 #[async_trait]
@@ -133,11 +166,13 @@ impl IdempotencyStore for SimStore {
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
         self.before("reserve", false).await?;
-        let r = self.shared.store.reserve(record, now_ms).await;
-        if self.after("reserve:ack").await {
-            return Err(Self::ambiguous_error("reserve"));
+        let store = &self.shared.store;
+        let r = store.reserve(record, now_ms).await;
+        match self.after("reserve:ack", "reserve").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("reserve")),
+            Answer::LostThenRetried => store.reserve(record, now_ms).await,
         }
-        r
     }
 
     async fn take_over(
@@ -149,39 +184,50 @@ impl IdempotencyStore for SimStore {
         now_ms: i64,
     ) -> Result<TakeOver, StoreError> {
         self.before("take_over", false).await?;
-        let r = self
-            .shared
-            .store
+        let store = &self.shared.store;
+        let r = store
             .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
             .await;
-        if self.after("take_over:ack").await {
-            return Err(Self::ambiguous_error("take_over"));
+        match self.after("take_over:ack", "take_over").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("take_over")),
+            Answer::LostThenRetried => {
+                store
+                    .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
+                    .await
+            }
         }
-        r
     }
 
     async fn commit(
         &self,
         pk: &str,
+        owner: &str,
         slot_id: &str,
         booking: &TmsBooking,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.before("commit", true).await?;
-        let r = self.shared.store.commit(pk, slot_id, booking, now_ms).await;
-        if self.after("commit:ack").await {
-            return Err(Self::ambiguous_error("commit"));
+        let store = &self.shared.store;
+        let r = store.commit(pk, owner, slot_id, booking, now_ms).await;
+        match self.after("commit:ack", "commit").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("commit")),
+            // DynamoDB would answer a retry within 10 minutes from its `ClientRequestToken`; the
+            // memory store cannot, so the retry meets the committed record (the harder case).
+            Answer::LostThenRetried => store.commit(pk, owner, slot_id, booking, now_ms).await,
         }
-        r
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
         self.before("release_lease", false).await?;
-        let r = self.shared.store.release_lease(pk, owner, now_ms).await;
-        if self.after("release_lease:ack").await {
-            return Err(Self::ambiguous_error("release_lease"));
+        let store = &self.shared.store;
+        let r = store.release_lease(pk, owner, now_ms).await;
+        match self.after("release_lease:ack", "release_lease").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("release_lease")),
+            Answer::LostThenRetried => store.release_lease(pk, owner, now_ms).await,
         }
-        r
     }
 
     async fn finish(
@@ -190,29 +236,48 @@ impl IdempotencyStore for SimStore {
         owner: &str,
         status: RecordStatus,
         error: &str,
+        item: &[u8],
+        guard: FinishGuard,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        if let Err(e) = self.before("finish", false).await {
+    ) -> Result<FinishOutcome, StoreError> {
+        // Mark first: nothing is sent yet, so a failed finish makes no item ambiguous.
+        self.before("finish", false).await?;
+        let store = &self.shared.store;
+        let r = store
+            .finish(pk, owner, status, error, item, guard, now_ms)
+            .await;
+        match self.after("finish:ack", "finish").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("finish")),
+            Answer::LostThenRetried => {
+                store
+                    .finish(pk, owner, status, error, item, guard, now_ms)
+                    .await
+            }
+        }
+    }
+
+    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
+        if let Err(e) = self.before("routed", false).await {
             self.shared.state().ambiguate(self.task, Some(pk));
             return Err(e);
         }
-        let r = self
-            .shared
-            .store
-            .finish(pk, owner, status, error, now_ms)
-            .await;
+        let store = &self.shared.store;
+        let r = store.routed(pk, owner, now_ms).await;
         {
-            // The mark landed (or not) now, whatever the caller hears.
+            // The confirmation landed (or not) now, whatever the caller hears: a send confirmed
+            // will not be repeated; one not confirmed may be (whoever takes it over sends again).
             let mut st = self.shared.state();
             match r {
                 Ok(true) => st.close_sends(self.task, pk),
                 _ => st.ambiguate(self.task, Some(pk)),
             }
         }
-        if self.after("finish:ack").await {
-            return Err(Self::ambiguous_error("finish"));
+        match self.after("routed:ack", "routed").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("routed")),
+            Answer::LostThenRetried => store.routed(pk, owner, now_ms).await,
         }
-        r
     }
 
     async fn record_slot_id(
@@ -220,13 +285,15 @@ impl IdempotencyStore for SimStore {
         pk: &str,
         slot_id: &str,
         now_ms: i64,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.before("record_slot_id", false).await?;
-        let r = self.shared.store.record_slot_id(pk, slot_id, now_ms).await;
-        if self.after("record_slot_id:ack").await {
-            return Err(Self::ambiguous_error("record_slot_id"));
+        let store = &self.shared.store;
+        let r = store.record_slot_id(pk, slot_id, now_ms).await;
+        match self.after("record_slot_id:ack", "record_slot_id").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("record_slot_id")),
+            Answer::LostThenRetried => store.record_slot_id(pk, slot_id, now_ms).await,
         }
-        r
     }
 
     async fn multi_slot_keys(&self) -> Result<usize, StoreError> {

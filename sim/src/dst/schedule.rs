@@ -414,6 +414,13 @@ impl Schedule {
             _ => None,
         };
         let mut profile = draw_profile(rng);
+        profile.store_lost_retried = {
+            // Its own stream: the main one draws exactly what it drew before this fault kind.
+            let mut side = rng.clone();
+            side.set_stream(LOST_ANSWER_STREAM);
+            let scale = [0.0, 1.0, 1.0, 4.0][side.random_range(0..4)];
+            0.02 * scale
+        };
         if forgetting {
             profile.crash = profile.crash.max(0.04);
             profile.purge_after_crash = profile.purge_after_crash.max(0.5);
@@ -630,6 +637,10 @@ impl Schedule {
     }
 }
 
+/// The RNG stream (ChaCha's stream id) the "answer lost, request retried" fault draws from,
+/// apart from the schedule's main stream.
+pub(crate) const LOST_ANSWER_STREAM: u64 = 0x4c4f_5354;
+
 fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
     let scale = match rng.random_range(0..100) {
         0..=9 => 0.0,
@@ -657,5 +668,8 @@ fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
         manual_ambiguous: p(0.01),
         slow: p(0.004),
         purge_after_crash: p(0.08),
+        // Drawn from its own stream in `Schedule::draw`, so that adding it left every other draw
+        // (and so every schedule without this fault) as it was.
+        store_lost_retried: 0.0,
     }
 }

@@ -30,7 +30,7 @@ pub(crate) type TaskId = u64;
 /// Fault probabilities of one schedule. Each is drawn per opportunity (per port call, per
 /// ticket) while faults are on; after the schedule's heal time all are off and the world runs to
 /// quiescence.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct FaultProfile {
     /// A task dies at a step boundary (per ticket granted).
     pub crash: f64,
@@ -38,6 +38,10 @@ pub struct FaultProfile {
     pub store_error: f64,
     /// A store write applies, then the caller gets an error (timeout after the write).
     pub store_ambiguous: f64,
+    /// A store write applies, its answer is lost, and the client (the SDK) retries the same
+    /// request, which meets the write it repeats; the caller gets the retry's answer. Drawn for
+    /// every write kind (reserve, take-over, commit, release, finish, routed, slot id).
+    pub store_lost_retried: f64,
     /// The terminal answers 5xx before taking the key (nothing stored).
     pub terminal_5xx: f64,
     /// The terminal made the slot and stored the answer, but the response is lost (504).
@@ -59,6 +63,31 @@ pub struct FaultProfile {
     /// After a crash, the operator purges the crashed batch's messages (only those whose own
     /// record is already durable, so only the reconciler can finish them).
     pub purge_after_crash: f64,
+}
+
+/// As `#[derive(Debug)]` would print it, with `store_lost_retried` only when it is drawn (so
+/// that schedules without it describe themselves as before it existed).
+impl std::fmt::Debug for FaultProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("FaultProfile");
+        d.field("crash", &self.crash)
+            .field("store_error", &self.store_error)
+            .field("store_ambiguous", &self.store_ambiguous)
+            .field("terminal_5xx", &self.terminal_5xx)
+            .field("terminal_lost", &self.terminal_lost)
+            .field("terminal_timeout", &self.terminal_timeout)
+            .field("terminal_in_flight", &self.terminal_in_flight)
+            .field("terminal_4xx", &self.terminal_4xx)
+            .field("lookup_error", &self.lookup_error)
+            .field("manual_error", &self.manual_error)
+            .field("manual_ambiguous", &self.manual_ambiguous)
+            .field("slow", &self.slow)
+            .field("purge_after_crash", &self.purge_after_crash);
+        if self.store_lost_retried > 0.0 {
+            d.field("store_lost_retried", &self.store_lost_retried);
+        }
+        d.finish()
+    }
 }
 
 /// One parked port call.
@@ -97,6 +126,10 @@ pub(crate) struct Deferred {
 pub(crate) struct State {
     /// The one RNG of the schedule.
     pub rng: ChaCha8Rng,
+    /// The stream the "answer lost, request retried" fault draws from
+    /// ([`super::schedule::LOST_ANSWER_STREAM`]), apart from `rng`: a schedule in which it never
+    /// fires runs exactly as it did before the fault kind existed.
+    pub lost_answer_rng: ChaCha8Rng,
     /// Whether faults are injected (false after the heal time).
     pub faults_on: bool,
     /// The schedule's fault probabilities.
@@ -132,6 +165,19 @@ impl State {
             return false;
         }
         if self.rng.random::<f64>() < p {
+            self.count(kind);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// As [`State::fault`], drawn from the lost-answer stream.
+    pub fn lost_answer_fault(&mut self, p: f64, kind: &str) -> bool {
+        if !self.faults_on || p <= 0.0 {
+            return false;
+        }
+        if self.lost_answer_rng.random::<f64>() < p {
             self.count(kind);
             true
         } else {
@@ -235,6 +281,11 @@ impl Shared {
             integration,
             terminals,
             state: Mutex::new(State {
+                lost_answer_rng: {
+                    let mut side = rng.clone();
+                    side.set_stream(super::schedule::LOST_ANSWER_STREAM + 1);
+                    side
+                },
                 rng,
                 faults_on: true,
                 profile,

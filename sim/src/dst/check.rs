@@ -355,8 +355,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
     for (id, its) in &items {
         let generations = pk_of_item(its[0].1, f.integration, f.terminals)
             .map_or(1, |pk| gens_of(&pk).len().max(1));
-        let allowed =
-            generations + f.ambiguous.get(id).copied().unwrap_or(0) as usize;
+        let allowed = generations + f.ambiguous.get(id).copied().unwrap_or(0) as usize;
         if its.len() > allowed {
             v.push(format!(
                 "{} reached the manual queue {} times (allowed {allowed}): reasons {:?}",

@@ -677,11 +677,9 @@ impl Driver<'_> {
             })
             .map(|r| short(&r.event_key).to_string())
             .collect();
-        let excused = faults.iter().any(|(label, kind)| {
-            LEASE_LEFT_BY
-                .iter()
-                .any(|(l, k)| l == label && k == kind)
-        });
+        let excused = faults
+            .iter()
+            .any(|(label, kind)| LEASE_LEFT_BY.iter().any(|(l, k)| l == label && k == kind));
         if !held.is_empty() && !excused {
             let faults: Vec<String> = faults.iter().map(|(l, k)| format!("{k}@{l}")).collect();
             self.violations.push(format!(

@@ -483,7 +483,6 @@ impl TimedManualQueue {
     pub fn sent(&self) -> Vec<(i64, ManualItem)> {
         self.items.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
-
 }
 
 #[async_trait]

@@ -194,6 +194,8 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn IdempotencyStore>, prefix
             status,
             route_pending: pending,
             expires_at_s: now_s,
+            // Not shard "07": `stale_in_flight_paginates` owns that shard on a shared table.
+            inflight_shard: Some("14".into()),
             ..sample_record(prefix, name, "owner-old", NOW_MS - TTL_S * 1000)
         };
         must_reserve(store, &stranded, NOW_MS - TTL_S * 1000).await;

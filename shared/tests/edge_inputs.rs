@@ -50,7 +50,7 @@ impl SlotTerminal for Untouched {
         self.calls.fetch_add(1, Ordering::SeqCst);
         ClaimOutcome::Transient("must not be called".into())
     }
-    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         self.calls.fetch_add(1, Ordering::SeqCst);
         LookupOutcome::Transient("must not be called".into())
     }

@@ -261,7 +261,7 @@ impl SlotTerminal for FixedSlot {
         })
     }
 
-    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::NotFound
     }
 }

@@ -16,6 +16,7 @@ pub mod conformance;
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod gate;
+pub mod ijson;
 pub mod iso6346;
 pub mod keys;
 #[cfg(feature = "aws")]

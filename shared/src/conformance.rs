@@ -291,7 +291,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
             let c = store.get(&r.pk).await.expect("get").expect("record");
             assert_eq!(c.pk, r.pk);
             assert_eq!(c.fingerprint, r.fingerprint);
-            assert_eq!(c.request, r.request);
+            assert!(c.request.is_empty(), "the stored request outlived the commit");
             assert_eq!(c.created_at_ms, r.created_at_ms);
             assert_eq!(c.expires_at_s, r.expires_at_s);
             assert_eq!(c.event_key, r.event_key);
@@ -309,6 +309,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
         status: RecordStatus::Committed,
         slot_id: Some("SLOT-1".into()),
         slot_ids: set(&["SLOT-1"]),
+        request: Vec::new(),
         lease_owner: None,
         lease_until_ms: None,
         inflight_shard: None,
@@ -542,6 +543,7 @@ pub async fn finish_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
         let expected = IdempotencyRecord {
             status,
             error: Some("terminal answered 422".into()),
+            request: Vec::new(),
             lease_owner: None,
             lease_until_ms: None,
             inflight_shard: None,
@@ -695,6 +697,56 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
     assert!(none.entries.is_empty(), "created_before is exclusive");
 }
 
+/// Data minimisation (issue 13): the stored claim request holds the release PIN and is never sent
+/// again once a record leaves `in_flight`, so `commit` and `finish` (as `failed` and as `manual`)
+/// remove it; a record still `in_flight` keeps it (a take-over resends it), also after a lease
+/// release and a take-over; a commit refused because the record was finished returns it without.
+pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let held = sample_record(prefix, "minimise-held", "owner-a", NOW_MS);
+    must_reserve(store, &held, NOW_MS).await;
+    store
+        .release_lease(&held.pk, "owner-a", NOW_MS + 1)
+        .await
+        .expect("release");
+    match store
+        .take_over(&held.pk, "owner-a", "owner-b", NOW_MS + LEASE_MS, NOW_MS + 2)
+        .await
+        .expect("take over")
+    {
+        TakeOver::Taken(r) => assert_eq!(r.request, held.request, "in_flight keeps it"),
+        TakeOver::Refused => panic!("take-over of a released lease refused"),
+    }
+    assert_eq!(must_get(store, &held.pk).await.request, held.request);
+
+    let committed = sample_record(prefix, "minimise-commit", "owner-a", NOW_MS);
+    must_reserve(store, &committed, NOW_MS).await;
+    let booking = TmsBooking::for_record(&committed, "SLOT-M", NOW_MS + 1);
+    let out = store.commit(&committed.pk, "SLOT-M", &booking, NOW_MS + 1).await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    assert!(must_get(store, &committed.pk).await.request.is_empty());
+
+    for (name, status) in [
+        ("minimise-failed", RecordStatus::Failed),
+        ("minimise-manual", RecordStatus::Manual),
+    ] {
+        let r = sample_record(prefix, name, "owner-a", NOW_MS);
+        must_reserve(store, &r, NOW_MS).await;
+        assert!(store
+            .finish(&r.pk, "owner-a", status, "routed", NOW_MS + 1)
+            .await
+            .expect("finish"));
+        let finished = must_get(store, &r.pk).await;
+        assert_eq!(finished.status, status);
+        assert!(finished.request.is_empty(), "{name}: the request outlived the finish");
+        let b = TmsBooking::for_record(&r, "SLOT-X", NOW_MS + 2);
+        match store.commit(&r.pk, "SLOT-X", &b, NOW_MS + 2).await.expect("commit") {
+            CommitOutcome::NotInFlight(existing) => assert!(existing.request.is_empty()),
+            CommitOutcome::Committed => panic!("committed a finished record"),
+        }
+    }
+}
+
 /// Every case, in order, each with its own sub-prefix.
 pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
@@ -707,5 +759,6 @@ pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     release_lease_then_take_over(Arc::clone(&store), &format!("{prefix}-h")).await;
     finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
     record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
+    finished_records_hold_no_request(Arc::clone(&store), &format!("{prefix}-l")).await;
     stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
 }

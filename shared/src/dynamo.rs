@@ -230,7 +230,8 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One `TransactWriteItems`: the record's update (condition `status = in_flight`, `ALL_OLD`
-    /// on failure) and the booking's put (condition `attribute_not_exists(source_event)`).
+    /// on failure; it removes the lease, `inflight_shard` and `request`, the stored claim with
+    /// the PIN) and the booking's put (condition `attribute_not_exists(source_event)`).
     ///
     /// The cancellation reasons are read item by item: the record's `ConditionalCheckFailed` is
     /// [`CommitOutcome::NotInFlight`] with the old item from the reason (a consistent `GetItem`
@@ -258,10 +259,12 @@ impl IdempotencyStore for DynamoStore {
             .update_expression(
                 "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
                  ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_owner, lease_until",
+                 REMOVE inflight_shard, lease_owner, lease_until, #request",
             )
             .condition_expression("#status = :in_flight")
             .expression_attribute_names("#status", "status")
+            // `request` is a DynamoDB reserved word.
+            .expression_attribute_names("#request", "request")
             .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":slot_id", s(slot_id))
@@ -365,8 +368,9 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One conditional `UpdateItem` on `status = in_flight AND lease_owner = :owner`: sets
-    /// `status` and `error`, removes `inflight_shard`, `lease_owner`, `lease_until`. `false` when
-    /// the condition failed.
+    /// `status` and `error`, removes `inflight_shard`, `lease_owner`, `lease_until` and `request`
+    /// (the stored claim with the PIN: a finished record never sends it again). `false` when the
+    /// condition failed.
     async fn finish(
         &self,
         pk: &str,
@@ -382,11 +386,12 @@ impl IdempotencyStore for DynamoStore {
             .key("pk", s(pk))
             .update_expression(
                 "SET #status = :status, #error = :error, updated_at = :now_ms \
-                 REMOVE inflight_shard, lease_owner, lease_until",
+                 REMOVE inflight_shard, lease_owner, lease_until, #request",
             )
             .condition_expression(HELD_CONDITION)
             .expression_attribute_names("#status", "status")
             .expression_attribute_names("#error", "error")
+            .expression_attribute_names("#request", "request")
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":status", s(status.as_str()))
@@ -649,17 +654,14 @@ fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreE
 
 /// An idempotency record as a DynamoDB item. Optional fields that are `None` (and an empty
 /// `slot_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
-/// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary.
+/// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary,
+/// and absent when empty (a record that left `in_flight` holds no request).
 pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
         ("pk".to_string(), s(&record.pk)),
         ("event_key".to_string(), s(&record.event_key)),
         ("status".to_string(), s(record.status.as_str())),
         ("fingerprint".to_string(), s(&record.fingerprint)),
-        (
-            "request".to_string(),
-            AttributeValue::B(Blob::new(record.request.clone())),
-        ),
         ("op_key".to_string(), s(&record.op_key)),
         ("created_at".to_string(), num(record.created_at_ms)),
         ("updated_at".to_string(), num(record.updated_at_ms)),
@@ -670,6 +672,10 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
         ("window_end".to_string(), s(&record.window_end)),
     ]);
     let optional = [
+        (
+            "request",
+            (!record.request.is_empty()).then(|| AttributeValue::B(Blob::new(record.request.clone()))),
+        ),
         ("lease_owner", record.lease_owner.as_deref().map(s)),
         ("lease_until", record.lease_until_ms.map(num)),
         ("slot_id", record.slot_id.as_deref().map(s)),
@@ -701,10 +707,12 @@ pub fn record_from_item(
     let status_raw = req_s(item, "status")?;
     let status = RecordStatus::parse(&status_raw)
         .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    // Absent once the record left `in_flight` (commit and finish remove it: the PIN is kept no
+    // longer than a claim may need it); read as empty.
     let request = match item.get("request") {
         Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
         Some(_) => return Err(corrupt_type(item, "request", "B")),
-        None => return Err(missing(item, "request")),
+        None => Vec::new(),
     };
     let slot_ids = match item.get("slot_ids") {
         Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),

@@ -145,6 +145,8 @@ impl IdempotencyStore for MemoryStore {
         r.status = RecordStatus::Committed;
         r.slot_id = Some(slot_id.to_string());
         r.slot_ids.insert(slot_id.to_string());
+        // Data minimisation: the stored request (the PIN) is never sent again once committed.
+        r.request = Vec::new();
         r.lease_owner = None;
         r.lease_until_ms = None;
         r.inflight_shard = None;
@@ -179,6 +181,8 @@ impl IdempotencyStore for MemoryStore {
             {
                 r.status = status;
                 r.error = Some(error.to_string());
+                // Data minimisation: a finished record is never claimed or routed again.
+                r.request = Vec::new();
                 r.lease_owner = None;
                 r.lease_until_ms = None;
                 r.inflight_shard = None;

@@ -155,8 +155,9 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> Result<TakeOver, StoreError>;
 
     /// Step 4: atomically sets the record to `committed` with `slot_id` (adding it to `slot_ids`,
-    /// removing the lease and `inflight_shard`) on condition `status = in_flight`, and writes
-    /// `booking` on condition that no booking exists for its event.
+    /// removing the lease, `inflight_shard` and the stored `request`, which holds the PIN and is
+    /// never sent again) on condition `status = in_flight`, and writes `booking` on condition
+    /// that no booking exists for its event.
     async fn commit(
         &self,
         pk: &str,
@@ -169,8 +170,10 @@ pub trait IdempotencyStore: Send + Sync {
     /// once; the record stays `in_flight`. A no-op if `owner` no longer holds it.
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError>;
 
-    /// Ends an `in_flight` record held by `owner` as `failed` or `manual` with `error`.
-    /// Returns `false` if the record was no longer `in_flight` under `owner`.
+    /// Ends an `in_flight` record held by `owner` as `failed` or `manual` with `error`, removing
+    /// the lease, `inflight_shard` and the stored `request` (the PIN, or a routing record's item
+    /// with the original body). Returns `false` if the record was no longer `in_flight` under
+    /// `owner`.
     async fn finish(
         &self,
         pk: &str,

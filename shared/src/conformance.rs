@@ -291,7 +291,10 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
             let c = store.get(&r.pk).await.expect("get").expect("record");
             assert_eq!(c.pk, r.pk);
             assert_eq!(c.fingerprint, r.fingerprint);
-            assert!(c.request.is_empty(), "the stored request outlived the commit");
+            assert!(
+                c.request.is_empty(),
+                "the stored request outlived the commit"
+            );
             assert_eq!(c.created_at_ms, r.created_at_ms);
             assert_eq!(c.expires_at_s, r.expires_at_s);
             assert_eq!(c.event_key, r.event_key);
@@ -710,7 +713,13 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, 
         .await
         .expect("release");
     match store
-        .take_over(&held.pk, "owner-a", "owner-b", NOW_MS + LEASE_MS, NOW_MS + 2)
+        .take_over(
+            &held.pk,
+            "owner-a",
+            "owner-b",
+            NOW_MS + LEASE_MS,
+            NOW_MS + 2,
+        )
         .await
         .expect("take over")
     {
@@ -722,7 +731,9 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, 
     let committed = sample_record(prefix, "minimise-commit", "owner-a", NOW_MS);
     must_reserve(store, &committed, NOW_MS).await;
     let booking = TmsBooking::for_record(&committed, "SLOT-M", NOW_MS + 1);
-    let out = store.commit(&committed.pk, "SLOT-M", &booking, NOW_MS + 1).await;
+    let out = store
+        .commit(&committed.pk, "SLOT-M", &booking, NOW_MS + 1)
+        .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     assert!(must_get(store, &committed.pk).await.request.is_empty());
 
@@ -738,9 +749,16 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, 
             .expect("finish"));
         let finished = must_get(store, &r.pk).await;
         assert_eq!(finished.status, status);
-        assert!(finished.request.is_empty(), "{name}: the request outlived the finish");
+        assert!(
+            finished.request.is_empty(),
+            "{name}: the request outlived the finish"
+        );
         let b = TmsBooking::for_record(&r, "SLOT-X", NOW_MS + 2);
-        match store.commit(&r.pk, "SLOT-X", &b, NOW_MS + 2).await.expect("commit") {
+        match store
+            .commit(&r.pk, "SLOT-X", &b, NOW_MS + 2)
+            .await
+            .expect("commit")
+        {
             CommitOutcome::NotInFlight(existing) => assert!(existing.request.is_empty()),
             CommitOutcome::Committed => panic!("committed a finished record"),
         }

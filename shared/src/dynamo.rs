@@ -674,7 +674,8 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
     let optional = [
         (
             "request",
-            (!record.request.is_empty()).then(|| AttributeValue::B(Blob::new(record.request.clone()))),
+            (!record.request.is_empty())
+                .then(|| AttributeValue::B(Blob::new(record.request.clone()))),
         ),
         ("lease_owner", record.lease_owner.as_deref().map(s)),
         ("lease_until", record.lease_until_ms.map(num)),

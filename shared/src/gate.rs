@@ -605,7 +605,10 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalKeyMismatch,
-                        format!("terminal: key reused with another body: {}", detail.quoted()),
+                        format!(
+                            "terminal: key reused with another body: {}",
+                            detail.quoted()
+                        ),
                         body,
                         message_id,
                         owner,

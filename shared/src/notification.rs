@@ -207,7 +207,9 @@ pub enum RejectReason {
     /// Unicode `Default_Ignorable_Code_Point` (U+200B zero width space, U+FEFF, U+00AD, variation
     /// selectors, ...), format characters (bidi controls U+202A-U+202E, U+2066-U+2069, ...), and
     /// `White_Space` other than U+0020 (U+00A0, U+2028, U+3000, ...).
-    #[error("field `{field}` holds the invisible character U+{code_point:04X} at character {position}")]
+    #[error(
+        "field `{field}` holds the invisible character U+{code_point:04X} at character {position}"
+    )]
     InvisibleCharacter {
         /// The field's name.
         field: &'static str,
@@ -845,14 +847,24 @@ mod tests {
             vec![("pin", Value::from(format!("{pin}\u{fffd}")))],
             vec![("pin", Value::from(pin)), ("terminal", Value::from("NOPE"))],
             vec![("pin", Value::from(pin)), ("terminal", Value::from(pin))],
-            vec![("pin", Value::from(pin)), ("notificationId", Value::from(format!("{pin} ")))],
+            vec![
+                ("pin", Value::from(pin)),
+                ("notificationId", Value::from(format!("{pin} "))),
+            ],
         ] {
             let text = body(&over);
             reasons.push(parse_notification(&text, NOW, &terminals()).unwrap_err());
         }
-        let twice = body(&[("pin", Value::from(pin))]).replacen('{', &format!("{{\"{pin}\":1,\"{pin}\":2,"), 1);
+        let twice = body(&[("pin", Value::from(pin))]).replacen(
+            '{',
+            &format!("{{\"{pin}\":1,\"{pin}\":2,"),
+            1,
+        );
         reasons.push(parse_notification(&twice, NOW, &terminals()).unwrap_err());
-        assert_eq!(reasons.last().map(RejectReason::code), Some("duplicate_key"));
+        assert_eq!(
+            reasons.last().map(RejectReason::code),
+            Some("duplicate_key")
+        );
         for r in reasons {
             assert!(!format!("{r} {r:?}").contains("XYZZY"), "{r:?}");
         }

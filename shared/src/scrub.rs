@@ -478,7 +478,10 @@ mod tests {
         let body = serde_json::json!({ "echo": { "you_sent": pin } }).to_string();
         assert!(body.contains(r#"PI\"N\\77"#), "{body}");
         let out = scrub(&body, &[pin]);
-        assert!(!out.contains("PI\\\"N") && !out.contains("N\\\\77"), "{out}");
+        assert!(
+            !out.contains("PI\\\"N") && !out.contains("N\\\\77"),
+            "{out}"
+        );
         assert!(out.contains(REDACTED), "{out}");
     }
 

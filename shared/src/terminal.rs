@@ -431,7 +431,11 @@ pub fn answer_digest(body: &[u8]) -> String {
 
 /// `"{n} bytes, keyed SHA-256 {digest}"`: how an answer is named in a summary.
 fn answer_size(body: &[u8]) -> String {
-    format!("{} bytes, keyed SHA-256 {}", body.len(), answer_digest(body))
+    format!(
+        "{} bytes, keyed SHA-256 {}",
+        body.len(),
+        answer_digest(body)
+    )
 }
 
 /// A detail excerpt of an answer body: JSON with secret-looking keys redacted (see
@@ -488,8 +492,7 @@ fn parse_slot(body: SlotBody, known: &Known<'_>) -> Option<SlotClaim> {
             e
         } else if scrub::quotes_secret(&e, &known.secrets) {
             EQUIPMENT_WITHHELD.to_string()
-        } else if e.len() <= MAX_EQUIPMENT_NUMBER_CHARS && e.bytes().all(|b| b.is_ascii_graphic())
-        {
+        } else if e.len() <= MAX_EQUIPMENT_NUMBER_CHARS && e.bytes().all(|b| b.is_ascii_graphic()) {
             e
         } else {
             format!(
@@ -513,8 +516,9 @@ fn slot_defect(body: &[u8], known: &Known<'_>) -> &'static str {
     match slot.get("slot_id") {
         None | Some(Value::Null) => "has no slot_id",
         // A valid slot_id with another field unreadable: as before, reported with the id rules.
-        Some(Value::String(s)) => slot_id_defect(s, &known.secrets)
-            .unwrap_or("has a slot_id that is not printable ASCII"),
+        Some(Value::String(s)) => {
+            slot_id_defect(s, &known.secrets).unwrap_or("has a slot_id that is not printable ASCII")
+        }
         Some(_) => "has a slot_id that is not a string",
     }
 }
@@ -562,9 +566,9 @@ fn classify_claim_known(status: u16, body: &[u8], known: &Known<'_>) -> ClaimOut
     let size = answer_size(body);
     match status {
         422 => ClaimOutcome::KeyMismatch(detail(format!("terminal answered 422 ({size})"))),
-        409 if problem_kind.ends_with("idempotency_mismatch") => ClaimOutcome::KeyMismatch(
-            detail(format!("terminal answered 409 idempotency_mismatch ({size})")),
-        ),
+        409 if problem_kind.ends_with("idempotency_mismatch") => ClaimOutcome::KeyMismatch(detail(
+            format!("terminal answered 409 idempotency_mismatch ({size})"),
+        )),
         409 => ClaimOutcome::KeyInFlight,
         401 => ClaimOutcome::Transient(detail(format!(
             "terminal refused the API token (401; {size})"
@@ -818,10 +822,7 @@ mod tests {
                 answer_digest(body)
             )
         );
-        assert_eq!(
-            detail.quoted(),
-            format!("{}: pin empty", detail.summary())
-        );
+        assert_eq!(detail.quoted(), format!("{}: pin empty", detail.summary()));
         assert!(matches!(
             classify_claim(429, b""),
             ClaimOutcome::Transient(_)
@@ -1074,8 +1075,7 @@ mod tests {
             secrets: vec!["731"],
             equipment_number: None,
         };
-        let ClaimOutcome::Permanent { detail, .. } = classify_claim_known(400, body, &short)
-        else {
+        let ClaimOutcome::Permanent { detail, .. } = classify_claim_known(400, body, &short) else {
             panic!("permanent");
         };
         assert_eq!(detail.excerpt(), Some(scrub::WITHHELD));

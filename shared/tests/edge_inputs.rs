@@ -326,11 +326,18 @@ async fn a_notification_id_with_an_invisible_character_is_refused() {
             "invisible_character",
         )
         .await;
-        assert!(item.detail.contains(code_point), "{value:?}: {}", item.detail);
+        assert!(
+            item.detail.contains(code_point),
+            "{value:?}: {}",
+            item.detail
+        );
     }
     // In the other identifiers too.
     assert_rejected(
-        Some(&with("equipment_number", Value::from("CSQU3054383\u{200b}"))),
+        Some(&with(
+            "equipment_number",
+            Value::from("CSQU3054383\u{200b}"),
+        )),
         "invisible_character",
     )
     .await;
@@ -345,7 +352,10 @@ async fn a_notification_id_with_an_invisible_character_is_refused() {
 async fn a_notification_id_not_in_nfc_is_refused() {
     // "é" as "e" + U+0301 (decomposed); the precomposed U+00E9 is NFC and passes.
     let item = assert_rejected(
-        Some(&with("notificationId", Value::from("PCS-Caf\u{65}\u{301}-77"))),
+        Some(&with(
+            "notificationId",
+            Value::from("PCS-Caf\u{65}\u{301}-77"),
+        )),
         "not_nfc",
     )
     .await;
@@ -362,18 +372,30 @@ async fn a_notification_id_not_in_nfc_is_refused() {
 /// two rejections, not three slots.
 #[tokio::test]
 async fn look_alike_ids_make_one_event_and_two_rejections() {
-    let (w, terminal) = scripted_world(|_| json(201, json!({"slot_id": "S-77", "equipment_number": CONTAINER}))).await;
+    let (w, terminal) = scripted_world(|_| {
+        json(
+            201,
+            json!({"slot_id": "S-77", "equipment_number": CONTAINER}),
+        )
+    })
+    .await;
     let ids = ["PCS-77", "PCS-77 ", "PCS-77\u{200b}"];
     let mut outcomes = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let body = with("notificationId", Value::from(*id));
         let report = w
             .gate
-            .handle_batch(event(&format!("m-{i}"), Some(&body)), &invocation(&w, "inv-1"))
+            .handle_batch(
+                event(&format!("m-{i}"), Some(&body)),
+                &invocation(&w, "inv-1"),
+            )
             .await;
         outcomes.push(report.records[0].outcome.clone());
     }
-    assert!(matches!(outcomes[0], RecordOutcome::Committed { .. }), "{outcomes:?}");
+    assert!(
+        matches!(outcomes[0], RecordOutcome::Committed { .. }),
+        "{outcomes:?}"
+    );
     let codes: Vec<&str> = outcomes[1..]
         .iter()
         .map(|o| match o {
@@ -392,7 +414,12 @@ async fn look_alike_ids_make_one_event_and_two_rejections() {
 #[tokio::test]
 async fn integers_beyond_2_pow_53_are_refused_not_collapsed() {
     // 2^53 + 1 and 2^53 canonicalise to the same double: refused, each with its reason.
-    for n in ["9007199254740993", "9007199254740992", "-9007199254740993", "1e16"] {
+    for n in [
+        "9007199254740993",
+        "9007199254740992",
+        "-9007199254740993",
+        "1e16",
+    ] {
         let body = good()
             .to_string()
             .replace("\"pin\"", &format!("\"gross_mass_kg\":{n},\"pin\""));
@@ -431,7 +458,11 @@ async fn numbers_more_precise_than_a_double_are_refused_not_collapsed() {
 #[tokio::test]
 async fn reasons_quote_no_body_text() {
     let pin = "RLS-104233";
-    let item = assert_rejected(Some(&with("terminal", Value::from(pin))), "unknown_terminal").await;
+    let item = assert_rejected(
+        Some(&with("terminal", Value::from(pin))),
+        "unknown_terminal",
+    )
+    .await;
     assert!(!item.detail.contains(pin), "{}", item.detail);
     let body = good()
         .to_string()

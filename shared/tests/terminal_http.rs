@@ -213,16 +213,27 @@ async fn never_quotes_a_secret_echoed_in_another_form() {
         TOKEN.replace('-', "_"),
     ];
     for form in forms {
-        for (status, kind) in [(503u16, "text"), (400, "problem"), (201, "slot"), (201, "equipment")] {
+        for (status, kind) in [
+            (503u16, "text"),
+            (400, "problem"),
+            (201, "slot"),
+            (201, "equipment"),
+        ] {
             let echo = form.clone();
             let terminal = spawn(move |seen| {
                 let message = format!("upstream refused release {echo}");
                 match (seen.method.as_str(), kind) {
-                    ("GET", _) => raw(500, format!("lookup failed: slot for release {echo} is locked")),
+                    ("GET", _) => raw(
+                        500,
+                        format!("lookup failed: slot for release {echo} is locked"),
+                    ),
                     (_, "text") => raw(status, message),
                     (_, "problem") => json(status, json!({"type": "bad", "detail": message})),
-                    (_, "slot") => json(status, json!({"slot_id": format!("S-{echo}"),
-                                                        "equipment_number": "CSQU3054383"})),
+                    (_, "slot") => json(
+                        status,
+                        json!({"slot_id": format!("S-{echo}"),
+                                                        "equipment_number": "CSQU3054383"}),
+                    ),
                     _ => json(status, json!({"slot_id": "S-2", "equipment_number": echo})),
                 }
             })
@@ -230,7 +241,10 @@ async fn never_quotes_a_secret_echoed_in_another_form() {
             let http = client(&terminal.base_url);
             let claim = http.claim("key-6", &request()).await;
             if kind == "slot" {
-                assert!(matches!(claim, ClaimOutcome::Transient(_)), "{form}: {claim:?}");
+                assert!(
+                    matches!(claim, ClaimOutcome::Transient(_)),
+                    "{form}: {claim:?}"
+                );
             }
             let t = format!(
                 "{} {}",

@@ -363,7 +363,10 @@ async fn finished_records_on_dynamodb_hold_no_request() {
     let report = gate
         .handle_batch(sqs_event(&[("m1", &committed)]), &invocation)
         .await;
-    assert!(matches!(report.records[0].outcome, RecordOutcome::Committed { .. }));
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Committed { .. }
+    ));
     let pk = format!("ect-min#{}", report.records[0].event_key.clone().unwrap());
     let item = raw_item(&store, &pk).await;
     assert_eq!(item["status"], AttributeValue::S("committed".into()));
@@ -389,7 +392,10 @@ async fn finished_records_on_dynamodb_hold_no_request() {
     let report = gate
         .handle_batch(sqs_event(&[("m3", &poison)]), &invocation)
         .await;
-    assert!(matches!(report.records[0].outcome, RecordOutcome::Rejected(_)));
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Rejected(_)
+    ));
     let route = format!("ect-min#{}", gate::keys::rejected_route_key(&poison));
     let item = raw_item(&store, &route).await;
     assert_eq!(item["status"], AttributeValue::S("manual".into()));
@@ -399,7 +405,9 @@ async fn finished_records_on_dynamodb_hold_no_request() {
     let held = sample_record("minimise", "held", "owner-a", NOW_MS);
     store.reserve(&held, NOW_MS).await.unwrap();
     let item = raw_item(&store, &held.pk).await;
-    assert!(matches!(&item["request"], AttributeValue::B(b) if b.as_ref() == held.request.as_slice()));
+    assert!(
+        matches!(&item["request"], AttributeValue::B(b) if b.as_ref() == held.request.as_slice())
+    );
 }
 
 /// A body that SQS accepts but whose JSON-escaped form is twice its size (200 KiB of `"`):

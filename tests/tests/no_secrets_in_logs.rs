@@ -103,7 +103,10 @@ fn forms(secret: &str) -> Vec<String> {
         secret.replace('-', " "),
         secret.replace('-', "_").to_lowercase(),
         format!("\\u{:04x}{rest}", u32::from(first)),
-        secret.chars().map(|c| format!("\\u{:04X}", u32::from(c))).collect(),
+        secret
+            .chars()
+            .map(|c| format!("\\u{:04X}", u32::from(c)))
+            .collect(),
         secret.replace('-', "%2D"),
         secret.bytes().map(|b| format!("%{b:02X}")).collect(),
         format!("&#{};{rest}", u32::from(first)),
@@ -328,7 +331,10 @@ fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send 
                     200,
                     json!({"slot": {"slot_id": format!("S-{}", PIN.to_lowercase())}}),
                 ),
-                Lookup::Echo500 => json(500, json!({"message": format!("lookup failed: {}", echo(seen))})),
+                Lookup::Echo500 => json(
+                    500,
+                    json!({"message": format!("lookup failed: {}", echo(seen))}),
+                ),
                 Lookup::NotFound => json(404, json!({"type": "not_found", "detail": echo(seen)})),
             };
         }
@@ -472,10 +478,11 @@ fn consumer_bodies(tag: &str, behaviour: &Mutex<Behaviour>) -> Vec<String> {
     let mut pin_id = ok.clone();
     pin_id["notificationId"] = json!(format!("{PIN} "));
     bodies.push(pin_id.to_string());
-    bodies.push(
-        ok.to_string()
-            .replacen("\"gross_mass_kg\":25000", "\"gross_mass_kg\":9007199254740993", 1),
-    );
+    bodies.push(ok.to_string().replacen(
+        "\"gross_mass_kg\":25000",
+        "\"gross_mass_kg\":9007199254740993",
+        1,
+    ));
     bodies
 }
 
@@ -819,7 +826,12 @@ async fn the_binaries_log_no_secret_at_trace() {
         .await
         .unwrap();
     assert_eq!(
-        (&run["examined"], &run["reconciled"], &run["manual"], &run["transient"]),
+        (
+            &run["examined"],
+            &run["reconciled"],
+            &run["manual"],
+            &run["transient"]
+        ),
         (&json!(5), &json!(1), &json!(1), &json!(3)),
         "{run}"
     );
@@ -885,7 +897,10 @@ async fn the_binaries_log_no_secret_at_trace() {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v.get("_aws").is_some())
         .collect();
-    assert!(emf.len() >= 2, "the consumer's and the reconciler's EMF documents: {emf:?}");
+    assert!(
+        emf.len() >= 2,
+        "the consumer's and the reconciler's EMF documents: {emf:?}"
+    );
     assert_clean("the EMF documents", &format!("{emf:?}"));
     let cloudwatch = aws_sdk_cloudwatch::Client::new(&sdk_config().await);
     let metrics = cloudwatch
@@ -894,7 +909,10 @@ async fn the_binaries_log_no_secret_at_trace() {
         .send()
         .await
         .unwrap();
-    assert!(!metrics.metrics().is_empty(), "the metrics function published");
+    assert!(
+        !metrics.metrics().is_empty(),
+        "the metrics function published"
+    );
     assert_clean("the published metrics", &format!("{metrics:?}"));
     let _ = std::fs::remove_dir_all(&dir);
 }

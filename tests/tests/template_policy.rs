@@ -82,7 +82,10 @@ fn the_template_passes_and_every_breach_is_named() {
         ),
     ];
     for (what, from, to, named) in breaches {
-        assert!(template.contains(from), "{what}: {from:?} not in the template");
+        assert!(
+            template.contains(from),
+            "{what}: {from:?} not in the template"
+        );
         let (ok, stderr) = check(&template.replacen(from, to, 1));
         assert!(!ok, "{what}: the check passed");
         assert!(stderr.contains(named), "{what}: {stderr}");

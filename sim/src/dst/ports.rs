@@ -285,7 +285,10 @@ impl SlotTerminal for SimTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
         let latency = self.shared.state().between(30, 1_500);
         self.shared.park(self.task, "claim", latency).await;
-        let has_slot = matches!(self.inner.lookup(op_key, request).await, LookupOutcome::Found(_));
+        let has_slot = matches!(
+            self.inner.lookup(op_key, request).await,
+            LookupOutcome::Found(_)
+        );
         let fault = {
             let mut st = self.shared.state();
             let p = st.profile.clone();

@@ -10,7 +10,8 @@
 #   check-template-policy.py     the project's own rules no scanner knows: one role per function,
 #                                no "*" resource where one can be named, the token's secret read
 #                                only by its readers, DLQ retention above the source's, tables
-#                                with PITR and deletion protection, bounded SQS event sources
+#                                with PITR and deletion protection, bounded SQS event sources,
+#                                queue policies (who sends, who reads), the PITR window parameter
 #
 # Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec;
 # checkov runs with --skip-download, so it fetches no policy metadata).

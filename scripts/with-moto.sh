@@ -3,9 +3,11 @@
 #
 #   scripts/with-moto.sh cargo test -p integration-tests
 #
-# Starts `.venv/bin/moto_server -H 127.0.0.1 -p PORT` (override with MOTO_SERVER=/path), waits
-# until it answers, exports MOTO_ENDPOINT and dummy AWS credentials and region, runs "$@", and
-# stops moto on exit, also when the command fails or is interrupted. Exits with the command's code.
+# Starts moto on 127.0.0.1:PORT through scripts/moto-serial.py (moto's server with DynamoDB
+# requests served one at a time, as DynamoDB serialises conflicting transactions and moto does
+# not; MOTO_SERVER=/path/to/moto_server runs that instead), waits until it answers, exports
+# MOTO_ENDPOINT and dummy AWS credentials and region, runs "$@", and stops moto on exit, also when
+# the command fails or is interrupted. Exits with the command's code.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,11 @@ fi
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 log="$(mktemp -t moto.XXXXXX.log)"
-"$moto" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+if [ -n "${MOTO_SERVER:-}" ]; then
+    "$moto" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+else
+    "$root/.venv/bin/python" "$root/scripts/moto-serial.py" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+fi
 moto_pid=$!
 
 cleanup() {

@@ -605,7 +605,7 @@ impl Gate {
         if age >= self.config.claim_horizon_ms {
             // A record resumed days later (a redelivery after the terminal's key retention):
             // never claim again; find the slot the key may hold, or hand it to a person.
-            let outcome = match self.terminal.lookup(&record.op_key).await {
+            let outcome = match self.terminal.lookup(&record.op_key, &record.request).await {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {
@@ -650,7 +650,10 @@ impl Gate {
         let owner = invocation.request_id.as_str();
         let slot = match outcome {
             ClaimOutcome::Claimed(slot) => slot,
-            ClaimOutcome::Transient(why) => return self.release(record, owner, why).await,
+            // Logged and reported: the summary only, never a character of the answer.
+            ClaimOutcome::Transient(why) => {
+                return self.release(record, owner, why.to_string()).await
+            }
             ClaimOutcome::KeyInFlight => {
                 return self
                     .release(record, owner, "terminal: same key still in flight".into())
@@ -662,20 +665,23 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalKeyMismatch,
-                        format!("terminal: key reused with another body: {detail}"),
+                        format!(
+                            "terminal: key reused with another body: {}",
+                            detail.quoted()
+                        ),
                         body,
                         message_id,
                         invocation,
                     )
                     .await
             }
-            ClaimOutcome::Permanent { status, detail } => {
+            ClaimOutcome::Permanent { detail, .. } => {
                 return self
                     .route_held_record(
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalRejected,
-                        format!("terminal answered {status}: {detail}"),
+                        detail.quoted(),
                         body,
                         message_id,
                         invocation,

@@ -137,8 +137,8 @@ impl SlotTerminal for PausedClaims {
         self.land.notified().await;
         self.inner.claim(op_key, request).await
     }
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
-        self.inner.lookup(op_key).await
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        self.inner.lookup(op_key, request).await
     }
 }
 
@@ -187,8 +187,8 @@ impl SlotTerminal for HookedLookup {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
         self.inner.claim(op_key, request).await
     }
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
-        let found = self.inner.lookup(op_key).await;
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        let found = self.inner.lookup(op_key, request).await;
         if let Some(hook) = &self.hook {
             hook.fire().await;
         }

@@ -19,12 +19,13 @@ AWS SDKs. This launcher serves the same moto application (``DomainDispatcherAppl
 waitress (pinned in ``bench/requirements.txt``), which keeps HTTP/1.1 connections alive.
 ``--server werkzeug`` serves it on werkzeug's server, as moto_server does, for comparison.
 
-3. One request at a time. moto's DynamoDB backend checks a condition and writes without a lock,
-so two concurrent ``attribute_not_exists(pk)`` puts on one key can both succeed under a threaded
-server; DynamoDB serialises conditional writes per item. Both servers run the application behind
-``scripts/moto_serial.py``'s ``SerialApp`` (one lock around each request and its response body),
-so the handlers see DynamoDB's semantics. moto serves one request at a time anyway (one Python
-process), so the lock costs no throughput (BENCHMARKS.md).
+3. DynamoDB one request at a time. moto's DynamoDB backend checks a condition and writes without a
+lock, so two concurrent ``attribute_not_exists(pk)`` puts on one key can both succeed under a
+threaded server; DynamoDB serialises conditional writes per item. Both servers run the application
+behind ``scripts/moto-serial.py``'s ``SerialDynamoDB`` (one lock around each DynamoDB request and
+its answer, as ``scripts/with-moto.sh`` runs moto for the tests), so the handlers see DynamoDB's
+semantics. moto serves one request at a time anyway (one Python process), so the lock costs no
+throughput (BENCHMARKS.md).
 
 Usage: ``moto_server.py -H 127.0.0.1 -p PORT [--server waitress|werkzeug] [--threads N]``.
 """
@@ -38,10 +39,23 @@ from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
-from moto.moto_server.werkzeug_app import MotoRequestHandler
+import importlib.util
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from moto_serial import SerialApp, moto_app  # noqa: E402  (the repository's scripts/)
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+
+
+def _serial_dynamodb():
+    """``SerialDynamoDB`` of the repository's ``scripts/moto-serial.py`` (the launcher the tests
+    use; its file name is not an importable module name)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "moto-serial.py")
+    spec = importlib.util.spec_from_file_location("moto_serial", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SerialDynamoDB
 
 _original = DynamoDBBackend.transact_write_items
 
@@ -117,7 +131,9 @@ def main():
     p.add_argument("--threads", type=int, default=4)
     args = p.parse_args()
     os.environ.setdefault("MOTO_PORT", str(args.port))
-    app = SerialApp(moto_app())
+    moto = DomainDispatcherApplication(create_backend_app)
+    moto.debug = True
+    app = _serial_dynamodb()(moto)
     if args.server == "werkzeug":
         from werkzeug.serving import run_simple
 

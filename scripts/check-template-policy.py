@@ -16,7 +16,20 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * every table encrypted, with point-in-time recovery and deletion protection from the
   TableDeletionProtection parameter;
 * every SQS event source bounded by ScalingConfig.MaximumConcurrency, and reports batch item
-  failures.
+  failures;
+* queue policies (issue 13: the queues hold release PINs), one policy per queue, each denying
+  requests without TLS, none allowing Principal "*":
+  - the manual-booking queue (the functions' MANUAL_QUEUE_URL): SendMessage allowed to, and denied
+    to everyone but, exactly the roles of the functions that send to it; ReceiveMessage,
+    DeleteMessage, ChangeMessageVisibility and PurgeQueue denied to everyone but those roles and
+    the OperatorRoleArn parameter; no role of the template may read it;
+  - the notification queue (the consumer's SQS event source): SendMessage allowed to, and denied
+    to everyone but, the NotificationProducerArns parameter (and the operator, for redrives);
+    reads denied to everyone but the consumer's role and the operator;
+  - every dead-letter queue: reads denied to everyone but the operator;
+  - NotificationProducerArns and OperatorRoleArn have no default (a deploy must name them);
+* the idempotency table's point-in-time recovery window is the IdempotencyTableRecoveryDays
+  parameter (at most 35 days).
 
 Usage: scripts/check-template-policy.py [template]   (PyYAML: the project venv has it)
 """
@@ -98,6 +111,85 @@ def statements(role):
                         yield branch
             elif isinstance(st, dict):
                 yield st
+
+
+# Queue policies (issue 13).
+OPERATOR = "OperatorRoleArn"
+PRODUCERS = "NotificationProducerArns"
+RECOVERY_DAYS = "IdempotencyTableRecoveryDays"
+READS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:PurgeQueue"}
+
+
+def names(value):
+    """Every logical id or parameter a (possibly nested) expression refers to, plus any literal
+    ARN it holds: `!Split [",", !Join [",", [!Join [",", !Ref A], !Ref B]]]` is {A, B}."""
+    out = set()
+    if isinstance(value, Tag):
+        target = ref(value)
+        if target is not None:
+            out.add(target)
+        else:
+            out |= names(value.value)
+    elif isinstance(value, list):
+        for v in value:
+            out |= names(v)
+    elif isinstance(value, dict):
+        target = ref(value)
+        if target is not None:
+            out.add(target)
+        else:
+            for v in value.values():
+                out |= names(v)
+    elif isinstance(value, str) and value.startswith("arn:"):
+        out.add(value)
+    return out
+
+
+def principal_aws(st):
+    """A statement's `Principal.AWS` (or the principal itself when it is a plain "*")."""
+    principal = st.get("Principal")
+    return principal.get("AWS") if isinstance(principal, dict) else principal
+
+
+def is_everyone(principal):
+    return principal == "*" or (isinstance(principal, dict) and principal.get("AWS") == "*")
+
+
+def except_principals(st):
+    """The principals a Deny statement exempts through `ArnNotEquals aws:PrincipalArn`, or None
+    when it has no such condition."""
+    cond = (st.get("Condition") or {}).get("ArnNotEquals") or {}
+    if "aws:PrincipalArn" not in cond:
+        return None
+    return names(cond["aws:PrincipalArn"])
+
+
+def check_queue_access(problem, name, statements, action, allowed):
+    """`action` (one or a set) is allowed to principals within `allowed` only, and denied to
+    every principal outside `allowed` by a Deny on Principal "*" that exempts no one else."""
+    wanted = action if isinstance(action, set) else {action}
+    for st in statements:
+        actions = set(as_list(st.get("Action")))
+        if st.get("Effect") == "Allow" and actions & wanted:
+            aws = principal_aws(st)
+            extra = (names(aws) | ({"*"} if aws == "*" else set())) - allowed
+            if extra:
+                problem(f"{name}/{st.get('Sid', '?')}: {sorted(actions & wanted)} allowed to {sorted(extra)}")
+    denied = set()
+    for st in statements:
+        if st.get("Effect") != "Deny" or not is_everyone(st.get("Principal")):
+            continue
+        if not set(as_list(st.get("Action"))) & wanted:
+            continue
+        exempt = except_principals(st)
+        if exempt is None:
+            continue
+        if exempt - allowed:
+            problem(f"{name}/{st.get('Sid', '?')}: the Deny exempts {sorted(exempt - allowed)}")
+            continue
+        denied |= set(as_list(st.get("Action"))) & wanted
+    if denied != wanted:
+        problem(f"{name}: {sorted(wanted - denied)} not denied to every principal but {sorted(allowed)}")
 
 
 def number(value):
@@ -222,12 +314,113 @@ def main(path):
             if "ReportBatchItemFailures" not in as_list(props.get("FunctionResponseTypes")):
                 problem(f"{name}/{ev_name}: no ReportBatchItemFailures")
 
+    # Queue policies: one per queue, TLS only, no Allow for everyone, who sends, who reads.
+    policy_of = {}
+    for pname, pol in resources.items():
+        if pol["Type"] != "AWS::SQS::QueuePolicy":
+            continue
+        props = pol.get("Properties", {})
+        for q in as_list(props.get("Queues")):
+            qname = ref(q)
+            if qname in policy_of:
+                problem(f"{qname}: two queue policies ({policy_of[qname][0]}, {pname}) overwrite each other")
+            policy_of[qname] = (pname, as_list(props.get("PolicyDocument", {}).get("Statement")))
+    for qname in queues:
+        if qname not in policy_of:
+            problem(f"{qname}: no queue policy")
+            continue
+        pname, sts = policy_of[qname]
+        label = f"{pname} ({qname})"
+        if not any(
+            st.get("Effect") == "Deny" and is_everyone(st.get("Principal"))
+            and "sqs:*" in as_list(st.get("Action"))
+            and str((st.get("Condition") or {}).get("Bool", {}).get("aws:SecureTransport")).lower() == "false"
+            for st in sts
+        ):
+            problem(f"{label}: requests without TLS are not denied")
+        for st in sts:
+            if st.get("Effect") == "Allow" and is_everyone(st.get("Principal")):
+                problem(f"{label}/{st.get('Sid', '?')}: Allow for Principal '*'")
+
+    params = template.get("Parameters", {})
+    for p_ in (OPERATOR, PRODUCERS):
+        if p_ not in params:
+            problem(f"parameter {p_} missing")
+        elif "Default" in params[p_]:
+            problem(f"parameter {p_} has a default: a deploy must name it")
+
+    def env_ref(fn, var):
+        env = (functions.get(fn, {}).get("Properties", {}).get("Environment") or {}).get("Variables") or {}
+        return ref(env.get(var))
+
+    manual_queue = None
+    senders = set()
+    for fname in functions:
+        q = env_ref(fname, "MANUAL_QUEUE_URL")
+        if q is not None:
+            manual_queue = manual_queue or q
+            if q != manual_queue:
+                problem(f"{fname}: MANUAL_QUEUE_URL is {q}, not {manual_queue}")
+            senders.add(role_of[fname])
+    if manual_queue is None:
+        problem("no function has MANUAL_QUEUE_URL: the manual-booking queue is unknown")
+    elif manual_queue in policy_of:
+        pname, sts = policy_of[manual_queue]
+        label = f"{pname} ({manual_queue})"
+        check_queue_access(problem, label, sts, "sqs:SendMessage", senders)
+        check_queue_access(problem, label, sts, READS, senders | {OPERATOR})
+        for role_name, role in roles.items():
+            for st in statements(role):
+                if (st.get("Effect") == "Allow" and set(as_list(st.get("Action"))) & READS
+                        and manual_queue in names(st.get("Resource"))):
+                    problem(f"{role_name}/{st.get('Sid', '?')}: reads the manual-booking queue")
+
+    notification_queues = set()
+    for fname, fn in functions.items():
+        for ev in (fn.get("Properties", {}).get("Events") or {}).values():
+            if ev.get("Type") == "SQS":
+                notification_queues.add((ref(ev.get("Properties", {}).get("Queue")), role_of[fname]))
+    if not notification_queues:
+        problem("no SQS event source: the notification queue is unknown")
+    for qname, reader in notification_queues:
+        if qname not in policy_of:
+            continue
+        pname, sts = policy_of[qname]
+        label = f"{pname} ({qname})"
+        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR})
+        senders_named = set()
+        for st in sts:
+            if st.get("Effect") == "Allow" and "sqs:SendMessage" in as_list(st.get("Action")):
+                senders_named |= names(principal_aws(st))
+        if PRODUCERS not in senders_named:
+            problem(f"{label}: the producers ({PRODUCERS}) may not send")
+        check_queue_access(problem, label, sts, READS, {reader, OPERATOR})
+        dlq = ref(((queues.get(qname, {}).get("Properties") or {}).get("RedrivePolicy") or {})
+                  .get("deadLetterTargetArn"))
+        if dlq in policy_of:
+            pname, sts = policy_of[dlq]
+            check_queue_access(problem, f"{pname} ({dlq})", sts, READS, {OPERATOR})
+        elif dlq is not None:
+            problem(f"{dlq}: no queue policy")
+
+    # The idempotency table's point-in-time recovery window is a parameter (PINs in backups).
+    table = env_ref(next(iter(functions), ""), "IDEMPOTENCY_TABLE")
+    if table not in resources:
+        problem("IDEMPOTENCY_TABLE names no table of the template")
+    else:
+        pitr = resources[table].get("Properties", {}).get("PointInTimeRecoverySpecification", {})
+        days = pitr.get("RecoveryPeriodInDays")
+        if ref(days) != RECOVERY_DAYS or RECOVERY_DAYS not in params:
+            problem(f"{table}: RecoveryPeriodInDays is not the {RECOVERY_DAYS} parameter")
+        elif number(params[RECOVERY_DAYS].get("MaxValue")) not in range(1, 36):
+            problem(f"{RECOVERY_DAYS}: MaxValue must be 1 to 35 (DynamoDB's limit)")
+
     for p in problems:
         print(f"check-template-policy: {p}", file=sys.stderr)
     if problems:
         return 1
     print(f"check-template-policy: {len(functions)} functions, {len(roles)} roles, "
-          f"{len(queues)} queues: every rule holds")
+          f"{len(queues)} queues, {len(policy_of)} queue policies: every rule holds")
     return 0
 
 

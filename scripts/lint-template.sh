@@ -11,7 +11,8 @@
 #                                no "*" resource where one can be named, the token's secret read
 #                                only by its readers, DLQ retention above the source's,
 #                                maxReceiveCount at least 5, tables with PITR and deletion
-#                                protection, bounded SQS event sources
+#                                protection, bounded SQS event sources, queue policies (who
+#                                sends, who reads), the PITR window parameter
 #
 # Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec;
 # checkov runs with --skip-download, so it fetches no policy metadata).

@@ -3,37 +3,32 @@
 #
 #   scripts/with-moto.sh cargo test -p integration-tests
 #
-# Starts moto on .venv's Python through `scripts/moto_serial.py -H 127.0.0.1 -p PORT`: moto's
-# server application serving one request at a time, so concurrent conditional writes on one item
-# are serialised as DynamoDB serialises them (plain moto_server is threaded and is not). Override
-# with MOTO_SERVER=/path/to/executable (e.g. .venv/bin/moto_server, to see moto's own races).
-# Waits until it answers, exports MOTO_ENDPOINT and dummy AWS credentials and region, runs "$@",
-# and stops moto on exit, also when the command fails or is interrupted. Exits with the command's
-# code.
+# Starts moto on 127.0.0.1:PORT through scripts/moto-serial.py (moto's server with DynamoDB
+# requests served one at a time, as DynamoDB serialises conflicting transactions and moto does
+# not; MOTO_SERVER=/path/to/moto_server runs that instead), waits until it answers, exports
+# MOTO_ENDPOINT and dummy AWS credentials and region, runs "$@", and stops moto on exit, also when
+# the command fails or is interrupted. Exits with the command's code.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-python="$root/.venv/bin/python"
-if [ -n "${MOTO_SERVER:-}" ]; then
-    moto=("$MOTO_SERVER")
-    check="$MOTO_SERVER"
-else
-    moto=("$python" "$root/scripts/moto_serial.py")
-    check="$root/.venv/bin/moto_server"
-fi
+moto="${MOTO_SERVER:-$root/.venv/bin/moto_server}"
 if [ "$#" -eq 0 ]; then
     echo "usage: $0 COMMAND [ARGS...]" >&2
     exit 2
 fi
-if [ ! -x "$check" ]; then
-    echo "with-moto: $check not found; install it with:" >&2
+if [ ! -x "$moto" ]; then
+    echo "with-moto: $moto not found; install it with:" >&2
     echo "  python3 -m venv $root/.venv && $root/.venv/bin/pip install 'moto[server]==5.2.5'" >&2
     exit 2
 fi
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 log="$(mktemp -t moto.XXXXXX.log)"
-"${moto[@]}" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+if [ -n "${MOTO_SERVER:-}" ]; then
+    "$moto" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+else
+    "$root/.venv/bin/python" "$root/scripts/moto-serial.py" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+fi
 moto_pid=$!
 
 cleanup() {

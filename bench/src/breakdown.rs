@@ -34,7 +34,7 @@ impl SlotTerminal for InProcessTerminal {
         })
     }
 
-    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::NotFound
     }
 }

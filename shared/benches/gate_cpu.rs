@@ -48,7 +48,7 @@ impl SlotTerminal for NoTerminal {
         ClaimOutcome::Transient("not in a benchmark".into())
     }
 
-    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::NotFound
     }
 }

@@ -194,6 +194,8 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn IdempotencyStore>, prefix
             status,
             route_pending: pending,
             expires_at_s: now_s,
+            // Not shard "07": `stale_in_flight_paginates` owns that shard on a shared table.
+            inflight_shard: Some("14".into()),
             ..sample_record(prefix, name, "owner-old", NOW_MS - TTL_S * 1000)
         };
         must_reserve(store, &stranded, NOW_MS - TTL_S * 1000).await;
@@ -950,6 +952,89 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
     assert!(none.entries.is_empty(), "created_before is exclusive");
 }
 
+/// Data minimisation (issue 13): the stored claim request holds the release PIN and is never sent
+/// again once a record leaves `in_flight`, so `commit` and `finish` (as `failed` and as `manual`)
+/// remove it; a record still `in_flight` keeps it (a take-over resends it), also after a lease
+/// release and a take-over; a commit refused because the record was finished returns it without.
+pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let held = sample_record(prefix, "minimise-held", "owner-a", NOW_MS);
+    must_reserve(store, &held, NOW_MS).await;
+    store
+        .release_lease(&held.pk, "owner-a", NOW_MS + 1)
+        .await
+        .expect("release");
+    match store
+        .take_over(
+            &held.pk,
+            "owner-a",
+            "owner-b",
+            NOW_MS + LEASE_MS,
+            NOW_MS + 2,
+        )
+        .await
+        .expect("take over")
+    {
+        TakeOver::Taken(r) => assert_eq!(r.request, held.request, "in_flight keeps it"),
+        TakeOver::Refused => panic!("take-over of a released lease refused"),
+    }
+    assert_eq!(must_get(store, &held.pk).await.request, held.request);
+
+    let committed = sample_record(prefix, "minimise-commit", "owner-a", NOW_MS);
+    must_reserve(store, &committed, NOW_MS).await;
+    let booking = TmsBooking::for_record(&committed, "SLOT-M", NOW_MS + 1);
+    let out = store
+        .commit(&committed.pk, "owner-a", "SLOT-M", &booking, NOW_MS + 1)
+        .await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    assert!(must_get(store, &committed.pk).await.request.is_empty());
+
+    for (name, status) in [
+        ("minimise-failed", RecordStatus::Failed),
+        ("minimise-manual", RecordStatus::Manual),
+    ] {
+        let r = sample_record(prefix, name, "owner-a", NOW_MS);
+        must_reserve(store, &r, NOW_MS).await;
+        // Marked: the claim request is replaced by the manual item until the send is confirmed.
+        let item = br#"{"reason":"past_key_retention"}"#;
+        assert_eq!(
+            store
+                .finish(
+                    &r.pk,
+                    "owner-a",
+                    status,
+                    "routed",
+                    item,
+                    FinishGuard::Lease,
+                    NOW_MS + 1
+                )
+                .await
+                .expect("finish"),
+            FinishOutcome::Finished
+        );
+        assert_eq!(must_get(store, &r.pk).await.request, item.to_vec());
+        assert!(store
+            .routed(&r.pk, "owner-a", NOW_MS + 2)
+            .await
+            .expect("routed"));
+        let finished = must_get(store, &r.pk).await;
+        assert_eq!(finished.status, status);
+        assert!(
+            finished.request.is_empty(),
+            "{name}: the request outlived the routing"
+        );
+        let b = TmsBooking::for_record(&r, "SLOT-X", NOW_MS + 3);
+        match store
+            .commit(&r.pk, "owner-a", "SLOT-X", &b, NOW_MS + 3)
+            .await
+            .expect("commit")
+        {
+            CommitOutcome::Refused(existing) => assert!(existing.request.is_empty()),
+            CommitOutcome::Committed => panic!("committed a finished record"),
+        }
+    }
+}
+
 /// Every case, in order, each with its own sub-prefix.
 pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
@@ -963,5 +1048,6 @@ pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     release_lease_then_take_over(Arc::clone(&store), &format!("{prefix}-h")).await;
     finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
     record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
+    finished_records_hold_no_request(Arc::clone(&store), &format!("{prefix}-m")).await;
     stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
 }

@@ -314,10 +314,11 @@ impl IdempotencyStore for DynamoStore {
             .update_expression(
                 "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
                  ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_until, request",
+                 REMOVE inflight_shard, lease_until, #request",
             )
             .condition_expression(HELD_CONDITION)
             .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#request", "request")
             .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
@@ -464,11 +465,12 @@ impl IdempotencyStore for DynamoStore {
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression(
-                "SET #status = :status, #error = :error, request = :item, \
+                "SET #status = :status, #error = :error, #request = :item, \
                  route_pending = :pending, updated_at = :now_ms",
             )
             .condition_expression(condition)
             .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#request", "request")
             .expression_attribute_names("#error", "error")
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
@@ -512,9 +514,10 @@ impl IdempotencyStore for DynamoStore {
             .key("pk", s(pk))
             .update_expression(
                 "SET updated_at = :now_ms \
-                 REMOVE route_pending, request, lease_until, inflight_shard",
+                 REMOVE route_pending, #request, lease_until, inflight_shard",
             )
             .condition_expression("attribute_exists(route_pending) AND lease_owner = :owner")
+            .expression_attribute_names("#request", "request")
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":now_ms", num(now_ms))
             .send()

@@ -19,17 +19,35 @@
 //!   claimed) is a duplicate, never also a job for a person.
 //!
 //! A routing record's operation is the send itself (`op_key` is the key of the `manual-route`
-//! operation, `request` the item's JSON): it is `in_flight` with a lease while the send happens,
-//! then `manual`. Conflicts resolve as for events: `manual` or a live lease is a duplicate
-//! (acknowledged); an expired lease is taken over and the stored item sent. Routing records sit
-//! in the `InFlight` index while `in_flight`, so the reconciler finishes one whose sender died
-//! and whose message will not return (e.g. all copies acknowledged as duplicates meanwhile).
+//! operation, `request` the item's JSON). It is born `manual` with its routing pending
+//! (`route_pending`, a lease, an `InFlight` shard), then the item is sent, then the routing is
+//! confirmed (`routed`: pending mark, item, lease and shard removed). Conflicts resolve as for
+//! events: a confirmed routing or a live lease is a duplicate (acknowledged); an expired lease
+//! is taken over and the stored item sent. Pending routings sit in the `InFlight` index, so the
+//! reconciler finishes one whose sender died and whose message will not return.
 //!
-//! The send comes before the mark: a crash between them (or an error from either, or a take-over
-//! by a host whose clock runs ahead) sends the item again when the record is resumed. That is
-//! the honest promise: **at least once into the manual queue, never lost**, and a repeat carries
-//! the same dedup key (`event_key`, or for a rejected body the same `original_body`), so a person
-//! sees it is one case. Marking first would turn that crash into a lost item.
+//! ## Mark, send, confirm: the lease fences every state change
+//!
+//! Every record a worker holds carries its lease token (`lease_owner`, unique per acquisition,
+//! see [`Invocation::for_record`]); every state change is conditional on it: a commit, a release,
+//! a routing's mark and its confirmation. A holder whose lease was taken over is refused and
+//! re-reads before acting (see [`RecordOutcome::LeaseLost`]). Routing an event to a person marks
+//! the record first (`failed`/`manual`, routing pending, fenced by the lease), then sends, then
+//! confirms: a holder that lost its lease sends nothing, and once marked no one can commit the
+//! record, so **no committed event is ever also in the manual queue**. A crash (or an error)
+//! between the send and the confirmation sends the item again when the routing is resumed: **at
+//! least once into the manual queue, never lost**, and a repeat carries the same dedup key
+//! (`event_key`, or for a rejected body the same `original_body`), so a person sees it is one
+//! case.
+//!
+//! ## A write that landed and lost its answer
+//!
+//! The SDK retries a request whose answer did not arrive, and the retry meets the write it
+//! repeats. Each write recognises itself by the lease token (see `crate::dynamo`, "A write that
+//! landed and lost its answer"): a reserve that meets its own reservation is reserved, a
+//! take-over that meets its own lease is taken, a commit that meets the record committed by its
+//! token with its slot is committed, a mark that meets its own mark is marked; a release, a
+//! confirmation and a slot-id `ADD` are idempotent by nature.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -65,7 +83,9 @@ pub struct GateConfig {
     /// Whether the terminal honours `Idempotency-Key`. If not, every event goes to the manual
     /// queue: a retry could claim a second slot.
     pub terminal_supports_idempotency_key: bool,
-    /// Record lifetime in **seconds** (`expires_at = now + ttl`). Default 21 days
+    /// Record lifetime in **seconds**, counted from the later of the reservation and the
+    /// notification's window end (`expires_at = max(now, window_end) + ttl`, see
+    /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
     /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
     /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
@@ -86,7 +106,7 @@ pub struct GateConfig {
 }
 
 impl GateConfig {
-    /// Defaults for `integration` booking at `known_terminals`: key support on, 14-day TTL,
+    /// Defaults for `integration` booking at `known_terminals`: key support on, 21-day TTL,
     /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
     pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
         Self {
@@ -585,7 +605,7 @@ impl Gate {
         if age >= self.config.claim_horizon_ms {
             // A record resumed days later (a redelivery after the terminal's key retention):
             // never claim again; find the slot the key may hold, or hand it to a person.
-            let outcome = match self.terminal.lookup(&record.op_key).await {
+            let outcome = match self.terminal.lookup(&record.op_key, &record.request).await {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {
@@ -630,7 +650,10 @@ impl Gate {
         let owner = invocation.request_id.as_str();
         let slot = match outcome {
             ClaimOutcome::Claimed(slot) => slot,
-            ClaimOutcome::Transient(why) => return self.release(record, owner, why).await,
+            // Logged and reported: the summary only, never a character of the answer.
+            ClaimOutcome::Transient(why) => {
+                return self.release(record, owner, why.to_string()).await
+            }
             ClaimOutcome::KeyInFlight => {
                 return self
                     .release(record, owner, "terminal: same key still in flight".into())
@@ -642,20 +665,23 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalKeyMismatch,
-                        format!("terminal: key reused with another body: {detail}"),
+                        format!(
+                            "terminal: key reused with another body: {}",
+                            detail.quoted()
+                        ),
                         body,
                         message_id,
                         invocation,
                     )
                     .await
             }
-            ClaimOutcome::Permanent { status, detail } => {
+            ClaimOutcome::Permanent { detail, .. } => {
                 return self
                     .route_held_record(
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalRejected,
-                        format!("terminal answered {status}: {detail}"),
+                        detail.quoted(),
                         body,
                         message_id,
                         invocation,

@@ -5,7 +5,8 @@
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
 //! * [`record`], [`store`]: the idempotency record and the `IdempotencyStore` port;
 //!   [`memory`]: the in-memory store;
-//! * [`terminal`]: the `SlotTerminal` port and `HttpTerminal`;
+//! * [`terminal`]: the `SlotTerminal` port and `HttpTerminal`; [`scrub`]: the PIN and the token
+//!   found and cut out of text from outside, in every form a server echoes them;
 //! * [`manual`]: the `ManualQueue` port and its in-memory queue; [`clock`]: the `Clock` port;
 //! * [`gate`]: the consumer handler (the four steps).
 pub mod clock;
@@ -15,6 +16,7 @@ pub mod conformance;
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod gate;
+pub mod ijson;
 pub mod iso6346;
 pub mod keys;
 #[cfg(feature = "aws")]
@@ -26,6 +28,7 @@ pub mod memory;
 pub mod notification;
 pub mod reconciler;
 pub mod record;
+pub mod scrub;
 #[cfg(feature = "aws")]
 pub mod secrets;
 pub mod signals;

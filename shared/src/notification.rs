@@ -25,7 +25,24 @@
 //! | `pin` | at most [`MAX_PIN_CHARS`] characters | `field_too_long` |
 //! | those four fields | no control character (Unicode `Cc`, e.g. NUL, CR, LF, DEL) | `control_character` |
 //! | those four fields | no U+FFFD: the sender's bytes were not UTF-8 and someone replaced them | `replacement_character` |
+//! | every number | at most 2^53 - 1 in magnitude (I-JSON, RFC 7493; [`crate::ijson`]) | `number_out_of_range` |
+//! | every number | no more precision than the IEEE 754 double it rounds to | `number_not_exact` |
+//! | `notificationId`, `terminal` | no leading or trailing whitespace | `surrounding_whitespace` |
+//! | `notificationId`, `equipment_number`, `terminal` | no invisible character (Unicode `Default_Ignorable_Code_Point` and format characters: U+200B, U+FEFF, bidi controls, ...) and no space other than U+0020 | `invisible_character` |
+//! | `notificationId`, `equipment_number`, `terminal` | in Unicode Normalization Form C (UAX #15) | `not_nfc` |
 //! | window end | at most [`MAX_WINDOW_AHEAD_DAYS`] days after now | `window_too_far_ahead` |
+//!
+//! **Identifiers that look alike are one identifier or a rejection, never two events.** The
+//! event key hashes `notificationId` as sent, so `"PCS-77"`, `"PCS-77 "` and `"PCS-77\u{200b}"`
+//! would be three events, three slots and three bookings for one container: those are refused
+//! (`surrounding_whitespace`, `invisible_character`), as is a decomposed `"é"` next to a
+//! precomposed one (`not_nfc`). The equipment number is normalised instead (ISO 6346: case,
+//! spaces and dashes), so its surrounding spaces are kept out of the key by the normalisation.
+//! Numbers are checked so that two different values never share a fingerprint ([`crate::ijson`]).
+//!
+//! **No reason quotes the body.** A reason names fields, positions, limits and code points, never
+//! a value from the body: a body may carry the PIN in any field (`"terminal": "<the PIN>"`), and
+//! reasons are logged. The person who books by hand gets the original body with the reason.
 //!
 //! An SQS body is always a string of Unicode characters, so "not UTF-8" reaches the gate either as
 //! U+FFFD (decoded lossily upstream) or as an escape that is not a character (`"\ud800"`, a lone
@@ -36,6 +53,7 @@ use std::fmt;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
+use crate::ijson::NumberDefect;
 use crate::iso6346::{EquipmentNumber, EquipmentNumberError};
 use crate::strict_json::{from_str_strict, StrictJsonError};
 
@@ -137,9 +155,10 @@ impl fmt::Debug for Notification {
 }
 
 /// Every way a body can be wrong. Each is permanent: the body is routed to the manual queue with
-/// this reason and acknowledged, never retried. No variant quotes the PIN: the messages name
-/// fields and limits, and quote only the equipment number, the window and the terminal code,
-/// after their length and characters were checked.
+/// this reason and acknowledged, never retried. No variant quotes text from the body: the
+/// messages name fields, positions, limits and code points (and quote the window only as the
+/// gate re-rendered it from parsed timestamps), so a PIN in any field of a body never reaches a
+/// log line through a reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RejectReason {
     /// The body is larger than [`MAX_BODY_BYTES`].
@@ -154,8 +173,58 @@ pub enum RejectReason {
     #[error("body is not a JSON object: {0}")]
     NotJson(String),
     /// An object in the body names a key twice: two readers could read two different bodies.
+    /// The key is named (quoted) only when it is a field of the notification
+    /// ([`NOTIFICATION_FIELDS`]); any other key is body text and is not quoted.
     #[error("body names a key twice: {0}")]
     DuplicateKey(String),
+    /// A number's magnitude is above 2^53 - 1: not exact as a double, so not in the fingerprint
+    /// (I-JSON, RFC 7493 section 2.2; [`crate::ijson`]).
+    #[error(
+        "the number at byte {offset} is beyond 2^53 - 1 in magnitude (RFC 7493): it cannot be \
+         fingerprinted exactly"
+    )]
+    NumberOutOfRange {
+        /// Byte offset of the number in the body.
+        offset: usize,
+    },
+    /// A number holds more precision than the double it rounds to, so another value would share
+    /// its fingerprint ([`crate::ijson`]).
+    #[error(
+        "the number at byte {offset} has more precision than an IEEE 754 double holds: it cannot \
+         be fingerprinted exactly"
+    )]
+    NumberNotExact {
+        /// Byte offset of the number in the body.
+        offset: usize,
+    },
+    /// An identifier (`notificationId`, `terminal`) starts or ends with whitespace.
+    #[error("field `{field}` starts or ends with whitespace")]
+    SurroundingWhitespace {
+        /// The field's name.
+        field: &'static str,
+    },
+    /// An identifier holds a character that renders as nothing, or as a space but is not U+0020:
+    /// Unicode `Default_Ignorable_Code_Point` (U+200B zero width space, U+FEFF, U+00AD, variation
+    /// selectors, ...), format characters (bidi controls U+202A-U+202E, U+2066-U+2069, ...), and
+    /// `White_Space` other than U+0020 (U+00A0, U+2028, U+3000, ...).
+    #[error(
+        "field `{field}` holds the invisible character U+{code_point:04X} at character {position}"
+    )]
+    InvisibleCharacter {
+        /// The field's name.
+        field: &'static str,
+        /// The character's index (0-based).
+        position: usize,
+        /// The character's code point.
+        code_point: u32,
+    },
+    /// An identifier is not in Unicode Normalization Form C (UAX #15): the same text could arrive
+    /// composed and decomposed and make two event keys.
+    #[error("field `{field}` is not in Unicode Normalization Form C")]
+    NotNfc {
+        /// The field's name.
+        field: &'static str,
+    },
     /// A field is longer than its limit.
     #[error("field `{field}` has {chars} characters, more than the limit of {limit}")]
     FieldTooLong {
@@ -232,22 +301,41 @@ pub enum RejectReason {
         /// The limit, [`MAX_WINDOW_AHEAD_DAYS`].
         limit_days: i64,
     },
-    /// The terminal is not one this integration books at.
-    #[error("unknown terminal {0:?}")]
-    UnknownTerminal(String),
+    /// The terminal is not one this integration books at (the value is not quoted: it is body
+    /// text, and may be anything, the PIN included).
+    #[error("field `terminal` is not a terminal this integration books at")]
+    UnknownTerminal,
 }
+
+/// The field names of a notification (top level and window): the only keys a
+/// [`RejectReason::DuplicateKey`] quotes.
+pub const NOTIFICATION_FIELDS: &[&str] = &[
+    "notificationId",
+    "equipment_number",
+    "preferred_window",
+    "start",
+    "end",
+    "terminal",
+    "pin",
+];
 
 impl RejectReason {
     /// A short stable code for the reason, used in the manual queue's `detail` and in metrics:
     /// `body_too_large`, `not_json`, `duplicate_key`, `field_too_long`, `control_character`,
     /// `replacement_character`, `missing_field`, `empty_field`, `wrong_type`,
     /// `bad_equipment_number`, `bad_timestamp`, `window_not_ordered`, `window_ended`,
-    /// `window_too_far_ahead`, `unknown_terminal`.
+    /// `window_too_far_ahead`, `unknown_terminal`, `number_out_of_range`, `number_not_exact`,
+    /// `surrounding_whitespace`, `invisible_character`, `not_nfc`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::BodyTooLarge { .. } => "body_too_large",
             Self::NotJson(_) => "not_json",
             Self::DuplicateKey(_) => "duplicate_key",
+            Self::NumberOutOfRange { .. } => "number_out_of_range",
+            Self::NumberNotExact { .. } => "number_not_exact",
+            Self::SurroundingWhitespace { .. } => "surrounding_whitespace",
+            Self::InvisibleCharacter { .. } => "invisible_character",
+            Self::NotNfc { .. } => "not_nfc",
             Self::FieldTooLong { .. } => "field_too_long",
             Self::ControlCharacter { .. } => "control_character",
             Self::ReplacementCharacter { .. } => "replacement_character",
@@ -259,7 +347,7 @@ impl RejectReason {
             Self::WindowNotOrdered { .. } => "window_not_ordered",
             Self::WindowEnded { .. } => "window_ended",
             Self::WindowTooFarAhead { .. } => "window_too_far_ahead",
-            Self::UnknownTerminal(_) => "unknown_terminal",
+            Self::UnknownTerminal => "unknown_terminal",
         }
     }
 }
@@ -315,6 +403,85 @@ fn check_text(field: &'static str, value: &str, limit: usize) -> Result<(), Reje
     Ok(())
 }
 
+/// Whether `c` renders as nothing, or as a space that is not U+0020: Unicode
+/// `Default_Ignorable_Code_Point` (DerivedCoreProperties.txt, Unicode 16.0), the format
+/// characters (general category `Cf`) outside it, and `White_Space` other than U+0020 (control
+/// characters are refused before, as `control_character`).
+fn is_invisible(c: char) -> bool {
+    if c != ' ' && c.is_whitespace() {
+        return true;
+    }
+    matches!(
+        u32::from(c),
+        // Default_Ignorable_Code_Point.
+        0x00AD
+            | 0x034F
+            | 0x061C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+            // Other format characters (Cf) and blanks that render as nothing.
+            | 0x0600..=0x0605
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0xFFF9..=0xFFFB
+            | 0x2800
+    )
+}
+
+/// Checks an identifier that decides which event a body is (see the module's table): no
+/// surrounding whitespace (when `trimmed` is required), no invisible character, NFC.
+///
+/// # Errors
+/// [`RejectReason::SurroundingWhitespace`], [`RejectReason::InvisibleCharacter`] or
+/// [`RejectReason::NotNfc`].
+fn check_identifier(field: &'static str, value: &str, trimmed: bool) -> Result<(), RejectReason> {
+    if let Some((position, c)) = value.chars().enumerate().find(|(_, c)| is_invisible(*c)) {
+        // A space other than U+0020 at either end is surrounding whitespace as much as it is
+        // invisible; it is reported as invisible, the more specific reason.
+        return Err(RejectReason::InvisibleCharacter {
+            field,
+            position,
+            code_point: u32::from(c),
+        });
+    }
+    if trimmed && value.trim() != value {
+        return Err(RejectReason::SurroundingWhitespace { field });
+    }
+    if !unicode_normalization::is_nfc(value) {
+        return Err(RejectReason::NotNfc { field });
+    }
+    Ok(())
+}
+
+/// A strict-JSON duplicate key as a reason: the key quoted only when it is a notification field.
+fn duplicate_key(quoted: String) -> RejectReason {
+    if NOTIFICATION_FIELDS
+        .iter()
+        .any(|name| format!("{name:?}") == quoted)
+    {
+        RejectReason::DuplicateKey(quoted)
+    } else {
+        RejectReason::DuplicateKey("a key that is not a field of the notification".into())
+    }
+}
+
 fn timestamp(
     window: &Map<String, Value>,
     key: &'static str,
@@ -359,20 +526,23 @@ pub fn parse_notification(
         });
     }
     let value = from_str_strict(body).map_err(|e| match e {
-        StrictJsonError::DuplicateKey(key) => RejectReason::DuplicateKey(key),
+        StrictJsonError::DuplicateKey(key) => duplicate_key(key),
         StrictJsonError::Syntax(detail) => RejectReason::NotJson(detail),
     })?;
     let Value::Object(mut obj) = value else {
         return Err(RejectReason::NotJson("top level is not an object".into()));
     };
+    crate::ijson::check_numbers(body).map_err(|defect| match defect {
+        NumberDefect::OutOfRange { offset } => RejectReason::NumberOutOfRange { offset },
+        NumberDefect::NotExact { offset } => RejectReason::NumberNotExact { offset },
+    })?;
     let notification_id =
         required_text(&obj, "notificationId", MAX_NOTIFICATION_ID_CHARS)?.to_string();
-    let equipment_number = EquipmentNumber::parse(required_text(
-        &obj,
-        "equipment_number",
-        MAX_EQUIPMENT_NUMBER_CHARS,
-    )?)
-    .map_err(RejectReason::BadEquipmentNumber)?;
+    check_identifier("notificationId", &notification_id, true)?;
+    let equipment_raw = required_text(&obj, "equipment_number", MAX_EQUIPMENT_NUMBER_CHARS)?;
+    check_identifier("equipment_number", equipment_raw, false)?;
+    let equipment_number =
+        EquipmentNumber::parse(equipment_raw).map_err(RejectReason::BadEquipmentNumber)?;
     let window = match obj.get("preferred_window") {
         None | Some(Value::Null) => return Err(RejectReason::MissingField("preferred_window")),
         Some(Value::Object(w)) => w,
@@ -386,8 +556,9 @@ pub fn parse_notification(
     let start = timestamp(window, "start", "preferred_window.start")?;
     let end = timestamp(window, "end", "preferred_window.end")?;
     let terminal = required_text(&obj, "terminal", MAX_TERMINAL_CHARS)?.to_string();
+    check_identifier("terminal", &terminal, true)?;
     if !known_terminals.contains(&terminal) {
-        return Err(RejectReason::UnknownTerminal(terminal));
+        return Err(RejectReason::UnknownTerminal);
     }
     let pin = Pin::new(required_text(&obj, "pin", MAX_PIN_CHARS)?);
     let preferred_window = Window { start, end };
@@ -524,7 +695,7 @@ mod tests {
         );
         assert_eq!(
             parse_notification(&body(&[("terminal", Value::from("APMT-2"))]), NOW, &t).unwrap_err(),
-            RejectReason::UnknownTerminal("APMT-2".into())
+            RejectReason::UnknownTerminal
         );
         let bad_time = serde_json::json!({"start": "yesterday", "end": "2025-06-09T08:00:00Z"});
         assert_eq!(
@@ -675,10 +846,25 @@ mod tests {
             vec![("pin", Value::from(format!("{pin}{}", "9".repeat(80))))],
             vec![("pin", Value::from(format!("{pin}\u{fffd}")))],
             vec![("pin", Value::from(pin)), ("terminal", Value::from("NOPE"))],
+            vec![("pin", Value::from(pin)), ("terminal", Value::from(pin))],
+            vec![
+                ("pin", Value::from(pin)),
+                ("notificationId", Value::from(format!("{pin} "))),
+            ],
         ] {
             let text = body(&over);
             reasons.push(parse_notification(&text, NOW, &terminals()).unwrap_err());
         }
+        let twice = body(&[("pin", Value::from(pin))]).replacen(
+            '{',
+            &format!("{{\"{pin}\":1,\"{pin}\":2,"),
+            1,
+        );
+        reasons.push(parse_notification(&twice, NOW, &terminals()).unwrap_err());
+        assert_eq!(
+            reasons.last().map(RejectReason::code),
+            Some("duplicate_key")
+        );
         for r in reasons {
             assert!(!format!("{r} {r:?}").contains("XYZZY"), "{r:?}");
         }

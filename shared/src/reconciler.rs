@@ -215,14 +215,15 @@ impl Gate {
         // Past the key's retention nothing is claimed again: without a slot under the key (none,
         // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
         // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key).await {
+        let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key, &held.request).await {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
             LookupOutcome::Transient(why) if past_retention => {
                 let detail = format!(
                     "stranded in_flight for {} s, past the terminal's key retention minus margin, \
-                     and the lookup failed ({why}); a slot may exist under Idempotency-Key {}: ask \
+                     and the lookup failed ({}); a slot may exist under Idempotency-Key {}: ask \
                      the terminal before booking",
                     age / 1000,
+                    why.quoted(),
                     held.op_key
                 );
                 return self

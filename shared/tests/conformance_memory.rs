@@ -34,6 +34,7 @@ cases!(
     finish_rules,
     record_slot_id_accumulates,
     stale_in_flight_paginates,
+    finished_records_hold_no_request,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

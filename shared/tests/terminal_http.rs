@@ -28,8 +28,26 @@ fn client(base_url: &str) -> HttpTerminal {
     HttpTerminal::new(config).unwrap()
 }
 
+/// What the gate may write anywhere of a claim's outcome: what a log line gets (`Debug`) and what
+/// a record's `error` or a manual item gets (the quoted, scrubbed excerpt).
 fn text(outcome: &ClaimOutcome) -> String {
-    format!("{outcome:?}")
+    let quoted = match outcome {
+        ClaimOutcome::Transient(d) | ClaimOutcome::KeyMismatch(d) => d.quoted(),
+        ClaimOutcome::Permanent { detail, .. } => detail.quoted(),
+        ClaimOutcome::Claimed(slot) => format!("{slot:?}"),
+        ClaimOutcome::KeyInFlight => String::new(),
+    };
+    format!("{outcome:?} {quoted}")
+}
+
+/// The same for a lookup's outcome.
+fn lookup_text(outcome: &LookupOutcome) -> String {
+    let quoted = match outcome {
+        LookupOutcome::Transient(d) => d.quoted(),
+        LookupOutcome::Found(slot) => format!("{slot:?}"),
+        LookupOutcome::NotFound => String::new(),
+    };
+    format!("{outcome:?} {quoted}")
 }
 
 #[tokio::test]
@@ -51,7 +69,7 @@ async fn sends_its_user_agent_and_the_token_in_the_authorization_header_only() {
         ClaimOutcome::Claimed(_)
     ));
     assert!(matches!(
-        http.lookup("key-1").await,
+        http.lookup("key-1", &request()).await,
         LookupOutcome::Found(_)
     ));
     let seen = terminal.seen();
@@ -84,11 +102,11 @@ async fn follows_no_redirect_of_any_kind() {
         let ClaimOutcome::Transient(why) = &outcome else {
             panic!("{status}: {outcome:?}");
         };
-        assert!(why.contains(&status.to_string()), "{why}");
-        let LookupOutcome::Transient(why) = http.lookup("key-2").await else {
+        assert!(why.summary().contains(&status.to_string()), "{why}");
+        let LookupOutcome::Transient(why) = http.lookup("key-2", &request()).await else {
             panic!("{status}: lookup must be transient");
         };
-        assert!(why.contains(&status.to_string()), "{why}");
+        assert!(why.summary().contains(&status.to_string()), "{why}");
         assert_eq!(
             terminal.seen().len(),
             2,
@@ -119,11 +137,11 @@ async fn reads_a_bounded_answer() {
     let ClaimOutcome::Transient(why) = &outcome else {
         panic!("{outcome:?}");
     };
-    assert!(why.len() < 1_000, "{} bytes", why.len());
-    let LookupOutcome::Transient(why) = http.lookup("key-3").await else {
+    assert!(why.quoted().len() < 1_000, "{} bytes", why.quoted().len());
+    let LookupOutcome::Transient(why) = http.lookup("key-3", &request()).await else {
         panic!("lookup must be transient");
     };
-    assert!(why.len() < 1_000, "{} bytes", why.len());
+    assert!(why.quoted().len() < 1_000, "{} bytes", why.quoted().len());
 }
 
 #[tokio::test]
@@ -144,8 +162,12 @@ async fn never_quotes_a_secret_the_terminal_echoes() {
         "secrets leaked: {t}"
     );
     assert!(t.contains("[redacted]"), "{t}");
-    let lookup = format!("{:?}", http.lookup("key-4").await);
-    assert!(!lookup.contains("PLUGH"), "{lookup}");
+    let lookup = lookup_text(&http.lookup("key-4", &request()).await);
+    assert!(
+        !lookup.contains("XYZZY") && !lookup.contains("PLUGH"),
+        "{lookup}"
+    );
+    assert!(lookup.contains("[redacted]"), "{lookup}");
 
     // Every other status, as a problem document and as text.
     for status in [400u16, 403, 409, 422, 200, 201, 503] {
@@ -168,5 +190,72 @@ async fn never_quotes_a_secret_the_terminal_echoes() {
             !t.contains("XYZZY") && !t.contains("PLUGH"),
             "{status}: secrets leaked: {t}"
         );
+    }
+}
+
+/// A terminal that echoes the PIN and the token in another case, without separators,
+/// JSON-escaped, percent-encoded, as HTML references, hex and base64, in a claim's 4xx and 5xx,
+/// in a lookup's 500, and as the slot id and the equipment number of a 2xx: none of it reaches
+/// what the gate may write (issue 13). The slot id that quotes the PIN is refused.
+#[tokio::test]
+async fn never_quotes_a_secret_echoed_in_another_form() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PIN);
+    let forms: Vec<String> = vec![
+        PIN.to_lowercase(),
+        PIN.replace('-', ""),
+        PIN.replace('-', " "),
+        r"\u0050IN-XYZZY-7731".to_string(),
+        PIN.replace('-', "%2D"),
+        "&#80;IN-XYZZY-7731".to_string(),
+        b64,
+        TOKEN.to_uppercase(),
+        TOKEN.replace('-', "_"),
+    ];
+    for form in forms {
+        for (status, kind) in [
+            (503u16, "text"),
+            (400, "problem"),
+            (201, "slot"),
+            (201, "equipment"),
+        ] {
+            let echo = form.clone();
+            let terminal = spawn(move |seen| {
+                let message = format!("upstream refused release {echo}");
+                match (seen.method.as_str(), kind) {
+                    ("GET", _) => raw(
+                        500,
+                        format!("lookup failed: slot for release {echo} is locked"),
+                    ),
+                    (_, "text") => raw(status, message),
+                    (_, "problem") => json(status, json!({"type": "bad", "detail": message})),
+                    (_, "slot") => json(
+                        status,
+                        json!({"slot_id": format!("S-{echo}"),
+                                                        "equipment_number": "CSQU3054383"}),
+                    ),
+                    _ => json(status, json!({"slot_id": "S-2", "equipment_number": echo})),
+                }
+            })
+            .await;
+            let http = client(&terminal.base_url);
+            let claim = http.claim("key-6", &request()).await;
+            if kind == "slot" {
+                assert!(
+                    matches!(claim, ClaimOutcome::Transient(_)),
+                    "{form}: {claim:?}"
+                );
+            }
+            let t = format!(
+                "{} {}",
+                text(&claim),
+                lookup_text(&http.lookup("key-6", &request()).await)
+            );
+            let lower = t.to_lowercase();
+            assert!(
+                !lower.contains("xyzzy") && !lower.contains("plugh") && !t.contains(&form),
+                "{form} ({status} {kind}) leaked: {t}"
+            );
+        }
     }
 }

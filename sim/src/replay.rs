@@ -153,8 +153,8 @@ impl SlotTerminal for FaultyTerminal {
         }
     }
 
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
-        self.inner.lookup(op_key).await
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        self.inner.lookup(op_key, request).await
     }
 }
 

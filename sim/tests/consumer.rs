@@ -35,8 +35,8 @@ impl SlotTerminal for Recording {
             .push((op_key.to_string(), request.to_vec()));
         self.inner.claim(op_key, request).await
     }
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
-        self.inner.lookup(op_key).await
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        self.inner.lookup(op_key, request).await
     }
 }
 
@@ -579,7 +579,7 @@ impl SlotTerminal for FinishedMeanwhile {
             equipment_number: Some("CSQU3054383".into()),
         })
     }
-    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::NotFound
     }
 }

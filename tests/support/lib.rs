@@ -164,6 +164,8 @@ impl Intercept for CallRecorder {
         Ok(())
     }
 }
+pub mod fault_proxy;
+pub mod field_cases;
 pub mod lambda_watch;
 pub mod reconciler_cases;
 

@@ -50,6 +50,7 @@ conformance_cases!(
     finish_rules,
     record_slot_id_accumulates,
     stale_in_flight_paginates,
+    finished_records_hold_no_request,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -272,7 +273,7 @@ impl SlotTerminal for FixedSlot {
         })
     }
 
-    async fn lookup(&self, _op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::NotFound
     }
 }
@@ -339,6 +340,85 @@ async fn gate_request_count_new_event_and_duplicate() {
         .unwrap()
         .unwrap();
     assert_eq!(record.status, RecordStatus::Committed);
+}
+
+/// Data minimisation (issue 13), read raw from moto: a record the gate committed holds no
+/// `request` attribute (the claim body with the release PIN), nor does one it finished as
+/// `manual` (a terminal without key support), nor a poison body's routing record (its stored item
+/// held the original body); a record still `in_flight` holds it.
+#[tokio::test]
+async fn finished_records_on_dynamodb_hold_no_request() {
+    let store = Arc::new(fresh_store("minimise").await);
+    let gate = Gate {
+        config: GateConfig::new("ect-min", vec!["ECT-DELTA".to_string()]),
+        store: store.clone(),
+        terminal: Arc::new(FixedSlot),
+        manual: Arc::new(MemoryManualQueue::new()),
+        clock: Arc::new(ManualClock::new(NOW_MS)),
+    };
+    let invocation = Invocation {
+        request_id: "req-1".into(),
+        deadline_ms: NOW_MS + 60_000,
+    };
+    let body = |id: &str| {
+        serde_json::json!({
+            "notificationId": id,
+            "equipment_number": "CSQU3054383",
+            "preferred_window": {"start": "2025-06-09T08:00:00Z", "end": "2025-06-09T10:00:00Z"},
+            "terminal": "ECT-DELTA",
+            "pin": "PIN-XYZZY-7731"
+        })
+        .to_string()
+    };
+    let committed = body("PCS-MIN-1");
+    let report = gate
+        .handle_batch(sqs_event(&[("m1", &committed)]), &invocation)
+        .await;
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Committed { .. }
+    ));
+    let pk = format!("ect-min#{}", report.records[0].event_key.clone().unwrap());
+    let item = raw_item(&store, &pk).await;
+    assert_eq!(item["status"], AttributeValue::S("committed".into()));
+    assert!(!item.contains_key("request"), "{:?}", item.keys());
+    assert!(store.get(&pk).await.unwrap().unwrap().request.is_empty());
+
+    let mut no_key = gate.clone();
+    no_key.config.terminal_supports_idempotency_key = false;
+    let manual = body("PCS-MIN-2");
+    let report = no_key
+        .handle_batch(sqs_event(&[("m2", &manual)]), &invocation)
+        .await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::NoIdempotencySupport)
+    );
+    let pk = format!("ect-min#{}", report.records[0].event_key.clone().unwrap());
+    let item = raw_item(&store, &pk).await;
+    assert_eq!(item["status"], AttributeValue::S("manual".into()));
+    assert!(!item.contains_key("request"), "{:?}", item.keys());
+
+    let poison = body("PCS-MIN-3").replace("ECT-DELTA", "PIN-XYZZY-7731");
+    let report = gate
+        .handle_batch(sqs_event(&[("m3", &poison)]), &invocation)
+        .await;
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Rejected(_)
+    ));
+    let route = format!("ect-min#{}", gate::keys::rejected_route_key(&poison));
+    let item = raw_item(&store, &route).await;
+    assert_eq!(item["status"], AttributeValue::S("manual".into()));
+    assert!(!item.contains_key("request"), "{:?}", item.keys());
+
+    // Still in_flight (reserved, not yet claimed): the request is there for the resumer.
+    let held = sample_record("minimise", "held", "owner-a", NOW_MS);
+    store.reserve(&held, NOW_MS).await.unwrap();
+    let item = raw_item(&store, &held.pk).await;
+    assert!(
+        matches!(&item["request"], AttributeValue::B(b) if b.as_ref() == held.request.as_slice())
+    );
 }
 
 /// A body that SQS accepts but whose JSON-escaped form is twice its size (200 KiB of `"`):

@@ -3,7 +3,7 @@
 //! Plain `moto_server` serves requests on threads and moto checks a condition and writes the item
 //! without a lock, so two concurrent `PutItem`s with `attribute_not_exists(pk)` on one key can both
 //! succeed (seen with two copies of one message in one batch). `scripts/with-moto.sh` therefore
-//! runs moto through `scripts/moto_serial.py` (one request at a time). This test is what says so:
+//! runs moto through `scripts/moto-serial.py` (DynamoDB requests one at a time). This test is what says so:
 //! run it against plain moto (`MOTO_SERVER=.venv/bin/moto_server scripts/with-moto.sh cargo test
 //! -p integration-tests --test moto_serialises`) and it fails (two or more winners on most keys).
 //!

@@ -2,11 +2,17 @@
 //!
 //! The consumer and the reconciler run over notifications whose release PIN is `PIN-XYZZY-7731`,
 //! with the terminal token `tok-PLUGH-0042` read from Secrets Manager (moto), against a hostile
-//! terminal that echoes the request body and the `Authorization` header in its answers. Every
-//! path runs: a claim committed, terminal 4xx and 5xx, 401, 422, a 2xx that is not JSON, an answer
-//! for another container, poison bodies (not JSON, duplicate keys, oversized, control characters,
-//! window ended, unknown terminal), a fingerprint mismatch, a duplicate, a terminal without key
-//! support, and the reconciler's lookup (found, failing, not found then claim, past retention).
+//! terminal that echoes the request body and the `Authorization` header in its answers, and the
+//! PIN and the token in every form a server may echo them ([`forms`]: any case, separators
+//! dropped or changed, JSON `\u` escapes, percent-encoding, HTML references, hex, base64,
+//! full-width). Every path runs: a claim committed, terminal 4xx and 5xx, 401, 422, a 2xx that is
+//! not JSON, a 2xx whose slot id quotes the PIN, a 2xx whose equipment number is the PIN, an
+//! answer for another container, poison bodies (not JSON, duplicate keys, a PIN-named duplicate
+//! key, oversized, control characters, window ended, unknown terminal, a PIN-valued terminal, a
+//! PIN-valued id with a trailing space, a number beyond 2^53), a fingerprint mismatch, a
+//! duplicate, a terminal without key support, the consumer's lookup past the claim horizon, and
+//! the reconciler's lookup (found, found with a slot id quoting the PIN, failing, not found then
+//! claim, past retention with a failing lookup).
 //!
 //! 1. The library handlers with a subscriber capturing every log line of the process at TRACE
 //!    (the gate, the AWS SDK, hyper, reqwest; text and JSON), plus the `Debug` of every report
@@ -14,9 +20,11 @@
 //! 2. The real `consumer` and `reconciler` binaries under `cargo lambda watch` with
 //!    `AWS_LAMBDA_LOG_LEVEL=TRACE`, their stdout and stderr captured.
 //!
-//! Neither string may appear anywhere. Positive controls prove the capture works and the secrets
-//! did flow: the logs hold the notification ids and TRACE lines, the terminal received the PIN
-//! and the token, and the manual queue holds the PIN in the original bodies (a person needs it).
+//! Neither secret may appear anywhere in any form: not in the logs, the records' `error`, the
+//! manual items' `detail`, the EMF documents or the published metrics. Positive controls prove
+//! the capture works and the secrets did flow: the logs hold the notification ids, TRACE lines
+//! and EMF documents, the terminal received the PIN and the token, and the manual queue holds the
+//! PIN in the original bodies (a person needs it).
 
 #[path = "../../shared/tests/support/mod.rs"]
 mod support;
@@ -69,11 +77,61 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Every needle, and for the secrets the base64 of each at the three alignments it can have
-/// inside a longer base64 text (DynamoDB binary attributes travel as base64): the characters
-/// that encode only the secret's bits.
+/// `secret` in every form the hostile terminal echoes it: as sent, lower and upper case,
+/// separators dropped or changed, JSON `\u` escapes (one character, every character),
+/// percent-encoded (separators, every character), HTML numeric references, hex, base64 (standard
+/// and URL-safe, at another alignment) and full-width.
+fn forms(secret: &str) -> Vec<String> {
+    let mut chars = secret.chars();
+    let first = chars.next().unwrap_or('?');
+    let rest: String = chars.collect();
+    let fullwidth: String = secret
+        .chars()
+        .map(|c| match c {
+            '!'..='~' => char::from_u32(u32::from(c) - 0x21 + 0xFF01).unwrap_or(c),
+            c => c,
+        })
+        .collect();
+    let url_safe = base64(format!("xy{secret}").as_bytes())
+        .replace('+', "-")
+        .replace('/', "_");
+    vec![
+        secret.to_string(),
+        secret.to_lowercase(),
+        secret.to_uppercase(),
+        secret.replace('-', ""),
+        secret.replace('-', " "),
+        secret.replace('-', "_").to_lowercase(),
+        format!("\\u{:04x}{rest}", u32::from(first)),
+        secret
+            .chars()
+            .map(|c| format!("\\u{:04X}", u32::from(c)))
+            .collect(),
+        secret.replace('-', "%2D"),
+        secret.bytes().map(|b| format!("%{b:02X}")).collect(),
+        format!("&#{};{rest}", u32::from(first)),
+        secret.bytes().map(|b| format!("{b:02x}")).collect(),
+        base64(secret.as_bytes()),
+        url_safe,
+        fullwidth,
+    ]
+}
+
+/// Every text in which the hostile terminal echoes both secrets, each in every form.
+fn echoed_forms() -> String {
+    let mut all = forms(PIN);
+    all.extend(forms(TOKEN));
+    all.join(" | ")
+}
+
+/// Every needle: the secrets in every form of [`forms`], their distinctive parts, and for the
+/// secrets the base64 of each at the three alignments it can have inside a longer base64 text
+/// (DynamoDB binary attributes travel as base64): the characters that encode only the secret's
+/// bits. [`assert_clean`] also searches the distinctive parts in any case.
 fn needles() -> Vec<String> {
     let mut all: Vec<String> = NEEDLES.iter().map(|n| n.to_string()).collect();
+    all.extend(forms(PIN));
+    all.extend(forms(TOKEN));
     for secret in [PIN, TOKEN] {
         for offset in 0..3usize {
             let mut bytes = vec![0u8; offset];
@@ -159,6 +217,16 @@ fn capture() -> Capture {
 }
 
 fn assert_clean(what: &str, text: &str) {
+    let lower = text.to_lowercase();
+    for part in ["xyzzy", "plugh"] {
+        if let Some(at) = lower.find(part) {
+            let from = at.saturating_sub(300);
+            panic!(
+                "{what} holds {part:?} (any case): …{}…",
+                text.get(from..(at + 300).min(text.len())).unwrap_or(text)
+            );
+        }
+    }
     for needle in needles() {
         if let Some(at) = text.find(&needle) {
             let from = text[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -215,12 +283,15 @@ enum Claim {
     Mismatch422,
     NotJson201,
     OtherContainer,
+    SlotIdQuotesPin,
+    EquipmentIsPin,
 }
 
 /// What it does for a lookup.
 #[derive(Clone, Copy, Debug)]
 enum Lookup {
     Found,
+    FoundQuotingPin,
     Echo500,
     NotFound,
 }
@@ -233,9 +304,10 @@ struct Behaviour {
 
 fn echo(seen: &Seen) -> String {
     format!(
-        "you sent {} with {}",
+        "you sent {} with {}; release {} is locked",
         String::from_utf8_lossy(&seen.body),
-        seen.header("authorization").unwrap_or("")
+        seen.header("authorization").unwrap_or(""),
+        echoed_forms()
     )
 }
 
@@ -255,7 +327,14 @@ fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send 
                     json!({"slot": {"slot_id": "S-FOUND", "pin": PIN,
                                     "authorization": seen.header("authorization")}}),
                 ),
-                Lookup::Echo500 => raw(500, echo(seen)),
+                Lookup::FoundQuotingPin => json(
+                    200,
+                    json!({"slot": {"slot_id": format!("S-{}", PIN.to_lowercase())}}),
+                ),
+                Lookup::Echo500 => json(
+                    500,
+                    json!({"message": format!("lookup failed: {}", echo(seen))}),
+                ),
                 Lookup::NotFound => json(404, json!({"type": "not_found", "detail": echo(seen)})),
             };
         }
@@ -267,7 +346,8 @@ fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send 
         let problem = |status: u16, kind: &str| {
             json(
                 status,
-                json!({"type": kind, "title": echo(seen), "detail": format!("pin {PIN}"),
+                json!({"type": kind, "title": echo(seen),
+                       "detail": format!("upstream refused release pin {}", echoed_forms()),
                        "request": request.clone()}),
             )
         };
@@ -277,7 +357,7 @@ fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send 
                 json!({"slot_id": format!("S-{equipment}"), "equipment_number": equipment,
                        "pin": PIN}),
             ),
-            Claim::Echo503 => raw(503, echo(seen)),
+            Claim::Echo503 => raw(503, format!("upstream refused {}", echo(seen))),
             Claim::Problem400 => problem(400, "invalid_request"),
             Claim::Refused401 => problem(401, "unauthorized"),
             Claim::Mismatch422 => problem(422, "idempotency_mismatch"),
@@ -285,6 +365,16 @@ fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send 
             Claim::OtherContainer => json(
                 201,
                 json!({"slot_id": "S-OTHER", "equipment_number": "MSKU1234565", "pin": PIN}),
+            ),
+            Claim::SlotIdQuotesPin => json(
+                201,
+                json!({"slot_id": format!("S-{}", PIN.replace('-', "")),
+                       "equipment_number": equipment}),
+            ),
+            Claim::EquipmentIsPin => json(
+                201,
+                json!({"slot_id": "S-ECHO", "equipment_number": PIN.to_lowercase(),
+                       "note": echoed_forms()}),
             ),
         }
     }
@@ -336,6 +426,8 @@ fn consumer_bodies(tag: &str, behaviour: &Mutex<Behaviour>) -> Vec<String> {
         ("TGHU100000", Claim::Mismatch422),
         ("TCLU200000", Claim::NotJson201),
         ("MRKU300000", Claim::OtherContainer),
+        ("MRKU400000", Claim::SlotIdQuotesPin),
+        ("MRKU500000", Claim::EquipmentIsPin),
     ];
     let mut b = behaviour.lock().unwrap();
     for (i, (prefix, claim)) in cases.iter().enumerate() {
@@ -375,19 +467,45 @@ fn consumer_bodies(tag: &str, behaviour: &Mutex<Behaviour>) -> Vec<String> {
     let mut number = ok.clone();
     number["notificationId"] = json!(42);
     bodies.push(number.to_string());
+    // Reasons that could quote a PIN-valued field (issue 13): none quotes body text.
+    let mut pin_terminal = ok.clone();
+    pin_terminal["terminal"] = json!(PIN);
+    bodies.push(pin_terminal.to_string());
+    bodies.push(
+        ok.to_string()
+            .replacen('{', &format!("{{\"{PIN}\":1,\"{PIN}\":2,"), 1),
+    );
+    let mut pin_id = ok.clone();
+    pin_id["notificationId"] = json!(format!("{PIN} "));
+    bodies.push(pin_id.to_string());
+    bodies.push(ok.to_string().replacen(
+        "\"gross_mass_kg\":25000",
+        "\"gross_mass_kg\":9007199254740993",
+        1,
+    ));
     bodies
 }
 
 /// Reserves records that a dead worker left `in_flight` (lease expired), with their lookup
-/// behaviour: found, failing, not found then a claim the terminal refuses, and one past the key
-/// retention.
-async fn strand(gate: &Gate, store: &DynamoStore, tag: &str, behaviour: &Mutex<Behaviour>) {
+/// behaviour: found, found with a slot id quoting the PIN, failing, not found then a claim the
+/// terminal refuses, and two past the key retention (not found; failing). Returns the bodies of
+/// the records past the claim horizon, for the consumer (a redelivery days later: it looks the
+/// key up instead of claiming).
+async fn strand(
+    gate: &Gate,
+    store: &DynamoStore,
+    tag: &str,
+    behaviour: &Mutex<Behaviour>,
+) -> Vec<String> {
+    let mut late = Vec::new();
     let now = SystemClock.now_ms();
     let cases = [
         ("OOLU100000", Lookup::Found, 200_000i64, Claim::Slot),
         ("OOLU200000", Lookup::Echo500, 200_000, Claim::Slot),
         ("OOLU300000", Lookup::NotFound, 200_000, Claim::Echo503),
         ("OOLU400000", Lookup::NotFound, 24 * 3_600_000, Claim::Slot),
+        ("OOLU500000", Lookup::FoundQuotingPin, 200_000, Claim::Slot),
+        ("OOLU600000", Lookup::Echo500, 24 * 3_600_000, Claim::Slot),
     ];
     for (i, (prefix, lookup, age, claim)) in cases.iter().enumerate() {
         let c = container(prefix);
@@ -408,7 +526,11 @@ async fn strand(gate: &Gate, store: &DynamoStore, tag: &str, behaviour: &Mutex<B
         let mut record = gate.new_record(&n, &keys, &dead, now - age);
         record.lease_until_ms = Some(now - age + 30_000);
         store.reserve(&record, now).await.unwrap();
+        if *age >= ReconcilerConfig::default().claim_horizon_ms() {
+            late.push(body);
+        }
     }
+    late
 }
 
 struct Aws {
@@ -532,8 +654,13 @@ async fn the_handlers_log_no_secret_at_trace() {
     };
     let mut reports = String::new();
 
+    // Records a dead worker left; the consumer gets those past the claim horizon again.
+    let late = strand(&gate, &aws.store, "lib", &behaviour).await;
+    assert_eq!(late.len(), 2);
+
     // The consumer, every path.
-    let bodies = consumer_bodies("lib", &behaviour);
+    let mut bodies = consumer_bodies("lib", &behaviour);
+    bodies.extend(late);
     let event: SqsEvent = serde_json::from_value(sqs_event(&bodies)).unwrap();
     let report = gate.handle_batch(event, &invocation("inv-1")).await;
     reports.push_str(&format!("{report:?}\n"));
@@ -553,14 +680,19 @@ async fn the_handlers_log_no_secret_at_trace() {
     let report = no_key.handle_batch(event, &invocation("inv-2")).await;
     reports.push_str(&format!("{report:?}\n"));
 
-    // The reconciler over stranded records.
-    strand(&gate, &aws.store, "lib", &behaviour).await;
+    // The reconciler over the stranded records.
     let run = gate
         .reconcile(&ReconcilerConfig::default(), &invocation("inv-rec"))
         .await;
     reports.push_str(&format!("{run:?}\n"));
-    assert_eq!(run.reconciled, 1, "{run:?}");
-    assert!(run.manual >= 1 && run.transient >= 2, "{run:?}");
+    // Of six stranded records, the consumer finished the one past retention without a slot;
+    // the reconciler commits the one found, routes the one past retention whose lookup fails,
+    // and retries three (a lookup that fails, a claim that fails, a slot id quoting the PIN).
+    assert_eq!(
+        (run.examined, run.reconciled, run.manual, run.transient),
+        (5, 1, 1, 3),
+        "{run:?}"
+    );
 
     // Positive controls.
     assert_terminal_got_the_secrets(&terminal.seen());
@@ -617,9 +749,23 @@ async fn the_binaries_log_no_secret_at_trace() {
 
     let dir = std::env::temp_dir().join(unique("no-secrets-in-logs"));
     std::fs::create_dir_all(&dir).unwrap();
+    // Records a dead worker left (the reconciler's), those past the claim horizon delivered
+    // again to the consumer (its lookup path).
+    let gate = Gate {
+        config: GateConfig::new("logs-bin", vec!["ECT-DELTA".into()]),
+        store: Arc::new(aws.store.clone()),
+        terminal: Arc::new(
+            HttpTerminal::new(HttpTerminalConfig::new(terminal.base_url.clone())).unwrap(),
+        ),
+        manual: Arc::new(gate::manual::MemoryManualQueue::new()),
+        clock: Arc::new(SystemClock),
+    };
+    let late = strand(&gate, &aws.store, "bin", &behaviour).await;
     let consumer_event = dir.join("consumer.json");
-    let bodies = consumer_bodies("bin", &behaviour);
+    let mut bodies = consumer_bodies("bin", &behaviour);
+    bodies.extend(late);
     std::fs::write(&consumer_event, sqs_event(&bodies).to_string()).unwrap();
+    let metrics_event = workspace_root().join("events/scheduled-metrics.json");
     let schedule_event = dir.join("reconcile.json");
     std::fs::write(&schedule_event, "{\"job\":\"reconcile\"}").unwrap();
     let stdout_path = dir.join("watch.stdout");
@@ -675,21 +821,24 @@ async fn the_binaries_log_no_secret_at_trace() {
     let failures = answer["batchItemFailures"].as_array().unwrap().len();
     assert!(failures >= 3, "503, 401, not JSON are retried: {answer}");
 
-    let gate = Gate {
-        config: GateConfig::new("logs-bin", vec!["ECT-DELTA".into()]),
-        store: Arc::new(aws.store.clone()),
-        terminal: Arc::new(
-            HttpTerminal::new(HttpTerminalConfig::new(terminal.base_url.clone())).unwrap(),
-        ),
-        manual: Arc::new(gate::manual::MemoryManualQueue::new()),
-        clock: Arc::new(SystemClock),
-    };
-    strand(&gate, &aws.store, "bin", &behaviour).await;
     let file = schedule_event.clone();
     let run = tokio::task::spawn_blocking(move || invoke(port, "reconciler", &file))
         .await
         .unwrap();
-    assert_eq!(run["reconciled"], 1, "{run}");
+    assert_eq!(
+        (
+            &run["examined"],
+            &run["reconciled"],
+            &run["manual"],
+            &run["transient"]
+        ),
+        (&json!(5), &json!(1), &json!(1), &json!(3)),
+        "{run}"
+    );
+    // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).
+    let published = tokio::task::spawn_blocking(move || invoke(port, "metrics", &metrics_event))
+        .await
+        .unwrap();
 
     // Let the last lines reach the files, then stop the watcher.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -724,10 +873,46 @@ async fn the_binaries_log_no_secret_at_trace() {
     assert!(manual_bodies.iter().any(|b| b.contains(PIN)));
 
     assert_clean("the binaries' stdout and stderr", &text);
-    assert_clean("the invoke answers", &format!("{answer} {run}"));
-    assert_clean(
-        "the records' errors",
-        &record_errors(&aws.idempotency).await,
+    assert_clean("the invoke answers", &format!("{answer} {run} {published}"));
+    let errors = record_errors(&aws.idempotency).await;
+    assert!(
+        errors.contains("terminal answered 400") && errors.contains("lookup failed"),
+        "the records' errors quote the scrubbed answers: {errors}"
     );
+    assert_clean("the records' errors", &errors);
+    let details: Vec<String> = manual_bodies
+        .iter()
+        .map(|b| {
+            serde_json::from_str::<Value>(b).unwrap()["detail"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_clean("the manual queue's details", &details.join("\n"));
+
+    // The EMF documents (one per invocation, on stdout) and the published metrics.
+    let emf: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some())
+        .collect();
+    assert!(
+        emf.len() >= 2,
+        "the consumer's and the reconciler's EMF documents: {emf:?}"
+    );
+    assert_clean("the EMF documents", &format!("{emf:?}"));
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&sdk_config().await);
+    let metrics = cloudwatch
+        .list_metrics()
+        .namespace("ExactlyOnceGate")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.metrics().is_empty(),
+        "the metrics function published"
+    );
+    assert_clean("the published metrics", &format!("{metrics:?}"));
     let _ = std::fs::remove_dir_all(&dir);
 }

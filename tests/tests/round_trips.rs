@@ -70,7 +70,7 @@ impl SlotTerminal for KeyedTerminal {
         ClaimOutcome::Claimed(self.slot_for(op_key))
     }
 
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, op_key: &str, _request: &[u8]) -> LookupOutcome {
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         match slots.get(op_key) {
             Some(slot_id) => LookupOutcome::Found(SlotClaim {

@@ -49,7 +49,7 @@ impl SlotTerminal for CoreTerminal {
         classify_claim(r.status, &r.body)
     }
 
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, op_key: &str, _request: &[u8]) -> LookupOutcome {
         let query = format!("idempotency_key={op_key}");
         let r = self
             .core
@@ -352,7 +352,10 @@ impl SlotTerminal for SimTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
         let latency = self.shared.state().between(30, 1_500);
         self.shared.park(self.task, "claim", latency).await;
-        let has_slot = matches!(self.inner.lookup(op_key).await, LookupOutcome::Found(_));
+        let has_slot = matches!(
+            self.inner.lookup(op_key, request).await,
+            LookupOutcome::Found(_)
+        );
         let fault = {
             let mut st = self.shared.state();
             let p = st.profile.clone();
@@ -418,7 +421,7 @@ impl SlotTerminal for SimTerminal {
         outcome
     }
 
-    async fn lookup(&self, op_key: &str) -> LookupOutcome {
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
         let latency = self.shared.state().between(20, 400);
         self.shared.park(self.task, "lookup", latency).await;
         let fail = {
@@ -429,7 +432,7 @@ impl SlotTerminal for SimTerminal {
         let outcome = if fail {
             LookupOutcome::Transient("lookup answered 503 (simulated)".into())
         } else {
-            self.inner.lookup(op_key).await
+            self.inner.lookup(op_key, request).await
         };
         self.shared
             .trace(|| format!("T{} lookup {} -> {outcome:?}", self.task, short(op_key)));

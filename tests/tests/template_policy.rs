@@ -1,0 +1,111 @@
+//! `scripts/check-template-policy.py` enforces the queue policies and the recovery window of
+//! issue 13 and the smallest `maxReceiveCount` of issue 11: it passes on `template.yaml`, and
+//! fails, naming the rule, on each way of breaking them. Needs `.venv/bin/python` with PyYAML (`make tools`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    integration_tests::lambda_watch::workspace_root()
+}
+
+/// Runs the script on `template` text; returns (success, stderr).
+fn check(template: &str) -> (bool, String) {
+    let path = std::env::temp_dir().join(integration_tests::unique("template-policy"));
+    std::fs::write(&path, template).unwrap();
+    let python = root().join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} missing: run `make tools`",
+        python.display()
+    );
+    let out = Command::new(python)
+        .arg(root().join("scripts/check-template-policy.py"))
+        .arg(&path)
+        .output()
+        .expect("python runs");
+    let _ = std::fs::remove_file(&path);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_template_passes_and_every_breach_is_named() {
+    let template = std::fs::read_to_string(root().join("template.yaml")).unwrap();
+    let (ok, stderr) = check(&template);
+    assert!(ok, "{stderr}");
+
+    let breaches = [
+        (
+            "anyone may send to the manual-booking queue",
+            "          - Sid: DenySendExceptGateFunctions\n            Effect: Deny",
+            "          - Sid: DenySendExceptGateFunctions\n            Effect: Allow",
+            "ManualBookingQueue",
+        ),
+        (
+            "the metrics role may read the manual-booking queue",
+            "                  - !GetAtt ReconcilerRole.Arn\n                  - !Ref OperatorRoleArn",
+            "                  - !GetAtt ReconcilerRole.Arn\n                  - !GetAtt MetricsRole.Arn\n                  - !Ref OperatorRoleArn",
+            "exempts ['MetricsRole']",
+        ),
+        (
+            "anyone may send notifications",
+            "          - Sid: DenySendExceptNamedProducers\n            Effect: Deny",
+            "          - Sid: DenySendExceptNamedProducers\n            Effect: Allow",
+            "NotificationQueue",
+        ),
+        (
+            "the dead-letter queue readable by all",
+            "                aws:PrincipalArn: !Ref OperatorRoleArn\n",
+            "                aws:PrincipalArn: !GetAtt MetricsRole.Arn\n",
+            "NotificationDeadLetterQueue",
+        ),
+        (
+            "a fixed recovery window",
+            "RecoveryPeriodInDays: !Ref IdempotencyTableRecoveryDays",
+            "RecoveryPeriodInDays: 35",
+            "RecoveryPeriodInDays",
+        ),
+        (
+            "TLS not required",
+            "aws:SecureTransport: \"false\"",
+            "aws:SecureTransport: \"true\"",
+            "without TLS",
+        ),
+        (
+            "a default operator",
+            "  OperatorRoleArn:\n    Type: String\n",
+            "  OperatorRoleArn:\n    Type: String\n    Default: arn:aws:iam::123456789012:role/Admin\n",
+            "OperatorRoleArn has a default",
+        ),
+        (
+            "MaxReceiveCount may be 1",
+            "    MinValue: 5\n    MaxValue: 1000\n    Default: 5\n",
+            "    MinValue: 1\n    MaxValue: 1000\n    Default: 5\n",
+            "maxReceiveCount can be 1, below 5",
+        ),
+        (
+            "MaxReceiveCount unbounded below",
+            "    MinValue: 5\n    MaxValue: 1000\n    Default: 5\n",
+            "    MaxValue: 1000\n    Default: 5\n",
+            "maxReceiveCount can be anything, below 5",
+        ),
+        (
+            "a literal maxReceiveCount of 3",
+            "maxReceiveCount: !Ref MaxReceiveCount",
+            "maxReceiveCount: 3",
+            "maxReceiveCount can be 3, below 5",
+        ),
+    ];
+    for (what, from, to, named) in breaches {
+        assert!(
+            template.contains(from),
+            "{what}: {from:?} not in the template"
+        );
+        let (ok, stderr) = check(&template.replacen(from, to, 1));
+        assert!(!ok, "{what}: the check passed");
+        assert!(stderr.contains(named), "{what}: {stderr}");
+    }
+}

@@ -1,0 +1,534 @@
+//! Adversarial review of issues 11 and 13 (branch break-11-13): each finding as a test asserting
+//! the right value (the failing ones are findings), plus probes that held.
+//!
+//! Run with `scripts/with-moto.sh cargo test -p integration-tests --test break_11_13`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use gate::clock::{Clock, ManualClock};
+use gate::dynamo::DynamoStore;
+use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::{ManualQueue, ManualReason, MemoryManualQueue};
+use gate::memory::MemoryStore;
+use gate::notification::parse_notification;
+use gate::reconciler::ReconcilerConfig;
+use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::{
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
+    StoreError, TakeOver,
+};
+use gate::terminal::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use integration_tests::fault_proxy::FaultProxy;
+use integration_tests::field_cases::T0;
+use integration_tests::{fresh_tables, moto_endpoint, sdk_config, sqs_event, unique};
+
+const HOUR_MS: i64 = 3_600_000;
+const OURS: &str = "MWCU6059784";
+const FOREIGN: &str = "CSQU3054383";
+
+fn body(id: &str) -> String {
+    serde_json::json!({
+        "notificationId": id,
+        "equipment_number": OURS,
+        "preferred_window": {"start": "2027-06-01T08:00:00Z", "end": "2027-06-01T10:00:00Z"},
+        "terminal": "ECT-DELTA",
+        "pin": "RLS-104233"
+    })
+    .to_string()
+}
+
+fn gate_over(
+    store: Arc<dyn IdempotencyStore>,
+    integration: &str,
+    terminal: Arc<dyn SlotTerminal>,
+    manual: Arc<dyn ManualQueue>,
+    clock: Arc<dyn Clock>,
+) -> Gate {
+    Gate {
+        config: GateConfig::new(integration, vec!["ECT-DELTA".into()]),
+        store,
+        terminal,
+        manual,
+        clock,
+    }
+}
+
+/// A terminal that answers every claim with `claim` and every lookup with `lookup`.
+struct Scripted {
+    claim: ClaimOutcome,
+    lookup: LookupOutcome,
+    claims: AtomicUsize,
+}
+
+#[async_trait]
+impl SlotTerminal for Scripted {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        self.claims.fetch_add(1, Ordering::SeqCst);
+        self.claim.clone()
+    }
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+        self.lookup.clone()
+    }
+}
+
+/// A store whose first `finish` fails with `Unavailable` without writing (a throttled or
+/// unreachable DynamoDB after the SDK's retries).
+struct FailFirstFinish {
+    inner: Arc<dyn IdempotencyStore>,
+    left: AtomicUsize,
+}
+
+#[async_trait]
+impl IdempotencyStore for FailFirstFinish {
+    async fn reserve(
+        &self,
+        record: &IdempotencyRecord,
+        now_ms: i64,
+    ) -> Result<Reservation, StoreError> {
+        self.inner.reserve(record, now_ms).await
+    }
+    async fn take_over(
+        &self,
+        pk: &str,
+        old_owner: &str,
+        new_owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        self.inner
+            .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
+            .await
+    }
+    async fn commit(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        self.inner.commit(pk, owner, slot_id, booking, now_ms).await
+    }
+    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.inner.release_lease(pk, owner, now_ms).await
+    }
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        guard: FinishGuard,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        if self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Unavailable("injected: finish failed".into()));
+        }
+        self.inner
+            .finish(pk, owner, status, error, item, guard, now_ms)
+            .await
+    }
+    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
+        self.inner.routed(pk, owner, now_ms).await
+    }
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.record_slot_id(pk, slot_id, now_ms).await
+    }
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        self.inner.multi_slot_keys().await
+    }
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        self.inner
+            .stale_in_flight(shard, created_before_ms, cursor, limit)
+            .await
+    }
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.get(pk).await
+    }
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        self.inner.booking(source_event).await
+    }
+}
+
+/// FINDING (high). A claim answered with a slot for another container: `settle_claim` adds that
+/// slot id to the record's `slot_ids` (unfenced, before its fenced `finish`). When the finish
+/// does not land (a store error, or the lease was lost), the record stays `in_flight` holding a
+/// foreign slot id. Past the claim horizon, the reconciler's routing to a person
+/// (`FinishGuard::LeaseAndNoSlot`) is refused because a slot id is recorded, and
+/// `after_refused_finish` commits the first recorded slot id: the foreign slot is booked for our
+/// container in the TMS, and no person is told.
+///
+/// Right: a slot issued for another container is never committed for ours; the record ends
+/// `failed`/`manual` with an item in the manual queue.
+async fn foreign_slot_case(store: Arc<dyn IdempotencyStore>, integration: &str) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let manual = Arc::new(MemoryManualQueue::new());
+    let b = body("PCS-FOREIGN-1");
+    let created = T0 - (23 * HOUR_MS - 5 * 60_000);
+    let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
+    let keys = derive_keys(&n).expect("keys");
+
+    // 1. A stranded record (its worker died before claiming), 22 h 55 min old.
+    let consumer_terminal = Arc::new(Scripted {
+        claim: ClaimOutcome::Claimed(SlotClaim {
+            slot_id: "S-FOREIGN".into(),
+            equipment_number: Some(FOREIGN.into()),
+        }),
+        lookup: LookupOutcome::NotFound,
+        claims: AtomicUsize::new(0),
+    });
+    let failing: Arc<dyn IdempotencyStore> = Arc::new(FailFirstFinish {
+        inner: store.clone(),
+        left: AtomicUsize::new(1),
+    });
+    let consumer = gate_over(
+        failing,
+        integration,
+        consumer_terminal.clone(),
+        manual.clone(),
+        clock.clone(),
+    );
+    let stranded = consumer.new_record(
+        &n,
+        &keys,
+        &Invocation {
+            request_id: "inv-dead#0".into(),
+            deadline_ms: created + 30_000,
+        },
+        created,
+    );
+    assert_eq!(
+        store.reserve(&stranded, created).await.expect("reserve"),
+        Reservation::Reserved
+    );
+
+    // 2. A redelivery takes it over and claims; the terminal answers a slot for another
+    //    container; the finish that would route it to a person fails (store unavailable).
+    let report = consumer
+        .handle_batch(
+            sqs_event(&[("m-1", &b)]),
+            &Invocation {
+                request_id: "inv-1".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await;
+    assert!(
+        matches!(report.records[0].outcome, RecordOutcome::Retry(_)),
+        "{:?}",
+        report.records[0].outcome
+    );
+
+    // 3. Ten minutes later (past the 23 h claim horizon) the reconciler runs; the terminal's
+    //    lookup endpoint fails.
+    clock.advance_ms(10 * 60_000);
+    let reconciler = gate_over(
+        store.clone(),
+        integration,
+        Arc::new(Scripted {
+            claim: ClaimOutcome::Transient(AnswerDetail::new("unused")),
+            lookup: LookupOutcome::Transient(AnswerDetail::new("lookup answered 503")),
+            claims: AtomicUsize::new(0),
+        }),
+        manual.clone(),
+        clock.clone(),
+    );
+    let run = reconciler
+        .reconcile(
+            &ReconcilerConfig::default(),
+            &Invocation {
+                request_id: "rec-1".into(),
+                deadline_ms: clock.now_ms() + 120_000,
+            },
+        )
+        .await;
+    assert_eq!(run.examined, 1, "{run:?}");
+
+    let record = store.get(&stranded.pk).await.expect("get").expect("record");
+    let booking = store.booking(&record.event_key).await.expect("booking");
+    assert_eq!(
+        booking.as_ref().map(|b| b.slot_id.as_str()),
+        None,
+        "a slot issued for {FOREIGN} was booked for {OURS}; record {:?} slot {:?}, manual {:?}",
+        record.status,
+        record.slot_id,
+        manual.items().iter().map(|i| i.reason).collect::<Vec<_>>()
+    );
+    assert_ne!(record.status, RecordStatus::Committed);
+    assert!(
+        !manual.items().is_empty(),
+        "nobody was told about the foreign slot"
+    );
+}
+
+#[tokio::test]
+async fn foreign_slot_is_never_committed_on_memory() {
+    foreign_slot_case(Arc::new(MemoryStore::new()), "foreign-mem").await;
+}
+
+#[tokio::test]
+async fn foreign_slot_is_never_committed_on_dynamodb() {
+    let store = integration_tests::fresh_store("foreign").await;
+    foreign_slot_case(Arc::new(store), &unique("foreign")).await;
+}
+
+/// FINDING (medium). A record whose `slot_ids` already holds a slot id recorded by a holder that
+/// lost its lease (`record_slot_id`, the `LeaseLost` path) and is then committed by the new
+/// holder with another slot id holds two distinct slot ids. The memory store counts it in
+/// `multi_slot_keys` (1); `DynamoStore::commit` adds to `slot_ids` but never sets `multi_slot`,
+/// so on DynamoDB the distinct-slot signal reads 0: the terminal issued two slots for one key and
+/// the alarm meant for exactly that stays silent.
+async fn two_slots_counted(store: Arc<dyn IdempotencyStore>, integration: &str) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let g = gate_over(
+        store.clone(),
+        integration,
+        Arc::new(Scripted {
+            claim: ClaimOutcome::KeyInFlight,
+            lookup: LookupOutcome::NotFound,
+            claims: AtomicUsize::new(0),
+        }),
+        Arc::new(MemoryManualQueue::new()),
+        clock.clone(),
+    );
+    let b = body("PCS-TWO-SLOTS");
+    let n = parse_notification(&b, T0, &["ECT-DELTA".to_string()]).expect("body");
+    let keys = derive_keys(&n).expect("keys");
+    let holder = Invocation {
+        request_id: "inv-b#0".into(),
+        deadline_ms: T0 + 60_000,
+    };
+    let record = g.new_record(&n, &keys, &holder, T0);
+    assert_eq!(
+        store.reserve(&record, T0).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    // The old holder's claim came back with S-1 after its lease was taken over by inv-b#0: its
+    // commit was refused and it recorded S-1 (what `commit_slot` does on `LeaseLost`).
+    let after = store
+        .record_slot_id(&record.pk, "S-1", T0 + 1)
+        .await
+        .expect("record_slot_id")
+        .expect("record");
+    assert_eq!(after.status, RecordStatus::InFlight);
+    // The holder's own claim returned S-2 (a terminal that ignored the key): it commits S-2.
+    let booking = TmsBooking::for_record(&record, "S-2", T0 + 2);
+    assert_eq!(
+        store
+            .commit(&record.pk, "inv-b#0", "S-2", &booking, T0 + 2)
+            .await
+            .expect("commit"),
+        CommitOutcome::Committed
+    );
+    let now = store.get(&record.pk).await.expect("get").expect("record");
+    assert_eq!(now.slot_ids.len(), 2, "{:?}", now.slot_ids);
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        1,
+        "a key with two distinct slot ids must be counted by the distinct-slot signal"
+    );
+}
+
+#[tokio::test]
+async fn two_slot_ids_are_counted_on_memory() {
+    two_slots_counted(Arc::new(MemoryStore::new()), "two-mem").await;
+}
+
+#[tokio::test]
+async fn two_slot_ids_are_counted_on_dynamodb() {
+    let store = integration_tests::fresh_store("two").await;
+    two_slots_counted(Arc::new(store), &unique("two")).await;
+}
+
+/// A `DynamoStore` whose client goes through `endpoint` with the consumer's SDK settings
+/// (4 attempts, 3 s per attempt).
+async fn dynamo_via(endpoint: &str, name: &str) -> DynamoStore {
+    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
+        .endpoint_url(endpoint)
+        .retry_config(RetryConfig::standard().with_max_attempts(4))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(3))
+                .operation_timeout(Duration::from_secs(10))
+                .build(),
+        )
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let (table, bookings) = fresh_tables(&integration_tests::dynamo_client().await, name).await;
+    DynamoStore::new(client, table, bookings)
+}
+
+/// PROBE (held?): a redelivery takes over a stranded record; the take-over `UpdateItem` lands and
+/// its answer is held 4 s (past the 3 s attempt timeout). Right: the retry meets its own lease,
+/// the record is claimed and committed in this invocation, nothing left `in_flight`.
+#[tokio::test]
+async fn lost_take_over_answer_on_dynamodb() {
+    let (proxy, endpoint) =
+        FaultProxy::start(&moto_endpoint(), "UpdateItem", 1, Duration::from_secs(4)).await;
+    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "losttk").await);
+    let integration = unique("losttk");
+    let clock = Arc::new(ManualClock::new(T0));
+    let terminal = Arc::new(Scripted {
+        claim: ClaimOutcome::Claimed(SlotClaim {
+            slot_id: "S-7".into(),
+            equipment_number: Some(OURS.into()),
+        }),
+        lookup: LookupOutcome::NotFound,
+        claims: AtomicUsize::new(0),
+    });
+    let manual = Arc::new(MemoryManualQueue::new());
+    let g = gate_over(
+        store.clone(),
+        &integration,
+        terminal.clone(),
+        manual.clone(),
+        clock.clone(),
+    );
+    let b = body("PCS-TAKE-1");
+    let created = T0 - 10 * 60_000;
+    let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
+    let keys = derive_keys(&n).expect("keys");
+    let stranded = g.new_record(
+        &n,
+        &keys,
+        &Invocation {
+            request_id: "inv-dead#0".into(),
+            deadline_ms: created + 30_000,
+        },
+        created,
+    );
+    assert_eq!(
+        store.reserve(&stranded, created).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    let report = g
+        .handle_batch(
+            sqs_event(&[("m-take", &b)]),
+            &Invocation {
+                request_id: "inv-2".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await;
+    let ops: Vec<String> = proxy.seen();
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Committed {
+            slot_id: "S-7".into()
+        },
+        "{ops:?}"
+    );
+    assert_eq!(terminal.claims.load(Ordering::SeqCst), 1);
+    let record = store.get(&stranded.pk).await.expect("get").expect("record");
+    assert_eq!(record.status, RecordStatus::Committed);
+    assert!(manual.items().is_empty());
+}
+
+/// PROBE (held?): a terminal without key support: the record is marked `manual` first (`finish`,
+/// the first `UpdateItem`), and that answer is held 4 s. Right: the retry recognises its own
+/// mark, one item in the manual queue, the routing confirmed (no `route_pending`, no request).
+#[tokio::test]
+async fn lost_finish_answer_on_dynamodb() {
+    let (proxy, endpoint) =
+        FaultProxy::start(&moto_endpoint(), "UpdateItem", 1, Duration::from_secs(4)).await;
+    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "lostfin").await);
+    let integration = unique("lostfin");
+    let clock = Arc::new(ManualClock::new(T0));
+    let manual = Arc::new(MemoryManualQueue::new());
+    let mut g = gate_over(
+        store.clone(),
+        &integration,
+        Arc::new(Scripted {
+            claim: ClaimOutcome::KeyInFlight,
+            lookup: LookupOutcome::NotFound,
+            claims: AtomicUsize::new(0),
+        }),
+        manual.clone(),
+        clock.clone(),
+    );
+    g.config.terminal_supports_idempotency_key = false;
+    let b = body("PCS-FIN-1");
+    let report = g
+        .handle_batch(
+            sqs_event(&[("m-fin", &b)]),
+            &Invocation {
+                request_id: "inv-3".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await;
+    let ops = proxy.seen();
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::NoIdempotencySupport),
+        "{ops:?}"
+    );
+    assert_eq!(manual.items().len(), 1);
+    let n = parse_notification(&b, T0, &["ECT-DELTA".to_string()]).expect("body");
+    let pk = gate::record::record_pk(&integration, &derive_keys(&n).expect("keys").event_key);
+    let record = store.get(&pk).await.expect("get").expect("record");
+    assert_eq!(record.status, RecordStatus::Manual);
+    assert!(!record.route_pending, "routing left pending: {record:?}");
+    assert!(record.request.is_empty());
+}
+
+/// PROBE (held?): a poison body's routing record: its reserve `PutItem` (born `manual`, routing
+/// pending) lands and the answer is held 4 s. Right: one item, routing confirmed, `Rejected`.
+#[tokio::test]
+async fn lost_poison_routing_answer_on_dynamodb() {
+    let (_proxy, endpoint) =
+        FaultProxy::start(&moto_endpoint(), "PutItem", 1, Duration::from_secs(4)).await;
+    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "lostpoi").await);
+    let integration = unique("lostpoi");
+    let clock = Arc::new(ManualClock::new(T0));
+    let manual = Arc::new(MemoryManualQueue::new());
+    let g = gate_over(
+        store.clone(),
+        &integration,
+        Arc::new(Scripted {
+            claim: ClaimOutcome::KeyInFlight,
+            lookup: LookupOutcome::NotFound,
+            claims: AtomicUsize::new(0),
+        }),
+        manual.clone(),
+        clock.clone(),
+    );
+    let poison = r#"{"notificationId":"PCS-POISON","equipment_number":"MWCU6059785"}"#;
+    let report = g
+        .handle_batch(
+            sqs_event(&[("m-poison", poison)]),
+            &Invocation {
+                request_id: "inv-4".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await;
+    assert!(
+        matches!(report.records[0].outcome, RecordOutcome::Rejected(_)),
+        "{:?}",
+        report.records[0].outcome
+    );
+    assert_eq!(manual.items().len(), 1);
+}

@@ -532,3 +532,49 @@ async fn lost_poison_routing_answer_on_dynamodb() {
     );
     assert_eq!(manual.items().len(), 1);
 }
+
+/// FINDING (low; debug builds, i.e. tests, `cargo lambda watch` and local runs). A number whose
+/// exponent is near `i64::MIN` and whose mantissa has a fraction, e.g. `1.5e-9223372036854775808`:
+/// `ijson::decimal` computes `exponent - frac_len` with an `i64` subtraction that overflows and
+/// panics (the whole batch fails, every copy is retried until the dead-letter queue). In release
+/// builds the subtraction wraps. Right: `number_not_exact` (it underflows to 0), routed once.
+#[tokio::test]
+async fn huge_negative_exponent_is_rejected_not_a_panic() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let manual = Arc::new(MemoryManualQueue::new());
+    let g = gate_over(
+        Arc::new(MemoryStore::new()),
+        "exp-mem",
+        Arc::new(Scripted {
+            claim: ClaimOutcome::KeyInFlight,
+            lookup: LookupOutcome::NotFound,
+            claims: AtomicUsize::new(0),
+        }),
+        manual.clone(),
+        clock,
+    );
+    let b = body("PCS-EXP-1").replace(
+        "\"terminal\"",
+        "\"gross_mass_kg\":1.5e-9223372036854775808,\"terminal\"",
+    );
+    let handled = tokio::spawn(async move {
+        g.handle_batch(
+            sqs_event(&[("m-exp", &b)]),
+            &Invocation {
+                request_id: "inv-exp".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await
+    })
+    .await;
+    let report = handled.expect("the batch handler panicked");
+    assert!(
+        matches!(
+            report.records[0].outcome,
+            RecordOutcome::Rejected(gate::notification::RejectReason::NumberNotExact { .. })
+        ),
+        "{:?}",
+        report.records[0].outcome
+    );
+}

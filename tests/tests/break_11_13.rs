@@ -578,3 +578,67 @@ async fn huge_negative_exponent_is_rejected_not_a_panic() {
         report.records[0].outcome
     );
 }
+
+/// FINDING (low-medium). "A window that has ended is never claimed" (gate.rs, step 2) holds only
+/// for a body whose event has no record. A redelivery after the window's end that meets the
+/// event's stranded `in_flight` record (its worker died before its claim reached the terminal)
+/// takes it over and goes to `claim_and_commit`, which sends a fresh claim for a window that has
+/// ended (the reconciler does the same for a stranded record once the window is past). Right:
+/// after the window's end nothing is claimed; the slot is only looked up (found: commit; not
+/// found: a person gets `window_ended`).
+#[tokio::test]
+async fn ended_window_is_never_claimed_on_take_over() {
+    let window_end = 1_811_843_200_000_i64; // 2027-06-01T10:00:00Z
+    let store: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(window_end - HOUR_MS));
+    let manual = Arc::new(MemoryManualQueue::new());
+    let terminal = Arc::new(Scripted {
+        claim: ClaimOutcome::Claimed(SlotClaim {
+            slot_id: "S-LATE".into(),
+            equipment_number: Some(OURS.into()),
+        }),
+        lookup: LookupOutcome::NotFound,
+        claims: AtomicUsize::new(0),
+    });
+    let g = gate_over(
+        store.clone(),
+        "ended-mem",
+        terminal.clone(),
+        manual.clone(),
+        clock.clone(),
+    );
+    let b = body("PCS-ENDED-1");
+    let created = clock.now_ms();
+    let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
+    let keys = derive_keys(&n).expect("keys");
+    let stranded = g.new_record(
+        &n,
+        &keys,
+        &Invocation {
+            request_id: "inv-dead#0".into(),
+            deadline_ms: created + 30_000,
+        },
+        created,
+    );
+    assert_eq!(
+        store.reserve(&stranded, created).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    // The redelivery arrives 2 h later: the window ended an hour ago.
+    clock.advance_ms(2 * HOUR_MS);
+    let report = g
+        .handle_batch(
+            sqs_event(&[("m-late", &b)]),
+            &Invocation {
+                request_id: "inv-late".into(),
+                deadline_ms: clock.now_ms() + 60_000,
+            },
+        )
+        .await;
+    assert_eq!(
+        terminal.claims.load(Ordering::SeqCst),
+        0,
+        "a claim was sent for a window that ended an hour ago: {:?}",
+        report.records[0].outcome
+    );
+}

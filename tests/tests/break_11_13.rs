@@ -642,3 +642,81 @@ async fn ended_window_is_never_claimed_on_take_over() {
         report.records[0].outcome
     );
 }
+
+/// A manual queue that refuses every send while `down` is set.
+struct FlakyQueue {
+    inner: Arc<MemoryManualQueue>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl ManualQueue for FlakyQueue {
+    async fn send(
+        &self,
+        item: gate::manual::ManualItem,
+    ) -> Result<(), gate::manual::ManualQueueError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(gate::manual::ManualQueueError(
+                "injected: queue down".into(),
+            ));
+        }
+        self.inner.send(item).await
+    }
+}
+
+/// FINDING (low). A routing whose send is not confirmed (`route_pending`) whose TTL has passed
+/// is skipped by the reconciler (`Step::Expired`, no log line of its own) on every run until
+/// DynamoDB's TTL deletes it: the manual item (a poison body here, with its PIN) is lost without
+/// a trace. The take-over does not extend `expires_at` either. Right: a record with work left
+/// is finished (sent) whatever its TTL says, and its lifetime extended while it has work.
+#[tokio::test]
+async fn expired_pending_routing_is_still_sent() {
+    let day = 24 * HOUR_MS;
+    let clock = Arc::new(ManualClock::new(T0));
+    let store: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
+    let items = Arc::new(MemoryManualQueue::new());
+    let queue = Arc::new(FlakyQueue {
+        inner: items.clone(),
+        down: true.into(),
+    });
+    let g = gate_over(
+        store.clone(),
+        "expired-route",
+        Arc::new(Scripted {
+            claim: ClaimOutcome::KeyInFlight,
+            lookup: LookupOutcome::NotFound,
+            claims: AtomicUsize::new(0),
+        }),
+        queue.clone(),
+        clock.clone(),
+    );
+    let poison = r#"{"notificationId":"PCS-POISON-2","pin":"RLS-104233"}"#;
+    let report = g
+        .handle_batch(
+            sqs_event(&[("m-poison-2", poison)]),
+            &Invocation {
+                request_id: "inv-p".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await;
+    assert!(matches!(report.records[0].outcome, RecordOutcome::Retry(_)));
+    // The queue stays down past the routing record's lifetime (the message went to the
+    // dead-letter queue long ago); then it heals and the reconciler runs.
+    clock.advance_ms(22 * day);
+    queue.down.store(false, Ordering::SeqCst);
+    let run = g
+        .reconcile(
+            &ReconcilerConfig::default(),
+            &Invocation {
+                request_id: "rec-late".into(),
+                deadline_ms: clock.now_ms() + 120_000,
+            },
+        )
+        .await;
+    assert_eq!(
+        items.items().len(),
+        1,
+        "the pending routing was skipped as expired: {run:?}"
+    );
+}

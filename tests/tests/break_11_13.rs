@@ -720,3 +720,152 @@ async fn expired_pending_routing_is_still_sent() {
         "the pending routing was skipped as expired: {run:?}"
     );
 }
+
+/// The consumer's terminal for the race variant: its claim waits for `land`, then answers a slot
+/// for another container.
+struct PausedForeignClaim {
+    land: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl SlotTerminal for PausedForeignClaim {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        self.land.notified().await;
+        ClaimOutcome::Claimed(SlotClaim {
+            slot_id: "S-FOREIGN".into(),
+            equipment_number: Some(FOREIGN.into()),
+        })
+    }
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+        LookupOutcome::NotFound
+    }
+}
+
+/// The reconciler's terminal for the race variant: its lookup finds nothing, but first lets the
+/// consumer's paused claim land and waits until the consumer is done.
+struct LookupLetsClaimLand {
+    land: Arc<tokio::sync::Notify>,
+    consumer_done: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl SlotTerminal for LookupLetsClaimLand {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        ClaimOutcome::KeyInFlight
+    }
+    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+        self.land.notify_one();
+        self.consumer_done.notified().await;
+        LookupOutcome::NotFound
+    }
+}
+
+/// FINDING (high), the same as [`foreign_slot_case`] with no store fault: issue 11's input 2
+/// (record 23 h - 30 s old, a redelivery takes it over and claims, the reconciler's clock 45 s
+/// ahead routes it past the horizon) where the terminal answers the paused claim with a slot for
+/// another container. The consumer records the foreign slot id (unfenced), its `failed` mark is
+/// refused (lease lost); the reconciler's routing is refused by the no-slot guard and it commits
+/// the foreign slot. Right: nothing booked under a foreign slot; a person gets the record.
+async fn foreign_slot_race(store: Arc<dyn IdempotencyStore>, integration: &str) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let manual = Arc::new(MemoryManualQueue::new());
+    let land = Arc::new(tokio::sync::Notify::new());
+    let consumer_done = Arc::new(tokio::sync::Notify::new());
+    let b = body("PCS-FOREIGN-2");
+    let created = T0 - (23 * HOUR_MS - 30_000);
+    let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
+    let keys = derive_keys(&n).expect("keys");
+    let consumer = gate_over(
+        store.clone(),
+        integration,
+        Arc::new(PausedForeignClaim { land: land.clone() }),
+        manual.clone(),
+        clock.clone(),
+    );
+    let stranded = consumer.new_record(
+        &n,
+        &keys,
+        &Invocation {
+            request_id: "inv-0#0".into(),
+            deadline_ms: created + 30_000,
+        },
+        created,
+    );
+    assert_eq!(
+        store.reserve(&stranded, created).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    let task = {
+        let done = consumer_done.clone();
+        let b = b.clone();
+        tokio::spawn(async move {
+            let r = consumer
+                .handle_batch(
+                    sqs_event(&[("m-race", &b)]),
+                    &Invocation {
+                        request_id: "inv-1".into(),
+                        deadline_ms: T0 + 30_000,
+                    },
+                )
+                .await;
+            done.notify_one();
+            r
+        })
+    };
+    while store
+        .get(&stranded.pk)
+        .await
+        .expect("get")
+        .and_then(|r| r.lease_owner)
+        .as_deref()
+        != Some("inv-1#0")
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let reconciler = gate_over(
+        store.clone(),
+        integration,
+        Arc::new(LookupLetsClaimLand {
+            land,
+            consumer_done,
+        }),
+        manual.clone(),
+        Arc::new(integration_tests::field_cases::OffsetClock {
+            base: clock.clone(),
+            offset_ms: 45_000,
+        }),
+    );
+    let run = reconciler
+        .reconcile(
+            &ReconcilerConfig::default(),
+            &Invocation {
+                request_id: "rec-1".into(),
+                deadline_ms: T0 + 165_000,
+            },
+        )
+        .await;
+    let consumer_report = task.await.expect("consumer");
+    let record = store.get(&stranded.pk).await.expect("get").expect("record");
+    let booking = store.booking(&record.event_key).await.expect("booking");
+    assert_eq!(
+        booking.map(|b| b.slot_id),
+        None,
+        "foreign slot booked: record {:?} {:?}, consumer {:?}, run {run:?}, manual {:?}",
+        record.status,
+        record.slot_id,
+        consumer_report.records[0].outcome,
+        manual.items().iter().map(|i| i.reason).collect::<Vec<_>>()
+    );
+    assert!(!manual.items().is_empty());
+}
+
+#[tokio::test]
+async fn foreign_slot_race_on_memory() {
+    foreign_slot_race(Arc::new(MemoryStore::new()), "race-mem").await;
+}
+
+#[tokio::test]
+async fn foreign_slot_race_on_dynamodb() {
+    let store = integration_tests::fresh_store("race").await;
+    foreign_slot_race(Arc::new(store), &unique("race")).await;
+}

@@ -869,3 +869,43 @@ async fn foreign_slot_race_on_dynamodb() {
     let store = integration_tests::fresh_store("race").await;
     foreign_slot_race(Arc::new(store), &unique("race")).await;
 }
+
+/// FINDING (low): forms of the PIN a server may echo, checked with `gate::scrub` (which decides
+/// what reaches a record's `error` and a manual item's `detail`; logs never quote answers). Hex
+/// and base64 are searched only for the secret as sent, not in another case nor with its
+/// separators dropped, though the README says "any case, separators dropped or changed"; an HTML
+/// page's `&nbsp;` or a tag inside the PIN hides it too. Each form missed is listed.
+#[test]
+fn scrub_finds_more_echo_forms() {
+    let forms: &[(&str, &str)] = &[
+        ("hex_lower_pin", r#"70696e2d78797a7a792d37373331"#),
+        ("hex_no_sep", r#"50494e58595a5a5937373331"#),
+        ("b64_lower", r#"cGluLXh5enp5LTc3MzE="#),
+        ("nbsp", r#"PIN&nbsp;XYZZY&nbsp;7731"#),
+        ("html_tag", r#"PIN-<b>XYZZY</b>-7731"#),
+        (
+            "hex_spaced_upper",
+            r#"50 49 4E 2D 58 59 5A 5A 59 2D 37 37 33 31"#,
+        ),
+        ("dotted_hex", r#"50.49.4e.2d.58.59.5a.5a.59.2d.37.37.33.31"#),
+        (
+            "css_escape",
+            r#"\50 \49 \4e \2d \58 \59 \5a \5a \59 \2d \37 \37 \33 \31 "#,
+        ),
+        (
+            "uri_double",
+            r#"%2550%2549%254E%252D%2558%2559%255A%255A%2559%252D%2537%2537%2533%2531"#,
+        ),
+        ("json_in_b64", r#"eyJwaW4iOiJQSU4tWFlaWlktNzczMSJ9"#),
+        ("b64_no_sep", r#"UElOWFlaWlk3NzMx"#),
+    ];
+    let missed: Vec<&str> = forms
+        .iter()
+        .filter(|(_, text)| !gate::scrub::quotes_secret(text, &["PIN-XYZZY-7731"]))
+        .map(|(name, _)| *name)
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "forms of PIN-XYZZY-7731 not found: {missed:?}"
+    );
+}

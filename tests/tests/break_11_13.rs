@@ -909,3 +909,66 @@ fn scrub_finds_more_echo_forms() {
         "forms of PIN-XYZZY-7731 not found: {missed:?}"
     );
 }
+
+/// PROBE (held?): a redelivery of a record past the claim horizon (lookup finds nothing): its
+/// take-over and its `manual` mark (the first two `UpdateItem`s) both land and lose their
+/// answers. Right: one `past_key_retention` item, the record `manual` and confirmed, no claim.
+#[tokio::test]
+async fn lost_answers_on_past_retention_routing_on_dynamodb() {
+    let (proxy, endpoint) =
+        FaultProxy::start(&moto_endpoint(), "UpdateItem", 2, Duration::from_secs(4)).await;
+    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "lostpr").await);
+    let integration = unique("lostpr");
+    let clock = Arc::new(ManualClock::new(T0));
+    let terminal = Arc::new(Scripted {
+        claim: ClaimOutcome::KeyInFlight,
+        lookup: LookupOutcome::NotFound,
+        claims: AtomicUsize::new(0),
+    });
+    let manual = Arc::new(MemoryManualQueue::new());
+    let g = gate_over(
+        store.clone(),
+        &integration,
+        terminal.clone(),
+        manual.clone(),
+        clock.clone(),
+    );
+    let b = body("PCS-PAST-1");
+    let created = T0 - 23 * HOUR_MS - 60_000;
+    let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
+    let keys = derive_keys(&n).expect("keys");
+    let stranded = g.new_record(
+        &n,
+        &keys,
+        &Invocation {
+            request_id: "inv-dead#0".into(),
+            deadline_ms: created + 30_000,
+        },
+        created,
+    );
+    assert_eq!(
+        store.reserve(&stranded, created).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    let report = g
+        .handle_batch(
+            sqs_event(&[("m-past", &b)]),
+            &Invocation {
+                request_id: "inv-5".into(),
+                deadline_ms: T0 + 60_000,
+            },
+        )
+        .await;
+    let ops = proxy.seen();
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::PastKeyRetention),
+        "{ops:?}"
+    );
+    assert_eq!(terminal.claims.load(Ordering::SeqCst), 0);
+    assert_eq!(manual.items().len(), 1);
+    let record = store.get(&stranded.pk).await.expect("get").expect("record");
+    assert_eq!(record.status, RecordStatus::Manual);
+    assert!(!record.route_pending);
+    assert!(record.request.is_empty());
+}

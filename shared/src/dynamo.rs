@@ -160,6 +160,75 @@ impl DynamoStore {
         &self.client
     }
 
+    /// The commit transaction's two items: the record's update (fenced by `owner`; with
+    /// `only_our_slot`, also `attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`)
+    /// and the booking's put.
+    fn commit_items(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+        only_our_slot: bool,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let condition = if only_our_slot {
+            format!(
+                "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
+                 :slot_id))"
+            )
+        } else {
+            HELD_CONDITION.to_string()
+        };
+        let update = Update::builder()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
+                 ADD slot_ids :slot_set \
+                 REMOVE inflight_shard, lease_until, #request",
+            )
+            .condition_expression(condition)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#request", "request")
+            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":slot_id", s(slot_id))
+            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let put = Put::builder()
+            .table_name(&self.bookings_table)
+            .set_item(Some(booking_to_item(booking)))
+            .condition_expression("attribute_not_exists(source_event)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        Ok(vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(put).build(),
+        ])
+    }
+
+    /// Marks `pk` as holding two or more distinct slot ids (`multi_slot = "1"`, the sparse GSI
+    /// `MultiSlot`). Idempotent.
+    async fn mark_multi_slot(&self, pk: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression("SET multi_slot = :one")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+            .send()
+            .await
+            .map_err(|err| map_sdk_error("multi_slot mark (UpdateItem)", err))?;
+        Ok(())
+    }
+
     async fn put_reserve(
         &self,
         item: &HashMap<String, AttributeValue>,
@@ -300,6 +369,12 @@ impl IdempotencyStore for DynamoStore {
     /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record);
     /// `TransactionConflict` is retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`].
+    ///
+    /// The first transaction also requires that no other slot id is recorded
+    /// (`attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`). When a holder that
+    /// lost its lease recorded another one, that condition cancels it and a second transaction
+    /// commits without it, followed by the `multi_slot` mark (an `UpdateItem`), so the
+    /// distinct-slot signal counts the key: three requests, only in that case.
     async fn commit(
         &self,
         pk: &str,
@@ -308,39 +383,13 @@ impl IdempotencyStore for DynamoStore {
         booking: &TmsBooking,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        let update = Update::builder()
-            .table_name(&self.idempotency_table)
-            .key("pk", s(pk))
-            .update_expression(
-                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
-                 ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_until, #request",
-            )
-            .condition_expression(HELD_CONDITION)
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#request", "request")
-            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
-            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":slot_id", s(slot_id))
-            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let put = Put::builder()
-            .table_name(&self.bookings_table)
-            .set_item(Some(booking_to_item(booking)))
-            .condition_expression("attribute_not_exists(source_event)")
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let items = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(put).build(),
-        ];
-
-        let token = commit_request_token(pk, owner, slot_id);
+        // First with the condition that no other slot id is recorded: the common case, one
+        // request. A record holding another slot id (recorded by a holder that lost its lease)
+        // is committed by a second transaction without it, then marked `multi_slot`: a
+        // transaction cannot count a set, and the distinct-slot signal must see the key.
+        let mut other_slots = false;
+        let mut items = self.commit_items(pk, owner, slot_id, booking, now_ms, true)?;
+        let mut token = commit_request_token(pk, owner, slot_id);
         let own = |r: &IdempotencyRecord| {
             r.status == RecordStatus::Committed
                 && r.lease_owner.as_deref() == Some(owner)
@@ -356,6 +405,10 @@ impl IdempotencyStore for DynamoStore {
                 .send()
                 .await;
             let err = match result {
+                Ok(_) if other_slots => {
+                    self.mark_multi_slot(pk).await?;
+                    return Ok(CommitOutcome::Committed);
+                }
                 Ok(_) => return Ok(CommitOutcome::Committed),
                 Err(err) => err,
             };
@@ -378,11 +431,18 @@ impl IdempotencyStore for DynamoStore {
                             }
                         },
                     };
-                    return Ok(if own(&record) {
-                        CommitOutcome::Committed
-                    } else {
-                        CommitOutcome::Refused(Box::new(record))
-                    });
+                    if own(&record) {
+                        return Ok(CommitOutcome::Committed);
+                    }
+                    let ours = record.status == RecordStatus::InFlight
+                        && record.lease_owner.as_deref() == Some(owner);
+                    if ours && !other_slots && !record.slot_ids.contains(slot_id) {
+                        other_slots = true;
+                        items = self.commit_items(pk, owner, slot_id, booking, now_ms, false)?;
+                        token = commit_request_token(pk, &format!("{owner}+"), slot_id);
+                        continue;
+                    }
+                    return Ok(CommitOutcome::Refused(Box::new(record)));
                 }
                 Cancelled::BookingExists(existing_slot) => {
                     return Err(StoreError::Corrupt(format!(
@@ -563,16 +623,7 @@ impl IdempotencyStore for DynamoStore {
             )));
         };
         if record.slot_ids.len() > 1 {
-            self.client
-                .update_item()
-                .table_name(&self.idempotency_table)
-                .key("pk", s(pk))
-                .update_expression("SET multi_slot = :one")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
-                .send()
-                .await
-                .map_err(|err| map_sdk_error("record_slot_id mark (UpdateItem)", err))?;
+            self.mark_multi_slot(pk).await?;
         }
         Ok(Some(record))
     }

@@ -66,6 +66,20 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         list: usize,
     },
+    /// Date the sample Lambda events for today: every window moves by whole days so the earliest
+    /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
+    /// or ends more than 366 days ahead, so the files in `events/` are not sent as written.
+    SampleEvents {
+        /// The directory of sample events.
+        #[arg(long, default_value = "events")]
+        from: std::path::PathBuf,
+        /// Where the dated copies go (same file names).
+        #[arg(long, default_value = "target/events")]
+        out: std::path::PathBuf,
+        /// Date them for this instant (RFC 3339) instead of now.
+        #[arg(long)]
+        now: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -115,6 +129,19 @@ async fn run(cli: Cli) -> Result<(), String> {
             trace,
             list,
         } => check(seed, seeds, first, jobs, trace, list)?,
+        Command::SampleEvents { from, out, now } => {
+            let now_ms = match now {
+                Some(t) => chrono::DateTime::parse_from_rfc3339(&t)
+                    .map_err(|e| format!("--now {t:?} is not RFC 3339: {e}"))?
+                    .timestamp_millis(),
+                None => chrono::Utc::now().timestamp_millis(),
+            };
+            let written =
+                sim::sample_events::date_dir(&from, &out, now_ms).map_err(|e| e.to_string())?;
+            for file in written {
+                println!("{}", file.display());
+            }
+        }
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let naive = replay::run(&scenario, ReplayOptions::naive()).await?;

@@ -1,6 +1,6 @@
 //! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
 //!
-//! Two tables (`DESIGN.md`, "Records"):
+//! Two tables:
 //!
 //! * the idempotency table, partition key `pk` (S), with the sparse GSI `InFlight` (partition key
 //!   `inflight_shard` (S), sort key `created_at` (N), projection `INCLUDE`
@@ -21,7 +21,8 @@
 //! client is built (e.g. `RetryConfig::standard().with_max_attempts(..)`); this module retries
 //! nothing by hand except a cancelled commit transaction whose reason is `TransactionConflict`.
 //! `TransactWriteItems` carries an SDK-generated `ClientRequestToken`, so the SDK's own retry of a
-//! commit whose response was lost is idempotent (REFERENCES.md, "AWS facts").
+//! commit whose response was lost is idempotent (DynamoDB API Reference, `TransactWriteItems`:
+//! a call repeated with the same `ClientRequestToken` within 10 minutes is idempotent).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;

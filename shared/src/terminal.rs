@@ -1,5 +1,4 @@
-//! The `SlotTerminal` port and `HttpTerminal`, its reqwest client for the terminal contract of
-//! `DESIGN.md`:
+//! The `SlotTerminal` port and `HttpTerminal`, its reqwest client for the terminal contract:
 //!
 //! * `POST {base}/slots` with `Idempotency-Key: "K"` and the stored JSON body
 //!   `{equipment_number, window_start, window_end, pin}` answers `201 {slot_id, ...}`;
@@ -430,7 +429,7 @@ fn slot_defect(body: &[u8]) -> &'static str {
     }
 }
 
-/// Classifies a claim answer (status and body bytes) following the IETF draft and `DESIGN.md`.
+/// Classifies a claim answer (status and body bytes) following the IETF draft and the module docs.
 /// No secret is known here: [`classify_claim_scrubbed`] is the one that quotes an answer safely.
 pub fn classify_claim(status: u16, body: &[u8]) -> ClaimOutcome {
     classify_claim_scrubbed(status, body, &[])

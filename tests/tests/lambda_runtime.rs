@@ -310,7 +310,10 @@ fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_va
 /// The watcher's output, followed line by line, with the time each function binary started
 /// (cargo's `Running `target/debug/NAME`` line).
 #[derive(Clone, Default)]
-struct WatchLog(Arc<Mutex<(String, Vec<(String, Instant)>)>>);
+struct WatchLog(Arc<Mutex<Followed>>);
+
+/// The text so far, and each binary's start (name, when).
+type Followed = (String, Vec<(String, Instant)>);
 
 impl WatchLog {
     fn follow(watch: &mut Watch) -> Self {

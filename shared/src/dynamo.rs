@@ -1,6 +1,6 @@
 //! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
 //!
-//! Two tables (`DESIGN.md`, "Records"):
+//! Two tables:
 //!
 //! * the idempotency table, partition key `pk` (S), with the sparse GSI `InFlight` (partition key
 //!   `inflight_shard` (S), sort key `created_at` (N), projection `INCLUDE`

@@ -1,5 +1,5 @@
 //! The consumer: an SQS batch in, a partial batch response out, each record through the four
-//! steps of the gate (`DESIGN.md`):
+//! steps of the gate:
 //!
 //! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
 //! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
@@ -67,8 +67,8 @@ use crate::store::{
 use crate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 /// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
-/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum,
-/// `REFERENCES.md`) in its dead-letter queue, and a redrive sends it back as a new message with 4
+/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
+/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
 /// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
 /// again under a key the terminal forgot long ago.
 pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;

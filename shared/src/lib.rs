@@ -1,6 +1,6 @@
 //! The exactly-once gate: turns an at-least-once SQS feed into exactly-once slot claims.
 //!
-//! See `DESIGN.md` for the architecture. Modules:
+//! The README describes the architecture. Modules:
 //! * [`iso6346`]: equipment numbers; [`notification`]: the strict body parser;
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
 //! * [`record`], [`store`]: the idempotency record and the `IdempotencyStore` port;

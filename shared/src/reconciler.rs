@@ -10,7 +10,8 @@
 //! claim: route to the manual queue. A routing record (a poison body, a mismatch or an ended
 //! window on its way to the manual queue, see `crate::gate`, "Routing to a person exactly once")
 //! is finished by sending the item it stores, never claimed. This is the "completer" of
-//! Stripe-style idempotency (`REFERENCES.md`): minimum age, lease timeout, never a live lease.
+//! Stripe-style idempotency (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
+//! Postgres", 2017): minimum age, lease timeout, never a live lease.
 
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};

@@ -1,4 +1,5 @@
-//! The three signals (`DESIGN.md`, "Monitoring"): a gate fails silently, so these catch it.
+//! The three signals (README, "Monitoring: the three signals"): a gate fails silently, so these
+//! catch it.
 //!
 //! | signal | healthy | alarm |
 //! | --- | --- | --- |

@@ -1,5 +1,5 @@
 //! `sim`: replay scenarios through the gate or the naive handler.
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use sim::replay::{self, HandlerKind, ReplayOptions};
 use sim::report;
 use sim::scenario::Scenario;
@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Replay a scenario (a file, or `monday-2025-06-09` for the embedded incident).
+    /// Replay a scenario: a scenario file, or the name of an embedded one (listed below).
     Replay {
         /// Scenario file or embedded name.
         scenario: String,
@@ -27,14 +27,18 @@ enum Command {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// The idempotency store of the gated handler.
+        /// The idempotency store of the gated handler: in memory, or DynamoDB (a fresh pair of
+        /// tables `gate-replay-{epoch ms}-idempotency`/`-bookings` per run, left in place;
+        /// without AWS_ACCESS_KEY_ID moto's dummy credentials, without AWS_REGION eu-west-1).
         #[arg(long, value_enum, default_value = "memory")]
         store: StoreKind,
-        /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`.
+        /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`
+        /// (default: the SDK's, `AWS_ENDPOINT_URL` or the region's).
         #[arg(long)]
         endpoint: Option<String>,
     },
-    /// Replay a scenario with both handlers and print the reports side by side.
+    /// Replay a scenario with both handlers and print the reports side by side (a file, or the
+    /// name of an embedded one, listed below).
     Compare {
         /// Scenario file or embedded name.
         #[arg(default_value = "monday-2025-06-09")]
@@ -66,11 +70,48 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         list: usize,
     },
+    /// Date the sample Lambda events for today: every window moves by whole days so the earliest
+    /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
+    /// or ends more than 366 days ahead, so the files in `events/` are not sent as written.
+    SampleEvents {
+        /// The directory of sample events.
+        #[arg(long, default_value = "events")]
+        from: std::path::PathBuf,
+        /// Where the dated copies go (same file names).
+        #[arg(long, default_value = "target/events")]
+        out: std::path::PathBuf,
+        /// Date them for this instant (RFC 3339) instead of now.
+        #[arg(long)]
+        now: Option<String>,
+    },
+}
+
+/// The embedded scenarios, one per line with what each shows, for `replay --help` and
+/// `compare --help` (from [`sim::scenarios::NAMES`], so the help cannot miss one).
+fn embedded_scenarios_help() -> String {
+    let width = sim::scenarios::NAMES
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    let mut help = String::from("Embedded scenarios:\n");
+    for (name, what) in sim::scenarios::NAMES {
+        help.push_str(&format!("  {name:<width$}  {what}\n"));
+    }
+    help
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let help = embedded_scenarios_help();
+    let matches = Cli::command()
+        .mut_subcommand("replay", |c| c.after_help(help.clone()))
+        .mut_subcommand("compare", |c| c.after_help(help.clone()))
+        .get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -115,6 +156,19 @@ async fn run(cli: Cli) -> Result<(), String> {
             trace,
             list,
         } => check(seed, seeds, first, jobs, trace, list)?,
+        Command::SampleEvents { from, out, now } => {
+            let now_ms = match now {
+                Some(t) => chrono::DateTime::parse_from_rfc3339(&t)
+                    .map_err(|e| format!("--now {t:?} is not RFC 3339: {e}"))?
+                    .timestamp_millis(),
+                None => chrono::Utc::now().timestamp_millis(),
+            };
+            let written =
+                sim::sample_events::date_dir(&from, &out, now_ms).map_err(|e| e.to_string())?;
+            for file in written {
+                println!("{}", file.display());
+            }
+        }
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let naive = replay::run(&scenario, ReplayOptions::naive()).await?;

@@ -60,8 +60,9 @@ use serde::{Deserialize, Serialize};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, InFlightPage,
-    Reservation, StoreError, TakeOver, UnreadableEntry,
+    natural_key_expires_at_s, natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome,
+    IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
+    UnreadableEntry,
 };
 
 /// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
@@ -335,12 +336,30 @@ impl IdempotencyStore for DynamoStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let items = vec![
+        let nk_pk = natural_key_pk(pk, booking);
+        let natural_key = Put::builder()
+            .table_name(&self.idempotency_table)
+            .item("pk", s(&nk_pk))
+            .item("event_key", s(&booking.source_event))
+            .item("container", s(&booking.container))
+            .item("window_start", s(&booking.window_start))
+            .item("expires_at", num(natural_key_expires_at_s(booking, now_ms)))
+            .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
+            .expression_attribute_values(":event_key", s(&booking.source_event))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let with_natural_key = vec![
             TransactWriteItem::builder().update(update).build(),
             TransactWriteItem::builder().put(put).build(),
+            TransactWriteItem::builder().put(natural_key).build(),
         ];
-
-        let token = commit_request_token(pk, owner, slot_id);
+        // The retry after a collision: the same transaction without the natural-key item, under
+        // its own token (a token names one request; DynamoDB refuses another under it).
+        let without_natural_key = with_natural_key[..2].to_vec();
+        let mut items = with_natural_key;
+        let mut collision: Option<String> = None;
+        let mut token = commit_request_token(pk, owner, slot_id);
         let own = |r: &IdempotencyRecord| {
             r.status == RecordStatus::Committed
                 && r.lease_owner.as_deref() == Some(owner)
@@ -356,7 +375,14 @@ impl IdempotencyStore for DynamoStore {
                 .send()
                 .await;
             let err = match result {
-                Ok(_) => return Ok(CommitOutcome::Committed),
+                Ok(_) => {
+                    return Ok(match collision {
+                        Some(other_event_key) => {
+                            CommitOutcome::CommittedCollision { other_event_key }
+                        }
+                        None => CommitOutcome::Committed,
+                    })
+                }
                 Err(err) => err,
             };
             let cancelled = match err.as_service_error() {
@@ -379,7 +405,12 @@ impl IdempotencyStore for DynamoStore {
                         },
                     };
                     return Ok(if own(&record) {
-                        CommitOutcome::Committed
+                        match collision {
+                            Some(other_event_key) => {
+                                CommitOutcome::CommittedCollision { other_event_key }
+                            }
+                            None => CommitOutcome::Committed,
+                        }
                     } else {
                         CommitOutcome::Refused(Box::new(record))
                     });
@@ -389,6 +420,22 @@ impl IdempotencyStore for DynamoStore {
                         "a TMS booking for {} already exists with slot {}",
                         booking.source_event,
                         existing_slot.as_deref().unwrap_or("?")
+                    )))
+                }
+                Cancelled::NaturalKeyTaken(item) if collision.is_none() => {
+                    // Another event key holds the natural key: retry once without the item.
+                    let other = match item.as_ref().and_then(|i| i.get("event_key")) {
+                        Some(v) => v.as_s().ok().cloned(),
+                        // moto returns no item: read it (only on a collision, never per event).
+                        None => self.natural_key_holder(&nk_pk).await?,
+                    };
+                    collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
+                    items = without_natural_key.clone();
+                    token = commit_request_token(pk, owner, &format!("{slot_id}\nwithout-nk"));
+                }
+                Cancelled::NaturalKeyTaken(_) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "commit of {pk}: the natural-key condition failed on the retry without it"
                     )))
                 }
                 Cancelled::Conflict => match backoff.next() {
@@ -679,11 +726,32 @@ impl IdempotencyStore for DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// The event key a natural-key item holds (one consistent `GetItem`), `None` if it has none.
+    async fn natural_key_holder(&self, nk_pk: &str) -> Result<Option<String>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(nk_pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("natural key (GetItem)", e))?;
+        Ok(out
+            .item()
+            .and_then(|i| i.get("event_key"))
+            .and_then(|v| v.as_s().ok())
+            .cloned())
+    }
+}
+
 /// What a cancelled commit transaction means, from its `CancellationReasons` (item 0: the
-/// record's update, item 1: the booking's put).
+/// record's update, item 1: the booking's put, item 2: the natural-key item's put).
 enum Cancelled {
     NotInFlight(Option<HashMap<String, AttributeValue>>),
     BookingExists(Option<String>),
+    NaturalKeyTaken(Option<HashMap<String, AttributeValue>>),
     Conflict,
     Throttled(String),
     Other(String),
@@ -719,6 +787,9 @@ fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled {
             .and_then(|v| v.as_s().ok())
             .cloned();
         return Cancelled::BookingExists(slot);
+    }
+    if code(2) == "ConditionalCheckFailed" {
+        return Cancelled::NaturalKeyTaken(reasons.get(2).and_then(|r| r.item()).cloned());
     }
     Cancelled::Other(format!("[{codes}]"))
 }

@@ -72,6 +72,18 @@ pub fn false_pages_per_month(alarm: &RatioAlarm, per_hour: f64, p: f64) -> f64 {
     periods * (1.0 - q) * q.powi(m)
 }
 
+/// The probability that one period of `alarm` breaches when `per_hour` notifications an hour
+/// arrive and, for the whole period, each is sent a second time with probability `p` (a
+/// re-firing upstream: `p` = 1/3):
+/// `n` notifications, `X ~ Binomial(n, p)` duplicates, `n + X` records received.
+pub fn detection_probability(alarm: &RatioAlarm, per_hour: f64, p: f64) -> f64 {
+    let n = records_per_period(alarm, per_hour);
+    (0..=n)
+        .filter(|x| alarm.breached(n + x, *x))
+        .map(|x| (binomial_tail(n, p, x) - binomial_tail(n, p, x + 1)).max(0.0))
+        .sum()
+}
+
 /// One row of the statistics table.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FalsePageRow {
@@ -169,6 +181,21 @@ mod tests {
             1e-12
         ));
         assert!(expected < 0.2, "{expected}");
+    }
+
+    #[test]
+    fn a_third_re_fired_for_an_hour_at_ten_an_hour_breaches_the_hour_about_half_the_time() {
+        // 10 notifications, X ~ Bin(10, 1/3) copies: breaches with X >= 4 (and X / (10 + X) above
+        // 20 %, true from X = 3): 1 - P(X <= 3).
+        let p: f64 = 1.0 / 3.0;
+        let q = 1.0 - p;
+        let at_most_3 = q.powi(10)
+            + 10.0 * p * q.powi(9)
+            + 45.0 * p.powi(2) * q.powi(8)
+            + 120.0 * p.powi(3) * q.powi(7);
+        let got = detection_probability(&DUPLICATE_RATIO_HIGH_1H, 10.0, p);
+        assert!(close(got, 1.0 - at_most_3, 1e-9), "{got}");
+        assert!((0.4..0.5).contains(&got), "{got}");
     }
 
     #[test]

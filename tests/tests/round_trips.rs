@@ -221,6 +221,45 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     assert_eq!(w.take_calls(), ["PutItem", "PutItem"]);
 }
 
+/// Signal 4 costs nothing extra per event (its item rides in the commit's transaction); only a
+/// collision costs more: the cancelled transaction and the retry without the item (the other event
+/// key comes back in the cancellation with `ALL_OLD`, from DynamoDB and moto alike; a `GetItem`
+/// reads it only if a cancellation carries none).
+#[tokio::test]
+async fn a_natural_key_collision_costs_one_more_transaction() {
+    let w = World::new("collision").await;
+    let inv = w.invocation("req-1");
+    let first = body("PCS-NK-1", CONTAINERS[0], 4711);
+    let report = w.gate.handle_batch(sqs_event(&[("m1", &first)]), &inv).await;
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Committed {
+            natural_key_collision: None,
+            ..
+        }
+    ));
+    assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
+    // The same container and window under a new notificationId.
+    let second = body("PCS-NK-2", CONTAINERS[0], 4711);
+    let report = w.gate.handle_batch(sqs_event(&[("m2", &second)]), &inv).await;
+    let first_key = gate::keys::event_key_of("PCS-NK-1", CONTAINERS[0]);
+    match &report.records[0].outcome {
+        RecordOutcome::Committed {
+            natural_key_collision: Some(other),
+            ..
+        } => assert_eq!(other, &first_key),
+        other => panic!("{other:?}"),
+    }
+    let calls = w.take_calls();
+    let without_get: Vec<&String> = calls.iter().filter(|c| *c != "GetItem").collect();
+    assert_eq!(
+        without_get,
+        ["PutItem", "TransactWriteItems", "TransactWriteItems"],
+        "{calls:?}"
+    );
+    assert!(count(&calls, "GetItem") <= 1, "{calls:?}");
+}
+
 #[tokio::test]
 async fn consumer_batch_of_ten_costs_two_calls_per_new_event_and_one_per_duplicate() {
     let w = World::new("batch").await;

@@ -33,6 +33,10 @@ enum Command {
         /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`.
         #[arg(long)]
         endpoint: Option<String>,
+        /// Draw each signal over simulated time, its threshold and the alarms' firings to this
+        /// PNG (gated handler only).
+        #[arg(long, value_name = "FILE.png", conflicts_with = "naive")]
+        plot: Option<std::path::PathBuf>,
     },
     /// Replay a scenario with both handlers and print the reports side by side.
     Compare {
@@ -95,6 +99,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             json,
             store,
             endpoint,
+            plot,
         } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let handler = if naive {
@@ -108,6 +113,11 @@ async fn run(cli: Cli) -> Result<(), String> {
                 Some(stores::build(store, endpoint.as_deref()).await?)
             };
             let r = replay::run(&scenario, ReplayOptions { handler, store }).await?;
+            if let (Some(path), Some(signals)) = (&plot, &r.signals) {
+                let title = format!("{}: the signals and the alarms that fired", r.scenario);
+                sim::plot::signals_png(path, &title, signals)?;
+                eprintln!("plot written to {}", path.display());
+            }
             if json {
                 println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
             } else {

@@ -78,6 +78,21 @@ pub struct SignalSummary {
     pub alarms: Vec<FiredAlarm>,
     /// Every move of an alarm to ALARM (a page), in time order.
     pub firings: Vec<FiredAlarm>,
+    /// The signals' datapoints over time, for `sim replay --plot` (not in the JSON report).
+    #[serde(skip)]
+    pub series: SignalSeries,
+}
+
+/// The signals' datapoints as CloudWatch would chart them, times in seconds after the start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SignalSeries {
+    /// Per hour with records: (end of the hour, received, duplicates).
+    pub hourly: Vec<(i64, u64, u64)>,
+    /// Per metrics-function sample: (time, oldest `in_flight` age in seconds).
+    pub oldest_in_flight: Vec<(i64, i64)>,
+    /// Per minute with a datapoint: (end of the minute, distinct slot ids for one key (2 when a
+    /// key is marked), natural-key collisions).
+    pub per_minute: Vec<(i64, u64, u64)>,
 }
 
 impl SignalSummary {
@@ -266,6 +281,32 @@ impl SignalRecorder {
                 .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
         };
         let last = self.samples.last().map(|(_, s)| *s).unwrap_or_default();
+        let rel = |ms: i64| (ms - start_ms) / 1000;
+        let hourly = self
+            .per_period(3_600)
+            .into_iter()
+            .map(|(p, c)| (rel((p + 1) * 3_600_000), c.received, c.duplicates))
+            .collect();
+        let oldest_in_flight = self
+            .samples
+            .iter()
+            .map(|(at, s)| (rel(*at), s.oldest_in_flight_age_s))
+            .collect();
+        let mut minutes: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+        for (m, c) in self.per_period(60) {
+            let e = minutes.entry(m).or_default();
+            e.0 = e.0.max(c.max_distinct_slot_ids);
+            e.1 += c.natural_key_collisions;
+        }
+        for (m, s) in self.minute_samples() {
+            if s.multi_slot_keys >= 1 {
+                minutes.entry(m).or_default().0 = 2;
+            }
+        }
+        let per_minute = minutes
+            .into_iter()
+            .map(|(m, (d, c))| (rel((m + 1) * 60_000), d, c))
+            .collect();
         SignalSummary {
             start_ms,
             duplicate_ratio: if total.received == 0 {
@@ -287,6 +328,11 @@ impl SignalRecorder {
             natural_key_collisions: total.natural_key_collisions,
             alarms,
             firings,
+            series: SignalSeries {
+                hourly,
+                oldest_in_flight,
+                per_minute,
+            },
         }
     }
 }

@@ -203,3 +203,29 @@ async fn a_terminal_that_forgets_keys_raises_the_distinct_slot_ids_alarm() {
     assert_eq!(r.max_slots_per_container, 2);
     assert_eq!(r.tms_bookings, 20);
 }
+
+/// `sim replay --plot`: a PNG of the signals (the picture in the README is this one).
+#[tokio::test]
+async fn the_plot_of_the_incident_is_a_png() {
+    let (r, s) = gated("monday-2025-06-09").await;
+    assert_eq!(
+        s.series.hourly.len(),
+        5,
+        "05:00 to 10:00: {:?}",
+        s.series.hourly
+    );
+    let received: u64 = s.series.hourly.iter().map(|h| h.1).sum();
+    // Every delivery but the two the crashed workers held: a crashed invocation emits no EMF
+    // document, as in Lambda.
+    assert_eq!(r.crashes, 2);
+    assert_eq!(received, r.deliveries - 2);
+    let path = std::env::temp_dir().join(format!("signals-{}.png", std::process::id()));
+    sim::plot::signals_png(&path, "incident", &s).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // IHDR: width and height, big-endian, at bytes 16..24.
+    let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!((width, height), (1100, 820));
+}

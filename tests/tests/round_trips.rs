@@ -230,7 +230,10 @@ async fn a_natural_key_collision_costs_one_more_transaction() {
     let w = World::new("collision").await;
     let inv = w.invocation("req-1");
     let first = body("PCS-NK-1", CONTAINERS[0], 4711);
-    let report = w.gate.handle_batch(sqs_event(&[("m1", &first)]), &inv).await;
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m1", &first)]), &inv)
+        .await;
     assert!(matches!(
         report.records[0].outcome,
         RecordOutcome::Committed {
@@ -241,7 +244,10 @@ async fn a_natural_key_collision_costs_one_more_transaction() {
     assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
     // The same container and window under a new notificationId.
     let second = body("PCS-NK-2", CONTAINERS[0], 4711);
-    let report = w.gate.handle_batch(sqs_event(&[("m2", &second)]), &inv).await;
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m2", &second)]), &inv)
+        .await;
     let first_key = gate::keys::event_key_of("PCS-NK-1", CONTAINERS[0]);
     match &report.records[0].outcome {
         RecordOutcome::Committed {

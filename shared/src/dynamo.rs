@@ -287,8 +287,11 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One `TransactWriteItems`: the record's update (condition `status = in_flight AND
-    /// lease_owner = :owner`, `ALL_OLD` on failure) and the booking's put (condition
-    /// `attribute_not_exists(source_event)`), with a `ClientRequestToken` derived from the record,
+    /// lease_owner = :owner`, `ALL_OLD` on failure), the booking's put (condition
+    /// `attribute_not_exists(source_event)`) and the natural-key item's put
+    /// ([`natural_key_pk`]: `event_key`, `container`, `window_start`, `expires_at`; condition
+    /// `attribute_not_exists(pk) OR event_key = :event_key`, `ALL_OLD` on failure), with a
+    /// `ClientRequestToken` derived from the record,
     /// the owner and the slot ([`commit_request_token`]): DynamoDB treats a retry with the same
     /// token within 10 minutes as the same request and answers it as the first (AWS,
     /// `TransactWriteItems`, "ClientRequestToken"); our own `TransactionConflict` retries reuse it.
@@ -298,7 +301,10 @@ impl IdempotencyStore for DynamoStore {
     /// only if the reason has none; no record at all is [`StoreError::Corrupt`]), or
     /// [`CommitOutcome::Committed`] when that item is our own commit (committed by `owner` with
     /// `slot_id`: a retry that met its own write where the token did not answer it); the
-    /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record);
+    /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key
+    /// item's alone is a collision: the transaction is retried once without that item, under its
+    /// own token, and answers [`CommitOutcome::CommittedCollision`] with the event key from the
+    /// cancellation's old item (a consistent `GetItem` of it only if the reason carries none);
     /// `TransactionConflict` is retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`].
     async fn commit(

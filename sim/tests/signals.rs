@@ -229,3 +229,28 @@ async fn the_plot_of_the_incident_is_a_png() {
     let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
     assert_eq!((width, height), (1100, 820));
 }
+
+/// The CLI, as the issue ran it: `sim replay monday-2025-06-09` ends with the high-ratio alarm in
+/// its "alarms fired" line.
+#[test]
+fn sim_replay_of_the_incident_ends_with_the_high_ratio_alarm() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["replay", "monday-2025-06-09"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.trim_start().starts_with("alarms fired"),
+        "last line: {last}"
+    );
+    assert!(
+        last.contains("DuplicateRatioHighHourly at +1h00"),
+        "last line: {last}"
+    );
+    assert!(
+        text.contains("duplicate ratio                    54.1 %"),
+        "{text}"
+    );
+}

@@ -1103,6 +1103,42 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn IdempotencyStore>,
     );
 }
 
+/// A holder that lost its lease recorded its slot id on the record (`record_slot_id`); the new
+/// holder commits another slot: committed, both ids in `slot_ids`, and the key counted by
+/// `multi_slot_keys` (the terminal issued two slots for one key).
+pub async fn commit_over_another_recorded_slot_is_counted(
+    store: Arc<dyn IdempotencyStore>,
+    prefix: &str,
+) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "two-slots", "owner-b", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    store
+        .record_slot_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .await
+        .expect("record_slot_id");
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before,
+        "one slot id is not two"
+    );
+    let b = TmsBooking::for_record(&r, "SLOT-NEW", NOW_MS + 2);
+    let out = store
+        .commit(&r.pk, "owner-b", "SLOT-NEW", &b, NOW_MS + 2)
+        .await
+        .expect("commit");
+    assert_eq!(out, CommitOutcome::Committed);
+    let stored = must_get(store, &r.pk).await;
+    assert_eq!(stored.status, RecordStatus::Committed);
+    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-NEW"));
+    assert_eq!(stored.slot_ids, set(&["SLOT-LOST-LEASE", "SLOT-NEW"]));
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before + 1
+    );
+}
+
 /// Every case, in order, each with its own sub-prefix.
 pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
@@ -1117,6 +1153,7 @@ pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
     record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
     finished_records_hold_no_request(Arc::clone(&store), &format!("{prefix}-m")).await;
-    natural_key_collision_is_reported(Arc::clone(&store), &format!("{prefix}-n")).await;
+    commit_over_another_recorded_slot_is_counted(Arc::clone(&store), &format!("{prefix}-n")).await;
+    natural_key_collision_is_reported(Arc::clone(&store), &format!("{prefix}-o")).await;
     stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
 }

@@ -161,6 +161,97 @@ impl DynamoStore {
         &self.client
     }
 
+    /// The commit transaction's items: the record's update (fenced by `owner`; with
+    /// `only_our_slot`, also `attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`),
+    /// the booking's put and, with `natural_key`, the natural-key item's put (signal 4).
+    #[allow(clippy::too_many_arguments)]
+    fn commit_items(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+        only_our_slot: bool,
+        natural_key: bool,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let condition = if only_our_slot {
+            format!(
+                "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
+                 :slot_id))"
+            )
+        } else {
+            HELD_CONDITION.to_string()
+        };
+        let update = Update::builder()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
+                 ADD slot_ids :slot_set \
+                 REMOVE inflight_shard, lease_until, #request",
+            )
+            .condition_expression(condition)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#request", "request")
+            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":slot_id", s(slot_id))
+            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let put = Put::builder()
+            .table_name(&self.bookings_table)
+            .set_item(Some(booking_to_item(booking)))
+            .condition_expression("attribute_not_exists(source_event)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let mut items = vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(put).build(),
+        ];
+        if natural_key {
+            // Signal 4: item 2, the natural-key item, held by the first event key committed for
+            // this container and window.
+            let natural_key = Put::builder()
+                .table_name(&self.idempotency_table)
+                .item("pk", s(&natural_key_pk(pk, booking)))
+                .item("event_key", s(&booking.source_event))
+                .item("container", s(&booking.container))
+                .item("window_start", s(&booking.window_start))
+                .item("expires_at", num(natural_key_expires_at_s(booking, now_ms)))
+                .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
+                .expression_attribute_values(":event_key", s(&booking.source_event))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+            items.push(TransactWriteItem::builder().put(natural_key).build());
+        }
+        Ok(items)
+    }
+
+    /// Marks `pk` as holding two or more distinct slot ids (`multi_slot = "1"`, the sparse GSI
+    /// `MultiSlot`). Idempotent.
+    async fn mark_multi_slot(&self, pk: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression("SET multi_slot = :one")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+            .send()
+            .await
+            .map_err(|err| map_sdk_error("multi_slot mark (UpdateItem)", err))?;
+        Ok(())
+    }
+
     async fn put_reserve(
         &self,
         item: &HashMap<String, AttributeValue>,
@@ -307,6 +398,12 @@ impl IdempotencyStore for DynamoStore {
     /// cancellation's old item (a consistent `GetItem` of it only if the reason carries none);
     /// `TransactionConflict` is retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`].
+    ///
+    /// The first transaction also requires that no other slot id is recorded
+    /// (`attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`). When a holder that
+    /// lost its lease recorded another one, that condition cancels it and a second transaction
+    /// commits without it, followed by the `multi_slot` mark (an `UpdateItem`), so the
+    /// distinct-slot signal counts the key: three requests, only in that case.
     async fn commit(
         &self,
         pk: &str,
@@ -315,57 +412,38 @@ impl IdempotencyStore for DynamoStore {
         booking: &TmsBooking,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        let update = Update::builder()
-            .table_name(&self.idempotency_table)
-            .key("pk", s(pk))
-            .update_expression(
-                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
-                 ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_until, #request",
-            )
-            .condition_expression(HELD_CONDITION)
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#request", "request")
-            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
-            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":slot_id", s(slot_id))
-            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let put = Put::builder()
-            .table_name(&self.bookings_table)
-            .set_item(Some(booking_to_item(booking)))
-            .condition_expression("attribute_not_exists(source_event)")
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let nk_pk = natural_key_pk(pk, booking);
-        let natural_key = Put::builder()
-            .table_name(&self.idempotency_table)
-            .item("pk", s(&nk_pk))
-            .item("event_key", s(&booking.source_event))
-            .item("container", s(&booking.container))
-            .item("window_start", s(&booking.window_start))
-            .item("expires_at", num(natural_key_expires_at_s(booking, now_ms)))
-            .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
-            .expression_attribute_values(":event_key", s(&booking.source_event))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let with_natural_key = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(put).build(),
-            TransactWriteItem::builder().put(natural_key).build(),
-        ];
-        // The retry after a collision: the same transaction without the natural-key item, under
-        // its own token (a token names one request; DynamoDB refuses another under it).
-        let without_natural_key = with_natural_key[..2].to_vec();
-        let mut items = with_natural_key;
+        // First with the condition that no other slot id is recorded: the common case, one
+        // request. A record holding another slot id (recorded by a holder that lost its lease)
+        // is committed by a second transaction without it, then marked `multi_slot`: a
+        // transaction cannot count a set, and the distinct-slot signal must see the key.
+        //
+        // The natural-key item rides in the same transaction; when only its condition cancels
+        // it (another event key committed this container and window), the transaction is
+        // retried once without it and the collision is reported.
+        let mut other_slots = false;
         let mut collision: Option<String> = None;
+        let mut items = self.commit_items(pk, owner, slot_id, booking, now_ms, true, true)?;
         let mut token = commit_request_token(pk, owner, slot_id);
+        // A token names one request: each variant of the transaction has its own.
+        let token_for = |other_slots: bool, natural_key: bool| {
+            let owner = if other_slots {
+                format!("{owner}+")
+            } else {
+                owner.to_string()
+            };
+            let slot = if natural_key {
+                slot_id.to_string()
+            } else {
+                format!("{slot_id}\nwithout-nk")
+            };
+            commit_request_token(pk, &owner, &slot)
+        };
+        let committed = |collision: &Option<String>| match collision {
+            Some(other_event_key) => CommitOutcome::CommittedCollision {
+                other_event_key: other_event_key.clone(),
+            },
+            None => CommitOutcome::Committed,
+        };
         let own = |r: &IdempotencyRecord| {
             r.status == RecordStatus::Committed
                 && r.lease_owner.as_deref() == Some(owner)
@@ -381,14 +459,11 @@ impl IdempotencyStore for DynamoStore {
                 .send()
                 .await;
             let err = match result {
-                Ok(_) => {
-                    return Ok(match collision {
-                        Some(other_event_key) => {
-                            CommitOutcome::CommittedCollision { other_event_key }
-                        }
-                        None => CommitOutcome::Committed,
-                    })
+                Ok(_) if other_slots => {
+                    self.mark_multi_slot(pk).await?;
+                    return Ok(committed(&collision));
                 }
+                Ok(_) => return Ok(committed(&collision)),
                 Err(err) => err,
             };
             let cancelled = match err.as_service_error() {
@@ -410,16 +485,27 @@ impl IdempotencyStore for DynamoStore {
                             }
                         },
                     };
-                    return Ok(if own(&record) {
-                        match collision {
-                            Some(other_event_key) => {
-                                CommitOutcome::CommittedCollision { other_event_key }
-                            }
-                            None => CommitOutcome::Committed,
-                        }
-                    } else {
-                        CommitOutcome::Refused(Box::new(record))
-                    });
+                    if own(&record) {
+                        return Ok(committed(&collision));
+                    }
+                    let ours = record.status == RecordStatus::InFlight
+                        && record.lease_owner.as_deref() == Some(owner);
+                    if ours && !other_slots && !record.slot_ids.contains(slot_id) {
+                        other_slots = true;
+                        let natural_key = collision.is_none();
+                        items = self.commit_items(
+                            pk,
+                            owner,
+                            slot_id,
+                            booking,
+                            now_ms,
+                            false,
+                            natural_key,
+                        )?;
+                        token = token_for(other_slots, natural_key);
+                        continue;
+                    }
+                    return Ok(CommitOutcome::Refused(Box::new(record)));
                 }
                 Cancelled::BookingExists(existing_slot) => {
                     return Err(StoreError::Corrupt(format!(
@@ -432,12 +518,23 @@ impl IdempotencyStore for DynamoStore {
                     // Another event key holds the natural key: retry once without the item.
                     let other = match item.as_ref().and_then(|i| i.get("event_key")) {
                         Some(v) => v.as_s().ok().cloned(),
-                        // moto returns no item: read it (only on a collision, never per event).
-                        None => self.natural_key_holder(&nk_pk).await?,
+                        // Only on a collision, never per event.
+                        None => {
+                            self.natural_key_holder(&natural_key_pk(pk, booking))
+                                .await?
+                        }
                     };
                     collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
-                    items = without_natural_key.clone();
-                    token = commit_request_token(pk, owner, &format!("{slot_id}\nwithout-nk"));
+                    items = self.commit_items(
+                        pk,
+                        owner,
+                        slot_id,
+                        booking,
+                        now_ms,
+                        !other_slots,
+                        false,
+                    )?;
+                    token = token_for(other_slots, false);
                 }
                 Cancelled::NaturalKeyTaken(_) => {
                     return Err(StoreError::Unavailable(format!(
@@ -616,16 +713,7 @@ impl IdempotencyStore for DynamoStore {
             )));
         };
         if record.slot_ids.len() > 1 {
-            self.client
-                .update_item()
-                .table_name(&self.idempotency_table)
-                .key("pk", s(pk))
-                .update_expression("SET multi_slot = :one")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
-                .send()
-                .await
-                .map_err(|err| map_sdk_error("record_slot_id mark (UpdateItem)", err))?;
+            self.mark_multi_slot(pk).await?;
         }
         Ok(Some(record))
     }

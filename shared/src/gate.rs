@@ -669,29 +669,51 @@ impl Gate {
                 )
                 .await;
         }
-        let age = self.clock.now_ms().saturating_sub(record.created_at_ms);
-        if age >= self.config.claim_horizon_ms {
-            // A record resumed days later (a redelivery after the terminal's key retention):
-            // never claim again; find the slot the key may hold, or hand it to a person.
+        let now = self.clock.now_ms();
+        let age = now.saturating_sub(record.created_at_ms);
+        let past_horizon = age >= self.config.claim_horizon_ms;
+        let ended = window_ended(record, now);
+        if past_horizon || ended {
+            // A record resumed days later (a redelivery after the terminal's key retention), or
+            // after its window ended: never claim again; find the slot the key may hold, or hand
+            // it to a person.
             let outcome = match self.terminal.lookup(&record.op_key, &record.request).await {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {
+                    let (reason, detail) = if past_horizon {
+                        (
+                            ManualReason::PastKeyRetention,
+                            format!(
+                                "in_flight for {} s, past the terminal's key retention minus \
+                                 margin, and no slot under Idempotency-Key {}: look the key up \
+                                 at the terminal before booking by hand (a new claim could make \
+                                 a second slot)",
+                                age / 1000,
+                                record.op_key
+                            ),
+                        )
+                    } else {
+                        (
+                            ManualReason::WindowEnded,
+                            format!(
+                                "in_flight when its window ended ({}); no slot under \
+                                 Idempotency-Key {}: never claimed after the window's end",
+                                record.window_end, record.op_key
+                            ),
+                        )
+                    };
                     return self
                         .route_held_record(
                             record,
                             RecordStatus::Manual,
-                            ManualReason::PastKeyRetention,
-                            format!(
-                                "in_flight for {} s, past the terminal's key retention minus \
-                                 margin; a new claim could make a second slot",
-                                age / 1000
-                            ),
+                            reason,
+                            detail,
                             body,
                             message_id,
                             invocation,
                         )
-                        .await
+                        .await;
                 }
             };
             return self
@@ -762,25 +784,57 @@ impl Gate {
             .as_deref()
             .filter(|e| *e != record.container)
         {
-            // A slot was made, but not for our container: keep its id and let a person decide.
-            let _ = self
-                .store
-                .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
-                .await;
-            return self
+            // A slot was made, but not for our container: never committed, never recorded in
+            // `slot_ids` (whoever holds the record commits a recorded slot); a person decides.
+            let detail = format!(
+                "terminal answered slot {} for {other}, asked for {}",
+                slot.slot_id, record.container
+            );
+            let outcome = self
                 .route_held_record(
                     record,
                     RecordStatus::Failed,
                     ManualReason::TerminalAnswerInvalid,
-                    format!(
-                        "terminal answered slot {} for {other}, asked for {}",
-                        slot.slot_id, record.container
-                    ),
+                    detail.clone(),
                     body,
                     message_id,
                     invocation,
                 )
                 .await;
+            if let RecordOutcome::Manual(_) = outcome {
+                // Finished as `failed` (no longer committable): keep the id with the record for
+                // the person who cancels it (best effort, the item quotes it too).
+                if let Err(e) = self
+                    .store
+                    .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                    .await
+                {
+                    warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+                }
+            }
+            if !matches!(outcome, RecordOutcome::LeaseLost { .. }) {
+                return outcome;
+            }
+            // The record is someone else's now, but this slot is only known here: a person
+            // gets it once (keyed by the slot), to cancel it at the terminal.
+            let item = ManualItem {
+                reason: ManualReason::TerminalAnswerInvalid,
+                detail: format!("{detail}; the record was taken over meanwhile: cancel this slot"),
+                original_body: body.to_string(),
+                event_key: Some(record.event_key.clone()),
+                message_id: message_id.to_string(),
+                original_body_cut: None,
+            };
+            let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
+            let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+            let now = self.clock.now_ms();
+            return match self
+                .route_once(&route_key, &fingerprint, item, invocation, now)
+                .await
+            {
+                Ok(()) => RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid),
+                Err(e) => RecordOutcome::Retry(e),
+            };
         }
         // Step 4.
         self.commit_slot(record, &slot, body, message_id, invocation)
@@ -1021,7 +1075,10 @@ impl Gate {
             original_body_cut: None,
         };
         let guard = match reason {
-            ManualReason::PastKeyRetention => FinishGuard::LeaseAndNoSlot,
+            // Routings because no slot was found: refused if a slot id was recorded meanwhile.
+            ManualReason::PastKeyRetention | ManualReason::WindowEnded => {
+                FinishGuard::LeaseAndNoSlot
+            }
             _ => FinishGuard::Lease,
         };
         let item_json = item.to_json();
@@ -1309,6 +1366,14 @@ fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
     record.status = RecordStatus::Manual;
     record.route_pending = true;
     record.error = Some(item.detail.clone());
+}
+
+/// Whether the window of the event `record` guards has ended at `now_ms` (epoch ms): no claim is
+/// ever sent after it, only a lookup. `false` for a record without a readable window (a routing
+/// record).
+pub(crate) fn window_ended(record: &IdempotencyRecord, now_ms: i64) -> bool {
+    chrono::DateTime::parse_from_rfc3339(&record.window_end)
+        .is_ok_and(|end| end.timestamp_millis() <= now_ms)
 }
 
 /// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a

@@ -155,6 +155,9 @@ pub enum RecordOutcome {
     Committed {
         /// The slot.
         slot_id: String,
+        /// The event key already committed for the same equipment number and window start, if
+        /// any: a natural-key collision (signal 4), two event keys for one event.
+        natural_key_collision: Option<String>,
     },
     /// Someone else committed first; `ours` is the slot the terminal gave us, if we claimed.
     AlreadyCommitted {
@@ -211,6 +214,47 @@ impl RecordOutcome {
     /// Whether this is a conflict on reserve (the duplicate-ratio numerator).
     pub fn is_duplicate(&self) -> bool {
         matches!(self, Self::Duplicate(_) | Self::DuplicateInFlight)
+    }
+
+    /// The outcome's name as the `record processed` log line gives it in `outcome` (the
+    /// runbooks search for these): `Committed`, `AlreadyCommitted`, `Duplicate`,
+    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `NotStarted`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Committed { .. } => "Committed",
+            Self::AlreadyCommitted { .. } => "AlreadyCommitted",
+            Self::Duplicate(_) => "Duplicate",
+            Self::DuplicateInFlight => "DuplicateInFlight",
+            Self::LeaseLost { .. } => "LeaseLost",
+            Self::Mismatch => "Mismatch",
+            Self::Rejected(_) => "Rejected",
+            Self::Manual(_) => "Manual",
+            Self::Retry(_) => "Retry",
+            Self::NotStarted => "NotStarted",
+        }
+    }
+
+    /// The outcome's detail for the log line's `detail` field: the duplicate's record status,
+    /// the rejection's or routing's reason code, the retry's error; empty for the others.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Duplicate(status) => status.as_str().to_string(),
+            Self::Rejected(reason) => reason.code().to_string(),
+            Self::Manual(reason) => reason.code().to_string(),
+            Self::Retry(error) => error.clone(),
+            Self::NotStarted => "deadline near".to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// The slot id the outcome names (committed, ours, or recorded for the holder), if any.
+    pub fn slot_id(&self) -> Option<&str> {
+        match self {
+            Self::Committed { slot_id, .. } => Some(slot_id),
+            Self::AlreadyCommitted { ours, .. } => Some(ours),
+            Self::LeaseLost { slot_id } => slot_id.as_deref(),
+            _ => None,
+        }
     }
 }
 
@@ -403,7 +447,40 @@ impl Gate {
     /// Handles one SQS record through the four steps (module docs). `invocation.request_id` is
     /// the lease token of everything this record reserves or takes over: unique per record
     /// handling ([`Invocation::for_record`]; [`Gate::handle_batch`] does this).
+    ///
+    /// Every record ends in exactly one `record processed` log line (INFO) with `outcome`
+    /// ([`RecordOutcome::code`]), `detail` ([`RecordOutcome::detail`]), `message_id`, `event_key`,
+    /// `container`, `slot_id`, `took_over` and `other_event_key` (a natural-key collision's other
+    /// key): duplicates, rejections and retries included. The runbooks search for these lines.
     pub async fn handle_record(
+        &self,
+        message: SqsMessage,
+        invocation: &Invocation,
+    ) -> RecordReport {
+        let report = self.handle_record_steps(message, invocation).await;
+        let other_event_key = match &report.outcome {
+            RecordOutcome::Committed {
+                natural_key_collision,
+                ..
+            } => natural_key_collision.as_deref(),
+            _ => None,
+        };
+        info!(
+            outcome = report.outcome.code(),
+            detail = %report.outcome.detail(),
+            message_id = %report.message_id,
+            event_key = report.event_key.as_deref().unwrap_or_default(),
+            container = report.container.as_deref().unwrap_or_default(),
+            slot_id = report.outcome.slot_id().unwrap_or_default(),
+            took_over = report.took_over,
+            other_event_key = other_event_key.unwrap_or_default(),
+            "record processed"
+        );
+        report
+    }
+
+    /// [`Gate::handle_record`] without its log line.
+    async fn handle_record_steps(
         &self,
         message: SqsMessage,
         invocation: &Invocation,
@@ -418,7 +495,6 @@ impl Gate {
         };
         let now = self.clock.now_ms();
         if now.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
-            info!(message_id, "deadline near: record left for redelivery");
             return report;
         }
         let body = message.body.unwrap_or_default();
@@ -503,14 +579,6 @@ impl Gate {
                     .await
             }
         };
-        info!(
-            event_key = %keys.event_key,
-            message_id = %message_id,
-            container = %notification.equipment_number,
-            outcome = ?report.outcome,
-            took_over = report.took_over,
-            "record processed"
-        );
         report
     }
 
@@ -797,7 +865,23 @@ impl Gate {
             Ok(CommitOutcome::Committed) => {
                 return RecordOutcome::Committed {
                     slot_id: slot.slot_id.clone(),
+                    natural_key_collision: None,
                 }
+            }
+            Ok(CommitOutcome::CommittedCollision { other_event_key }) => {
+                warn!(
+                    event_key = %record.event_key,
+                    other_event_key = %other_event_key,
+                    container = %record.container,
+                    window_start = %record.window_start,
+                    slot_id = %slot.slot_id,
+                    message_id,
+                    "natural-key collision: another event key committed this container and window"
+                );
+                return RecordOutcome::Committed {
+                    slot_id: slot.slot_id.clone(),
+                    natural_key_collision: Some(other_event_key),
+                };
             }
             Ok(CommitOutcome::Refused(existing)) => *existing,
             Err(StoreError::Corrupt(detail)) => {

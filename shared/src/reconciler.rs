@@ -84,6 +84,9 @@ pub struct ReconcileReport {
     /// The most distinct slot ids seen for one key when committing or comparing (the
     /// distinct-slot signal; 0 when nothing was committed or compared).
     pub max_distinct_slot_ids: usize,
+    /// Commits that met another event key for the same equipment number and window start
+    /// (signal 4).
+    pub natural_key_collisions: usize,
 }
 
 impl Gate {
@@ -312,7 +315,7 @@ impl Gate {
 }
 
 enum Step {
-    Reconciled { by_lookup: bool },
+    Reconciled { by_lookup: bool, collision: bool },
     AlreadyCommitted { distinct_slot_ids: usize },
     LiveLease,
     Manual,
@@ -323,7 +326,13 @@ enum Step {
 impl Step {
     fn from_outcome(outcome: RecordOutcome, by_lookup: bool) -> Self {
         match outcome {
-            RecordOutcome::Committed { .. } => Self::Reconciled { by_lookup },
+            RecordOutcome::Committed {
+                natural_key_collision,
+                ..
+            } => Self::Reconciled {
+                by_lookup,
+                collision: natural_key_collision.is_some(),
+            },
             RecordOutcome::AlreadyCommitted {
                 distinct_slot_ids, ..
             } => Self::AlreadyCommitted { distinct_slot_ids },
@@ -338,8 +347,14 @@ impl Step {
 impl ReconcileReport {
     fn add(&mut self, step: Step) {
         match step {
-            Step::Reconciled { by_lookup } => {
+            Step::Reconciled {
+                by_lookup,
+                collision,
+            } => {
                 self.reconciled += 1;
+                if collision {
+                    self.natural_key_collisions += 1;
+                }
                 self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(1);
                 if by_lookup {
                     self.found_by_lookup += 1;

@@ -4,6 +4,7 @@
 pub mod delivery;
 pub mod dst;
 pub mod naive;
+pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod sample_events;

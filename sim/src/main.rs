@@ -36,6 +36,10 @@ enum Command {
         /// (default: the SDK's, `AWS_ENDPOINT_URL` or the region's).
         #[arg(long)]
         endpoint: Option<String>,
+        /// Draw each signal over simulated time, its threshold and the alarms' firings to this
+        /// PNG (gated handler only).
+        #[arg(long, value_name = "FILE.png", conflicts_with = "naive")]
+        plot: Option<std::path::PathBuf>,
     },
     /// Replay a scenario with both handlers and print the reports side by side (a file, or the
     /// name of an embedded one, listed below).
@@ -44,6 +48,13 @@ enum Command {
         #[arg(default_value = "monday-2025-06-09")]
         scenario: String,
         /// Print both reports as a JSON object `{naive, gated}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The duplicate-ratio alarms' statistics: expected false pages a month on a healthy feed
+    /// (binomial, `gate::alarm_stats`) and the chance a re-firing upstream breaches one period.
+    Alarms {
+        /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -129,6 +140,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             json,
             store,
             endpoint,
+            plot,
         } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let handler = if naive {
@@ -142,6 +154,11 @@ async fn run(cli: Cli) -> Result<(), String> {
                 Some(stores::build(store, endpoint.as_deref()).await?)
             };
             let r = replay::run(&scenario, ReplayOptions { handler, store }).await?;
+            if let (Some(path), Some(signals)) = (&plot, &r.signals) {
+                let title = format!("{}: the signals and the alarms that fired", r.scenario);
+                sim::plot::signals_png(path, &title, signals)?;
+                eprintln!("plot written to {}", path.display());
+            }
             if json {
                 println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
             } else {
@@ -169,6 +186,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", file.display());
             }
         }
+        Command::Alarms { json } => alarms(json)?,
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let naive = replay::run(&scenario, ReplayOptions::naive()).await?;
@@ -180,6 +198,50 @@ async fn run(cli: Cli) -> Result<(), String> {
                 print!("{}", report::render_side_by_side(&naive, &gated));
             }
         }
+    }
+    Ok(())
+}
+
+/// `sim alarms`: the false pages a month at 1 % and 3 % duplicates for 5 to 5,000 notifications an
+/// hour, and the chance one period catches a third of the notifications sent twice.
+fn alarms(json: bool) -> Result<(), String> {
+    use gate::alarm_stats::{detection_probability, false_page_table};
+    use gate::signals::RATIO_ALARMS;
+    let volumes = [5.0, 10.0, 100.0, 1_000.0, 5_000.0];
+    let rows = false_page_table(&RATIO_ALARMS, &volumes, &[0.01, 0.03]);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&rows).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<28} {:>7} {:>5} {:>8} {:>12} {:>14}",
+        "alarm", "per hour", "dup", "records", "P(period)", "pages/month"
+    );
+    for r in &rows {
+        println!(
+            "{:<28} {:>7} {:>4.0}% {:>8} {:>12.3e} {:>14.3e}",
+            r.alarm,
+            r.per_hour,
+            r.duplicate_rate * 100.0,
+            r.records_per_period,
+            r.period_breach_probability,
+            r.pages_per_month
+        );
+    }
+    println!();
+    println!("a third of the notifications sent twice for a whole period: chance it breaches");
+    for a in RATIO_ALARMS
+        .iter()
+        .filter(|a| a.name.starts_with("DuplicateRatioHigh"))
+    {
+        let cells: Vec<String> = volumes
+            .iter()
+            .map(|v| format!("{v}/h {:.2}", detection_probability(a, *v, 1.0 / 3.0)))
+            .collect();
+        println!("  {:<28} {}", a.name, cells.join("  "));
     }
     Ok(())
 }

@@ -436,7 +436,8 @@ async fn lost_take_over_answer_on_dynamodb() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: "S-7".into()
+            slot_id: "S-7".into(),
+            natural_key_collision: None,
         },
         "{ops:?}"
     );

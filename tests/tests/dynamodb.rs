@@ -316,7 +316,8 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: "ECT-SLOT-0001".into()
+            slot_id: "ECT-SLOT-0001".into(),
+            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());

@@ -818,7 +818,7 @@ impl Gate {
             // The record is someone else's now, but this slot is only known here: a person
             // gets it once (keyed by the slot), to cancel it at the terminal.
             let item = ManualItem {
-                reason: ManualReason::TerminalAnswerInvalid,
+                reason: ManualReason::UnbookedSlot,
                 detail: format!("{detail}; the record was taken over meanwhile: cancel this slot"),
                 original_body: body.to_string(),
                 event_key: Some(record.event_key.clone()),
@@ -832,7 +832,7 @@ impl Gate {
                 .route_once(&route_key, &fingerprint, item, invocation, now)
                 .await
             {
-                Ok(()) => RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid),
+                Ok(()) => RecordOutcome::Manual(ManualReason::UnbookedSlot),
                 Err(e) => RecordOutcome::Retry(e),
             };
         }

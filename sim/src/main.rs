@@ -321,11 +321,17 @@ fn check(
     let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     for (seed, vs) in &summary.failures {
         for v in vs {
-            // The violation's words without keys, ids and figures.
+            // The violation's words with keys, ids and figures shown as `_`.
             let kind: Vec<&str> = v
                 .split_whitespace()
-                .filter(|w| !w.chars().any(|c| c.is_ascii_digit()) && !w.contains('"'))
-                .take(9)
+                .map(|w| {
+                    if w.chars().any(|c| c.is_ascii_digit()) || w.contains('"') {
+                        "_"
+                    } else {
+                        w
+                    }
+                })
+                .take(12)
                 .collect();
             kinds.entry(kind.join(" ")).or_insert((0, *seed)).0 += 1;
         }

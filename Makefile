@@ -4,17 +4,32 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools fmt-check clippy lint-template cargo-test bench
+.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench
 
+# The build shows its progress on stderr first (the first one compiles the workspace and the AWS
+# SDK crates: 10-15 minutes on 2 cores; afterwards seconds), then the replay prints only its table.
 demo:
-	$(CARGO) run --release -q -p sim -- compare monday-2025-06-09
+	@echo "demo: building the simulator (release). The first build compiles the workspace and the" >&2
+	@echo "demo: AWS SDK crates: 10-15 minutes on 2 cores; later runs take seconds." >&2
+	@start=$$(date +%s); $(CARGO) build --release -p sim --bin sim && \
+		echo "demo: built in $$(( $$(date +%s) - start )) s; replaying monday-2025-06-09" >&2
+	@$(CARGO) run --release -q -p sim -- compare monday-2025-06-09
 
 test: tools fmt-check clippy lint-template cargo-test
 
 # moto[server], cargo-lambda, aws-sam-cli, cfn-lint at pinned versions into ./.venv, and checkov
-# into ./.venv/checkov (its own venv: it pins an older boto3), if missing.
+# into ./.venv/checkov (its own venv: it pins an older boto3), if missing (scripts/tools.sh).
 tools:
 	scripts/tools.sh
+
+# `sam build` for the deploy (README, "Build and deploy"): the three functions built with
+# `cargo lambda build --release --arm64`. The arm64 Rust target is installed first, once: `sam
+# build` runs the three builds in parallel (samconfig.toml) and each would try to install the
+# missing target at the same time ("Failed to install target component", then "can't find crate
+# for `std`").
+build: tools
+	rustup target add aarch64-unknown-linux-gnu
+	sam build
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

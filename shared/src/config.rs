@@ -1,6 +1,7 @@
 //! The functions' configuration (the consumer and the reconciler share it), read and validated
-//! once at cold start from environment variables. A missing or invalid variable stops start-up
-//! with a message naming it.
+//! once at cold start from environment variables. Every missing or invalid variable is found in
+//! one pass and reported together ([`ConfigErrors`]): a function that cannot start says so once,
+//! naming each variable, instead of one variable per attempt.
 //!
 //! | variable | meaning | unit | default |
 //! | --- | --- | --- | --- |
@@ -48,12 +49,44 @@ fn terminal_calls_margin_ms(request_timeout: Duration, calls: i64) -> i64 {
 
 /// A configuration error: the variable's name and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("configuration: {variable}: {problem}")]
+#[error("{variable}: {problem}")]
 pub struct ConfigError {
     /// The environment variable.
     pub variable: &'static str,
     /// What is wrong with it.
     pub problem: String,
+}
+
+/// Every problem of one configuration, in the order the variables are read (never empty).
+/// Displayed as `invalid configuration: 2 problems: TERMINAL_BASE_URL: missing (required);
+/// IDEMPOTENCY_TABLE: missing (required)`; it quotes values, never a token (a refused
+/// `TERMINAL_API_TOKEN` is described, not quoted).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// The variables named, in order (a variable with two problems is named twice).
+    pub fn variables(&self) -> Vec<&'static str> {
+        self.0.iter().map(|e| e.variable).collect()
+    }
+}
+
+impl std::fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.len();
+        write!(
+            f,
+            "invalid configuration: {n} problem{}: ",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
 }
 
 /// The functions' configuration.
@@ -78,52 +111,79 @@ pub struct FunctionConfig {
     pub token_secret_arn: Option<String>,
 }
 
-struct Env<F: Fn(&str) -> Option<String>>(F);
+/// Reads variables through a lookup and collects every problem instead of stopping at the first:
+/// an accessor that finds a problem records it and returns the default (or `None`), so the
+/// caller reads on and [`Env::finish`] reports them all.
+struct Env<F: Fn(&str) -> Option<String>> {
+    lookup: F,
+    problems: std::cell::RefCell<Vec<ConfigError>>,
+}
 
 impl<F: Fn(&str) -> Option<String>> Env<F> {
-    fn optional(&self, variable: &'static str) -> Option<String> {
-        (self.0)(variable).filter(|v| !v.trim().is_empty())
-    }
-
-    fn required(&self, variable: &'static str) -> Result<String, ConfigError> {
-        self.optional(variable).ok_or(ConfigError {
-            variable,
-            problem: "missing (required)".into(),
-        })
-    }
-
-    fn number(
-        &self,
-        variable: &'static str,
-        default: i64,
-        min: i64,
-        max: i64,
-    ) -> Result<i64, ConfigError> {
-        let Some(raw) = self.optional(variable) else {
-            return Ok(default);
-        };
-        let value: i64 = raw.trim().parse().map_err(|_| ConfigError {
-            variable,
-            problem: format!("{raw:?} is not an integer"),
-        })?;
-        if !(min..=max).contains(&value) {
-            return Err(ConfigError {
-                variable,
-                problem: format!("{value} is outside {min}..={max}"),
-            });
+    fn new(lookup: F) -> Self {
+        Self {
+            lookup,
+            problems: std::cell::RefCell::new(Vec::new()),
         }
-        Ok(value)
     }
 
-    fn boolean(&self, variable: &'static str, default: bool) -> Result<bool, ConfigError> {
+    fn problem(&self, variable: &'static str, problem: impl Into<String>) {
+        self.problems.borrow_mut().push(ConfigError {
+            variable,
+            problem: problem.into(),
+        });
+    }
+
+    fn optional(&self, variable: &'static str) -> Option<String> {
+        (self.lookup)(variable).filter(|v| !v.trim().is_empty())
+    }
+
+    /// The value, or `None` with the problem `missing (required)` recorded.
+    fn required(&self, variable: &'static str) -> Option<String> {
+        let value = self.optional(variable);
+        if value.is_none() {
+            self.problem(variable, "missing (required)");
+        }
+        value
+    }
+
+    /// The integer in `min..=max`, `default` when unset; `None` with the problem recorded when
+    /// set to anything else.
+    fn number(&self, variable: &'static str, default: i64, min: i64, max: i64) -> Option<i64> {
+        let Some(raw) = self.optional(variable) else {
+            return Some(default);
+        };
+        let Ok(value) = raw.trim().parse::<i64>() else {
+            self.problem(variable, format!("{raw:?} is not an integer"));
+            return None;
+        };
+        if !(min..=max).contains(&value) {
+            self.problem(variable, format!("{value} is outside {min}..={max}"));
+            return None;
+        }
+        Some(value)
+    }
+
+    /// `true` or `false`, `default` when unset or (with the problem recorded) anything else.
+    fn boolean(&self, variable: &'static str, default: bool) -> bool {
         match self.optional(variable).as_deref().map(str::trim) {
-            None => Ok(default),
-            Some("true") => Ok(true),
-            Some("false") => Ok(false),
-            Some(other) => Err(ConfigError {
-                variable,
-                problem: format!("{other:?} is not `true` or `false`"),
-            }),
+            None => default,
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                self.problem(variable, format!("{other:?} is not `true` or `false`"));
+                default
+            }
+        }
+    }
+
+    /// `value` when no problem was recorded, else every problem.
+    fn finish<T>(self, value: impl FnOnce() -> T) -> Result<T, ConfigErrors> {
+        let problems = self.problems.into_inner();
+        if problems.is_empty() {
+            Ok(value())
+        } else {
+            Err(ConfigErrors(problems))
         }
     }
 }
@@ -194,15 +254,17 @@ impl FunctionConfig {
     /// Reads the configuration through `lookup` (e.g. `|k| std::env::var(k).ok()`).
     ///
     /// # Errors
-    /// The first [`ConfigError`] found, naming the variable.
-    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let env = Env(lookup);
-        let base_url = env.required("TERMINAL_BASE_URL")?;
-        if !base_url_allowed(&base_url) {
-            return Err(ConfigError {
-                variable: "TERMINAL_BASE_URL",
-                problem: "must be https:// (http:// only to a loopback host)".into(),
-            });
+    /// [`ConfigErrors`]: every missing or invalid variable, each named, in one error.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
+        let env = Env::new(lookup);
+        let base_url = env.required("TERMINAL_BASE_URL");
+        // Not quoted: a refused URL may carry a credential (`https://user:password@...`).
+        if base_url.as_deref().is_some_and(|u| !base_url_allowed(u)) {
+            env.problem(
+                "TERMINAL_BASE_URL",
+                "must be https:// (http:// only to a loopback host), without user info, query or \
+                 fragment",
+            );
         }
         let known_terminals: Vec<String> = env
             .optional("KNOWN_TERMINALS")
@@ -212,10 +274,7 @@ impl FunctionConfig {
             .filter(|t| !t.is_empty())
             .collect();
         if known_terminals.is_empty() {
-            return Err(ConfigError {
-                variable: "KNOWN_TERMINALS",
-                problem: "no terminal code given".into(),
-            });
+            env.problem("KNOWN_TERMINALS", "no terminal code given");
         }
         let mut gate = GateConfig::new(
             env.optional("INTEGRATION_NAME")
@@ -223,22 +282,28 @@ impl FunctionConfig {
             known_terminals,
         );
         gate.terminal_supports_idempotency_key =
-            env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true)?;
+            env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
         // The default (21 days) outlives every redelivery horizon; 1 hour is the floor for tests
         // and local runs (`DEFAULT_KEY_TTL_S`; the template refuses less than 19 days).
-        gate.key_ttl_s = env.number("KEY_TTL_SECONDS", DEFAULT_KEY_TTL_S, 3_600, 366 * 86_400)?;
-        gate.lease_floor_ms = env.number("LEASE_FLOOR_MS", 30_000, 1_000, 900_000)?;
-        gate.max_concurrency = env.number("MAX_CONCURRENCY", 10, 1, 10_000)? as usize;
-        gate.deadline_margin_ms = env.number("DEADLINE_MARGIN_MS", 12_000, 0, 900_000)?;
-        let mut terminal = HttpTerminalConfig::new(base_url);
-        terminal.connect_timeout =
-            Duration::from_millis(
-                env.number("TERMINAL_CONNECT_TIMEOUT_MS", 2_000, 1, 60_000)? as u64
-            );
-        terminal.request_timeout =
-            Duration::from_millis(
-                env.number("TERMINAL_REQUEST_TIMEOUT_MS", 10_000, 1, 900_000)? as u64,
-            );
+        gate.key_ttl_s = env
+            .number("KEY_TTL_SECONDS", DEFAULT_KEY_TTL_S, 3_600, 366 * 86_400)
+            .unwrap_or(DEFAULT_KEY_TTL_S);
+        gate.lease_floor_ms = env
+            .number("LEASE_FLOOR_MS", 30_000, 1_000, 900_000)
+            .unwrap_or(30_000);
+        gate.max_concurrency = env.number("MAX_CONCURRENCY", 10, 1, 10_000).unwrap_or(10) as usize;
+        gate.deadline_margin_ms = env
+            .number("DEADLINE_MARGIN_MS", 12_000, 0, 900_000)
+            .unwrap_or(12_000);
+        let mut terminal = HttpTerminalConfig::new(base_url.unwrap_or_default());
+        terminal.connect_timeout = Duration::from_millis(
+            env.number("TERMINAL_CONNECT_TIMEOUT_MS", 2_000, 1, 60_000)
+                .unwrap_or(2_000) as u64,
+        );
+        terminal.request_timeout = Duration::from_millis(
+            env.number("TERMINAL_REQUEST_TIMEOUT_MS", 10_000, 1, 900_000)
+                .unwrap_or(10_000) as u64,
+        );
         // A record started just before the margin must finish its claim (up to the request
         // timeout) and its commit before Lambda's deadline, or Lambda ends the invocation mid-claim
         // and the whole batch comes back: the margin is raised to that if set lower (not refused:
@@ -253,67 +318,68 @@ impl FunctionConfig {
         let token_secret_arn = env.optional("TERMINAL_API_TOKEN_SECRET_ARN");
         let local_token = env.optional("TERMINAL_API_TOKEN");
         if token_secret_arn.is_some() && local_token.is_some() {
-            return Err(ConfigError {
-                variable: "TERMINAL_API_TOKEN",
-                problem: "set together with TERMINAL_API_TOKEN_SECRET_ARN; TERMINAL_API_TOKEN is \
-                          for local runs only, unset one of them"
-                    .into(),
-            });
+            env.problem(
+                "TERMINAL_API_TOKEN",
+                "set together with TERMINAL_API_TOKEN_SECRET_ARN; TERMINAL_API_TOKEN is for local \
+                 runs only, unset one of them",
+            );
         }
-        if let Some(arn) = &token_secret_arn {
-            if !secret_arn_valid(arn) {
-                return Err(ConfigError {
-                    variable: "TERMINAL_API_TOKEN_SECRET_ARN",
-                    problem: format!("{arn:?} is not a Secrets Manager secret ARN"),
-                });
+        if let Some(arn) = token_secret_arn.as_deref().filter(|a| !secret_arn_valid(a)) {
+            env.problem(
+                "TERMINAL_API_TOKEN_SECRET_ARN",
+                format!("{arn:?} is not a Secrets Manager secret ARN"),
+            );
+        }
+        // The token is described, never quoted (`ApiToken::parse`'s errors do not quote it).
+        terminal.token = match local_token.map(|raw| ApiToken::parse(&raw)).transpose() {
+            Ok(token) => token,
+            Err(e) => {
+                env.problem("TERMINAL_API_TOKEN", e.to_string());
+                None
             }
-        }
-        terminal.token = local_token
-            .map(|raw| ApiToken::parse(&raw))
-            .transpose()
-            .map_err(|e| ConfigError {
-                variable: "TERMINAL_API_TOKEN",
-                problem: e.to_string(),
-            })?;
+        };
         // The AWS SDK logs request and response bodies at TRACE when this is set; the manual
         // queue's messages hold the PIN.
         if env
             .optional("LOG_SENSITIVE_BODIES")
             .is_some_and(|v| !v.trim().eq_ignore_ascii_case("false"))
         {
-            return Err(ConfigError {
-                variable: "LOG_SENSITIVE_BODIES",
-                problem:
-                    "would let the AWS SDK log request bodies, which hold release PINs; unset it"
-                        .into(),
-            });
+            env.problem(
+                "LOG_SENSITIVE_BODIES",
+                "would let the AWS SDK log request bodies, which hold release PINs; unset it",
+            );
+        }
+        let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
+        let retention_s = env.number("TERMINAL_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400);
+        let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
+        let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
+        if let (Some(retention), Some(margin)) = (retention_s, margin_s) {
+            if margin >= retention {
+                env.problem(
+                    "RETENTION_MARGIN_SECONDS",
+                    format!(
+                        "{margin} must be less than TERMINAL_KEY_RETENTION_SECONDS ({retention})"
+                    ),
+                );
+            }
         }
         let reconciler = ReconcilerConfig {
-            min_age_ms: env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400)? * 1000,
-            key_retention_ms: env.number(
-                "TERMINAL_KEY_RETENTION_SECONDS",
-                86_400,
-                60,
-                366 * 86_400,
-            )? * 1000,
-            retention_margin_ms: env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400)?
-                * 1000,
-            page_size: env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000)? as usize,
+            min_age_ms: min_age_s.unwrap_or(120) * 1000,
+            key_retention_ms: retention_s.unwrap_or(86_400) * 1000,
+            retention_margin_ms: margin_s.unwrap_or(3_600) * 1000,
+            page_size: page_size.unwrap_or(25) as usize,
         };
-        if reconciler.retention_margin_ms >= reconciler.key_retention_ms {
-            return Err(ConfigError {
-                variable: "RETENTION_MARGIN_SECONDS",
-                problem: "must be less than TERMINAL_KEY_RETENTION_SECONDS".into(),
-            });
-        }
         // The consumer resumes stale records too: it never claims past the same horizon.
         gate.claim_horizon_ms = reconciler.claim_horizon_ms();
-        Ok(Self {
+        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
+        let bookings_table = env.required("BOOKINGS_TABLE");
+        let manual_queue_url = env.required("MANUAL_QUEUE_URL");
+        env.finish(|| Self {
             gate,
             reconciler,
-            idempotency_table: env.required("IDEMPOTENCY_TABLE")?,
-            bookings_table: env.required("BOOKINGS_TABLE")?,
-            manual_queue_url: env.required("MANUAL_QUEUE_URL")?,
+            idempotency_table: idempotency_table.unwrap_or_default(),
+            bookings_table: bookings_table.unwrap_or_default(),
+            manual_queue_url: manual_queue_url.unwrap_or_default(),
             terminal,
             token_secret_arn,
         })
@@ -334,14 +400,16 @@ impl MetricsConfig {
     /// Reads the configuration through `lookup`.
     ///
     /// # Errors
-    /// A [`ConfigError`] naming the missing variable.
-    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let env = Env(lookup);
-        Ok(Self {
-            idempotency_table: env.required("IDEMPOTENCY_TABLE")?,
-            integration: env
-                .optional("INTEGRATION_NAME")
-                .unwrap_or_else(|| "ect-delta-slots".into()),
+    /// [`ConfigErrors`] naming the missing variable.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
+        let env = Env::new(lookup);
+        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
+        let integration = env
+            .optional("INTEGRATION_NAME")
+            .unwrap_or_else(|| "ect-delta-slots".into());
+        env.finish(|| Self {
+            idempotency_table: idempotency_table.unwrap_or_default(),
+            integration,
         })
     }
 }
@@ -391,20 +459,87 @@ mod tests {
         assert_eq!(
             FunctionConfig::from_env(env(&without))
                 .unwrap_err()
-                .variable,
-            "BOOKINGS_TABLE"
+                .variables(),
+            ["BOOKINGS_TABLE"]
         );
         let mut bad = BASE.to_vec();
         bad.push(("KEY_TTL_SECONDS", "14d"));
         let err = FunctionConfig::from_env(env(&bad)).unwrap_err();
-        assert_eq!(err.variable, "KEY_TTL_SECONDS");
+        assert_eq!(err.variables(), ["KEY_TTL_SECONDS"]);
         assert!(err.to_string().contains("14d"));
         let mut bad = BASE.to_vec();
         bad.push(("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", "yes"));
         assert_eq!(
-            FunctionConfig::from_env(env(&bad)).unwrap_err().variable,
-            "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY"
+            FunctionConfig::from_env(env(&bad)).unwrap_err().variables(),
+            ["TERMINAL_SUPPORTS_IDEMPOTENCY_KEY"]
         );
+    }
+
+    /// Nothing set: every required variable is named in one error, in reading order.
+    #[test]
+    fn every_missing_variable_is_named_at_once() {
+        let err = FunctionConfig::from_env(env(&[])).unwrap_err();
+        assert_eq!(
+            err.variables(),
+            [
+                "TERMINAL_BASE_URL",
+                "IDEMPOTENCY_TABLE",
+                "BOOKINGS_TABLE",
+                "MANUAL_QUEUE_URL"
+            ]
+        );
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: 4 problems: TERMINAL_BASE_URL: missing (required); \
+             IDEMPOTENCY_TABLE: missing (required); BOOKINGS_TABLE: missing (required); \
+             MANUAL_QUEUE_URL: missing (required)"
+        );
+        assert_eq!(
+            MetricsConfig::from_env(env(&[])).unwrap_err().to_string(),
+            "invalid configuration: 1 problem: IDEMPOTENCY_TABLE: missing (required)"
+        );
+    }
+
+    /// Missing and invalid variables together: all of them, each once, none hidden behind the
+    /// first; a refused base URL is not quoted (it may carry a credential).
+    #[test]
+    fn missing_and_invalid_variables_are_reported_together() {
+        let err = FunctionConfig::from_env(env(&[
+            ("TERMINAL_BASE_URL", "http://user:s3cret@slots.example"),
+            ("IDEMPOTENCY_TABLE", "idem"),
+            ("KEY_TTL_SECONDS", "14d"),
+            ("MAX_CONCURRENCY", "0"),
+            ("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", "yes"),
+            ("TERMINAL_KEY_RETENTION_SECONDS", "600"),
+            ("RETENTION_MARGIN_SECONDS", "600"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.variables(),
+            [
+                "TERMINAL_BASE_URL",
+                "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
+                "KEY_TTL_SECONDS",
+                "MAX_CONCURRENCY",
+                "RETENTION_MARGIN_SECONDS",
+                "BOOKINGS_TABLE",
+                "MANUAL_QUEUE_URL"
+            ]
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("KEY_TTL_SECONDS: \"14d\" is not an integer"),
+            "{text}"
+        );
+        assert!(
+            text.contains("MAX_CONCURRENCY: 0 is outside 1..=10000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("RETENTION_MARGIN_SECONDS: 600 must be less than TERMINAL_KEY_RETENTION_SECONDS (600)"),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
     }
 
     #[test]
@@ -432,8 +567,10 @@ mod tests {
         let mut plain = BASE.to_vec();
         plain[3] = ("TERMINAL_BASE_URL", "http://slots.example");
         assert_eq!(
-            FunctionConfig::from_env(env(&plain)).unwrap_err().variable,
-            "TERMINAL_BASE_URL"
+            FunctionConfig::from_env(env(&plain))
+                .unwrap_err()
+                .variables(),
+            ["TERMINAL_BASE_URL"]
         );
     }
 
@@ -483,7 +620,7 @@ mod tests {
         let mut both = cloud.clone();
         both.push(("TERMINAL_API_TOKEN", "tok-XYZZY-secret"));
         let err = FunctionConfig::from_env(env(&both)).unwrap_err();
-        assert_eq!(err.variable, "TERMINAL_API_TOKEN");
+        assert_eq!(err.variables(), ["TERMINAL_API_TOKEN"]);
         assert!(!err.to_string().contains("XYZZY"), "{err}");
 
         let mut bad_arn = BASE.to_vec();
@@ -494,14 +631,14 @@ mod tests {
         assert_eq!(
             FunctionConfig::from_env(env(&bad_arn))
                 .unwrap_err()
-                .variable,
-            "TERMINAL_API_TOKEN_SECRET_ARN"
+                .variables(),
+            ["TERMINAL_API_TOKEN_SECRET_ARN"]
         );
 
         let mut bad_token = BASE.to_vec();
         bad_token.push(("TERMINAL_API_TOKEN", "tok XYZZY"));
         let err = FunctionConfig::from_env(env(&bad_token)).unwrap_err();
-        assert_eq!(err.variable, "TERMINAL_API_TOKEN");
+        assert_eq!(err.variables(), ["TERMINAL_API_TOKEN"]);
         assert!(!err.to_string().contains("XYZZY"), "{err}");
     }
 
@@ -512,8 +649,8 @@ mod tests {
         assert_eq!(
             FunctionConfig::from_env(env(&logging))
                 .unwrap_err()
-                .variable,
-            "LOG_SENSITIVE_BODIES"
+                .variables(),
+            ["LOG_SENSITIVE_BODIES"]
         );
         let mut off = BASE.to_vec();
         off.push(("LOG_SENSITIVE_BODIES", "false"));

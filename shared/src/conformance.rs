@@ -398,7 +398,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
             assert_eq!(c.inflight_shard, None);
             assert_eq!(c.updated_at_ms, NOW_MS + 10);
         }
-        CommitOutcome::Refused(other) => panic!("commit refused: {other:?}"),
+        other => panic!("commit not plainly committed: {other:?}"),
     }
     let expected = IdempotencyRecord {
         status: RecordStatus::Committed,
@@ -449,7 +449,9 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
         .expect("commit")
     {
         CommitOutcome::Refused(existing) => assert_eq!(*existing, taken),
-        CommitOutcome::Committed => panic!("a holder that lost its lease committed"),
+        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            panic!("a holder that lost its lease committed")
+        }
     }
     assert_eq!(must_get(store, &r.pk).await, taken);
     assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
@@ -474,7 +476,9 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
         .expect("commit")
     {
         CommitOutcome::Refused(existing) => assert_eq!(*existing, committed),
-        CommitOutcome::Committed => panic!("committed twice"),
+        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            panic!("committed twice")
+        }
     }
     assert_eq!(must_get(store, &r.pk).await, committed);
     assert_eq!(
@@ -511,7 +515,9 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
             assert_eq!(*existing, failed);
             assert_eq!(existing.status, RecordStatus::Failed);
         }
-        CommitOutcome::Committed => panic!("committed a failed record"),
+        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            panic!("committed a failed record")
+        }
     }
     assert_eq!(store.booking(&f.event_key).await.expect("booking"), None);
 
@@ -580,6 +586,9 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, pref
             (_, Ok(CommitOutcome::Refused(existing))) => losers.push(existing.slot_id.clone()),
             (_, Err(StoreError::TransactionConflict(_))) => losers.push(None),
             (_, Err(e)) => panic!("commit failed: {e}"),
+            (_, Ok(CommitOutcome::CommittedCollision { other_event_key })) => {
+                panic!("one record's commits collided with {other_event_key}")
+            }
         }
     }
     assert_eq!(winners.len(), 1, "exactly one commit wins");
@@ -1030,9 +1039,104 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, 
             .expect("commit")
         {
             CommitOutcome::Refused(existing) => assert!(existing.request.is_empty()),
-            CommitOutcome::Committed => panic!("committed a finished record"),
+            CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+                panic!("committed a finished record")
+            }
         }
     }
+}
+
+/// Signal 4: two event keys committed for one equipment number and window start. The first
+/// commit writes the natural-key item; the second meets it, is retried without it, commits (record
+/// and booking) and names the first event key; a retried first commit is still plain `Committed`;
+/// another window of the same container is no collision.
+pub async fn natural_key_collision_is_reported(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let store = store.as_ref();
+    let first = sample_record(prefix, "nk-first", "owner-a", NOW_MS);
+    let second = sample_record(prefix, "nk-second", "owner-b", NOW_MS);
+    let mut other_window = sample_record(prefix, "nk-other-window", "owner-c", NOW_MS);
+    other_window.window_start = "2025-06-09T12:00:00Z".into();
+    other_window.window_end = "2025-06-09T14:00:00Z".into();
+    assert_eq!(first.container, second.container);
+    for r in [&first, &second, &other_window] {
+        must_reserve(store, r, NOW_MS).await;
+    }
+    let commit = |r: &IdempotencyRecord, owner: &'static str, slot: &'static str| {
+        let booking = TmsBooking::for_record(r, slot, NOW_MS + 10);
+        let pk = r.pk.clone();
+        async move {
+            store
+                .commit(&pk, owner, slot, &booking, NOW_MS + 10)
+                .await
+                .expect("commit")
+        }
+    };
+    assert_eq!(
+        commit(&first, "owner-a", "SLOT-A").await,
+        CommitOutcome::Committed
+    );
+    assert_eq!(
+        commit(&second, "owner-b", "SLOT-B").await,
+        CommitOutcome::CommittedCollision {
+            other_event_key: first.event_key.clone()
+        }
+    );
+    let b = must_get(store, &second.pk).await;
+    assert_eq!(b.status, RecordStatus::Committed);
+    assert_eq!(b.slot_id.as_deref(), Some("SLOT-B"));
+    assert_eq!(
+        store
+            .booking(&second.event_key)
+            .await
+            .expect("booking")
+            .map(|b| b.slot_id),
+        Some("SLOT-B".to_string())
+    );
+    // The first commit's retry recognises itself, collision-free.
+    assert_eq!(
+        commit(&first, "owner-a", "SLOT-A").await,
+        CommitOutcome::Committed
+    );
+    assert_eq!(
+        commit(&other_window, "owner-c", "SLOT-C").await,
+        CommitOutcome::Committed
+    );
+}
+
+/// A holder that lost its lease recorded its slot id on the record (`record_slot_id`); the new
+/// holder commits another slot: committed, both ids in `slot_ids`, and the key counted by
+/// `multi_slot_keys` (the terminal issued two slots for one key).
+pub async fn commit_over_another_recorded_slot_is_counted(
+    store: Arc<dyn IdempotencyStore>,
+    prefix: &str,
+) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "two-slots", "owner-b", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    store
+        .record_slot_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .await
+        .expect("record_slot_id");
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before,
+        "one slot id is not two"
+    );
+    let b = TmsBooking::for_record(&r, "SLOT-NEW", NOW_MS + 2);
+    let out = store
+        .commit(&r.pk, "owner-b", "SLOT-NEW", &b, NOW_MS + 2)
+        .await
+        .expect("commit");
+    assert_eq!(out, CommitOutcome::Committed);
+    let stored = must_get(store, &r.pk).await;
+    assert_eq!(stored.status, RecordStatus::Committed);
+    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-NEW"));
+    assert_eq!(stored.slot_ids, set(&["SLOT-LOST-LEASE", "SLOT-NEW"]));
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before + 1
+    );
 }
 
 /// Every case, in order, each with its own sub-prefix.
@@ -1049,5 +1153,7 @@ pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
     finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
     record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
     finished_records_hold_no_request(Arc::clone(&store), &format!("{prefix}-m")).await;
+    commit_over_another_recorded_slot_is_counted(Arc::clone(&store), &format!("{prefix}-n")).await;
+    natural_key_collision_is_reported(Arc::clone(&store), &format!("{prefix}-o")).await;
     stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
 }

@@ -1,6 +1,6 @@
 //! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
 //!
-//! Two tables (`DESIGN.md`, "Records"):
+//! Two tables:
 //!
 //! * the idempotency table, partition key `pk` (S), with the sparse GSI `InFlight` (partition key
 //!   `inflight_shard` (S), sort key `created_at` (N), projection `INCLUDE`
@@ -60,8 +60,9 @@ use serde::{Deserialize, Serialize};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, InFlightPage,
-    Reservation, StoreError, TakeOver, UnreadableEntry,
+    natural_key_expires_at_s, natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome,
+    IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
+    UnreadableEntry,
 };
 
 /// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
@@ -158,6 +159,97 @@ impl DynamoStore {
     /// The DynamoDB client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The commit transaction's items: the record's update (fenced by `owner`; with
+    /// `only_our_slot`, also `attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`),
+    /// the booking's put and, with `natural_key`, the natural-key item's put (signal 4).
+    #[allow(clippy::too_many_arguments)]
+    fn commit_items(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &TmsBooking,
+        now_ms: i64,
+        only_our_slot: bool,
+        natural_key: bool,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let condition = if only_our_slot {
+            format!(
+                "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
+                 :slot_id))"
+            )
+        } else {
+            HELD_CONDITION.to_string()
+        };
+        let update = Update::builder()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
+                 ADD slot_ids :slot_set \
+                 REMOVE inflight_shard, lease_until, #request",
+            )
+            .condition_expression(condition)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#request", "request")
+            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":slot_id", s(slot_id))
+            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let put = Put::builder()
+            .table_name(&self.bookings_table)
+            .set_item(Some(booking_to_item(booking)))
+            .condition_expression("attribute_not_exists(source_event)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+        let mut items = vec![
+            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().put(put).build(),
+        ];
+        if natural_key {
+            // Signal 4: item 2, the natural-key item, held by the first event key committed for
+            // this container and window.
+            let natural_key = Put::builder()
+                .table_name(&self.idempotency_table)
+                .item("pk", s(&natural_key_pk(pk, booking)))
+                .item("event_key", s(&booking.source_event))
+                .item("container", s(&booking.container))
+                .item("window_start", s(&booking.window_start))
+                .item("expires_at", num(natural_key_expires_at_s(booking, now_ms)))
+                .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
+                .expression_attribute_values(":event_key", s(&booking.source_event))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
+            items.push(TransactWriteItem::builder().put(natural_key).build());
+        }
+        Ok(items)
+    }
+
+    /// Marks `pk` as holding two or more distinct slot ids (`multi_slot = "1"`, the sparse GSI
+    /// `MultiSlot`). Idempotent.
+    async fn mark_multi_slot(&self, pk: &str) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression("SET multi_slot = :one")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+            .send()
+            .await
+            .map_err(|err| map_sdk_error("multi_slot mark (UpdateItem)", err))?;
+        Ok(())
     }
 
     async fn put_reserve(
@@ -286,8 +378,11 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One `TransactWriteItems`: the record's update (condition `status = in_flight AND
-    /// lease_owner = :owner`, `ALL_OLD` on failure) and the booking's put (condition
-    /// `attribute_not_exists(source_event)`), with a `ClientRequestToken` derived from the record,
+    /// lease_owner = :owner`, `ALL_OLD` on failure), the booking's put (condition
+    /// `attribute_not_exists(source_event)`) and the natural-key item's put
+    /// ([`natural_key_pk`]: `event_key`, `container`, `window_start`, `expires_at`; condition
+    /// `attribute_not_exists(pk) OR event_key = :event_key`, `ALL_OLD` on failure), with a
+    /// `ClientRequestToken` derived from the record,
     /// the owner and the slot ([`commit_request_token`]): DynamoDB treats a retry with the same
     /// token within 10 minutes as the same request and answers it as the first (AWS,
     /// `TransactWriteItems`, "ClientRequestToken"); our own `TransactionConflict` retries reuse it.
@@ -297,9 +392,18 @@ impl IdempotencyStore for DynamoStore {
     /// only if the reason has none; no record at all is [`StoreError::Corrupt`]), or
     /// [`CommitOutcome::Committed`] when that item is our own commit (committed by `owner` with
     /// `slot_id`: a retry that met its own write where the token did not answer it); the
-    /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record);
+    /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key
+    /// item's alone is a collision: the transaction is retried once without that item, under its
+    /// own token, and answers [`CommitOutcome::CommittedCollision`] with the event key from the
+    /// cancellation's old item (a consistent `GetItem` of it only if the reason carries none);
     /// `TransactionConflict` is retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`].
+    ///
+    /// The first transaction also requires that no other slot id is recorded
+    /// (`attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`). When a holder that
+    /// lost its lease recorded another one, that condition cancels it and a second transaction
+    /// commits without it, followed by the `multi_slot` mark (an `UpdateItem`), so the
+    /// distinct-slot signal counts the key: three requests, only in that case.
     async fn commit(
         &self,
         pk: &str,
@@ -308,39 +412,38 @@ impl IdempotencyStore for DynamoStore {
         booking: &TmsBooking,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        let update = Update::builder()
-            .table_name(&self.idempotency_table)
-            .key("pk", s(pk))
-            .update_expression(
-                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
-                 ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_until, #request",
-            )
-            .condition_expression(HELD_CONDITION)
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#request", "request")
-            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
-            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":slot_id", s(slot_id))
-            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let put = Put::builder()
-            .table_name(&self.bookings_table)
-            .set_item(Some(booking_to_item(booking)))
-            .condition_expression("attribute_not_exists(source_event)")
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let items = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(put).build(),
-        ];
-
-        let token = commit_request_token(pk, owner, slot_id);
+        // First with the condition that no other slot id is recorded: the common case, one
+        // request. A record holding another slot id (recorded by a holder that lost its lease)
+        // is committed by a second transaction without it, then marked `multi_slot`: a
+        // transaction cannot count a set, and the distinct-slot signal must see the key.
+        //
+        // The natural-key item rides in the same transaction; when only its condition cancels
+        // it (another event key committed this container and window), the transaction is
+        // retried once without it and the collision is reported.
+        let mut other_slots = false;
+        let mut collision: Option<String> = None;
+        let mut items = self.commit_items(pk, owner, slot_id, booking, now_ms, true, true)?;
+        let mut token = commit_request_token(pk, owner, slot_id);
+        // A token names one request: each variant of the transaction has its own.
+        let token_for = |other_slots: bool, natural_key: bool| {
+            let owner = if other_slots {
+                format!("{owner}+")
+            } else {
+                owner.to_string()
+            };
+            let slot = if natural_key {
+                slot_id.to_string()
+            } else {
+                format!("{slot_id}\nwithout-nk")
+            };
+            commit_request_token(pk, &owner, &slot)
+        };
+        let committed = |collision: &Option<String>| match collision {
+            Some(other_event_key) => CommitOutcome::CommittedCollision {
+                other_event_key: other_event_key.clone(),
+            },
+            None => CommitOutcome::Committed,
+        };
         let own = |r: &IdempotencyRecord| {
             r.status == RecordStatus::Committed
                 && r.lease_owner.as_deref() == Some(owner)
@@ -356,7 +459,11 @@ impl IdempotencyStore for DynamoStore {
                 .send()
                 .await;
             let err = match result {
-                Ok(_) => return Ok(CommitOutcome::Committed),
+                Ok(_) if other_slots => {
+                    self.mark_multi_slot(pk).await?;
+                    return Ok(committed(&collision));
+                }
+                Ok(_) => return Ok(committed(&collision)),
                 Err(err) => err,
             };
             let cancelled = match err.as_service_error() {
@@ -378,17 +485,60 @@ impl IdempotencyStore for DynamoStore {
                             }
                         },
                     };
-                    return Ok(if own(&record) {
-                        CommitOutcome::Committed
-                    } else {
-                        CommitOutcome::Refused(Box::new(record))
-                    });
+                    if own(&record) {
+                        return Ok(committed(&collision));
+                    }
+                    let ours = record.status == RecordStatus::InFlight
+                        && record.lease_owner.as_deref() == Some(owner);
+                    if ours && !other_slots && !record.slot_ids.contains(slot_id) {
+                        other_slots = true;
+                        let natural_key = collision.is_none();
+                        items = self.commit_items(
+                            pk,
+                            owner,
+                            slot_id,
+                            booking,
+                            now_ms,
+                            false,
+                            natural_key,
+                        )?;
+                        token = token_for(other_slots, natural_key);
+                        continue;
+                    }
+                    return Ok(CommitOutcome::Refused(Box::new(record)));
                 }
                 Cancelled::BookingExists(existing_slot) => {
                     return Err(StoreError::Corrupt(format!(
                         "a TMS booking for {} already exists with slot {}",
                         booking.source_event,
                         existing_slot.as_deref().unwrap_or("?")
+                    )))
+                }
+                Cancelled::NaturalKeyTaken(item) if collision.is_none() => {
+                    // Another event key holds the natural key: retry once without the item.
+                    let other = match item.as_ref().and_then(|i| i.get("event_key")) {
+                        Some(v) => v.as_s().ok().cloned(),
+                        // Only on a collision, never per event.
+                        None => {
+                            self.natural_key_holder(&natural_key_pk(pk, booking))
+                                .await?
+                        }
+                    };
+                    collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
+                    items = self.commit_items(
+                        pk,
+                        owner,
+                        slot_id,
+                        booking,
+                        now_ms,
+                        !other_slots,
+                        false,
+                    )?;
+                    token = token_for(other_slots, false);
+                }
+                Cancelled::NaturalKeyTaken(_) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "commit of {pk}: the natural-key condition failed on the retry without it"
                     )))
                 }
                 Cancelled::Conflict => match backoff.next() {
@@ -563,16 +713,7 @@ impl IdempotencyStore for DynamoStore {
             )));
         };
         if record.slot_ids.len() > 1 {
-            self.client
-                .update_item()
-                .table_name(&self.idempotency_table)
-                .key("pk", s(pk))
-                .update_expression("SET multi_slot = :one")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
-                .send()
-                .await
-                .map_err(|err| map_sdk_error("record_slot_id mark (UpdateItem)", err))?;
+            self.mark_multi_slot(pk).await?;
         }
         Ok(Some(record))
     }
@@ -679,11 +820,32 @@ impl IdempotencyStore for DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// The event key a natural-key item holds (one consistent `GetItem`), `None` if it has none.
+    async fn natural_key_holder(&self, nk_pk: &str) -> Result<Option<String>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(nk_pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("natural key (GetItem)", e))?;
+        Ok(out
+            .item()
+            .and_then(|i| i.get("event_key"))
+            .and_then(|v| v.as_s().ok())
+            .cloned())
+    }
+}
+
 /// What a cancelled commit transaction means, from its `CancellationReasons` (item 0: the
-/// record's update, item 1: the booking's put).
+/// record's update, item 1: the booking's put, item 2: the natural-key item's put).
 enum Cancelled {
     NotInFlight(Option<HashMap<String, AttributeValue>>),
     BookingExists(Option<String>),
+    NaturalKeyTaken(Option<HashMap<String, AttributeValue>>),
     Conflict,
     Throttled(String),
     Other(String),
@@ -719,6 +881,9 @@ fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled {
             .and_then(|v| v.as_s().ok())
             .cloned();
         return Cancelled::BookingExists(slot);
+    }
+    if code(2) == "ConditionalCheckFailed" {
+        return Cancelled::NaturalKeyTaken(reasons.get(2).and_then(|r| r.item()).cloned());
     }
     Cancelled::Other(format!("[{codes}]"))
 }

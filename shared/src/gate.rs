@@ -1,5 +1,5 @@
 //! The consumer: an SQS batch in, a partial batch response out, each record through the four
-//! steps of the gate (`DESIGN.md`):
+//! steps of the gate:
 //!
 //! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
 //! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
@@ -67,8 +67,8 @@ use crate::store::{
 use crate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 /// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
-/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum,
-/// `REFERENCES.md`) in its dead-letter queue, and a redrive sends it back as a new message with 4
+/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
+/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
 /// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
 /// again under a key the terminal forgot long ago.
 pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
@@ -155,6 +155,9 @@ pub enum RecordOutcome {
     Committed {
         /// The slot.
         slot_id: String,
+        /// The event key already committed for the same equipment number and window start, if
+        /// any: a natural-key collision (signal 4), two event keys for one event.
+        natural_key_collision: Option<String>,
     },
     /// Someone else committed first; `ours` is the slot the terminal gave us, if we claimed.
     AlreadyCommitted {
@@ -211,6 +214,47 @@ impl RecordOutcome {
     /// Whether this is a conflict on reserve (the duplicate-ratio numerator).
     pub fn is_duplicate(&self) -> bool {
         matches!(self, Self::Duplicate(_) | Self::DuplicateInFlight)
+    }
+
+    /// The outcome's name as the `record processed` log line gives it in `outcome` (the
+    /// runbooks search for these): `Committed`, `AlreadyCommitted`, `Duplicate`,
+    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `NotStarted`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Committed { .. } => "Committed",
+            Self::AlreadyCommitted { .. } => "AlreadyCommitted",
+            Self::Duplicate(_) => "Duplicate",
+            Self::DuplicateInFlight => "DuplicateInFlight",
+            Self::LeaseLost { .. } => "LeaseLost",
+            Self::Mismatch => "Mismatch",
+            Self::Rejected(_) => "Rejected",
+            Self::Manual(_) => "Manual",
+            Self::Retry(_) => "Retry",
+            Self::NotStarted => "NotStarted",
+        }
+    }
+
+    /// The outcome's detail for the log line's `detail` field: the duplicate's record status,
+    /// the rejection's or routing's reason code, the retry's error; empty for the others.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Duplicate(status) => status.as_str().to_string(),
+            Self::Rejected(reason) => reason.code().to_string(),
+            Self::Manual(reason) => reason.code().to_string(),
+            Self::Retry(error) => error.clone(),
+            Self::NotStarted => "deadline near".to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// The slot id the outcome names (committed, ours, or recorded for the holder), if any.
+    pub fn slot_id(&self) -> Option<&str> {
+        match self {
+            Self::Committed { slot_id, .. } => Some(slot_id),
+            Self::AlreadyCommitted { ours, .. } => Some(ours),
+            Self::LeaseLost { slot_id } => slot_id.as_deref(),
+            _ => None,
+        }
     }
 }
 
@@ -403,7 +447,40 @@ impl Gate {
     /// Handles one SQS record through the four steps (module docs). `invocation.request_id` is
     /// the lease token of everything this record reserves or takes over: unique per record
     /// handling ([`Invocation::for_record`]; [`Gate::handle_batch`] does this).
+    ///
+    /// Every record ends in exactly one `record processed` log line (INFO) with `outcome`
+    /// ([`RecordOutcome::code`]), `detail` ([`RecordOutcome::detail`]), `message_id`, `event_key`,
+    /// `container`, `slot_id`, `took_over` and `other_event_key` (a natural-key collision's other
+    /// key): duplicates, rejections and retries included. The runbooks search for these lines.
     pub async fn handle_record(
+        &self,
+        message: SqsMessage,
+        invocation: &Invocation,
+    ) -> RecordReport {
+        let report = self.handle_record_steps(message, invocation).await;
+        let other_event_key = match &report.outcome {
+            RecordOutcome::Committed {
+                natural_key_collision,
+                ..
+            } => natural_key_collision.as_deref(),
+            _ => None,
+        };
+        info!(
+            outcome = report.outcome.code(),
+            detail = %report.outcome.detail(),
+            message_id = %report.message_id,
+            event_key = report.event_key.as_deref().unwrap_or_default(),
+            container = report.container.as_deref().unwrap_or_default(),
+            slot_id = report.outcome.slot_id().unwrap_or_default(),
+            took_over = report.took_over,
+            other_event_key = other_event_key.unwrap_or_default(),
+            "record processed"
+        );
+        report
+    }
+
+    /// [`Gate::handle_record`] without its log line.
+    async fn handle_record_steps(
         &self,
         message: SqsMessage,
         invocation: &Invocation,
@@ -418,7 +495,6 @@ impl Gate {
         };
         let now = self.clock.now_ms();
         if now.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
-            info!(message_id, "deadline near: record left for redelivery");
             return report;
         }
         let body = message.body.unwrap_or_default();
@@ -503,14 +579,6 @@ impl Gate {
                     .await
             }
         };
-        info!(
-            event_key = %keys.event_key,
-            message_id = %message_id,
-            container = %notification.equipment_number,
-            outcome = ?report.outcome,
-            took_over = report.took_over,
-            "record processed"
-        );
         report
     }
 
@@ -601,29 +669,51 @@ impl Gate {
                 )
                 .await;
         }
-        let age = self.clock.now_ms().saturating_sub(record.created_at_ms);
-        if age >= self.config.claim_horizon_ms {
-            // A record resumed days later (a redelivery after the terminal's key retention):
-            // never claim again; find the slot the key may hold, or hand it to a person.
+        let now = self.clock.now_ms();
+        let age = now.saturating_sub(record.created_at_ms);
+        let past_horizon = age >= self.config.claim_horizon_ms;
+        let ended = window_ended(record, now);
+        if past_horizon || ended {
+            // A record resumed days later (a redelivery after the terminal's key retention), or
+            // after its window ended: never claim again; find the slot the key may hold, or hand
+            // it to a person.
             let outcome = match self.terminal.lookup(&record.op_key, &record.request).await {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {
+                    let (reason, detail) = if past_horizon {
+                        (
+                            ManualReason::PastKeyRetention,
+                            format!(
+                                "in_flight for {} s, past the terminal's key retention minus \
+                                 margin, and no slot under Idempotency-Key {}: look the key up \
+                                 at the terminal before booking by hand (a new claim could make \
+                                 a second slot)",
+                                age / 1000,
+                                record.op_key
+                            ),
+                        )
+                    } else {
+                        (
+                            ManualReason::WindowEnded,
+                            format!(
+                                "in_flight when its window ended ({}); no slot under \
+                                 Idempotency-Key {}: never claimed after the window's end",
+                                record.window_end, record.op_key
+                            ),
+                        )
+                    };
                     return self
                         .route_held_record(
                             record,
                             RecordStatus::Manual,
-                            ManualReason::PastKeyRetention,
-                            format!(
-                                "in_flight for {} s, past the terminal's key retention minus \
-                                 margin; a new claim could make a second slot",
-                                age / 1000
-                            ),
+                            reason,
+                            detail,
                             body,
                             message_id,
                             invocation,
                         )
-                        .await
+                        .await;
                 }
             };
             return self
@@ -694,25 +784,57 @@ impl Gate {
             .as_deref()
             .filter(|e| *e != record.container)
         {
-            // A slot was made, but not for our container: keep its id and let a person decide.
-            let _ = self
-                .store
-                .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
-                .await;
-            return self
+            // A slot was made, but not for our container: never committed, never recorded in
+            // `slot_ids` (whoever holds the record commits a recorded slot); a person decides.
+            let detail = format!(
+                "terminal answered slot {} for {other}, asked for {}",
+                slot.slot_id, record.container
+            );
+            let outcome = self
                 .route_held_record(
                     record,
                     RecordStatus::Failed,
                     ManualReason::TerminalAnswerInvalid,
-                    format!(
-                        "terminal answered slot {} for {other}, asked for {}",
-                        slot.slot_id, record.container
-                    ),
+                    detail.clone(),
                     body,
                     message_id,
                     invocation,
                 )
                 .await;
+            if let RecordOutcome::Manual(_) = outcome {
+                // Finished as `failed` (no longer committable): keep the id with the record for
+                // the person who cancels it (best effort, the item quotes it too).
+                if let Err(e) = self
+                    .store
+                    .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                    .await
+                {
+                    warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+                }
+            }
+            if !matches!(outcome, RecordOutcome::LeaseLost { .. }) {
+                return outcome;
+            }
+            // The record is someone else's now, but this slot is only known here: a person
+            // gets it once (keyed by the slot), to cancel it at the terminal.
+            let item = ManualItem {
+                reason: ManualReason::UnbookedSlot,
+                detail: format!("{detail}; the record was taken over meanwhile: cancel this slot"),
+                original_body: body.to_string(),
+                event_key: Some(record.event_key.clone()),
+                message_id: message_id.to_string(),
+                original_body_cut: None,
+            };
+            let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
+            let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+            let now = self.clock.now_ms();
+            return match self
+                .route_once(&route_key, &fingerprint, item, invocation, now)
+                .await
+            {
+                Ok(()) => RecordOutcome::Manual(ManualReason::UnbookedSlot),
+                Err(e) => RecordOutcome::Retry(e),
+            };
         }
         // Step 4.
         self.commit_slot(record, &slot, body, message_id, invocation)
@@ -743,7 +865,23 @@ impl Gate {
             Ok(CommitOutcome::Committed) => {
                 return RecordOutcome::Committed {
                     slot_id: slot.slot_id.clone(),
+                    natural_key_collision: None,
                 }
+            }
+            Ok(CommitOutcome::CommittedCollision { other_event_key }) => {
+                warn!(
+                    event_key = %record.event_key,
+                    other_event_key = %other_event_key,
+                    container = %record.container,
+                    window_start = %record.window_start,
+                    slot_id = %slot.slot_id,
+                    message_id,
+                    "natural-key collision: another event key committed this container and window"
+                );
+                return RecordOutcome::Committed {
+                    slot_id: slot.slot_id.clone(),
+                    natural_key_collision: Some(other_event_key),
+                };
             }
             Ok(CommitOutcome::Refused(existing)) => *existing,
             Err(StoreError::Corrupt(detail)) => {
@@ -937,7 +1075,10 @@ impl Gate {
             original_body_cut: None,
         };
         let guard = match reason {
-            ManualReason::PastKeyRetention => FinishGuard::LeaseAndNoSlot,
+            // Routings because no slot was found: refused if a slot id was recorded meanwhile.
+            ManualReason::PastKeyRetention | ManualReason::WindowEnded => {
+                FinishGuard::LeaseAndNoSlot
+            }
             _ => FinishGuard::Lease,
         };
         let item_json = item.to_json();
@@ -1225,6 +1366,14 @@ fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
     record.status = RecordStatus::Manual;
     record.route_pending = true;
     record.error = Some(item.detail.clone());
+}
+
+/// Whether the window of the event `record` guards has ended at `now_ms` (epoch ms): no claim is
+/// ever sent after it, only a lookup. `false` for a record without a readable window (a routing
+/// record).
+pub(crate) fn window_ended(record: &IdempotencyRecord, now_ms: i64) -> bool {
+    chrono::DateTime::parse_from_rfc3339(&record.window_end)
+        .is_ok_and(|end| end.timestamp_millis() <= now_ms)
 }
 
 /// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a

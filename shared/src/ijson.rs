@@ -104,7 +104,10 @@ fn decimal(literal: &str) -> (String, i64) {
         return (String::new(), 0);
     }
     let trailing = i64::try_from(trimmed_start.len() - trimmed.len()).unwrap_or(0);
-    (trimmed.to_string(), exponent - frac_len + trailing)
+    (
+        trimmed.to_string(),
+        exponent.saturating_sub(frac_len).saturating_add(trailing),
+    )
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! freight container-related equipment, `Z` trailer or chassis) + 6-digit serial number + check
 //! digit, e.g. `CSQU3054383`.
 //!
-//! Check digit (ISO 6346:1995, Annex A; see `REFERENCES.md`): digits count as themselves, letters
+//! Check digit (ISO 6346:1995, Annex A): digits count as themselves, letters
 //! as A=10 upwards skipping multiples of 11 (so B=12, L=23, V=34); the character at position `i`
 //! (0 at the left) is weighted `2^i`; the check digit is `sum % 11 % 10` (a remainder of 10 gives
 //! 0). Sources that reverse the weights or drop the final `% 10` are wrong.

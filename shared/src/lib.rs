@@ -1,6 +1,6 @@
 //! The exactly-once gate: turns an at-least-once SQS feed into exactly-once slot claims.
 //!
-//! See `DESIGN.md` for the architecture. Modules:
+//! The README describes the architecture. Modules:
 //! * [`iso6346`]: equipment numbers; [`notification`]: the strict body parser;
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
 //! * [`record`], [`store`]: the idempotency record and the `IdempotencyStore` port;
@@ -8,7 +8,9 @@
 //! * [`terminal`]: the `SlotTerminal` port and `HttpTerminal`; [`scrub`]: the PIN and the token
 //!   found and cut out of text from outside, in every form a server echoes them;
 //! * [`manual`]: the `ManualQueue` port and its in-memory queue; [`clock`]: the `Clock` port;
-//! * [`gate`]: the consumer handler (the four steps).
+//! * [`gate`]: the consumer handler (the four steps);
+//! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates.
+pub mod alarm_stats;
 pub mod clock;
 pub mod config;
 #[cfg(feature = "testkit")]

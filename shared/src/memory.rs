@@ -10,14 +10,16 @@ use async_trait::async_trait;
 
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, InFlightPage,
-    Reservation, StoreError, TakeOver,
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry,
+    InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
 struct Tables {
     records: BTreeMap<String, IdempotencyRecord>,
     bookings: HashMap<String, TmsBooking>,
+    /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
+    natural_keys: HashMap<String, String>,
 }
 
 /// An in-memory idempotency table and TMS bookings table. Every method is atomic (one lock), as
@@ -149,6 +151,18 @@ impl IdempotencyStore for MemoryStore {
                 booking.source_event, existing.slot_id
             )));
         }
+        // The natural-key item: `attribute_not_exists(pk) OR event_key = :event_key`; when another
+        // event key holds it, the transaction is cancelled and retried without it (nothing of the
+        // first attempt was written, so doing the rest now is the same).
+        let nk = natural_key_pk(pk, booking);
+        let collision = match t.natural_keys.get(&nk) {
+            Some(other) if *other != booking.source_event => Some(other.clone()),
+            Some(_) => None,
+            None => {
+                t.natural_keys.insert(nk, booking.source_event.clone());
+                None
+            }
+        };
         t.bookings
             .insert(booking.source_event.clone(), booking.clone());
         let r = t
@@ -162,7 +176,10 @@ impl IdempotencyStore for MemoryStore {
         r.inflight_shard = None;
         r.request = Vec::new();
         r.updated_at_ms = now_ms;
-        Ok(CommitOutcome::Committed)
+        Ok(match collision {
+            Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
+            None => CommitOutcome::Committed,
+        })
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {

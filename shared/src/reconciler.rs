@@ -10,12 +10,13 @@
 //! claim: route to the manual queue. A routing record (a poison body, a mismatch or an ended
 //! window on its way to the manual queue, see `crate::gate`, "Routing to a person exactly once")
 //! is finished by sending the item it stores, never claimed. This is the "completer" of
-//! Stripe-style idempotency (`REFERENCES.md`): minimum age, lease timeout, never a live lease.
+//! Stripe-style idempotency (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
+//! Postgres", 2017): minimum age, lease timeout, never a live lease.
 
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::gate::{is_routing_record, Gate, Invocation, RecordOutcome};
+use crate::gate::{is_routing_record, window_ended, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use crate::store::{InFlightEntry, TakeOver};
@@ -69,7 +70,8 @@ pub struct ReconcileReport {
     pub already_committed: usize,
     /// Skipped: a live lease (a consumer or another reconciler works on it).
     pub live_lease: usize,
-    /// Skipped: the record's TTL has passed (not yet deleted by DynamoDB).
+    /// Of the examined, records past their TTL that still had work (not yet deleted by
+    /// DynamoDB): worked on like the others (a reserve never replaces them), and counted here.
     pub expired: usize,
     /// Routed to the manual queue (past retention, no key support, permanent errors).
     pub manual: usize,
@@ -82,6 +84,9 @@ pub struct ReconcileReport {
     /// The most distinct slot ids seen for one key when committing or comparing (the
     /// distinct-slot signal; 0 when nothing was committed or compared).
     pub max_distinct_slot_ids: usize,
+    /// Commits that met another event key for the same equipment number and window start
+    /// (signal 4).
+    pub natural_key_collisions: usize,
 }
 
 impl Gate {
@@ -128,6 +133,8 @@ impl Gate {
                 // Each record gets its own lease token (`{request_id}#{n}`, n unique in the run).
                 let first = report.examined;
                 report.examined += page.entries.len();
+                let now = self.clock.now_ms();
+                report.expired += page.entries.iter().filter(|e| e.is_expired(now)).count();
                 let outcomes: Vec<Step> = stream::iter(page.entries.into_iter().enumerate())
                     .map(|(i, entry)| {
                         let held_as = invocation.for_record(first + i);
@@ -167,7 +174,14 @@ impl Gate {
         }
         let now = self.clock.now_ms();
         if record.is_expired(now) {
-            return Step::Expired;
+            // Its TTL has passed, but it still has work (a reserve never replaces such a record):
+            // finish it like any other, before DynamoDB's TTL deletes it.
+            warn!(
+                event_key = %record.event_key,
+                status = record.status.as_str(),
+                expires_at_s = record.expires_at_s,
+                "a record with work left is past its TTL; finishing it"
+            );
         }
         if record.lease_is_live(now) {
             return Step::LiveLease;
@@ -232,13 +246,34 @@ impl Gate {
             }
             LookupOutcome::NotFound if past_retention => {
                 let detail = format!(
-                    "stranded in_flight for {} s, past the terminal's key retention minus margin; \
-                     a new claim could make a second slot",
-                    age / 1000
+                    "stranded in_flight for {} s, past the terminal's key retention minus margin, \
+                     and no slot under Idempotency-Key {}: look the key up at the terminal before \
+                     booking by hand (a new claim could make a second slot)",
+                    age / 1000,
+                    held.op_key
                 );
                 return self
                     .route_past_retention(&held, detail, &body, &message_id, invocation)
                     .await;
+            }
+            // After the window's end nothing is claimed either: a person decides.
+            LookupOutcome::NotFound if window_ended(&held, now) => {
+                let outcome = self
+                    .route_held_record(
+                        &held,
+                        RecordStatus::Manual,
+                        ManualReason::WindowEnded,
+                        format!(
+                            "stranded in_flight when its window ended ({}); no slot under \
+                             Idempotency-Key {}: never claimed after the window's end",
+                            held.window_end, held.op_key
+                        ),
+                        &body,
+                        &message_id,
+                        invocation,
+                    )
+                    .await;
+                return Step::from_outcome(outcome, false);
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
             LookupOutcome::NotFound => (
@@ -280,10 +315,9 @@ impl Gate {
 }
 
 enum Step {
-    Reconciled { by_lookup: bool },
+    Reconciled { by_lookup: bool, collision: bool },
     AlreadyCommitted { distinct_slot_ids: usize },
     LiveLease,
-    Expired,
     Manual,
     Transient,
     Left,
@@ -292,7 +326,13 @@ enum Step {
 impl Step {
     fn from_outcome(outcome: RecordOutcome, by_lookup: bool) -> Self {
         match outcome {
-            RecordOutcome::Committed { .. } => Self::Reconciled { by_lookup },
+            RecordOutcome::Committed {
+                natural_key_collision,
+                ..
+            } => Self::Reconciled {
+                by_lookup,
+                collision: natural_key_collision.is_some(),
+            },
             RecordOutcome::AlreadyCommitted {
                 distinct_slot_ids, ..
             } => Self::AlreadyCommitted { distinct_slot_ids },
@@ -307,8 +347,14 @@ impl Step {
 impl ReconcileReport {
     fn add(&mut self, step: Step) {
         match step {
-            Step::Reconciled { by_lookup } => {
+            Step::Reconciled {
+                by_lookup,
+                collision,
+            } => {
                 self.reconciled += 1;
+                if collision {
+                    self.natural_key_collisions += 1;
+                }
                 self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(1);
                 if by_lookup {
                     self.found_by_lookup += 1;
@@ -319,7 +365,6 @@ impl ReconcileReport {
                 self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(distinct_slot_ids);
             }
             Step::LiveLease => self.live_lease += 1,
-            Step::Expired => self.expired += 1,
             Step::Manual => self.manual += 1,
             Step::Transient => self.transient += 1,
             Step::Left => self.left_for_next_run = true,

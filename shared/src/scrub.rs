@@ -12,11 +12,14 @@
 //! * **escapes and encodings**, decoded before folding (also nested: a percent-encoded JSON
 //!   escape): JSON and JavaScript escapes (`\u0050`, surrogate pairs, `\u{50}`, `\x50`), URL
 //!   percent-encoding (`%50`, `%2D`, UTF-8 sequences), HTML numeric character references (`&#80;`,
-//!   `&#x50;`);
-//! * **hex** of the secret's UTF-8 bytes, any case (a server that dumps the request as hex);
-//! * **base64** of the secret, standard and URL-safe alphabet, at each of the three alignments it
-//!   can have inside a longer base64 text (a server that echoes the body or an `Authorization:
-//!   Basic` header base64-encoded): the characters that encode only the secret's bits.
+//!   `&#x50;`) and named ones (`&nbsp;`, `&amp;`, ...), HTML tags inside the text (`PIN-<b>XYZZY`),
+//!   CSS escapes (`\50 `);
+//! * **hex** of the secret's UTF-8 bytes, any case, with any separators between the digits, of
+//!   each of its spellings (as sent, lower or upper case, each with its separators dropped: a
+//!   server that dumps the request as hex after normalising it);
+//! * **base64** of each of those spellings, standard and URL-safe alphabet, at each of the three
+//!   alignments it can have inside a longer base64 text (a server that echoes the body or an
+//!   `Authorization: Basic` header base64-encoded): the characters that encode only its bits.
 //!
 //! A secret whose folded form has fewer than [`MIN_REDACTABLE_CHARS`] characters (a 3-digit PIN
 //! occurs in any status line) is not cut out of a text: a text that holds it is withheld whole
@@ -203,6 +206,38 @@ fn decode_at(units: &[(char, usize, usize)]) -> Option<(char, usize)> {
             Some((char::from_u32(high)?, 6))
         }
         ('\\', Some('x')) => Some((char::from_u32(hex_digits(&units[2..], 2)?)?, 4)),
+        // A CSS escape: `\50 ` (one to six hex digits, one optional space after them).
+        ('\\', Some(h)) if h.is_ascii_hexdigit() => {
+            let n = units[1..]
+                .iter()
+                .take(6)
+                .take_while(|u| u.0.is_ascii_hexdigit())
+                .count();
+            let value = hex_digits(&units[1..], n)?;
+            let space = usize::from(units.get(1 + n).is_some_and(|u| u.0 == ' '));
+            Some((char::from_u32(value)?, 1 + n + space))
+        }
+        // An HTML tag inside a text (`PIN-<b>XYZZY</b>`): a separator.
+        ('<', Some(c)) if c == '/' || c.is_ascii_alphabetic() => {
+            let close = units.iter().take(40).position(|u| u.0 == '>')?;
+            Some((' ', close + 1))
+        }
+        // Named HTML entities a server's error page may use between characters.
+        ('&', Some(c)) if c.is_ascii_alphabetic() => {
+            let close = units.iter().take(8).position(|u| u.0 == ';')?;
+            let name: String = units[1..close].iter().map(|u| u.0).collect();
+            let decoded = match name.as_str() {
+                "nbsp" => ' ',
+                "amp" => '&',
+                "lt" => '<',
+                "gt" => '>',
+                "quot" => '"',
+                "apos" => '\'',
+                "hyphen" | "dash" => '-',
+                _ => return None,
+            };
+            Some((decoded, close + 1))
+        }
         ('%', _) => decode_percent(units),
         ('&', Some('#')) => {
             let (radix, start) = match units.get(2).map(|u| u.0) {
@@ -265,8 +300,25 @@ fn base64_cores(secret: &str) -> Vec<String> {
     cores
 }
 
+/// The spellings of `secret` a server may encode (hex, base64) instead of the secret as sent: as
+/// sent, lower and upper case, and each of those with its separators dropped (alphanumeric
+/// characters only).
+fn spellings(secret: &str) -> Vec<String> {
+    let compact: String = secret.chars().filter(|c| c.is_alphanumeric()).collect();
+    let mut out = Vec::new();
+    for s in [secret.to_string(), compact] {
+        out.push(s.to_lowercase());
+        out.push(s.to_uppercase());
+        out.push(s);
+    }
+    out.retain(|s| !s.is_empty());
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The forms of `secret` searched in a view as they are (not folded): as sent, JSON-escaped, and
-/// its base64 cores.
+/// the base64 cores of each of its [`spellings`].
 fn literal_forms(secret: &str) -> Vec<String> {
     let mut forms = vec![secret.to_string()];
     if let Ok(json) = serde_json::to_string(secret) {
@@ -274,7 +326,9 @@ fn literal_forms(secret: &str) -> Vec<String> {
             forms.push(inner.to_string());
         }
     }
-    forms.extend(base64_cores(secret));
+    for spelling in spellings(secret) {
+        forms.extend(base64_cores(&spelling));
+    }
     forms.retain(|f| !f.is_empty());
     forms.sort();
     forms.dedup();
@@ -311,7 +365,10 @@ fn find(text: &str, secrets: &[&str]) -> Found {
         let short = skeleton.chars().count() < MIN_REDACTABLE_CHARS;
         let mut ranges = Vec::new();
         let literal = literal_forms(secret);
-        let hex = hex::encode(secret.as_bytes());
+        let hexes: Vec<String> = spellings(secret)
+            .iter()
+            .map(|s| hex::encode(s.as_bytes()))
+            .collect();
         for view in &views {
             for form in &literal {
                 view.find_all(form, &mut ranges);
@@ -319,7 +376,9 @@ fn find(text: &str, secrets: &[&str]) -> Found {
         }
         for skeleton_view in &skeletons {
             skeleton_view.find_all(&skeleton, &mut ranges);
-            skeleton_view.find_all(&hex, &mut ranges);
+            for hex in &hexes {
+                skeleton_view.find_all(hex, &mut ranges);
+            }
         }
         if short && !ranges.is_empty() {
             found.short = true;

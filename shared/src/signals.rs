@@ -1,10 +1,15 @@
-//! The three signals (`DESIGN.md`, "Monitoring"): a gate fails silently, so these catch it.
+//! The four signals (README, "Monitoring"): a gate fails silently, so these
+//! catch it.
 //!
 //! | signal | healthy | alarm |
 //! | --- | --- | --- |
-//! | duplicate ratio = conflicts on reserve / records received | 1-3 % | above 20 % (an upstream misbehaves); 0 over 6 h with traffic (the key derivation is broken) |
+//! | duplicate ratio = conflicts on reserve / records received | 1-3 % | above 20 % with enough duplicates (an upstream misbehaves); 0 with enough traffic (the key derivation is broken): [`RATIO_ALARMS`] |
 //! | age of the oldest `in_flight` record | seconds | above 600 s |
 //! | distinct slot ids the terminal returned for one key | 1 | 2 or more |
+//! | natural-key collisions: two event keys committed for one equipment number and window start | 0 | 1 or more in a minute |
+//!
+//! The false-page rates and detection times of the ratio alarms follow from the binomial
+//! distribution: [`crate::alarm_stats`] computes them (`sim alarms` prints them).
 //!
 //! The thresholds are defined here, once: the simulator evaluates its alarms with these
 //! constants, and a test checks that `template.yaml`'s alarms carry the same values.
@@ -56,20 +61,185 @@ pub mod metric {
     pub const IN_FLIGHT_OLDER_THAN_10M: &str = "InFlightOlderThan10Minutes";
     /// Keys for which the terminal returned more than one slot id (metrics function).
     pub const MULTI_SLOT_KEYS: &str = "MultiSlotKeys";
+    /// Commits that found another event key committed for the same equipment number and window
+    /// start (count): a broken key derivation, or an event re-sent under a new notificationId.
+    pub const NATURAL_KEY_COLLISIONS: &str = "NaturalKeyCollisions";
 }
 
-/// Alarm: the duplicate ratio above this (a fraction) in one period means an upstream misbehaves.
+/// The high-ratio rule: a period breaches when it holds at least `min_received` records, at
+/// least `min_duplicates` duplicates, and `duplicates / received` above this fraction.
 pub const DUPLICATE_RATIO_HIGH: f64 = 0.20;
-/// Period of the high-ratio alarm, seconds.
-pub const DUPLICATE_RATIO_HIGH_PERIOD_S: i64 = 300;
-/// The high-ratio alarm only judges periods with at least this many records received.
-pub const DUPLICATE_RATIO_HIGH_MIN_RECEIVED: u64 = 50;
-/// Period of the zero-ratio alarm, seconds (6 hours).
-pub const DUPLICATE_RATIO_ZERO_PERIOD_S: i64 = 21_600;
-/// The zero-ratio alarm only judges periods with at least this many records received: with a
-/// healthy 1-3 % duplicate rate, 200 records without a single duplicate is very unlikely
-/// (0.99^200 ≈ 13 % at 1 %, 0.97^200 ≈ 0.2 % at 3 %).
-pub const DUPLICATE_RATIO_ZERO_MIN_RECEIVED: u64 = 200;
+
+/// What a duplicate-ratio alarm's period must show to breach.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RatioRule {
+    /// `duplicates >= min_duplicates` and `duplicates / received > ratio`: an upstream re-fires.
+    Above {
+        /// The ratio, a fraction (0.2 = 20 %).
+        ratio: f64,
+        /// The fewest duplicates that can breach: at low volume a ratio above 20 % is two
+        /// duplicates of ten, which a healthy 3 % feed shows every few days; a floor on the count
+        /// is what keeps the false pages down (see [`crate::alarm_stats`]).
+        min_duplicates: u64,
+    },
+    /// `duplicates == 0`: the key derivation is broken (no redelivery is recognised).
+    Zero,
+}
+
+/// One duplicate-ratio alarm of `template.yaml`, defined here once: the template's metric math
+/// is [`RatioAlarm::expression`], the simulator evaluates [`RatioAlarm::breached`] on the same
+/// periods, and `shared/tests/template_thresholds.rs` checks the template against these values.
+///
+/// CloudWatch evaluates the alarm on periods of `period_s` aligned to the clock (UTC), and goes
+/// to ALARM when `datapoints_to_alarm` of the last `evaluation_periods` periods breach; a period
+/// without data is missing and treated as not breaching (`TreatMissingData: notBreaching`).
+/// AWS limit: `period_s * evaluation_periods` at most one day for periods under an hour, at most
+/// seven days for periods of an hour or more (CloudWatch, "Evaluating an alarm").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RatioAlarm {
+    /// The alarm's name (the template's `AlarmName` is `${AWS::StackName}-{name}`, its logical id
+    /// `{name}Alarm`).
+    pub name: &'static str,
+    /// Period, seconds.
+    pub period_s: i64,
+    /// `EvaluationPeriods`.
+    pub evaluation_periods: u32,
+    /// `DatapointsToAlarm`.
+    pub datapoints_to_alarm: u32,
+    /// The fewest records received in a period for it to be judged at all.
+    pub min_received: u64,
+    /// The rule a judged period breaches.
+    pub rule: RatioRule,
+}
+
+impl RatioAlarm {
+    /// Whether one period with `received` records and `duplicates` conflicts on reserve breaches.
+    pub fn breached(&self, received: u64, duplicates: u64) -> bool {
+        if received < self.min_received {
+            return false;
+        }
+        match self.rule {
+            RatioRule::Above {
+                ratio,
+                min_duplicates,
+            } => duplicates >= min_duplicates && duplicates as f64 / received as f64 > ratio,
+            RatioRule::Zero => duplicates == 0,
+        }
+    }
+
+    /// The fewest duplicates among `received` records that breach (for [`RatioRule::Zero`]: 0
+    /// breaches, `None` means never); `None` when the period is not judged.
+    pub fn breaching_duplicates_at_least(&self, received: u64) -> Option<u64> {
+        if received < self.min_received {
+            return None;
+        }
+        match self.rule {
+            RatioRule::Above {
+                ratio,
+                min_duplicates,
+            } => {
+                let over = (ratio * received as f64).floor() as u64 + 1;
+                Some(over.max(min_duplicates))
+            }
+            RatioRule::Zero => Some(0),
+        }
+    }
+
+    /// The alarm's metric math over the period sums `received` (metric `Received`) and
+    /// `duplicates` (metric `Duplicates`): 1 for a breaching period, 0 otherwise, as the
+    /// template's `Expression` (alarm threshold: `>= 1`).
+    pub fn expression(&self) -> String {
+        let judged = format!("FILL(received, 0) >= {}", self.min_received);
+        match self.rule {
+            RatioRule::Above {
+                ratio,
+                min_duplicates,
+            } => format!(
+                "IF({judged} AND FILL(duplicates, 0) >= {min_duplicates} AND \
+                 FILL(duplicates, 0) / FILL(received, 1) > {ratio}, 1, 0)"
+            ),
+            RatioRule::Zero => format!("IF({judged} AND FILL(duplicates, 0) == 0, 1, 0)"),
+        }
+    }
+}
+
+/// An upstream re-fires, seen within 5 minutes at a high volume (50 records in 5 minutes:
+/// 600 an hour and more).
+pub const DUPLICATE_RATIO_HIGH_5M: RatioAlarm = RatioAlarm {
+    name: "DuplicateRatioHigh",
+    period_s: 300,
+    evaluation_periods: 1,
+    datapoints_to_alarm: 1,
+    min_received: 50,
+    rule: RatioRule::Above {
+        ratio: DUPLICATE_RATIO_HIGH,
+        min_duplicates: 11,
+    },
+};
+
+/// An upstream re-fires, seen within the hour at the feed's real volume (10 an hour).
+pub const DUPLICATE_RATIO_HIGH_1H: RatioAlarm = RatioAlarm {
+    name: "DuplicateRatioHighHourly",
+    period_s: 3_600,
+    evaluation_periods: 1,
+    datapoints_to_alarm: 1,
+    min_received: 5,
+    rule: RatioRule::Above {
+        ratio: DUPLICATE_RATIO_HIGH,
+        min_duplicates: 4,
+    },
+};
+
+/// An upstream re-fires, seen within 6 hours at the lowest volume (5 an hour).
+pub const DUPLICATE_RATIO_HIGH_6H: RatioAlarm = RatioAlarm {
+    name: "DuplicateRatioHighSixHours",
+    period_s: 21_600,
+    evaluation_periods: 1,
+    datapoints_to_alarm: 1,
+    min_received: 20,
+    rule: RatioRule::Above {
+        ratio: DUPLICATE_RATIO_HIGH,
+        min_duplicates: 6,
+    },
+};
+
+/// The key derivation is broken, seen within 2 hours at a high volume (700 records an hour, two
+/// hours in a row without a duplicate).
+pub const DUPLICATE_RATIO_ZERO_1H: RatioAlarm = RatioAlarm {
+    name: "DuplicateRatioZeroHourly",
+    period_s: 3_600,
+    evaluation_periods: 2,
+    datapoints_to_alarm: 2,
+    min_received: 700,
+    rule: RatioRule::Zero,
+};
+
+/// The key derivation is broken, seen within 3 days at the feed's real volume (200 records a
+/// day, three UTC days in a row without a duplicate). The natural-key collision signal sees the
+/// same fault at the first redelivery; this is its statistical backstop.
+pub const DUPLICATE_RATIO_ZERO_1D: RatioAlarm = RatioAlarm {
+    name: "DuplicateRatioZero",
+    period_s: 86_400,
+    evaluation_periods: 3,
+    datapoints_to_alarm: 3,
+    min_received: 200,
+    rule: RatioRule::Zero,
+};
+
+/// Every duplicate-ratio alarm, high ones first.
+pub const RATIO_ALARMS: [RatioAlarm; 5] = [
+    DUPLICATE_RATIO_HIGH_5M,
+    DUPLICATE_RATIO_HIGH_1H,
+    DUPLICATE_RATIO_HIGH_6H,
+    DUPLICATE_RATIO_ZERO_1H,
+    DUPLICATE_RATIO_ZERO_1D,
+];
+
+/// Alarm: natural-key collisions (two event keys committed for one equipment number and window
+/// start) in a period of [`NATURAL_KEY_COLLISIONS_PERIOD_S`], this many or more (`Sum`).
+pub const NATURAL_KEY_COLLISIONS_ALARM: u64 = 1;
+/// Period of the natural-key collision alarm, seconds.
+pub const NATURAL_KEY_COLLISIONS_PERIOD_S: i64 = 60;
 /// Alarm: the oldest `in_flight` record older than this, seconds.
 pub const OLDEST_IN_FLIGHT_MAX_S: i64 = 600;
 /// Period of the store signals (the metrics function runs every minute), seconds.
@@ -77,15 +247,9 @@ pub const STORE_SIGNALS_PERIOD_S: i64 = 60;
 /// Alarm: this many distinct slot ids for one key, or more.
 pub const DISTINCT_SLOT_IDS_ALARM: u64 = 2;
 
-/// Whether a high-ratio period breaches: enough traffic and `duplicates / received` above 20 %.
-pub fn duplicate_ratio_high_breached(received: u64, duplicates: u64) -> bool {
-    received >= DUPLICATE_RATIO_HIGH_MIN_RECEIVED
-        && duplicates as f64 / received as f64 > DUPLICATE_RATIO_HIGH
-}
-
-/// Whether a 6-hour period breaches the zero-ratio alarm: enough traffic and no duplicate at all.
-pub fn duplicate_ratio_zero_breached(received: u64, duplicates: u64) -> bool {
-    received >= DUPLICATE_RATIO_ZERO_MIN_RECEIVED && duplicates == 0
+/// Whether a minute's natural-key collisions breach.
+pub fn natural_key_collisions_breached(collisions: u64) -> bool {
+    collisions >= NATURAL_KEY_COLLISIONS_ALARM
 }
 
 /// Whether the oldest `in_flight` age (seconds) breaches.
@@ -125,6 +289,8 @@ pub struct Counts {
     pub transient_failures: u64,
     /// The most distinct slot ids seen for one key (0 when no slot was committed or compared).
     pub max_distinct_slot_ids: u64,
+    /// Commits that met another event key for the same equipment number and window start.
+    pub natural_key_collisions: u64,
 }
 
 impl Counts {
@@ -141,9 +307,16 @@ impl Counts {
             if r.took_over {
                 c.taken_over += 1;
             }
+
             match &r.outcome {
-                RecordOutcome::Committed { .. } => {
+                RecordOutcome::Committed {
+                    natural_key_collision,
+                    ..
+                } => {
                     c.committed += 1;
+                    if natural_key_collision.is_some() {
+                        c.natural_key_collisions += 1;
+                    }
                     c.max_distinct_slot_ids = c.max_distinct_slot_ids.max(1);
                 }
                 RecordOutcome::AlreadyCommitted {
@@ -170,6 +343,7 @@ impl Counts {
             manual: report.manual as u64,
             transient_failures: report.transient as u64,
             max_distinct_slot_ids: report.max_distinct_slot_ids as u64,
+            natural_key_collisions: report.natural_key_collisions as u64,
             ..Self::default()
         }
     }
@@ -187,6 +361,7 @@ impl Counts {
         self.reconciled += other.reconciled;
         self.transient_failures += other.transient_failures;
         self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(other.max_distinct_slot_ids);
+        self.natural_key_collisions += other.natural_key_collisions;
     }
 
     /// Emits the counters through the `metrics` facade (in Lambda: EMF, flushed after each
@@ -204,6 +379,7 @@ impl Counts {
             (metric::LEASE_LOST, self.lease_lost),
             (metric::RECONCILED, self.reconciled),
             (metric::TRANSIENT_FAILURES, self.transient_failures),
+            (metric::NATURAL_KEY_COLLISIONS, self.natural_key_collisions),
         ];
         for (name, value) in pairs {
             metrics::counter!(name).increment(value);

@@ -36,9 +36,44 @@ pub enum CommitOutcome {
     /// Also the answer when the record is already committed by this very holder with this very
     /// slot (the retry of a commit whose transaction landed but whose answer was lost).
     Committed,
+    /// Committed as [`CommitOutcome::Committed`], but the natural key (equipment number and window
+    /// start, [`natural_key_pk`]) was already committed under `other_event_key`: two event keys
+    /// for one event (a broken key derivation, or an event re-sent under a new notificationId).
+    /// The commit was retried once without the natural-key item; the caller counts and logs the
+    /// collision (signal 4).
+    CommittedCollision {
+        /// The event key that holds the natural key (64 hex characters).
+        other_event_key: String,
+    },
     /// The commit was refused: the record is no longer `in_flight`, or it is `in_flight` under
     /// another holder's lease (ours was taken over). The record as it is; nothing was written.
     Refused(Box<IdempotencyRecord>),
+}
+
+/// The `pk` of the natural-key item the commit writes into the idempotency table for the record
+/// `record_pk` (`"{integration}#{event_key}"`) and its `booking`:
+/// `"{integration}#nk#{equipment number}#{window start}"`. It holds the event key that committed
+/// first for that container and window, so a second event key for the same event is seen at its
+/// commit (a natural-key collision) without an extra request.
+pub fn natural_key_pk(record_pk: &str, booking: &TmsBooking) -> String {
+    let integration = record_pk
+        .strip_suffix(&booking.source_event)
+        .and_then(|p| p.strip_suffix('#'))
+        .unwrap_or(record_pk);
+    format!(
+        "{integration}#nk#{}#{}",
+        booking.container, booking.window_start
+    )
+}
+
+/// The natural-key item's TTL, epoch **seconds**: [`crate::gate::DEFAULT_KEY_TTL_S`] after the
+/// later of `now_ms` and the booking's window end (an unreadable window end counts as `now`),
+/// as long as a redelivery of the event can still come back.
+pub fn natural_key_expires_at_s(booking: &TmsBooking, now_ms: i64) -> i64 {
+    let window_end_s = chrono::DateTime::parse_from_rfc3339(&booking.window_end)
+        .map(|t| t.timestamp())
+        .unwrap_or(0);
+    crate::clock::ms_to_s(now_ms).max(window_end_s) + crate::gate::DEFAULT_KEY_TTL_S
 }
 
 /// The result of [`IdempotencyStore::finish`].
@@ -204,6 +239,13 @@ pub trait IdempotencyStore: Send + Sync {
     /// whose lease was taken over cannot commit), and writes `booking` on condition that no
     /// booking exists for its event. A refusal that finds the record committed by `owner` with
     /// `slot_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
+    ///
+    /// In the same transaction it writes the natural-key item ([`natural_key_pk`]: `event_key`,
+    /// `expires_at` as the record's lifetime allows) on condition `attribute_not_exists(pk) OR
+    /// event_key = :event_key`. When only that condition fails, the commit is retried once
+    /// without the item and answers [`CommitOutcome::CommittedCollision`] with the event key that
+    /// holds it: the booking is written (the slot exists and the event is real), and signal 4
+    /// tells a person.
     async fn commit(
         &self,
         pk: &str,

@@ -6,7 +6,8 @@
 //! must never be claimed, so the gate rejects it (see `RejectReason::DuplicateKey`).
 //!
 //! Everything else follows `serde_json`: RFC 8259 syntax, strings must be valid Unicode (a lone
-//! surrogate escape such as `"\ud800"` is a syntax error), nesting is limited to 128 levels.
+//! surrogate escape such as `"\ud800"` is a syntax error, reported as `lone surrogate \ud800 ...`
+//! rather than `serde_json`'s "unexpected end of hex escape"), nesting is limited to 128 levels.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -24,7 +25,9 @@ pub enum StrictJsonError {
     /// to 64 characters).
     #[error("duplicate key {0}")]
     DuplicateKey(String),
-    /// Not JSON at all (the parser's message, which never quotes the input).
+    /// Not JSON at all (the parser's message, which never quotes the input; for a `\u` escape of
+    /// a lone UTF-16 surrogate, `lone surrogate \uXXXX at line L column C: ...`, quoting only
+    /// the escape).
     #[error("{0}")]
     Syntax(String),
 }
@@ -47,9 +50,82 @@ pub fn from_str_strict(text: &str) -> Result<Value, StrictJsonError> {
         Ok(v) => Ok(v),
         Err(e) => match duplicate.into_inner() {
             Some(key) => Err(StrictJsonError::DuplicateKey(key)),
-            None => Err(StrictJsonError::Syntax(e.to_string())),
+            None => Err(StrictJsonError::Syntax(
+                lone_surrogate_message(text, &e).unwrap_or_else(|| e.to_string()),
+            )),
         },
     }
+}
+
+/// The byte offset of `serde_json`'s error position (1-based line, byte column) in `text`.
+fn error_offset(text: &str, e: &serde_json::Error) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(e.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
+    line_start.saturating_add(e.column()).min(text.len())
+}
+
+/// A `\u` escape of a lone UTF-16 surrogate (RFC 8259 §8.2: a high surrogate `D800`-`DBFF`
+/// not followed by an escaped low one `DC00`-`DFFF`, or a low one alone) found in a string of
+/// `text`: its byte offset and the escape as written (`\ud800`).
+fn first_lone_surrogate(text: &str) -> Option<(usize, &str)> {
+    let bytes = text.as_bytes();
+    let hex_escape = |at: usize| -> Option<u16> {
+        let digits = text.get(at + 2..at + 6)?;
+        (bytes.get(at) == Some(&b'\\') && bytes.get(at + 1) == Some(&b'u'))
+            .then(|| u16::from_str_radix(digits, 16).ok())
+            .flatten()
+    };
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match (in_string, bytes[i]) {
+            (false, b'"') => in_string = true,
+            (true, b'"') => in_string = false,
+            (true, b'\\') => {
+                if let Some(unit) = hex_escape(i) {
+                    let lone = match unit {
+                        0xD800..=0xDBFF => !matches!(hex_escape(i + 6), Some(0xDC00..=0xDFFF)),
+                        0xDC00..=0xDFFF => true,
+                        _ => false,
+                    };
+                    if lone {
+                        return Some((i, &text[i..i + 6]));
+                    }
+                    // A valid pair: skip both escapes.
+                    i += if (0xD800..=0xDBFF).contains(&unit) {
+                        12
+                    } else {
+                        6
+                    };
+                    continue;
+                }
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `lone surrogate \ud800 at line 1 column 9: ...` when the parser stopped at a lone surrogate
+/// escape; `None` for any other syntax error. The parser reads left to right and a lone
+/// surrogate always stops it, so the first one at or before its error position is the cause.
+fn lone_surrogate_message(text: &str, e: &serde_json::Error) -> Option<String> {
+    let (offset, escape) = first_lone_surrogate(text)?;
+    if offset > error_offset(text, e) {
+        return None;
+    }
+    let line = text[..offset].matches('\n').count() + 1;
+    let column = offset - text[..offset].rfind('\n').map_or(0, |n| n + 1) + 1;
+    Some(format!(
+        "lone surrogate {escape} at line {line} column {column}: a \\u escape of half a UTF-16 \
+         surrogate pair is not a character (RFC 8259 section 8.2)"
+    ))
 }
 
 fn quote_key(key: &str) -> String {
@@ -197,6 +273,43 @@ mod tests {
         };
         assert!(quoted.chars().count() <= KEY_QUOTE_MAX + 3, "{quoted}");
         assert!(!quoted.contains('\n'));
+    }
+
+    /// A lone surrogate is named as such, with its position, never as serde_json's "unexpected
+    /// end of hex escape"; a valid pair and other escapes are untouched.
+    #[test]
+    fn a_lone_surrogate_is_reported_as_such() {
+        let cases = [
+            (r#""\ud800""#, r"\ud800", 1, 2),
+            (r#"{"pin":"1\udfff"}"#, r"\udfff", 1, 10),
+            (r#"{"a":"\ud800\u0041"}"#, r"\ud800", 1, 7),
+            (r#"{"a":"\uD83D\uDE00","b":"\uDBFF"}"#, r"\uDBFF", 1, 26),
+            ("{\n  \"a\": \"x\\ud800\"\n}", r"\ud800", 2, 10),
+        ];
+        for (text, escape, line, column) in cases {
+            let Err(StrictJsonError::Syntax(message)) = from_str_strict(text) else {
+                panic!("{text}: expected a syntax error");
+            };
+            assert_eq!(
+                message,
+                format!(
+                    "lone surrogate {escape} at line {line} column {column}: a \\u escape of \
+                     half a UTF-16 surrogate pair is not a character (RFC 8259 section 8.2)"
+                ),
+                "{text}"
+            );
+        }
+        // A surrogate pair is one character; an escaped backslash before `u` is no escape.
+        assert_eq!(
+            from_str_strict(r#"["\ud83d\ude00","\\ud800"]"#),
+            Ok(serde_json::json!(["\u{1f600}", "\\ud800"]))
+        );
+        // An earlier, other error is reported as it is.
+        let Err(StrictJsonError::Syntax(message)) = from_str_strict(r#"{"a":01,"b":"\ud800"}"#)
+        else {
+            panic!("expected a syntax error");
+        };
+        assert!(!message.contains("surrogate"), "{message}");
     }
 
     #[test]

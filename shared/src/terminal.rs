@@ -1,5 +1,4 @@
-//! The `SlotTerminal` port and `HttpTerminal`, its reqwest client for the terminal contract of
-//! `DESIGN.md`:
+//! The `SlotTerminal` port and `HttpTerminal`, its reqwest client for the terminal contract:
 //!
 //! * `POST {base}/slots` with `Idempotency-Key: "K"` and the stored JSON body
 //!   `{equipment_number, window_start, window_end, pin}` answers `201 {slot_id, ...}`;
@@ -523,7 +522,7 @@ fn slot_defect(body: &[u8], known: &Known<'_>) -> &'static str {
     }
 }
 
-/// Classifies a claim answer (status and body bytes) following the IETF draft and `DESIGN.md`.
+/// Classifies a claim answer (status and body bytes) following the IETF draft and the module docs.
 /// No secret is known here: [`HttpTerminal`] classifies with the secrets of the request
 /// ([`classify_claim_known`]), which is what quotes an answer safely.
 pub fn classify_claim(status: u16, body: &[u8]) -> ClaimOutcome {

@@ -35,6 +35,8 @@ cases!(
     record_slot_id_accumulates,
     stale_in_flight_paginates,
     finished_records_hold_no_request,
+    reserve_retry_meets_own_write,
+    commit_over_another_recorded_slot_is_counted,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

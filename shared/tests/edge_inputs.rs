@@ -235,6 +235,22 @@ async fn lone_surrogates_and_bad_escapes_are_not_json() {
         assert!(body.contains(escape));
         let item = assert_rejected(Some(&body), "not_json").await;
         assert!(!item.detail.is_empty());
+        // A lone surrogate is named as one, with the escape, not as a broken hex escape.
+        let lone = escape.starts_with(r"\ud");
+        assert_eq!(
+            item.detail.contains(&format!(
+                "lone surrogate {}",
+                escape.get(..6).unwrap_or(escape)
+            )),
+            lone,
+            "{escape}: {}",
+            item.detail
+        );
+        assert!(
+            !item.detail.contains("end of hex escape"),
+            "{}",
+            item.detail
+        );
     }
     // No body at all, and bodies that are JSON but not an object.
     assert_rejected(None, "not_json").await;

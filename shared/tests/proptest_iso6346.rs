@@ -1,12 +1,12 @@
 //! Property: ISO 6346 parsing round-trips every valid equipment number. Numbers are generated
 //! from an owner code, a category and a serial, with the check digit computed here independently
-//! (the letter table of `REFERENCES.md`); parsing gives the same number back, lower case and
+//! (the letter table of ISO 6346:1995, Annex A); parsing gives the same number back, lower case and
 //! space/dash spellings normalise to it, and every other check digit is refused.
 
 use gate::iso6346::{check_digit, EquipmentNumber, EquipmentNumberError};
 use proptest::prelude::*;
 
-/// `REFERENCES.md`: A=10, B=12, ... skipping multiples of 11.
+/// ISO 6346:1995, Annex A: A=10, B=12, ... skipping multiples of 11.
 const LETTERS: [(char, u32); 26] = [
     ('A', 10),
     ('B', 12),

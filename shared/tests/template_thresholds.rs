@@ -3,9 +3,8 @@
 //! the two drift.
 
 use gate::signals::{
-    DISTINCT_SLOT_IDS_ALARM, DUPLICATE_RATIO_HIGH, DUPLICATE_RATIO_HIGH_MIN_RECEIVED,
-    DUPLICATE_RATIO_HIGH_PERIOD_S, DUPLICATE_RATIO_ZERO_MIN_RECEIVED,
-    DUPLICATE_RATIO_ZERO_PERIOD_S, NAMESPACE, OLDEST_IN_FLIGHT_MAX_S, STORE_SIGNALS_PERIOD_S,
+    metric, DISTINCT_SLOT_IDS_ALARM, NAMESPACE, NATURAL_KEY_COLLISIONS_ALARM,
+    NATURAL_KEY_COLLISIONS_PERIOD_S, OLDEST_IN_FLIGHT_MAX_S, RATIO_ALARMS, STORE_SIGNALS_PERIOD_S,
 };
 
 fn template() -> String {
@@ -33,23 +32,67 @@ fn has(block: &str, needle: &str) {
     assert!(block.contains(needle), "{needle:?} missing in:\n{block}");
 }
 
+/// Every duplicate-ratio alarm of `gate::signals::RATIO_ALARMS` is in the template with the same
+/// period (both metrics), evaluation, metric math and threshold, and within CloudWatch's limit on
+/// Period x EvaluationPeriods (one day below 1-hour periods, seven days from 1 hour).
 #[test]
-fn the_duplicate_ratio_high_alarm_matches() {
+fn every_duplicate_ratio_alarm_matches() {
     let t = template();
-    let a = resource(&t, "DuplicateRatioHighAlarm");
-    has(&a, &format!("Threshold: {DUPLICATE_RATIO_HIGH}"));
-    has(&a, &format!(">= {DUPLICATE_RATIO_HIGH_MIN_RECEIVED},"));
-    has(&a, &format!("Period: {DUPLICATE_RATIO_HIGH_PERIOD_S}\n"));
-    has(&a, "ComparisonOperator: GreaterThanThreshold");
-    has(&a, &format!("Namespace: {NAMESPACE}"));
+    for alarm in RATIO_ALARMS {
+        let a = resource(&t, &format!("{}Alarm", alarm.name));
+        has(
+            &a,
+            &format!("AlarmName: !Sub ${{AWS::StackName}}-{}\n", alarm.name),
+        );
+        assert_eq!(
+            a.matches(&format!("Period: {}\n", alarm.period_s)).count(),
+            2,
+            "{} reads both metrics over {} s:\n{a}",
+            alarm.name,
+            alarm.period_s
+        );
+        has(&a, "MetricName: Received\n");
+        has(&a, "MetricName: Duplicates\n");
+        has(&a, &format!("Expression: {}\n", alarm.expression()));
+        has(&a, "Threshold: 1\n");
+        has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
+        has(
+            &a,
+            &format!("EvaluationPeriods: {}\n", alarm.evaluation_periods),
+        );
+        has(
+            &a,
+            &format!("DatapointsToAlarm: {}\n", alarm.datapoints_to_alarm),
+        );
+        has(&a, "TreatMissingData: notBreaching");
+        has(&a, &format!("Namespace: {NAMESPACE}"));
+        let span = alarm.period_s * i64::from(alarm.evaluation_periods);
+        let limit = if alarm.period_s < 3_600 {
+            86_400
+        } else {
+            7 * 86_400
+        };
+        assert!(
+            span <= limit,
+            "{}: {span} s over CloudWatch's {limit} s",
+            alarm.name
+        );
+    }
 }
 
 #[test]
-fn the_duplicate_ratio_zero_alarm_matches() {
+fn the_natural_key_collisions_alarm_matches() {
     let t = template();
-    let a = resource(&t, "DuplicateRatioZeroAlarm");
-    has(&a, &format!(">= {DUPLICATE_RATIO_ZERO_MIN_RECEIVED} AND"));
-    has(&a, &format!("Period: {DUPLICATE_RATIO_ZERO_PERIOD_S}\n"));
+    let a = resource(&t, "NaturalKeyCollisionsAlarm");
+    has(
+        &a,
+        &format!("MetricName: {}\n", metric::NATURAL_KEY_COLLISIONS),
+    );
+    has(&a, "Statistic: Sum\n");
+    has(&a, &format!("Period: {NATURAL_KEY_COLLISIONS_PERIOD_S}\n"));
+    has(&a, &format!("Threshold: {NATURAL_KEY_COLLISIONS_ALARM}\n"));
+    has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
+    has(&a, "TreatMissingData: notBreaching");
 }
 
 #[test]

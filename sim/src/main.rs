@@ -1,5 +1,5 @@
 //! `sim`: replay scenarios through the gate or the naive handler.
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use sim::replay::{self, HandlerKind, ReplayOptions};
 use sim::report;
 use sim::scenario::Scenario;
@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Replay a scenario (a file, or `monday-2025-06-09` for the embedded incident).
+    /// Replay a scenario: a scenario file, or the name of an embedded one (listed below).
     Replay {
         /// Scenario file or embedded name.
         scenario: String,
@@ -27,19 +27,34 @@ enum Command {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// The idempotency store of the gated handler.
+        /// The idempotency store of the gated handler: in memory, or DynamoDB (a fresh pair of
+        /// tables `gate-replay-{epoch ms}-idempotency`/`-bookings` per run, left in place;
+        /// without AWS_ACCESS_KEY_ID moto's dummy credentials, without AWS_REGION eu-west-1).
         #[arg(long, value_enum, default_value = "memory")]
         store: StoreKind,
-        /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`.
+        /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`
+        /// (default: the SDK's, `AWS_ENDPOINT_URL` or the region's).
         #[arg(long)]
         endpoint: Option<String>,
+        /// Draw each signal over simulated time, its threshold and the alarms' firings to this
+        /// PNG (gated handler only).
+        #[arg(long, value_name = "FILE.png", conflicts_with = "naive")]
+        plot: Option<std::path::PathBuf>,
     },
-    /// Replay a scenario with both handlers and print the reports side by side.
+    /// Replay a scenario with both handlers and print the reports side by side (a file, or the
+    /// name of an embedded one, listed below).
     Compare {
         /// Scenario file or embedded name.
         #[arg(default_value = "monday-2025-06-09")]
         scenario: String,
         /// Print both reports as a JSON object `{naive, gated}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The duplicate-ratio alarms' statistics: expected false pages a month on a healthy feed
+    /// (binomial, `gate::alarm_stats`) and the chance a re-firing upstream breaches one period.
+    Alarms {
+        /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -66,11 +81,48 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         list: usize,
     },
+    /// Date the sample Lambda events for today: every window moves by whole days so the earliest
+    /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
+    /// or ends more than 366 days ahead, so the files in `events/` are not sent as written.
+    SampleEvents {
+        /// The directory of sample events.
+        #[arg(long, default_value = "events")]
+        from: std::path::PathBuf,
+        /// Where the dated copies go (same file names).
+        #[arg(long, default_value = "target/events")]
+        out: std::path::PathBuf,
+        /// Date them for this instant (RFC 3339) instead of now.
+        #[arg(long)]
+        now: Option<String>,
+    },
+}
+
+/// The embedded scenarios, one per line with what each shows, for `replay --help` and
+/// `compare --help` (from [`sim::scenarios::NAMES`], so the help cannot miss one).
+fn embedded_scenarios_help() -> String {
+    let width = sim::scenarios::NAMES
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    let mut help = String::from("Embedded scenarios:\n");
+    for (name, what) in sim::scenarios::NAMES {
+        help.push_str(&format!("  {name:<width$}  {what}\n"));
+    }
+    help
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let help = embedded_scenarios_help();
+    let matches = Cli::command()
+        .mut_subcommand("replay", |c| c.after_help(help.clone()))
+        .mut_subcommand("compare", |c| c.after_help(help.clone()))
+        .get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -88,6 +140,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             json,
             store,
             endpoint,
+            plot,
         } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let handler = if naive {
@@ -101,6 +154,11 @@ async fn run(cli: Cli) -> Result<(), String> {
                 Some(stores::build(store, endpoint.as_deref()).await?)
             };
             let r = replay::run(&scenario, ReplayOptions { handler, store }).await?;
+            if let (Some(path), Some(signals)) = (&plot, &r.signals) {
+                let title = format!("{}: the signals and the alarms that fired", r.scenario);
+                sim::plot::signals_png(path, &title, signals)?;
+                eprintln!("plot written to {}", path.display());
+            }
             if json {
                 println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
             } else {
@@ -115,6 +173,20 @@ async fn run(cli: Cli) -> Result<(), String> {
             trace,
             list,
         } => check(seed, seeds, first, jobs, trace, list)?,
+        Command::SampleEvents { from, out, now } => {
+            let now_ms = match now {
+                Some(t) => chrono::DateTime::parse_from_rfc3339(&t)
+                    .map_err(|e| format!("--now {t:?} is not RFC 3339: {e}"))?
+                    .timestamp_millis(),
+                None => chrono::Utc::now().timestamp_millis(),
+            };
+            let written =
+                sim::sample_events::date_dir(&from, &out, now_ms).map_err(|e| e.to_string())?;
+            for file in written {
+                println!("{}", file.display());
+            }
+        }
+        Command::Alarms { json } => alarms(json)?,
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let naive = replay::run(&scenario, ReplayOptions::naive()).await?;
@@ -126,6 +198,50 @@ async fn run(cli: Cli) -> Result<(), String> {
                 print!("{}", report::render_side_by_side(&naive, &gated));
             }
         }
+    }
+    Ok(())
+}
+
+/// `sim alarms`: the false pages a month at 1 % and 3 % duplicates for 5 to 5,000 notifications an
+/// hour, and the chance one period catches a third of the notifications sent twice.
+fn alarms(json: bool) -> Result<(), String> {
+    use gate::alarm_stats::{detection_probability, false_page_table};
+    use gate::signals::RATIO_ALARMS;
+    let volumes = [5.0, 10.0, 100.0, 1_000.0, 5_000.0];
+    let rows = false_page_table(&RATIO_ALARMS, &volumes, &[0.01, 0.03]);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&rows).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<28} {:>7} {:>5} {:>8} {:>12} {:>14}",
+        "alarm", "per hour", "dup", "records", "P(period)", "pages/month"
+    );
+    for r in &rows {
+        println!(
+            "{:<28} {:>7} {:>4.0}% {:>8} {:>12.3e} {:>14.3e}",
+            r.alarm,
+            r.per_hour,
+            r.duplicate_rate * 100.0,
+            r.records_per_period,
+            r.period_breach_probability,
+            r.pages_per_month
+        );
+    }
+    println!();
+    println!("a third of the notifications sent twice for a whole period: chance it breaches");
+    for a in RATIO_ALARMS
+        .iter()
+        .filter(|a| a.name.starts_with("DuplicateRatioHigh"))
+    {
+        let cells: Vec<String> = volumes
+            .iter()
+            .map(|v| format!("{v}/h {:.2}", detection_probability(a, *v, 1.0 / 3.0)))
+            .collect();
+        println!("  {:<28} {}", a.name, cells.join("  "));
     }
     Ok(())
 }
@@ -210,11 +326,17 @@ fn check(
     let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     for (seed, vs) in &summary.failures {
         for v in vs {
-            // The violation's words without keys, ids and figures.
+            // The violation's words with keys, ids and figures shown as `_`.
             let kind: Vec<&str> = v
                 .split_whitespace()
-                .filter(|w| !w.chars().any(|c| c.is_ascii_digit()) && !w.contains('"'))
-                .take(9)
+                .map(|w| {
+                    if w.chars().any(|c| c.is_ascii_digit()) || w.contains('"') {
+                        "_"
+                    } else {
+                        w
+                    }
+                })
+                .take(12)
                 .collect();
             kinds.entry(kind.join(" ")).or_insert((0, *seed)).0 += 1;
         }

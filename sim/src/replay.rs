@@ -87,7 +87,7 @@ pub struct Report {
     pub reconciler_runs: usize,
     /// Simulated seconds from the first arrival to the last delivery or reconciler run.
     pub simulated_seconds: i64,
-    /// The three signals and the alarms that fired (gated handler only).
+    /// The four signals and the alarms that fired (gated handler only).
     pub signals: Option<SignalSummary>,
 }
 

@@ -45,6 +45,10 @@ fn rows(r: &Report) -> Vec<(&'static str, String)> {
             "distinct slot ids per key, max",
             signal(r, |s| s.max_distinct_slot_ids.to_string()),
         ),
+        (
+            "natural-key collisions",
+            signal(r, |s| s.natural_key_collisions.to_string()),
+        ),
         ("alarms fired", signal(r, alarms)),
     ]
 }
@@ -59,9 +63,19 @@ fn alarms(s: &SignalSummary) -> String {
     } else {
         s.alarms
             .iter()
-            .map(|a| a.alarm.as_str())
+            .map(|a| format!("{} at {}", a.alarm, elapsed(a.at_s)))
             .collect::<Vec<_>>()
-            .join(",")
+            .join(", ")
+    }
+}
+
+/// Seconds after the start as `+HhMM` (`+3d04h10` past a day).
+pub fn elapsed(at_s: i64) -> String {
+    let (d, h, m) = (at_s / 86_400, at_s % 86_400 / 3_600, at_s % 3_600 / 60);
+    if d > 0 {
+        format!("+{d}d{h:02}h{m:02}")
+    } else {
+        format!("+{h}h{m:02}")
     }
 }
 

@@ -2,7 +2,8 @@
 //! moves under its own fault (and a healthy feed to compare with). Load them by name with
 //! [`Scenario::load`](crate::scenario::Scenario::load).
 
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use crate::scenario::{
@@ -37,7 +38,121 @@ pub const NAMES: &[(&str, &str)] = &[
         "forgetful-terminal",
         "a worker stalls after its claim, the terminal forgets keys after 60 s: two slot ids",
     ),
+    (
+        "healthy-two-weeks",
+        "14 days at 250 notifications a day (10 an hour), 2 % re-fired: no alarm",
+    ),
+    (
+        "upstream-refires",
+        "a day at 10 an hour; from 10:00 to 11:00 a third of the notifications sent twice",
+    ),
+    (
+        "key-broken-for-a-week",
+        "7 days at 250 a day, 2 % re-fired, the key includes the messageId: collision, then zero",
+    ),
 ];
+
+/// The real volume: notifications a day (about 14,800 in two months).
+pub const REAL_VOLUME_PER_DAY: u32 = 250;
+
+/// The healthy share of notifications re-fired once (1-3 % is healthy).
+pub const HEALTHY_REFIRE_RATE: f64 = 0.02;
+
+/// A notification at `at` for container `n`, its window the next day from 08:00 to 12:00 UTC.
+fn notification_at(i: u32, at: DateTime<Utc>, arrivals: Vec<Arrival>) -> ScenarioNotification {
+    let day = at.date_naive() + Duration::days(1);
+    let start = format!("{day}T08:00:00Z");
+    let end = format!("{day}T12:00:00Z");
+    let mut n = notification(i, arrivals);
+    if let Some(body) = n.body.as_mut() {
+        body["preferred_window"] = json!({"start": start, "end": end});
+    }
+    n
+}
+
+/// `days` of the real volume from `start` (00:00 UTC), evenly spread (one every 345.6 s); each
+/// notification re-fired once, 1 to 10 minutes later, with probability `refire` (seeded: the same
+/// scenario every run).
+fn real_volume(
+    start: DateTime<Utc>,
+    days: u32,
+    refire: f64,
+    seed: u64,
+) -> Vec<ScenarioNotification> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let count = days * REAL_VOLUME_PER_DAY;
+    let spacing = 86_400.0 / f64::from(REAL_VOLUME_PER_DAY);
+    (0..count)
+        .map(|i| {
+            let at = f64::from(i) * spacing;
+            let mut arrivals = vec![Arrival::At(at)];
+            let refired = rng.random_bool(refire);
+            let delay = rng.random_range(60.0..600.0);
+            if refired {
+                arrivals.push(Arrival::At(at + delay));
+            }
+            let when = start + Duration::milliseconds((at * 1000.0) as i64);
+            notification_at(i, when, arrivals)
+        })
+        .collect()
+}
+
+fn monday(day: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 6, day, 0, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+/// Two healthy weeks at the real volume: 3,500 notifications from Monday 2 June 2025, 2 %
+/// re-fired. No alarm may fire.
+pub fn healthy_two_weeks() -> Scenario {
+    let mut s = base(
+        "healthy-two-weeks",
+        "Two healthy weeks: 250 notifications a day, 2 % re-fired once.",
+        real_volume(monday(2), 14, HEALTHY_REFIRE_RATE, 14),
+    );
+    s.start = monday(2);
+    s
+}
+
+/// A day at the real volume (10 an hour, one every 6 minutes) in which, from 10:00 to 11:00, a
+/// re-firing upstream sends every third notification twice (4 of that hour's 10: 100, 103, 106
+/// and 109), on top of the healthy 2 %.
+pub fn upstream_refires() -> Scenario {
+    let spacing = 360.0;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+    let notifications = (0..240u32)
+        .map(|i| {
+            let at = f64::from(i) * spacing;
+            let mut arrivals = vec![Arrival::At(at)];
+            let in_burst = (36_000.0..39_600.0).contains(&at) && i % 3 == 1;
+            if rng.random_bool(HEALTHY_REFIRE_RATE) || in_burst {
+                arrivals.push(Arrival::At(at + 120.0));
+            }
+            notification_at(i, monday(9) + Duration::seconds(at as i64), arrivals)
+        })
+        .collect();
+    let mut s = base(
+        "upstream-refires",
+        "A day at 10 notifications an hour; from 10:00 to 11:00 an upstream re-fires a third of them.",
+        notifications,
+    );
+    s.start = monday(9);
+    s
+}
+
+/// A week at the real volume behind a key derivation that includes the SQS messageId: every
+/// re-fired notification (2 %) gets a second event key, a second slot and a second booking.
+pub fn key_broken_for_a_week() -> Scenario {
+    let mut s = base(
+        "key-broken-for-a-week",
+        "A week at 250 notifications a day, 2 % re-fired, the key includes the messageId.",
+        real_volume(monday(2), 7, HEALTHY_REFIRE_RATE, 7),
+    );
+    s.start = monday(2);
+    s.key_fault = Some(KeyFault::IncludesMessageId);
+    s
+}
 
 /// A valid ISO 6346 equipment number for `n` (owner `GTEU`, serial `n`).
 pub fn container(n: u32) -> String {
@@ -181,6 +296,9 @@ pub fn by_name(name: &str) -> Result<Option<Scenario>, ScenarioError> {
         "portbase-storm" => portbase_storm(),
         "key-includes-message-id" => key_includes_message_id(),
         "forgetful-terminal" => forgetful_terminal(),
+        "healthy-two-weeks" => healthy_two_weeks(),
+        "upstream-refires" => upstream_refires(),
+        "key-broken-for-a-week" => key_broken_for_a_week(),
         _ => return Ok(None),
     }))
 }

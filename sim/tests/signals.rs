@@ -1,9 +1,10 @@
-//! Each signal moves under its own fault, and only then: every scenario evaluates the four alarms
-//! with the gate's thresholds (`gate::signals`).
+//! Each signal moves under its own fault, and only then: every scenario evaluates every alarm of
+//! `template.yaml` as CloudWatch does, with the definitions of `gate::signals` (aligned periods,
+//! M of N, missing data not breaching). The times are seconds after the scenario's start.
 
 use sim::replay::{self, ReplayOptions, Report};
 use sim::scenario::Scenario;
-use sim::signals::{alarm, SignalSummary};
+use sim::signals::{alarm, FiredAlarm, SignalSummary};
 
 async fn gated(name: &str) -> (Report, SignalSummary) {
     let scenario = Scenario::load(name).unwrap();
@@ -14,19 +15,34 @@ async fn gated(name: &str) -> (Report, SignalSummary) {
     (r, s)
 }
 
-fn fired(s: &SignalSummary) -> Vec<String> {
-    s.alarms.iter().map(|a| a.alarm.clone()).collect()
+fn fired(s: &SignalSummary) -> Vec<(String, i64)> {
+    s.alarms.iter().map(|a| (a.alarm.clone(), a.at_s)).collect()
 }
 
+fn at(alarm: &str, at_s: i64) -> (String, i64) {
+    (alarm.to_string(), at_s)
+}
+
+/// The incident of 9 June (05:00 to 09:23 UTC, 87 deliveries, 46 duplicates): its first hour
+/// already holds 4 duplicates and more than 20 %, so the hourly alarm fires at 06:00, within the
+/// morning; the 6-hour period 00:00-06:00 holds the same hour and fires with it. No 5-minute
+/// period holds 50 records.
 #[tokio::test]
-async fn the_plain_incident_under_the_gate_fires_no_alarm() {
+async fn the_incident_fires_the_hourly_high_ratio_alarm_at_six() {
     let (r, s) = gated("monday-2025-06-09").await;
     assert_eq!(r.slots_issued, 39);
-    assert!(s.alarms.is_empty(), "{s:?}");
-    // Its duplicates are real (54 % of deliveries) but never 50 deliveries in 5 minutes.
+    assert_eq!(
+        fired(&s),
+        vec![
+            at(alarm::DUPLICATE_RATIO_HIGH_HOURLY, 3_600),
+            at(alarm::DUPLICATE_RATIO_HIGH_SIX_HOURS, 3_600),
+        ]
+    );
     assert!(s.duplicate_ratio > 0.5);
     assert_eq!(s.max_judged_duplicate_ratio_5m, None);
+    assert!(s.max_judged_duplicate_ratio_1h.unwrap() > 0.2);
     assert_eq!(s.max_distinct_slot_ids, 1);
+    assert_eq!(s.natural_key_collisions, 0);
     assert!(s.max_oldest_in_flight_age_s < 600);
 }
 
@@ -38,35 +54,129 @@ async fn a_healthy_feed_fires_no_alarm() {
     assert!((0.04..0.06).contains(&ratio), "{ratio}");
 }
 
+/// Two weeks at the real volume, 2 % re-fired: 3,500 notifications, no alarm, no collision.
 #[tokio::test]
-async fn a_portbase_storm_raises_the_duplicate_ratio_alarm() {
+async fn two_healthy_weeks_at_the_real_volume_fire_no_alarm() {
+    let (r, s) = gated("healthy-two-weeks").await;
+    assert_eq!(r.notifications, 3_500);
+    assert!(s.alarms.is_empty(), "{:?}", s.alarms);
+    assert!(
+        (0.01..0.03).contains(&s.duplicate_ratio),
+        "{}",
+        s.duplicate_ratio
+    );
+    assert_eq!(s.natural_key_collisions, 0);
+    assert_eq!(r.slots_issued, 3_500);
+    assert_eq!(r.max_slots_per_container, 1);
+}
+
+#[tokio::test]
+async fn a_portbase_storm_raises_every_high_ratio_alarm() {
     let (r, s) = gated("portbase-storm").await;
-    assert_eq!(fired(&s), vec![alarm::DUPLICATE_RATIO_HIGH.to_string()]);
-    // 240 deliveries of 80 events in one 5-minute period: 160 duplicates.
+    // 240 deliveries of 80 events from 05:00:00 to 05:03:40: the 5-minute period 05:00-05:05
+    // fires at its end; the hour and the 6 hours ending 06:00 hold the same deliveries.
+    assert_eq!(
+        fired(&s),
+        vec![
+            at(alarm::DUPLICATE_RATIO_HIGH, 300),
+            at(alarm::DUPLICATE_RATIO_HIGH_HOURLY, 3_600),
+            at(alarm::DUPLICATE_RATIO_HIGH_SIX_HOURS, 3_600),
+        ]
+    );
     assert_eq!(s.max_judged_duplicate_ratio_5m, Some(160.0 / 240.0));
     // The gate still holds: one slot per container.
     assert_eq!(r.slots_issued, 80);
     assert_eq!(r.max_slots_per_container, 1);
 }
 
+/// 10 notifications an hour; from 10:00 to 11:00 a third of them (4 of 10) are sent twice: the
+/// hourly alarm fires at 11:00, an hour after the re-firing began. Nothing else fires.
 #[tokio::test]
-async fn a_key_that_includes_the_message_id_raises_the_zero_ratio_alarm() {
+async fn a_refiring_upstream_at_the_real_volume_fires_within_the_hour() {
+    let (r, s) = gated("upstream-refires").await;
+    assert_eq!(r.notifications, 240);
+    assert_eq!(
+        fired(&s),
+        vec![at(alarm::DUPLICATE_RATIO_HIGH_HOURLY, 39_600)]
+    );
+    assert_eq!(
+        s.firings,
+        vec![FiredAlarm {
+            alarm: alarm::DUPLICATE_RATIO_HIGH_HOURLY.into(),
+            at_s: 39_600
+        }]
+    );
+    assert_eq!(r.max_slots_per_container, 1);
+}
+
+/// The healthy 5-hour feed with a key that includes the messageId: the first re-fired
+/// notification (number 0, its copy at 90 s) commits a second event key for its container and
+/// window: the collision alarm fires at the end of that minute (120 s). Too few records for the
+/// zero-ratio alarms (a day with 200 records, three days in a row).
+#[tokio::test]
+async fn a_key_that_includes_the_message_id_raises_the_collision_alarm_at_the_first_redelivery() {
     let (r, s) = gated("key-includes-message-id").await;
-    assert_eq!(fired(&s), vec![alarm::DUPLICATE_RATIO_ZERO.to_string()]);
+    assert_eq!(fired(&s), vec![at(alarm::NATURAL_KEY_COLLISIONS, 120)]);
     assert_eq!(s.duplicate_ratio, 0.0);
     assert_eq!(r.duplicates_suppressed, 0);
-    // Why it matters: the 12 re-fired notifications each got a second slot.
+    // Why it matters: the 12 re-fired notifications each got a second slot, each collided.
     assert_eq!(r.slots_issued, 252);
     assert_eq!(r.containers_with_extra_slots, 12);
+    assert_eq!(s.natural_key_collisions, 12);
     // And each of those slots reached the TMS, booked under its own (wrong) key.
     assert_eq!(r.tms_bookings, 252);
     assert_eq!(r.still_in_flight, 0);
 }
 
+/// A week at the real volume with the broken key: the collision alarm fires in the minute of the
+/// first re-fired notification's copy; the daily zero-ratio alarm at the end of the third UTC day
+/// without a duplicate (Wednesday 24:00, 259,200 s); nothing else.
+#[tokio::test]
+async fn a_key_broken_for_a_week_fires_the_collision_alarm_at_once_and_the_zero_alarm_after_three_days(
+) {
+    let scenario = Scenario::load("key-broken-for-a-week").unwrap();
+    let first_copy_s = scenario
+        .notifications
+        .iter()
+        .filter_map(|n| n.arrivals.get(1).map(|a| a.at_s()))
+        .fold(f64::INFINITY, f64::min);
+    let (r, s) = gated("key-broken-for-a-week").await;
+    let collision = s.fired_at_s(alarm::NATURAL_KEY_COLLISIONS).unwrap();
+    let copy = first_copy_s as i64;
+    assert!(
+        collision > copy && collision <= copy + 120,
+        "first copy at {copy} s, collision alarm at {collision} s"
+    );
+    assert_eq!(s.fired_at_s(alarm::DUPLICATE_RATIO_ZERO), Some(259_200));
+    let names: Vec<String> = fired(&s).into_iter().map(|(a, _)| a).collect();
+    assert_eq!(
+        names,
+        vec![
+            alarm::NATURAL_KEY_COLLISIONS.to_string(),
+            alarm::DUPLICATE_RATIO_ZERO.to_string()
+        ]
+    );
+    assert_eq!(s.duplicate_ratio, 0.0);
+    // Every re-fired notification got a second slot and collided once.
+    assert_eq!(
+        r.containers_with_extra_slots as u64,
+        s.natural_key_collisions
+    );
+    assert!(
+        s.natural_key_collisions >= 20,
+        "{}",
+        s.natural_key_collisions
+    );
+}
+
 #[tokio::test]
 async fn a_crash_without_the_reconciler_raises_the_oldest_in_flight_alarm() {
     let (r, s) = gated("monday-2025-06-09-lost-no-reconciler").await;
-    assert_eq!(fired(&s), vec![alarm::OLDEST_IN_FLIGHT_AGE.to_string()]);
+    let names: Vec<String> = fired(&s).into_iter().map(|(a, _)| a).collect();
+    assert!(
+        names.contains(&alarm::OLDEST_IN_FLIGHT_AGE.to_string()),
+        "{names:?}"
+    );
     assert!(s.max_oldest_in_flight_age_s > 600);
     assert_eq!(r.still_in_flight, 2);
 }
@@ -74,7 +184,7 @@ async fn a_crash_without_the_reconciler_raises_the_oldest_in_flight_alarm() {
 #[tokio::test]
 async fn a_crash_with_the_reconciler_stays_under_the_oldest_in_flight_threshold() {
     let (r, s) = gated("monday-2025-06-09-lost").await;
-    assert!(s.alarms.is_empty(), "{s:?}");
+    assert!(s.fired_at_s(alarm::OLDEST_IN_FLIGHT_AGE).is_none(), "{s:?}");
     assert!(s.max_oldest_in_flight_age_s < 600, "{s:?}");
     assert!(s.final_oldest_in_flight_age_s < 120, "{s:?}");
     assert_eq!(r.reconciled, 2);
@@ -84,11 +194,63 @@ async fn a_crash_with_the_reconciler_stays_under_the_oldest_in_flight_threshold(
 #[tokio::test]
 async fn a_terminal_that_forgets_keys_raises_the_distinct_slot_ids_alarm() {
     let (r, s) = gated("forgetful-terminal").await;
-    assert_eq!(fired(&s), vec![alarm::DISTINCT_SLOT_IDS.to_string()]);
+    let names: Vec<String> = fired(&s).into_iter().map(|(a, _)| a).collect();
+    assert_eq!(names, vec![alarm::DISTINCT_SLOT_IDS.to_string()]);
     assert_eq!(s.max_distinct_slot_ids, 2);
     assert_eq!(s.multi_slot_keys, 1, "the store marked the key");
     // The terminal issued two slots for the first container's one key; one is booked.
     assert_eq!(r.slots_issued, 21);
     assert_eq!(r.max_slots_per_container, 2);
     assert_eq!(r.tms_bookings, 20);
+}
+
+/// `sim replay --plot`: a PNG of the signals (the picture in the README is this one).
+#[tokio::test]
+async fn the_plot_of_the_incident_is_a_png() {
+    let (r, s) = gated("monday-2025-06-09").await;
+    assert_eq!(
+        s.series.hourly.len(),
+        5,
+        "05:00 to 10:00: {:?}",
+        s.series.hourly
+    );
+    let received: u64 = s.series.hourly.iter().map(|h| h.1).sum();
+    // Every delivery but the two the crashed workers held: a crashed invocation emits no EMF
+    // document, as in Lambda.
+    assert_eq!(r.crashes, 2);
+    assert_eq!(received, r.deliveries - 2);
+    let path = std::env::temp_dir().join(format!("signals-{}.png", std::process::id()));
+    sim::plot::signals_png(&path, "incident", &s).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // IHDR: width and height, big-endian, at bytes 16..24.
+    let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!((width, height), (1100, 820));
+}
+
+/// The CLI, as the issue ran it: `sim replay monday-2025-06-09` ends with the high-ratio alarm in
+/// its "alarms fired" line.
+#[test]
+fn sim_replay_of_the_incident_ends_with_the_high_ratio_alarm() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sim"))
+        .args(["replay", "monday-2025-06-09"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.trim_start().starts_with("alarms fired"),
+        "last line: {last}"
+    );
+    assert!(
+        last.contains("DuplicateRatioHighHourly at +1h00"),
+        "last line: {last}"
+    );
+    assert!(
+        text.contains("duplicate ratio                    54.1 %"),
+        "{text}"
+    );
 }

@@ -420,3 +420,37 @@ async fn unknown_paths_and_methods_are_problems() {
         201
     );
 }
+
+/// `terminal-sim` on a port that is taken says which port and why, and exits with an error
+/// (not a `Debug` dump of the OS error).
+#[test]
+fn a_busy_port_is_named() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().unwrap().port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_terminal-sim"))
+        .args(["--port", &port.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("terminal-sim runs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("waits").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("terminal-sim kept running on a port that is taken");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "terminal-sim: cannot listen on 127.0.0.1:{port}: Address already in use"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Os {"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    drop(taken);
+}

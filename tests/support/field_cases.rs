@@ -108,7 +108,8 @@ pub async fn a_reserve_whose_answer_was_lost_commits_at_once(
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: slot.clone().expect("a slot")
+            slot_id: slot.clone().expect("a slot"),
+            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());

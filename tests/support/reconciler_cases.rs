@@ -252,8 +252,10 @@ pub async fn a_live_lease_is_not_taken(w: &World) {
     assert_eq!(w.core.slots_issued(), 0);
 }
 
-/// An expired record (TTL passed, not yet deleted) is skipped; a live one beside it is not.
-pub async fn an_expired_record_is_skipped(w: &World) {
+/// An expired record (TTL passed, not yet deleted) that still has work is finished like the live
+/// one beside it: a reserve never replaces a record with work left, so nothing else would finish
+/// it (issue 11). It is counted as `expired`.
+pub async fn an_expired_record_with_work_is_finished(w: &World) {
     let live = w
         .strand(&World::body("R-6", "CSQU3054383"), "inv-dead", T0 + 30_000)
         .await;
@@ -279,17 +281,12 @@ pub async fn an_expired_record_is_skipped(w: &World) {
         )
         .await;
     assert_eq!(report.expired, 1, "{report:?}");
-    assert_eq!(report.reconciled, 1, "{report:?}");
+    assert_eq!(report.reconciled, 2, "{report:?}");
     let short_after = w.store.get(&short.pk).await.unwrap().unwrap();
-    assert_eq!(
-        short_after.status,
-        RecordStatus::InFlight,
-        "expired record untouched"
-    );
-    assert_eq!(short_after.lease_owner.as_deref(), Some("inv-dead-2"));
+    assert_eq!(short_after.status, RecordStatus::Committed);
     let live_after = w.store.get(&live.pk).await.unwrap().unwrap();
     assert_eq!(live_after.status, RecordStatus::Committed);
-    assert_eq!(w.core.slots_issued(), 1);
+    assert_eq!(w.core.slots_issued(), 2);
 }
 
 /// An invocation near its deadline leaves the rest for the next run.
@@ -339,6 +336,6 @@ where
     racing_a_slow_consumer_makes_one_slot_and_one_booking(&make_world("race").await).await;
     past_retention_is_routed_to_manual_without_a_claim(&make_world("retention").await).await;
     a_live_lease_is_not_taken(&make_world("live-lease").await).await;
-    an_expired_record_is_skipped(&make_world("expired").await).await;
+    an_expired_record_with_work_is_finished(&make_world("expired").await).await;
     near_the_deadline_the_rest_is_left_for_the_next_run(&make_world("deadline").await).await;
 }

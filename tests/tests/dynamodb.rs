@@ -51,6 +51,8 @@ conformance_cases!(
     record_slot_id_accumulates,
     stale_in_flight_paginates,
     finished_records_hold_no_request,
+    reserve_retry_meets_own_write,
+    commit_over_another_recorded_slot_is_counted,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -314,7 +316,8 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: "ECT-SLOT-0001".into()
+            slot_id: "ECT-SLOT-0001".into(),
+            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());

@@ -1,17 +1,23 @@
 //! The Lambda runtime path: the real consumer binary under `cargo lambda watch`, against moto
 //! (tables and queues created here) and the terminal simulator, invoked with the `events/` files
-//! through `cargo lambda invoke`. Needs `cargo-lambda` on PATH (`make test` installs it into
-//! `.venv`) and `MOTO_ENDPOINT`.
+//! (dated for today first, as the README's local runs do: `sim::sample_events`) through
+//! `cargo lambda invoke`; and a function started without its configuration, which must fail the
+//! invocation at once naming every missing variable. Needs `cargo-lambda` on PATH (`make test`
+//! installs it into `.venv`) and `MOTO_ENDPOINT`.
 
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use gate::clock::{Clock, SystemClock};
 use gate::record::RecordStatus;
 use gate::store::IdempotencyStore;
 use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
-use integration_tests::{dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client};
+use integration_tests::{
+    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique,
+};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,22 +64,32 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
     let _watch = Watch(child);
 
+    // The sample events dated for today: their windows as written end on a fixed day.
+    let events = std::env::temp_dir().join(unique("gate-events"));
+    sim::sample_events::date_dir(
+        &workspace_root().join("events"),
+        &events,
+        SystemClock.now_ms(),
+    )
+    .expect("sample events dated");
+    let (notification, batch_file) = (
+        events.join("notification.json"),
+        events.join("batch-duplicates-poison.json"),
+    );
+
     let empty = serde_json::json!({ "batchItemFailures": [] });
-    let first =
-        tokio::task::spawn_blocking(move || invoke(port, "consumer", "events/notification.json"))
-            .await
-            .unwrap();
+    let file = notification.clone();
+    let first = tokio::task::spawn_blocking(move || invoke(port, "consumer", file))
+        .await
+        .unwrap();
     assert_eq!(first, empty);
-    let batch = tokio::task::spawn_blocking(move || {
-        invoke(port, "consumer", "events/batch-duplicates-poison.json")
-    })
-    .await
-    .unwrap();
+    let batch = tokio::task::spawn_blocking(move || invoke(port, "consumer", batch_file))
+        .await
+        .unwrap();
     assert_eq!(batch, empty, "the poison body is routed, not retried");
-    let again =
-        tokio::task::spawn_blocking(move || invoke(port, "consumer", "events/notification.json"))
-            .await
-            .unwrap();
+    let again = tokio::task::spawn_blocking(move || invoke(port, "consumer", notification))
+        .await
+        .unwrap();
     assert_eq!(again, empty);
 
     // The terminal: one slot per container, three containers.
@@ -112,10 +128,15 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     // The reconciler binary: a record stranded three minutes ago (reserved, lease expired, the
     // claim never sent) is claimed once with its key and committed.
     let now = SystemClock.now_ms();
+    // Tomorrow's window, whatever today is.
+    let window = |hours: i64| {
+        (chrono::Utc::now() + chrono::Duration::hours(hours))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
     let stranded_body = serde_json::json!({
         "notificationId": "PCS-CIS-20261201-000099",
         "equipment_number": "ABCD1234560",
-        "preferred_window": {"start": "2027-06-01T08:00:00Z", "end": "2027-06-01T10:00:00Z"},
+        "preferred_window": {"start": window(24), "end": window(26)},
         "terminal": "ECT-DELTA",
         "pin": "RLS-999999"
     })
@@ -193,6 +214,225 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     let body: serde_json::Value = serde_json::from_str(messages[0].body().unwrap()).unwrap();
     assert_eq!(body["original_body"], "{bad");
     assert_eq!(body["reason"], "rejected");
+    let _ = std::fs::remove_dir_all(&events);
+}
+
+/// Every variable the functions read (`gate::config`), removed from the watcher's environment
+/// so that a developer's own exports cannot configure the function under test.
+const CONFIG_VARIABLES: &[&str] = &[
+    "INTEGRATION_NAME",
+    "IDEMPOTENCY_TABLE",
+    "BOOKINGS_TABLE",
+    "MANUAL_QUEUE_URL",
+    "TERMINAL_BASE_URL",
+    "TERMINAL_API_TOKEN_SECRET_ARN",
+    "TERMINAL_API_TOKEN",
+    "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
+    "KNOWN_TERMINALS",
+    "KEY_TTL_SECONDS",
+    "LEASE_FLOOR_MS",
+    "MAX_CONCURRENCY",
+    "DEADLINE_MARGIN_MS",
+    "TERMINAL_CONNECT_TIMEOUT_MS",
+    "TERMINAL_REQUEST_TIMEOUT_MS",
+    "RECONCILE_MIN_AGE_SECONDS",
+    "TERMINAL_KEY_RETENTION_SECONDS",
+    "RETENTION_MARGIN_SECONDS",
+    "RECONCILE_PAGE_SIZE",
+    "LOG_SENSITIVE_BODIES",
+];
+
+/// Started without configuration (the README's step 3 forgotten), each function reports its
+/// init error to the Runtime API and the invocation fails at once with it, every missing
+/// variable named in one message, instead of waiting forever for a runtime that never asks for
+/// its event. Timed from the function's start (the watcher's `Running` line), not from the
+/// invocation, so that the watcher's first build does not count. One watcher per function:
+/// `cargo lambda watch` (1.9) hands an init error to the oldest waiting invocation of any
+/// function, not necessarily the one that failed.
+#[test]
+fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_variable() {
+    let four = "invalid configuration: 4 problems: TERMINAL_BASE_URL: missing (required); \
+                IDEMPOTENCY_TABLE: missing (required); BOOKINGS_TABLE: missing (required); \
+                MANUAL_QUEUE_URL: missing (required)";
+    for (function, message) in [
+        ("consumer", four),
+        ("reconciler", four),
+        (
+            "metrics",
+            "invalid configuration: 1 problem: IDEMPOTENCY_TABLE: missing (required)",
+        ),
+    ] {
+        let port = free_port();
+        let mut command = Command::new("cargo");
+        command.current_dir(workspace_root()).args([
+            "lambda",
+            "watch",
+            "--ignore-changes",
+            "-A",
+            "127.0.0.1",
+            "-P",
+            &port.to_string(),
+        ]);
+        for variable in CONFIG_VARIABLES {
+            command.env_remove(variable);
+        }
+        let watch = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
+        let mut watch = Watch(watch);
+        let log = WatchLog::follow(&mut watch);
+
+        let (answer, after_start) = invoke_timed(port, function, &log);
+        assert!(
+            after_start < Duration::from_secs(30),
+            "{function}: answered {after_start:?} after the function started"
+        );
+        assert_eq!(
+            answer,
+            serde_json::json!({
+                "errorType": "Runtime.InvalidConfiguration",
+                "errorMessage": message
+            }),
+            "{function}"
+        );
+        assert!(
+            log.text().contains(message),
+            "{function}: the message is logged too:\n{}",
+            log.text()
+        );
+    }
+}
+
+/// The watcher's output, followed line by line, with the time each function binary started
+/// (cargo's `Running `target/debug/NAME`` line).
+#[derive(Clone, Default)]
+struct WatchLog(Arc<Mutex<Followed>>);
+
+/// The text so far, and each binary's start (name, when).
+type Followed = (String, Vec<(String, Instant)>);
+
+impl WatchLog {
+    fn follow(watch: &mut Watch) -> Self {
+        let log = Self::default();
+        let streams: Vec<Box<dyn Read + Send>> = vec![
+            Box::new(watch.0.stdout.take().expect("stdout piped")),
+            Box::new(watch.0.stderr.take().expect("stderr piped")),
+        ];
+        for stream in streams {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let mut inner = log.0.lock().unwrap();
+                    if let Some(binary) = line
+                        .trim()
+                        .strip_prefix("Running `target/debug/")
+                        .and_then(|rest| rest.strip_suffix('`'))
+                    {
+                        inner.1.push((binary.to_string(), Instant::now()));
+                    }
+                    inner.0.push_str(&line);
+                    inner.0.push('\n');
+                }
+            });
+        }
+        log
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().0.clone()
+    }
+
+    /// When `function` last started, if it did.
+    fn started(&self, function: &str) -> Option<Instant> {
+        let inner = self.0.lock().unwrap();
+        inner
+            .1
+            .iter()
+            .rev()
+            .find(|(b, _)| b == function)
+            .map(|(_, t)| *t)
+    }
+}
+
+/// `cargo lambda invoke FUNCTION` with `events/notification.json`, retried while the watcher is
+/// not listening yet; returns the answer (JSON) and how long after the function's start it came.
+///
+/// # Panics
+/// If no answer comes within 30 s of the function's start (or 15 minutes in all, for the
+/// watcher's first build), or the answer is not JSON.
+fn invoke_timed(port: u16, function: &str, log: &WatchLog) -> (serde_json::Value, Duration) {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let mut child = Command::new("cargo")
+            .current_dir(workspace_root())
+            .args(["lambda", "invoke", function, "-A", "127.0.0.1", "-P"])
+            .arg(port.to_string())
+            .args([
+                "--output-format",
+                "json",
+                "--data-file",
+                "events/notification.json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cargo lambda invoke runs");
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("invoke waits") {
+                break status;
+            }
+            let hung = log
+                .started(function)
+                .is_some_and(|t| t.elapsed() > Duration::from_secs(30));
+            if hung || Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{function}: the invocation got no answer (started: {:?} ago); a function that \
+                     cannot start must report its init error. Watcher log:\n{}",
+                    log.started(function).map(|t| t.elapsed()),
+                    log.text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        if status.success() {
+            let started = log.started(function).unwrap_or_else(|| {
+                panic!(
+                    "{function}: answered, but never started? Log:\n{}",
+                    log.text()
+                )
+            });
+            let answer = serde_json::from_str(stdout.trim())
+                .unwrap_or_else(|e| panic!("{function}: answer is not JSON ({e}): {stdout}"));
+            return (answer, started.elapsed());
+        }
+        // Only "the watcher is not listening yet" is worth another try.
+        assert!(
+            stderr.contains("error sending request to the runtime emulator")
+                && Instant::now() < deadline,
+            "{function}: cargo lambda invoke failed: {stderr}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// The notification ids the event files use, by container.

@@ -173,6 +173,15 @@ fn without_queries(calls: &[String]) -> Vec<String> {
 /// Containers with valid ISO 6346 check digits.
 const CONTAINERS: [&str; 4] = ["CSQU3054383", "MWCU6059784", "ABCD1234560", "MSCU1234566"];
 
+/// A valid ISO 6346 equipment number of its own for event `n`: events for one container and one
+/// window under different notificationIds are a natural-key collision (signal 4), which these
+/// cost counts are not about.
+fn container(n: usize) -> String {
+    let first_ten = format!("GTEU{:06}", n % 1_000_000);
+    let check = gate::iso6346::check_digit(&first_ten).unwrap();
+    format!("{first_ten}{check}")
+}
+
 #[tokio::test]
 async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     let w = World::new("consumer").await;
@@ -212,12 +221,57 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     assert_eq!(w.take_calls(), ["PutItem", "PutItem"]);
 }
 
+/// Signal 4 costs nothing extra per event (its item rides in the commit's transaction); only a
+/// collision costs more: the cancelled transaction and the retry without the item (the other event
+/// key comes back in the cancellation with `ALL_OLD`, from DynamoDB and moto alike; a `GetItem`
+/// reads it only if a cancellation carries none).
+#[tokio::test]
+async fn a_natural_key_collision_costs_one_more_transaction() {
+    let w = World::new("collision").await;
+    let inv = w.invocation("req-1");
+    let first = body("PCS-NK-1", CONTAINERS[0], 4711);
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m1", &first)]), &inv)
+        .await;
+    assert!(matches!(
+        report.records[0].outcome,
+        RecordOutcome::Committed {
+            natural_key_collision: None,
+            ..
+        }
+    ));
+    assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
+    // The same container and window under a new notificationId.
+    let second = body("PCS-NK-2", CONTAINERS[0], 4711);
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m2", &second)]), &inv)
+        .await;
+    let first_key = gate::keys::event_key_of("PCS-NK-1", CONTAINERS[0]);
+    match &report.records[0].outcome {
+        RecordOutcome::Committed {
+            natural_key_collision: Some(other),
+            ..
+        } => assert_eq!(other, &first_key),
+        other => panic!("{other:?}"),
+    }
+    let calls = w.take_calls();
+    let without_get: Vec<&String> = calls.iter().filter(|c| *c != "GetItem").collect();
+    assert_eq!(
+        without_get,
+        ["PutItem", "TransactWriteItems", "TransactWriteItems"],
+        "{calls:?}"
+    );
+    assert!(count(&calls, "GetItem") <= 1, "{calls:?}");
+}
+
 #[tokio::test]
 async fn consumer_batch_of_ten_costs_two_calls_per_new_event_and_one_per_duplicate() {
     let w = World::new("batch").await;
     let inv = w.invocation("req-1");
     let bodies: Vec<String> = (0..8)
-        .map(|i| body(&format!("PCS-B-{i}"), CONTAINERS[i % 4], 4711))
+        .map(|i| body(&format!("PCS-B-{i}"), &container(i), 4711))
         .collect();
     // Eight new events and two redeliveries of the first two, in one batch of ten. A duplicate in
     // the same batch races its original: whichever reserves second sees a live lease (in flight)
@@ -318,7 +372,7 @@ async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_rec
     let mut shards = BTreeMap::new();
     for i in 0..12 {
         let r = w
-            .strand(&format!("PCS-R-{}", i + 2), CONTAINERS[i % 4], 10 * 60_000)
+            .strand(&format!("PCS-R-{}", i + 2), &container(i), 10 * 60_000)
             .await;
         *shards.entry(inflight_shard(&r.event_key)).or_insert(0usize) += 1;
     }
@@ -350,7 +404,7 @@ async fn reconciler_pages_cost_one_query_each() {
     let mut i = 0;
     while by_shard.values().all(|v| v.len() < 2) {
         let r = w
-            .strand(&format!("PCS-P-{i}"), CONTAINERS[i % 4], 10 * 60_000)
+            .strand(&format!("PCS-P-{i}"), &container(i), 10 * 60_000)
             .await;
         by_shard
             .entry(inflight_shard(&r.event_key))

@@ -1,6 +1,8 @@
 //! `terminal-sim`: serves the terminal simulator (`sim::terminal`) over HTTP on 127.0.0.1.
 //!
-//! Prints `listening on http://127.0.0.1:PORT` on stdout once bound; logs go to stderr.
+//! Prints `listening on http://127.0.0.1:PORT` on stdout once bound; logs go to stderr. A port it
+//! cannot bind (in use, privileged) ends it with exit code 1 and
+//! `terminal-sim: cannot listen on 127.0.0.1:PORT: REASON` on stderr.
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -47,12 +49,25 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let args = Args::parse();
+    match serve(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("terminal-sim: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Binds 127.0.0.1:`args.port`, prints where it listens and serves until stopped.
+///
+/// # Errors
+/// The port cannot be bound (named in the message), or stdout cannot be written.
+async fn serve(args: Args) -> Result<(), String> {
     let config = TerminalConfig {
         supports_idempotency_key: !args.no_idempotency_key,
         latency_ms: args.latency_ms,
@@ -65,10 +80,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         slot_prefix: args.slot_prefix,
     };
     let core = TerminalCore::new(config, Arc::new(SystemClock));
-    let (addr, server) = spawn_on(core, SocketAddr::from((Ipv4Addr::LOCALHOST, args.port))).await?;
+    let wanted = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
+    let (addr, server) = spawn_on(core, wanted)
+        .await
+        .map_err(|e| format!("cannot listen on {wanted}: {e}"))?;
     let mut out = std::io::stdout();
-    writeln!(out, "listening on http://{addr}")?;
-    out.flush()?;
-    server.await?;
-    Ok(())
+    writeln!(out, "listening on http://{addr}")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("cannot write to stdout: {e}"))?;
+    server
+        .await
+        .map_err(|e| format!("the server on {addr} stopped: {e}"))
 }

@@ -17,13 +17,18 @@
 //!    (then with an item in the manual queue), or all its copies are in the dead-letter queue and
 //!    **an injected fault, a crash or the deadline ended every receive of them** (a body the gate
 //!    answers with a batch item failure until SQS gives up is lost, not excused). No record stays
-//!    `in_flight` or with its routing pending. Every mismatched body and every poison body is in the manual queue, under the
-//!    same dead-letter rule.
+//!    `in_flight` or with its routing pending. Every mismatched body and every poison body is in
+//!    the manual queue, under the same dead-letter rule.
 //! 4. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
 //!    body (its bytes) and each event routed to a person (event key, per record generation) has
 //!    at most one item, plus one for each send whose mark a fault made ambiguous (the item was
 //!    sent, then the sender crashed, or the send or the mark answered an error, or another worker
 //!    took the record over): at-least-once with a dedup key is the honest promise across crashes.
+//!    An unbooked slot (a slot the terminal issued after its record was finished, or for another
+//!    container after the lease was lost) is its own case, routed once per slot: a record routed
+//!    to a person because no slot was found (past the key's retention, after the window's end)
+//!    while a lease-lost holder's claim was still in transit gets both items, the second naming
+//!    the slot to book or cancel.
 //! 5. **No double booking by hand.** No booked event is in the manual queue for the content it
 //!    was booked with (an item sent while a generation with the booked fingerprint was its
 //!    record), except for a window that has ended: a person would book a second slot.
@@ -86,6 +91,13 @@ pub(crate) fn identity_of_item(item: &ManualItem, terminals: &[String]) -> Strin
     let class = || classify(&item.original_body, terminals);
     match item.reason {
         ManualReason::Rejected => format!("rejected:{}", sha256_hex(item.original_body.as_bytes())),
+        // Routed once per slot (the gate's routing key is the event key and the slot id, which
+        // the detail names; a resend carries the stored item, the same detail).
+        ManualReason::UnbookedSlot => format!(
+            "unbooked:{}:{}",
+            item.event_key.as_deref().unwrap_or("?"),
+            sha256_hex(item.detail.as_bytes())
+        ),
         ManualReason::Mismatch => match class() {
             Class::Event {
                 event_key,
@@ -106,13 +118,29 @@ pub(crate) fn identity_of_item(item: &ManualItem, terminals: &[String]) -> Strin
     }
 }
 
-/// The record whose `finish` marks an item as routed.
+/// The slot an unbooked-slot item names: the word after the first "slot" in its detail
+/// ("the terminal issued slot S under ...", "terminal answered slot S for ...").
+fn slot_of_unbooked(detail: &str) -> Option<&str> {
+    let mut words = detail.split_whitespace();
+    words.find(|w| *w == "slot")?;
+    words.next()
+}
+
+/// The record whose routing confirmation (`routed`) marks an item as routed.
 pub(crate) fn pk_of_item(
     item: &ManualItem,
     integration: &str,
     terminals: &[String],
 ) -> Option<String> {
     match item.reason {
+        ManualReason::UnbookedSlot => {
+            let slot = slot_of_unbooked(&item.detail)?;
+            let event_key = item.event_key.as_deref()?;
+            Some(record_pk(
+                integration,
+                &gate::keys::unbooked_slot_route_key(event_key, slot),
+            ))
+        }
         ManualReason::Rejected => Some(record_pk(
             integration,
             &rejected_route_key(&item.original_body),

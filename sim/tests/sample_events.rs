@@ -1,0 +1,182 @@
+//! No sample event goes stale: every file in `events/`, dated as the README's local runs and
+//! `tests/tests/lambda_runtime.rs` date it before it runs on the real clock
+//! (`sim::sample_events`), is accepted by the gate at the first millisecond, noon and the last
+//! millisecond of every day of the next five years, leap days included.
+
+use std::path::PathBuf;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use gate::notification::{parse_notification, MAX_WINDOW_AHEAD_DAYS};
+use serde_json::Value;
+use sim::sample_events::{date_event, md5_of_body, EPOCH_MS_ATTRIBUTES};
+
+/// The terminal codes the consumer books at by default (`KNOWN_TERMINALS`).
+fn terminals() -> Vec<String> {
+    vec!["ECT-DELTA".to_string()]
+}
+
+/// Every `events/*.json` of the repository, by name.
+fn sample_files() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .expect("events/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).expect("readable"))
+        })
+        .collect();
+    files.sort();
+    assert!(
+        files.iter().any(|(n, _)| n == "notification.json"),
+        "{files:?}"
+    );
+    files
+}
+
+/// Every instant a timestamp in `text` names: RFC 3339 strings anywhere (bodies included) and
+/// the epoch-millisecond SQS attributes.
+fn instants(event: &Value) -> Vec<DateTime<Utc>> {
+    let mut found = Vec::new();
+    let mut strings = vec![event.clone()];
+    while let Some(v) = strings.pop() {
+        match v {
+            Value::String(s) => {
+                if let Ok(t) = DateTime::parse_from_rfc3339(&s) {
+                    found.push(t.with_timezone(&Utc));
+                } else if let Ok(inner) = serde_json::from_str::<Value>(&s) {
+                    if inner.is_object() || inner.is_array() {
+                        strings.push(inner);
+                    }
+                }
+            }
+            Value::Array(items) => strings.extend(items),
+            Value::Object(map) => strings.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+    for record in event["Records"].as_array().into_iter().flatten() {
+        for name in EPOCH_MS_ATTRIBUTES {
+            if let Some(ms) = record["attributes"][name].as_str() {
+                let ms: i64 = ms.parse().expect("epoch ms");
+                found.push(Utc.timestamp_millis_opt(ms).unwrap());
+            }
+        }
+    }
+    found
+}
+
+/// Checks one dated file at `now`: a Lambda SQS event (or the scheduler's input), each
+/// `md5OfBody` the MD5 of its body, every notification accepted by the gate, every timestamp
+/// between a day before `now` and the window limit ahead.
+fn check_dated(name: &str, text: &str, now: DateTime<Utc>) {
+    let event: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    if event.get("Records").is_some() {
+        serde_json::from_value::<SqsEvent>(event.clone())
+            .unwrap_or_else(|e| panic!("{name}: not a Lambda SQS event: {e}"));
+    }
+    for (i, record) in event["Records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let body = record["body"].as_str().expect("body");
+        assert_eq!(
+            record["md5OfBody"].as_str(),
+            Some(md5_of_body(body).as_str()),
+            "{name} record {i}: md5OfBody"
+        );
+        // A body that is not a JSON object is the sample's poison body: it is meant to be refused.
+        if serde_json::from_str::<Value>(body).is_ok_and(|b| b.is_object()) {
+            if let Err(reason) = parse_notification(body, now.timestamp_millis(), &terminals()) {
+                panic!(
+                    "{name} record {i} dated at {now} is refused: {} ({reason:?})",
+                    reason.code()
+                );
+            }
+        }
+    }
+    let earliest = now - Duration::days(1);
+    let latest = now + Duration::days(MAX_WINDOW_AHEAD_DAYS);
+    for t in instants(&event) {
+        assert!(
+            (earliest..=latest).contains(&t),
+            "{name} dated at {now} still names {t}: stale or too far ahead"
+        );
+    }
+}
+
+/// The contract of this test: every sample event, dated for the day it is used, stays valid on
+/// every day of the next five years.
+#[test]
+fn no_sample_event_goes_stale_within_five_years() {
+    let files = sample_files();
+    let today = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let mut checked = 0;
+    for day in 0..=(5 * 366) {
+        let midnight = today + Duration::days(day);
+        for at in [
+            Duration::zero(),
+            Duration::hours(12),
+            Duration::days(1) - Duration::milliseconds(1),
+        ] {
+            let now = midnight + at;
+            for (name, text) in &files {
+                let dated = date_event(text, now.timestamp_millis())
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                check_dated(name, &dated, now);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, (5 * 366 + 1) * 3 * files.len());
+}
+
+/// The committed files themselves: consistent events (each `md5OfBody` right), each
+/// notification accepted a day before its window, the message ids unchanged by dating.
+#[test]
+fn the_committed_sample_events_are_consistent() {
+    for (name, text) in sample_files() {
+        let event: Value = serde_json::from_str(&text).unwrap();
+        let dated: Value =
+            serde_json::from_str(&date_event(&text, Utc::now().timestamp_millis()).unwrap())
+                .unwrap();
+        for (i, record) in event["Records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let body = record["body"].as_str().unwrap();
+            assert_eq!(
+                record["md5OfBody"].as_str(),
+                Some(md5_of_body(body).as_str()),
+                "{name} record {i}"
+            );
+            assert_eq!(
+                dated["Records"][i]["messageId"], record["messageId"],
+                "{name}"
+            );
+            assert_eq!(
+                dated["Records"][i]["receiptHandle"], record["receiptHandle"],
+                "{name}"
+            );
+            let Some(start) = serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|b| b["preferred_window"]["start"].as_str().map(String::from))
+            else {
+                continue;
+            };
+            let day_before = DateTime::parse_from_rfc3339(&start).unwrap() - Duration::days(1);
+            parse_notification(body, day_before.timestamp_millis(), &terminals())
+                .unwrap_or_else(|r| panic!("{name} record {i}: {r:?}"));
+        }
+    }
+}

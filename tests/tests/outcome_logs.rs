@@ -1,0 +1,272 @@
+//! The runbooks' log lines exist: the real consumer binary under `cargo lambda watch` (JSON logs,
+//! as Lambda writes them with `LoggingConfig: JSON`), against moto and a scripted terminal, is
+//! fed a short replay (a new notification, its redelivery, the same event with other content, a
+//! poison body, a claim the terminal refuses with 503, the same container and window under a new
+//! notificationId) and every record must end in exactly one `record processed` line carrying the
+//! outcome and the fields the runbooks name (`README.md`, "Runbooks"): `fields.outcome`,
+//! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.container`,
+//! `fields.slot_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
+
+#[path = "../../shared/tests/support/mod.rs"]
+mod support;
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use gate::keys::event_key_of;
+use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
+use integration_tests::{
+    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique,
+};
+use serde_json::{json, Value};
+
+const A: &str = "CSQU3054383";
+const REFUSED: &str = "MWCU6059784";
+
+fn window(days_ahead: i64) -> Value {
+    let start = chrono::Utc::now().date_naive() + chrono::Duration::days(days_ahead);
+    json!({"start": format!("{start}T08:00:00Z"), "end": format!("{start}T10:00:00Z")})
+}
+
+fn body(id: &str, equipment: &str, window: &Value) -> String {
+    json!({"notificationId": id, "equipment_number": equipment, "preferred_window": window,
+           "terminal": "ECT-DELTA", "pin": "RLS-104233"})
+    .to_string()
+}
+
+/// An SQS event of `(message id, body)` records.
+fn event(records: &[(&str, &str)]) -> String {
+    let records: Vec<Value> = records
+        .iter()
+        .map(|(id, body)| {
+            json!({"messageId": id, "receiptHandle": "rh", "body": body,
+                   "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {},
+                   "md5OfBody": "", "awsRegion": "eu-west-1",
+                   "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:notifications"})
+        })
+        .collect();
+    json!({ "Records": records }).to_string()
+}
+
+/// The `fields` of every JSON log line whose message is `message`.
+fn lines(stdout: &str, message: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v.get("fields").cloned())
+        .filter(|f| f["message"] == message)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name() {
+    let endpoint = moto_endpoint();
+    let dynamo = dynamo_client().await;
+    let (idempotency, bookings) = fresh_tables(&dynamo, "outcomes").await;
+    let sqs = sqs_client().await;
+    let manual_url = fresh_queue(&sqs, "outcomes-manual").await;
+    let terminal = support::spawn(|seen| {
+        let request: Value = serde_json::from_slice(&seen.body).unwrap_or(Value::Null);
+        let equipment = request["equipment_number"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if equipment == REFUSED {
+            return support::raw(503, "try again later");
+        }
+        let key = seen
+            .header("idempotency-key")
+            .unwrap_or("")
+            .trim_matches('"');
+        let slot = format!("S-{}", &key[..key.len().min(12)]);
+        support::json(201, json!({"slot_id": slot, "equipment_number": equipment}))
+    })
+    .await;
+
+    let dir = std::env::temp_dir().join(unique("outcome-logs"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let w = window(3);
+    let a = body("PCS-OUT-000001", A, &w);
+    let a_other_content = body("PCS-OUT-000001", A, &window(4));
+    let a_new_id = body("PCS-OUT-000002", A, &w);
+    let refused = body("PCS-OUT-000003", REFUSED, &w);
+    let events = [
+        event(&[
+            ("m-new", &a),
+            ("m-poison", "{not json"),
+            ("m-refused", &refused),
+        ]),
+        event(&[("m-redelivery", &a)]),
+        event(&[("m-other-content", &a_other_content)]),
+        event(&[("m-new-id", &a_new_id)]),
+    ];
+    let mut files = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let path = dir.join(format!("event-{i}.json"));
+        std::fs::write(&path, e).unwrap();
+        files.push(path);
+    }
+    let stdout_path = dir.join("watch.stdout");
+
+    let port = free_port();
+    let child = Command::new("cargo")
+        .current_dir(workspace_root())
+        .args([
+            "lambda",
+            "watch",
+            "--ignore-changes",
+            "-A",
+            "127.0.0.1",
+            "-P",
+        ])
+        .arg(port.to_string())
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "eu-west-1")
+        .env("IDEMPOTENCY_TABLE", &idempotency)
+        .env("BOOKINGS_TABLE", &bookings)
+        .env("MANUAL_QUEUE_URL", &manual_url)
+        .env("TERMINAL_BASE_URL", &terminal.base_url)
+        .env("INTEGRATION_NAME", "outcomes")
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+        .env_remove("AWS_LAMBDA_LOG_LEVEL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
+    let watch = Watch(child);
+
+    let mut answers = Vec::new();
+    for file in files {
+        let answer = tokio::task::spawn_blocking(move || invoke(port, "consumer", &file))
+            .await
+            .unwrap();
+        answers.push(answer);
+    }
+    assert_eq!(
+        answers[0],
+        json!({"batchItemFailures": [{"itemIdentifier": "m-refused"}]}),
+        "only the 503 is retried"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(watch);
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+
+    let processed = lines(&stdout, "record processed");
+    let by_message = |id: &str| -> Value {
+        let found: Vec<&Value> = processed.iter().filter(|f| f["message_id"] == id).collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "exactly one outcome line for {id}; the lines: {processed:#?}"
+        );
+        found[0].clone()
+    };
+    assert_eq!(processed.len(), 6, "one line per record: {processed:#?}");
+
+    let key_a = event_key_of("PCS-OUT-000001", A);
+    let key_a_new_id = event_key_of("PCS-OUT-000002", A);
+    let new = by_message("m-new");
+    assert_eq!(new["outcome"], "Committed");
+    assert_eq!(new["event_key"], key_a.as_str());
+    assert_eq!(new["container"], A);
+    assert!(new["slot_id"].as_str().unwrap().starts_with("S-"));
+    assert_eq!(new["other_event_key"], "");
+
+    // DuplicateRatioHigh: `fields.outcome = "Duplicate"`, with the event key repeated.
+    let dup = by_message("m-redelivery");
+    assert_eq!(dup["outcome"], "Duplicate");
+    assert_eq!(dup["detail"], "committed");
+    assert_eq!(dup["event_key"], key_a.as_str());
+
+    let mismatch = by_message("m-other-content");
+    assert_eq!(mismatch["outcome"], "Mismatch");
+    assert_eq!(mismatch["event_key"], key_a.as_str());
+
+    let poison = by_message("m-poison");
+    assert_eq!(poison["outcome"], "Rejected");
+    assert_eq!(poison["detail"], "not_json");
+
+    // DeadLetters, NotificationsWaiting: `fields.outcome = "Retry"` with the reason in `detail`.
+    let retry = by_message("m-refused");
+    assert_eq!(retry["outcome"], "Retry");
+    assert!(retry["detail"].as_str().unwrap().contains("503"), "{retry}");
+    assert_eq!(retry["container"], REFUSED);
+
+    // NaturalKeyCollisions: the committing line names the other event key, and a WARN line
+    // names both with the container and the window.
+    let collided = by_message("m-new-id");
+    assert_eq!(collided["outcome"], "Committed");
+    assert_eq!(collided["event_key"], key_a_new_id.as_str());
+    assert_eq!(collided["other_event_key"], key_a.as_str());
+    let warned = lines(
+        &stdout,
+        "natural-key collision: another event key committed this container and window",
+    );
+    assert_eq!(warned.len(), 1, "{stdout}");
+    assert_eq!(warned[0]["event_key"], key_a_new_id.as_str());
+    assert_eq!(warned[0]["other_event_key"], key_a.as_str());
+    assert_eq!(warned[0]["container"], A);
+
+    // Every outcome the runbooks cite (`fields.outcome = "X"` in README.md) is in the logs, and
+    // every log line they quote exists.
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let cited: Vec<&str> = readme
+        .split("fields.outcome = \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(
+        cited.contains(&"Duplicate") && cited.contains(&"Retry"),
+        "{cited:?}"
+    );
+    for outcome in &cited {
+        let known = [
+            "Committed",
+            "AlreadyCommitted",
+            "Duplicate",
+            "DuplicateInFlight",
+            "LeaseLost",
+            "Mismatch",
+            "Rejected",
+            "Manual",
+            "Retry",
+            "NotStarted",
+        ];
+        assert!(
+            known.contains(outcome),
+            "README cites an unknown outcome {outcome:?}"
+        );
+        if *outcome == "DuplicateInFlight" {
+            // A copy while the first is in flight needs two concurrent workers; the gate's
+            // tests cover it (`RecordOutcome::code` names it).
+            continue;
+        }
+        assert!(
+            processed.iter().any(|f| f["outcome"] == *outcome),
+            "README cites {outcome:?}, the logs have none"
+        );
+    }
+    for quoted in [
+        "record processed",
+        "natural-key collision: another event key committed this container and window",
+    ] {
+        assert!(readme.contains(quoted), "README quotes {quoted:?}");
+        assert!(stdout.contains(quoted), "the logs hold {quoted:?}");
+    }
+
+    // The EMF document of that invocation counts the collision.
+    let collisions: f64 = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("_aws").is_some())
+        .filter_map(|v| v["NaturalKeyCollisions"].as_f64())
+        .sum();
+    assert_eq!(collisions, 1.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

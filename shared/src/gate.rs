@@ -1190,8 +1190,11 @@ impl Gate {
                 "routing confirmed already or taken over; the item is in the manual queue"
             ),
             // The item is in the queue; the record stays pending and whoever takes it over sends
-            // it once more (same dedup key).
-            Err(e) => warn!(event_key = %record.event_key, error = %e, "routing not confirmed"),
+            // it once more (same dedup key). The lease is released so that happens at once.
+            Err(e) => {
+                warn!(event_key = %record.event_key, error = %e, "routing not confirmed");
+                self.release(record, owner, e.to_string()).await;
+            }
         }
         Ok(reason)
     }

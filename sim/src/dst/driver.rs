@@ -92,17 +92,13 @@ struct Driver<'a> {
 
 /// The fault kinds that, at these steps, leave the failing task holding a live lease it does not
 /// know of or could not end: an error after the reserve or take-over applied (the caller never
-/// learns it holds the lease), a release that failed (the lease expires on its own), or a routing
-/// confirmation (`routed`) that failed: the gate then leaves the pending routing's lease to expire
-/// (the item is in the queue; whoever takes the record over sends it again). Releasing it there
-/// too, as after every other transient failure, would let these two entries go.
+/// learns it holds the lease), or a release that failed (the lease expires on its own). (A failed
+/// routing confirmation releases the lease, as every other transient failure does.)
 const LEASE_LEFT_BY: &[(&str, &str)] = &[
     ("reserve", "store_applied_then_error"),
     ("take_over", "store_applied_then_error"),
     ("release_lease", "store_throttled"),
     ("release_lease", "store_unavailable"),
-    ("routed", "store_throttled"),
-    ("routed", "store_unavailable"),
 ];
 
 /// How long after the faults heal (or the reconciler's outage ends), or after it entered

@@ -119,3 +119,25 @@ async fn forward(
     }
     response
 }
+
+/// A `DynamoStore` on fresh tables named after `name`, whose client talks to moto through
+/// `endpoint` (a [`FaultProxy`]) with the consumer function's SDK settings: standard retries, 4
+/// attempts, 3 s per attempt, 10 s per operation (`gate::lambda`).
+pub async fn store_via(endpoint: &str, name: &str) -> gate::dynamo::DynamoStore {
+    use aws_config::retry::RetryConfig;
+    use aws_config::timeout::TimeoutConfig;
+    let config = aws_sdk_dynamodb::config::Builder::from(&crate::sdk_config().await)
+        .endpoint_url(endpoint)
+        .retry_config(RetryConfig::standard().with_max_attempts(4))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(Duration::from_secs(3))
+                .operation_timeout(Duration::from_secs(10))
+                .build(),
+        )
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(config);
+    let (table, bookings) = crate::fresh_tables(&crate::dynamo_client().await, name).await;
+    gate::dynamo::DynamoStore::new(client, table, bookings)
+}

@@ -8,10 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
 use gate::clock::{Clock, ManualClock};
-use gate::dynamo::DynamoStore;
 use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualQueue, ManualReason, MemoryManualQueue};
 use gate::memory::MemoryStore;
@@ -23,9 +20,9 @@ use gate::store::{
     StoreError, TakeOver,
 };
 use gate::terminal::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
-use integration_tests::fault_proxy::FaultProxy;
+use integration_tests::fault_proxy::{store_via, FaultProxy};
 use integration_tests::field_cases::T0;
-use integration_tests::{fresh_tables, moto_endpoint, sdk_config, sqs_event, unique};
+use integration_tests::{moto_endpoint, sqs_event, unique};
 
 const HOUR_MS: i64 = 3_600_000;
 const OURS: &str = "MWCU6059784";
@@ -361,25 +358,6 @@ async fn two_slot_ids_are_counted_on_dynamodb() {
     two_slots_counted(Arc::new(store), &unique("two")).await;
 }
 
-/// A `DynamoStore` whose client goes through `endpoint` with the consumer's SDK settings
-/// (4 attempts, 3 s per attempt).
-async fn dynamo_via(endpoint: &str, name: &str) -> DynamoStore {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
-        .endpoint_url(endpoint)
-        .retry_config(RetryConfig::standard().with_max_attempts(4))
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_attempt_timeout(Duration::from_secs(3))
-                .operation_timeout(Duration::from_secs(10))
-                .build(),
-        )
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
-    let (table, bookings) = fresh_tables(&integration_tests::dynamo_client().await, name).await;
-    DynamoStore::new(client, table, bookings)
-}
-
 /// PROBE (held?): a redelivery takes over a stranded record; the take-over `UpdateItem` lands and
 /// its answer is held 4 s (past the 3 s attempt timeout). Right: the retry meets its own lease,
 /// the record is claimed and committed in this invocation, nothing left `in_flight`.
@@ -387,7 +365,7 @@ async fn dynamo_via(endpoint: &str, name: &str) -> DynamoStore {
 async fn lost_take_over_answer_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "UpdateItem", 1, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "losttk").await);
+    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "losttk").await);
     let integration = unique("losttk");
     let clock = Arc::new(ManualClock::new(T0));
     let terminal = Arc::new(Scripted {
@@ -454,7 +432,7 @@ async fn lost_take_over_answer_on_dynamodb() {
 async fn lost_finish_answer_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "UpdateItem", 1, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "lostfin").await);
+    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "lostfin").await);
     let integration = unique("lostfin");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
@@ -501,7 +479,7 @@ async fn lost_finish_answer_on_dynamodb() {
 async fn lost_poison_routing_answer_on_dynamodb() {
     let (_proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "PutItem", 1, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "lostpoi").await);
+    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "lostpoi").await);
     let integration = unique("lostpoi");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
@@ -918,7 +896,7 @@ fn scrub_finds_more_echo_forms() {
 async fn lost_answers_on_past_retention_routing_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "UpdateItem", 2, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(dynamo_via(&endpoint, "lostpr").await);
+    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "lostpr").await);
     let integration = unique("lostpr");
     let clock = Arc::new(ManualClock::new(T0));
     let terminal = Arc::new(Scripted {

@@ -8,36 +8,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
-use gate::dynamo::DynamoStore;
 use gate::memory::MemoryStore;
 use gate::store::IdempotencyStore;
-use integration_tests::fault_proxy::FaultProxy;
+use integration_tests::fault_proxy::{store_via, FaultProxy};
 use integration_tests::field_cases::{self, LostAnswers};
-use integration_tests::{fresh_tables, moto_endpoint, sdk_config, unique};
+use integration_tests::{moto_endpoint, unique};
 
 fn memory() -> Arc<dyn IdempotencyStore> {
     Arc::new(MemoryStore::new())
-}
-
-/// A `DynamoStore` on fresh tables whose client talks to moto through `endpoint`, with the
-/// consumer function's SDK settings: standard retries, 4 attempts, 3 s per attempt.
-async fn dynamo_via(endpoint: &str, name: &str) -> DynamoStore {
-    let config = aws_sdk_dynamodb::config::Builder::from(&sdk_config().await)
-        .endpoint_url(endpoint)
-        .retry_config(RetryConfig::standard().with_max_attempts(4))
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(2))
-                .operation_attempt_timeout(Duration::from_secs(3))
-                .operation_timeout(Duration::from_secs(10))
-                .build(),
-        )
-        .build();
-    let client = aws_sdk_dynamodb::Client::from_conf(config);
-    let (table, bookings) = fresh_tables(&integration_tests::dynamo_client().await, name).await;
-    DynamoStore::new(client, table, bookings)
 }
 
 #[tokio::test]
@@ -75,7 +53,7 @@ async fn every_consumer_write_retried_on_memory() {
 async fn lost_reserve_answer_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "PutItem", 1, Duration::from_secs(4)).await;
-    let store = dynamo_via(&endpoint, "lost-ddb").await;
+    let store = store_via(&endpoint, "lost-ddb").await;
     let integration = unique("lost");
     field_cases::a_reserve_whose_answer_was_lost_commits_at_once(Arc::new(store), &integration)
         .await;
@@ -103,7 +81,7 @@ async fn lost_commit_answer_on_dynamodb() {
         Duration::from_secs(4),
     )
     .await;
-    let store = dynamo_via(&endpoint, "lostc-ddb").await;
+    let store = store_via(&endpoint, "lostc-ddb").await;
     let integration = unique("lostc");
     field_cases::a_reserve_whose_answer_was_lost_commits_at_once(Arc::new(store), &integration)
         .await;

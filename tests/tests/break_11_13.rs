@@ -1,5 +1,6 @@
-//! Adversarial review of issues 11 and 13 (branch break-11-13): each finding as a test asserting
-//! the right value (the failing ones are findings), plus probes that held.
+//! Regressions from an adversarial review of issues 11 and 13: each finding ("FINDING", fixed in
+//! the gate since; the text says what went wrong before the fix) as a test asserting the right
+//! value, and the probes that held ("PROBE").
 //!
 //! Run with `scripts/with-moto.sh cargo test -p integration-tests --test break_11_13`.
 
@@ -358,7 +359,7 @@ async fn two_slot_ids_are_counted_on_dynamodb() {
     two_slots_counted(Arc::new(store), &unique("two")).await;
 }
 
-/// PROBE (held?): a redelivery takes over a stranded record; the take-over `UpdateItem` lands and
+/// PROBE (held): a redelivery takes over a stranded record; the take-over `UpdateItem` lands and
 /// its answer is held 4 s (past the 3 s attempt timeout). Right: the retry meets its own lease,
 /// the record is claimed and committed in this invocation, nothing left `in_flight`.
 #[tokio::test]
@@ -425,7 +426,7 @@ async fn lost_take_over_answer_on_dynamodb() {
     assert!(manual.items().is_empty());
 }
 
-/// PROBE (held?): a terminal without key support: the record is marked `manual` first (`finish`,
+/// PROBE (held): a terminal without key support: the record is marked `manual` first (`finish`,
 /// the first `UpdateItem`), and that answer is held 4 s. Right: the retry recognises its own
 /// mark, one item in the manual queue, the routing confirmed (no `route_pending`, no request).
 #[tokio::test]
@@ -473,7 +474,7 @@ async fn lost_finish_answer_on_dynamodb() {
     assert!(record.request.is_empty());
 }
 
-/// PROBE (held?): a poison body's routing record: its reserve `PutItem` (born `manual`, routing
+/// PROBE (held): a poison body's routing record: its reserve `PutItem` (born `manual`, routing
 /// pending) lands and the answer is held 4 s. Right: one item, routing confirmed, `Rejected`.
 #[tokio::test]
 async fn lost_poison_routing_answer_on_dynamodb() {
@@ -889,7 +890,7 @@ fn scrub_finds_more_echo_forms() {
     );
 }
 
-/// PROBE (held?): a redelivery of a record past the claim horizon (lookup finds nothing): its
+/// PROBE (held): a redelivery of a record past the claim horizon (lookup finds nothing): its
 /// take-over and its `manual` mark (the first two `UpdateItem`s) both land and lose their
 /// answers. Right: one `past_key_retention` item, the record `manual` and confirmed, no claim.
 #[tokio::test]

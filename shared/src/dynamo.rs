@@ -793,47 +793,61 @@ impl IdempotencyStore for DynamoStore {
 
     /// One consistent `GetItem` on the idempotency table.
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.idempotency_table)
-            .key("pk", s(pk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| map_sdk_error("get (GetItem)", e))?;
-        out.item().map(record_from_item).transpose()
+        self.consistent_get(&self.idempotency_table, "pk", pk, "get (GetItem)")
+            .await?
+            .as_ref()
+            .map(record_from_item)
+            .transpose()
     }
 
     /// One consistent `GetItem` on the bookings table.
     async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.bookings_table)
-            .key("source_event", s(source_event))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| map_sdk_error("booking (GetItem)", e))?;
-        out.item().map(booking_from_item).transpose()
+        self.consistent_get(
+            &self.bookings_table,
+            "source_event",
+            source_event,
+            "booking (GetItem)",
+        )
+        .await?
+        .as_ref()
+        .map(booking_from_item)
+        .transpose()
     }
 }
 
 impl DynamoStore {
-    /// The event key a natural-key item holds (one consistent `GetItem`), `None` if it has none.
-    async fn natural_key_holder(&self, nk_pk: &str) -> Result<Option<String>, StoreError> {
+    /// One consistent `GetItem` of the item whose key attribute `key` is `value` in `table`.
+    async fn consistent_get(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+        op: &str,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
         let out = self
             .client
             .get_item()
-            .table_name(&self.idempotency_table)
-            .key("pk", s(nk_pk))
+            .table_name(table)
+            .key(key, s(value))
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| map_sdk_error("natural key (GetItem)", e))?;
-        Ok(out
-            .item()
+            .map_err(|e| map_sdk_error(op, e))?;
+        Ok(out.item().cloned())
+    }
+
+    /// The event key a natural-key item holds (one consistent `GetItem`), `None` if it has none.
+    async fn natural_key_holder(&self, nk_pk: &str) -> Result<Option<String>, StoreError> {
+        let item = self
+            .consistent_get(
+                &self.idempotency_table,
+                "pk",
+                nk_pk,
+                "natural key (GetItem)",
+            )
+            .await?;
+        Ok(item
+            .as_ref()
             .and_then(|i| i.get("event_key"))
             .and_then(|v| v.as_s().ok())
             .cloned())

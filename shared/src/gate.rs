@@ -1165,14 +1165,7 @@ impl Gate {
         message_id: &str,
         owner: &str,
     ) -> Result<ManualReason, String> {
-        let mut item = ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
-            reason: ManualReason::Rejected,
-            detail: format!("routing record {} holds no readable item", record.event_key),
-            original_body: String::from_utf8_lossy(&record.request).into_owned(),
-            event_key: None,
-            message_id: String::new(),
-            original_body_cut: None,
-        });
+        let mut item = stored_item(record);
         item.message_id = message_id.to_string();
         let reason = item.reason;
         if let Err(e) = self.manual.send(item).await {
@@ -1326,26 +1319,14 @@ impl Gate {
                 .send_routed(record, message_id, &invocation.request_id)
                 .await;
         }
-        let item = ManualItem::from_json(&record.request);
-        let (reason, detail) = item.as_ref().map_or_else(
-            || {
-                (
-                    ManualReason::Rejected,
-                    format!("routing record {} holds no readable item", record.event_key),
-                )
-            },
-            |i| (i.reason, i.detail.clone()),
-        );
-        let body = item
-            .map(|i| i.original_body)
-            .unwrap_or_else(|| String::from_utf8_lossy(&record.request).into_owned());
+        let item = stored_item(record);
         match self
             .route_held_record(
                 record,
                 RecordStatus::Manual,
-                reason,
-                detail,
-                &body,
+                item.reason,
+                item.detail,
+                &item.original_body,
                 message_id,
                 invocation,
             )
@@ -1356,6 +1337,19 @@ impl Gate {
             other => Err(format!("routing not resumed: {other:?}")),
         }
     }
+}
+
+/// The manual item a routing record stores in `request`; one that cannot be read is routed as
+/// `rejected` with the stored bytes as its body (nothing is lost).
+fn stored_item(record: &IdempotencyRecord) -> ManualItem {
+    ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
+        reason: ManualReason::Rejected,
+        detail: format!("routing record {} holds no readable item", record.event_key),
+        original_body: String::from_utf8_lossy(&record.request).into_owned(),
+        event_key: None,
+        message_id: String::new(),
+        original_body_cut: None,
+    })
 }
 
 /// Turns `record` into a routing record for `item`: its one operation is sending `item` to the

@@ -1,6 +1,6 @@
 //! The Lambda wiring (feature `aws`): configuration to clients, the `lambda_runtime` handlers,
 //! JSON logs. `functions/consumer/src/main.rs` only calls [`run_consumer`],
-//! `functions/reconciler/src/main.rs` only [`run_reconciler`], `functions/metrics/src/main.rs`
+//! `functions/reconciler/src/main.rs` only [`run_reconciler`], `functions/metrics-publisher/src/main.rs`
 //! only [`run_metrics`].
 //!
 //! A function that cannot start (configuration missing or invalid, the token's secret

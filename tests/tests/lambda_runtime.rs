@@ -187,7 +187,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
 
     // The metrics binary: nothing is in_flight any more, no key has two slot ids.
     let signals = tokio::task::spawn_blocking(move || {
-        invoke(port, "metrics", "events/scheduled-metrics.json")
+        invoke(port, "metrics-publisher", "events/scheduled-metrics.json")
     })
     .await
     .unwrap();
@@ -258,7 +258,7 @@ fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_va
         ("consumer", four),
         ("reconciler", four),
         (
-            "metrics",
+            "metrics-publisher",
             "invalid configuration: 1 problem: IDEMPOTENCY_TABLE: missing (required)",
         ),
     ] {

@@ -836,7 +836,7 @@ async fn the_binaries_log_no_secret_at_trace() {
         "{run}"
     );
     // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).
-    let published = tokio::task::spawn_blocking(move || invoke(port, "metrics", &metrics_event))
+    let published = tokio::task::spawn_blocking(move || invoke(port, "metrics-publisher", &metrics_event))
         .await
         .unwrap();
 

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use gate::conformance;
-use gate::memory::MemoryStore;
-use gate::store::IdempotencyStore;
+use gate::store::memory::MemoryStore;
+use gate::store::Store;
 
-fn store() -> Arc<dyn IdempotencyStore> {
+fn store() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())
 }
 

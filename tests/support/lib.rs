@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Credentials, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use gate::dynamo::{create_tables, DynamoStore};
+use gate::store::dynamo::{create_tables, DynamoStore};
 
 /// The region the tests use against moto.
 pub const REGION: &str = "eu-west-1";

@@ -10,15 +10,17 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{ms_to_s, ManualClock};
 use gate::conformance::{self, sample_record, NOW_MS};
-use gate::dynamo::{
-    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
-};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::sqs::SqsManualQueue;
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::{RecordStatus, TmsBooking};
 use gate::signals::collect_store_signals;
-use gate::sqs_manual::SqsManualQueue;
-use gate::store::{CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError};
+use gate::store::dynamo::{
+    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
+};
+use gate::store::{
+    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightIndex, Reservation, Store, StoreError,
+};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
@@ -30,7 +32,7 @@ macro_rules! conformance_cases {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
-                let store: Arc<dyn IdempotencyStore> =
+                let store: Arc<dyn Store> =
                     Arc::new(fresh_store(stringify!($name)).await);
                 conformance::$name(store, "ddb").await;
             }
@@ -57,7 +59,7 @@ conformance_cases!(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_all_on_one_table_pair() {
-    let store: Arc<dyn IdempotencyStore> = Arc::new(fresh_store("run-all").await);
+    let store: Arc<dyn Store> = Arc::new(fresh_store("run-all").await);
     conformance::run_all(store, "ddb-all").await;
 }
 
@@ -160,8 +162,8 @@ async fn stored_item_shape_and_units() {
     );
     assert_eq!(
         r.expires_at_s,
-        ms_to_s(NOW_MS) + 14 * 24 * 3600,
-        "epoch seconds"
+        ms_to_s(NOW_MS) + 21 * 24 * 3600,
+        "epoch seconds: the sample record's 21-day TTL"
     );
     assert_eq!(
         item["lease_until"],

@@ -37,5 +37,7 @@ pub mod signals;
 pub mod store;
 pub mod strict_json;
 pub mod terminal;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use consumer::{Delivery, Gate, GateConfig, Invocation, RecordOutcome};

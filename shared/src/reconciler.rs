@@ -16,12 +16,12 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::effect::{ClaimOutcome, LookupOutcome};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use crate::routing::is_routing_record;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
-use crate::terminal::{ClaimOutcome, LookupOutcome};
 
 /// The reconciler's settings. Durations in **milliseconds**.
 #[derive(Debug, Clone)]
@@ -234,7 +234,8 @@ impl Gate {
         // Past the key's retention nothing is claimed again: without a slot under the key (none,
         // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
         // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key, &held.request).await {
+        let (outcome, by_lookup) = match self.integration.lookup(&held.op_key, &held.request).await
+        {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
             LookupOutcome::Transient(why) if past_retention => {
                 let detail = format!(
@@ -258,7 +259,7 @@ impl Gate {
                 return self.route_past_retention(&held, detail, d).await;
             }
             // After the window's end nothing is claimed either: a person decides.
-            LookupOutcome::NotFound if window_ended(&held, now) => {
+            LookupOutcome::NotFound if self.event_ended(&held, now) => {
                 let outcome = self
                     .route_held_record(
                         &held,
@@ -267,7 +268,8 @@ impl Gate {
                         format!(
                             "stranded in_flight when its window ended ({}); no slot under \
                              Idempotency-Key {}: never claimed after the window's end",
-                            held.window_end, held.op_key
+                            self.event_end_text(&held),
+                            held.op_key
                         ),
                         d,
                     )
@@ -276,7 +278,7 @@ impl Gate {
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
             LookupOutcome::NotFound => (
-                self.terminal.claim(&held.op_key, &held.request).await,
+                self.integration.call(&held.op_key, &held.request).await,
                 false,
             ),
         };

@@ -8,21 +8,25 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::manual::{ManualQueue, MemoryManualQueue};
-use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
 use gate::store::memory::MemoryStore;
 use gate::store::{IdempotencyStore, InFlightIndex, Store};
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{
+    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+};
+use truck_slot::TruckSlot;
 
 use crate::naive::NaiveHandler;
 use crate::scenario::{CrashStep, KeyFault, Scenario};
@@ -372,12 +376,12 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let manual = Arc::new(MemoryManualQueue::new());
     let http = HttpTerminal::new(HttpTerminalConfig::new(&base_url)).map_err(|e| e.to_string())?;
     let http: Arc<dyn SlotTerminal> = Arc::new(http);
-    let mut config = GateConfig::new(INTEGRATION, scenario.terminals.clone());
+    let mut config = GateConfig::new(INTEGRATION);
     config.terminal_supports_idempotency_key = scenario.terminal.supports_idempotency_key;
     let base_gate = Gate {
         config,
         store: store.clone(),
-        terminal: http.clone(),
+        integration: Arc::new(TruckSlot::new(http.clone(), scenario.terminals.clone())),
         manual: manual.clone() as Arc<dyn ManualQueue>,
         clock: dyn_clock.clone(),
     };
@@ -496,12 +500,14 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     HandlerKind::Gated => {
                         let mut gate = base_gate.clone();
                         if let Some(fault) = fault {
-                            gate.terminal = Arc::new(FaultyTerminal {
-                                inner: gate.terminal.clone(),
+                            let faulty = Arc::new(FaultyTerminal {
+                                inner: http.clone(),
                                 fault,
                                 tripped: tripped.clone(),
                                 resume: resume.clone(),
                             });
+                            gate.integration =
+                                Arc::new(TruckSlot::new(faulty, scenario.terminals.clone()));
                         }
                         let tripped = tripped.clone();
                         tokio::spawn(async move {

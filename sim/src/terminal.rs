@@ -1,6 +1,6 @@
 //! The terminal simulator: a container terminal's slot-booking HTTP API with IETF
 //! `Idempotency-Key` semantics (draft-ietf-httpapi-idempotency-key-header-07): the terminal
-//! contract `gate::terminal` relies on.
+//! contract `truck_slot::terminal` relies on.
 //!
 //! The simulator is split in two:
 //!

@@ -1,10 +1,10 @@
 //! The terminal's API token from AWS Secrets Manager (moto at `MOTO_ENDPOINT`): read by ARN,
 //! trimmed, validated, and every failure named without the value.
 
-use gate::config::FunctionConfig;
-use gate::secrets::{fetch_api_token, SecretError};
-use gate::terminal::TokenError;
 use integration_tests::{sdk_config, unique};
+use truck_slot::config::FunctionConfig;
+use truck_slot::secrets::{fetch_api_token, SecretError};
+use truck_slot::terminal::TokenError;
 
 const TOKEN: &str = "tok-PLUGH-0042";
 
@@ -30,7 +30,7 @@ async fn the_token_is_read_by_arn_and_trimmed() {
     let client = client().await;
     let arn = secret_string(&client, &format!("{TOKEN}\n")).await;
     // The ARN passes the configuration's check, as the template's parameter would.
-    assert!(gate::config::secret_arn_valid(&arn), "{arn}");
+    assert!(truck_slot::config::secret_arn_valid(&arn), "{arn}");
     let token = fetch_api_token(&client, &arn).await.unwrap();
     assert_eq!(token.expose(), TOKEN);
     assert_eq!(format!("{token:?}"), "ApiToken([redacted])");
@@ -102,7 +102,7 @@ async fn failures_name_the_secret_never_the_value() {
 
 #[tokio::test]
 async fn the_cold_start_reads_the_secret_named_by_the_configuration() {
-    // The same path as `gate::lambda::build_consumer`: configuration from the environment (the
+    // The same path as `truck_slot::lambda::build_consumer`: configuration from the environment (the
     // ARN only), then the token from Secrets Manager, into the terminal client's settings.
     let client = client().await;
     let arn = secret_string(&client, TOKEN).await;

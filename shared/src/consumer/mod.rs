@@ -26,15 +26,13 @@ use futures::stream::{self, StreamExt};
 use tracing::info;
 
 use crate::clock::Clock;
+use crate::integration::{Event, Integration, Parsed, Rejection};
 use crate::manual::{ManualItem, ManualQueue, ManualReason};
-use crate::notification::{parse_notification, Notification, RejectReason};
 use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
 use crate::store::{IdempotencyStore, Reservation};
-use crate::terminal::SlotTerminal;
 
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};
-pub(crate) use steps::window_ended;
 pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 
 /// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
@@ -49,13 +47,12 @@ pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
 pub struct GateConfig {
     /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
     pub integration: String,
-    /// Terminal codes this integration books at; others are rejected.
-    pub known_terminals: Vec<String>,
-    /// Whether the terminal honours `Idempotency-Key`. If not, every event goes to the manual
-    /// queue: a retry could claim a second slot.
+    /// Whether the side effect's server honours `Idempotency-Key` (the terminal, on the
+    /// truck-slot path). If not, every event goes to the manual queue: a retry could make a
+    /// second effect.
     pub terminal_supports_idempotency_key: bool,
     /// Record lifetime in **seconds**, counted from the later of the reservation and the
-    /// notification's window end (`expires_at = max(now, window_end) + ttl`, see
+    /// event's end ([`Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see
     /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
     /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
@@ -77,12 +74,11 @@ pub struct GateConfig {
 }
 
 impl GateConfig {
-    /// Defaults for `integration` booking at `known_terminals`: key support on, 21-day TTL,
+    /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
     /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
-    pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
+    pub fn new(integration: impl Into<String>) -> Self {
         Self {
             integration: integration.into(),
-            known_terminals,
             terminal_supports_idempotency_key: true,
             key_ttl_s: DEFAULT_KEY_TTL_S,
             lease_floor_ms: 30_000,
@@ -98,10 +94,10 @@ impl GateConfig {
 pub struct Gate {
     /// Settings.
     pub config: GateConfig,
-    /// The idempotency and TMS bookings tables.
+    /// The idempotency table and the business table (the write path).
     pub store: Arc<dyn IdempotencyStore>,
-    /// The terminal.
-    pub terminal: Arc<dyn SlotTerminal>,
+    /// The integration: the parse, the side effect and its lookup, the business row.
+    pub integration: Arc<dyn Integration>,
     /// The manual-booking queue.
     pub manual: Arc<dyn ManualQueue>,
     /// Time.
@@ -240,20 +236,24 @@ impl Gate {
 
         // The strict parse: a body that can never succeed goes to a person, acknowledged
         // ([`crate::routing`]). A window that has ended is decided on the event's own record.
-        let (notification, ended) = match self.parse(d, now).await {
+        let (event, ended) = match self.parse(d, now).await {
             Ok(parsed) => parsed,
             Err(outcome) => {
                 report.outcome = outcome;
                 return report;
             }
         };
-        report.container = Some(notification.equipment_number.to_string());
+        report.container = Some(event.subject.clone());
 
         // Step 1: the event key, the operation key, the fingerprint, the request bytes.
-        let keys = match derive_keys(&notification) {
+        let keys = match derive_keys(&event, self.integration.operation()) {
             Ok(k) => k,
             Err(e) => {
-                let reason = RejectReason::NotJson(e.to_string());
+                let reason = Rejection {
+                    code: "not_json",
+                    detail: format!("body is not a JSON object: {e}"),
+                    ended: false,
+                };
                 report.outcome = self.route_rejection(reason, d, now).await;
                 return report;
             }
@@ -262,7 +262,7 @@ impl Gate {
 
         // Step 2: reserve the key, or resume a record whose lease expired.
         let (record, took_over) = match self
-            .reserve_or_resume(&notification, &keys, ended.as_ref(), d, now)
+            .reserve_or_resume(&event, &keys, ended.as_ref(), d, now)
             .await
         {
             Ok(held) => held,
@@ -286,37 +286,34 @@ impl Gate {
         report
     }
 
-    /// The strict parse of `d.body` at `now_ms`: the notification, and the reason when it is
-    /// rejected only because its window has ended (then parsed as of a millisecond before the
-    /// end, so its keys and its record decide). Any other rejection is routed to a person once
-    /// per body, and its outcome returned as `Err`.
+    /// The integration's strict parse of `d.body` at `now_ms`: the event, and the rejection when
+    /// it is rejected only because its event has ended (then parsed as of just before the end,
+    /// so its keys and its record decide). Any other rejection is routed to a person once per
+    /// body, and its outcome returned as `Err`.
     async fn parse(
         &self,
         d: Delivery<'_>,
         now_ms: i64,
-    ) -> Result<(Notification, Option<RejectReason>), RecordOutcome> {
-        match parse_notification(d.body, now_ms, &self.config.known_terminals) {
-            Ok(n) => Ok((n, None)),
-            Err(reason) => match self.parse_ended(d.body, &reason) {
-                Some(n) => Ok((n, Some(reason))),
-                None => Err(self.route_rejection(reason, d, now_ms).await),
-            },
+    ) -> Result<(Event, Option<Rejection>), RecordOutcome> {
+        match self.integration.parse(d.body, now_ms) {
+            Parsed::Event(event) => Ok((event, None)),
+            Parsed::Ended(event, reason) => Ok((event, Some(reason))),
+            Parsed::Rejected(reason) => Err(self.route_rejection(reason, d, now_ms).await),
         }
     }
 
-    /// Step 2: reserves the record for `notification` (a routing record when its window has
-    /// `ended`), or resolves the conflict with the record that holds the key. `Ok((record,
+    /// Step 2: reserves the record for `event` (a routing record when it has `ended`), or resolves the conflict with the record that holds the key. `Ok((record,
     /// took_over))` when `d` holds the record now; `Err(outcome)` ends the delivery (a
     /// duplicate, a mismatch, a retry).
     async fn reserve_or_resume(
         &self,
-        notification: &Notification,
+        event: &Event,
         keys: &DerivedKeys,
-        ended: Option<&RejectReason>,
+        ended: Option<&Rejection>,
         d: Delivery<'_>,
         now_ms: i64,
     ) -> Result<(IdempotencyRecord, bool), RecordOutcome> {
-        let mut fresh = self.new_record(notification, keys, d.invocation, now_ms);
+        let mut fresh = self.new_record(event, keys, d.invocation, now_ms);
         if let Some(reason) = ended {
             let item = ManualItem {
                 reason: ManualReason::WindowEnded,

@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
-use crate::reconciler::ReconcilerConfig;
 use crate::terminal::{ApiToken, HttpTerminalConfig};
+use gate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
+use gate::reconciler::ReconcilerConfig;
 
 /// What [`FunctionConfig`] reserves for the commit (and the store calls around it) after the
 /// terminal calls of one record, milliseconds.
@@ -102,6 +102,8 @@ pub struct FunctionConfig {
     pub bookings_table: String,
     /// The manual-booking queue's URL.
     pub manual_queue_url: String,
+    /// `KNOWN_TERMINALS`: the terminal codes the integration books at (comma-separated).
+    pub known_terminals: Vec<String>,
     /// The terminal client's settings (the token is redacted in `Debug`). `terminal.token` is
     /// set here only from `TERMINAL_API_TOKEN` (local runs); in the cloud it is filled in at cold
     /// start from [`FunctionConfig::token_secret_arn`] (`crate::lambda`).
@@ -279,7 +281,6 @@ impl FunctionConfig {
         let mut gate = GateConfig::new(
             env.optional("INTEGRATION_NAME")
                 .unwrap_or_else(|| "ect-delta-slots".into()),
-            known_terminals,
         );
         gate.terminal_supports_idempotency_key =
             env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
@@ -380,6 +381,7 @@ impl FunctionConfig {
             idempotency_table: idempotency_table.unwrap_or_default(),
             bookings_table: bookings_table.unwrap_or_default(),
             manual_queue_url: manual_queue_url.unwrap_or_default(),
+            known_terminals,
             terminal,
             token_secret_arn,
         })
@@ -441,7 +443,7 @@ mod tests {
     fn defaults_apply() {
         let c = FunctionConfig::from_env(env(BASE)).unwrap();
         assert_eq!(c.gate.key_ttl_s, 1_814_400);
-        assert_eq!(c.gate.known_terminals, vec!["ECT-DELTA".to_string()]);
+        assert_eq!(c.known_terminals, vec!["ECT-DELTA".to_string()]);
         assert!(c.gate.terminal_supports_idempotency_key);
         assert_eq!(c.terminal.request_timeout, Duration::from_secs(10));
         assert_eq!(c.reconciler.min_age_ms, 120_000);

@@ -1,0 +1,172 @@
+//! [`TruckSlot`]: the truck-slot path as a [`gate::Integration`]. A Portbase notification is
+//! parsed strictly ([`parse_notification`]); its event is keyed by `"{notificationId}:{equipment
+//! number}"`, fingerprinted by its business fields, and claimed at the terminal with the stored
+//! claim request; the commit writes the TMS booking and the natural key (equipment number and
+//! window start).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gate::effect::{ClaimOutcome, LookupOutcome};
+use gate::integration::{Event, Integration, Parsed, Rejection};
+use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey};
+
+use crate::keys::{claim_request, key_material, SLOT_CLAIM};
+use crate::notification::{parse_notification, Notification, RejectReason};
+use crate::terminal::SlotTerminal;
+
+/// The labels of a truck-slot record and its TMS booking: the container (canonical ISO 6346),
+/// the terminal code, the window's start and end (RFC 3339 UTC). The DynamoDB attributes of the
+/// same names.
+pub const LABELS: [&str; 4] = ["container", "terminal", "window_start", "window_end"];
+
+/// The truck-slot integration: the terminals it books at and the terminal's slot API.
+#[derive(Clone)]
+pub struct TruckSlot {
+    terminal: Arc<dyn SlotTerminal>,
+    known_terminals: Vec<String>,
+}
+
+impl TruckSlot {
+    /// Books at `known_terminals` (exact codes; a notification naming another is rejected as
+    /// `unknown_terminal`) through `terminal`.
+    pub fn new(terminal: Arc<dyn SlotTerminal>, known_terminals: Vec<String>) -> Self {
+        Self {
+            terminal,
+            known_terminals,
+        }
+    }
+
+    /// The terminal codes it books at.
+    pub fn known_terminals(&self) -> &[String] {
+        &self.known_terminals
+    }
+}
+
+/// What the gate takes from a parsed notification: key material
+/// `"{notificationId}:{equipment number}"`, the business fields, the claim request (holds the
+/// PIN), the labels ([`LABELS`]), the window's end and the container as the subject.
+///
+/// # Errors
+/// Only if the claim request cannot be written as canonical JSON, which a parsed notification
+/// cannot cause.
+pub fn event(notification: &Notification) -> Result<Event, serde_json::Error> {
+    let container = notification.equipment_number.to_string();
+    let window = &notification.preferred_window;
+    Ok(Event {
+        key_material: key_material(&notification.notification_id, &container),
+        business_fields: serde_json::Value::Object(notification.business_fields.clone()),
+        request: claim_request(notification)?,
+        labels: Labels::from([
+            ("container".to_string(), container.clone()),
+            ("terminal".to_string(), notification.terminal.clone()),
+            ("window_start".to_string(), window.start_rfc3339()),
+            ("window_end".to_string(), window.end_rfc3339()),
+        ]),
+        ends_at_ms: Some(window.end.timestamp_millis()),
+        subject: container,
+    })
+}
+
+/// A notification's rejection as the gate routes it: the reason's code and words, `ended` for
+/// [`RejectReason::WindowEnded`].
+pub fn rejection(reason: &RejectReason) -> Rejection {
+    Rejection {
+        code: reason.code(),
+        detail: reason.to_string(),
+        ended: matches!(reason, RejectReason::WindowEnded { .. }),
+    }
+}
+
+fn not_json(e: &serde_json::Error) -> Rejection {
+    rejection(&RejectReason::NotJson(e.to_string()))
+}
+
+impl TruckSlot {
+    /// For a body rejected only because its window has ended: the notification as parsed a
+    /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
+    /// every other reason.
+    fn parse_ended(&self, body: &str, reason: &RejectReason) -> Option<Notification> {
+        let RejectReason::WindowEnded { end } = reason else {
+            return None;
+        };
+        let end_ms = chrono::DateTime::parse_from_rfc3339(end)
+            .ok()?
+            .timestamp_millis();
+        parse_notification(body, end_ms - 1, &self.known_terminals).ok()
+    }
+}
+
+#[async_trait]
+impl Integration for TruckSlot {
+    fn operation(&self) -> &str {
+        SLOT_CLAIM
+    }
+
+    fn parse(&self, body: &str, now_ms: i64) -> Parsed {
+        match parse_notification(body, now_ms, &self.known_terminals) {
+            Ok(n) => match event(&n) {
+                Ok(e) => Parsed::Event(e),
+                Err(e) => Parsed::Rejected(not_json(&e)),
+            },
+            Err(reason) => match self.parse_ended(body, &reason) {
+                Some(n) => match event(&n) {
+                    Ok(e) => Parsed::Ended(e, rejection(&reason)),
+                    Err(e) => Parsed::Rejected(not_json(&e)),
+                },
+                None => Parsed::Rejected(rejection(&reason)),
+            },
+        }
+    }
+
+    async fn call(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+        self.terminal.claim(op_key, request).await
+    }
+
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        self.terminal.lookup(op_key, request).await
+    }
+
+    /// The `window_end` label (RFC 3339) in epoch ms; `None` when unreadable (a routing record).
+    fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        chrono::DateTime::parse_from_rfc3339(record.label("window_end"))
+            .ok()
+            .map(|end| end.timestamp_millis())
+    }
+
+    fn subject(&self, record: &IdempotencyRecord) -> String {
+        record.label("container").to_string()
+    }
+
+    fn label_names(&self) -> &[&'static str] {
+        &LABELS
+    }
+
+    /// `"{equipment number}#{window start}"`, labelled `container` and `window_start`, expiring
+    /// the gate's default key TTL after the later of the commit and the window's end.
+    fn natural_key(&self, row: &BusinessRow, record: &IdempotencyRecord) -> Option<NaturalKey> {
+        Some(NaturalKey {
+            key: format!("{}#{}", row.label("container"), row.label("window_start")),
+            labels: Labels::from([
+                ("container".to_string(), row.label("container").to_string()),
+                (
+                    "window_start".to_string(),
+                    row.label("window_start").to_string(),
+                ),
+            ]),
+            expires_at_s: natural_key_expires_at_s(self.ends_at_ms(record), row.booked_at_ms),
+        })
+    }
+}
+
+/// The gate's step 1 for a parsed notification (`gate::consumer::derive_keys` of its
+/// [`event`] under [`SLOT_CLAIM`]): the event key, the claim's `Idempotency-Key`, the fingerprint
+/// and the claim request.
+///
+/// # Errors
+/// As [`event`]: not for a parsed notification.
+pub fn derive_keys(
+    notification: &Notification,
+) -> Result<gate::consumer::DerivedKeys, serde_json::Error> {
+    gate::consumer::derive_keys(&event(notification)?, SLOT_CLAIM)
+}

@@ -103,9 +103,33 @@ pub struct GateConfig {
     /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
     /// redelivery days later from claiming again.
     pub claim_horizon_ms: i64,
+    /// Per terminal code, when the stack books at several (`TERMINALS`, `crate::terminals`):
+    /// its key support and claim horizon, which replace the two fields above for records of
+    /// that terminal. Empty (the default): every terminal uses the fields above.
+    pub terminals: std::collections::BTreeMap<String, crate::terminals::TerminalPolicy>,
 }
 
 impl GateConfig {
+    /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
+    /// policy's, else `terminal_supports_idempotency_key`. (A record of a terminal since removed
+    /// from `TERMINALS` goes on to the terminal port, which has no client for it and answers
+    /// transient: looked up, never claimed, and past the horizon handed to a person.)
+    pub fn supports_idempotency_key(&self, terminal: &str) -> bool {
+        self.terminals
+            .get(terminal)
+            .map_or(self.terminal_supports_idempotency_key, |p| {
+                p.supports_idempotency_key
+            })
+    }
+
+    /// The claim horizon at the terminal `terminal`, **milliseconds**: its policy's, else
+    /// `claim_horizon_ms`.
+    pub fn claim_horizon_for(&self, terminal: &str) -> i64 {
+        self.terminals
+            .get(terminal)
+            .map_or(self.claim_horizon_ms, |p| p.claim_horizon_ms)
+    }
+
     /// Defaults for `integration` booking at `known_terminals`: key support on, 21-day TTL,
     /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
     pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
@@ -118,6 +142,7 @@ impl GateConfig {
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
+            terminals: Default::default(),
         }
     }
 }
@@ -323,9 +348,12 @@ pub async fn reserve(
     store.reserve(record, now_ms).await
 }
 
-/// Step 3: claims the slot with the record's stored request bytes and operation key.
+/// Step 3: claims the slot at the record's terminal with its stored request bytes and operation
+/// key.
 pub async fn claim(terminal: &dyn SlotTerminal, record: &IdempotencyRecord) -> ClaimOutcome {
-    terminal.claim(&record.op_key, &record.request).await
+    terminal
+        .claim_at(&record.terminal, &record.op_key, &record.request)
+        .await
 }
 
 /// Step 4: commits the slot and the TMS booking in one transaction, only while `owner` holds the
@@ -656,7 +684,7 @@ impl Gate {
                 Err(e) => RecordOutcome::Retry(e),
             };
         }
-        if !self.config.terminal_supports_idempotency_key {
+        if !self.config.supports_idempotency_key(&record.terminal) {
             return self
                 .route_held_record(
                     record,
@@ -671,13 +699,17 @@ impl Gate {
         }
         let now = self.clock.now_ms();
         let age = now.saturating_sub(record.created_at_ms);
-        let past_horizon = age >= self.config.claim_horizon_ms;
+        let past_horizon = age >= self.config.claim_horizon_for(&record.terminal);
         let ended = window_ended(record, now);
         if past_horizon || ended {
             // A record resumed days later (a redelivery after the terminal's key retention), or
             // after its window ended: never claim again; find the slot the key may hold, or hand
             // it to a person.
-            let outcome = match self.terminal.lookup(&record.op_key, &record.request).await {
+            let outcome = match self
+                .terminal
+                .lookup_at(&record.terminal, &record.op_key, &record.request)
+                .await
+            {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {

@@ -7,6 +7,7 @@
 //!   [`memory`]: the in-memory store;
 //! * [`terminal`]: the `SlotTerminal` port and `HttpTerminal`; [`scrub`]: the PIN and the token
 //!   found and cut out of text from outside, in every form a server echoes them;
+//! * [`terminals`]: several terminals in one stack (`TERMINALS`, the per-terminal router);
 //! * [`manual`]: the `ManualQueue` port and its in-memory queue; [`clock`]: the `Clock` port;
 //! * [`gate`]: the consumer handler (the four steps);
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates.
@@ -39,3 +40,4 @@ pub mod sqs_manual;
 pub mod store;
 pub mod strict_json;
 pub mod terminal;
+pub mod terminals;

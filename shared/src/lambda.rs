@@ -150,10 +150,10 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
     })
 }
 
-/// The [`TerminalRouter`] of a stack with several terminals (`TERMINALS`): one client per
-/// terminal with key support, with its base URL, API shape and call limit, the timeouts of
-/// `shared`, and its token read from its own secret, once, at cold start. A terminal without key
-/// support gets no client (the gate never calls it) and its secret, if named, is not read.
+/// The [`TerminalRouter`] of a stack with several terminals (`TERMINALS`,
+/// [`crate::terminals::http_router`]): each terminal with key support gets its client, its token
+/// read from its own secret once, at cold start. A terminal without key support gets no client
+/// (the gate never calls it) and its secret, if named, is not read.
 ///
 /// # Errors
 /// A secret that cannot be read (the error names the terminal and the secret's ARN, never the
@@ -163,27 +163,17 @@ pub async fn terminal_router(
     shared: &HttpTerminalConfig,
     secrets: &aws_sdk_secretsmanager::Client,
 ) -> Result<TerminalRouter, Error> {
-    let mut router = TerminalRouter::new(shared.request_timeout);
+    let mut tokens = std::collections::BTreeMap::new();
     for spec in specs.iter().filter(|s| s.supports_idempotency_key) {
-        let mut config = HttpTerminalConfig::new(spec.base_url.clone().unwrap_or_default());
-        config.connect_timeout = shared.connect_timeout;
-        config.request_timeout = shared.request_timeout;
-        config.api = spec.api;
         if let Some(arn) = &spec.token_secret_arn {
             let token = crate::secrets::fetch_api_token(secrets, arn)
                 .await
                 .map_err(|e| Error::from(format!("terminal {:?}: {e}", spec.code)))?;
-            config.token = Some(token);
             tracing::info!(terminal = %spec.code, secret = %arn, "terminal API token read from Secrets Manager");
+            tokens.insert(spec.code.clone(), token);
         }
-        let client = HttpTerminal::new(config)?;
-        router = router.with(
-            spec.code.clone(),
-            Arc::new(client),
-            spec.max_concurrent_calls.unwrap_or(1),
-        );
     }
-    Ok(router)
+    Ok(crate::terminals::http_router(specs, shared, tokens)?)
 }
 
 /// Installs the EMF recorder: namespace [`signals::NAMESPACE`], dimension

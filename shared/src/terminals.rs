@@ -43,6 +43,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,7 +53,10 @@ use tokio::sync::Semaphore;
 
 use crate::config::{base_url_allowed, secret_arn_valid};
 use crate::notification::MAX_TERMINAL_CHARS;
-use crate::terminal::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal};
+use crate::terminal::{
+    AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, HttpTerminalError,
+    LookupOutcome, SlotTerminal,
+};
 
 /// The HTTP API a terminal speaks (both with IETF `Idempotency-Key` semantics, see
 /// `crate::terminal`). The gate stores one request shape (`crate::keys::claim_request`); the
@@ -448,11 +452,52 @@ pub fn policies(
         .collect()
 }
 
+/// The [`TerminalRouter`] for `specs` (`TERMINALS`): one [`HttpTerminal`] per terminal with key
+/// support, with its base URL, API shape and call limit, the timeouts of `shared`, and its token
+/// from `tokens` (by terminal code; read from each one's secret at cold start,
+/// `crate::lambda::terminal_router`). A terminal without key support gets no client: the gate
+/// never calls it.
+///
+/// # Errors
+/// A client that cannot be built.
+pub fn http_router(
+    specs: &[TerminalSpec],
+    shared: &HttpTerminalConfig,
+    mut tokens: BTreeMap<String, ApiToken>,
+) -> Result<TerminalRouter, HttpTerminalError> {
+    let mut router = TerminalRouter::new(shared.request_timeout);
+    for spec in specs.iter().filter(|s| s.supports_idempotency_key) {
+        let mut config = HttpTerminalConfig::new(spec.base_url.clone().unwrap_or_default());
+        config.connect_timeout = shared.connect_timeout;
+        config.request_timeout = shared.request_timeout;
+        config.api = spec.api;
+        config.token = tokens.remove(&spec.code);
+        router = router.with(
+            spec.code.clone(),
+            Arc::new(HttpTerminal::new(config)?),
+            spec.max_concurrent_calls.unwrap_or(1),
+        );
+    }
+    Ok(router)
+}
+
+/// A call counted in flight while this lives.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// One terminal behind the router: its client and its call permits.
 struct Routed {
     client: Arc<dyn SlotTerminal>,
     permits: Arc<Semaphore>,
     max_calls: usize,
+    /// Calls in flight now, and the most at once so far.
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
 }
 
 /// A [`SlotTerminal`] for several terminals: each call goes to the client of the terminal its
@@ -501,9 +546,19 @@ impl TerminalRouter {
                 client,
                 permits: Arc::new(Semaphore::new(max_calls)),
                 max_calls,
+                in_flight: AtomicUsize::new(0),
+                most: AtomicUsize::new(0),
             },
         );
         self
+    }
+
+    /// The most calls this router had in flight at `terminal` at one time so far (never above its
+    /// `max_concurrent_calls`); `None` for a terminal it has no client for.
+    pub fn most_calls_at_once(&self, terminal: &str) -> Option<usize> {
+        self.terminals
+            .get(terminal)
+            .map(|r| r.most.load(Ordering::SeqCst))
     }
 
     /// The terminal codes the router has a client for.
@@ -537,7 +592,12 @@ impl TerminalRouter {
             }
         };
         let left = self.call_timeout.saturating_sub(started.elapsed());
+        let now = routed.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        routed.most.fetch_max(now, Ordering::SeqCst);
+        // Counted out when the call ends or is dropped (an invocation that ends mid-call).
+        let counted = Counted(&routed.in_flight);
         let outcome = tokio::time::timeout(left, call(routed.client.clone())).await;
+        drop(counted);
         drop(permit);
         outcome.map_err(|_| {
             AnswerDetail::new(format!(
@@ -599,7 +659,6 @@ impl SlotTerminal for TerminalRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     const LIMITS: TerminalLimits = TerminalLimits {
         key_ttl_s: 1_814_400,
@@ -770,6 +829,9 @@ mod tests {
             .all(|o| matches!(o, ClaimOutcome::Claimed(_))));
         assert_eq!(a.max.load(Ordering::SeqCst), 2);
         assert_eq!(b.max.load(Ordering::SeqCst), 5);
+        assert_eq!(router.most_calls_at_once("A"), Some(2));
+        assert_eq!(router.most_calls_at_once("B"), Some(5));
+        assert_eq!(router.most_calls_at_once("C"), None);
     }
 
     /// A call that cannot get a permit within the request timeout is transient, sent nowhere; an

@@ -41,3 +41,5 @@ pub mod store;
 pub mod strict_json;
 pub mod terminal;
 pub mod terminals;
+#[cfg(feature = "testkit")]
+pub mod testkit;

@@ -839,6 +839,30 @@ mod tests {
         );
     }
 
+    /// The README's example of a refused `TERMINALS` ("Several terminals in one stack"), word
+    /// for word.
+    #[test]
+    fn the_readme_example_of_terminals_errors() {
+        let mut vars = several();
+        vars.retain(|(k, _)| *k != "TERMINALS");
+        vars.push((
+            "TERMINALS",
+            r#"[{"code": "ECT-DELTA", "supports_idempotency_key": true,
+                 "base_url": "https://slots.ect.example", "key_retention_seconds": 86400,
+                 "max_concurrent_calls": 0},
+                {"code": "APMT-MV2", "supports_idempotency_key": true, "api": "appointments-v2",
+                 "base_url": "https://api.apmt.example", "max_concurrent_calls": 2}]"#,
+        ));
+        vars.push(("KNOWN_TERMINALS", "ECT-DELTA,APMT-MV2"));
+        let err = FunctionConfig::from_env(env(&vars)).unwrap_err();
+        let readme = include_str!("../../README.md");
+        let shown = readme
+            .lines()
+            .find(|l| l.starts_with("invalid configuration: 3 problems: KNOWN_TERMINALS"))
+            .expect("the README's example");
+        assert_eq!(err.to_string(), shown);
+    }
+
     /// With `TERMINAL_TOKEN_SECRET_ARNS` (what the role may read), a terminal's secret outside
     /// it is refused at start, naming the terminal.
     #[test]

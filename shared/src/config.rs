@@ -24,7 +24,7 @@
 //! | `TERMINAL_KEY_RETENTION_SECONDS` | consumer and reconciler: the terminal's key retention | seconds | `86400` |
 //! | `RETENTION_MARGIN_SECONDS` | consumer and reconciler: never claim this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
-//! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminals`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
+//! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
 //! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them | | none (not checked) |
 
 use std::net::IpAddr;
@@ -32,10 +32,10 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::gate::{GateConfig, DEFAULT_KEY_TTL_S};
+use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
+use crate::terminal::several::{parse_terminals, policies, TerminalLimits, TerminalSpec};
 use crate::terminal::{ApiToken, HttpTerminalConfig};
-use crate::terminals::{parse_terminals, policies, TerminalLimits, TerminalSpec};
 
 /// What [`FunctionConfig`] reserves for the commit (and the store calls around it) after the
 /// terminal calls of one record, milliseconds.

@@ -15,12 +15,12 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigErrors, FunctionConfig};
-use crate::dynamo::DynamoStore;
-use crate::gate::{Gate, Invocation};
+use crate::consumer::{Gate, Invocation};
+use crate::manual::sqs::SqsManualQueue;
 use crate::signals::{self, Counts, StoreSignals};
-use crate::sqs_manual::SqsManualQueue;
+use crate::store::dynamo::{DynamoIndex, DynamoStore};
+use crate::terminal::several::{TerminalRouter, TerminalSpec};
 use crate::terminal::{HttpTerminal, HttpTerminalConfig, SlotTerminal};
-use crate::terminals::{TerminalRouter, TerminalSpec};
 
 /// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.
 const EPOCH_MS_FLOOR: i64 = 1_000_000_000_000;
@@ -88,11 +88,12 @@ pub struct ScheduledInput {
 /// None in practice; failures are counted in the report and retried by the next run.
 pub async fn handle_reconcile(
     gate: &Gate,
+    index: &dyn crate::store::InFlightIndex,
     config: &crate::reconciler::ReconcilerConfig,
     event: LambdaEvent<ScheduledInput>,
 ) -> Result<crate::reconciler::ReconcileReport, Error> {
     let invocation = invocation(&event.context);
-    let report = gate.reconcile(config, &invocation).await;
+    let report = gate.reconcile(index, config, &invocation).await;
     Counts::of_reconcile(&report).emit();
     Ok(report)
 }
@@ -109,9 +110,12 @@ fn aws_loader() -> aws_config::ConfigLoader {
 /// (its token read from Secrets Manager when `config.token_secret_arn` is set),
 /// once per cold start. `AWS_ENDPOINT_URL` is honoured by the SDK (local runs against moto).
 ///
+/// Returns the gate and the read side of its idempotency table (`InFlight`, `MultiSlot`: what the
+/// reconciler pages; the consumer ignores it).
+///
 /// # Errors
 /// If the terminal client cannot be built, or the token cannot be read from Secrets Manager.
-pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
+pub async fn build_consumer(config: FunctionConfig) -> Result<(Gate, DynamoIndex), Error> {
     // Operation timeouts keep a call well inside the lease.
     let aws = aws_loader()
         .timeout_config(
@@ -137,21 +141,24 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
     } else {
         Arc::new(terminal_router(&config.terminals, &config.terminal, &secrets).await?)
     };
-    Ok(Gate {
-        store: Arc::new(DynamoStore::new(
-            dynamodb,
-            config.idempotency_table.clone(),
-            config.bookings_table.clone(),
-        )),
+    let store = DynamoStore::new(
+        dynamodb,
+        config.idempotency_table.clone(),
+        config.bookings_table.clone(),
+    );
+    let index = store.index().clone();
+    let gate = Gate {
+        store: Arc::new(store),
         terminal,
         manual: Arc::new(SqsManualQueue::new(sqs, config.manual_queue_url.clone())),
         clock: Arc::new(SystemClock),
         config: config.gate,
-    })
+    };
+    Ok((gate, index))
 }
 
 /// The [`TerminalRouter`] of a stack with several terminals (`TERMINALS`,
-/// [`crate::terminals::http_router`]): each terminal with key support gets its client, its token
+/// [`crate::terminal::several::http_router`]): each terminal with key support gets its client, its token
 /// read from its own secret once, at cold start. A terminal without key support gets no client
 /// (the gate never calls it) and its secret, if named, is not read.
 ///
@@ -173,7 +180,9 @@ pub async fn terminal_router(
             tokens.insert(spec.code.clone(), token);
         }
     }
-    Ok(crate::terminals::http_router(specs, shared, tokens)?)
+    Ok(crate::terminal::several::http_router(
+        specs, shared, tokens,
+    )?)
 }
 
 /// Installs the EMF recorder: namespace [`signals::NAMESPACE`], dimension
@@ -257,7 +266,7 @@ async fn publish_store_signals(
 /// # Errors
 /// A store or CloudWatch error; the next minute's run tries again.
 pub async fn handle_metrics(
-    store: &dyn crate::store::IdempotencyStore,
+    store: &dyn crate::store::InFlightIndex,
     cloudwatch: &aws_sdk_cloudwatch::Client,
     integration: &str,
     clock: &dyn Clock,
@@ -388,11 +397,10 @@ pub async fn run_metrics() -> Result<(), Error> {
     let (store, cloudwatch, integration) = start(async {
         let config = crate::config::MetricsConfig::from_env(|k| std::env::var(k).ok())?;
         let aws = aws_loader().load().await;
-        // The metrics function reads only the idempotency table's indexes; no bookings table.
-        let store = DynamoStore::new(
+        // The metrics function reads only the idempotency table's indexes (`InFlightIndex`).
+        let store = DynamoIndex::new(
             aws_sdk_dynamodb::Client::new(&aws),
             config.idempotency_table.clone(),
-            String::new(),
         );
         Ok((
             store,
@@ -416,7 +424,7 @@ pub async fn run_metrics() -> Result<(), Error> {
 /// A failed start (reported first, [`report_init_error`]), or the runtime's own errors.
 pub async fn run_reconciler() -> Result<(), Error> {
     crate::logging::init();
-    let (metrics, gate, reconciler) = start(async {
+    let (metrics, gate, index, reconciler) = start(async {
         let config = FunctionConfig::from_env(|k| std::env::var(k).ok())?.for_reconciler();
         tracing::info!(
             integration = %config.gate.integration,
@@ -425,14 +433,15 @@ pub async fn run_reconciler() -> Result<(), Error> {
         );
         let reconciler = config.reconciler.clone();
         let metrics = init_metrics(&config.gate.integration)?;
-        Ok((metrics, build_consumer(config).await?, reconciler))
+        let (gate, index) = build_consumer(config).await?;
+        Ok((metrics, gate, index, reconciler))
     })
     .await?;
-    let (gate, reconciler) = (&gate, &reconciler);
+    let (gate, index, reconciler) = (&gate, &index, &reconciler);
     metrics_cloudwatch_embedded::lambda::service::run(
         metrics,
         service_fn(move |event: LambdaEvent<ScheduledInput>| async move {
-            handle_reconcile(gate, reconciler, event).await
+            handle_reconcile(gate, index, reconciler, event).await
         }),
     )
     .await
@@ -456,7 +465,7 @@ pub async fn run_consumer() -> Result<(), Error> {
             "consumer starting"
         );
         let metrics = init_metrics(&config.gate.integration)?;
-        Ok((metrics, build_consumer(config).await?))
+        Ok((metrics, build_consumer(config).await?.0))
     })
     .await?;
     let gate = &gate;

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::memory::MemoryStore;
 use gate::reconciler::ReconcilerConfig;
+use gate::store::memory::MemoryStore;
+use gate::terminal::several::{TerminalPolicy, TerminalRouter};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
-use gate::terminals::{TerminalPolicy, TerminalRouter};
 use gate::testkit::sqs_event;
 
 /// 2026-06-01T06:00:00Z; every window here is on 2026-06-05, after every clock used.
@@ -56,6 +56,7 @@ impl SlotTerminal for Scripted {
 
 struct World {
     gate: Gate,
+    store: Arc<MemoryStore>,
     clock: Arc<ManualClock>,
     manual: Arc<MemoryManualQueue>,
     calls: Arc<Mutex<Vec<String>>>,
@@ -97,10 +98,12 @@ fn world(first_claims: Option<ClaimOutcome>) -> World {
     ]);
     config.claim_horizon_ms = 23 * HOUR;
     let manual = Arc::new(MemoryManualQueue::new());
+    let store = Arc::new(MemoryStore::new());
     World {
+        store: store.clone(),
         gate: Gate {
             config,
-            store: Arc::new(MemoryStore::new()),
+            store,
             terminal: Arc::new(router),
             manual: manual.clone(),
             clock: clock.clone(),
@@ -223,7 +226,7 @@ async fn each_terminal_s_key_retention_decides_alone() {
             };
             let report = w
                 .gate
-                .reconcile(&ReconcilerConfig::default(), &invocation)
+                .reconcile(w.store.as_ref(), &ReconcilerConfig::default(), &invocation)
                 .await;
             assert_eq!((report.reconciled, report.manual), (1, 1), "{report:?}");
             Vec::new()

@@ -21,7 +21,7 @@
 //! * `GET /health`: `200 {"status": "ok"}`.
 //!
 //! A terminal whose API differs in shape ([`TerminalConfig::api`] =
-//! [`TerminalApi::AppointmentsV2`], `gate::terminals`) answers instead, with the same key
+//! [`TerminalApi::AppointmentsV2`], `gate::terminal::several`) answers instead, with the same key
 //! semantics:
 //!
 //! * `POST /v2/appointments` with JSON `{"container": {"number"}, "release": {"pin"},
@@ -49,7 +49,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use gate::clock::Clock;
-pub use gate::terminals::TerminalApi;
+pub use gate::terminal::several::TerminalApi;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};

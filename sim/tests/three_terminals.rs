@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gate::clock::ManualClock;
+use gate::terminal::several::TerminalApi;
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
-use gate::terminals::TerminalApi;
 use sim::replay::{self, ReplayOptions};
 use sim::scenario::Scenario;
 use sim::scenarios::THREE_TERMINALS;
@@ -185,7 +185,7 @@ async fn each_shape_answers_only_its_own_paths() {
             .status,
         400
     );
-    let body = gate::terminals::appointments_v2_body(&ours).unwrap();
+    let body = gate::terminal::several::appointments_v2_body(&ours).unwrap();
     let answer = v2
         .handle("POST", "/v2/appointments", None, Some("\"k2\""), &body)
         .await;

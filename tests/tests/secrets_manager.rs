@@ -133,8 +133,8 @@ async fn the_cold_start_reads_the_secret_named_by_the_configuration() {
 async fn several_terminals_each_send_their_own_token() {
     use std::sync::{Arc, Mutex};
 
+    use gate::terminal::several::{parse_terminals, TerminalLimits};
     use gate::terminal::{ClaimOutcome, HttpTerminalConfig, SlotTerminal};
-    use gate::terminals::{parse_terminals, TerminalLimits};
 
     let client = client().await;
     let ect = secret_string(&client, "tok-ECT-0001").await;

@@ -51,12 +51,13 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
-use crate::config::{base_url_allowed, secret_arn_valid};
-use crate::notification::MAX_TERMINAL_CHARS;
-use crate::terminal::{
+use super::{
     AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, HttpTerminalError,
     LookupOutcome, SlotTerminal,
 };
+use crate::config::{base_url_allowed, secret_arn_valid};
+pub use crate::consumer::TerminalPolicy;
+use crate::notification::MAX_TERMINAL_CHARS;
 
 /// The HTTP API a terminal speaks (both with IETF `Idempotency-Key` semantics, see
 /// `crate::terminal`). The gate stores one request shape (`crate::keys::claim_request`); the
@@ -183,17 +184,6 @@ pub struct TerminalSpec {
     pub max_concurrent_calls: Option<usize>,
     /// The API shape.
     pub api: TerminalApi,
-}
-
-/// What the gate needs to know of a terminal to decide before calling it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TerminalPolicy {
-    /// Whether the terminal honours `Idempotency-Key` (if not, its records go to the manual
-    /// queue, never claimed).
-    pub supports_idempotency_key: bool,
-    /// A record older than this many **milliseconds** is never claimed again at this terminal:
-    /// its key retention minus the retention margin (see `GateConfig::claim_horizon_ms`).
-    pub claim_horizon_ms: i64,
 }
 
 /// The bounds [`parse_terminals`] checks a terminal against, from the rest of the configuration.

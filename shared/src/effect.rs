@@ -121,7 +121,8 @@ pub enum ClaimOutcome {
     Transient(AnswerDetail),
     /// Another `4xx` (`400`, `403`, ...): will never succeed; `failed` and the manual queue.
     Permanent {
-        /// The HTTP status.
+        /// The HTTP status; `0` when nothing was sent (a stored request the terminal's API shape
+        /// cannot carry, [`several::appointments_v2_body`]).
         status: u16,
         /// The summary and the scrubbed problem detail or body excerpt (never the request).
         detail: AnswerDetail,

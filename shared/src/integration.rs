@@ -117,14 +117,31 @@ pub trait Integration: Send + Sync {
     /// ended is a [`Rejection`]; never panics.
     fn parse(&self, body: &str, now_ms: i64) -> Parsed;
 
-    /// Step 3: the side effect, sending `request` (the stored bytes) under `Idempotency-Key:
-    /// op_key`. Must classify every answer: an unknown outcome is [`ClaimOutcome::Transient`].
-    async fn call(&self, op_key: &str, request: &[u8]) -> ClaimOutcome;
+    /// Step 3: the side effect for `record`, sending its stored `request` bytes under
+    /// `Idempotency-Key: {record.op_key}` (its labels say where, e.g. which terminal). Must
+    /// classify every answer: an unknown outcome is [`ClaimOutcome::Transient`].
+    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome;
 
-    /// Which effect is held under `op_key` (the reconciler's and the late consumer's lookup).
-    /// `request` is the stored request of the record the key belongs to (for the secrets an
-    /// answer must be scrubbed of); it need not be sent.
-    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome;
+    /// Which effect is held under `record.op_key` (the reconciler's and the late consumer's
+    /// lookup). The stored request is for the secrets an answer must be scrubbed of; it need not
+    /// be sent.
+    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome;
+
+    /// Whether the server of `record`'s side effect honours `Idempotency-Key`, when the
+    /// integration knows per record (several servers); `None`: `GateConfig`'s setting. Without
+    /// key support a record goes to a person, never called (a retry could make a second effect).
+    fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> Option<bool> {
+        let _ = record;
+        None
+    }
+
+    /// The claim horizon for `record`, **milliseconds** (its server's key retention minus a
+    /// margin), when the integration knows per record; `None`: `GateConfig::claim_horizon_ms`
+    /// (the reconciler: its own). Past it the effect is only looked up, never called again.
+    fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        let _ = record;
+        None
+    }
 
     /// The end of the event `record` guards, epoch **milliseconds** (as [`Event::ends_at_ms`]),
     /// read back from its labels; `None` for a routing record or an event that does not end.

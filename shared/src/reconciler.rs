@@ -217,7 +217,7 @@ impl Gate {
             };
             return Step::from_outcome(outcome, false);
         }
-        if !self.config.terminal_supports_idempotency_key {
+        if !self.supports_idempotency_key(&held) {
             let outcome = self
                 .route_held_record(
                     &held,
@@ -230,12 +230,16 @@ impl Gate {
             return Step::from_outcome(outcome, false);
         }
         let age = now - held.created_at_ms;
-        let past_retention = age >= config.claim_horizon_ms();
+        // Several terminals: each its own key retention (the integration's, per record).
+        let horizon = self
+            .integration
+            .claim_horizon_ms(&held)
+            .unwrap_or(config.claim_horizon_ms());
+        let past_retention = age >= horizon;
         // Past the key's retention nothing is claimed again: without a slot under the key (none,
         // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
         // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self.integration.lookup(&held.op_key, &held.request).await
-        {
+        let (outcome, by_lookup) = match self.integration.lookup(&held).await {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
             LookupOutcome::Transient(why) if past_retention => {
                 let detail = format!(
@@ -277,10 +281,7 @@ impl Gate {
                 return Step::from_outcome(outcome, false);
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
-            LookupOutcome::NotFound => (
-                self.integration.call(&held.op_key, &held.request).await,
-                false,
-            ),
+            LookupOutcome::NotFound => (self.integration.call(&held).await, false),
         };
         let outcome = self.settle_claim(&held, outcome, d).await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");

@@ -125,12 +125,7 @@ impl World {
 pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
     let body = World::body("R-1", "CSQU3054383");
     let record = w.strand(&body, "inv-dead", T0 + 30_000).await;
-    let ClaimOutcome::Claimed(slot) = w
-        .gate
-        .integration
-        .call(&record.op_key, &record.request)
-        .await
-    else {
+    let ClaimOutcome::Claimed(slot) = w.gate.integration.call(&record).await else {
         panic!("claim failed")
     };
     w.clock.advance_ms(180_000);

@@ -4,6 +4,7 @@
 //! claim request; the commit writes the TMS booking and the natural key (equipment number and
 //! window start).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,6 +14,7 @@ use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Lab
 
 use crate::keys::{claim_request, key_material, SLOT_CLAIM};
 use crate::notification::{parse_notification, Notification, RejectReason};
+use crate::terminal::several::TerminalPolicy;
 use crate::terminal::SlotTerminal;
 
 /// The labels of a truck-slot record and its TMS booking: the container (canonical ISO 6346),
@@ -20,11 +22,14 @@ use crate::terminal::SlotTerminal;
 /// same names.
 pub const LABELS: [&str; 4] = ["container", "terminal", "window_start", "window_end"];
 
-/// The truck-slot integration: the terminals it books at and the terminal's slot API.
+/// The truck-slot integration: the terminals it books at, the terminal's slot API (one
+/// terminal's client, or a [`crate::terminal::several::TerminalRouter`] for several), and each
+/// terminal's policy when there are several.
 #[derive(Clone)]
 pub struct TruckSlot {
     terminal: Arc<dyn SlotTerminal>,
     known_terminals: Vec<String>,
+    policies: BTreeMap<String, TerminalPolicy>,
 }
 
 impl TruckSlot {
@@ -34,7 +39,16 @@ impl TruckSlot {
         Self {
             terminal,
             known_terminals,
+            policies: BTreeMap::new(),
         }
+    }
+
+    /// With each terminal's key support and claim horizon (`TERMINALS`): they replace the gate's
+    /// single settings for records of that terminal. A terminal without key support gets its
+    /// records routed to a person, never claimed.
+    pub fn with_policies(mut self, policies: BTreeMap<String, TerminalPolicy>) -> Self {
+        self.policies = policies;
+        self
     }
 
     /// The terminal codes it books at.
@@ -119,12 +133,33 @@ impl Integration for TruckSlot {
         }
     }
 
-    async fn call(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        self.terminal.claim(op_key, request).await
+    /// The claim at the record's terminal (label `terminal`).
+    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+        self.terminal
+            .claim_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
     }
 
-    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
-        self.terminal.lookup(op_key, request).await
+    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
+        self.terminal
+            .lookup_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
+    }
+
+    /// The record's terminal's policy, with several terminals; `None` otherwise (the gate's
+    /// setting). A record of a terminal since removed from `TERMINALS` goes on to the terminal
+    /// port, which has no client for it and answers transient: looked up, never claimed, and past
+    /// the horizon handed to a person.
+    fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> Option<bool> {
+        self.policies
+            .get(record.label("terminal"))
+            .map(|p| p.supports_idempotency_key)
+    }
+
+    fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        self.policies
+            .get(record.label("terminal"))
+            .map(|p| p.claim_horizon_ms)
     }
 
     /// The `window_end` label (RFC 3339) in epoch ms; `None` when unreadable (a routing record).

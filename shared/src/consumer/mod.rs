@@ -48,8 +48,9 @@ pub struct GateConfig {
     /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
     pub integration: String,
     /// Whether the side effect's server honours `Idempotency-Key` (the terminal, on the
-    /// truck-slot path). If not, every event goes to the manual queue: a retry could make a
-    /// second effect.
+    /// truck-slot path), unless the integration says otherwise for a record
+    /// ([`Integration::supports_idempotency_key`]). If not, every event goes to the manual queue:
+    /// a retry could make a second effect.
     pub terminal_supports_idempotency_key: bool,
     /// Record lifetime in **seconds**, counted from the later of the reservation and the
     /// event's end ([`Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see

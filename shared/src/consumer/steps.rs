@@ -59,7 +59,7 @@ pub async fn reserve(
 
 /// Step 3: calls the side effect with the record's stored request bytes under its operation key.
 pub async fn claim(integration: &dyn Integration, record: &IdempotencyRecord) -> ClaimOutcome {
-    integration.call(&record.op_key, &record.request).await
+    integration.call(record).await
 }
 
 /// Step 4: commits the effect `slot_id`, the integration's business row and its natural key (if
@@ -129,6 +129,24 @@ impl Gate {
     pub fn record_expiry_s(&self, ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
         let from = ends_at_ms.map_or(ms_to_s(now_ms), |end| ms_to_s(now_ms).max(ms_to_s(end)));
         from + self.config.key_ttl_s
+    }
+
+    /// Whether the server of `record`'s side effect honours `Idempotency-Key`: the integration's
+    /// answer for the record ([`Integration::supports_idempotency_key`]), else
+    /// `config.terminal_supports_idempotency_key`.
+    pub(crate) fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> bool {
+        self.integration
+            .supports_idempotency_key(record)
+            .unwrap_or(self.config.terminal_supports_idempotency_key)
+    }
+
+    /// The claim horizon of `record`, **milliseconds**: the integration's for the record
+    /// ([`Integration::claim_horizon_ms`], e.g. its terminal's key retention minus the margin),
+    /// else `config.claim_horizon_ms`.
+    pub(crate) fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> i64 {
+        self.integration
+            .claim_horizon_ms(record)
+            .unwrap_or(self.config.claim_horizon_ms)
     }
 
     /// Whether the event `record` guards has ended at `now_ms` (epoch ms): no side effect is
@@ -261,7 +279,7 @@ impl Gate {
                 Err(e) => RecordOutcome::Retry(e),
             };
         }
-        if !self.config.terminal_supports_idempotency_key {
+        if !self.supports_idempotency_key(record) {
             return self
                 .route_held_record(
                     record,
@@ -274,17 +292,13 @@ impl Gate {
         }
         let now = self.clock.now_ms();
         let age = now.saturating_sub(record.created_at_ms);
-        let past_horizon = age >= self.config.claim_horizon_ms;
+        let past_horizon = age >= self.claim_horizon_ms(record);
         let ended = self.event_ended(record, now);
         if past_horizon || ended {
             // A record resumed days later (a redelivery after the terminal's key retention), or
             // after its window ended: never claim again; find the slot the key may hold, or hand
             // it to a person.
-            let outcome = match self
-                .integration
-                .lookup(&record.op_key, &record.request)
-                .await
-            {
+            let outcome = match self.integration.lookup(record).await {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {

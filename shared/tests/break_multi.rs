@@ -284,3 +284,42 @@ async fn a_hung_terminal_holds_back_no_other_terminal() {
         "{outcomes:?}"
     );
 }
+
+/// Two terminals naming one token secret at two hosts would send one party's token to the other:
+/// refused, naming the second terminal and the first. At one host (one operator's API serving two
+/// terminal codes) it is fine, and a terminal without key support is never called.
+#[test]
+fn one_token_secret_for_terminals_at_two_hosts_is_refused() {
+    let at = |code: &str, base_url: &str| {
+        let mut t = one(base_url, &[("token_secret_arn", json!(ARN))]);
+        t["code"] = json!(code);
+        t
+    };
+    let two_hosts = json!([
+        at("A", "https://a.example/api"),
+        at("B", "https://b.example")
+    ]);
+    assert_eq!(
+        parse_terminals(&two_hosts.to_string(), LIMITS).unwrap_err(),
+        [
+            "terminal \"B\": token_secret_arn: also terminal \"A\"'s, whose base_url is another \
+          host: a token is sent only to the host it is for (give each its own secret)"
+        ]
+    );
+    let one_host = json!([
+        at("A", "https://a.example/v1"),
+        at("B", "https://a.example/v2")
+    ]);
+    assert_eq!(
+        parse_terminals(&one_host.to_string(), LIMITS)
+            .unwrap()
+            .len(),
+        2
+    );
+    let keyless = json!([at("A", "https://a.example"),
+        {"code": "B", "supports_idempotency_key": false, "token_secret_arn": ARN}]);
+    assert_eq!(
+        parse_terminals(&keyless.to_string(), LIMITS).unwrap().len(),
+        2
+    );
+}

@@ -23,7 +23,7 @@
 //! | `code` | the notification's `terminal` (exact match), `A-Z`, `0-9`, `-`, at most 32 characters, unique | | required |
 //! | `supports_idempotency_key` | whether the terminal honours `Idempotency-Key`; `false`: every notification for it goes to the manual queue (`no_idempotency_support`), it is never called | | required |
 //! | `base_url` | the API's base URL, as `TERMINAL_BASE_URL` (`https://`; `http://` to loopback only) | | required with key support |
-//! | `token_secret_arn` | full ARN of the Secrets Manager secret whose `SecretString` is the bearer token, read once at cold start | | optional (no `Authorization` header) |
+//! | `token_secret_arn` | full ARN of the Secrets Manager secret whose `SecretString` is the bearer token, read once at cold start; two terminals may name the same secret only at the same origin (scheme, host, port) | | optional (no `Authorization` header) |
 //! | `key_retention_seconds` | how long the terminal keeps a key; past it minus `RETENTION_MARGIN_SECONDS` nothing is claimed again; must be less than `KEY_TTL_SECONDS` (the record outlives the key) | seconds | required with key support |
 //! | `max_concurrent_calls` | calls in flight to this terminal at once, per execution environment (the consumer's `MAX_CONCURRENCY` records share them) | calls | required with key support |
 //! | `api` | `slots` (`POST {base}/slots`, the default) or `appointments-v2` (`POST {base}/v2/appointments`), see [`TerminalApi`] | | optional |
@@ -262,6 +262,13 @@ pub fn parse_terminals(
         if let Some(spec) = spec.filter(|_| twice.is_empty()) {
             if specs.iter().any(|s: &TerminalSpec| s.code == spec.code) {
                 problems.push(format!("terminal {:?}: code: given twice", spec.code));
+            } else if let Some(other) = token_shared_elsewhere(&specs, &spec) {
+                problems.push(format!(
+                    "terminal {:?}: token_secret_arn: also terminal {:?}'s, whose base_url is \
+                     another host: a token is sent only to the host it is for (give each its \
+                     own secret)",
+                    spec.code, other.code
+                ));
             } else {
                 specs.push(spec);
             }
@@ -272,6 +279,30 @@ pub fn parse_terminals(
     } else {
         Err(problems)
     }
+}
+
+/// A terminal of `specs` that names `spec`'s token secret while its base URL is at another
+/// origin (scheme, host, port): that token would be sent to two parties. Terminals without key
+/// support are never called (their secret is never read) and are not compared.
+fn token_shared_elsewhere<'a>(
+    specs: &'a [TerminalSpec],
+    spec: &TerminalSpec,
+) -> Option<&'a TerminalSpec> {
+    let origin = |s: &TerminalSpec| {
+        s.base_url
+            .as_deref()
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .map(|u| u.origin().ascii_serialization())
+    };
+    let arn = spec.token_secret_arn.as_deref()?;
+    if !spec.supports_idempotency_key {
+        return None;
+    }
+    specs.iter().find(|s| {
+        s.supports_idempotency_key
+            && s.token_secret_arn.as_deref() == Some(arn)
+            && origin(s) != origin(spec)
+    })
 }
 
 /// The fields one entry of `TERMINALS` names more than once (none for an entry that is not an

@@ -323,3 +323,111 @@ fn one_token_secret_for_terminals_at_two_hosts_is_refused() {
         2
     );
 }
+
+/// A terminal removed from `TERMINALS` while its records are in flight (or committed): a
+/// redelivered notification for it was rejected as `unknown_terminal`, a manual item that says
+/// nothing of the slot that may exist (or does) under the key, and the reconciler later routed
+/// the same event again past the retention: two items for one event, a second slot by hand. Now
+/// a notification whose event has a record keeps the record's course: a committed one is a
+/// duplicate, an `in_flight` one is never claimed (no client) and goes to a person once, by the
+/// reconciler. A notification without a record is rejected as before.
+#[tokio::test]
+async fn a_removed_terminal_s_records_go_to_a_person_once() {
+    use gate::clock::Clock;
+    use gate::consumer::TerminalPolicy;
+    use gate::manual::ManualReason;
+    use gate::reconciler::ReconcilerConfig;
+
+    /// Claims answer transient (an answer lost) or commit, as `lost` says.
+    struct Terminal {
+        lost: bool,
+    }
+    #[async_trait]
+    impl SlotTerminal for Terminal {
+        async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+            if self.lost {
+                return ClaimOutcome::Transient("answer lost".into());
+            }
+            ClaimOutcome::Claimed(SlotClaim {
+                slot_id: "X-1".into(),
+                equipment_number: None,
+            })
+        }
+        async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+            LookupOutcome::NotFound
+        }
+    }
+    const T0: i64 = 1_780_293_600_000; // 2026-06-01T06:00:00Z, before every window here.
+    const HOUR: i64 = 3_600_000;
+    let body = |id: &str| {
+        json!({"notificationId": id, "equipment_number": "CSQU3054383", "terminal": "X",
+            "pin": PIN, "preferred_window":
+                {"start": "2026-06-05T08:00:00Z", "end": "2026-06-05T10:00:00Z"}})
+        .to_string()
+    };
+    for lost in [true, false] {
+        let store = Arc::new(MemoryStore::new());
+        let manual = Arc::new(MemoryManualQueue::new());
+        let clock = Arc::new(ManualClock::new(T0));
+        let gate_at = |codes: &[&str]| {
+            let mut router = TerminalRouter::new(Duration::from_secs(1));
+            let mut config = GateConfig::new("x", codes.iter().map(|c| c.to_string()).collect());
+            for code in codes {
+                router = router.with(*code, Arc::new(Terminal { lost }), 1);
+                let policy = TerminalPolicy {
+                    supports_idempotency_key: true,
+                    claim_horizon_ms: 23 * HOUR,
+                };
+                config.terminals.insert(code.to_string(), policy);
+            }
+            Gate {
+                config,
+                store: store.clone(),
+                terminal: Arc::new(router),
+                manual: manual.clone(),
+                clock: clock.clone(),
+            }
+        };
+        let deliver = |gate: Gate, message_id: &'static str, body: String, n: u32| {
+            let invocation = Invocation {
+                request_id: format!("inv-{n}"),
+                deadline_ms: clock.now_ms() + 60_000,
+            };
+            async move {
+                let report = gate
+                    .handle_batch(sqs_event(&[(message_id, &body)]), &invocation)
+                    .await;
+                report.records[0].outcome.clone()
+            }
+        };
+        let first = deliver(gate_at(&["X", "Y"]), "m-1", body("N-1"), 1).await;
+        assert_eq!(matches!(first, RecordOutcome::Retry(_)), lost, "{first:?}");
+        // X leaves the configuration; SQS delivers the notification again.
+        clock.advance_ms(60_000);
+        let again = deliver(gate_at(&["Y"]), "m-1", body("N-1"), 2).await;
+        if lost {
+            assert!(matches!(again, RecordOutcome::Retry(_)), "{again:?}");
+            clock.advance_ms(30 * HOUR);
+            let invocation = Invocation {
+                request_id: "reconciler".into(),
+                deadline_ms: clock.now_ms() + 60_000,
+            };
+            let report = gate_at(&["Y"])
+                .reconcile(store.as_ref(), &ReconcilerConfig::default(), &invocation)
+                .await;
+            assert_eq!(report.manual, 1, "{report:?}");
+            let items = manual.items();
+            assert_eq!(items.len(), 1, "{items:?}");
+            assert_eq!(items[0].reason, ManualReason::PastKeyRetention);
+        } else {
+            assert!(matches!(again, RecordOutcome::Duplicate(_)), "{again:?}");
+            assert!(manual.items().is_empty(), "{:?}", manual.items());
+        }
+        // Another notification for X has no record: rejected as before.
+        let other = deliver(gate_at(&["Y"]), "m-2", body("N-2"), 3).await;
+        assert!(
+            matches!(&other, RecordOutcome::Rejected(r) if r.code() == "unknown_terminal"),
+            "{other:?}"
+        );
+    }
+}

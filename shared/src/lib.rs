@@ -9,6 +9,7 @@
 //!   found and cut out of text from outside, in every form a server echoes them;
 //! * [`manual`]: the `ManualQueue` port and its in-memory queue; [`clock`]: the `Clock` port;
 //! * [`gate`]: the consumer handler (the four steps);
+//! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates.
 pub mod alarm_stats;
 pub mod clock;
@@ -28,6 +29,7 @@ pub mod logging;
 pub mod manual;
 pub mod memory;
 pub mod notification;
+pub mod operator;
 pub mod reconciler;
 pub mod record;
 pub mod scrub;

@@ -30,6 +30,8 @@ struct Tables {
 pub struct MemoryStore {
     tables: Mutex<Tables>,
     calls: AtomicU64,
+    /// Each record's audit history (`crate::operator::AuditLog`).
+    pub(crate) audit: crate::operator::AuditTable,
 }
 
 impl std::fmt::Debug for MemoryStore {

@@ -45,7 +45,6 @@ struct World {
     store: Arc<DynamoStore>,
     clock: Arc<ManualClock>,
     core: Arc<TerminalCore>,
-    integration: String,
     manual_url: String,
 }
 
@@ -74,7 +73,10 @@ impl World {
             ("TERMINAL_BASE_URL", format!("http://{addr}")),
             ("INTEGRATION_NAME", integration.clone()),
             ("KEY_TTL_SECONDS", key_ttl_s.to_string()),
-            ("NOTIFICATION_QUEUE_URL", notification_url.unwrap_or_default()),
+            (
+                "NOTIFICATION_QUEUE_URL",
+                notification_url.unwrap_or_default(),
+            ),
             ("DEAD_LETTER_QUEUE_URL", dlq_url.unwrap_or_default()),
         ];
         let targets = Targets::from_lookup(
@@ -104,7 +106,6 @@ impl World {
             store,
             clock,
             core,
-            integration,
             manual_url,
         }
     }
@@ -159,8 +160,15 @@ fn finish(key: &str, slot_id: Option<&str>) -> Action {
 #[tokio::test]
 async fn a_stranded_record_is_finished_from_the_terminal() {
     let w = World::new("gc-finish").await;
-    let record = w.strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000).await;
-    let ClaimOutcome::Claimed(slot) = w.ctl.gate.terminal.claim(&record.op_key, &record.request).await
+    let record = w
+        .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
+        .await;
+    let ClaimOutcome::Claimed(slot) = w
+        .ctl
+        .gate
+        .terminal
+        .claim(&record.op_key, &record.request)
+        .await
     else {
         panic!("claim")
     };
@@ -178,14 +186,26 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     assert_eq!(r["age_s"], 900);
     assert_eq!(r["op_key"], record.op_key);
     assert!(!shown.text.contains(PIN) && !shown.json.to_string().contains(PIN));
-    assert!(shown.text.contains("created       2026-06-01T06:00:00Z (15 min ago)"), "{}", shown.text);
     assert!(
-        r["next"].as_str().unwrap().starts_with("the reconciler takes it over at its next run"),
+        shown
+            .text
+            .contains("created       2026-06-01T06:00:00Z (15 min ago)"),
+        "{}",
+        shown.text
+    );
+    assert!(
+        r["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("the reconciler takes it over at its next run"),
         "{}",
         r["next"]
     );
 
-    let found = w.run(Action::Lookup(record.event_key.clone())).await.unwrap();
+    let found = w
+        .run(Action::Lookup(record.event_key.clone()))
+        .await
+        .unwrap();
     assert_eq!(found.json["slot_id"], slot.slot_id.as_str());
 
     let dry = w
@@ -211,7 +231,11 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     assert_eq!(after.status, RecordStatus::Committed);
     assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
     assert!(after.inflight_shard.is_none() && after.request.is_empty());
-    assert!(after.lease_owner.as_deref().unwrap().starts_with("gatectl:alice#"));
+    assert!(after
+        .lease_owner
+        .as_deref()
+        .unwrap()
+        .starts_with("gatectl:alice#"));
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
     assert_eq!(booking.slot_id, slot.slot_id);
     assert_eq!(booking.booked_at_ms, T0 + 15 * 60_000);
@@ -227,9 +251,17 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     );
 
     // Finished: a second finish is refused with the reason, and changes nothing.
-    let again = w.run(finish(&record.event_key, Some("S-OTHER"))).await.unwrap_err();
+    let again = w
+        .run(finish(&record.event_key, Some("S-OTHER")))
+        .await
+        .unwrap_err();
     assert_eq!(again.exit_code(), exit::REFUSED);
-    assert!(again.to_string().contains("the record is committed, not in_flight"), "{again}");
+    assert!(
+        again
+            .to_string()
+            .contains("the record is committed, not in_flight"),
+        "{again}"
+    );
     assert_eq!(w.store.history(&record.pk).await.unwrap().len(), 1);
 }
 
@@ -239,7 +271,13 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
 async fn a_write_is_refused_while_the_lease_is_live() {
     let w = World::new("gc-live").await;
     // Lease until T0 + 120 s (the invocation's deadline).
-    let record = w.strand(&World::body("N-2", "MSKU1234565"), "inv-slow#3", T0 + 120_000).await;
+    let record = w
+        .strand(
+            &World::body("N-2", "MSKU1234565"),
+            "inv-slow#3",
+            T0 + 120_000,
+        )
+        .await;
     w.clock.advance_ms(10_000);
     for action in [
         finish(&record.event_key, Some("S-1")),
@@ -268,7 +306,9 @@ async fn a_write_is_refused_while_the_lease_is_live() {
 #[tokio::test]
 async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
     let w = World::new("gc-cancel").await;
-    let record = w.strand(&World::body("N-3", "CSQU3054383"), "inv-dead#1", T0 + 1_000).await;
+    let record = w
+        .strand(&World::body("N-3", "CSQU3054383"), "inv-dead#1", T0 + 1_000)
+        .await;
     w.clock.advance_ms(20 * 60_000);
     let listed = w
         .run(Action::ListInFlight {
@@ -308,7 +348,10 @@ async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
         history[0].detail,
         "marked failed and sent to the manual-booking queue: booked by phone"
     );
-    let listed = w.run(Action::ListInFlight { older_than_ms: 0 }).await.unwrap();
+    let listed = w
+        .run(Action::ListInFlight { older_than_ms: 0 })
+        .await
+        .unwrap();
     assert_eq!(listed.json, json!([]));
 
     // The manual queue has the item, the claim request (with its PIN) as the original body.
@@ -330,15 +373,22 @@ async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
         .await
         .unwrap();
     let item: Value = serde_json::from_str(msgs.messages()[0].body().unwrap()).unwrap();
-    assert_eq!(item["original_body"], String::from_utf8(record.request.clone()).unwrap());
+    assert_eq!(
+        item["original_body"],
+        String::from_utf8(record.request.clone()).unwrap()
+    );
     assert!(item["original_body"].as_str().unwrap().contains(PIN));
 
     // A cancelled record is not in_flight: a finish is refused with the reason.
-    let err = w.run(finish(&record.event_key, Some("S-1"))).await.unwrap_err();
+    let err = w
+        .run(finish(&record.event_key, Some("S-1")))
+        .await
+        .unwrap_err();
     assert_eq!(err.exit_code(), exit::REFUSED);
     assert!(
-        err.to_string()
-            .contains("the record is failed, not in_flight (cancelled by gatectl:alice: booked by phone)"),
+        err.to_string().contains(
+            "the record is failed, not in_flight (cancelled by gatectl:alice: booked by phone)"
+        ),
         "{err}"
     );
     let shown = w
@@ -354,7 +404,9 @@ async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
 #[tokio::test]
 async fn a_multi_slot_key_is_shown_with_its_ids() {
     let w = World::new("gc-multi").await;
-    let record = w.strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000).await;
+    let record = w
+        .strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000)
+        .await;
     let committed = gate::gate::commit(w.store.as_ref(), &record, "inv-1#0", "SLOT-A", T0)
         .await
         .unwrap();
@@ -372,14 +424,14 @@ async fn a_multi_slot_key_is_shown_with_its_ids() {
         }])
     );
     assert!(listed.text.contains("SLOT-B"));
-    let shown = w
-        .run(Action::Show(Query::parse("N-4")))
-        .await
-        .unwrap();
+    let shown = w.run(Action::Show(Query::parse("N-4"))).await.unwrap();
     assert_eq!(shown.json.as_array().unwrap().len(), 1);
     assert_eq!(shown.json[0]["slot_ids"], json!(["SLOT-A", "SLOT-B"]));
     assert_eq!(shown.json[0]["booking"]["slot_id"], "SLOT-A");
-    let none = w.run(Action::Show(Query::parse("N-404"))).await.unwrap_err();
+    let none = w
+        .run(Action::Show(Query::parse("N-404")))
+        .await
+        .unwrap_err();
     assert_eq!(none.exit_code(), exit::NOT_FOUND);
 }
 
@@ -387,9 +439,14 @@ async fn a_multi_slot_key_is_shown_with_its_ids() {
 #[tokio::test]
 async fn reconcile_one_key_now() {
     let w = World::new("gc-reconcile").await;
-    let record = w.strand(&World::body("N-5", "CSQU3054383"), "inv-dead#2", T0 + 1_000).await;
+    let record = w
+        .strand(&World::body("N-5", "CSQU3054383"), "inv-dead#2", T0 + 1_000)
+        .await;
     w.clock.advance_ms(60_000);
-    let out = w.run(Action::Reconcile(Some(record.event_key.clone()))).await.unwrap();
+    let out = w
+        .run(Action::Reconcile(Some(record.event_key.clone())))
+        .await
+        .unwrap();
     assert_eq!(out.code, exit::OK);
     assert_eq!(out.json["report"]["reconciled"], 1);
     assert_eq!(out.json["status"], "committed");
@@ -416,7 +473,10 @@ async fn a_redrive_refuses_an_old_message() {
     let notification_url = sqs
         .create_queue()
         .queue_name(&name)
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod, "60")
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod,
+            "60",
+        )
         .send()
         .await
         .unwrap()
@@ -425,7 +485,13 @@ async fn a_redrive_refuses_an_old_message() {
         .to_string();
     let dlq = fresh_queue(&sqs, "gc-dlq").await;
     // Records live 3600 s, the notification queue keeps messages 60 s: redrive up to 3540 s.
-    let w = World::with("gc-redrive", Some(notification_url.clone()), Some(dlq.clone()), 3_600).await;
+    let w = World::with(
+        "gc-redrive",
+        Some(notification_url.clone()),
+        Some(dlq.clone()),
+        3_600,
+    )
+    .await;
     let old_body = World::body("N-OLD", "CSQU3054383");
     let young_body = World::body("N-YOUNG", "MSKU1234565");
     let young = w.strand(&young_body, "inv-dead#0", T0 + 1_000).await;
@@ -461,17 +527,29 @@ async fn a_redrive_refuses_an_old_message() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["message_id"].as_str().unwrap().to_string(), m["redrivable"].as_bool().unwrap()))
+        .map(|m| {
+            (
+                m["message_id"].as_str().unwrap().to_string(),
+                m["redrivable"].as_bool().unwrap(),
+            )
+        })
         .collect();
     redrivable.sort_by_key(|(_, r)| *r);
-    assert_eq!(redrivable, vec![(old_id.clone(), false), (young_id.clone(), true)]);
+    assert_eq!(
+        redrivable,
+        vec![(old_id.clone(), false), (young_id.clone(), true)]
+    );
 
     let out = w.run(Action::Redrive).await.unwrap();
     assert_eq!(out.code, exit::REFUSED, "old messages were refused");
     assert_eq!(out.json["redriven"], json!([young_id]));
     assert_eq!(out.json["refused"][0]["message_id"], old_id);
     assert_eq!(out.json["limit_s"], 3_540);
-    assert!(out.text.contains("refused: 1 message(s) older than 59 min"), "{}", out.text);
+    assert!(
+        out.text.contains("refused: 1 message(s) older than 59 min"),
+        "{}",
+        out.text
+    );
     let moved = sqs
         .receive_message()
         .queue_url(&notification_url)
@@ -538,7 +616,12 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
             .expect("gatectl runs")
     };
     let shown = run(&["--json", "show", &record.event_key]);
-    assert_eq!(shown.status.code(), Some(0), "{}", String::from_utf8_lossy(&shown.stderr));
+    assert_eq!(
+        shown.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
     let json: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(json[0]["lease_owner"], "inv-live#0");
     assert_eq!(json[0]["lease_live"], true);
@@ -548,8 +631,54 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("held by inv-live#0 until"), "{stderr}");
 
-    // No --yes and no terminal on stdin: nothing confirmed, nothing written. (The lease is
-    // live, so it is refused before the prompt; a missing record is "not found".)
+    // A stranded record (its lease expired ten minutes ago): without --yes and with no
+    // terminal on stdin nothing is confirmed and nothing written.
+    let stranded_body = World::body("N-BIN-2", "MSKU1234565");
+    let n2 = parse_notification(&stranded_body, T0, &["ECT-DELTA".to_string()]).unwrap();
+    let stranded = gate.new_record(
+        &n2,
+        &derive_keys(&n2).unwrap(),
+        &Invocation {
+            request_id: "inv-dead#0".into(),
+            deadline_ms: now - 600_000,
+        },
+        now - 900_000,
+    );
+    store.reserve(&stranded, now).await.unwrap();
+    let unconfirmed = run(&["finish", &stranded.event_key, "--slot-id", "S-9"]);
+    assert_eq!(
+        unconfirmed.status.code(),
+        Some(i32::from(exit::NOT_CONFIRMED))
+    );
+    assert!(String::from_utf8_lossy(&unconfirmed.stderr).contains("pass --yes"));
+    assert_eq!(store.get(&stranded.pk).await.unwrap().unwrap(), stranded);
+    let dry = run(&[
+        "--json",
+        "--dry-run",
+        "cancel",
+        &stranded.event_key,
+        "--reason",
+        "x",
+    ]);
+    assert_eq!(dry.status.code(), Some(0));
+    assert_eq!(store.get(&stranded.pk).await.unwrap().unwrap(), stranded);
+    let done = run(&[
+        "--json",
+        "finish",
+        &stranded.event_key,
+        "--slot-id",
+        "S-9",
+        "--yes",
+    ]);
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let after = store.get(&stranded.pk).await.unwrap().unwrap();
+    assert_eq!(after.slot_id.as_deref(), Some("S-9"));
+    assert!(after.lease_owner.unwrap().starts_with("gatectl:bob#"));
     let missing = run(&["finish", &"0".repeat(64), "--slot-id", "S-9"]);
     assert_eq!(missing.status.code(), Some(i32::from(exit::NOT_FOUND)));
     let lookup = run(&["lookup", &record.event_key]);
@@ -558,4 +687,81 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let usage = run(&["finish", &record.event_key]);
     assert_eq!(usage.status.code(), Some(i32::from(exit::USAGE)));
     assert_eq!(store.get(&record.pk).await.unwrap().unwrap(), record);
+}
+
+/// `--stack NAME`: the tables, queues and settings from the stack's outputs and parameters
+/// (moto's CloudFormation), read by the binary as by the library.
+#[tokio::test]
+async fn the_stack_says_where_everything_is() {
+    let store = fresh_store("gc-stack").await;
+    let sqs = sqs_client().await;
+    let manual = fresh_queue(&sqs, "gc-stack-manual").await;
+    let dlq = fresh_queue(&sqs, "gc-stack-dlq").await;
+    let cfn = aws_sdk_cloudformation::Client::new(&integration_tests::sdk_config().await);
+    let name = unique("gc-stack");
+    let template = json!({
+        "Parameters": {
+            "IntegrationName": {"Type": "String"},
+            "TerminalBaseUrl": {"Type": "String"},
+            "TerminalApiTokenSecretArn": {"Type": "String", "Default": ""},
+            "KeyTtlSeconds": {"Type": "Number"},
+        },
+        "Resources": {"Placeholder": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {
+            "IdempotencyTableName": {"Value": store.idempotency_table()},
+            "BookingsTableName": {"Value": store.bookings_table()},
+            "ManualBookingQueueUrl": {"Value": manual},
+            "NotificationDeadLetterQueueUrl": {"Value": dlq},
+            "NotificationQueueUrl": {"Value": {"Ref": "Placeholder"}},
+        },
+    });
+    let param = |k: &str, v: &str| {
+        aws_sdk_cloudformation::types::Parameter::builder()
+            .parameter_key(k)
+            .parameter_value(v)
+            .build()
+    };
+    cfn.create_stack()
+        .stack_name(&name)
+        .template_body(template.to_string())
+        .parameters(param("IntegrationName", "stack-integration"))
+        .parameters(param("TerminalBaseUrl", "https://slots.example"))
+        .parameters(param("KeyTtlSeconds", "1814400"))
+        .send()
+        .await
+        .expect("create stack in moto");
+    let t = Targets::from_stack(&cfn, &name).await.expect("targets");
+    assert_eq!(t.idempotency_table, store.idempotency_table());
+    assert_eq!(t.bookings_table, store.bookings_table());
+    assert_eq!(t.manual_queue_url, manual);
+    assert_eq!(t.dead_letter_queue_url.as_deref(), Some(dlq.as_str()));
+    assert!(t.notification_queue_url.is_some());
+    assert_eq!(t.gate.integration, "stack-integration");
+    assert_eq!(t.gate.key_ttl_s, 1_814_400);
+    assert_eq!(t.token_secret_arn, None);
+    assert_eq!(t.source, format!("stack {name}"));
+    let missing = Targets::from_stack(&cfn, "no-such-stack")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.exit_code(), exit::NOT_FOUND, "{missing}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_gatectl"))
+        .args(["--stack", &name, "--json", "list", "in-flight"])
+        .env("AWS_ENDPOINT_URL", moto_endpoint())
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env_remove("IDEMPOTENCY_TABLE")
+        .output()
+        .expect("gatectl runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
 }

@@ -167,6 +167,48 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// The README's gatectl section names every subcommand and list, and its exit-code table is
+    /// `crate::error::exit`.
+    #[test]
+    fn the_readme_documents_every_command_and_exit_code() {
+        use crate::error::exit;
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        )
+        .unwrap();
+        let section = readme
+            .split("### gatectl: the runbooks' command line")
+            .nth(1)
+            .and_then(|s| s.split("\n### ").next())
+            .expect("a gatectl section");
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            let name = sub.get_name();
+            if name == "list" {
+                for list in sub.get_subcommands() {
+                    let cited = format!("`list {}", list.get_name());
+                    assert!(section.contains(&cited), "{cited}");
+                }
+            } else if name != "help" {
+                let cited = format!("| `{name}");
+                assert!(section.contains(&cited), "{cited}");
+            }
+        }
+        for (code, word) in [
+            (exit::OK, "done"),
+            (exit::FAILED, "failed"),
+            (exit::USAGE, "usage"),
+            (exit::NOT_FOUND, "not found"),
+            (exit::REFUSED, "refused"),
+            (exit::PERMISSION, "permission denied"),
+            (exit::NOT_CONFIRMED, "not confirmed"),
+            (exit::CONFIG, "configuration"),
+        ] {
+            let row = format!("| {code} | {word}");
+            assert!(section.contains(&row), "{row}");
+        }
+    }
+
     #[test]
     fn finish_needs_a_slot_or_the_terminal_but_not_both() {
         let key = "a".repeat(64);

@@ -419,6 +419,7 @@ impl Ctl {
             ),
             format!("lease         {lease}"),
             format!("operation key {}", r.op_key),
+            format!("fingerprint   {}", r.fingerprint),
             format!(
                 "slot          {}",
                 r.slot_id.as_deref().unwrap_or("none committed")

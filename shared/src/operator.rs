@@ -473,3 +473,267 @@ mod dynamo_audit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::gate::{derive_keys, GateConfig};
+    use crate::manual::MemoryManualQueue;
+    use crate::notification::parse_notification;
+    use crate::reconciler::ReconcilerConfig;
+    use crate::store::{IdempotencyStore, Reservation};
+    use crate::terminal::{LookupOutcome, SlotTerminal};
+
+    /// 2026-06-01T06:00:00Z.
+    const T0: i64 = 1_780_293_600_000;
+
+    /// A terminal the operator's writes never call.
+    struct Unreachable;
+
+    #[async_trait]
+    impl SlotTerminal for Unreachable {
+        async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+            ClaimOutcome::Transient("not called".into())
+        }
+        async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+            LookupOutcome::Transient("not called".into())
+        }
+    }
+
+    struct World {
+        gate: Gate,
+        store: Arc<MemoryStore>,
+        manual: Arc<MemoryManualQueue>,
+        clock: Arc<ManualClock>,
+    }
+
+    fn world() -> World {
+        let store = Arc::new(MemoryStore::new());
+        let manual = Arc::new(MemoryManualQueue::new());
+        let clock = Arc::new(ManualClock::new(T0));
+        World {
+            gate: Gate {
+                config: GateConfig::new("it", vec!["ECT-DELTA".into()]),
+                store: store.clone(),
+                terminal: Arc::new(Unreachable),
+                manual: manual.clone(),
+                clock: clock.clone(),
+            },
+            store,
+            manual,
+            clock,
+        }
+    }
+
+    /// Reserved by `owner` at T0 with a lease until `deadline_ms`.
+    async fn strand(w: &World, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
+        let body = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","preferred_window":{"start":"2026-06-01T08:00:00Z","end":"2026-06-01T10:00:00Z"},"terminal":"ECT-DELTA","pin":"4711"}"#;
+        let n = parse_notification(body, T0, &["ECT-DELTA".to_string()]).unwrap();
+        let keys = derive_keys(&n).unwrap();
+        let inv = Invocation {
+            request_id: owner.into(),
+            deadline_ms,
+        };
+        let record = w.gate.new_record(&n, &keys, &inv, T0);
+        assert_eq!(
+            w.store.reserve(&record, T0).await.unwrap(),
+            Reservation::Reserved
+        );
+        record
+    }
+
+    fn operator(w: &World) -> Invocation {
+        Invocation {
+            request_id: "gatectl:alice#1".into(),
+            deadline_ms: w.clock.now_ms() + OPERATOR_LEASE_MS,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_live_lease_refuses_and_names_its_holder_and_end() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 120_000).await;
+        w.clock.advance_ms(20_000);
+        let err = w
+            .gate
+            .operator_finish(
+                &record,
+                SlotClaim {
+                    slot_id: "S-1".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            OperatorError::Refused(Refusal::LeaseLive {
+                holder: "inv-1#0".into(),
+                until: "2026-06-01T06:02:00Z".into(),
+                left_s: 100,
+            })
+        );
+        assert_eq!(w.store.get(&record.pk).await.unwrap().unwrap(), record);
+    }
+
+    #[tokio::test]
+    async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        w.clock.advance_ms(60_000);
+        let outcome = w
+            .gate
+            .operator_finish(
+                &record,
+                SlotClaim {
+                    slot_id: "S-1".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            RecordOutcome::Committed {
+                slot_id: "S-1".into(),
+                natural_key_collision: None
+            }
+        );
+        let after = w.store.get(&record.pk).await.unwrap().unwrap();
+        assert_eq!(after.status, RecordStatus::Committed);
+        assert_eq!(after.lease_owner.as_deref(), Some("gatectl:alice#1"));
+        assert_eq!(
+            w.store
+                .booking(&record.event_key)
+                .await
+                .unwrap()
+                .unwrap()
+                .slot_id,
+            "S-1"
+        );
+        // Committed now: a second finish is refused with the status.
+        let again = w
+            .gate
+            .operator_finish(
+                &after,
+                SlotClaim {
+                    slot_id: "S-2".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            again.to_string(),
+            "the record is committed, not in_flight: nothing to finish"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_slot() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        w.clock.advance_ms(60_000);
+        let outcome = w
+            .gate
+            .operator_cancel(&record, "cancelled by gatectl:alice: dup", &operator(&w))
+            .await
+            .unwrap();
+        assert_eq!(outcome, RecordOutcome::Manual(ManualReason::Cancelled));
+        let after = w.store.get(&record.pk).await.unwrap().unwrap();
+        assert_eq!(after.status, RecordStatus::Failed);
+        assert_eq!(
+            after.error.as_deref(),
+            Some("cancelled by gatectl:alice: dup")
+        );
+        assert!(after.inflight_shard.is_none() && !after.route_pending && after.request.is_empty());
+        let items = w.manual.items();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].reason, ManualReason::Cancelled);
+        assert_eq!(items[0].original_body.as_bytes(), record.request.as_slice());
+        assert_eq!(
+            items[0].event_key.as_deref(),
+            Some(record.event_key.as_str())
+        );
+
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        let with_slot = w
+            .store
+            .record_slot_id(&record.pk, "S-9", T0)
+            .await
+            .unwrap()
+            .unwrap();
+        w.clock.advance_ms(60_000);
+        let err = w
+            .gate
+            .operator_cancel(&with_slot, "x", &operator(&w))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            OperatorError::Refused(Refusal::SlotRecorded {
+                slot_ids: vec!["S-9".into()]
+            })
+        );
+        assert!(w.manual.items().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_history_is_appended_to_an_existing_record_only() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        let entry = |n: i64| AuditEntry {
+            at_ms: T0 + n,
+            who: "gatectl:alice".into(),
+            action: "finish".into(),
+            detail: format!("line {n}"),
+        };
+        w.store.append_history(&record.pk, &entry(1)).await.unwrap();
+        w.store.append_history(&record.pk, &entry(2)).await.unwrap();
+        assert_eq!(
+            w.store.history(&record.pk).await.unwrap(),
+            vec![entry(1), entry(2)]
+        );
+        assert!(matches!(
+            w.store.append_history("it#none", &entry(3)).await,
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(w.store.history("it#none").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_next_step_says_what_the_gate_will_do() {
+        let w = world();
+        let config = ReconcilerConfig::default();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        // The lease lasts the 30 s floor; 40 s later it has expired.
+        w.clock.advance_ms(40_000);
+        let now = w.clock.now_ms();
+        assert_eq!(
+            w.gate.next_step(&record, &config, now),
+            "the reconciler takes it over in 80 s (the reconciler waits until it is 120 s old), \
+             looks up the slot under its operation key and commits it; finding none, claims \
+             again with the same Idempotency-Key and commits the answer"
+        );
+        let live = IdempotencyRecord {
+            lease_until_ms: Some(now + 5_000),
+            ..record.clone()
+        };
+        assert_eq!(
+            w.gate.next_step(&live, &config, now),
+            "its holder inv-1#0 works on it until 2026-06-01T06:00:45Z"
+        );
+        let old = now + config.claim_horizon_ms();
+        assert!(w
+            .gate
+            .next_step(&record, &config, old)
+            .contains("past_key_retention: 23 h old"));
+    }
+}

@@ -978,6 +978,8 @@ impl Ctl {
                 }
             }
         };
+        gate::operator::operator_check_slot(&r, &slot.slot_id)
+            .map_err(|e| CtlError::Refused(e.to_string()))?;
         let plan = format!(
             "finish {}: take over the lease of {} (expired), commit slot {} ({source}) and write \
              the TMS booking for {} at {} ({} .. {}); the record leaves the InFlight index",

@@ -123,6 +123,14 @@ pub enum Refusal {
         /// The recorded slot ids.
         slot_ids: Vec<String>,
     },
+    /// A finish with another slot than the one(s) the terminal already returned for the record.
+    #[error("the terminal returned slot id(s) {slot_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
+    OtherSlotRecorded {
+        /// The slot id given.
+        given: String,
+        /// The recorded slot ids.
+        slot_ids: Vec<String>,
+    },
     /// The take-over was refused: someone took the record meanwhile, or finished it.
     #[error(
         "the lease was taken or the record finished meanwhile; run `gatectl show` and look again"
@@ -196,6 +204,8 @@ impl Gate {
     /// booking, through the gate's own settlement of a claim (the slot must be for the record's
     /// container when the terminal named one; a refused commit is re-read and acted on as the
     /// consumer would). Returns what happened ([`RecordOutcome::Committed`] when all went well).
+    /// Refused ([`Refusal::OtherSlotRecorded`]) when the terminal already returned another slot
+    /// id for the record: committing a second slot would leave the first unbooked.
     ///
     /// # Errors
     /// A [`Refusal`] before anything was written, or a store error of the take-over.
@@ -205,6 +215,8 @@ impl Gate {
         slot: SlotClaim,
         invocation: &Invocation,
     ) -> Result<RecordOutcome, OperatorError> {
+        self.operator_check(record, "finish", self.clock.now_ms())?;
+        operator_check_slot(record, &slot.slot_id)?;
         let held = self
             .operator_take_over(record, "finish", invocation)
             .await?;
@@ -346,6 +358,21 @@ impl Gate {
             }
         }
     }
+}
+
+/// The refusal of a finish of `record` with `slot_id` when the terminal already returned other
+/// slot ids for it ([`Refusal::OtherSlotRecorded`]); checked by [`Gate::operator_finish`].
+///
+/// # Errors
+/// The [`Refusal`].
+pub fn operator_check_slot(record: &IdempotencyRecord, slot_id: &str) -> Result<(), Refusal> {
+    if record.slot_ids.is_empty() || record.slot_ids.contains(slot_id) {
+        return Ok(());
+    }
+    Err(Refusal::OtherSlotRecorded {
+        given: slot_id.to_string(),
+        slot_ids: record.slot_ids.iter().cloned().collect(),
+    })
 }
 
 /// A refused or failed operator write.
@@ -683,6 +710,28 @@ mod tests {
             })
         );
         assert!(w.manual.items().is_empty());
+        // Nor is a finish with another slot than the recorded one.
+        let err = w
+            .gate
+            .operator_finish(
+                &with_slot,
+                SlotClaim {
+                    slot_id: "S-1".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the terminal returned slot id(s) [\"S-9\"] for this record, not S-1: finish it with \
+             one of those (or --from-terminal)"
+        );
+        assert_eq!(
+            w.store.get(&with_slot.pk).await.unwrap().unwrap(),
+            with_slot
+        );
     }
 
     #[tokio::test]

@@ -19,7 +19,7 @@ use gate::store::{
 };
 use serde::Serialize;
 
-use crate::counter::CallCounter;
+use crate::counter::CallRecorder;
 use crate::handlers::{build_gate, invocation, sqs_event, Env};
 use crate::stats::median;
 use crate::workload::{deliveries, Delivery};
@@ -206,7 +206,7 @@ pub async fn run(
     store_latency_ms: u64,
     window: &(String, String),
 ) -> Result<Vec<BatchResult>, String> {
-    let moto_gate = build_gate(env, &format!("{tag}-batch"), &CallCounter::default(), 10).await?;
+    let moto_gate = build_gate(env, &format!("{tag}-batch"), &CallRecorder::default(), 10).await?;
     let on_moto = measure(
         &moto_gate,
         "moto".into(),

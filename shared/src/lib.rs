@@ -41,3 +41,5 @@ pub mod sqs_manual;
 pub mod store;
 pub mod strict_json;
 pub mod terminal;
+#[cfg(feature = "testkit")]
+pub mod testkit;

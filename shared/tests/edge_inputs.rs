@@ -106,12 +106,11 @@ fn with(field: &str, value: Value) -> String {
     v.to_string()
 }
 
+/// One record; `None` for a record without a body.
 fn event(message_id: &str, body: Option<&str>) -> SqsEvent {
-    serde_json::from_value(json!({"Records": [{
-        "messageId": message_id, "receiptHandle": format!("rh-{message_id}"), "body": body,
-        "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {}
-    }]}))
-    .unwrap()
+    let mut event = gate::testkit::sqs_event(&[(message_id, body.unwrap_or_default())]);
+    event.records[0].body = body.map(str::to_string);
+    event
 }
 
 fn invocation(w: &World, id: &str) -> Invocation {

@@ -96,14 +96,7 @@ fn body(id: &str, container: &str) -> String {
 }
 
 fn event(records: &[(&str, &str)]) -> SqsEvent {
-    let records: Vec<_> = records
-        .iter()
-        .map(|(id, body)| {
-            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-                   "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {}})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).unwrap()
+    gate::testkit::sqs_event(records)
 }
 
 fn invocation(w: &World, id: &str) -> Invocation {

@@ -401,18 +401,15 @@ fn notification(id: &str, equipment: &str) -> Value {
 }
 
 fn sqs_event(bodies: &[String]) -> Value {
-    let records: Vec<Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, body)| {
-            json!({"messageId": format!("msg-{i}-{}", unique("m")), "receiptHandle": "rh",
-                   "body": body, "eventSource": "aws:sqs", "attributes": {},
-                   "messageAttributes": {}, "md5OfBody": "",
-                   "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:notifications",
-                   "awsRegion": "eu-west-1"})
-        })
+    let ids: Vec<String> = (0..bodies.len())
+        .map(|i| format!("msg-{i}-{}", unique("m")))
         .collect();
-    json!({ "Records": records })
+    let records: Vec<(&str, &str)> = ids
+        .iter()
+        .zip(bodies)
+        .map(|(id, body)| (id.as_str(), body.as_str()))
+        .collect();
+    serde_json::to_value(gate::testkit::sqs_event(&records)).expect("an SQS event serialises")
 }
 
 /// Every body the consumer gets: one per terminal behaviour, then the poison ones.

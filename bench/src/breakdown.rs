@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use gate::gate::Gate;
-use gate::memory::MemoryStore;
+use gate::consumer::Gate;
+use gate::store::memory::MemoryStore;
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use serde::Serialize;
 

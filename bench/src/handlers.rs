@@ -13,9 +13,9 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use gate::clock::{Clock, SystemClock};
-use gate::dynamo::{create_tables, DynamoStore};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
+use gate::store::dynamo::{create_tables, DynamoStore};
 use gate::terminal::{HttpTerminal, HttpTerminalConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -8,15 +8,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
-use gate::dynamo::{record_from_item, DynamoStore, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
-use gate::gate::{Gate, Invocation, RecordOutcome};
+use gate::consumer::{Gate, Invocation, RecordOutcome};
 use gate::iso6346::EquipmentNumber;
 use gate::keys::event_key_of;
 use gate::manual::ManualItem;
 use gate::operator::{rfc3339_ms, AuditEntry, AuditLog, OperatorError, OPERATOR_LEASE_MS};
 use gate::reconciler::ReconcileReport;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
-use gate::store::{IdempotencyStore, InFlightEntry};
+use gate::store::dynamo::{record_from_item, DynamoStore, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
+use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use serde_json::{json, Value};
 
@@ -514,6 +514,7 @@ impl Ctl {
             loop {
                 let page = self
                     .store
+                    .index()
                     .stale_in_flight(&shard, created_before_ms, cursor.take(), 100)
                     .await
                     .map_err(|e| {

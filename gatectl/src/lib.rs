@@ -17,9 +17,9 @@ pub mod targets;
 use std::sync::Arc;
 
 use gate::clock::SystemClock;
-use gate::dynamo::DynamoStore;
-use gate::gate::Gate;
-use gate::sqs_manual::SqsManualQueue;
+use gate::consumer::Gate;
+use gate::manual::sqs::SqsManualQueue;
+use gate::store::dynamo::DynamoStore;
 use gate::terminal::{HttpTerminal, SlotTerminal};
 
 use crate::cli::Cli;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use gate::config::FunctionConfig;
-use gate::gate::GateConfig;
+use gate::consumer::GateConfig;
 use gate::reconciler::ReconcilerConfig;
 use gate::terminal::HttpTerminalConfig;
 

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gate::clock::{Clock, ManualClock};
-use gate::dynamo::DynamoStore;
-use gate::gate::{derive_keys, Gate, Invocation};
+use gate::consumer::{derive_keys, Gate, Invocation};
+use gate::manual::sqs::SqsManualQueue;
 use gate::notification::parse_notification;
 use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
-use gate::sqs_manual::SqsManualQueue;
+use gate::store::dynamo::DynamoStore;
 use gate::store::{IdempotencyStore, Reservation};
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 use gatectl::ctl::{Action, Confirm, Ctl, Query, Yes};
@@ -407,7 +407,7 @@ async fn a_multi_slot_key_is_shown_with_its_ids() {
     let record = w
         .strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000)
         .await;
-    let committed = gate::gate::commit(w.store.as_ref(), &record, "inv-1#0", "SLOT-A", T0)
+    let committed = gate::consumer::commit(w.store.as_ref(), &record, "inv-1#0", "SLOT-A", T0)
         .await
         .unwrap();
     assert_eq!(committed, gate::store::CommitOutcome::Committed);
@@ -582,7 +582,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let n = parse_notification(&body, T0, &["ECT-DELTA".to_string()]).unwrap();
     let keys = derive_keys(&n).unwrap();
     let gate = Gate {
-        config: gate::gate::GateConfig::new(integration.as_str(), vec!["ECT-DELTA".into()]),
+        config: gate::consumer::GateConfig::new(integration.as_str(), vec!["ECT-DELTA".into()]),
         store: Arc::new(store.clone()),
         terminal: Arc::new(gatectl::ctl::NoTerminal),
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),

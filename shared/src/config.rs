@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::gate::{GateConfig, DEFAULT_KEY_TTL_S};
+use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
 use crate::terminal::{ApiToken, HttpTerminalConfig};
 

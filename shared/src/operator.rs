@@ -21,10 +21,11 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::clock::ms_to_s;
-use crate::gate::{is_routing_record, window_ended, Gate, Invocation, RecordOutcome};
+use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
-use crate::memory::MemoryStore;
 use crate::record::{IdempotencyRecord, RecordStatus};
+use crate::routing::is_routing_record;
+use crate::store::memory::MemoryStore;
 use crate::store::{StoreError, TakeOver};
 use crate::terminal::{ClaimOutcome, SlotClaim};
 
@@ -226,9 +227,11 @@ impl Gate {
             .settle_claim(
                 &held,
                 ClaimOutcome::Claimed(slot),
-                &body,
-                &message_id,
-                invocation,
+                Delivery {
+                    body: &body,
+                    message_id: &message_id,
+                    invocation,
+                },
             )
             .await)
     }
@@ -275,9 +278,11 @@ impl Gate {
                 RecordStatus::Failed,
                 ManualReason::Cancelled,
                 detail.to_string(),
-                &body,
-                &message_id,
-                invocation,
+                Delivery {
+                    body: &body,
+                    message_id: &message_id,
+                    invocation,
+                },
             )
             .await)
     }
@@ -400,7 +405,7 @@ mod dynamo_audit {
     use aws_sdk_dynamodb::types::AttributeValue;
 
     use super::{AuditEntry, AuditLog};
-    use crate::dynamo::DynamoStore;
+    use crate::store::dynamo::DynamoStore;
     use crate::store::StoreError;
 
     fn entry_item(entry: &AuditEntry) -> AttributeValue {
@@ -507,7 +512,7 @@ mod tests {
 
     use super::*;
     use crate::clock::{Clock, ManualClock};
-    use crate::gate::{derive_keys, GateConfig};
+    use crate::consumer::{derive_keys, GateConfig};
     use crate::manual::MemoryManualQueue;
     use crate::notification::parse_notification;
     use crate::reconciler::ReconcilerConfig;

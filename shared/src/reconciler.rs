@@ -8,7 +8,7 @@
 //! is none and the record is still inside the terminal's key retention (minus a margin), resend
 //! the stored request bytes with the same key and commit the answer; past the retention, never
 //! claim: route to the manual queue. A routing record (a poison body, a mismatch or an ended
-//! window on its way to the manual queue, see `crate::gate`, "Routing to a person exactly once")
+//! window on its way to the manual queue, see `crate::consumer`, "Routing to a person exactly once")
 //! is finished by sending the item it stores, never claimed. This is the "completer" of
 //! Stripe-style idempotency (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
 //! Postgres", 2017): minimum age, lease timeout, never a live lease.
@@ -16,10 +16,11 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::gate::{is_routing_record, window_ended, Gate, Invocation, RecordOutcome};
+use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
-use crate::store::{InFlightEntry, TakeOver};
+use crate::routing::is_routing_record;
+use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
 use crate::terminal::{ClaimOutcome, LookupOutcome};
 
 /// The reconciler's settings. Durations in **milliseconds**.
@@ -91,9 +92,11 @@ pub struct ReconcileReport {
 
 impl Gate {
     /// One reconciler run over all 16 shards of `InFlight`, at most `max_concurrency` records at
-    /// once, stopping before `invocation`'s deadline (less than `deadline_margin_ms` left).
+    /// once, stopping before `invocation`'s deadline (less than `deadline_margin_ms` left). `index`
+    /// is the read side of the same table as `self.store` (its `InFlight` index).
     pub async fn reconcile(
         &self,
+        index: &dyn InFlightIndex,
         config: &ReconcilerConfig,
         invocation: &Invocation,
     ) -> ReconcileReport {
@@ -108,8 +111,7 @@ impl Gate {
                     break 'shards;
                 }
                 let created_before = self.clock.now_ms() - config.min_age_ms;
-                let page = match self
-                    .store
+                let page = match index
                     .stale_in_flight(&shard, created_before, cursor.take(), config.page_size)
                     .await
                 {
@@ -220,6 +222,11 @@ impl Gate {
         // The manual queue gets the stored claim request (the SQS body is not kept).
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = format!("reconciler:{owner}");
+        let d = Delivery {
+            body: &body,
+            message_id: &message_id,
+            invocation,
+        };
         if held.route_pending || is_routing_record(&held) {
             // A routing whose sender died before confirming it: send its stored item, never
             // claim.
@@ -236,9 +243,7 @@ impl Gate {
                     RecordStatus::Manual,
                     ManualReason::NoIdempotencySupport,
                     "stranded in_flight; the terminal does not honour Idempotency-Key".into(),
-                    &body,
-                    &message_id,
-                    invocation,
+                    d,
                 )
                 .await;
             return Step::from_outcome(outcome, false);
@@ -259,9 +264,7 @@ impl Gate {
                     why.quoted(),
                     held.op_key
                 );
-                return self
-                    .route_past_retention(&held, detail, &body, &message_id, invocation)
-                    .await;
+                return self.route_past_retention(&held, detail, d).await;
             }
             LookupOutcome::NotFound if past_retention => {
                 let detail = format!(
@@ -271,9 +274,7 @@ impl Gate {
                     age / 1000,
                     held.op_key
                 );
-                return self
-                    .route_past_retention(&held, detail, &body, &message_id, invocation)
-                    .await;
+                return self.route_past_retention(&held, detail, d).await;
             }
             // After the window's end nothing is claimed either: a person decides.
             LookupOutcome::NotFound if window_ended(&held, now) => {
@@ -287,9 +288,7 @@ impl Gate {
                              Idempotency-Key {}: never claimed after the window's end",
                             held.window_end, held.op_key
                         ),
-                        &body,
-                        &message_id,
-                        invocation,
+                        d,
                     )
                     .await;
                 return Step::from_outcome(outcome, false);
@@ -300,9 +299,7 @@ impl Gate {
                 false,
             ),
         };
-        let outcome = self
-            .settle_claim(&held, outcome, &body, &message_id, invocation)
-            .await;
+        let outcome = self.settle_claim(&held, outcome, d).await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)
     }
@@ -314,9 +311,7 @@ impl Gate {
         &self,
         held: &IdempotencyRecord,
         detail: String,
-        body: &str,
-        message_id: &str,
-        invocation: &Invocation,
+        d: Delivery<'_>,
     ) -> Step {
         let outcome = self
             .route_held_record(
@@ -324,9 +319,7 @@ impl Gate {
                 RecordStatus::Manual,
                 ManualReason::PastKeyRetention,
                 detail,
-                body,
-                message_id,
-                invocation,
+                d,
             )
             .await;
         Step::from_outcome(outcome, false)

@@ -1,5 +1,5 @@
 //! The alarm thresholds are defined once, in `gate::signals`, and the attributes the `InFlight`
-//! index projects once, in `gate::dynamo`; `template.yaml` carries copies. These tests fail when
+//! index projects once, in `gate::store::dynamo`; `template.yaml` carries copies. These tests fail when
 //! the two drift.
 
 use gate::signals::{
@@ -128,11 +128,11 @@ fn the_in_flight_index_projects_what_the_code_reads_and_never_the_request() {
     has(index, "ProjectionType: INCLUDE\n");
     let listed = format!(
         "NonKeyAttributes: [{}]",
-        gate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
+        gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
     );
     has(index, &listed);
     assert!(
-        !gate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
+        !gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
         "the claim request holds the release PIN"
     );
 }
@@ -159,5 +159,8 @@ fn both_functions_that_claim_get_the_key_retention() {
 fn the_key_ttl_default_matches() {
     let t = template();
     let p = resource(&t, "KeyTtlSeconds");
-    has(&p, &format!("Default: {}\n", gate::gate::DEFAULT_KEY_TTL_S));
+    has(
+        &p,
+        &format!("Default: {}\n", gate::consumer::DEFAULT_KEY_TTL_S),
+    );
 }

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
 use gate::manual::{ManualQueue, MemoryManualQueue};
-use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
-use gate::store::IdempotencyStore;
+use gate::store::memory::MemoryStore;
+use gate::store::{IdempotencyStore, InFlightIndex, Store};
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
@@ -168,7 +168,7 @@ pub struct ReplayOptions {
     /// The handler.
     pub handler: HandlerKind,
     /// The idempotency store for the gated handler; `None` for a fresh [`MemoryStore`].
-    pub store: Option<Arc<dyn IdempotencyStore>>,
+    pub store: Option<Arc<dyn Store>>,
 }
 
 impl ReplayOptions {
@@ -365,7 +365,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         }
     }
 
-    let store: Arc<dyn IdempotencyStore> = options
+    let store: Arc<dyn Store> = options
         .store
         .clone()
         .unwrap_or_else(|| Arc::new(MemoryStore::new()));
@@ -569,7 +569,9 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     request_id: format!("reconciler-{invocation_no:06}"),
                     deadline_ms: t + timeout_ms,
                 };
-                let r = base_gate.reconcile(&reconciler_config, &invocation).await;
+                let r = base_gate
+                    .reconcile(store.as_ref(), &reconciler_config, &invocation)
+                    .await;
                 counts.reconciler_runs += 1;
                 recorder.record(t, SignalCounts::of_reconcile(&r));
                 next_reconcile = Some(t + settings.interval_s * 1000);
@@ -682,7 +684,7 @@ fn settle(
 const MAX_IDLE_TICKS: usize = 1_440;
 
 /// Whether any record is `in_flight`, through the sparse index (any store).
-async fn any_in_flight(store: &dyn IdempotencyStore) -> Result<bool, String> {
+async fn any_in_flight(store: &dyn InFlightIndex) -> Result<bool, String> {
     for shard in 0..INFLIGHT_SHARDS {
         let page = store
             .stale_in_flight(&format!("{shard:02}"), i64::MAX, None, 1)
@@ -750,7 +752,7 @@ pub enum InvocationOutcome {
         /// Acknowledged message ids.
         acked: HashSet<String>,
         /// Per-record outcomes (gated handler only).
-        report: Vec<gate::gate::RecordReport>,
+        report: Vec<gate::consumer::RecordReport>,
     },
     /// The worker died: nothing is acknowledged.
     Crashed,
@@ -773,7 +775,7 @@ async fn run_gated(
         .iter()
         .filter_map(|r| r.message_id.clone())
         .collect();
-    let finish = |report: gate::gate::BatchReport| {
+    let finish = |report: gate::consumer::BatchReport| {
         let failed: HashSet<String> = report
             .response
             .batch_item_failures

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, Intercept};
-use gate::dynamo::{create_tables, DynamoStore};
+use gate::store::dynamo::{create_tables, DynamoStore};
 
 /// The region the tests use against moto.
 pub const REGION: &str = "eu-west-1";

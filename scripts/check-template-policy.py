@@ -8,8 +8,9 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * no wildcard resource where one can be named: an Allow statement with Resource "*" only for
   actions without resource-level permissions (cloudwatch:PutMetricData), and then with a
   Condition;
-* the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn, and
-  only in the roles of the functions that call the terminal (consumer, reconciler);
+* the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn (one
+  terminal) or !Ref TerminalTokenSecretArns (several, each statement one of them), and only in
+  the roles of the functions that call the terminal (consumer, reconciler);
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -37,7 +38,8 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
   dead-letter queues' messages) and writes exactly what its subcommands write (OPERATOR_WRITES:
   UpdateItem and PutItem on the idempotency table, PutItem on the bookings table, SendMessage to
   the manual-booking and notification queues, DeleteMessage on the dead-letter queue), nothing
-  else; the token's secret only as the functions read it. The manual-booking queue's policy lets
+  else; the terminals' token secrets only as the functions read them (TerminalApiTokenSecretArn
+  for one terminal, TerminalTokenSecretArns for several). The manual-booking queue's policy lets
   the operator send (gatectl cancel routes through the gate).
 
 Usage: scripts/check-template-policy.py [template]   (PyYAML: the project venv has it)
@@ -261,6 +263,7 @@ OPERATOR_MUST_READ = {
     ("sqs:GetQueueAttributes", "ManualBookingQueue"),
     ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
     ("secretsmanager:GetSecretValue", "TerminalApiTokenSecretArn"),
+    ("secretsmanager:GetSecretValue", "TerminalTokenSecretArns"),
 }
 
 
@@ -309,7 +312,8 @@ def check_operator_policy(problem, resources):
             for n in names_:
                 granted.add((a, n))
                 if a in OPERATOR_READS:
-                    if a == "secretsmanager:GetSecretValue" and n != "TerminalApiTokenSecretArn":
+                    if a == "secretsmanager:GetSecretValue" and n not in (
+                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns"):
                         problem(f"{name}/{sid}: GetSecretValue on {n}")
                 elif (a, n) not in OPERATOR_WRITES:
                     problem(f"{name}/{sid}: writes {a} on {n}, which no gatectl subcommand writes")
@@ -362,7 +366,7 @@ def main(path):
                 readers = [f for f, r in role_of.items() if r == role_name]
                 if not set(readers) <= TOKEN_READERS:
                     problem(f"{role_name}/{sid}: the token's secret readable by {readers}")
-                if [ref(r) for r in resources_] != ["TerminalApiTokenSecretArn"]:
+                if [ref(r) for r in resources_] not in (["TerminalApiTokenSecretArn"], ["TerminalTokenSecretArns"]):
                     problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")
     for fn in TOKEN_READERS & functions.keys():
         if not any(

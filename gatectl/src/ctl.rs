@@ -90,10 +90,10 @@ pub struct NoTerminal;
 #[async_trait]
 impl SlotTerminal for NoTerminal {
     async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Transient("no terminal configured (TERMINAL_BASE_URL)".into())
+        ClaimOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
-        LookupOutcome::Transient("no terminal configured (TERMINAL_BASE_URL)".into())
+        LookupOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
     }
 }
 
@@ -221,8 +221,9 @@ impl Ctl {
             Ok(())
         } else {
             Err(CtlError::Config(format!(
-                "{what} asks the terminal: set TERMINAL_BASE_URL (and the token: \
-                 TERMINAL_API_TOKEN_SECRET_ARN, or TERMINAL_API_TOKEN locally), or use --stack"
+                "{what} asks the terminal: set TERMINAL_BASE_URL and its token \
+                 (TERMINAL_API_TOKEN_SECRET_ARN, or TERMINAL_API_TOKEN locally), or TERMINALS for \
+                 several terminals, or use --stack"
             )))
         }
     }
@@ -885,7 +886,12 @@ impl Ctl {
     async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
         self.need_terminal("lookup")?;
         let r = self.record(&event_key_arg(key)?).await?;
-        match self.gate.terminal.lookup(&r.op_key, &r.request).await {
+        match self
+            .gate
+            .terminal
+            .lookup_at(&r.terminal, &r.op_key, &r.request)
+            .await
+        {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.slot_id.as_deref()) {
                     (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
@@ -963,7 +969,12 @@ impl Ctl {
             ),
             None => {
                 self.need_terminal("finish --from-terminal")?;
-                match self.gate.terminal.lookup(&r.op_key, &r.request).await {
+                match self
+                    .gate
+                    .terminal
+                    .lookup_at(&r.terminal, &r.op_key, &r.request)
+                    .await
+                {
                     LookupOutcome::Found(slot) => (slot, "found at the terminal"),
                     LookupOutcome::NotFound => {
                         return Err(CtlError::NotFound(format!(

@@ -62,6 +62,20 @@ pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let (terminal, terminal_ready): (Arc<dyn SlotTerminal>, bool) =
         match (&targets.terminal, cli.command.needs_terminal()) {
+            (Some(config), true) if !targets.terminals.is_empty() => {
+                // Several terminals: the reconciler's own router, each token from its secret.
+                let client = aws_sdk_secretsmanager::Client::new(&aws);
+                let router = gate::lambda::terminal_router(&targets.terminals, config, &client)
+                    .await
+                    .map_err(|e| {
+                        CtlError::from_text(
+                            e.to_string(),
+                            "secretsmanager:GetSecretValue",
+                            "the terminals' token secrets (TerminalTokenSecretArns)",
+                        )
+                    })?;
+                (Arc::new(router), true)
+            }
             (Some(config), true) => {
                 let mut config = config.clone();
                 if let Some(arn) = &targets.token_secret_arn {

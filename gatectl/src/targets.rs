@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use gate::config::FunctionConfig;
 use gate::consumer::GateConfig;
 use gate::reconciler::ReconcilerConfig;
+use gate::terminal::several::TerminalSpec;
 use gate::terminal::HttpTerminalConfig;
 
 use crate::error::CtlError;
@@ -27,7 +28,7 @@ pub const OUTPUT_VARIABLES: [(&str, &str); 5] = [
 
 /// Stack parameters and the variable the template sets from each on the reconciler (the
 /// function whose settings `gatectl reconcile` uses).
-pub const PARAMETER_VARIABLES: [(&str, &str); 15] = [
+pub const PARAMETER_VARIABLES: [(&str, &str); 17] = [
     ("IntegrationName", "INTEGRATION_NAME"),
     ("TerminalBaseUrl", "TERMINAL_BASE_URL"),
     ("TerminalApiTokenSecretArn", "TERMINAL_API_TOKEN_SECRET_ARN"),
@@ -49,6 +50,9 @@ pub const PARAMETER_VARIABLES: [(&str, &str); 15] = [
     ),
     ("RetentionMarginSeconds", "RETENTION_MARGIN_SECONDS"),
     ("ReconcilePageSize", "RECONCILE_PAGE_SIZE"),
+    // Several terminals in one stack (README, "Several terminals in one stack").
+    ("Terminals", "TERMINALS"),
+    ("TerminalTokenSecretArns", "TERMINAL_TOKEN_SECRET_ARNS"),
 ];
 
 /// The variables a stack's `outputs` and `parameters` (key, value) stand for, by
@@ -91,9 +95,13 @@ pub struct Targets {
     pub gate: GateConfig,
     /// The reconciler's settings (minimum age, key retention and margin).
     pub reconciler: ReconcilerConfig,
-    /// The terminal client's settings, `None` when `TERMINAL_BASE_URL` is not given (then
-    /// `lookup`, `finish --from-terminal` and `reconcile` cannot run).
+    /// The terminal client's settings (with several terminals: the settings they share),
+    /// `None` when neither `TERMINAL_BASE_URL` nor `TERMINALS` is given (then `lookup`,
+    /// `finish --from-terminal` and `reconcile` cannot run).
     pub terminal: Option<HttpTerminalConfig>,
+    /// Several terminals (`TERMINALS`), each with its URL, key support and token secret; empty
+    /// for one terminal.
+    pub terminals: Vec<TerminalSpec>,
     /// The Secrets Manager secret of the terminal's token, if any.
     pub token_secret_arn: Option<String>,
     /// Where this came from: `stack NAME` or `environment`.
@@ -102,8 +110,8 @@ pub struct Targets {
 
 impl Targets {
     /// Reads the targets through `lookup` (variable name to value) as the functions read their
-    /// configuration ([`FunctionConfig::from_env`], the reconciler's view), except that
-    /// `TERMINAL_BASE_URL` may be missing.
+    /// configuration ([`FunctionConfig::from_env`], the reconciler's view), except that the
+    /// terminal (`TERMINAL_BASE_URL`, or `TERMINALS` for several) may be missing.
     ///
     /// # Errors
     /// [`CtlError::Config`] naming every missing or invalid variable.
@@ -112,7 +120,8 @@ impl Targets {
         source: &str,
     ) -> Result<Self, CtlError> {
         const PLACEHOLDER: &str = "https://terminal.not-configured.invalid";
-        let has_terminal = lookup("TERMINAL_BASE_URL").is_some_and(|v| !v.trim().is_empty());
+        let given = |k: &str| lookup(k).is_some_and(|v| !v.trim().is_empty());
+        let has_terminal = given("TERMINAL_BASE_URL") || given("TERMINALS");
         let config = FunctionConfig::from_env(|k| {
             if k == "TERMINAL_BASE_URL" && !has_terminal {
                 Some(PLACEHOLDER.to_string())
@@ -132,6 +141,7 @@ impl Targets {
             gate: config.gate,
             reconciler: config.reconciler,
             terminal: has_terminal.then_some(config.terminal),
+            terminals: config.terminals,
             token_secret_arn: config.token_secret_arn,
             source: source.to_string(),
         })
@@ -242,6 +252,7 @@ mod tests {
         assert_eq!(vars["MAX_CONCURRENCY"], "4");
         assert!(!vars.contains_key("TERMINAL_API_TOKEN_SECRET_ARN"));
         assert_eq!(vars.len(), 9, "{vars:?}");
+        assert!(t_is_one_terminal(&vars));
         let t = Targets::from_lookup(|k| vars.get(k).cloned(), "stack prod").unwrap();
         assert_eq!(t.bookings_table, "prod-BookingsTable-1");
         assert_eq!(t.gate.key_ttl_s, 1_814_400);
@@ -250,6 +261,38 @@ mod tests {
             t.terminal.map(|c| c.base_url),
             Some("https://slots.example".to_string())
         );
+    }
+
+    fn t_is_one_terminal(vars: &BTreeMap<String, String>) -> bool {
+        !vars.contains_key("TERMINALS")
+    }
+
+    #[test]
+    fn several_terminals_come_from_the_terminals_parameter() {
+        let outputs = pairs(&[
+            ("IdempotencyTableName", "i"),
+            ("BookingsTableName", "b"),
+            (
+                "ManualBookingQueueUrl",
+                "https://sqs.eu-west-1.amazonaws.com/1/manual",
+            ),
+        ]);
+        let parameters = pairs(&[
+            ("TerminalBaseUrl", ""),
+            ("TerminalApiTokenSecretArn", ""),
+            (
+                "Terminals",
+                r#"[{"code": "ECT-DELTA", "supports_idempotency_key": true, "base_url": "https://slots.ect.example", "key_retention_seconds": 86400, "max_concurrent_calls": 4},
+                    {"code": "RWG", "supports_idempotency_key": false}]"#,
+            ),
+            ("TerminalTokenSecretArns", ""),
+        ]);
+        let vars = variables_from_stack(&outputs, &parameters);
+        let t = Targets::from_lookup(|k| vars.get(k).cloned(), "stack prod").unwrap();
+        let codes: Vec<&str> = t.terminals.iter().map(|s| s.code.as_str()).collect();
+        assert_eq!(codes, ["ECT-DELTA", "RWG"]);
+        assert!(t.terminal.is_some());
+        assert!(!t.gate.supports_idempotency_key("RWG"));
     }
 
     #[test]

@@ -19,7 +19,8 @@ use crate::consumer::{Gate, Invocation};
 use crate::manual::sqs::SqsManualQueue;
 use crate::signals::{self, Counts, StoreSignals};
 use crate::store::dynamo::{DynamoIndex, DynamoStore};
-use crate::terminal::HttpTerminal;
+use crate::terminal::several::{TerminalRouter, TerminalSpec};
+use crate::terminal::{HttpTerminal, HttpTerminalConfig, SlotTerminal};
 
 /// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.
 const EPOCH_MS_FLOOR: i64 = 1_000_000_000_000;
@@ -128,14 +129,18 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<(Gate, DynamoIndex
         .await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let mut terminal_config = config.terminal;
-    if let Some(arn) = &config.token_secret_arn {
-        // Read once per cold start and kept for the environment's life (`crate::secrets`).
-        let secrets = aws_sdk_secretsmanager::Client::new(&aws);
-        terminal_config.token = Some(crate::secrets::fetch_api_token(&secrets, arn).await?);
-        tracing::info!(secret = %arn, "terminal API token read from Secrets Manager");
-    }
-    let terminal = HttpTerminal::new(terminal_config)?;
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws);
+    let terminal: Arc<dyn SlotTerminal> = if config.terminals.is_empty() {
+        let mut terminal_config = config.terminal;
+        if let Some(arn) = &config.token_secret_arn {
+            // Read once per cold start and kept for the environment's life (`crate::secrets`).
+            terminal_config.token = Some(crate::secrets::fetch_api_token(&secrets, arn).await?);
+            tracing::info!(secret = %arn, "terminal API token read from Secrets Manager");
+        }
+        Arc::new(HttpTerminal::new(terminal_config)?)
+    } else {
+        Arc::new(terminal_router(&config.terminals, &config.terminal, &secrets).await?)
+    };
     let store = DynamoStore::new(
         dynamodb,
         config.idempotency_table.clone(),
@@ -144,12 +149,40 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<(Gate, DynamoIndex
     let index = store.index().clone();
     let gate = Gate {
         store: Arc::new(store),
-        terminal: Arc::new(terminal),
+        terminal,
         manual: Arc::new(SqsManualQueue::new(sqs, config.manual_queue_url.clone())),
         clock: Arc::new(SystemClock),
         config: config.gate,
     };
     Ok((gate, index))
+}
+
+/// The [`TerminalRouter`] of a stack with several terminals (`TERMINALS`,
+/// [`crate::terminal::several::http_router`]): each terminal with key support gets its client, its token
+/// read from its own secret once, at cold start. A terminal without key support gets no client
+/// (the gate never calls it) and its secret, if named, is not read.
+///
+/// # Errors
+/// A secret that cannot be read (the error names the terminal and the secret's ARN, never the
+/// value), or a client that cannot be built.
+pub async fn terminal_router(
+    specs: &[TerminalSpec],
+    shared: &HttpTerminalConfig,
+    secrets: &aws_sdk_secretsmanager::Client,
+) -> Result<TerminalRouter, Error> {
+    let mut tokens = std::collections::BTreeMap::new();
+    for spec in specs.iter().filter(|s| s.supports_idempotency_key) {
+        if let Some(arn) = &spec.token_secret_arn {
+            let token = crate::secrets::fetch_api_token(secrets, arn)
+                .await
+                .map_err(|e| Error::from(format!("terminal {:?}: {e}", spec.code)))?;
+            tracing::info!(terminal = %spec.code, secret = %arn, "terminal API token read from Secrets Manager");
+            tokens.insert(spec.code.clone(), token);
+        }
+    }
+    Ok(crate::terminal::several::http_router(
+        specs, shared, tokens,
+    )?)
 }
 
 /// Installs the EMF recorder: namespace [`signals::NAMESPACE`], dimension
@@ -427,6 +460,7 @@ pub async fn run_consumer() -> Result<(), Error> {
         tracing::info!(
             integration = %config.gate.integration,
             terminal_supports_idempotency_key = config.gate.terminal_supports_idempotency_key,
+            terminals = ?config.gate.known_terminals,
             deadline_margin_ms = config.gate.deadline_margin_ms,
             "consumer starting"
         );

@@ -7,7 +7,8 @@
 //!   (`IdempotencyStore`, the write path; `InFlightIndex`, the read side) with its adapters
 //!   (`store::memory`, `store::dynamo`);
 //! * [`terminal`]: the `SlotTerminal` port, `HttpTerminal` (`terminal::http`) and the scrubber
-//!   (`terminal::scrub`: the PIN and the token cut out of text from outside);
+//!   (`terminal::scrub`: the PIN and the token cut out of text from outside); several terminals
+//!   in one stack (`terminal::several`: `TERMINALS` and the per-terminal router);
 //! * [`manual`]: the `ManualQueue` port with its adapters (`manual::memory`, `manual::sqs`);
 //!   [`clock`]: the `Clock` port;
 //! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`routing`]: routing to a

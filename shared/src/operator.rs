@@ -331,11 +331,17 @@ impl Gate {
                 } else {
                     "at its next run (every minute)".to_string()
                 };
-                let then = if !self.config.terminal_supports_idempotency_key {
+                // Several terminals: each its own key support and retention.
+                let horizon = self
+                    .config
+                    .terminals
+                    .get(&record.terminal)
+                    .map_or(reconciler.claim_horizon_ms(), |p| p.claim_horizon_ms);
+                let then = if !self.config.supports_idempotency_key(&record.terminal) {
                     "routes it to the manual-booking queue (the terminal does not honour \
                      Idempotency-Key)"
                         .to_string()
-                } else if age >= reconciler.claim_horizon_ms() {
+                } else if age >= horizon {
                     format!(
                         "looks up the slot under its operation key and commits it; finding none, \
                          routes it to the manual-booking queue (past_key_retention: {} h old, the \

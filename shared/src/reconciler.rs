@@ -236,7 +236,7 @@ impl Gate {
             };
             return Step::from_outcome(outcome, false);
         }
-        if !self.config.terminal_supports_idempotency_key {
+        if !self.config.supports_idempotency_key(&held.terminal) {
             let outcome = self
                 .route_held_record(
                     &held,
@@ -249,11 +249,21 @@ impl Gate {
             return Step::from_outcome(outcome, false);
         }
         let age = now - held.created_at_ms;
-        let past_retention = age >= config.claim_horizon_ms();
+        // Several terminals: each its own key retention (`GateConfig::terminals`).
+        let horizon = self
+            .config
+            .terminals
+            .get(&held.terminal)
+            .map_or(config.claim_horizon_ms(), |p| p.claim_horizon_ms);
+        let past_retention = age >= horizon;
         // Past the key's retention nothing is claimed again: without a slot under the key (none,
         // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
         // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key, &held.request).await {
+        let (outcome, by_lookup) = match self
+            .terminal
+            .lookup_at(&held.terminal, &held.op_key, &held.request)
+            .await
+        {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
             LookupOutcome::Transient(why) if past_retention => {
                 let detail = format!(
@@ -295,7 +305,9 @@ impl Gate {
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
             LookupOutcome::NotFound => (
-                self.terminal.claim(&held.op_key, &held.request).await,
+                self.terminal
+                    .claim_at(&held.terminal, &held.op_key, &held.request)
+                    .await,
                 false,
             ),
         };

@@ -74,9 +74,44 @@ pub struct GateConfig {
     /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
     /// redelivery days later from claiming again.
     pub claim_horizon_ms: i64,
+    /// Per terminal code, when the stack books at several (`TERMINALS`, `crate::terminal::several`):
+    /// its key support and claim horizon, which replace the two fields above for records of
+    /// that terminal. Empty (the default): every terminal uses the fields above.
+    pub terminals: std::collections::BTreeMap<String, TerminalPolicy>,
+}
+
+/// What the gate needs to know of a terminal to decide before calling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalPolicy {
+    /// Whether the terminal honours `Idempotency-Key` (if not, its records go to the manual
+    /// queue, never claimed).
+    pub supports_idempotency_key: bool,
+    /// A record older than this many **milliseconds** is never claimed again at this terminal:
+    /// its key retention minus the retention margin (see [`GateConfig::claim_horizon_ms`]).
+    pub claim_horizon_ms: i64,
 }
 
 impl GateConfig {
+    /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
+    /// policy's, else `terminal_supports_idempotency_key`. (A record of a terminal since removed
+    /// from `TERMINALS` goes on to the terminal port, which has no client for it and answers
+    /// transient: looked up, never claimed, and past the horizon handed to a person.)
+    pub fn supports_idempotency_key(&self, terminal: &str) -> bool {
+        self.terminals
+            .get(terminal)
+            .map_or(self.terminal_supports_idempotency_key, |p| {
+                p.supports_idempotency_key
+            })
+    }
+
+    /// The claim horizon at the terminal `terminal`, **milliseconds**: its policy's, else
+    /// `claim_horizon_ms`.
+    pub fn claim_horizon_for(&self, terminal: &str) -> i64 {
+        self.terminals
+            .get(terminal)
+            .map_or(self.claim_horizon_ms, |p| p.claim_horizon_ms)
+    }
+
     /// Defaults for `integration` booking at `known_terminals`: key support on, 21-day TTL,
     /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
     pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
@@ -89,6 +124,7 @@ impl GateConfig {
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
+            terminals: Default::default(),
         }
     }
 }

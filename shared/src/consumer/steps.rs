@@ -57,7 +57,9 @@ pub async fn reserve(
 
 /// Step 3: claims the slot with the record's stored request bytes and operation key.
 pub async fn claim(terminal: &dyn SlotTerminal, record: &IdempotencyRecord) -> ClaimOutcome {
-    terminal.claim(&record.op_key, &record.request).await
+    terminal
+        .claim_at(&record.terminal, &record.op_key, &record.request)
+        .await
 }
 
 /// Step 4: commits the slot and the TMS booking in one transaction, only while `owner` holds the
@@ -230,7 +232,7 @@ impl Gate {
                 Err(e) => RecordOutcome::Retry(e),
             };
         }
-        if !self.config.terminal_supports_idempotency_key {
+        if !self.config.supports_idempotency_key(&record.terminal) {
             return self
                 .route_held_record(
                     record,
@@ -243,13 +245,17 @@ impl Gate {
         }
         let now = self.clock.now_ms();
         let age = now.saturating_sub(record.created_at_ms);
-        let past_horizon = age >= self.config.claim_horizon_ms;
+        let past_horizon = age >= self.config.claim_horizon_for(&record.terminal);
         let ended = window_ended(record, now);
         if past_horizon || ended {
             // A record resumed days later (a redelivery after the terminal's key retention), or
             // after its window ended: never claim again; find the slot the key may hold, or hand
             // it to a person.
-            let outcome = match self.terminal.lookup(&record.op_key, &record.request).await {
+            let outcome = match self
+                .terminal
+                .lookup_at(&record.terminal, &record.op_key, &record.request)
+                .await
+            {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {

@@ -50,6 +50,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::scrub;
+use super::several::{appointments_v2_answer, appointments_v2_body, path_segment, TerminalApi};
 use super::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use crate::notification::MAX_EQUIPMENT_NUMBER_CHARS;
 
@@ -141,6 +142,8 @@ pub struct HttpTerminalConfig {
     pub connect_timeout: Duration,
     /// Whole-request timeout (connect, send, answer). Keep it well under the lease.
     pub request_timeout: Duration,
+    /// The terminal's API shape (default [`TerminalApi::Slots`]).
+    pub api: TerminalApi,
 }
 
 impl HttpTerminalConfig {
@@ -151,6 +154,7 @@ impl HttpTerminalConfig {
             token: None,
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(10),
+            api: TerminalApi::Slots,
         }
     }
 }
@@ -522,6 +526,19 @@ impl HttpTerminal {
     }
 }
 
+impl HttpTerminal {
+    /// A `2xx` answer of the terminal's API in the `slots` shape the classification reads (see
+    /// [`TerminalApi`]); any other answer as it is.
+    fn shaped(&self, status: u16, body: Vec<u8>, lookup: bool) -> Vec<u8> {
+        match self.config.api {
+            TerminalApi::AppointmentsV2 if (200..=299).contains(&status) => {
+                appointments_v2_answer(&body, lookup).unwrap_or(body)
+            }
+            _ => body,
+        }
+    }
+}
+
 /// Reads at most [`MAX_ANSWER_BYTES`] of an answer body; the rest is never read.
 async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
     let mut body = Vec::new();
@@ -560,13 +577,24 @@ pub fn idempotency_key_header(op_key: &str) -> String {
 #[async_trait]
 impl SlotTerminal for HttpTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        let url = format!("{}/slots", self.config.base_url);
+        let (url, body) = match self.config.api {
+            TerminalApi::Slots => (format!("{}/slots", self.config.base_url), request.to_vec()),
+            TerminalApi::AppointmentsV2 => match appointments_v2_body(request) {
+                Ok(body) => (format!("{}/v2/appointments", self.config.base_url), body),
+                Err(why) => {
+                    return ClaimOutcome::Permanent {
+                        status: 0,
+                        detail: AnswerDetail::new(why),
+                    }
+                }
+            },
+        };
         let req = self
             .client
             .post(url)
             .header("Idempotency-Key", idempotency_key_header(op_key))
             .header("Content-Type", "application/json")
-            .body(request.to_vec());
+            .body(body);
         let fields = RequestFields::of(request);
         let known = self.known(&fields);
         let response = match self.authorise(req).send().await {
@@ -578,7 +606,7 @@ impl SlotTerminal for HttpTerminal {
         };
         let status = response.status().as_u16();
         match read_capped(response).await {
-            Ok(body) => classify_claim_known(status, &body, &known),
+            Ok(body) => classify_claim_known(status, &self.shaped(status, body, false), &known),
             Err(e) => ClaimOutcome::Transient(
                 scrub::scrub(
                     &format!("claim answer {status} unreadable: {}", request_error(e)),
@@ -590,8 +618,17 @@ impl SlotTerminal for HttpTerminal {
     }
 
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
-        let url = format!("{}/slots", self.config.base_url);
-        let req = self.client.get(url).query(&[("idempotency_key", op_key)]);
+        let req = match self.config.api {
+            TerminalApi::Slots => self
+                .client
+                .get(format!("{}/slots", self.config.base_url))
+                .query(&[("idempotency_key", op_key)]),
+            TerminalApi::AppointmentsV2 => self.client.get(format!(
+                "{}/v2/appointments/by-key/{}",
+                self.config.base_url,
+                path_segment(op_key)
+            )),
+        };
         let fields = RequestFields::of(request);
         let known = self.known(&fields);
         let response = match self.authorise(req).send().await {
@@ -614,7 +651,7 @@ impl SlotTerminal for HttpTerminal {
                 )
             }
         };
-        classify_lookup_known(status, &body, &known)
+        classify_lookup_known(status, &self.shaped(status, body, true), &known)
     }
 }
 

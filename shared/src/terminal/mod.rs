@@ -3,10 +3,13 @@
 //!
 //! * [`http`]: `HttpTerminal`, the reqwest client of the terminal contract (re-exported here);
 //! * [`scrub`]: the PIN and the token found and cut out of text from outside, in every form a
-//!   server echoes them.
+//!   server echoes them;
+//! * [`several`]: several terminals in one stack (`TERMINALS`, each terminal's API shape, and
+//!   `TerminalRouter`, which sends each record's calls to its own terminal).
 
 pub mod http;
 pub mod scrub;
+pub mod several;
 
 use std::fmt;
 
@@ -113,7 +116,8 @@ pub enum ClaimOutcome {
     Transient(AnswerDetail),
     /// Another `4xx` (`400`, `403`, ...): will never succeed; `failed` and the manual queue.
     Permanent {
-        /// The HTTP status.
+        /// The HTTP status; `0` when nothing was sent (a stored request the terminal's API shape
+        /// cannot carry, [`several::appointments_v2_body`]).
         status: u16,
         /// The summary and the scrubbed problem detail or body excerpt (never the request).
         detail: AnswerDetail,
@@ -146,4 +150,18 @@ pub trait SlotTerminal: Send + Sync {
     /// record the key belongs to: it is **not sent**, only read for the secrets (the PIN) and the
     /// container an answer must be checked against, as for [`SlotTerminal::claim`].
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome;
+
+    /// [`SlotTerminal::claim`] at the terminal `terminal` (the record's terminal code): what the
+    /// gate calls. A client of one terminal ignores the code (the default); a router of several
+    /// sends the call to that terminal's client ([`several::TerminalRouter`]).
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
+        let _ = terminal;
+        self.claim(op_key, request).await
+    }
+
+    /// [`SlotTerminal::lookup`] at the terminal `terminal`, as [`SlotTerminal::claim_at`].
+    async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {
+        let _ = terminal;
+        self.lookup(op_key, request).await
+    }
 }

@@ -103,6 +103,22 @@ pub enum Parsed {
     Ended(Event, Rejection),
     /// A body that can never succeed.
     Rejected(Rejection),
+    /// A body rejected (`rejection`) that is still its event's when that event already has a
+    /// record holding the same `label` as `event` (on the truck-slot path: a terminal removed from
+    /// the configuration while its records were in flight or committed). The record then decides,
+    /// as for any redelivery (`ended` as for [`Parsed::Ended`]): a committed event is a duplicate,
+    /// one in flight is looked up, never called, and goes to a person once. Without such a record
+    /// the rejection stands. Costs one consistent read, only for such bodies.
+    IfRecorded {
+        /// The event as parsed despite the rejection.
+        event: Event,
+        /// Why it is also ended, if it is.
+        ended: Option<Rejection>,
+        /// The rejection that stands without a record.
+        rejection: Rejection,
+        /// The label the record must hold with the event's value (e.g. `terminal`).
+        label: &'static str,
+    },
 }
 
 /// One integration: the parse, the side effect, and the business row. See the module docs.

@@ -14,6 +14,7 @@
 //!   [`clock`]: the `Clock` port;
 //! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`routing`]: routing to a
 //!   person exactly once; [`reconciler`]: stranded records finished;
+//! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
 //! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
 //!   exact numbers); [`logging`]: the functions' JSON logs (feature `aws`);
@@ -30,6 +31,7 @@ pub mod keys;
 #[cfg(feature = "aws")]
 pub mod logging;
 pub mod manual;
+pub mod operator;
 pub mod reconciler;
 pub mod record;
 pub mod routing;

@@ -96,6 +96,40 @@ fn not_json(e: &serde_json::Error) -> Rejection {
     rejection(&RejectReason::NotJson(e.to_string()))
 }
 
+/// For a body rejected only because its terminal is not configured: the notification parsed as
+/// if its terminal were (and, as for an ended window, the reason when its window has ended), so
+/// that the gate lets its record decide if its event has a record of that very terminal (a
+/// terminal removed from `TERMINALS` while its records were in flight or committed: a committed
+/// event is a duplicate, one in flight is never claimed again and goes to a person once, with the
+/// warning that a slot may exist; a rejection `unknown_terminal` as well would be a second item
+/// for the event, silent on that slot). `None` for every other reason.
+fn retired(
+    body: &str,
+    reason: &RejectReason,
+    now_ms: i64,
+) -> Option<(Notification, Option<RejectReason>)> {
+    let RejectReason::UnknownTerminal = reason else {
+        return None;
+    };
+    let terminal = serde_json::from_str::<serde_json::Value>(body)
+        .ok()?
+        .get("terminal")?
+        .as_str()?
+        .to_string();
+    let known = [terminal];
+    match parse_notification(body, now_ms, &known) {
+        Ok(n) => Some((n, None)),
+        Err(RejectReason::WindowEnded { end }) => {
+            let end_ms = chrono::DateTime::parse_from_rfc3339(&end)
+                .map_or(i64::MIN, |t| t.timestamp_millis());
+            parse_notification(body, end_ms.saturating_sub(1), &known)
+                .ok()
+                .map(|n| (n, Some(RejectReason::WindowEnded { end })))
+        }
+        Err(_) => None,
+    }
+}
+
 impl TruckSlot {
     /// For a body rejected only because its window has ended: the notification as parsed a
     /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
@@ -128,7 +162,18 @@ impl Integration for TruckSlot {
                     Ok(e) => Parsed::Ended(e, rejection(&reason)),
                     Err(e) => Parsed::Rejected(not_json(&e)),
                 },
-                None => Parsed::Rejected(rejection(&reason)),
+                None => match retired(body, &reason, now_ms) {
+                    Some((n, ended)) => match event(&n) {
+                        Ok(e) => Parsed::IfRecorded {
+                            event: e,
+                            ended: ended.as_ref().map(rejection),
+                            rejection: rejection(&reason),
+                            label: "terminal",
+                        },
+                        Err(e) => Parsed::Rejected(not_json(&e)),
+                    },
+                    None => Parsed::Rejected(rejection(&reason)),
+                },
             },
         }
     }

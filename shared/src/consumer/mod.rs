@@ -289,7 +289,8 @@ impl Gate {
 
     /// The integration's strict parse of `d.body` at `now_ms`: the event, and the rejection when
     /// it is rejected only because its event has ended (then parsed as of just before the end,
-    /// so its keys and its record decide). Any other rejection is routed to a person once per
+    /// so its keys and its record decide), or rejected but still its event's because that event
+    /// has a record ([`Parsed::IfRecorded`]). Any other rejection is routed to a person once per
     /// body, and its outcome returned as `Err`.
     async fn parse(
         &self,
@@ -300,6 +301,29 @@ impl Gate {
             Parsed::Event(event) => Ok((event, None)),
             Parsed::Ended(event, reason) => Ok((event, Some(reason))),
             Parsed::Rejected(reason) => Err(self.route_rejection(reason, d, now_ms).await),
+            Parsed::IfRecorded {
+                event,
+                ended,
+                rejection,
+                label,
+            } => match self.has_record(&event, label).await {
+                Ok(true) => Ok((event, ended)),
+                Ok(false) => Err(self.route_rejection(rejection, d, now_ms).await),
+                Err(e) => Err(RecordOutcome::Retry(e)),
+            },
+        }
+    }
+
+    /// Whether `event` already has a record holding the same `label` as the event (one consistent
+    /// read). `Err` is the store's error as text (the delivery is retried).
+    async fn has_record(&self, event: &Event, label: &str) -> Result<bool, String> {
+        let key = crate::keys::event_key_of_material(&event.key_material);
+        let pk = crate::record::record_pk(&self.config.integration, &key);
+        let want = event.labels.get(label).map_or("", String::as_str);
+        match self.store.get(&pk).await {
+            Ok(Some(record)) => Ok(record.label(label) == want),
+            Ok(None) => Ok(false),
+            Err(e) => Err(e.to_string()),
         }
     }
 

@@ -836,9 +836,10 @@ async fn the_binaries_log_no_secret_at_trace() {
         "{run}"
     );
     // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).
-    let published = tokio::task::spawn_blocking(move || invoke(port, "metrics-publisher", &metrics_event))
-        .await
-        .unwrap();
+    let published =
+        tokio::task::spawn_blocking(move || invoke(port, "metrics-publisher", &metrics_event))
+            .await
+            .unwrap();
 
     // Let the last lines reach the files, then stop the watcher.
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -93,6 +93,18 @@ fn the_template_passes_and_every_breach_is_named() {
             "maxReceiveCount can be anything, below 5",
         ),
         (
+            "the webhook ingress reads the terminal's token",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref WebhookSecretArn",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref TerminalApiTokenSecretArn",
+            "TerminalApiTokenSecretArn readable by ['IngressFunction']",
+        ),
+        (
+            "a stack role other than the ingress may send notifications",
+            ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn]]]\n            Action: sqs:SendMessage",
+            ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn, !GetAtt MetricsRole.Arn]]]\n            Action: sqs:SendMessage",
+            "allowed to ['MetricsRole']",
+        ),
+        (
             "a literal maxReceiveCount of 3",
             "maxReceiveCount: !Ref MaxReceiveCount",
             "maxReceiveCount: 3",

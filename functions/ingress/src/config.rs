@@ -64,9 +64,18 @@ impl IngressConfig {
                 );
                 None
             }
-            (Some(arn), None) => Some(SecretsConfig::SecretsManager {
-                arn: arn.trim().to_string(),
-            }),
+            (Some(arn), None) if gate::config::secret_arn_valid(arn.trim()) => {
+                Some(SecretsConfig::SecretsManager {
+                    arn: arn.trim().to_string(),
+                })
+            }
+            (Some(arn), None) => {
+                problem(
+                    "WEBHOOK_SECRET_ARN",
+                    format!("{arn:?} is not a Secrets Manager secret ARN"),
+                );
+                None
+            }
             (None, Some(text)) => match SecretSet::parse_json(&text) {
                 Ok(set) => Some(SecretsConfig::Local(set)),
                 Err(e) => {
@@ -137,6 +146,15 @@ mod tests {
         ]))
         .unwrap_err();
         assert_eq!(e.variables(), vec!["WEBHOOK_SECRETS"]);
+        let e = IngressConfig::from_env(env(&[
+            ("NOTIFICATION_QUEUE_URL", "http://q"),
+            ("WEBHOOK_SECRET_ARN", "my-secret"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid configuration: 1 problem: WEBHOOK_SECRET_ARN: \"my-secret\" is not a Secrets Manager secret ARN"
+        );
         assert!(!e.to_string().contains("MfKQ9r8"));
     }
 

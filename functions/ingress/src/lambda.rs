@@ -16,10 +16,11 @@ use crate::handler::{Ingress, SecretSource, Secrets};
 use crate::secrets::SecretsManagerSource;
 use crate::sqs::SqsNotificationQueue;
 
-/// The SDK configuration: standard retries (3 attempts) and timeouts that keep one request well
-/// inside API Gateway's 30 s integration timeout and the function's timeout (template: 10 s), so
-/// that a queue that does not answer becomes a `503` the sender retries, not a gateway timeout.
-async fn aws_config() -> aws_config::SdkConfig {
+/// The SDK configuration loader: standard retries (3 attempts) and timeouts that keep one
+/// request well inside API Gateway's 30 s integration timeout and the function's timeout
+/// (template: 10 s), so that a queue that does not answer becomes a `503` the sender retries, not
+/// a gateway timeout. `AWS_ENDPOINT_URL` is honoured (local runs against moto).
+pub fn aws_loader() -> aws_config::ConfigLoader {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(3))
         .timeout_config(
@@ -29,24 +30,21 @@ async fn aws_config() -> aws_config::SdkConfig {
                 .operation_timeout(Duration::from_secs(6))
                 .build(),
         )
-        .load()
-        .await
 }
 
-/// Builds the ingress from `config`: the SQS client and, for `WEBHOOK_SECRET_ARN`, the secrets
-/// read from Secrets Manager now.
+/// Builds the ingress from `config` with the SDK configuration `aws` ([`aws_loader`]): the SQS
+/// client and, for `WEBHOOK_SECRET_ARN`, the secrets read from Secrets Manager now.
 ///
 /// # Errors
 /// The secrets cannot be read or are not usable (the message names the ARN, never a value).
-pub async fn build(config: &IngressConfig) -> Result<Ingress, Error> {
-    let aws = aws_config().await;
-    let queue = SqsNotificationQueue::new(aws_sdk_sqs::Client::new(&aws), &config.queue_url);
+pub async fn build(config: &IngressConfig, aws: &aws_config::SdkConfig) -> Result<Ingress, Error> {
+    let queue = SqsNotificationQueue::new(aws_sdk_sqs::Client::new(aws), &config.queue_url);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let secrets = match &config.secrets {
         SecretsConfig::Local(set) => Secrets::fixed(set.clone()),
         SecretsConfig::SecretsManager { arn } => {
             let source = Arc::new(SecretsManagerSource::new(
-                aws_sdk_secretsmanager::Client::new(&aws),
+                aws_sdk_secretsmanager::Client::new(aws),
                 arn,
             ));
             let set = source.fetch().await.map_err(|e| Error::from(e.0))?;
@@ -76,7 +74,7 @@ pub async fn run() -> Result<(), Error> {
     };
     let started = async {
         let metrics = init_metrics(&config.integration)?;
-        let ingress = build(&config).await?;
+        let ingress = build(&config, &aws_loader().load().await).await?;
         Ok::<_, Error>((metrics, ingress))
     };
     let (metrics, ingress) = match started.await {

@@ -1139,21 +1139,89 @@ pub async fn commit_over_another_recorded_slot_is_counted(
     );
 }
 
-/// Every case, in order, each with its own sub-prefix.
+/// Calls `$crate::$callback!(ARGS; case, case, ...)` with every case of the suite: the one list
+/// that [`run_all`] and [`store_conformance_tests!`](crate::store_conformance_tests) expand, so a
+/// new case cannot be left out of one of them.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_conformance_cases {
+    ($callback:ident!($($args:tt)*)) => {
+        $crate::$callback! {
+            $($args)*;
+            reserve_new_key_then_conflict,
+            reserve_retry_meets_own_write,
+            reserve_overwrites_expired,
+            concurrent_reserve_one_winner,
+            take_over_rules,
+            commit_writes_record_and_booking,
+            commit_not_in_flight,
+            concurrent_commit_one_winner,
+            release_lease_then_take_over,
+            finish_rules,
+            record_slot_id_accumulates,
+            finished_records_hold_no_request,
+            commit_over_another_recorded_slot_is_counted,
+            natural_key_collision_is_reported,
+            stale_in_flight_paginates
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __run_conformance_cases {
+    ($store:ident, $prefix:ident; $($name:ident),*) => {
+        $(
+            $crate::conformance::$name(
+                ::std::sync::Arc::clone(&$store),
+                &format!("{}-{}", $prefix, stringify!($name)),
+            )
+            .await;
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_test_fns {
+    ($case:ident => $store:expr; $($name:ident),*) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let $case: &str = stringify!($name);
+                let store: ::std::sync::Arc<dyn $crate::store::IdempotencyStore> = $store;
+                $crate::conformance::$name(store, $case).await;
+            }
+        )*
+    };
+}
+
+/// Runs every case in turn on one store (one table pair), each under its own prefix
+/// (`"{prefix}-{case}"`): the cases must not disturb each other's keys.
 pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
-    reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
-    reserve_retry_meets_own_write(Arc::clone(&store), &format!("{prefix}-l")).await;
-    reserve_overwrites_expired(Arc::clone(&store), &format!("{prefix}-b")).await;
-    concurrent_reserve_one_winner(Arc::clone(&store), &format!("{prefix}-c")).await;
-    take_over_rules(Arc::clone(&store), &format!("{prefix}-d")).await;
-    commit_writes_record_and_booking(Arc::clone(&store), &format!("{prefix}-e")).await;
-    commit_not_in_flight(Arc::clone(&store), &format!("{prefix}-f")).await;
-    concurrent_commit_one_winner(Arc::clone(&store), &format!("{prefix}-g")).await;
-    release_lease_then_take_over(Arc::clone(&store), &format!("{prefix}-h")).await;
-    finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
-    record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
-    finished_records_hold_no_request(Arc::clone(&store), &format!("{prefix}-m")).await;
-    commit_over_another_recorded_slot_is_counted(Arc::clone(&store), &format!("{prefix}-n")).await;
-    natural_key_collision_is_reported(Arc::clone(&store), &format!("{prefix}-o")).await;
-    stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
+    crate::__with_conformance_cases!(__run_conformance_cases!(store, prefix));
+}
+
+/// One `#[tokio::test]` per conformance case, plus `run_all_on_one_store`: the whole suite for a
+/// store implementation in one line. `$case` names a `&str` (the case's name) the store expression
+/// may use, e.g. for a fresh table per case:
+///
+/// ```ignore
+/// gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+/// ```
+///
+/// The expression is evaluated once per test (inside an async test function) and must give an
+/// `Arc<dyn IdempotencyStore>`.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($case:ident => $store:expr) => {
+        $crate::__with_conformance_cases!(__conformance_test_fns!($case => $store));
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn run_all_on_one_store() {
+            let $case: &str = "run_all";
+            let store: ::std::sync::Arc<dyn $crate::store::IdempotencyStore> = $store;
+            $crate::conformance::run_all(store, "all").await;
+        }
+    };
 }

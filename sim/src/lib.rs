@@ -2,7 +2,6 @@
 //! webhook sender through the ingress, `webhook`, or straight onto the queue), the
 //! naive handler of the incident, scenario files and the replay, and the sample events of
 //! `events/` dated for today.
-pub mod delivery;
 pub mod dst;
 pub mod naive;
 pub mod plot;
@@ -12,6 +11,7 @@ pub mod sample_events;
 pub mod scenario;
 pub mod scenarios;
 pub mod signals;
+pub mod sqs;
 pub mod stores;
 pub mod terminal;
 pub mod webhook;

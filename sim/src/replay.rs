@@ -17,13 +17,17 @@ use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
 use gate::store::IdempotencyStore;
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
+use rand::RngCore;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::delivery::{Received, SqsQueue};
 use crate::naive::NaiveHandler;
 use crate::scenario::{CrashStep, KeyFault, Scenario};
 use crate::signals::{SignalRecorder, SignalSummary};
+use crate::sqs::{self, Queue, ReceiveOrder};
 use crate::terminal::{self, TerminalConfig, TerminalCore};
 
 /// The integration name used in replays (the record key prefix).
@@ -188,6 +192,58 @@ impl ReplayOptions {
     }
 }
 
+/// What a replayed message copy carries: its body and which scenario notification it is.
+#[derive(Debug, Clone)]
+struct Carried {
+    body: String,
+    notification: usize,
+}
+
+/// A received copy: what went into one event record.
+#[derive(Debug, Clone)]
+struct Received {
+    /// The copy's index in the queue.
+    copy: usize,
+    /// The receipt [`Queue::delete`] needs.
+    receipt: u32,
+    message_id: String,
+    notification: usize,
+}
+
+/// A random (version 4) UUID from the replay's seeded generator: message ids and receipt handles
+/// are reproducible for a scenario's seed.
+fn uuid(rng: &mut ChaCha8Rng) -> String {
+    let mut bytes = [0u8; 16];
+    rng.fill_bytes(&mut bytes);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
+/// Receives up to `max` copies at `now_ms`, oldest first, and renders them as a Lambda SQS event
+/// (`{"Records": [...]}`), each with a receipt handle drawn from `ids`.
+fn receive(
+    queue: &mut Queue<Carried>,
+    ids: &mut ChaCha8Rng,
+    now_ms: i64,
+    max: usize,
+) -> (Vec<Received>, Value) {
+    let mut received = Vec::new();
+    let mut records = Vec::new();
+    for (copy, receipt) in queue.receive(now_ms, max, ReceiveOrder::Oldest) {
+        let m = &queue.msgs[copy];
+        let handle = format!("AQEB{}", uuid(ids).replace('-', ""));
+        records.push(sqs::lambda_record(m, &m.body.body, &handle, now_ms));
+        received.push(Received {
+            copy,
+            receipt,
+            message_id: m.id.clone(),
+            notification: m.body.notification,
+        });
+    }
+    (received, serde_json::json!({ "Records": records }))
+}
+
 /// The fault a batch triggers: a notification's first delivery carrying a crash or a stall.
 fn fault_in_batch(
     scenario: &Scenario,
@@ -292,11 +348,11 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         .map_err(|e| format!("cannot start the terminal simulator: {e}"))?;
     let base_url = format!("http://{addr}");
 
-    let mut queue = SqsQueue::new(
+    let mut queue = Queue::new(
         scenario.queue.visibility_timeout_s * 1000,
         scenario.queue.max_receive_count,
-        scenario.seed,
     );
+    let mut ids = ChaCha8Rng::seed_from_u64(scenario.seed);
     let mut webhook_report = None;
     let mut messages = scenario.messages();
     if let Some(settings) = &scenario.webhook {
@@ -306,29 +362,35 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         let mut last_id: BTreeMap<usize, String> = BTreeMap::new();
         messages = 0;
         for q in queued {
-            match last_id.get(&q.notification) {
-                Some(id) if q.copy_of_previous => {
-                    queue.send_with_id(id.clone(), q.body, q.notification, q.at_ms)
-                }
+            let id = match last_id.get(&q.notification) {
+                Some(id) if q.copy_of_previous => id.clone(),
                 _ => {
                     messages += 1;
-                    let id = queue.send(q.body, q.notification, q.at_ms);
-                    last_id.insert(q.notification, id);
+                    let id = uuid(&mut ids);
+                    last_id.insert(q.notification, id.clone());
+                    id
                 }
-            }
+            };
+            let body = Carried {
+                body: q.body,
+                notification: q.notification,
+            };
+            queue.send(id, body, q.at_ms);
         }
         webhook_report = Some(report);
     } else {
         for (i, n) in scenario.notifications.iter().enumerate() {
-            let body = n.body_string();
+            let body = Carried {
+                body: n.body_string(),
+                notification: i,
+            };
             let mut last_id = String::new();
             for a in &n.arrivals {
                 let at = start_ms + (a.at_s() * 1000.0) as i64;
-                if a.same_message_id() {
-                    queue.send_with_id(last_id.clone(), body.clone(), i, at);
-                } else {
-                    last_id = queue.send(body.clone(), i, at);
+                if !a.same_message_id() {
+                    last_id = uuid(&mut ids);
                 }
+                queue.send(last_id.clone(), body.clone(), at);
             }
         }
     }
@@ -358,7 +420,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let mut counts = Counts::default();
     let mut recorder = SignalRecorder::default();
     let mut invocation_no = 0u64;
-    let first_ms = queue.next_visible_ms().unwrap_or(start_ms);
+    let first_ms = queue.next_visible().unwrap_or(start_ms);
     let mut last_ms = first_ms;
     let batch_size = scenario.queue.batch_size;
     let timeout_ms = scenario.lambda_timeout_s * 1000;
@@ -384,7 +446,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         if steps > 1_000_000 {
             return Err("replay did not converge".into());
         }
-        let next_message = queue.next_visible_ms();
+        let next_message = queue.next_visible();
         let next_resume = paused.iter().map(|p| p.resume_at_ms).min();
         let work_left = next_message.is_some() || next_resume.is_some();
         let ticking =
@@ -427,7 +489,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         if next_message == Some(t) {
             let mut running = Vec::new();
             for _ in 0..scenario.queue.workers {
-                let (received, mut event) = queue.receive(t, batch_size);
+                let (received, mut event) = receive(&mut queue, &mut ids, t, batch_size);
                 if received.is_empty() {
                     break;
                 }
@@ -448,7 +510,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                             received
                                 .iter()
                                 .filter(|r| r.notification == *n)
-                                .map(|r| r.slot),
+                                .map(|r| r.copy),
                         );
                     }
                 }
@@ -601,7 +663,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         taken_over: total.taken_over as usize,
         batch_item_failures: counts.batch_item_failures,
         crashes: counts.crashes,
-        dead_lettered: queue.dead_letters().len(),
+        dead_lettered: queue.dead_letters().count(),
         reconciled: total.reconciled as usize,
         reconciler_runs: counts.reconciler_runs,
         simulated_seconds: (last_ms - first_ms) / 1000,
@@ -612,7 +674,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
 
 /// Applies an invocation's outcome: deletes what it acknowledged (and lost messages), counts.
 fn settle(
-    queue: &mut SqsQueue,
+    queue: &mut Queue<Carried>,
     counts: &mut Counts,
     recorder: &mut SignalRecorder,
     received: Vec<Received>,
@@ -620,15 +682,15 @@ fn settle(
     at_ms: i64,
     outcome: InvocationOutcome,
 ) {
-    for slot in lost {
-        queue.delete(slot);
+    for copy in lost {
+        queue.purge(copy);
     }
     match outcome {
         InvocationOutcome::Crashed => counts.crashes += 1,
         InvocationOutcome::Finished { acked, report } => {
             for r in &received {
                 if acked.contains(&r.message_id) {
-                    queue.delete(r.slot);
+                    queue.delete(r.copy, r.receipt);
                 }
             }
             recorder.record(at_ms, SignalCounts::of_records(&report));
@@ -639,7 +701,7 @@ fn settle(
             counts.crashes += 1;
             for r in &received {
                 if deleted.contains(&r.message_id) {
-                    queue.delete(r.slot);
+                    queue.delete(r.copy, r.receipt);
                 }
             }
         }

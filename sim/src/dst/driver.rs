@@ -26,11 +26,11 @@ use rand_chacha::ChaCha8Rng;
 use super::check::{self, own_record_durable, Final};
 use super::observe::Observer;
 use super::ports::{short, CoreTerminal, SimManual, SimStore, SimTerminal, SkewedClock};
-use super::queue::{MsgState, Queue, ReceiveEnd};
 use super::schedule::{BodyKind, Schedule, REPLANNED, START_MS};
 use super::shared::{Flag, Shared, TaskId, TimedManualQueue};
 use super::{RunResult, Stats};
 use crate::replay::INTEGRATION;
+use crate::sqs::{MsgState, Queue, ReceiveEnd, ReceiveOrder};
 use crate::terminal::{TerminalConfig, TerminalCore};
 
 /// The reconciler's schedule, ms.
@@ -75,7 +75,7 @@ enum Event {
 struct Driver<'a> {
     schedule: &'a Schedule,
     shared: Arc<Shared>,
-    queue: Queue,
+    queue: Queue<usize>,
     tasks: Vec<Task>,
     next_task: TaskId,
     next_tick: i64,
@@ -427,7 +427,11 @@ impl Driver<'_> {
             let mut st = self.shared.state();
             let n = st.between(1, self.schedule.batch_size as i64) as usize;
             let host = st.between(0, self.schedule.workers as i64 - 1) as usize;
-            (self.queue.receive(now, n, &mut st.rng), host)
+            (
+                self.queue
+                    .receive(now, n, ReceiveOrder::Shuffled(&mut st.rng)),
+                host,
+            )
         };
         if batch.is_empty() {
             return;

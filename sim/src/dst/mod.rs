@@ -10,7 +10,7 @@
 //! * `shared`: the seeded RNG, parked port calls and fault bookkeeping;
 //! * `ports`: the store, terminal and manual queue decorators that park and inject faults,
 //!   [`CoreTerminal`] (the terminal core as a `SlotTerminal`) and skewed clocks;
-//! * `queue`: SQS Standard with visibility timeouts, redelivery and a DLQ;
+//! * [`crate::sqs`] (shared with the replay): SQS Standard with visibility timeouts, redelivery and a DLQ;
 //! * `driver`: the executor and event loop;
 //! * `check`: the invariants (documented there).
 //!
@@ -59,7 +59,6 @@ mod check;
 mod driver;
 mod observe;
 mod ports;
-mod queue;
 pub mod schedule;
 mod shared;
 

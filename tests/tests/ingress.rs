@@ -328,15 +328,20 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
     );
 }
 
-/// The `ingress` binary under `cargo lambda watch` (the README's local run): the sample event,
-/// dated and signed for now with the sample's local secret, is answered `202` and its body
-/// queued; the same event with its signature broken is answered `401`.
+/// The `ingress` binary under `cargo lambda watch` (the README's local run), logging at TRACE:
+/// the sample event, dated and signed for now with the sample's local secret, is answered `202`
+/// and its body queued; the same event with its signature broken is answered `401`. One log line
+/// per request with its outcome, the EMF counters, and neither the PIN nor the secret anywhere in
+/// the output (the SDK's and the runtime's TRACE payload lines are filtered).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ingress_binary_queues_the_sample_event() {
     let endpoint = moto_endpoint();
     let sqs = sqs_client().await;
     let queue_url = fresh_queue(&sqs, "ingress-binary").await;
     let port = free_port();
+    let logs = std::env::temp_dir().join(unique("ingress-watch"));
+    std::fs::create_dir_all(&logs).unwrap();
+    let (stdout_path, stderr_path) = (logs.join("stdout"), logs.join("stderr"));
     let child = Command::new("cargo")
         .current_dir(workspace_root())
         .args([
@@ -352,6 +357,8 @@ async fn the_ingress_binary_queues_the_sample_event() {
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", REGION)
+        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
+        .env_remove("RUST_LOG")
         .env("NOTIFICATION_QUEUE_URL", &queue_url)
         .env(
             "WEBHOOK_SECRETS",
@@ -360,12 +367,12 @@ async fn the_ingress_binary_queues_the_sample_event() {
         .env_remove("WEBHOOK_SECRET_ARN")
         .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
         .process_group(0)
         .spawn()
         .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let _watch = Watch(child);
+    let watch = Watch(child);
 
     let events = std::env::temp_dir().join(unique("ingress-events"));
     sim::sample_events::date_dir(
@@ -402,5 +409,61 @@ async fn the_ingress_binary_queues_the_sample_event() {
     let problem: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
     assert_eq!(problem["reason"], "invalid_signature");
     assert_eq!(drain(&sqs, &queue_url).await, vec![]);
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(watch);
+    let text = format!(
+        "{}\n{}",
+        std::fs::read_to_string(&stdout_path).unwrap_or_default(),
+        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+    );
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let webhook_lines: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "webhook")
+        .collect();
+    let outcomes: Vec<(&Value, &Value)> = webhook_lines
+        .iter()
+        .map(|l| (&l["fields"]["outcome"], &l["fields"]["webhook_id"]))
+        .collect();
+    let id = event["headers"]["webhook-id"].clone();
+    assert_eq!(
+        outcomes,
+        vec![
+            (&json!("accepted"), &id),
+            (&json!("invalid_signature"), &id)
+        ],
+        "one line per request:\n{text}"
+    );
+    assert!(webhook_lines
+        .iter()
+        .all(|l| l["fields"]["latency_ms"].as_f64().is_some()));
+    let emf: Vec<&Value> = lines.iter().filter(|l| l.get("_aws").is_some()).collect();
+    assert!(
+        emf.iter().any(|d| d["WebhooksAccepted"] == 1)
+            && emf
+                .iter()
+                .any(|d| d["WebhooksRejected"] == 1 && d["Reason"] == "invalid_signature"),
+        "the EMF counters: {emf:?}"
+    );
+    assert!(
+        text.contains("TRACE logging: other crates are capped at INFO"),
+        "TRACE was on"
+    );
+    let pin = serde_json::from_str::<Value>(event["body"].as_str().unwrap()).unwrap()["pin"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let key_b64 = ingress::event::LOCAL_SAMPLE_SECRET.trim_start_matches("whsec_");
+    for secret in [pin.as_str(), key_b64, "local-only-sample-secret"] {
+        assert!(
+            !text.contains(secret),
+            "the output holds {secret:?}:\n{text}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&events);
+    let _ = std::fs::remove_dir_all(&logs);
 }

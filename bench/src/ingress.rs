@@ -6,7 +6,9 @@
 //! the log line and the counters), in process, with the function's own SDK settings
 //! (`ingress::lambda::aws_loader`) pointed at moto; the requests (bodies of the workload, each a
 //! webhook of its own signed now) are built before the measured loop, which is the handler's
-//! alone. Client CPU is `getrusage(RUSAGE_SELF)` around the loop; moto is another process.
+//! alone. Client CPU is `getrusage(RUSAGE_SELF)` around the loop; moto is another process. Every
+//! 100 requests go to a fresh queue, created outside the measurement (moto's `SendMessage` slows
+//! down as its queue grows).
 //!
 //! Init: the ingress binary spawned against the fake Runtime API (`crate::coldstart`) with
 //! `NOTIFICATION_QUEUE_URL` on moto and `WEBHOOK_SECRETS`: spawn to its first
@@ -25,6 +27,7 @@ use axum::Router;
 use ingress::config::{IngressConfig, SecretsConfig};
 use ingress::event::SignedWebhook;
 use ingress::signature::{SecretSet, WebhookSecret};
+use ingress::sqs::SqsNotificationQueue;
 use serde::Serialize;
 use tokio::sync::{mpsc, Mutex};
 
@@ -33,6 +36,9 @@ use crate::handlers::Env;
 use crate::procs::ChildGuard;
 use crate::stats::{cpu_time, median, quantile, rss_kb};
 use crate::workload::deliveries;
+
+/// Requests sent to one queue before the next (see [`per_request`]).
+const QUEUE_EVERY: usize = 100;
 
 /// The figures of one per-request run.
 #[derive(Debug, Clone, Serialize)]
@@ -85,10 +91,10 @@ pub struct IngressResults {
     pub peak_rss_mb: f64,
 }
 
-fn secret() -> WebhookSecret {
-    // 32 fixed bytes: a benchmark key, not a secret.
+/// 32 fixed bytes: a benchmark key, not a secret.
+fn secret() -> Result<WebhookSecret, String> {
     WebhookSecret::from_bytes(b"gate-bench-webhook-signing-key!!".to_vec())
-        .unwrap_or_else(|_| unreachable!("32 bytes is a valid Standard Webhooks key length"))
+        .map_err(|e| e.to_string())
 }
 
 fn now_s() -> i64 {
@@ -123,7 +129,7 @@ fn requests(
     n: usize,
     window: &(String, String),
 ) -> Result<Vec<ApiGatewayV2httpRequest>, String> {
-    let key = secret();
+    let key = secret()?;
     let now = now_s();
     deliveries(tag, n, 0.0, window, 16)
         .into_iter()
@@ -150,12 +156,13 @@ pub async fn per_request(
     window: &(String, String),
 ) -> Result<Vec<PerRequest>, String> {
     let (aws, url) = queue(env, &format!("{tag}-ingress")).await?;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
     let config = IngressConfig {
-        queue_url: url,
-        secrets: SecretsConfig::Local(SecretSet::new(vec![secret()]).map_err(|e| e.to_string())?),
+        queue_url: url.clone(),
+        secrets: SecretsConfig::Local(SecretSet::new(vec![secret()?]).map_err(|e| e.to_string())?),
         integration: "bench".into(),
     };
-    let ingress = ingress::lambda::build(&config, &aws)
+    let mut ingress = ingress::lambda::build(&config, &aws)
         .await
         .map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -166,21 +173,37 @@ pub async fn per_request(
         }
         let measured = requests(&format!("{tag}-r{run}"), n, window)?;
         let mut latencies_us = Vec::with_capacity(n);
-        let cpu0 = cpu_time();
-        let t0 = Instant::now();
-        for r in &measured {
-            let start = Instant::now();
-            let answer = ingress.respond(r).await;
-            latencies_us.push(start.elapsed().as_micros() as u64);
-            if answer.status_code != 202 {
-                return Err(format!(
-                    "the ingress answered {}: {:?}",
-                    answer.status_code, answer.body
-                ));
+        let (mut wall, mut cpu) = (0.0, 0.0);
+        // moto's SendMessage slows down as its queue grows (tens of ms at a few thousand
+        // messages), which a real queue does not: every QUEUE_EVERY requests go to a fresh
+        // queue, created outside the measured time and CPU (moto allows one PurgeQueue a minute).
+        for (k, chunk) in measured.chunks(QUEUE_EVERY).enumerate() {
+            let fresh = sqs
+                .create_queue()
+                .queue_name(format!("{tag}-r{run}-c{k}"))
+                .send()
+                .await
+                .map_err(|e| format!("CreateQueue: {e:?}"))?;
+            ingress.queue = Arc::new(SqsNotificationQueue::new(
+                sqs.clone(),
+                fresh.queue_url().unwrap_or_default(),
+            ));
+            let cpu0 = cpu_time();
+            let t0 = Instant::now();
+            for r in chunk {
+                let start = Instant::now();
+                let answer = ingress.respond(r).await;
+                latencies_us.push(start.elapsed().as_micros() as u64);
+                if answer.status_code != 202 {
+                    return Err(format!(
+                        "the ingress answered {}: {:?}",
+                        answer.status_code, answer.body
+                    ));
+                }
             }
+            wall += t0.elapsed().as_secs_f64();
+            cpu += (cpu_time() - cpu0).as_secs_f64();
         }
-        let wall = t0.elapsed().as_secs_f64();
-        let cpu = (cpu_time() - cpu0).as_secs_f64();
         let p = PerRequest {
             requests: n,
             requests_per_s: n as f64 / wall,
@@ -227,7 +250,7 @@ async fn cold_trial(
         let app = Router::new().fallback(runtime_api).with_state(api);
         let _ = axum::serve(listener, app).await;
     });
-    let secrets = serde_json::json!({ "active": [secret().to_written()] }).to_string();
+    let secrets = serde_json::json!({ "active": [secret()?.to_written()] }).to_string();
     let mut cmd = Command::new(binary);
     cmd.env_clear()
         .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())

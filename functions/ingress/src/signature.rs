@@ -71,11 +71,21 @@ pub enum SecretFormatError {
     BadDocument(String),
 }
 
-/// One shared signing secret (the key bytes). `Debug` shows its length only.
-#[derive(Clone, PartialEq, Eq)]
+/// One shared signing secret: the key bytes and the HMAC state keyed with them (computed once).
+/// `Debug` shows the key's length only.
+#[derive(Clone)]
 pub struct WebhookSecret {
     key: Vec<u8>,
+    keyed: HmacSha256,
 }
+
+impl PartialEq for WebhookSecret {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for WebhookSecret {}
 
 impl std::fmt::Debug for WebhookSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,7 +115,10 @@ impl WebhookSecret {
         if !(MIN_SECRET_BYTES..=MAX_SECRET_BYTES).contains(&key.len()) {
             return Err(SecretFormatError::BadLength(key.len()));
         }
-        Ok(Self { key })
+        // HMAC takes a key of any length (RFC 2104); the error is kept for the type's sake.
+        let keyed = HmacSha256::new_from_slice(&key)
+            .map_err(|_| SecretFormatError::BadLength(key.len()))?;
+        Ok(Self { key, keyed })
     }
 
     /// The secret written as the spec writes it, `whsec_{base64}` (for the local signer and
@@ -116,11 +129,7 @@ impl WebhookSecret {
 
     /// The MAC state after `{id}.{timestamp}.{body}`.
     fn mac(&self, id: &str, timestamp: &str, body: &[u8]) -> HmacSha256 {
-        // HMAC takes keys of any length; from_bytes bounds them to 24..=64 bytes anyway.
-        let mut mac = match HmacSha256::new_from_slice(&self.key) {
-            Ok(mac) => mac,
-            Err(_) => unreachable_key_length(),
-        };
+        let mut mac = self.keyed.clone();
         mac.update(id.as_bytes());
         mac.update(b".");
         mac.update(timestamp.as_bytes());
@@ -137,13 +146,6 @@ impl WebhookSecret {
             .into_bytes();
         format!("{VERSION},{}", STANDARD.encode(tag))
     }
-}
-
-/// HMAC accepts keys of every length (RFC 2104 hashes long keys); `new_from_slice` cannot fail for
-/// it. Kept out of line so that the one impossible branch is named.
-#[cold]
-fn unreachable_key_length() -> ! {
-    unreachable!("HMAC-SHA256 accepts keys of any length")
 }
 
 /// The active secrets, in the order written (1 to [`MAX_ACTIVE_SECRETS`]). `Debug` shows the

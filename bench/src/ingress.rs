@@ -135,8 +135,12 @@ fn requests(
         .into_iter()
         .enumerate()
         .map(|(i, d)| {
-            let signed =
-                SignedWebhook::sign(&[key.clone()], &format!("msg_{tag}_{i}"), now, &d.body);
+            let signed = SignedWebhook::sign(
+                std::slice::from_ref(&key),
+                &format!("msg_{tag}_{i}"),
+                now,
+                &d.body,
+            );
             serde_json::from_value(signed.http_api_event(now * 1000, &format!("req-{i}")))
                 .map_err(|e| e.to_string())
         })

@@ -172,7 +172,8 @@ pub async fn deliver(
                 let fail = rng.random_bool(settings.queue_failure_rate.clamp(0.0, 1.0));
                 let lost = rng.random_bool(settings.lost_response_rate.clamp(0.0, 1.0));
                 queue.fail.store(fail, Ordering::SeqCst);
-                let signed = SignedWebhook::sign(&[secret.clone()], &id, at_ms / 1000, &body);
+                let signed =
+                    SignedWebhook::sign(std::slice::from_ref(&secret), &id, at_ms / 1000, &body);
                 let request: ApiGatewayV2httpRequest =
                     serde_json::from_value(signed.http_api_event(at_ms, &id))
                         .map_err(|e| e.to_string())?;

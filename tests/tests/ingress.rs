@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region};
+use aws_config::Region;
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_sdk_secretsmanager::config::Credentials;
 use gate::clock::{Clock, ManualClock, SystemClock};
@@ -121,7 +121,7 @@ async fn webhooks_are_verified_with_secrets_manager_and_queued_byte_for_byte_on_
     let odd_body = format!("{BODY}\n  ");
     let accepted = ingress
         .handle(&request(
-            &[old.clone()],
+            std::slice::from_ref(&old),
             "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
             now,
             &odd_body,
@@ -143,13 +143,14 @@ async fn webhooks_are_verified_with_secrets_manager_and_queued_byte_for_byte_on_
 
     // Each way to fail: its status, nothing queued.
     let mut other_id: Value =
-        SignedWebhook::sign(&[old.clone()], "msg_other", now, BODY).http_api_event(now * 1000, "r");
+        SignedWebhook::sign(std::slice::from_ref(&old), "msg_other", now, BODY)
+            .http_api_event(now * 1000, "r");
     other_id["headers"]["webhook-id"] = json!("msg_1");
-    let mut tampered: Value =
-        SignedWebhook::sign(&[old.clone()], "msg_1", now, BODY).http_api_event(now * 1000, "r");
+    let mut tampered: Value = SignedWebhook::sign(std::slice::from_ref(&old), "msg_1", now, BODY)
+        .http_api_event(now * 1000, "r");
     tampered["body"] = json!(BODY.replace("CSQU3054383", "MSKU1234565"));
-    let mut unsigned: Value =
-        SignedWebhook::sign(&[old.clone()], "msg_1", now, BODY).http_api_event(now * 1000, "r");
+    let mut unsigned: Value = SignedWebhook::sign(std::slice::from_ref(&old), "msg_1", now, BODY)
+        .http_api_event(now * 1000, "r");
     for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
         unsigned["headers"].as_object_mut().unwrap().remove(h);
     }
@@ -157,7 +158,7 @@ async fn webhooks_are_verified_with_secrets_manager_and_queued_byte_for_byte_on_
     let refusals: Vec<(&str, ApiGatewayV2httpRequest, (u16, &str))> = vec![
         (
             "wrong secret",
-            request(&[other.clone()], "msg_1", now, BODY),
+            request(std::slice::from_ref(&other), "msg_1", now, BODY),
             (401, "invalid_signature"),
         ),
         (
@@ -177,22 +178,22 @@ async fn webhooks_are_verified_with_secrets_manager_and_queued_byte_for_byte_on_
         ),
         (
             "6 minutes old",
-            request(&[old.clone()], "msg_1", now - 360, BODY),
+            request(std::slice::from_ref(&old), "msg_1", now - 360, BODY),
             (400, "stale_timestamp"),
         ),
         (
             "6 minutes ahead",
-            request(&[old.clone()], "msg_1", now + 360, BODY),
+            request(std::slice::from_ref(&old), "msg_1", now + 360, BODY),
             (400, "stale_timestamp"),
         ),
         (
             "oversized",
-            request(&[old.clone()], "msg_1", now, &big),
+            request(std::slice::from_ref(&old), "msg_1", now, &big),
             (413, "body_too_large"),
         ),
         (
             "empty",
-            request(&[old.clone()], "msg_1", now, ""),
+            request(std::slice::from_ref(&old), "msg_1", now, ""),
             (400, "empty_body"),
         ),
     ];
@@ -219,7 +220,7 @@ async fn webhooks_are_verified_with_secrets_manager_and_queued_byte_for_byte_on_
     ingress.clock = Arc::new(ManualClock::new(later_ms));
     let later = later_ms / 1000;
     let rotated = ingress
-        .handle(&request(&[new.clone()], "msg_new", later, BODY))
+        .handle(&request(std::slice::from_ref(&new), "msg_new", later, BODY))
         .await;
     assert_eq!(status(&rotated), (202, "accepted"));
     assert_eq!(rotated.secret_index, Some(1));
@@ -297,7 +298,7 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
     assert_eq!(
         status(
             &ingress
-                .handle(&request(&[s.clone()], "msg_up", now, BODY))
+                .handle(&request(std::slice::from_ref(&s), "msg_up", now, BODY))
                 .await
         ),
         (202, "accepted")
@@ -306,7 +307,7 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
     // moto stopped: SendMessage cannot connect; the sender gets a 503 problem and retries.
     drop(running);
     let down = ingress
-        .handle(&request(&[s.clone()], "msg_down", now, BODY))
+        .handle(&request(std::slice::from_ref(&s), "msg_down", now, BODY))
         .await;
     assert_eq!(status(&down), (503, "queue_unavailable"));
     assert_eq!(
@@ -319,7 +320,12 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
     let queue_url_again = create().await;
     assert_eq!(queue_url_again, queue_url);
     let retry = ingress
-        .handle(&request(&[s.clone()], "msg_down", now_s(), BODY))
+        .handle(&request(
+            std::slice::from_ref(&s),
+            "msg_down",
+            now_s(),
+            BODY,
+        ))
         .await;
     assert_eq!(status(&retry), (202, "accepted"));
     assert_eq!(

@@ -9,8 +9,9 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
   actions without resource-level permissions (cloudwatch:PutMetricData), and then with a
   Condition;
 * the secrets: secretsmanager:GetSecretValue only on one secret parameter per statement, and only
-  in the roles of that secret's readers: !Ref TerminalApiTokenSecretArn for the functions that
-  call the terminal (consumer, reconciler), !Ref WebhookSecretArn for the webhook ingress;
+  in the roles of that secret's readers: !Ref TerminalApiTokenSecretArn (one terminal) or
+  !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
+  reconciler), !Ref WebhookSecretArn for the webhook ingress;
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -53,6 +54,7 @@ TOKEN_READERS = {"ConsumerFunction", "ReconcilerFunction"}
 # Each secret parameter and the functions that may read it.
 SECRET_READERS = {
     "TerminalApiTokenSecretArn": TOKEN_READERS,
+    "TerminalTokenSecretArns": TOKEN_READERS,
     "WebhookSecretArn": {"IngressFunction"},
 }
 
@@ -271,14 +273,15 @@ def main(path):
                     problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")
                 elif not set(readers) <= SECRET_READERS[secrets[0]]:
                     problem(f"{role_name}/{sid}: {secrets[0]} readable by {readers}")
-    for secret, readers in SECRET_READERS.items():
-        for fn in readers & functions.keys():
-            if not any(
-                "secretsmanager:GetSecretValue" in as_list(st.get("Action"))
-                and [ref(r) for r in as_list(st.get("Resource"))] == [secret]
-                for st in statements(roles.get(role_of.get(fn), {}))
-            ):
-                problem(f"{fn}: its role cannot read {secret}")
+    for fn in functions:
+        wanted = {secret for secret, readers in SECRET_READERS.items() if fn in readers}
+        if wanted and not any(
+            "secretsmanager:GetSecretValue" in as_list(st.get("Action"))
+            and len(as_list(st.get("Resource"))) == 1
+            and ref(as_list(st.get("Resource"))[0]) in wanted
+            for st in statements(roles.get(role_of.get(fn), {}))
+        ):
+            problem(f"{fn}: its role cannot read {' or '.join(sorted(wanted))}")
 
     # Queues: encrypted; a dead-letter queue outlives its source.
     queues = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}

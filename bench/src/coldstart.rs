@@ -248,9 +248,9 @@ pub async fn run(
     window: &(String, String),
 ) -> Result<ColdStart, String> {
     let client =
-        crate::counter::dynamo_client(&env.moto, &crate::counter::CallCounter::default()).await;
+        crate::counter::dynamo_client(&env.moto, &crate::counter::CallRecorder::default()).await;
     let tables = (format!("{tag}-cold-idem"), format!("{tag}-cold-book"));
-    gate::dynamo::create_tables(&client, &tables.0, &tables.1)
+    gate::store::dynamo::create_tables(&client, &tables.0, &tables.1)
         .await
         .map_err(|e| e.to_string())?;
     let events = deliveries(&format!("{tag}-cold"), trials * 10, 0.0, window, 3);

@@ -13,14 +13,14 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use gate::clock::{Clock, SystemClock};
-use gate::dynamo::{create_tables, DynamoStore};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
+use gate::store::dynamo::{create_tables, DynamoStore};
 use gate::terminal::{HttpTerminal, HttpTerminalConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::counter::{dynamo_client, CallCounter};
+use crate::counter::{dynamo_client, CallRecorder};
 use crate::stats;
 use crate::workload::Delivery;
 
@@ -246,7 +246,7 @@ impl Naive {
 pub async fn build_gate(
     env: &Env,
     tag: &str,
-    counter: &CallCounter,
+    counter: &CallRecorder,
     max_concurrency: usize,
 ) -> Result<Gate, String> {
     let client = dynamo_client(&env.moto, counter).await;
@@ -319,7 +319,7 @@ async fn run_naive(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let counter = CallCounter::default();
+    let counter = CallRecorder::default();
     let client = dynamo_client(&env.moto, &counter).await;
     let table = format!("{tag}-naive-book");
     create_table(&client, &table, "source_event").await?;
@@ -333,7 +333,7 @@ async fn run_naive(
         naive.handle(sqs_event(&[d])).await;
     }
     let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
-    counter.reset();
+    counter.clear();
     let mut phase = Phase {
         events: deliveries.len(),
         ..Phase::default()
@@ -350,7 +350,7 @@ async fn run_naive(
     }
     phase.wall_s = wall0.elapsed().as_secs_f64();
     phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
-    phase.calls = counter.snapshot();
+    phase.calls = counter.counts();
     Ok(phase)
 }
 
@@ -360,14 +360,14 @@ async fn run_gate(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let counter = CallCounter::default();
+    let counter = CallRecorder::default();
     let gate = build_gate(env, tag, &counter, 10).await?;
     for d in warmup {
         gate.handle_batch(sqs_event(&[d]), &invocation(&d.message_id))
             .await;
     }
     let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
-    counter.reset();
+    counter.clear();
     let mut phase = Phase {
         events: deliveries.len(),
         ..Phase::default()
@@ -383,7 +383,7 @@ async fn run_gate(
     }
     phase.wall_s = wall0.elapsed().as_secs_f64();
     phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
-    phase.calls = counter.snapshot();
+    phase.calls = counter.counts();
     Ok(phase)
 }
 
@@ -409,7 +409,7 @@ async fn run_powertools(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let client = dynamo_client(&env.moto, &CallCounter::default()).await;
+    let client = dynamo_client(&env.moto, &CallRecorder::default()).await;
     let (table, bookings) = (format!("{tag}-pt-idem"), format!("{tag}-pt-book"));
     create_table(&client, &table, "id").await?;
     create_table(&client, &bookings, "source_event").await?;

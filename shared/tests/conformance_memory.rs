@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use gate::memory::MemoryStore;
+use gate::store::memory::MemoryStore;
 
 gate::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
 

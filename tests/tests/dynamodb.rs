@@ -10,15 +10,17 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{ms_to_s, ManualClock};
 use gate::conformance::{sample_record, NOW_MS};
-use gate::dynamo::{
-    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
-};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::sqs::SqsManualQueue;
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::{RecordStatus, TmsBooking};
 use gate::signals::collect_store_signals;
-use gate::sqs_manual::SqsManualQueue;
-use gate::store::{CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError};
+use gate::store::dynamo::{
+    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
+};
+use gate::store::{
+    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightIndex, Reservation, StoreError,
+};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
@@ -128,8 +130,8 @@ async fn stored_item_shape_and_units() {
     );
     assert_eq!(
         r.expires_at_s,
-        ms_to_s(NOW_MS) + 14 * 24 * 3600,
-        "epoch seconds"
+        ms_to_s(NOW_MS) + 21 * 24 * 3600,
+        "epoch seconds: the sample record's 21-day TTL"
     );
     assert_eq!(
         item["lease_until"],

@@ -40,7 +40,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gate::gate::derive_keys;
+use gate::consumer::derive_keys;
 use gate::keys::{mismatch_route_key, rejected_route_key, sha256_hex};
 use gate::manual::{ManualItem, ManualReason};
 use gate::notification::parse_notification;

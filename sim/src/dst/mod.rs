@@ -1,6 +1,6 @@
 //! Deterministic simulation testing of the gate, in the style of FoundationDB and TigerBeetle:
 //! one seed drives a whole world (several consumer workers, the reconciler, the terminal
-//! simulator's core in process, the real [`gate::memory::MemoryStore`], an SQS queue with a
+//! simulator's core in process, the real [`gate::store::memory::MemoryStore`], an SQS queue with a
 //! DLQ) on simulated time, injects faults at every step boundary, runs it to quiescence and
 //! checks the gate's promises. Same seed, same schedule, same result:
 //! `cargo run --release -p sim -- check --seed S` replays one schedule with its trace;

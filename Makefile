@@ -4,7 +4,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench
+.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench gatectl
 
 # The build shows its progress on stderr first (the first one compiles the workspace and the AWS
 # SDK crates: 10-15 minutes on 2 cores; afterwards seconds), then the replay prints only its table.
@@ -30,6 +30,11 @@ tools:
 build: tools
 	rustup target add aarch64-unknown-linux-gnu
 	sam build
+
+# The operators' command line (README, "gatectl"), a release binary for the operator's machine:
+# target/release/gatectl.
+gatectl:
+	$(CARGO) build --release -p gatectl
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

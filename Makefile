@@ -54,8 +54,8 @@ cargo-test:
 # the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from
 # .venv), then the harness: one moto server, the terminal simulator, the naive handler, the gate
 # and Powertools (bench/requirements.txt into .venv) side by side, batch behaviour, cold start and
-# footprint. Figures and how to read them: BENCHMARKS.md. BENCH_ARGS=--events 5000 for the issue's
-# full size (about 3 minutes per run on moto).
+# footprint (and the webhook ingress's, issue 16). Figures and how to read them: BENCHMARKS.md.
+# BENCH_ARGS=--events 5000 for the issue's full size (about 3 minutes per run on moto).
 BENCH_ARGS ?= --runs 5
 bench: tools
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
@@ -63,8 +63,10 @@ bench: tools
 	rustup target add aarch64-unknown-linux-gnu
 	$(CARGO) lambda build --release --arm64 -p consumer --lambda-dir target/lambda-arm64
 	$(CARGO) lambda build --release -p consumer --lambda-dir target/lambda-x86_64
+	$(CARGO) lambda build --release -p ingress --lambda-dir target/lambda-x86_64
 	$(CARGO) build --release -p gate-bench -p sim --bin gate-bench --bin terminal-sim
 	target/release/gate-bench $(BENCH_ARGS) \
 		--consumer-bin target/lambda-x86_64/consumer/bootstrap \
+		--ingress-bin target/lambda-x86_64/ingress/bootstrap \
 		--binary x86_64=target/lambda-x86_64/consumer/bootstrap \
 		--binary arm64=target/lambda-arm64/consumer/bootstrap

@@ -8,9 +8,10 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * no wildcard resource where one can be named: an Allow statement with Resource "*" only for
   actions without resource-level permissions (cloudwatch:PutMetricData), and then with a
   Condition;
-* the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn (one
-  terminal) or !Ref TerminalTokenSecretArns (several, each statement one of them), and only in
-  the roles of the functions that call the terminal (consumer, reconciler);
+* the secrets: secretsmanager:GetSecretValue only on one secret parameter per statement, and only
+  in the roles of that secret's readers: !Ref TerminalApiTokenSecretArn (one terminal) or
+  !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
+  reconciler), !Ref WebhookSecretArn for the webhook ingress;
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -26,7 +27,8 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
     DeleteMessage, ChangeMessageVisibility and PurgeQueue denied to everyone but those roles and
     the OperatorRoleArn parameter; no role of the template may read it;
   - the notification queue (the consumer's SQS event source): SendMessage allowed to, and denied
-    to everyone but, the NotificationProducerArns parameter (and the operator, for redrives);
+    to everyone but, the NotificationProducerArns parameter, the roles of the functions whose
+    NOTIFICATION_QUEUE_URL names it (the webhook ingress) and the operator (for redrives);
     reads denied to everyone but the consumer's role and the operator;
   - every dead-letter queue: reads denied to everyone but the operator;
   - NotificationProducerArns and OperatorRoleArn have no default (a deploy must name them);
@@ -59,6 +61,12 @@ NO_RESOURCE_LEVEL = {"cloudwatch:PutMetricData"}
 MIN_RECEIVE_COUNT = 5
 # The functions that call the terminal and so may read its token.
 TOKEN_READERS = {"ConsumerFunction", "ReconcilerFunction"}
+# Each secret parameter and the functions that may read it.
+SECRET_READERS = {
+    "TerminalApiTokenSecretArn": TOKEN_READERS,
+    "TerminalTokenSecretArns": TOKEN_READERS,
+    "WebhookSecretArn": {"IngressFunction"},
+}
 
 
 class Tag:
@@ -364,16 +372,20 @@ def main(path):
                 problem(f"{role_name}/{sid}: wildcard action {sorted(actions)}")
             if "secretsmanager:GetSecretValue" in actions:
                 readers = [f for f, r in role_of.items() if r == role_name]
-                if not set(readers) <= TOKEN_READERS:
-                    problem(f"{role_name}/{sid}: the token's secret readable by {readers}")
-                if [ref(r) for r in resources_] not in (["TerminalApiTokenSecretArn"], ["TerminalTokenSecretArns"]):
+                secrets = [ref(r) for r in resources_]
+                if len(secrets) != 1 or secrets[0] not in SECRET_READERS:
                     problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")
-    for fn in TOKEN_READERS & functions.keys():
-        if not any(
+                elif not set(readers) <= SECRET_READERS[secrets[0]]:
+                    problem(f"{role_name}/{sid}: {secrets[0]} readable by {readers}")
+    for fn in functions:
+        wanted = {secret for secret, readers in SECRET_READERS.items() if fn in readers}
+        if wanted and not any(
             "secretsmanager:GetSecretValue" in as_list(st.get("Action"))
+            and len(as_list(st.get("Resource"))) == 1
+            and ref(as_list(st.get("Resource"))[0]) in wanted
             for st in statements(roles.get(role_of.get(fn), {}))
         ):
-            problem(f"{fn}: its role cannot read the token's secret")
+            problem(f"{fn}: its role cannot read {' or '.join(sorted(wanted))}")
 
     # Queues: encrypted; a dead-letter queue outlives its source.
     queues = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
@@ -492,7 +504,8 @@ def main(path):
             continue
         pname, sts = policy_of[qname]
         label = f"{pname} ({qname})"
-        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR})
+        ingress_senders = {role_of[f] for f in functions if env_ref(f, "NOTIFICATION_QUEUE_URL") == qname}
+        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR} | ingress_senders)
         senders_named = set()
         for st in sts:
             if st.get("Effect") == "Allow" and "sqs:SendMessage" in as_list(st.get("Action")):

@@ -29,19 +29,19 @@ use crate::workload::{deliveries, Delivery};
 
 /// What the fake runtime API saw, with when.
 #[derive(Debug)]
-enum Seen {
+pub(crate) enum Seen {
     Next(Instant),
     Response(Instant, Bytes),
     Error(String),
 }
 
-struct Api {
-    seen: mpsc::UnboundedSender<Seen>,
+pub(crate) struct Api {
+    pub(crate) seen: mpsc::UnboundedSender<Seen>,
     /// The invocation to hand out on the first `next`; later `next` calls wait forever.
-    event: Mutex<Option<(String, Vec<u8>)>>,
+    pub(crate) event: Mutex<Option<(String, Vec<u8>)>>,
 }
 
-async fn runtime_api(State(api): State<Arc<Api>>, uri: Uri, body: Bytes) -> Response {
+pub(crate) async fn runtime_api(State(api): State<Arc<Api>>, uri: Uri, body: Bytes) -> Response {
     let now = Instant::now();
     let path = uri.path();
     if path.ends_with("/runtime/invocation/next") {
@@ -137,7 +137,7 @@ fn sqs_body(batch: &[Delivery]) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "Records": records })).unwrap_or_default()
 }
 
-async fn expect<T>(
+pub(crate) async fn expect<T>(
     rx: &mut mpsc::UnboundedReceiver<Seen>,
     what: &str,
     pick: impl Fn(Seen) -> Result<T, Seen>,

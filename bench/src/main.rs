@@ -16,7 +16,9 @@
 //! 4. `batch`: a batch of 10 new records against one record, on moto and on a latency model of
 //!    DynamoDB;
 //! 5. `cold`: the release consumer binary's init time, batch latency and peak RSS under a fake
-//!    Lambda Runtime API, and the sizes of the binaries given with `--binary`.
+//!    Lambda Runtime API, and the sizes of the binaries given with `--binary`;
+//! 6. `ingress`: the webhook ingress's client CPU and latency per request against SQS on moto,
+//!    and its release binary's init time (`--ingress-bin`), next to the consumer's (issue 16).
 //!
 //! Writes `results.json` (figures without the raw latencies) and `latency.png` to `--out`.
 
@@ -25,6 +27,7 @@ mod breakdown;
 mod coldstart;
 mod counter;
 mod handlers;
+mod ingress;
 mod plot;
 mod procs;
 mod stats;
@@ -75,15 +78,22 @@ struct Args {
     /// `consumer` next to this binary).
     #[arg(long)]
     consumer_bin: Option<PathBuf>,
+    /// Requests per run of the ingress measurement (`--runs` runs).
+    #[arg(long, default_value_t = 1000)]
+    ingress_requests: usize,
+    /// The ingress binary for its cold start (default: `target/lambda/ingress/bootstrap`, else
+    /// `ingress` next to this binary; none: no cold start).
+    #[arg(long)]
+    ingress_bin: Option<PathBuf>,
     /// `LABEL=PATH` of a binary whose size to report (repeatable), e.g.
     /// `x86_64=target/lambda-x86_64/consumer/bootstrap`.
     #[arg(long = "binary")]
     binaries: Vec<String>,
-    /// Parts to run: `compare`, `breakdown`, `batch`, `cold` (comma-separated).
+    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress` (comma-separated).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "compare,breakdown,batch,cold"
+        default_value = "compare,breakdown,batch,cold,ingress"
     )]
     parts: Vec<String>,
     /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`.
@@ -157,6 +167,8 @@ struct Results {
     breakdown: Vec<breakdown::Row>,
     batch: Vec<batch::BatchResult>,
     cold_start: Option<coldstart::ColdStart>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingress: Option<ingress::IngressResults>,
     binary_sizes: BTreeMap<String, u64>,
 }
 
@@ -307,6 +319,7 @@ async fn main() -> Result<(), String> {
         breakdown: Vec::new(),
         batch: Vec::new(),
         cold_start: None,
+        ingress: None,
         binary_sizes: BTreeMap::new(),
     };
     eprintln!(
@@ -464,6 +477,56 @@ async fn main() -> Result<(), String> {
             cold.binary_bytes as f64 / 1e6
         );
         results.cold_start = Some(cold);
+    }
+    if part("ingress") {
+        eprintln!(
+            "bench: the webhook ingress, {} requests per run ...",
+            args.ingress_requests
+        );
+        let runs = ingress::per_request(
+            &env,
+            &stamp,
+            args.runs,
+            args.ingress_requests,
+            args.warmup,
+            &window,
+        )
+        .await?;
+        let binary = args
+            .ingress_bin
+            .clone()
+            .or_else(|| {
+                let p = root.join("target/lambda/ingress/bootstrap");
+                p.exists().then_some(p)
+            })
+            .or_else(|| procs::sibling("ingress"));
+        let cold = match &binary {
+            Some(b) => {
+                eprintln!("bench: cold starts of {} ...", b.display());
+                ingress::cold(b, &env, &stamp, args.cold_trials, &window).await?
+            }
+            None => Vec::new(),
+        };
+        let r = ingress::results(runs, binary.map(|b| b.display().to_string()), cold);
+        println!(
+            "\nWebhook ingress, medians of {} run(s) of {} requests: {:.0} requests/s, client CPU {:.0} µs/request, p50 {:.2} ms, p99 {:.2} ms",
+            r.runs.len(),
+            args.ingress_requests,
+            r.requests_per_s,
+            r.cpu_us_per_request,
+            r.p50_ms,
+            r.p99_ms
+        );
+        if let Some(b) = &r.binary {
+            println!(
+                "Cold start of {b} ({} trials, medians): init {:.1} ms, first request {:.1} ms, peak RSS {:.1} MB",
+                r.cold.len(),
+                r.init_ms,
+                r.first_request_ms,
+                r.peak_rss_mb
+            );
+        }
+        results.ingress = Some(r);
     }
     for spec in &args.binaries {
         let (label, path) = spec

@@ -1,4 +1,5 @@
-//! The outside world for local runs: the terminal simulator, at-least-once SQS delivery, the
+//! The outside world for local runs: the terminal simulator, at-least-once SQS delivery (from the
+//! webhook sender through the ingress, `webhook`, or straight onto the queue), the
 //! naive handler of the incident, scenario files and the replay, and the sample events of
 //! `events/` dated for today.
 pub mod dst;
@@ -13,3 +14,4 @@ pub mod signals;
 pub mod sqs;
 pub mod stores;
 pub mod terminal;
+pub mod webhook;

@@ -94,6 +94,18 @@ fn the_template_passes_and_every_breach_is_named() {
             "maxReceiveCount can be anything, below 5",
         ),
         (
+            "the webhook ingress reads the terminal's token",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref WebhookSecretArn",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref TerminalApiTokenSecretArn",
+            "TerminalApiTokenSecretArn readable by ['IngressFunction']",
+        ),
+        (
+            "a stack role other than the ingress may send notifications",
+            ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn]]]\n            Action: sqs:SendMessage",
+            ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn, !GetAtt MetricsRole.Arn]]]\n            Action: sqs:SendMessage",
+            "allowed to ['MetricsRole']",
+        ),
+        (
             "the operators may delete manual-booking items",
             "              - sqs:ReceiveMessage\n              - sqs:ChangeMessageVisibility\n              - sqs:GetQueueAttributes\n",
             "              - sqs:ReceiveMessage\n              - sqs:DeleteMessage\n              - sqs:ChangeMessageVisibility\n              - sqs:GetQueueAttributes\n",

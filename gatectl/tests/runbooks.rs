@@ -121,6 +121,19 @@ impl World {
         .to_string()
     }
 
+    /// A body whose two-hour window ends at `end_ms` (epoch ms), for tests on the real clock.
+    fn body_ending(id: &str, container: &str, end_ms: i64) -> String {
+        let at = gate::operator::rfc3339_ms;
+        json!({
+            "notificationId": id,
+            "equipment_number": container,
+            "preferred_window": {"start": at(end_ms - 7_200_000), "end": at(end_ms)},
+            "terminal": "ECT-DELTA",
+            "pin": PIN
+        })
+        .to_string()
+    }
+
     /// Reserves `body` as the consumer invocation `owner` whose deadline is `deadline_ms`.
     async fn strand(&self, body: &str, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         let now = self.clock.now_ms();
@@ -493,8 +506,13 @@ async fn a_redrive_refuses_an_old_message() {
     )
     .await;
     let old_body = World::body("N-OLD", "CSQU3054383");
-    let young_body = World::body("N-YOUNG", "MSKU1234565");
-    let young = w.strand(&young_body, "inv-dead#0", T0 + 1_000).await;
+    // SentTimestamp is the real clock's: the young record is made on it too, and lives until its
+    // window's end plus 3600 s, beyond a redriven copy's 60 s.
+    w.clock.set_ms(now_ms());
+    let young_body = World::body_ending("N-YOUNG", "MSKU1234565", now_ms() + 3_600_000);
+    let young = w
+        .strand(&young_body, "inv-dead#0", w.clock.now_ms() + 1_000)
+        .await;
     let send = |body: String| {
         let sqs = sqs.clone();
         let dlq = dlq.clone();
@@ -764,4 +782,76 @@ async fn the_stack_says_where_everything_is() {
         serde_json::from_slice::<Value>(&out.stdout).unwrap(),
         json!([])
     );
+}
+
+/// FINDING (break-16-17): the redrive judged a dead letter's age by its `SentTimestamp` only.
+/// A message sent long after its record was made (a dead letter redriven once already, which
+/// came back as a new message; a webhook the sender retried hours later) is young by that
+/// measure while its record expires before the redriven copy's retention ends: after that the
+/// copy finds no record and the event is reserved and claimed again. The record itself must
+/// outlive a redriven copy (now plus the notification queue's retention).
+#[tokio::test]
+async fn a_redrive_refuses_a_young_message_whose_record_expires_first() {
+    let sqs = sqs_client().await;
+    let notification_url = sqs
+        .create_queue()
+        .queue_name(unique("gc-notify2"))
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod,
+            "60",
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let dlq = fresh_queue(&sqs, "gc-dlq2").await;
+    let w = World::with(
+        "gc-redrive2",
+        Some(notification_url.clone()),
+        Some(dlq.clone()),
+        3_600,
+    )
+    .await;
+    // The record was made before its window, which ended 3570 s ago: it expires in 30 s (window
+    // end plus 3600 s), but a redriven copy lives 60 s.
+    let real_now = now_ms();
+    let end_ms = real_now - 3_570_000;
+    w.clock.set_ms(end_ms - 600_000);
+    let body = World::body_ending("N-AGAIN", "CSQU3054383", end_ms);
+    let record = w
+        .strand(&body, "inv-dead#0", w.clock.now_ms() + 1_000)
+        .await;
+    let id = sqs
+        .send_message()
+        .queue_url(&dlq)
+        .message_body(body)
+        .send()
+        .await
+        .unwrap()
+        .message_id()
+        .unwrap()
+        .to_string();
+    w.clock.set_ms(real_now);
+    assert_eq!(
+        record.expires_at_s * 1000,
+        real_now + 30_000 - real_now % 1000
+    );
+
+    let out = w.run(Action::Redrive).await.unwrap();
+    assert_eq!(out.code, exit::REFUSED, "{}", out.text);
+    assert_eq!(out.json["redriven"], json!([]));
+    assert_eq!(out.json["refused"][0]["message_id"], id);
+    let moved = sqs
+        .receive_message()
+        .queue_url(&notification_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    assert!(moved.messages().is_empty(), "nothing sent back");
+    let left = w.run(Action::ListDeadLetters).await.unwrap();
+    assert_eq!(left.json[0]["message_id"], id);
+    assert_eq!(left.json[0]["redrivable"], false);
 }

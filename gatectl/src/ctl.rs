@@ -1000,6 +1000,14 @@ impl Ctl {
             .operator_check(&r, "finish", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let (slot, source) = match slot_id {
+            Some(id) if !slot_id_acceptable(id) => {
+                return Err(CtlError::Refused(format!(
+                    "--slot-id {:?} is not a slot id: 1 to {} printable ASCII characters, not \
+                     blank (as the gate accepts from a terminal); nothing written",
+                    cut(id, 40),
+                    gate::terminal::MAX_SLOT_ID_CHARS
+                )))
+            }
             Some(id) => (
                 SlotClaim {
                     slot_id: id.to_string(),
@@ -1471,6 +1479,15 @@ fn merge(total: &mut ReconcileReport, one: &ReconcileReport) {
     total.left_for_next_run |= one.left_for_next_run;
     total.max_distinct_slot_ids = total.max_distinct_slot_ids.max(one.max_distinct_slot_ids);
     total.natural_key_collisions += one.natural_key_collisions;
+}
+
+/// Whether `--slot-id` could be a slot id: the rules the gate applies to a terminal's answer
+/// (`gate::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
+/// pasted line break, an empty argument or a whole paragraph is not committed and booked.
+fn slot_id_acceptable(slot_id: &str) -> bool {
+    !slot_id.trim().is_empty()
+        && slot_id.len() <= gate::terminal::MAX_SLOT_ID_CHARS
+        && slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
 }
 
 /// `SentTimestamp` of a message, epoch **milliseconds** (SQS keeps a dead letter's original

@@ -923,3 +923,40 @@ async fn finish_rechecks_the_slot_ids_under_its_lease() {
     // The lease is handed back: the reconciler (or `finish --slot-id SLOT-LATE`) may go on now.
     assert!(!after.lease_is_live(w.clock.now_ms()), "{after:?}");
 }
+
+/// FINDING (break-16-17): `finish --slot-id` committed any text as the slot id: an empty
+/// argument, a pasted line break (`"S-1\n"`, which is not the terminal's `S-1`), a paragraph.
+/// The gate refuses such slot ids from a terminal; from an operator they are refused too, and
+/// nothing is written.
+#[tokio::test]
+async fn finish_refuses_a_slot_id_the_gate_would_not_take_from_a_terminal() {
+    let w = World::new("gc-finish-slotid").await;
+    let record = w
+        .strand(
+            &World::body("N-SLOT", "CSQU3054383"),
+            "inv-dead#0",
+            T0 + 1_000,
+        )
+        .await;
+    w.clock.advance_ms(15 * 60_000);
+    for bad in [
+        String::new(),
+        "   ".to_string(),
+        "S-1\n".to_string(),
+        "S-1\u{7}".to_string(),
+        "S".repeat(gate::terminal::MAX_SLOT_ID_CHARS + 1),
+    ] {
+        let err = w
+            .run(finish(&record.event_key, Some(&bad)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.exit_code(), exit::REFUSED, "{bad:?}: {err}");
+        assert_eq!(w.get(&record.pk).await, record, "{bad:?}: nothing written");
+    }
+    assert!(w.store.history(&record.pk).await.unwrap().is_empty());
+    let done = w
+        .run(finish(&record.event_key, Some("ECTD-20260601-0800-0042")))
+        .await
+        .unwrap();
+    assert_eq!(done.json["outcome"], "Committed");
+}

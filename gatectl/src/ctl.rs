@@ -9,16 +9,16 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use gate::consumer::{Gate, Invocation, RecordOutcome};
-use gate::iso6346::EquipmentNumber;
-use gate::keys::event_key_of;
 use gate::manual::ManualItem;
 use gate::operator::{rfc3339_ms, AuditEntry, AuditLog, OperatorError, OPERATOR_LEASE_MS};
 use gate::reconciler::ReconcileReport;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use gate::store::dynamo::{record_from_item, DynamoStore, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
 use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use serde_json::{json, Value};
+use truck_slot::iso6346::EquipmentNumber;
+use truck_slot::keys::event_key_of;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 use crate::error::{exit, CtlError};
 use crate::render::{cut, human_ms, human_s, progress, table};
@@ -336,8 +336,11 @@ impl Ctl {
             Query::EventKey(k) => vec![self.record(k).await?],
             Query::Container(c) => self.scan(|_| true, Some(("container", c))).await?,
             Query::NotificationId(id) => {
-                self.scan(|r| event_key_of(id, &r.container) == r.event_key, None)
-                    .await?
+                self.scan(
+                    |r| event_key_of(id, r.label("container")) == r.event_key,
+                    None,
+                )
+                .await?
             }
         };
         if records.is_empty() {
@@ -401,8 +404,16 @@ impl Ctl {
             lines.push(format!("error         {e}"));
         }
         lines.extend([
-            format!("container     {} at {}", r.container, r.terminal),
-            format!("window        {} .. {}", r.window_start, r.window_end),
+            format!(
+                "container     {} at {}",
+                r.label("container"),
+                r.label("terminal")
+            ),
+            format!(
+                "window        {} .. {}",
+                r.label("window_start"),
+                r.label("window_end")
+            ),
             format!(
                 "created       {} ({} ago)",
                 rfc3339_ms(r.created_at_ms),
@@ -441,7 +452,7 @@ impl Ctl {
                 "TMS booking   {}",
                 booking.as_ref().map_or("none".to_string(), |b| format!(
                     "slot {} booked {} ago",
-                    b.slot_id,
+                    b.effect_id,
                     human_ms(now - b.booked_at_ms)
                 ))
             ),
@@ -473,10 +484,10 @@ impl Ctl {
             "status": r.status.as_str(),
             "route_pending": r.route_pending,
             "error": r.error,
-            "container": r.container,
-            "terminal": r.terminal,
-            "window_start": r.window_start,
-            "window_end": r.window_end,
+            "container": r.label("container"),
+            "terminal": r.label("terminal"),
+            "window_start": r.label("window_start"),
+            "window_end": r.label("window_end"),
             "created_at_ms": r.created_at_ms,
             "age_s": (now - r.created_at_ms) / 1000,
             "updated_at_ms": r.updated_at_ms,
@@ -491,8 +502,8 @@ impl Ctl {
             "in_flight_index": r.inflight_shard.is_some(),
             "request": if r.request.is_empty() { Value::Null } else { json!(format!("[redacted {} bytes]", r.request.len())) },
             "booking": booking.map(|b| json!({
-                "slot_id": b.slot_id, "container": b.container, "terminal": b.terminal,
-                "window_start": b.window_start, "window_end": b.window_end,
+                "slot_id": b.effect_id, "container": b.label("container"), "terminal": b.label("terminal"),
+                "window_start": b.label("window_start"), "window_end": b.label("window_end"),
                 "booked_at_ms": b.booked_at_ms,
             })),
             "history": history,
@@ -635,7 +646,7 @@ impl Ctl {
                 .collect();
             t.add_row(vec![
                 cut(&r.event_key, 16),
-                r.container.clone(),
+                r.label("container").to_string(),
                 r.status.to_string(),
                 r.slot_id.clone().unwrap_or_else(|| "none".into()),
                 others
@@ -645,7 +656,7 @@ impl Ctl {
                     .join(", "),
             ]);
             rows.push(json!({
-                "event_key": r.event_key, "container": r.container, "status": r.status.as_str(),
+                "event_key": r.event_key, "container": r.label("container"), "status": r.status.as_str(),
                 "slot_id": r.slot_id, "slot_ids": r.slot_ids, "cancel": others,
             }));
         }
@@ -926,12 +937,7 @@ impl Ctl {
     async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
         self.need_terminal("lookup")?;
         let r = self.record(&event_key_arg(key)?).await?;
-        match self
-            .gate
-            .terminal
-            .lookup_at(&r.terminal, &r.op_key, &r.request)
-            .await
-        {
+        match self.gate.integration.lookup(&r).await {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.slot_id.as_deref()) {
                     (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
@@ -1017,12 +1023,7 @@ impl Ctl {
             ),
             None => {
                 self.need_terminal("finish --from-terminal")?;
-                match self
-                    .gate
-                    .terminal
-                    .lookup_at(&r.terminal, &r.op_key, &r.request)
-                    .await
-                {
+                match self.gate.integration.lookup(&r).await {
                     LookupOutcome::Found(slot) => (slot, "found at the terminal"),
                     LookupOutcome::NotFound => {
                         return Err(CtlError::NotFound(format!(
@@ -1046,10 +1047,10 @@ impl Ctl {
             r.event_key,
             r.lease_owner.as_deref().unwrap_or("nobody"),
             slot.slot_id,
-            r.container,
-            r.terminal,
-            r.window_start,
-            r.window_end
+            r.label("container"),
+            r.label("terminal"),
+            r.label("window_start"),
+            r.label("window_end")
         );
         let plan_json = json!({"action": "finish", "event_key": r.event_key, "slot_id": slot.slot_id,
                                "source": source, "dry_run": dry_run});
@@ -1540,7 +1541,7 @@ mod tests {
         let body = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","pin":"1"}"#;
         assert_eq!(
             event_key_of_body(body),
-            Some(gate::keys::sha256_hex(b"N-1:CSQU3054383"))
+            Some(truck_slot::keys::sha256_hex(b"N-1:CSQU3054383"))
         );
         assert_eq!(event_key_of_body("{bad"), None);
     }

@@ -12,20 +12,21 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, Invocation};
+use gate::consumer::{Gate, Invocation};
 use gate::manual::sqs::SqsManualQueue;
-use gate::notification::parse_notification;
 use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
 use gate::store::dynamo::DynamoStore;
 use gate::store::{IdempotencyStore, Reservation};
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 use gatectl::ctl::{Action, Confirm, Ctl, Query, Yes};
 use gatectl::error::{exit, CtlError};
 use gatectl::targets::Targets;
 use integration_tests::{fresh_queue, fresh_store, moto_endpoint, sqs_client, unique};
 use serde_json::{json, Value};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 
 /// 2026-06-01T06:00:00Z.
 const T0: i64 = 1_780_293_600_000;
@@ -88,7 +89,10 @@ impl World {
         let gate = Gate {
             config: targets.gate.clone(),
             store: store.clone(),
-            terminal: Arc::new(http),
+            integration: Arc::new(truck_slot::TruckSlot::new(
+                Arc::new(http),
+                vec!["ECT-DELTA".to_string()],
+            )),
             manual: Arc::new(SqsManualQueue::new(sqs.clone(), manual_url.clone())),
             clock: clock.clone(),
         };
@@ -137,13 +141,16 @@ impl World {
     /// Reserves `body` as the consumer invocation `owner` whose deadline is `deadline_ms`.
     async fn strand(&self, body: &str, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         let now = self.clock.now_ms();
-        let n = parse_notification(body, now, &self.ctl.gate.config.known_terminals).unwrap();
+        let n = parse_notification(body, now, &["ECT-DELTA".to_string()]).unwrap();
         let keys = derive_keys(&n).unwrap();
         let inv = Invocation {
             request_id: owner.into(),
             deadline_ms,
         };
-        let record = self.ctl.gate.new_record(&n, &keys, &inv, now);
+        let record =
+            self.ctl
+                .gate
+                .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
         assert_eq!(
             self.store.reserve(&record, now).await.unwrap(),
             Reservation::Reserved
@@ -176,13 +183,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     let record = w
         .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
         .await;
-    let ClaimOutcome::Claimed(slot) = w
-        .ctl
-        .gate
-        .terminal
-        .claim(&record.op_key, &record.request)
-        .await
-    else {
+    let ClaimOutcome::Claimed(slot) = w.ctl.gate.integration.call(&record).await else {
         panic!("claim")
     };
     w.clock.advance_ms(15 * 60_000);
@@ -250,7 +251,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
         .unwrap()
         .starts_with("gatectl:alice#"));
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.slot_id, slot.slot_id);
+    assert_eq!(booking.effect_id, slot.slot_id);
     assert_eq!(booking.booked_at_ms, T0 + 15 * 60_000);
     assert_eq!(w.core.slots_issued(), 1, "no second claim");
     let history = w.store.history(&record.pk).await.unwrap();
@@ -420,9 +421,16 @@ async fn a_multi_slot_key_is_shown_with_its_ids() {
     let record = w
         .strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000)
         .await;
-    let committed = gate::consumer::commit(w.store.as_ref(), &record, "inv-1#0", "SLOT-A", T0)
-        .await
-        .unwrap();
+    let committed = gate::consumer::commit(
+        w.store.as_ref(),
+        w.ctl.gate.integration.as_ref(),
+        &record,
+        "inv-1#0",
+        "SLOT-A",
+        T0,
+    )
+    .await
+    .unwrap();
     assert_eq!(committed, gate::store::CommitOutcome::Committed);
     w.store
         .record_slot_id(&record.pk, "SLOT-B", T0 + 5_000)
@@ -600,14 +608,17 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let n = parse_notification(&body, T0, &["ECT-DELTA".to_string()]).unwrap();
     let keys = derive_keys(&n).unwrap();
     let gate = Gate {
-        config: gate::consumer::GateConfig::new(integration.as_str(), vec!["ECT-DELTA".into()]),
+        config: gate::consumer::GateConfig::new(integration.as_str()),
         store: Arc::new(store.clone()),
-        terminal: Arc::new(gatectl::ctl::NoTerminal),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(gatectl::ctl::NoTerminal),
+            vec!["ECT-DELTA".into()],
+        )),
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
         clock: Arc::new(ManualClock::new(now)),
     };
     let record = gate.new_record(
-        &n,
+        &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
             request_id: "inv-live#0".into(),
@@ -654,7 +665,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let stranded_body = World::body("N-BIN-2", "MSKU1234565");
     let n2 = parse_notification(&stranded_body, T0, &["ECT-DELTA".to_string()]).unwrap();
     let stranded = gate.new_record(
-        &n2,
+        &truck_slot::event(&n2).unwrap(),
         &derive_keys(&n2).unwrap(),
         &Invocation {
             request_id: "inv-dead#0".into(),

@@ -1,6 +1,6 @@
-//! The SQS-triggered consumer Lambda. All decisions live in the `gate` library.
+//! The SQS-triggered consumer Lambda. All decisions live in the `gate` library; `truck_slot` wires it to the slot terminal.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    gate::lambda::run_consumer().await
+    truck_slot::lambda::run_consumer().await
 }

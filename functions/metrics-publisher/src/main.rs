@@ -1,6 +1,6 @@
-//! The scheduled metrics Lambda. All decisions live in the `gate` library.
+//! The scheduled metrics Lambda. All decisions live in the `gate` library; `truck_slot` wires it to the slot terminal.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    gate::lambda::run_metrics().await
+    truck_slot::lambda::run_metrics().await
 }

@@ -1,6 +1,6 @@
-//! The scheduled reconciler Lambda. All decisions live in the `gate` library.
+//! The scheduled reconciler Lambda. All decisions live in the `gate` library; `truck_slot` wires it to the slot terminal.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    gate::lambda::run_reconciler().await
+    truck_slot::lambda::run_reconciler().await
 }

@@ -1011,7 +1011,7 @@ impl Ctl {
                     "--slot-id {:?} is not a slot id: 1 to {} printable ASCII characters, not \
                      blank (as the gate accepts from a terminal); nothing written",
                     cut(id, 40),
-                    gate::terminal::MAX_SLOT_ID_CHARS
+                    truck_slot::terminal::MAX_SLOT_ID_CHARS
                 )))
             }
             Some(id) => (
@@ -1483,11 +1483,11 @@ fn merge(total: &mut ReconcileReport, one: &ReconcileReport) {
 }
 
 /// Whether `--slot-id` could be a slot id: the rules the gate applies to a terminal's answer
-/// (`gate::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
+/// (`truck_slot::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
 /// pasted line break, an empty argument or a whole paragraph is not committed and booked.
 fn slot_id_acceptable(slot_id: &str) -> bool {
     !slot_id.trim().is_empty()
-        && slot_id.len() <= gate::terminal::MAX_SLOT_ID_CHARS
+        && slot_id.len() <= truck_slot::terminal::MAX_SLOT_ID_CHARS
         && slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
 }
 

@@ -955,7 +955,7 @@ async fn finish_refuses_a_slot_id_the_gate_would_not_take_from_a_terminal() {
         "   ".to_string(),
         "S-1\n".to_string(),
         "S-1\u{7}".to_string(),
-        "S".repeat(gate::terminal::MAX_SLOT_ID_CHARS + 1),
+        "S".repeat(truck_slot::terminal::MAX_SLOT_ID_CHARS + 1),
     ] {
         let err = w
             .run(finish(&record.event_key, Some(&bad)))

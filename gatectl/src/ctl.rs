@@ -845,18 +845,52 @@ impl Ctl {
 
     async fn list_dead_letters(&self) -> Result<Output, CtlError> {
         let url = self.dead_letter_url()?;
-        let limit = self.redrive_limit_ms().await.ok().map(|(l, _)| l);
+        let limits = self.redrive_limit_ms().await.ok();
         let messages = self.peek(&url, "dead-letter queue", 30).await?;
         self.unhide(&url, &messages).await?;
-        let (t, rows) = self.dead_letter_rows(&messages, limit);
+        let outlived = match limits {
+            Some((_, retention_s)) => self.records_expiring_first(&messages, retention_s).await?,
+            None => Vec::new(),
+        };
+        let (t, rows) = self.dead_letter_rows(&messages, limits.map(|(l, _)| l), &outlived);
         let text = format!("{t}\n{} dead letter(s) (left in place)\n", rows.len());
         Ok(Output::ok(text, Value::Array(rows)))
+    }
+
+    /// The ids of the `messages` whose record (found by the body's event key) expires before a
+    /// redriven copy would: `expires_at` earlier than now plus the notification queue's
+    /// retention (`retention_s`, seconds). A message younger than the limit can still be one: a
+    /// dead letter redriven once already (SQS gave the copy a new `SentTimestamp`), or a
+    /// webhook its sender retried long after the first delivery made the record.
+    async fn records_expiring_first(
+        &self,
+        messages: &[Message],
+        retention_s: i64,
+    ) -> Result<Vec<String>, CtlError> {
+        let horizon_ms = self.now().saturating_add(retention_s.saturating_mul(1000));
+        let mut ids = Vec::new();
+        for m in messages {
+            let Some(key) = m.body().and_then(event_key_of_body) else {
+                continue;
+            };
+            let pk = record_pk(&self.targets.gate.integration, &key);
+            let record = self
+                .store
+                .get(&pk)
+                .await
+                .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?;
+            if record.is_some_and(|r| r.expires_at_s.saturating_mul(1000) < horizon_ms) {
+                ids.push(m.message_id().unwrap_or_default().to_string());
+            }
+        }
+        Ok(ids)
     }
 
     fn dead_letter_rows(
         &self,
         messages: &[Message],
         limit_ms: Option<i64>,
+        outlived: &[String],
     ) -> (comfy_table::Table, Vec<Value>) {
         let now = self.now();
         let mut t = table(&["message id", "age", "receives", "event key", "redrive"]);
@@ -865,8 +899,11 @@ impl Ctl {
             let sent = sent_ms(m);
             let age = sent.map(|s| now - s);
             let key = m.body().and_then(event_key_of_body);
+            let record_first = outlived
+                .iter()
+                .any(|id| Some(id.as_str()) == m.message_id());
             let redrivable = match (age, limit_ms) {
-                (Some(a), Some(l)) => Some(a < l),
+                (Some(a), Some(l)) => Some(a < l && !record_first),
                 _ => None,
             };
             t.add_row(vec![
@@ -876,6 +913,9 @@ impl Ctl {
                 cut(key.as_deref().unwrap_or("unreadable body"), 16),
                 match redrivable {
                     Some(true) => "yes".to_string(),
+                    Some(false) if record_first => {
+                        "no: its record expires first, book by hand".to_string()
+                    }
                     Some(false) => format!(
                         "no: older than {}, book by hand",
                         human_ms(limit_ms.unwrap_or_default())
@@ -966,6 +1006,14 @@ impl Ctl {
             .operator_check(&r, "finish", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let (slot, source) = match slot_id {
+            Some(id) if !slot_id_acceptable(id) => {
+                return Err(CtlError::Refused(format!(
+                    "--slot-id {:?} is not a slot id: 1 to {} printable ASCII characters, not \
+                     blank (as the gate accepts from a terminal); nothing written",
+                    cut(id, 40),
+                    truck_slot::terminal::MAX_SLOT_ID_CHARS
+                )))
+            }
             Some(id) => (
                 SlotClaim {
                     slot_id: id.to_string(),
@@ -1297,18 +1345,23 @@ impl Ctl {
         // Hidden for the whole redrive (5 minutes), so no message is sent twice by this run.
         let messages = self.peek(&dlq, "dead-letter queue", 300).await?;
         let now = self.now();
-        let (young, old): (Vec<Message>, Vec<Message>) = messages
-            .into_iter()
-            .partition(|m| sent_ms(m).is_some_and(|s| now - s < limit_ms));
-        let (old_table, old_rows) = self.dead_letter_rows(&old, Some(limit_ms));
+        let outlived = self.records_expiring_first(&messages, retention_s).await?;
+        let (young, old): (Vec<Message>, Vec<Message>) = messages.into_iter().partition(|m| {
+            sent_ms(m).is_some_and(|s| now - s < limit_ms)
+                && !outlived
+                    .iter()
+                    .any(|id| Some(id.as_str()) == m.message_id())
+        });
+        let (old_table, old_rows) = self.dead_letter_rows(&old, Some(limit_ms), &outlived);
         let refused_text = if old.is_empty() {
             String::new()
         } else {
             format!(
                 "refused: {} message(s) older than {} (KEY_TTL_SECONDS {} s minus the \
-                 notification queue's retention {} s): their records may expire before a \
-                 redriven copy does; book them by hand from their bodies, then delete them from \
-                 the dead-letter queue\n{old_table}\n",
+                 notification queue's retention {} s), or whose record expires within that \
+                 retention: their records may expire before a redriven copy does; book them by \
+                 hand from their bodies, then delete them from the dead-letter queue\n\
+                 {old_table}\n",
                 old.len(),
                 human_ms(limit_ms),
                 self.targets.gate.key_ttl_s,
@@ -1427,6 +1480,15 @@ fn merge(total: &mut ReconcileReport, one: &ReconcileReport) {
     total.left_for_next_run |= one.left_for_next_run;
     total.max_distinct_slot_ids = total.max_distinct_slot_ids.max(one.max_distinct_slot_ids);
     total.natural_key_collisions += one.natural_key_collisions;
+}
+
+/// Whether `--slot-id` could be a slot id: the rules the gate applies to a terminal's answer
+/// (`truck_slot::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
+/// pasted line break, an empty argument or a whole paragraph is not committed and booked.
+fn slot_id_acceptable(slot_id: &str) -> bool {
+    !slot_id.trim().is_empty()
+        && slot_id.len() <= truck_slot::terminal::MAX_SLOT_ID_CHARS
+        && slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
 }
 
 /// `SentTimestamp` of a message, epoch **milliseconds** (SQS keeps a dead letter's original

@@ -221,6 +221,13 @@ impl Gate {
         let held = self
             .operator_take_over(record, "finish", invocation)
             .await?;
+        // A slot id recorded between the read and the take-over (the slot-id `ADD` is not
+        // fenced): checked again under our lease, which is handed back on refusal.
+        if let Err(refusal) = operator_check_slot(&held, &slot.slot_id) {
+            self.release(&held, &invocation.request_id, String::new())
+                .await;
+            return Err(refusal.into());
+        }
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = invocation.request_id.clone();
         Ok(self

@@ -12,4 +12,5 @@ pub mod scenario;
 pub mod scenarios;
 pub mod signals;
 pub mod stores;
+pub mod sustained;
 pub mod terminal;

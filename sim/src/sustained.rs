@@ -630,8 +630,17 @@ fn plan(config: &SustainedConfig) -> (Vec<(i64, usize)>, usize) {
 /// # Errors
 /// When the simulation stalls (a bug: every wait has a timer or a message behind it).
 pub fn run_blocking(config: SustainedConfig) -> Result<SustainedReport, String> {
-    let time = SimTime::new();
-    drive(&time, run(config, time.clone()))
+    // On a thread of its own: inside a tokio runtime (the CLI's, the benchmark's), tokio's
+    // cooperative budget would make the semaphore and `Notify` answer `Pending` and wake at once
+    // once the budget is spent, which this driver would poll forever without time moving.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let time = SimTime::new();
+            drive(&time, run(config, time.clone()))
+        })
+        .join()
+        .map_err(|_| "the simulation panicked".to_string())?
+    })
 }
 
 fn outcome_name(o: &RecordOutcome) -> String {

@@ -8,8 +8,9 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * no wildcard resource where one can be named: an Allow statement with Resource "*" only for
   actions without resource-level permissions (cloudwatch:PutMetricData), and then with a
   Condition;
-* the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn, and
-  only in the roles of the functions that call the terminal (consumer, reconciler);
+* the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn (one
+  terminal) or !Ref TerminalTokenSecretArns (several, each statement one of them), and only in
+  the roles of the functions that call the terminal (consumer, reconciler);
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -261,7 +262,7 @@ def main(path):
                 readers = [f for f, r in role_of.items() if r == role_name]
                 if not set(readers) <= TOKEN_READERS:
                     problem(f"{role_name}/{sid}: the token's secret readable by {readers}")
-                if [ref(r) for r in resources_] != ["TerminalApiTokenSecretArn"]:
+                if [ref(r) for r in resources_] not in (["TerminalApiTokenSecretArn"], ["TerminalTokenSecretArns"]):
                     problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")
     for fn in TOKEN_READERS & functions.keys():
         if not any(

@@ -10,16 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use gate::gate::Gate;
-use gate::memory::MemoryStore;
+use gate::consumer::Gate;
 use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::memory::MemoryStore;
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
-    StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
 };
 use serde::Serialize;
 
-use crate::counter::CallCounter;
+use crate::counter::CallRecorder;
 use crate::handlers::{build_gate, invocation, sqs_event, Env};
 use crate::stats::median;
 use crate::workload::{deliveries, Delivery};
@@ -125,22 +124,6 @@ impl IdempotencyStore for DelayStore {
         self.wait().await;
         self.inner.record_slot_id(pk, slot, now).await
     }
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        self.wait().await;
-        self.inner.multi_slot_keys().await
-    }
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        before: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        self.wait().await;
-        self.inner
-            .stale_in_flight(shard, before, cursor, limit)
-            .await
-    }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.wait().await;
         self.inner.get(pk).await
@@ -206,7 +189,7 @@ pub async fn run(
     store_latency_ms: u64,
     window: &(String, String),
 ) -> Result<Vec<BatchResult>, String> {
-    let moto_gate = build_gate(env, &format!("{tag}-batch"), &CallCounter::default(), 10).await?;
+    let moto_gate = build_gate(env, &format!("{tag}-batch"), &CallRecorder::default(), 10).await?;
     let on_moto = measure(
         &moto_gate,
         "moto".into(),

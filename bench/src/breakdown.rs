@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use gate::gate::Gate;
-use gate::memory::MemoryStore;
+use gate::consumer::Gate;
+use gate::store::memory::MemoryStore;
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use serde::Serialize;
 
-use crate::counter::CallCounter;
+use crate::counter::CallRecorder;
 use crate::handlers::{build_gate, invocation, sqs_event, Env};
 use crate::stats;
 use crate::workload::deliveries;
@@ -62,7 +62,7 @@ pub async fn run(
     events: usize,
     window: &(String, String),
 ) -> Result<Vec<Row>, String> {
-    let dynamo_http = build_gate(env, &format!("{tag}-bd"), &CallCounter::default(), 10).await?;
+    let dynamo_http = build_gate(env, &format!("{tag}-bd"), &CallRecorder::default(), 10).await?;
     let mut dynamo_mem = dynamo_http.clone();
     dynamo_mem.terminal = Arc::new(InProcessTerminal);
     let mut memory_http = dynamo_http.clone();

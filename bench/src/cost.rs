@@ -23,7 +23,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::Serialize;
 
 use crate::coldstart::{self, sqs_body, Spec};
-use crate::counter::{dynamo_client, CallCounter};
+use crate::counter::{dynamo_client, CallRecorder};
 use crate::handlers::{create_table, Env};
 use crate::stats::median;
 use crate::workload::{deliveries, Delivery};
@@ -170,11 +170,11 @@ pub async fn measure(
     batches: usize,
     window: &(String, String),
 ) -> Result<(CostRun, BTreeMap<String, usize>), String> {
-    let client = dynamo_client(&env.moto, &CallCounter::default()).await;
+    let client = dynamo_client(&env.moto, &CallRecorder::default()).await;
     let tables = (format!("{tag}-idem"), format!("{tag}-book"));
     let mut spec: Spec = match kind {
         "gate" => {
-            gate::dynamo::create_tables(&client, &tables.0, &tables.1)
+            gate::store::dynamo::create_tables(&client, &tables.0, &tables.1)
                 .await
                 .map_err(|e| e.to_string())?;
             coldstart::gate_spec(consumer, env, &tables)

@@ -13,14 +13,14 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
 };
 use gate::clock::{Clock, SystemClock};
-use gate::dynamo::{create_tables, DynamoStore};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
+use gate::store::dynamo::{create_tables, DynamoStore};
 use gate::terminal::{HttpTerminal, HttpTerminalConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::counter::{dynamo_client, CallCounter};
+use crate::counter::{dynamo_client, CallRecorder};
 use crate::stats;
 use crate::workload::Delivery;
 
@@ -262,7 +262,7 @@ impl Naive {
 pub async fn build_gate(
     env: &Env,
     tag: &str,
-    counter: &CallCounter,
+    counter: &CallRecorder,
     max_concurrency: usize,
 ) -> Result<Gate, String> {
     let client = dynamo_client(&env.moto, counter).await;
@@ -336,7 +336,7 @@ async fn run_naive(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let counter = CallCounter::default();
+    let counter = CallRecorder::default();
     let client = dynamo_client(&env.moto, &counter).await;
     let table = format!("{tag}-naive-book");
     create_table(&client, &table, "source_event").await?;
@@ -350,7 +350,7 @@ async fn run_naive(
         naive.handle(sqs_event(&[d])).await;
     }
     let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
-    counter.reset();
+    counter.clear();
     let mut phase = Phase {
         events: deliveries.len(),
         ..Phase::default()
@@ -367,7 +367,7 @@ async fn run_naive(
     }
     phase.wall_s = wall0.elapsed().as_secs_f64();
     phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
-    phase.calls = counter.snapshot();
+    phase.calls = counter.counts();
     Ok(phase)
 }
 
@@ -377,14 +377,14 @@ async fn run_gate(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let counter = CallCounter::default();
+    let counter = CallRecorder::default();
     let gate = build_gate(env, tag, &counter, 10).await?;
     for d in warmup {
         gate.handle_batch(sqs_event(&[d]), &invocation(&d.message_id))
             .await;
     }
     let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
-    counter.reset();
+    counter.clear();
     let mut phase = Phase {
         events: deliveries.len(),
         ..Phase::default()
@@ -400,7 +400,7 @@ async fn run_gate(
     }
     phase.wall_s = wall0.elapsed().as_secs_f64();
     phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
-    phase.calls = counter.snapshot();
+    phase.calls = counter.counts();
     Ok(phase)
 }
 
@@ -417,7 +417,7 @@ fn floor_records(
             let n =
                 gate::notification::parse_notification(&d.body, now, &gate.config.known_terminals)
                     .map_err(|e| format!("floor: {e:?}"))?;
-            let keys = gate::gate::derive_keys(&n).map_err(|e| e.to_string())?;
+            let keys = gate::consumer::derive_keys(&n).map_err(|e| e.to_string())?;
             Ok(gate.new_record(&n, &keys, &invocation(&d.message_id), now))
         })
         .collect()
@@ -454,13 +454,13 @@ async fn run_floor(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let counter = CallCounter::default();
+    let counter = CallRecorder::default();
     let gate = build_gate(env, tag, &counter, 1).await?;
     for r in floor_records(&gate, warmup)? {
         floor_one(&gate, &r).await;
     }
     let records = floor_records(&gate, deliveries)?;
-    counter.reset();
+    counter.clear();
     let mut phase = Phase {
         events: deliveries.len(),
         ..Phase::default()
@@ -474,7 +474,7 @@ async fn run_floor(
     }
     phase.wall_s = wall0.elapsed().as_secs_f64();
     phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
-    phase.calls = counter.snapshot();
+    phase.calls = counter.counts();
     Ok(phase)
 }
 
@@ -500,7 +500,7 @@ async fn run_powertools(
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
-    let client = dynamo_client(&env.moto, &CallCounter::default()).await;
+    let client = dynamo_client(&env.moto, &CallRecorder::default()).await;
     let (table, bookings) = (format!("{tag}-pt-idem"), format!("{tag}-pt-book"));
     create_table(&client, &table, "id").await?;
     create_table(&client, &bookings, "source_event").await?;

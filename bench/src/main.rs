@@ -732,9 +732,9 @@ async fn main() -> Result<(), String> {
         let consumer = consumer
             .clone()
             .ok_or("no consumer binary: cargo lambda build --release -p consumer")?;
-        let client = counter::dynamo_client(&env.moto, &counter::CallCounter::default()).await;
+        let client = counter::dynamo_client(&env.moto, &counter::CallRecorder::default()).await;
         let gate_tables = (format!("{stamp}-cold-idem"), format!("{stamp}-cold-book"));
-        gate::dynamo::create_tables(&client, &gate_tables.0, &gate_tables.1)
+        gate::store::dynamo::create_tables(&client, &gate_tables.0, &gate_tables.1)
             .await
             .map_err(|e| e.to_string())?;
         let pt_tables = (

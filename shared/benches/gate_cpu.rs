@@ -22,14 +22,14 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gate::clock::ManualClock;
-use gate::dynamo::{booking_to_item, record_from_item, record_to_item};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
 use gate::iso6346::EquipmentNumber;
 use gate::keys::{self, SLOT_CLAIM};
 use gate::manual::MemoryManualQueue;
-use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
 use gate::record::{RecordStatus, TmsBooking};
+use gate::store::dynamo::{booking_to_item, record_from_item, record_to_item};
+use gate::store::memory::MemoryStore;
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 
 /// 2025-06-09T04:00:00Z; the window below is 08:00-10:00 the same day.

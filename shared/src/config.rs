@@ -24,14 +24,17 @@
 //! | `TERMINAL_KEY_RETENTION_SECONDS` | consumer and reconciler: the terminal's key retention | seconds | `86400` |
 //! | `RETENTION_MARGIN_SECONDS` | consumer and reconciler: never claim this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
+//! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
+//! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them | | none (not checked) |
 
 use std::net::IpAddr;
 use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::gate::{GateConfig, DEFAULT_KEY_TTL_S};
+use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
+use crate::terminal::several::{parse_terminals, policies, TerminalLimits, TerminalSpec};
 use crate::terminal::{ApiToken, HttpTerminalConfig};
 
 /// What [`FunctionConfig`] reserves for the commit (and the store calls around it) after the
@@ -109,6 +112,11 @@ pub struct FunctionConfig {
     /// `TERMINAL_API_TOKEN_SECRET_ARN`: the Secrets Manager secret whose `SecretString` is the
     /// terminal's bearer token, read once per cold start. Not a secret itself.
     pub token_secret_arn: Option<String>,
+    /// `TERMINALS`: the terminals of a stack that books at several, in their configured order;
+    /// empty for one terminal. With several, `terminal` holds the settings they share (the
+    /// timeouts; its `base_url` is empty), `token_secret_arn` is `None` (each terminal names its
+    /// own), and `gate.terminals` holds each one's key support and claim horizon.
+    pub terminals: Vec<TerminalSpec>,
 }
 
 /// Reads variables through a lookup and collects every problem instead of stopping at the first:
@@ -162,6 +170,17 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
             return None;
         }
         Some(value)
+    }
+
+    /// With `TERMINALS` set: records a problem if `variable`, which `TERMINALS` replaces, is set
+    /// too (a forgotten single-terminal variable must not silently configure a terminal).
+    fn replaced_by_terminals(&self, variable: &'static str) {
+        if self.optional(variable).is_some() {
+            self.problem(
+                variable,
+                "set together with TERMINALS, which configures every terminal; unset it",
+            );
+        }
     }
 
     /// `true` or `false`, `default` when unset or (with the problem recorded) anything else.
@@ -257,9 +276,27 @@ impl FunctionConfig {
     /// [`ConfigErrors`]: every missing or invalid variable, each named, in one error.
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
         let env = Env::new(lookup);
-        let base_url = env.required("TERMINAL_BASE_URL");
+        let terminals_raw = env.optional("TERMINALS");
+        let several = terminals_raw.is_some();
+        if several {
+            for variable in [
+                "TERMINAL_BASE_URL",
+                "TERMINAL_API_TOKEN_SECRET_ARN",
+                "TERMINAL_API_TOKEN",
+                "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
+                "KNOWN_TERMINALS",
+                "TERMINAL_KEY_RETENTION_SECONDS",
+            ] {
+                env.replaced_by_terminals(variable);
+            }
+        }
+        let base_url = if several {
+            Some(String::new())
+        } else {
+            env.required("TERMINAL_BASE_URL")
+        };
         // Not quoted: a refused URL may carry a credential (`https://user:password@...`).
-        if base_url.as_deref().is_some_and(|u| !base_url_allowed(u)) {
+        if !several && base_url.as_deref().is_some_and(|u| !base_url_allowed(u)) {
             env.problem(
                 "TERMINAL_BASE_URL",
                 "must be https:// (http:// only to a loopback host), without user info, query or \
@@ -282,7 +319,7 @@ impl FunctionConfig {
             known_terminals,
         );
         gate.terminal_supports_idempotency_key =
-            env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
+            several || env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
         // The default (21 days) outlives every redelivery horizon; 1 hour is the floor for tests
         // and local runs (`DEFAULT_KEY_TTL_S`; the template refuses less than 19 days).
         gate.key_ttl_s = env
@@ -315,8 +352,10 @@ impl FunctionConfig {
         // cold start by `crate::lambda`); `TERMINAL_API_TOKEN` is for local runs only. Both at once
         // is refused rather than ranked: a forgotten local variable must not silently override the
         // managed secret, nor the other way round.
-        let token_secret_arn = env.optional("TERMINAL_API_TOKEN_SECRET_ARN");
-        let local_token = env.optional("TERMINAL_API_TOKEN");
+        let token_secret_arn = env
+            .optional("TERMINAL_API_TOKEN_SECRET_ARN")
+            .filter(|_| !several);
+        let local_token = env.optional("TERMINAL_API_TOKEN").filter(|_| !several);
         if token_secret_arn.is_some() && local_token.is_some() {
             env.problem(
                 "TERMINAL_API_TOKEN",
@@ -350,10 +389,46 @@ impl FunctionConfig {
             );
         }
         let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
-        let retention_s = env.number("TERMINAL_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400);
+        let mut retention_s = if several {
+            Some(86_400)
+        } else {
+            env.number("TERMINAL_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400)
+        };
         let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
         let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
-        if let (Some(retention), Some(margin)) = (retention_s, margin_s) {
+        let terminals = match (&terminals_raw, margin_s) {
+            (Some(raw), Some(margin)) => {
+                let limits = TerminalLimits {
+                    key_ttl_s: gate.key_ttl_s,
+                    retention_margin_s: margin,
+                };
+                let readable = env.optional("TERMINAL_TOKEN_SECRET_ARNS");
+                match parse_terminals(raw, limits) {
+                    Ok(specs) => {
+                        check_readable_secrets(&env, &specs, readable.as_deref());
+                        specs
+                    }
+                    Err(problems) => {
+                        for problem in problems {
+                            env.problem("TERMINALS", problem);
+                        }
+                        Vec::new()
+                    }
+                }
+            }
+            _ => Vec::new(),
+        };
+        if several {
+            gate.known_terminals = terminals.iter().map(|t| t.code.clone()).collect();
+            gate.terminals = policies(&terminals, margin_s.unwrap_or(3_600) * 1000);
+            // What a record of a terminal no longer configured is held to: the shortest retention.
+            retention_s = terminals
+                .iter()
+                .filter_map(|t| t.key_retention_s)
+                .min()
+                .or(retention_s);
+        }
+        if let (false, Some(retention), Some(margin)) = (several, retention_s, margin_s) {
             if margin >= retention {
                 env.problem(
                     "RETENTION_MARGIN_SECONDS",
@@ -382,7 +457,38 @@ impl FunctionConfig {
             manual_queue_url: manual_queue_url.unwrap_or_default(),
             terminal,
             token_secret_arn,
+            terminals,
         })
+    }
+}
+
+/// With `TERMINAL_TOKEN_SECRET_ARNS` set (the template passes the secrets the role may read):
+/// records a problem for every terminal whose `token_secret_arn` is not among them, which would
+/// otherwise fail at cold start with an access denied.
+fn check_readable_secrets<F: Fn(&str) -> Option<String>>(
+    env: &Env<F>,
+    specs: &[TerminalSpec],
+    readable: Option<&str>,
+) {
+    let Some(readable) = readable else {
+        return;
+    };
+    let readable: Vec<&str> = readable.split(',').map(str::trim).collect();
+    for spec in specs {
+        if let Some(arn) = spec
+            .token_secret_arn
+            .as_deref()
+            .filter(|a| !readable.contains(a))
+        {
+            env.problem(
+                "TERMINALS",
+                format!(
+                    "terminal {:?}: token_secret_arn: {arn:?} is not among \
+                     TERMINAL_TOKEN_SECRET_ARNS (the secrets the function's role may read)",
+                    spec.code
+                ),
+            );
+        }
     }
 }
 
@@ -655,6 +761,134 @@ mod tests {
         let mut off = BASE.to_vec();
         off.push(("LOG_SENSITIVE_BODIES", "false"));
         assert!(FunctionConfig::from_env(env(&off)).is_ok());
+    }
+
+    const TERMINALS: &str = r#"[
+        {"code": "ECT-DELTA", "supports_idempotency_key": true,
+         "base_url": "https://slots.ect.example", "key_retention_seconds": 86400,
+         "max_concurrent_calls": 4,
+         "token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf"},
+        {"code": "APMT-MV2", "supports_idempotency_key": true, "api": "appointments-v2",
+         "base_url": "https://apmt.example/api", "key_retention_seconds": 172800,
+         "max_concurrent_calls": 2},
+        {"code": "RWG", "supports_idempotency_key": false}
+    ]"#;
+
+    fn several() -> Vec<(&'static str, &'static str)> {
+        let mut vars: Vec<_> = BASE
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "TERMINAL_BASE_URL")
+            .collect();
+        vars.push(("TERMINALS", TERMINALS));
+        vars
+    }
+
+    /// `TERMINALS`: the gate knows each terminal's code, key support and claim horizon (its
+    /// retention minus the margin); the reconciler's fallback retention is the shortest.
+    #[test]
+    fn several_terminals_configure_each_its_own_policy() {
+        let c = FunctionConfig::from_env(env(&several())).unwrap();
+        assert_eq!(c.gate.known_terminals, ["ECT-DELTA", "APMT-MV2", "RWG"]);
+        assert_eq!(c.terminals.len(), 3);
+        assert!(c.gate.supports_idempotency_key("ECT-DELTA"));
+        assert!(c.gate.supports_idempotency_key("APMT-MV2"));
+        assert!(!c.gate.supports_idempotency_key("RWG"));
+        assert_eq!(c.gate.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
+        assert_eq!(c.gate.claim_horizon_for("APMT-MV2"), 47 * 3_600_000);
+        assert_eq!(c.reconciler.key_retention_ms, 86_400_000);
+        assert_eq!(c.token_secret_arn, None);
+        assert!(c.terminal.base_url.is_empty());
+        // One terminal (no TERMINALS): no per-terminal policy, the single settings apply.
+        let one = FunctionConfig::from_env(env(BASE)).unwrap();
+        assert!(one.terminals.is_empty() && one.gate.terminals.is_empty());
+        assert!(one.gate.supports_idempotency_key("ECT-DELTA"));
+        assert_eq!(one.gate.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
+    }
+
+    /// The single-terminal variables are refused next to `TERMINALS`; a bad terminal is named
+    /// with its field, together with every other problem.
+    #[test]
+    fn terminals_errors_name_the_terminal_and_the_field() {
+        let mut both = several();
+        both.push(("TERMINAL_BASE_URL", "https://slots.example"));
+        both.push(("KNOWN_TERMINALS", "ECT-DELTA"));
+        both.push(("TERMINAL_API_TOKEN", "tok-XYZZY-secret"));
+        let err = FunctionConfig::from_env(env(&both)).unwrap_err();
+        assert_eq!(
+            err.variables(),
+            ["TERMINAL_BASE_URL", "TERMINAL_API_TOKEN", "KNOWN_TERMINALS"]
+        );
+        assert!(!err.to_string().contains("XYZZY"), "{err}");
+
+        let mut bad = several();
+        bad.retain(|(k, _)| *k != "TERMINALS");
+        bad.push((
+            "TERMINALS",
+            r#"[{"code": "APMT-MV2", "supports_idempotency_key": true,
+                 "base_url": "https://apmt.example", "max_concurrent_calls": 2}]"#,
+        ));
+        bad.push(("KEY_TTL_SECONDS", "14d"));
+        let err = FunctionConfig::from_env(env(&bad)).unwrap_err();
+        assert_eq!(err.variables(), ["KEY_TTL_SECONDS", "TERMINALS"]);
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: 2 problems: KEY_TTL_SECONDS: \"14d\" is not an integer; \
+             TERMINALS: terminal \"APMT-MV2\": key_retention_seconds: missing (required with key \
+             support)"
+        );
+    }
+
+    /// The README's example of a refused `TERMINALS` ("Several terminals in one stack"), word
+    /// for word.
+    #[test]
+    fn the_readme_example_of_terminals_errors() {
+        let mut vars = several();
+        vars.retain(|(k, _)| *k != "TERMINALS");
+        vars.push((
+            "TERMINALS",
+            r#"[{"code": "ECT-DELTA", "supports_idempotency_key": true,
+                 "base_url": "https://slots.ect.example", "key_retention_seconds": 86400,
+                 "max_concurrent_calls": 0},
+                {"code": "APMT-MV2", "supports_idempotency_key": true, "api": "appointments-v2",
+                 "base_url": "https://api.apmt.example", "max_concurrent_calls": 2}]"#,
+        ));
+        vars.push(("KNOWN_TERMINALS", "ECT-DELTA,APMT-MV2"));
+        let err = FunctionConfig::from_env(env(&vars)).unwrap_err();
+        let readme = include_str!("../../README.md");
+        let shown = readme
+            .lines()
+            .find(|l| l.starts_with("invalid configuration: 3 problems: KNOWN_TERMINALS"))
+            .expect("the README's example");
+        assert_eq!(err.to_string(), shown);
+    }
+
+    /// With `TERMINAL_TOKEN_SECRET_ARNS` (what the role may read), a terminal's secret outside
+    /// it is refused at start, naming the terminal.
+    #[test]
+    fn a_terminal_secret_the_role_cannot_read_is_refused() {
+        let mut vars = several();
+        vars.push((
+            "TERMINAL_TOKEN_SECRET_ARNS",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:other-AbCdEf",
+        ));
+        let err = FunctionConfig::from_env(env(&vars)).unwrap_err();
+        assert_eq!(err.variables(), ["TERMINALS"]);
+        assert!(
+            err.to_string().contains(
+                "terminal \"ECT-DELTA\": token_secret_arn: \"arn:aws:secretsmanager:eu-west-1:\
+                 123456789012:secret:ect-delta/token-AbCdEf\" is not among \
+                 TERMINAL_TOKEN_SECRET_ARNS"
+            ),
+            "{err}"
+        );
+        vars.pop();
+        vars.push((
+            "TERMINAL_TOKEN_SECRET_ARNS",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:other-AbCdEf, \
+             arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf",
+        ));
+        assert!(FunctionConfig::from_env(env(&vars)).is_ok());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, Reservation,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, Reservation, Store,
     StoreError, TakeOver,
 };
 
@@ -28,8 +28,9 @@ pub const NOW_MS: i64 = 1_749_441_600_000;
 /// The lease length the cases use, **milliseconds**.
 pub const LEASE_MS: i64 = 30_000;
 
-/// The TTL the cases use, **seconds** (14 days).
-pub const TTL_S: i64 = 14 * 24 * 3600;
+/// The TTL the cases use, **seconds**: the gate's default key TTL, 21 days
+/// ([`crate::consumer::DEFAULT_KEY_TTL_S`]).
+pub const TTL_S: i64 = crate::consumer::DEFAULT_KEY_TTL_S;
 
 /// The event key for case `name` in run `prefix`: lowercase hex SHA-256, like a real one.
 pub fn event_key(prefix: &str, name: &str) -> String {
@@ -89,7 +90,7 @@ async fn must_get(store: &dyn IdempotencyStore, pk: &str) -> IdempotencyRecord {
 /// A new key is reserved and stored exactly as given; a second reserve of the key is a conflict
 /// that returns the stored record with every field, in the same call. Both a minimal record
 /// (optional fields absent) and one with every optional field set round-trip.
-pub async fn reserve_new_key_then_conflict(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn reserve_new_key_then_conflict(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let first = sample_record(prefix, "reserve-new", "owner-a", NOW_MS);
     must_reserve(store, &first, NOW_MS).await;
@@ -130,7 +131,7 @@ pub async fn reserve_new_key_then_conflict(store: Arc<dyn IdempotencyStore>, pre
 /// request again) meets its own reservation: that is `Reserved`, not a conflict, and changes
 /// nothing. A reservation by another acquisition of the same event (another lease owner) is
 /// still a conflict, even with the same fingerprint.
-pub async fn reserve_retry_meets_own_write(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn reserve_retry_meets_own_write(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let mine = sample_record(prefix, "reserve-retry", "owner-a#0", NOW_MS);
     must_reserve(store, &mine, NOW_MS).await;
@@ -151,7 +152,7 @@ pub async fn reserve_retry_meets_own_write(store: Arc<dyn IdempotencyStore>, pre
 
 /// A record whose TTL has passed but that is still stored counts as absent: reserve overwrites
 /// it. The boundary is in epoch seconds: `expires_at == now_s` is still live.
-pub async fn reserve_overwrites_expired(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn reserve_overwrites_expired(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let now_s = ms_to_s(NOW_MS);
     let old = IdempotencyRecord {
@@ -210,7 +211,7 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn IdempotencyStore>, prefix
 
 /// 16 tasks reserve one key at once: exactly one is `Reserved`, the 15 others get a conflict
 /// carrying the winner's record.
-pub async fn concurrent_reserve_one_winner(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn concurrent_reserve_one_winner(store: Arc<dyn Store>, prefix: &str) {
     let mut tasks = Vec::new();
     for i in 0..16 {
         let store = Arc::clone(&store);
@@ -251,7 +252,7 @@ pub async fn concurrent_reserve_one_winner(store: Arc<dyn IdempotencyStore>, pre
 /// wrong old owner, allowed after expiry (only the lease and `updated_at` change), then refused
 /// for a second taker naming the old owner. Refused on a missing record and on a record that left
 /// `in_flight`.
-pub async fn take_over_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn take_over_rules(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "take-over", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
@@ -369,7 +370,7 @@ pub async fn take_over_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
 /// Commit writes the record (`committed`, `slot_id`, `slot_ids`, the holder kept as
 /// `lease_owner`, no `lease_until`, no `inflight_shard`, no stored request, `updated_at` = commit
 /// time, the rest unchanged) and the booking, in one call.
-pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "commit", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
@@ -423,7 +424,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn IdempotencyStore>, 
 /// (second) booking. The retry of a commit that landed (same holder, same slot) is `Committed`
 /// and writes nothing again. Commit without any record is `Corrupt`. A booking that outlived
 /// its record makes the whole transaction fail (`Corrupt`) and leaves the record `in_flight`.
-pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "commit-twice", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
@@ -563,7 +564,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn IdempotencyStore>, prefix: &str
 /// Two holders commit one record at once with different slots: exactly one `Committed`, the
 /// other `Refused` carrying the winner's slot (or, on a real table under contention, a
 /// `TransactionConflict` after the retries); exactly one booking, with the winner's slot.
-pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
     let r = sample_record(prefix, "commit-race", "owner-a", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let mut tasks = Vec::new();
@@ -609,7 +610,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn IdempotencyStore>, pref
 
 /// `release_lease` by the owner sets `lease_until` to 0 and keeps the record `in_flight`, so a
 /// take-over succeeds at once; by another owner it is a no-op.
-pub async fn release_lease_then_take_over(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn release_lease_then_take_over(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "release", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
@@ -674,7 +675,7 @@ pub async fn release_lease_then_take_over(store: Arc<dyn IdempotencyStore>, pref
 /// mark, the item, `lease_until` and `inflight_shard` (keeping `lease_owner` as the last holder);
 /// a second `routed` is refused and changes nothing. [`FinishGuard::LeaseAndNoSlot`] refuses a
 /// record that holds a slot id.
-pub async fn finish_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let item = br#"{"reason":"terminal_rejected"}"#;
     for (name, status) in [
@@ -816,7 +817,7 @@ pub async fn finish_rules(store: Arc<dyn IdempotencyStore>, prefix: &str) {
 
 /// `record_slot_id` accumulates distinct slot ids (a string set) whatever the state, leaves
 /// `slot_id` alone, and creates nothing for a missing record.
-pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn record_slot_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
@@ -874,7 +875,7 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn IdempotencyStore>, prefix
 /// and 1, oldest first, the last without a cursor, each entry exactly the record's
 /// [`InFlightEntry`] (so a projection that drops one of its attributes fails here). Absent: a record created at or after the
 /// bound, committed and failed records (they left the sparse index), and other shards.
-pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn stale_in_flight_paginates(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let shard = "07";
     let base = NOW_MS - 10 * 60_000;
@@ -965,7 +966,7 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn IdempotencyStore>, prefix:
 /// again once a record leaves `in_flight`, so `commit` and `finish` (as `failed` and as `manual`)
 /// remove it; a record still `in_flight` keeps it (a take-over resends it), also after a lease
 /// release and a take-over; a commit refused because the record was finished returns it without.
-pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let held = sample_record(prefix, "minimise-held", "owner-a", NOW_MS);
     must_reserve(store, &held, NOW_MS).await;
@@ -1050,7 +1051,7 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn IdempotencyStore>, 
 /// commit writes the natural-key item; the second meets it, is retried without it, commits (record
 /// and booking) and names the first event key; a retried first commit is still plain `Committed`;
 /// another window of the same container is no collision.
-pub async fn natural_key_collision_is_reported(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let first = sample_record(prefix, "nk-first", "owner-a", NOW_MS);
     let second = sample_record(prefix, "nk-second", "owner-b", NOW_MS);
@@ -1106,10 +1107,7 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn IdempotencyStore>,
 /// A holder that lost its lease recorded its slot id on the record (`record_slot_id`); the new
 /// holder commits another slot: committed, both ids in `slot_ids`, and the key counted by
 /// `multi_slot_keys` (the terminal issued two slots for one key).
-pub async fn commit_over_another_recorded_slot_is_counted(
-    store: Arc<dyn IdempotencyStore>,
-    prefix: &str,
-) {
+pub async fn commit_over_another_recorded_slot_is_counted(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "two-slots", "owner-b", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
@@ -1139,21 +1137,89 @@ pub async fn commit_over_another_recorded_slot_is_counted(
     );
 }
 
-/// Every case, in order, each with its own sub-prefix.
-pub async fn run_all(store: Arc<dyn IdempotencyStore>, prefix: &str) {
-    reserve_new_key_then_conflict(Arc::clone(&store), &format!("{prefix}-a")).await;
-    reserve_retry_meets_own_write(Arc::clone(&store), &format!("{prefix}-l")).await;
-    reserve_overwrites_expired(Arc::clone(&store), &format!("{prefix}-b")).await;
-    concurrent_reserve_one_winner(Arc::clone(&store), &format!("{prefix}-c")).await;
-    take_over_rules(Arc::clone(&store), &format!("{prefix}-d")).await;
-    commit_writes_record_and_booking(Arc::clone(&store), &format!("{prefix}-e")).await;
-    commit_not_in_flight(Arc::clone(&store), &format!("{prefix}-f")).await;
-    concurrent_commit_one_winner(Arc::clone(&store), &format!("{prefix}-g")).await;
-    release_lease_then_take_over(Arc::clone(&store), &format!("{prefix}-h")).await;
-    finish_rules(Arc::clone(&store), &format!("{prefix}-i")).await;
-    record_slot_id_accumulates(Arc::clone(&store), &format!("{prefix}-j")).await;
-    finished_records_hold_no_request(Arc::clone(&store), &format!("{prefix}-m")).await;
-    commit_over_another_recorded_slot_is_counted(Arc::clone(&store), &format!("{prefix}-n")).await;
-    natural_key_collision_is_reported(Arc::clone(&store), &format!("{prefix}-o")).await;
-    stale_in_flight_paginates(store, &format!("{prefix}-k")).await;
+/// Calls `$crate::$callback!(ARGS; case, case, ...)` with every case of the suite: the one list
+/// that [`run_all`] and [`store_conformance_tests!`](crate::store_conformance_tests) expand, so a
+/// new case cannot be left out of one of them.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_conformance_cases {
+    ($callback:ident!($($args:tt)*)) => {
+        $crate::$callback! {
+            $($args)*;
+            reserve_new_key_then_conflict,
+            reserve_retry_meets_own_write,
+            reserve_overwrites_expired,
+            concurrent_reserve_one_winner,
+            take_over_rules,
+            commit_writes_record_and_booking,
+            commit_not_in_flight,
+            concurrent_commit_one_winner,
+            release_lease_then_take_over,
+            finish_rules,
+            record_slot_id_accumulates,
+            finished_records_hold_no_request,
+            commit_over_another_recorded_slot_is_counted,
+            natural_key_collision_is_reported,
+            stale_in_flight_paginates
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __run_conformance_cases {
+    ($store:ident, $prefix:ident; $($name:ident),*) => {
+        $(
+            $crate::conformance::$name(
+                ::std::sync::Arc::clone(&$store),
+                &format!("{}-{}", $prefix, stringify!($name)),
+            )
+            .await;
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_test_fns {
+    ($case:ident => $store:expr; $($name:ident),*) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let $case: &str = stringify!($name);
+                let store: ::std::sync::Arc<dyn $crate::store::Store> = $store;
+                $crate::conformance::$name(store, $case).await;
+            }
+        )*
+    };
+}
+
+/// Runs every case in turn on one store (one table pair), each under its own prefix
+/// (`"{prefix}-{case}"`): the cases must not disturb each other's keys.
+pub async fn run_all(store: Arc<dyn Store>, prefix: &str) {
+    crate::__with_conformance_cases!(__run_conformance_cases!(store, prefix));
+}
+
+/// One `#[tokio::test]` per conformance case, plus `run_all_on_one_store`: the whole suite for a
+/// store implementation in one line. `$case` names a `&str` (the case's name) the store expression
+/// may use, e.g. for a fresh table per case:
+///
+/// ```ignore
+/// gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+/// ```
+///
+/// The expression is evaluated once per test (inside an async test function) and must give an
+/// `Arc<dyn Store>` (the write path and the index of one store).
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($case:ident => $store:expr) => {
+        $crate::__with_conformance_cases!(__conformance_test_fns!($case => $store));
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn run_all_on_one_store() {
+            let $case: &str = "run_all";
+            let store: ::std::sync::Arc<dyn $crate::store::Store> = $store;
+            $crate::conformance::run_all(store, "all").await;
+        }
+    };
 }

@@ -41,7 +41,7 @@ pub fn operation_key(event_key: &str, operation: &str) -> String {
 }
 
 /// The operation name of routing an item to the manual-booking queue. A routing record (see
-/// `crate::gate`, "Routing to a person exactly once") carries
+/// `crate::consumer`, "Routing to a person exactly once") carries
 /// `operation_key(route_key, MANUAL_ROUTE)` as its `op_key`, which is how the reconciler tells it
 /// from a slot claim.
 pub const MANUAL_ROUTE: &str = "manual-route";

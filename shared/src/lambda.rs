@@ -15,11 +15,12 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigErrors, FunctionConfig};
-use crate::dynamo::DynamoStore;
-use crate::gate::{Gate, Invocation};
+use crate::consumer::{Gate, Invocation};
+use crate::manual::sqs::SqsManualQueue;
 use crate::signals::{self, Counts, StoreSignals};
-use crate::sqs_manual::SqsManualQueue;
-use crate::terminal::HttpTerminal;
+use crate::store::dynamo::{DynamoIndex, DynamoStore};
+use crate::terminal::several::{TerminalRouter, TerminalSpec};
+use crate::terminal::{HttpTerminal, HttpTerminalConfig, SlotTerminal};
 
 /// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.
 const EPOCH_MS_FLOOR: i64 = 1_000_000_000_000;
@@ -87,11 +88,12 @@ pub struct ScheduledInput {
 /// None in practice; failures are counted in the report and retried by the next run.
 pub async fn handle_reconcile(
     gate: &Gate,
+    index: &dyn crate::store::InFlightIndex,
     config: &crate::reconciler::ReconcilerConfig,
     event: LambdaEvent<ScheduledInput>,
 ) -> Result<crate::reconciler::ReconcileReport, Error> {
     let invocation = invocation(&event.context);
-    let report = gate.reconcile(config, &invocation).await;
+    let report = gate.reconcile(index, config, &invocation).await;
     Counts::of_reconcile(&report).emit();
     Ok(report)
 }
@@ -108,9 +110,12 @@ fn aws_loader() -> aws_config::ConfigLoader {
 /// (its token read from Secrets Manager when `config.token_secret_arn` is set),
 /// once per cold start. `AWS_ENDPOINT_URL` is honoured by the SDK (local runs against moto).
 ///
+/// Returns the gate and the read side of its idempotency table (`InFlight`, `MultiSlot`: what the
+/// reconciler pages; the consumer ignores it).
+///
 /// # Errors
 /// If the terminal client cannot be built, or the token cannot be read from Secrets Manager.
-pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
+pub async fn build_consumer(config: FunctionConfig) -> Result<(Gate, DynamoIndex), Error> {
     // Operation timeouts keep a call well inside the lease.
     let aws = aws_loader()
         .timeout_config(
@@ -124,25 +129,60 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<Gate, Error> {
         .await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let mut terminal_config = config.terminal;
-    if let Some(arn) = &config.token_secret_arn {
-        // Read once per cold start and kept for the environment's life (`crate::secrets`).
-        let secrets = aws_sdk_secretsmanager::Client::new(&aws);
-        terminal_config.token = Some(crate::secrets::fetch_api_token(&secrets, arn).await?);
-        tracing::info!(secret = %arn, "terminal API token read from Secrets Manager");
-    }
-    let terminal = HttpTerminal::new(terminal_config)?;
-    Ok(Gate {
-        store: Arc::new(DynamoStore::new(
-            dynamodb,
-            config.idempotency_table.clone(),
-            config.bookings_table.clone(),
-        )),
-        terminal: Arc::new(terminal),
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws);
+    let terminal: Arc<dyn SlotTerminal> = if config.terminals.is_empty() {
+        let mut terminal_config = config.terminal;
+        if let Some(arn) = &config.token_secret_arn {
+            // Read once per cold start and kept for the environment's life (`crate::secrets`).
+            terminal_config.token = Some(crate::secrets::fetch_api_token(&secrets, arn).await?);
+            tracing::info!(secret = %arn, "terminal API token read from Secrets Manager");
+        }
+        Arc::new(HttpTerminal::new(terminal_config)?)
+    } else {
+        Arc::new(terminal_router(&config.terminals, &config.terminal, &secrets).await?)
+    };
+    let store = DynamoStore::new(
+        dynamodb,
+        config.idempotency_table.clone(),
+        config.bookings_table.clone(),
+    );
+    let index = store.index().clone();
+    let gate = Gate {
+        store: Arc::new(store),
+        terminal,
         manual: Arc::new(SqsManualQueue::new(sqs, config.manual_queue_url.clone())),
         clock: Arc::new(SystemClock),
         config: config.gate,
-    })
+    };
+    Ok((gate, index))
+}
+
+/// The [`TerminalRouter`] of a stack with several terminals (`TERMINALS`,
+/// [`crate::terminal::several::http_router`]): each terminal with key support gets its client, its token
+/// read from its own secret once, at cold start. A terminal without key support gets no client
+/// (the gate never calls it) and its secret, if named, is not read.
+///
+/// # Errors
+/// A secret that cannot be read (the error names the terminal and the secret's ARN, never the
+/// value), or a client that cannot be built.
+pub async fn terminal_router(
+    specs: &[TerminalSpec],
+    shared: &HttpTerminalConfig,
+    secrets: &aws_sdk_secretsmanager::Client,
+) -> Result<TerminalRouter, Error> {
+    let mut tokens = std::collections::BTreeMap::new();
+    for spec in specs.iter().filter(|s| s.supports_idempotency_key) {
+        if let Some(arn) = &spec.token_secret_arn {
+            let token = crate::secrets::fetch_api_token(secrets, arn)
+                .await
+                .map_err(|e| Error::from(format!("terminal {:?}: {e}", spec.code)))?;
+            tracing::info!(terminal = %spec.code, secret = %arn, "terminal API token read from Secrets Manager");
+            tokens.insert(spec.code.clone(), token);
+        }
+    }
+    Ok(crate::terminal::several::http_router(
+        specs, shared, tokens,
+    )?)
 }
 
 /// Installs the EMF recorder: namespace [`signals::NAMESPACE`], dimension
@@ -226,7 +266,7 @@ async fn publish_store_signals(
 /// # Errors
 /// A store or CloudWatch error; the next minute's run tries again.
 pub async fn handle_metrics(
-    store: &dyn crate::store::IdempotencyStore,
+    store: &dyn crate::store::InFlightIndex,
     cloudwatch: &aws_sdk_cloudwatch::Client,
     integration: &str,
     clock: &dyn Clock,
@@ -357,11 +397,10 @@ pub async fn run_metrics() -> Result<(), Error> {
     let (store, cloudwatch, integration) = start(async {
         let config = crate::config::MetricsConfig::from_env(|k| std::env::var(k).ok())?;
         let aws = aws_loader().load().await;
-        // The metrics function reads only the idempotency table's indexes; no bookings table.
-        let store = DynamoStore::new(
+        // The metrics function reads only the idempotency table's indexes (`InFlightIndex`).
+        let store = DynamoIndex::new(
             aws_sdk_dynamodb::Client::new(&aws),
             config.idempotency_table.clone(),
-            String::new(),
         );
         Ok((
             store,
@@ -385,7 +424,7 @@ pub async fn run_metrics() -> Result<(), Error> {
 /// A failed start (reported first, [`report_init_error`]), or the runtime's own errors.
 pub async fn run_reconciler() -> Result<(), Error> {
     crate::logging::init();
-    let (metrics, gate, reconciler) = start(async {
+    let (metrics, gate, index, reconciler) = start(async {
         let config = FunctionConfig::from_env(|k| std::env::var(k).ok())?.for_reconciler();
         tracing::info!(
             integration = %config.gate.integration,
@@ -394,14 +433,15 @@ pub async fn run_reconciler() -> Result<(), Error> {
         );
         let reconciler = config.reconciler.clone();
         let metrics = init_metrics(&config.gate.integration)?;
-        Ok((metrics, build_consumer(config).await?, reconciler))
+        let (gate, index) = build_consumer(config).await?;
+        Ok((metrics, gate, index, reconciler))
     })
     .await?;
-    let (gate, reconciler) = (&gate, &reconciler);
+    let (gate, index, reconciler) = (&gate, &index, &reconciler);
     metrics_cloudwatch_embedded::lambda::service::run(
         metrics,
         service_fn(move |event: LambdaEvent<ScheduledInput>| async move {
-            handle_reconcile(gate, reconciler, event).await
+            handle_reconcile(gate, index, reconciler, event).await
         }),
     )
     .await
@@ -420,11 +460,12 @@ pub async fn run_consumer() -> Result<(), Error> {
         tracing::info!(
             integration = %config.gate.integration,
             terminal_supports_idempotency_key = config.gate.terminal_supports_idempotency_key,
+            terminals = ?config.gate.known_terminals,
             deadline_margin_ms = config.gate.deadline_margin_ms,
             "consumer starting"
         );
         let metrics = init_metrics(&config.gate.integration)?;
-        Ok((metrics, build_consumer(config).await?))
+        Ok((metrics, build_consumer(config).await?.0))
     })
     .await?;
     let gate = &gate;

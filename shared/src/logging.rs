@@ -96,7 +96,7 @@ mod tests {
 
     #[test]
     fn other_crates_stay_at_info() {
-        assert!(allowed_target("gate::gate", Level::TRACE));
+        assert!(allowed_target("gate::consumer", Level::TRACE));
         assert!(allowed_target("gate", Level::DEBUG));
         assert!(allowed_target("reconciler", Level::TRACE));
         assert!(!allowed_target("gatekeeper", Level::TRACE));

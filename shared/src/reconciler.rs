@@ -8,7 +8,7 @@
 //! is none and the record is still inside the terminal's key retention (minus a margin), resend
 //! the stored request bytes with the same key and commit the answer; past the retention, never
 //! claim: route to the manual queue. A routing record (a poison body, a mismatch or an ended
-//! window on its way to the manual queue, see `crate::gate`, "Routing to a person exactly once")
+//! window on its way to the manual queue, see `crate::consumer`, "Routing to a person exactly once")
 //! is finished by sending the item it stores, never claimed. This is the "completer" of
 //! Stripe-style idempotency (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
 //! Postgres", 2017): minimum age, lease timeout, never a live lease.
@@ -16,10 +16,11 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::gate::{is_routing_record, window_ended, Gate, Invocation, RecordOutcome};
+use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
-use crate::store::{InFlightEntry, TakeOver};
+use crate::routing::is_routing_record;
+use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
 use crate::terminal::{ClaimOutcome, LookupOutcome};
 
 /// The reconciler's settings. Durations in **milliseconds**.
@@ -91,9 +92,11 @@ pub struct ReconcileReport {
 
 impl Gate {
     /// One reconciler run over all 16 shards of `InFlight`, at most `max_concurrency` records at
-    /// once, stopping before `invocation`'s deadline (less than `deadline_margin_ms` left).
+    /// once, stopping before `invocation`'s deadline (less than `deadline_margin_ms` left). `index`
+    /// is the read side of the same table as `self.store` (its `InFlight` index).
     pub async fn reconcile(
         &self,
+        index: &dyn InFlightIndex,
         config: &ReconcilerConfig,
         invocation: &Invocation,
     ) -> ReconcileReport {
@@ -108,8 +111,7 @@ impl Gate {
                     break 'shards;
                 }
                 let created_before = self.clock.now_ms() - config.min_age_ms;
-                let page = match self
-                    .store
+                let page = match index
                     .stale_in_flight(&shard, created_before, cursor.take(), config.page_size)
                     .await
                 {
@@ -201,6 +203,11 @@ impl Gate {
         // The manual queue gets the stored claim request (the SQS body is not kept).
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = format!("reconciler:{owner}");
+        let d = Delivery {
+            body: &body,
+            message_id: &message_id,
+            invocation,
+        };
         if held.route_pending || is_routing_record(&held) {
             // A routing whose sender died before confirming it: send its stored item, never
             // claim.
@@ -210,26 +217,34 @@ impl Gate {
             };
             return Step::from_outcome(outcome, false);
         }
-        if !self.config.terminal_supports_idempotency_key {
+        if !self.config.supports_idempotency_key(&held.terminal) {
             let outcome = self
                 .route_held_record(
                     &held,
                     RecordStatus::Manual,
                     ManualReason::NoIdempotencySupport,
                     "stranded in_flight; the terminal does not honour Idempotency-Key".into(),
-                    &body,
-                    &message_id,
-                    invocation,
+                    d,
                 )
                 .await;
             return Step::from_outcome(outcome, false);
         }
         let age = now - held.created_at_ms;
-        let past_retention = age >= config.claim_horizon_ms();
+        // Several terminals: each its own key retention (`GateConfig::terminals`).
+        let horizon = self
+            .config
+            .terminals
+            .get(&held.terminal)
+            .map_or(config.claim_horizon_ms(), |p| p.claim_horizon_ms);
+        let past_retention = age >= horizon;
         // Past the key's retention nothing is claimed again: without a slot under the key (none,
         // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
         // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self.terminal.lookup(&held.op_key, &held.request).await {
+        let (outcome, by_lookup) = match self
+            .terminal
+            .lookup_at(&held.terminal, &held.op_key, &held.request)
+            .await
+        {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
             LookupOutcome::Transient(why) if past_retention => {
                 let detail = format!(
@@ -240,9 +255,7 @@ impl Gate {
                     why.quoted(),
                     held.op_key
                 );
-                return self
-                    .route_past_retention(&held, detail, &body, &message_id, invocation)
-                    .await;
+                return self.route_past_retention(&held, detail, d).await;
             }
             LookupOutcome::NotFound if past_retention => {
                 let detail = format!(
@@ -252,9 +265,7 @@ impl Gate {
                     age / 1000,
                     held.op_key
                 );
-                return self
-                    .route_past_retention(&held, detail, &body, &message_id, invocation)
-                    .await;
+                return self.route_past_retention(&held, detail, d).await;
             }
             // After the window's end nothing is claimed either: a person decides.
             LookupOutcome::NotFound if window_ended(&held, now) => {
@@ -268,22 +279,20 @@ impl Gate {
                              Idempotency-Key {}: never claimed after the window's end",
                             held.window_end, held.op_key
                         ),
-                        &body,
-                        &message_id,
-                        invocation,
+                        d,
                     )
                     .await;
                 return Step::from_outcome(outcome, false);
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
             LookupOutcome::NotFound => (
-                self.terminal.claim(&held.op_key, &held.request).await,
+                self.terminal
+                    .claim_at(&held.terminal, &held.op_key, &held.request)
+                    .await,
                 false,
             ),
         };
-        let outcome = self
-            .settle_claim(&held, outcome, &body, &message_id, invocation)
-            .await;
+        let outcome = self.settle_claim(&held, outcome, d).await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)
     }
@@ -295,9 +304,7 @@ impl Gate {
         &self,
         held: &IdempotencyRecord,
         detail: String,
-        body: &str,
-        message_id: &str,
-        invocation: &Invocation,
+        d: Delivery<'_>,
     ) -> Step {
         let outcome = self
             .route_held_record(
@@ -305,9 +312,7 @@ impl Gate {
                 RecordStatus::Manual,
                 ManualReason::PastKeyRetention,
                 detail,
-                body,
-                message_id,
-                invocation,
+                d,
             )
             .await;
         Step::from_outcome(outcome, false)

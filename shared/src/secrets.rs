@@ -13,6 +13,10 @@
 //!
 //! The secret's `SecretString` is the token itself (surrounding whitespace removed). A binary
 //! secret is refused. `TERMINAL_API_TOKEN` is for local runs only (`crate::config`).
+//!
+//! A stack with several terminals (`TERMINALS`, `crate::terminal::several`) names one secret per terminal
+//! (`token_secret_arn`); each is read the same way, once per cold start
+//! (`crate::lambda::terminal_router`), and an error names the terminal too.
 
 use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use aws_sdk_secretsmanager::Client;

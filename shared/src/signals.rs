@@ -19,10 +19,10 @@
 
 use serde::Serialize;
 
-use crate::gate::{BatchReport, RecordOutcome, RecordReport};
+use crate::consumer::{BatchReport, RecordOutcome, RecordReport};
 use crate::reconciler::ReconcileReport;
 use crate::record::INFLIGHT_SHARDS;
-use crate::store::{IdempotencyStore, StoreError};
+use crate::store::{InFlightIndex, StoreError};
 
 /// The CloudWatch namespace of every metric.
 pub const NAMESPACE: &str = "ExactlyOnceGate";
@@ -412,7 +412,7 @@ const SIGNAL_PAGE: usize = 100;
 /// # Errors
 /// A [`StoreError`] from a query.
 pub async fn collect_store_signals(
-    store: &dyn IdempotencyStore,
+    store: &dyn InFlightIndex,
     now_ms: i64,
 ) -> Result<StoreSignals, StoreError> {
     let mut oldest: Option<i64> = None;

@@ -1,45 +1,37 @@
 //! The store conformance suite on `MemoryStore`: `cargo test -p gate --features testkit`.
+//! The cases are listed once, in `gate::conformance`; the macro makes one test per case.
 #![cfg(feature = "testkit")]
 
 use std::sync::Arc;
 
-use gate::conformance;
-use gate::memory::MemoryStore;
-use gate::store::IdempotencyStore;
+use gate::store::memory::MemoryStore;
 
-fn store() -> Arc<dyn IdempotencyStore> {
-    Arc::new(MemoryStore::new())
-}
+gate::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
 
-macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                conformance::$name(store(), "mem").await;
-            }
-        )*
-    };
-}
-
-cases!(
-    reserve_new_key_then_conflict,
-    reserve_overwrites_expired,
-    concurrent_reserve_one_winner,
-    take_over_rules,
-    commit_writes_record_and_booking,
-    commit_not_in_flight,
-    concurrent_commit_one_winner,
-    release_lease_then_take_over,
-    finish_rules,
-    record_slot_id_accumulates,
-    stale_in_flight_paginates,
-    finished_records_hold_no_request,
-    reserve_retry_meets_own_write,
-    commit_over_another_recorded_slot_is_counted,
-);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn run_all_on_one_store() {
-    conformance::run_all(store(), "mem-all").await;
+/// Every `pub async fn CASE(store, prefix)` in the suite is in its one case list, so no case is
+/// written and then never run.
+#[test]
+fn every_case_is_in_the_case_list() {
+    let source = include_str!("../src/conformance.rs");
+    let list_start = source
+        .find("macro_rules! __with_conformance_cases")
+        .expect("the case list macro");
+    let list_end = list_start + source[list_start..].find("\n}\n").expect("its end");
+    let list = &source[list_start..list_end];
+    // Every public async function but `run_all` is a case (helpers are plain `fn`s).
+    let cases: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub async fn "))
+        .filter_map(|rest| rest.split('(').next())
+        .filter(|name| *name != "run_all")
+        .collect();
+    assert!(cases.len() >= 15, "found only {cases:?}");
+    let missing: Vec<&&str> = cases
+        .iter()
+        .filter(|c| !list.contains(&format!("{c},")) && !list.contains(&format!("{c}\n")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "cases missing from the list: {missing:?}"
+    );
 }

@@ -16,16 +16,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::keys::event_key_of;
 use gate::manual::{ManualItem, ManualReason, MemoryManualQueue};
-use gate::memory::MemoryStore;
 use gate::notification::{
     MAX_BODY_BYTES, MAX_EQUIPMENT_NUMBER_CHARS, MAX_NOTIFICATION_ID_CHARS, MAX_PIN_CHARS,
     MAX_TERMINAL_CHARS,
 };
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus};
+use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use gate::terminal::{
     ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal, MAX_SLOT_ID_CHARS,
@@ -106,12 +106,11 @@ fn with(field: &str, value: Value) -> String {
     v.to_string()
 }
 
+/// One record; `None` for a record without a body.
 fn event(message_id: &str, body: Option<&str>) -> SqsEvent {
-    serde_json::from_value(json!({"Records": [{
-        "messageId": message_id, "receiptHandle": format!("rh-{message_id}"), "body": body,
-        "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {}
-    }]}))
-    .unwrap()
+    let mut event = gate::testkit::sqs_event(&[(message_id, body.unwrap_or_default())]);
+    event.records[0].body = body.map(str::to_string);
+    event
 }
 
 fn invocation(w: &World, id: &str) -> Invocation {
@@ -676,12 +675,18 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
     // The reconciler, within the retention: lookup unreadable, transient, nothing claimed.
     let config = ReconcilerConfig::default();
     w.clock.advance_ms(600_000);
-    let run = w.gate.reconcile(&config, &invocation(&w, "rec-1")).await;
+    let run = w
+        .gate
+        .reconcile(w.store.as_ref(), &config, &invocation(&w, "rec-1"))
+        .await;
     assert_eq!(run.transient, 1, "{run:?}");
     assert_eq!(run.manual, 0, "{run:?}");
     // Past the retention (24 h minus the 1 h margin): a person gets it.
     w.clock.set_ms(T0 + 23 * 3_600_000 + 600_000);
-    let run = w.gate.reconcile(&config, &invocation(&w, "rec-2")).await;
+    let run = w
+        .gate
+        .reconcile(w.store.as_ref(), &config, &invocation(&w, "rec-2"))
+        .await;
     assert_eq!(run.manual, 1, "{run:?}");
     let pk = record_pk(INTEGRATION, &event_key_of("PCS-1", CONTAINER));
     let record = w.store.get(&pk).await.unwrap().unwrap();

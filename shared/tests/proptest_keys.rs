@@ -4,7 +4,7 @@
 //! the fingerprint changes when any business field changes (the event key too when the
 //! notification id or the container changes).
 
-use gate::gate::{derive_keys, DerivedKeys};
+use gate::consumer::{derive_keys, DerivedKeys};
 use gate::iso6346::check_digit;
 use gate::notification::parse_notification;
 use proptest::prelude::*;

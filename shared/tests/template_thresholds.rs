@@ -1,5 +1,5 @@
 //! The alarm thresholds are defined once, in `gate::signals`, and the attributes the `InFlight`
-//! index projects once, in `gate::dynamo`; `template.yaml` carries copies. These tests fail when
+//! index projects once, in `gate::store::dynamo`; `template.yaml` carries copies. These tests fail when
 //! the two drift.
 
 use gate::signals::{
@@ -128,18 +128,19 @@ fn the_in_flight_index_projects_what_the_code_reads_and_never_the_request() {
     has(index, "ProjectionType: INCLUDE\n");
     let listed = format!(
         "NonKeyAttributes: [{}]",
-        gate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
+        gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
     );
     has(index, &listed);
     assert!(
-        !gate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
+        !gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
         "the claim request holds the release PIN"
     );
 }
 
 /// Both functions that claim slots resume stale records, so both must know how long the terminal
 /// keeps a key: the consumer without it would fall back to 24 h and re-claim under a key a
-/// terminal with a shorter retention has forgotten.
+/// terminal with a shorter retention has forgotten. With several terminals each one's retention
+/// is in `TERMINALS`, which both get too.
 #[test]
 fn both_functions_that_claim_get_the_key_retention() {
     let t = template();
@@ -147,7 +148,13 @@ fn both_functions_that_claim_get_the_key_retention() {
         let f = resource(&t, function);
         has(
             &f,
-            "TERMINAL_KEY_RETENTION_SECONDS: !Ref TerminalKeyRetentionSeconds",
+            "TERMINAL_KEY_RETENTION_SECONDS: !If [OneTerminal, !Ref TerminalKeyRetentionSeconds, \
+             !Ref AWS::NoValue]",
+        );
+        has(&f, "TERMINALS: !Ref Terminals");
+        has(
+            &f,
+            "TERMINAL_TOKEN_SECRET_ARNS: !Join [\",\", !Ref TerminalTokenSecretArns]",
         );
         has(&f, "RETENTION_MARGIN_SECONDS: !Ref RetentionMarginSeconds");
         has(&f, "KEY_TTL_SECONDS: !Ref KeyTtlSeconds");
@@ -159,5 +166,8 @@ fn both_functions_that_claim_get_the_key_retention() {
 fn the_key_ttl_default_matches() {
     let t = template();
     let p = resource(&t, "KeyTtlSeconds");
-    has(&p, &format!("Default: {}\n", gate::gate::DEFAULT_KEY_TTL_S));
+    has(
+        &p,
+        &format!("Default: {}\n", gate::consumer::DEFAULT_KEY_TTL_S),
+    );
 }

@@ -1,7 +1,6 @@
 //! The outside world for local runs: the terminal simulator, at-least-once SQS delivery, the
 //! naive handler of the incident, scenario files and the replay, and the sample events of
 //! `events/` dated for today.
-pub mod delivery;
 pub mod dst;
 pub mod naive;
 pub mod plot;
@@ -11,6 +10,7 @@ pub mod sample_events;
 pub mod scenario;
 pub mod scenarios;
 pub mod signals;
+pub mod sqs;
 pub mod stores;
 pub mod sustained;
 pub mod terminal;

@@ -2,29 +2,37 @@
 //! terminal simulator over HTTP on loopback and the at-least-once delivery simulator, on
 //! simulated time.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
 use gate::manual::{ManualQueue, MemoryManualQueue};
-use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
-use gate::store::IdempotencyStore;
+use gate::store::memory::MemoryStore;
+use gate::store::{IdempotencyStore, InFlightIndex, Store};
+use gate::terminal::several::{
+    http_router, parse_terminals, policies, TerminalLimits, TerminalRouter,
+};
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
+use rand::RngCore;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::delivery::{Received, SqsQueue};
 use crate::naive::NaiveHandler;
 use crate::scenario::{CrashStep, KeyFault, Scenario};
 use crate::signals::{SignalRecorder, SignalSummary};
-use crate::terminal::{self, TerminalConfig, TerminalCore};
+use crate::sqs::{self, Queue, ReceiveOrder};
+use crate::terminal::{self, TerminalCore, DEFAULT_RETENTION_MS};
 
 /// The integration name used in replays (the record key prefix).
 pub const INTEGRATION: &str = "ect-delta-slots";
@@ -89,6 +97,9 @@ pub struct Report {
     pub simulated_seconds: i64,
     /// The four signals and the alarms that fired (gated handler only).
     pub signals: Option<SignalSummary>,
+    /// Per terminal, for a scenario that books at several (`terminal_set`); empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_terminal: Vec<TerminalFigures>,
 }
 
 /// A fault injected into the worker that handles a notification's first delivery.
@@ -132,11 +143,23 @@ fn request_container(request: &[u8]) -> Option<String> {
 #[async_trait]
 impl SlotTerminal for FaultyTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+        self.claim_at("", op_key, request).await
+    }
+
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        self.inner.lookup(op_key, request).await
+    }
+
+    async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {
+        self.inner.lookup_at(terminal, op_key, request).await
+    }
+
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
         let container = request_container(request);
         match &self.fault {
             WorkerFault::Crash { container: c, step } if container.as_deref() == Some(c) => {
                 if *step == CrashStep::AfterClaim {
-                    let _ = self.inner.claim(op_key, request).await;
+                    let _ = self.inner.claim_at(terminal, op_key, request).await;
                 }
                 self.tripped.notify_one();
                 // The process is gone: this future never completes and is dropped.
@@ -144,17 +167,13 @@ impl SlotTerminal for FaultyTerminal {
                 ClaimOutcome::Transient("unreachable".into())
             }
             WorkerFault::Stall { container: c, .. } if container.as_deref() == Some(c) => {
-                let outcome = self.inner.claim(op_key, request).await;
+                let outcome = self.inner.claim_at(terminal, op_key, request).await;
                 self.tripped.notify_one();
                 self.resume.notified().await;
                 outcome
             }
-            _ => self.inner.claim(op_key, request).await,
+            _ => self.inner.claim_at(terminal, op_key, request).await,
         }
-    }
-
-    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
-        self.inner.lookup(op_key, request).await
     }
 }
 
@@ -164,7 +183,7 @@ pub struct ReplayOptions {
     /// The handler.
     pub handler: HandlerKind,
     /// The idempotency store for the gated handler; `None` for a fresh [`MemoryStore`].
-    pub store: Option<Arc<dyn IdempotencyStore>>,
+    pub store: Option<Arc<dyn Store>>,
 }
 
 impl ReplayOptions {
@@ -183,6 +202,58 @@ impl ReplayOptions {
             store: None,
         }
     }
+}
+
+/// What a replayed message copy carries: its body and which scenario notification it is.
+#[derive(Debug, Clone)]
+struct Carried {
+    body: String,
+    notification: usize,
+}
+
+/// A received copy: what went into one event record.
+#[derive(Debug, Clone)]
+struct Received {
+    /// The copy's index in the queue.
+    copy: usize,
+    /// The receipt [`Queue::delete`] needs.
+    receipt: u32,
+    message_id: String,
+    notification: usize,
+}
+
+/// A random (version 4) UUID from the replay's seeded generator: message ids and receipt handles
+/// are reproducible for a scenario's seed.
+fn uuid(rng: &mut ChaCha8Rng) -> String {
+    let mut bytes = [0u8; 16];
+    rng.fill_bytes(&mut bytes);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
+/// Receives up to `max` copies at `now_ms`, oldest first, and renders them as a Lambda SQS event
+/// (`{"Records": [...]}`), each with a receipt handle drawn from `ids`.
+fn receive(
+    queue: &mut Queue<Carried>,
+    ids: &mut ChaCha8Rng,
+    now_ms: i64,
+    max: usize,
+) -> (Vec<Received>, Value) {
+    let mut received = Vec::new();
+    let mut records = Vec::new();
+    for (copy, receipt) in queue.receive(now_ms, max, ReceiveOrder::Oldest) {
+        let m = &queue.msgs[copy];
+        let handle = format!("AQEB{}", uuid(ids).replace('-', ""));
+        records.push(sqs::lambda_record(m, &m.body.body, &handle, now_ms));
+        received.push(Received {
+            copy,
+            receipt,
+            message_id: m.id.clone(),
+            notification: m.body.notification,
+        });
+    }
+    (received, serde_json::json!({ "Records": records }))
 }
 
 /// The fault a batch triggers: a notification's first delivery carrying a crash or a stall.
@@ -271,59 +342,52 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let start_ms = scenario.start.timestamp_millis();
     let clock = Arc::new(ManualClock::new(start_ms));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let retention_ms = scenario.terminal.retention_ms();
-    let core = TerminalCore::new(
-        TerminalConfig {
-            supports_idempotency_key: scenario.terminal.supports_idempotency_key,
-            latency_ms: scenario.terminal.latency_ms,
-            error_rate: scenario.terminal.error_rate,
-            lose_response_rate: scenario.terminal.lose_response_rate,
-            retention_ms,
-            seed: scenario.terminal.seed,
-            ..TerminalConfig::default()
-        },
-        dyn_clock.clone(),
-    );
-    let (addr, server) = terminal::spawn(core.clone())
-        .await
-        .map_err(|e| format!("cannot start the terminal simulator: {e}"))?;
-    let base_url = format!("http://{addr}");
+    if options.handler == HandlerKind::Naive && !scenario.terminal_set.is_empty() {
+        return Err(format!(
+            "the naive handler of the incident books at one terminal; {} books at {}",
+            scenario.name,
+            scenario.terminal_set.len()
+        ));
+    }
+    let played = play_terminals(scenario, dyn_clock.clone()).await?;
+    let retention_ms = played.retention_ms;
 
-    let mut queue = SqsQueue::new(
+    let mut queue = Queue::new(
         scenario.queue.visibility_timeout_s * 1000,
         scenario.queue.max_receive_count,
-        scenario.seed,
     );
+    let mut ids = ChaCha8Rng::seed_from_u64(scenario.seed);
     for (i, n) in scenario.notifications.iter().enumerate() {
-        let body = n.body_string();
+        let body = Carried {
+            body: n.body_string(),
+            notification: i,
+        };
         let mut last_id = String::new();
         for a in &n.arrivals {
             let at = start_ms + (a.at_s() * 1000.0) as i64;
-            if a.same_message_id() {
-                queue.send_with_id(last_id.clone(), body.clone(), i, at);
-            } else {
-                last_id = queue.send(body.clone(), i, at);
+            if !a.same_message_id() {
+                last_id = uuid(&mut ids);
             }
+            queue.send(last_id.clone(), body.clone(), at);
         }
     }
 
-    let store: Arc<dyn IdempotencyStore> = options
+    let store: Arc<dyn Store> = options
         .store
         .clone()
         .unwrap_or_else(|| Arc::new(MemoryStore::new()));
     let manual = Arc::new(MemoryManualQueue::new());
-    let http = HttpTerminal::new(HttpTerminalConfig::new(&base_url)).map_err(|e| e.to_string())?;
-    let http: Arc<dyn SlotTerminal> = Arc::new(http);
     let mut config = GateConfig::new(INTEGRATION, scenario.terminals.clone());
     config.terminal_supports_idempotency_key = scenario.terminal.supports_idempotency_key;
+    config.terminals = played.policies.clone();
     let base_gate = Gate {
         config,
         store: store.clone(),
-        terminal: http.clone(),
+        terminal: played.terminal.clone(),
         manual: manual.clone() as Arc<dyn ManualQueue>,
         clock: dyn_clock.clone(),
     };
-    let naive = NaiveHandler::new(&base_url, scenario.terminals.clone());
+    let naive = NaiveHandler::new(&played.base_url, scenario.terminals.clone());
     let gated = options.handler == HandlerKind::Gated;
 
     let mut faulted: HashSet<usize> = HashSet::new();
@@ -332,7 +396,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let mut counts = Counts::default();
     let mut recorder = SignalRecorder::default();
     let mut invocation_no = 0u64;
-    let first_ms = queue.next_visible_ms().unwrap_or(start_ms);
+    let first_ms = queue.next_visible().unwrap_or(start_ms);
     let mut last_ms = first_ms;
     let batch_size = scenario.queue.batch_size;
     let timeout_ms = scenario.lambda_timeout_s * 1000;
@@ -340,7 +404,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let reconciler_config = ReconcilerConfig {
         min_age_ms: reconciler.as_ref().map_or(120_000, |r| r.min_age_s * 1000),
         key_retention_ms: retention_ms,
-        retention_margin_ms: (retention_ms / 24).min(3_600_000),
+        retention_margin_ms: played.retention_margin_ms,
         ..ReconcilerConfig::default()
     };
     let metrics_interval_ms = gate::signals::STORE_SIGNALS_PERIOD_S * 1000;
@@ -358,7 +422,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         if steps > 1_000_000 {
             return Err("replay did not converge".into());
         }
-        let next_message = queue.next_visible_ms();
+        let next_message = queue.next_visible();
         let next_resume = paused.iter().map(|p| p.resume_at_ms).min();
         let work_left = next_message.is_some() || next_resume.is_some();
         let ticking =
@@ -401,7 +465,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         if next_message == Some(t) {
             let mut running = Vec::new();
             for _ in 0..scenario.queue.workers {
-                let (received, mut event) = queue.receive(t, batch_size);
+                let (received, mut event) = receive(&mut queue, &mut ids, t, batch_size);
                 if received.is_empty() {
                     break;
                 }
@@ -422,7 +486,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                             received
                                 .iter()
                                 .filter(|r| r.notification == *n)
-                                .map(|r| r.slot),
+                                .map(|r| r.copy),
                         );
                     }
                 }
@@ -511,7 +575,9 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     request_id: format!("reconciler-{invocation_no:06}"),
                     deadline_ms: t + timeout_ms,
                 };
-                let r = base_gate.reconcile(&reconciler_config, &invocation).await;
+                let r = base_gate
+                    .reconcile(store.as_ref(), &reconciler_config, &invocation)
+                    .await;
                 counts.reconciler_runs += 1;
                 recorder.record(t, SignalCounts::of_reconcile(&r));
                 next_reconcile = Some(t + settings.interval_s * 1000);
@@ -536,19 +602,32 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         recorder.sample(last_ms, s);
     }
 
-    // The figures, read back from the terminal, the store and the queues.
-    let slots = core.slots();
-    let mut per_container: BTreeMap<String, usize> = BTreeMap::new();
-    for s in &slots {
-        *per_container.entry(s.equipment_number.clone()).or_insert(0) += 1;
+    // The figures, read back from the terminals, the store and the queues.
+    let mut slots = Vec::new();
+    let mut per_container: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    for (i, (_, core)) in played.cores.iter().enumerate() {
+        for s in core.slots() {
+            *per_container
+                .entry((i, s.equipment_number.clone()))
+                .or_insert(0) += 1;
+            slots.push(s);
+        }
     }
-    let (tms_bookings, still_in_flight) = match options.handler {
-        HandlerKind::Naive => (naive.bookings(), 0),
+    let (bookings_by_terminal, still_in_flight) = match options.handler {
+        HandlerKind::Naive => (BTreeMap::from([(String::new(), naive.bookings())]), 0),
         HandlerKind::Gated => {
             gated_state(scenario, &faulty_bodies, store.as_ref(), clock.now_ms()).await?
         }
     };
-    server.abort();
+    let tms_bookings = bookings_by_terminal.values().sum();
+    played.server.abort();
+    let per_terminal = per_terminal_figures(
+        scenario,
+        &played,
+        &manual.items(),
+        &bookings_by_terminal,
+        clock.now_ms(),
+    );
     let total = recorder.total();
     Ok(Report {
         scenario: scenario.name.clone(),
@@ -575,17 +654,225 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         taken_over: total.taken_over as usize,
         batch_item_failures: counts.batch_item_failures,
         crashes: counts.crashes,
-        dead_lettered: queue.dead_letters().len(),
+        dead_lettered: queue.dead_letters().count(),
         reconciled: total.reconciled as usize,
         reconciler_runs: counts.reconciler_runs,
         simulated_seconds: (last_ms - first_ms) / 1000,
         signals: gated.then(|| recorder.summarise(start_ms)),
+        per_terminal,
     })
+}
+
+/// The terminals a replay plays: one simulator (the scenario's `terminal`) served at the root,
+/// or one per entry of `terminal_set`, each under `/terminals/{code}` of one server, and the gate
+/// configured for them through `TERMINALS` as the functions are ([`parse_terminals`],
+/// [`policies`], [`http_router`]).
+struct Played {
+    /// The simulators by terminal code (one, named by the scenario's `terminal` settings, when
+    /// the scenario has no `terminal_set`).
+    cores: Vec<(String, Arc<TerminalCore>)>,
+    server: tokio::task::JoinHandle<()>,
+    /// The one terminal's base URL (the naive handler's).
+    base_url: String,
+    /// What the gate calls.
+    terminal: Arc<dyn SlotTerminal>,
+    /// Per terminal code, for `GateConfig::terminals` (empty for one terminal).
+    policies: BTreeMap<String, gate::terminal::several::TerminalPolicy>,
+    /// Each terminal's `max_concurrent_calls`, by code (empty for one terminal).
+    limits: BTreeMap<String, usize>,
+    /// The router of several terminals (`None` for one).
+    router: Option<Arc<TerminalRouter>>,
+    /// The (shortest) key retention, ms of simulated time, and the reconciler's margin before it.
+    retention_ms: i64,
+    retention_margin_ms: i64,
+}
+
+async fn play_terminals(scenario: &Scenario, clock: Arc<dyn Clock>) -> Result<Played, String> {
+    if scenario.terminal_set.is_empty() {
+        let retention_ms = scenario.terminal.retention_ms();
+        let core = TerminalCore::new(scenario.terminal.simulator(), clock);
+        let (addr, server) = terminal::spawn(core.clone())
+            .await
+            .map_err(|e| format!("cannot start the terminal simulator: {e}"))?;
+        let base_url = format!("http://{addr}");
+        let http =
+            HttpTerminal::new(HttpTerminalConfig::new(&base_url)).map_err(|e| e.to_string())?;
+        return Ok(Played {
+            cores: vec![(String::new(), core)],
+            server,
+            base_url,
+            terminal: Arc::new(http),
+            policies: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            router: None,
+            retention_ms,
+            retention_margin_ms: (retention_ms / 24).min(3_600_000),
+        });
+    }
+    let mut cores = Vec::new();
+    for t in &scenario.terminal_set {
+        cores.push((
+            t.code.clone(),
+            TerminalCore::new(t.simulator()?, clock.clone()),
+        ));
+    }
+    let (addr, server) = terminal::spawn_many(cores.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .map_err(|e| format!("cannot start the terminal simulators: {e}"))?;
+    let keyed = scenario
+        .terminal_set
+        .iter()
+        .filter(|t| t.terminal.supports_idempotency_key);
+    let retention_ms = keyed
+        .map(|t| t.terminal.retention_ms())
+        .min()
+        .unwrap_or(DEFAULT_RETENTION_MS);
+    let retention_margin_ms = (retention_ms / 24).min(3_600_000);
+    // The `TERMINALS` value the functions would get for these terminals, through the same parser.
+    let terminals: Vec<serde_json::Value> = scenario
+        .terminal_set
+        .iter()
+        .map(|t| {
+            let mut entry = serde_json::json!({
+                "code": t.code,
+                "supports_idempotency_key": t.terminal.supports_idempotency_key,
+                "api": t.api,
+            });
+            if t.terminal.supports_idempotency_key {
+                entry["base_url"] = format!("http://{addr}{}", terminal::base_path(&t.code)).into();
+                entry["key_retention_seconds"] = (t.terminal.retention_ms() / 1000).into();
+                entry["max_concurrent_calls"] = t.max_concurrent_calls.into();
+            }
+            entry
+        })
+        .collect();
+    let limits = TerminalLimits {
+        key_ttl_s: gate::consumer::DEFAULT_KEY_TTL_S,
+        retention_margin_s: retention_margin_ms / 1000,
+    };
+    let specs = parse_terminals(&serde_json::Value::from(terminals).to_string(), limits)
+        .map_err(|problems| format!("invalid terminal_set: {}", problems.join("; ")))?;
+    let router = http_router(
+        &specs,
+        &HttpTerminalConfig::new(String::new()),
+        BTreeMap::new(),
+    )
+    .map_err(|e| e.to_string())?;
+    let router = Arc::new(router);
+    Ok(Played {
+        cores,
+        server,
+        base_url: format!("http://{addr}"),
+        terminal: router.clone(),
+        router: Some(router),
+        policies: policies(&specs, retention_margin_ms),
+        limits: specs
+            .iter()
+            .filter_map(|s| Some((s.code.clone(), s.max_concurrent_calls?)))
+            .collect(),
+        retention_ms,
+        retention_margin_ms,
+    })
+}
+
+/// One terminal's figures in a replay of several.
+#[derive(Debug, Clone, Serialize)]
+pub struct TerminalFigures {
+    /// The terminal code.
+    pub terminal: String,
+    /// Its API shape (`slots`, `appointments-v2`).
+    pub api: String,
+    /// Whether it honours `Idempotency-Key`.
+    pub supports_idempotency_key: bool,
+    /// The scenario's notifications for this terminal (that parse).
+    pub notifications: usize,
+    /// Slots it issued.
+    pub slots_issued: usize,
+    /// Distinct containers it issued a slot for.
+    pub containers_with_a_slot: usize,
+    /// The most slots it issued for one container.
+    pub max_slots_per_container: usize,
+    /// TMS bookings of its notifications.
+    pub tms_bookings: usize,
+    /// Manual-queue items whose original body names this terminal.
+    pub manual_items: usize,
+    /// Distinct event keys among those items (each notification routed once: equal to
+    /// `manual_items`).
+    pub manual_events: usize,
+    /// The gate's limit of calls at once (`max_concurrent_calls`; 0 without key support).
+    pub max_concurrent_calls: usize,
+    /// The most calls the gate had in flight to it at one time (never above the limit; 0 when
+    /// never called).
+    pub most_calls_at_once: usize,
+    /// The most requests it was answering at one time. Can exceed the limit: a worker that dies
+    /// mid-call leaves its request running at the terminal, as a Lambda environment that ends
+    /// does.
+    pub most_requests_at_once: usize,
+}
+
+/// Per-terminal figures of a replay of several terminals (empty for one).
+fn per_terminal_figures(
+    scenario: &Scenario,
+    played: &Played,
+    manual: &[gate::manual::ManualItem],
+    bookings_by_terminal: &BTreeMap<String, usize>,
+    now_ms: i64,
+) -> Vec<TerminalFigures> {
+    let at = scenario.start.timestamp_millis().min(now_ms);
+    scenario
+        .terminal_set
+        .iter()
+        .zip(&played.cores)
+        .map(|(t, (_, core))| {
+            let slots = core.slots();
+            let mut per_container: BTreeMap<&str, usize> = BTreeMap::new();
+            for s in &slots {
+                *per_container.entry(&s.equipment_number).or_insert(0) += 1;
+            }
+            let notifications = scenario
+                .notifications
+                .iter()
+                .filter(|n| {
+                    parse_notification(&n.body_string(), at, &scenario.terminals)
+                        .is_ok_and(|p| p.terminal == t.code)
+                })
+                .count();
+            let items: Vec<_> = manual
+                .iter()
+                .filter(|item| {
+                    serde_json::from_str::<serde_json::Value>(&item.original_body)
+                        .ok()
+                        .and_then(|b| b.get("terminal")?.as_str().map(|c| c == t.code))
+                        .unwrap_or(false)
+                })
+                .collect();
+            let events: HashSet<_> = items.iter().filter_map(|i| i.event_key.as_ref()).collect();
+            TerminalFigures {
+                terminal: t.code.clone(),
+                api: t.api.clone(),
+                supports_idempotency_key: t.terminal.supports_idempotency_key,
+                notifications,
+                slots_issued: slots.len(),
+                containers_with_a_slot: per_container.len(),
+                max_slots_per_container: per_container.values().copied().max().unwrap_or(0),
+                tms_bookings: bookings_by_terminal.get(&t.code).copied().unwrap_or(0),
+                manual_items: items.len(),
+                manual_events: events.len(),
+                max_concurrent_calls: played.limits.get(&t.code).copied().unwrap_or(0),
+                most_calls_at_once: played
+                    .router
+                    .as_ref()
+                    .and_then(|r| r.most_calls_at_once(&t.code))
+                    .unwrap_or(0),
+                most_requests_at_once: core.most_requests_at_once(),
+            }
+        })
+        .collect()
 }
 
 /// Applies an invocation's outcome: deletes what it acknowledged (and lost messages), counts.
 fn settle(
-    queue: &mut SqsQueue,
+    queue: &mut Queue<Carried>,
     counts: &mut Counts,
     recorder: &mut SignalRecorder,
     received: Vec<Received>,
@@ -593,15 +880,15 @@ fn settle(
     at_ms: i64,
     outcome: InvocationOutcome,
 ) {
-    for slot in lost {
-        queue.delete(slot);
+    for copy in lost {
+        queue.purge(copy);
     }
     match outcome {
         InvocationOutcome::Crashed => counts.crashes += 1,
         InvocationOutcome::Finished { acked, report } => {
             for r in &received {
                 if acked.contains(&r.message_id) {
-                    queue.delete(r.slot);
+                    queue.delete(r.copy, r.receipt);
                 }
             }
             recorder.record(at_ms, SignalCounts::of_records(&report));
@@ -612,7 +899,7 @@ fn settle(
             counts.crashes += 1;
             for r in &received {
                 if deleted.contains(&r.message_id) {
-                    queue.delete(r.slot);
+                    queue.delete(r.copy, r.receipt);
                 }
             }
         }
@@ -624,7 +911,7 @@ fn settle(
 const MAX_IDLE_TICKS: usize = 1_440;
 
 /// Whether any record is `in_flight`, through the sparse index (any store).
-async fn any_in_flight(store: &dyn IdempotencyStore) -> Result<bool, String> {
+async fn any_in_flight(store: &dyn InFlightIndex) -> Result<bool, String> {
     for shard in 0..INFLIGHT_SHARDS {
         let page = store
             .stale_in_flight(&format!("{shard:02}"), i64::MAX, None, 1)
@@ -637,16 +924,17 @@ async fn any_in_flight(store: &dyn IdempotencyStore) -> Result<bool, String> {
     Ok(false)
 }
 
-/// Counts bookings and `in_flight` records for every distinct event key the gate can have used,
-/// through the store's own reads (so it works for any store): the keys of the scenario's bodies,
-/// and of `faulty_bodies`, the bodies as a key fault rewrote them on delivery.
+/// Counts bookings (by the notification's terminal code) and `in_flight` records for every
+/// distinct event key the gate can have used, through the store's own reads (so it works for any
+/// store): the keys of the scenario's bodies, and of `faulty_bodies`, the bodies as a key fault
+/// rewrote them on delivery.
 async fn gated_state(
     scenario: &Scenario,
     faulty_bodies: &[String],
     store: &dyn IdempotencyStore,
     now_ms: i64,
-) -> Result<(usize, usize), String> {
-    let mut keys = HashSet::new();
+) -> Result<(BTreeMap<String, usize>, usize), String> {
+    let mut keys = HashMap::new();
     // Parse as of the scenario start: bodies rejected then never got a record.
     let at = scenario.start.timestamp_millis().min(now_ms);
     let bodies = scenario
@@ -657,20 +945,20 @@ async fn gated_state(
     for body in bodies {
         if let Ok(p) = parse_notification(&body, at, &scenario.terminals) {
             if let Ok(k) = derive_keys(&p) {
-                keys.insert(k.event_key);
+                keys.insert(k.event_key, p.terminal);
             }
         }
     }
-    let mut bookings = 0;
+    let mut bookings = BTreeMap::new();
     let mut in_flight = 0;
-    for k in keys {
+    for (k, terminal) in keys {
         if store
             .booking(&k)
             .await
             .map_err(|e| e.to_string())?
             .is_some()
         {
-            bookings += 1;
+            *bookings.entry(terminal).or_insert(0) += 1;
         }
         if let Some(r) = store
             .get(&record_pk(INTEGRATION, &k))
@@ -692,7 +980,7 @@ pub enum InvocationOutcome {
         /// Acknowledged message ids.
         acked: HashSet<String>,
         /// Per-record outcomes (gated handler only).
-        report: Vec<gate::gate::RecordReport>,
+        report: Vec<gate::consumer::RecordReport>,
     },
     /// The worker died: nothing is acknowledged.
     Crashed,
@@ -715,7 +1003,7 @@ async fn run_gated(
         .iter()
         .filter_map(|r| r.message_id.clone())
         .collect();
-    let finish = |report: gate::gate::BatchReport| {
+    let finish = |report: gate::consumer::BatchReport| {
         let failed: HashSet<String> = report
             .response
             .batch_item_failures

@@ -91,6 +91,45 @@ fn manual_lines(r: &Report, column: &str) -> String {
         .collect()
 }
 
+/// Per terminal (a replay of several): one line each; none for one terminal.
+fn terminal_lines(r: &Report) -> String {
+    let mut out = String::new();
+    if r.per_terminal.is_empty() {
+        return out;
+    }
+    out.push_str(&format!(
+        "  {:<10} {:<16} {:>5} {:>6} {:>6} {:>12} {:>9} {:>7} {:>13}\n",
+        "terminal",
+        "api",
+        "keys",
+        "notif.",
+        "slots",
+        "max/contain.",
+        "bookings",
+        "manual",
+        "calls at once"
+    ));
+    for t in &r.per_terminal {
+        out.push_str(&format!(
+            "  {:<10} {:<16} {:>5} {:>6} {:>6} {:>12} {:>9} {:>7} {:>13}\n",
+            t.terminal,
+            t.api,
+            if t.supports_idempotency_key {
+                "yes"
+            } else {
+                "no"
+            },
+            t.notifications,
+            t.slots_issued,
+            t.max_slots_per_container,
+            t.tms_bookings,
+            t.manual_items,
+            format!("{} of {}", t.most_calls_at_once, t.max_concurrent_calls),
+        ));
+    }
+    out
+}
+
 /// One report as a table.
 pub fn render(r: &Report) -> String {
     let mut out = format!("{} ({:?} handler)\n", r.scenario, r.handler);
@@ -98,6 +137,7 @@ pub fn render(r: &Report) -> String {
         out.push_str(&format!("  {label:<32} {value:>8}\n"));
     }
     out.push_str(&manual_lines(r, ""));
+    out.push_str(&terminal_lines(r));
     out
 }
 

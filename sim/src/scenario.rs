@@ -19,6 +19,18 @@
 //! }
 //! ```
 //!
+//! A scenario that books at several terminals at once replaces `terminal` with `terminal_set`,
+//! one entry per terminal, each played by its own simulator (its `terminal` the same settings as
+//! above; see [`SetTerminal`]), and the gate configured for all of them (`gate::terminal::several`):
+//!
+//! ```json
+//! "terminal_set": [
+//!   {"code": "ECT-DELTA", "max_concurrent_calls": 4},
+//!   {"code": "APMT-MV2", "api": "appointments-v2", "max_concurrent_calls": 1},
+//!   {"code": "RWG", "terminal": {"supports_idempotency_key": false}}
+//! ]
+//! ```
+//!
 //! Each entry of `arrivals` is one SQS message enqueued that many seconds after `start` (a new
 //! message id: Portbase re-fired or an operator replayed), or an object whose `same_message_id`
 //! makes it another copy of the previous message (SQS's own duplicate: same message id, another
@@ -29,6 +41,8 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::terminal::{TerminalApi, TerminalConfig};
 
 /// Where a worker dies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -225,6 +239,84 @@ impl TerminalSettings {
         self.retention_seconds
             .map_or(self.retention_hours * 3_600_000, |s| s * 1000)
     }
+
+    /// The simulator's configuration for these settings (its name and slot prefix the defaults).
+    pub fn simulator(&self) -> TerminalConfig {
+        TerminalConfig {
+            supports_idempotency_key: self.supports_idempotency_key,
+            latency_ms: self.latency_ms,
+            error_rate: self.error_rate,
+            lose_response_rate: self.lose_response_rate,
+            retention_ms: self.retention_ms(),
+            seed: self.seed,
+            ..TerminalConfig::default()
+        }
+    }
+}
+
+/// One terminal of a scenario (or a `terminal-sim --terminals` run) that books at several at
+/// once: its code, its API shape and its behaviour, played by its own simulator under
+/// `/terminals/{code}` (`crate::terminal::multi_router`).
+///
+/// ```json
+/// {"code": "APMT-MV2", "api": "appointments-v2", "max_concurrent_calls": 1,
+///  "terminal": {"supports_idempotency_key": true, "lose_response_rate": 0.2}}
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetTerminal {
+    /// The terminal code notifications name.
+    pub code: String,
+    /// `slots` (the default) or `appointments-v2` (`gate::terminal::several::TerminalApi`).
+    #[serde(default = "default_api")]
+    pub api: String,
+    /// The gate's limit of calls in flight to this terminal at once (default 4).
+    #[serde(default = "default_max_calls")]
+    pub max_concurrent_calls: usize,
+    /// Prefix of its slot ids (default: the code).
+    #[serde(default)]
+    pub slot_prefix: Option<String>,
+    /// The simulator's behaviour: key support, latency, faults, key retention.
+    #[serde(default)]
+    pub terminal: TerminalSettings,
+}
+
+fn default_api() -> String {
+    "slots".into()
+}
+fn default_max_calls() -> usize {
+    4
+}
+
+impl SetTerminal {
+    /// The API shape named by `api`.
+    ///
+    /// # Errors
+    /// A message naming the terminal when `api` is neither `slots` nor `appointments-v2`.
+    pub fn api(&self) -> Result<TerminalApi, String> {
+        TerminalApi::from_name(&self.api).ok_or_else(|| {
+            format!(
+                "terminal {:?}: api {:?} is not `slots` or `appointments-v2`",
+                self.code, self.api
+            )
+        })
+    }
+
+    /// The simulator's configuration for this terminal.
+    ///
+    /// # Errors
+    /// As [`SetTerminal::api`].
+    pub fn simulator(&self) -> Result<TerminalConfig, String> {
+        Ok(TerminalConfig {
+            terminal_name: self.code.clone(),
+            slot_prefix: self
+                .slot_prefix
+                .clone()
+                .unwrap_or_else(|| self.code.clone()),
+            api: self.api()?,
+            ..self.terminal.simulator()
+        })
+    }
 }
 
 /// A deliberate defect in the key derivation, to prove the zero-ratio alarm catches it.
@@ -279,6 +371,10 @@ pub struct Scenario {
     /// The terminal.
     #[serde(default)]
     pub terminal: TerminalSettings,
+    /// Several terminals at once, each with its own API shape and behaviour (then `terminal` is
+    /// unused and `terminals` lists these codes); empty: one terminal, `terminal`.
+    #[serde(default)]
+    pub terminal_set: Vec<SetTerminal>,
     /// Seed for message ids and receipt handles.
     #[serde(default)]
     pub seed: u64,
@@ -320,6 +416,13 @@ impl Scenario {
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
         let s: Scenario =
             serde_json::from_str(text).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        let mut s = s;
+        if !s.terminal_set.is_empty() {
+            for t in &s.terminal_set {
+                t.api().map_err(ScenarioError::Invalid)?;
+            }
+            s.terminals = s.terminal_set.iter().map(|t| t.code.clone()).collect();
+        }
         if s.queue.batch_size == 0 || s.queue.workers == 0 {
             return Err(ScenarioError::Invalid(
                 "batch_size and workers must be at least 1".into(),

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::scenario::{
     Arrival, KeyFault, QueueSettings, ReconcilerSettings, Scenario, ScenarioError,
-    ScenarioNotification, TerminalSettings,
+    ScenarioNotification, SetTerminal, TerminalSettings,
 };
 
 /// The names [`by_name`] knows, with what each shows.
@@ -49,6 +49,10 @@ pub const NAMES: &[(&str, &str)] = &[
     (
         "key-broken-for-a-week",
         "7 days at 250 a day, 2 % re-fired, the key includes the messageId: collision, then zero",
+    ),
+    (
+        "three-terminals",
+        "90 notifications at three terminals at once: keys, another API shape, no keys",
     ),
 ];
 
@@ -190,6 +194,7 @@ fn base(name: &str, description: &str, notifications: Vec<ScenarioNotification>)
         queue: QueueSettings::default(),
         lambda_timeout_s: 30,
         terminal: TerminalSettings::default(),
+        terminal_set: Vec::new(),
         seed: 1,
         reconciler: Some(ReconcilerSettings {
             interval_s: 60,
@@ -283,6 +288,96 @@ pub fn forgetful_terminal() -> Scenario {
     s
 }
 
+/// The terminals of [`three_terminals`]: ECT Delta (`slots`, keys, 4 calls at once), APMT
+/// Maasvlakte II (`appointments-v2`, keys, 1 call at once, 48 h key retention) and RWG (no key
+/// support).
+pub const THREE_TERMINALS: [&str; 3] = ["ECT-DELTA", "APMT-MV2", "RWG"];
+
+/// Books at three terminals at once, each with its own behaviour: 90 notifications (30 per
+/// terminal, taking turns), ten arriving together every minute so the batches mix terminals and
+/// calls overlap; every 4th re-fired 30 s later, every 5th also delivered twice by SQS (same
+/// message id). The two keyed terminals fail 10 % of claims before taking the key (503) and lose
+/// 15 % of answers after making the slot (504); notification 1's worker (APMT) crashes after the
+/// claim and its message is lost (the reconciler finds the slot by the v2 lookup), notification
+/// 12's worker (ECT Delta) crashes after the claim and its message is redelivered. Expected: one
+/// slot and one booking per container at ECT Delta and at APMT, none at RWG, whose 30
+/// notifications each reach the manual
+/// queue once (`no_idempotency_support`).
+pub fn three_terminals() -> Scenario {
+    let notifications = (0..90u32)
+        .map(|i| {
+            let at = f64::from(i / 10) * 60.0;
+            let mut arrivals = vec![Arrival::At(at)];
+            if i % 5 == 0 {
+                arrivals.push(Arrival::Detailed {
+                    at_s: at,
+                    same_message_id: true,
+                });
+            }
+            if i % 4 == 0 {
+                arrivals.push(Arrival::At(at + 30.0));
+            }
+            let mut n = notification(i, arrivals);
+            if let Some(body) = n.body.as_mut() {
+                body["terminal"] = json!(THREE_TERMINALS[(i % 3) as usize]);
+            }
+            match i {
+                1 => {
+                    n.crash = Some(crate::scenario::CrashStep::AfterClaim);
+                    n.message_lost_after_crash = true;
+                }
+                12 => n.crash = Some(crate::scenario::CrashStep::AfterClaim),
+                _ => {}
+            }
+            n
+        })
+        .collect();
+    let mut s = base(
+        "three-terminals",
+        "Three terminals at once: ECT Delta with keys, APMT with another API shape and keys, RWG \
+         without keys.",
+        notifications,
+    );
+    let faulty = |seed: u64, latency_ms: u64| TerminalSettings {
+        error_rate: 0.1,
+        lose_response_rate: 0.15,
+        latency_ms,
+        seed,
+        ..TerminalSettings::default()
+    };
+    s.terminal_set = vec![
+        SetTerminal {
+            code: THREE_TERMINALS[0].into(),
+            api: "slots".into(),
+            max_concurrent_calls: 4,
+            slot_prefix: Some("ECTD".into()),
+            terminal: faulty(3, 2),
+        },
+        SetTerminal {
+            code: THREE_TERMINALS[1].into(),
+            api: "appointments-v2".into(),
+            max_concurrent_calls: 1,
+            slot_prefix: Some("APMT".into()),
+            terminal: TerminalSettings {
+                retention_hours: 48,
+                ..faulty(5, 5)
+            },
+        },
+        SetTerminal {
+            code: THREE_TERMINALS[2].into(),
+            api: "slots".into(),
+            max_concurrent_calls: 1,
+            slot_prefix: Some("RWG".into()),
+            terminal: TerminalSettings {
+                supports_idempotency_key: false,
+                ..TerminalSettings::default()
+            },
+        },
+    ];
+    s.terminals = THREE_TERMINALS.iter().map(|c| c.to_string()).collect();
+    s
+}
+
 /// A built-in scenario by name (see [`NAMES`]); `None` for other names.
 ///
 /// # Errors
@@ -299,6 +394,7 @@ pub fn by_name(name: &str) -> Result<Option<Scenario>, ScenarioError> {
         "healthy-two-weeks" => healthy_two_weeks(),
         "upstream-refires" => upstream_refires(),
         "key-broken-for-a-week" => key_broken_for_a_week(),
+        "three-terminals" => three_terminals(),
         _ => return Ok(None),
     }))
 }

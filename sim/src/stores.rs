@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use aws_config::BehaviorVersion;
-use gate::dynamo::{create_tables, DynamoStore};
-use gate::memory::MemoryStore;
-use gate::store::IdempotencyStore;
+use gate::store::dynamo::{create_tables, DynamoStore};
+use gate::store::memory::MemoryStore;
+use gate::store::Store;
 
 /// Which store a replay uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -23,10 +23,7 @@ pub enum StoreKind {
 ///
 /// # Errors
 /// A message if DynamoDB cannot be reached or the tables cannot be created.
-pub async fn build(
-    kind: StoreKind,
-    endpoint: Option<&str>,
-) -> Result<Arc<dyn IdempotencyStore>, String> {
+pub async fn build(kind: StoreKind, endpoint: Option<&str>) -> Result<Arc<dyn Store>, String> {
     match kind {
         StoreKind::Memory => Ok(Arc::new(MemoryStore::new())),
         StoreKind::Dynamodb => {

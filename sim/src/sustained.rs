@@ -53,14 +53,13 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use futures::future::select;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::iso6346::check_digit;
 use gate::manual::MemoryManualQueue;
-use gate::memory::MemoryStore;
 use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::memory::MemoryStore;
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
-    StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
 };
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 use rand::{Rng, SeedableRng};
@@ -446,22 +445,6 @@ impl IdempotencyStore for LatencyStore {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.wait().await;
         self.inner.record_slot_id(pk, slot, now).await
-    }
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        self.wait().await;
-        self.inner.multi_slot_keys().await
-    }
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        before: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        self.wait().await;
-        self.inner
-            .stale_in_flight(shard, before, cursor, limit)
-            .await
     }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.wait().await;
@@ -911,12 +894,12 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let slots = core.slots();
     let records = memory.records();
     let bookings = memory.bookings();
-    let keys: Vec<gate::gate::DerivedKeys> = bodies
+    let keys: Vec<gate::consumer::DerivedKeys> = bodies
         .iter()
         .filter_map(|b| {
             gate::notification::parse_notification(b, START_MS, &terminals)
                 .ok()
-                .and_then(|n| gate::gate::derive_keys(&n).ok())
+                .and_then(|n| gate::consumer::derive_keys(&n).ok())
         })
         .collect();
     if keys.len() != events {

@@ -20,12 +20,26 @@
 //! * `GET /slots`: `200 {"slots": [...]}`, every slot issued.
 //! * `GET /health`: `200 {"status": "ok"}`.
 //!
+//! A terminal whose API differs in shape ([`TerminalConfig::api`] =
+//! [`TerminalApi::AppointmentsV2`], `gate::terminal::several`) answers instead, with the same key
+//! semantics:
+//!
+//! * `POST /v2/appointments` with JSON `{"container": {"number"}, "release": {"pin"},
+//!   "slot_window": {"from", "until"}}`: `201 {"appointment": {"id", "container": {"number"},
+//!   "slot_window": {"from", "until"}, "terminal"}}` (the `id` is the slot id);
+//! * `GET /v2/appointments/by-key/{K}`: `200 {"appointment": {...}}` or `404` problem;
+//! * `GET /v2/appointments`: `200 {"slots": [...]}`, every slot issued.
+//!
+//! Several terminals with different behaviour at once: [`multi_router`] / [`spawn_many`] serve
+//! each [`TerminalCore`] under its own base path, `/terminals/{code}` ([`base_path`]).
+//!
 //! Errors are RFC 9457 problem documents (`application/problem+json`,
 //! `{"type", "title", "status", "detail"}`) with short problem types such as
 //! `idempotency_mismatch`.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -35,6 +49,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use gate::clock::Clock;
+pub use gate::terminal::several::TerminalApi;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -98,6 +113,8 @@ pub struct TerminalConfig {
     pub terminal_name: String,
     /// Prefix of slot ids: ids are `{slot_prefix}-{n:06}`, `n` from 1. Default `"ECTD"`.
     pub slot_prefix: String,
+    /// The API shape it speaks (default [`TerminalApi::Slots`], see the module docs).
+    pub api: TerminalApi,
 }
 
 impl Default for TerminalConfig {
@@ -112,6 +129,7 @@ impl Default for TerminalConfig {
             seed: 0,
             terminal_name: "ECT-DELTA".to_string(),
             slot_prefix: "ECTD".to_string(),
+            api: TerminalApi::Slots,
         }
     }
 }
@@ -222,6 +240,66 @@ struct SlotRequest {
     pin: String,
 }
 
+/// The `appointments-v2` POST body.
+#[derive(Debug, Deserialize)]
+struct AppointmentRequest {
+    container: AppointmentContainer,
+    release: AppointmentRelease,
+    slot_window: AppointmentWindow,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct AppointmentContainer {
+    number: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct AppointmentRelease {
+    pin: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct AppointmentWindow {
+    from: String,
+    until: String,
+}
+
+/// The `appointments-v2` appointment object of the `201` body and of the lookup.
+#[derive(Serialize)]
+struct AppointmentView {
+    id: String,
+    container: AppointmentContainer,
+    slot_window: AppointmentWindow,
+    terminal: String,
+}
+
+/// `{"appointment": {...}}`.
+#[derive(Serialize)]
+struct AppointmentEnvelope {
+    appointment: AppointmentView,
+}
+
+impl AppointmentEnvelope {
+    fn of(slot: &SlotView) -> Self {
+        Self {
+            appointment: AppointmentView {
+                id: slot.slot_id.clone(),
+                container: AppointmentContainer {
+                    number: slot.equipment_number.clone(),
+                },
+                slot_window: AppointmentWindow {
+                    from: slot.window_start.clone(),
+                    until: slot.window_end.clone(),
+                },
+                terminal: slot.terminal.clone(),
+            },
+        }
+    }
+}
+
+/// The path prefix of the `appointments-v2` lookup by key.
+const BY_KEY: &str = "/v2/appointments/by-key/";
+
 /// SHA-256 fingerprint of a request.
 type Fingerprint = [u8; 32];
 
@@ -266,6 +344,18 @@ pub struct TerminalCore {
     config: TerminalConfig,
     clock: Arc<dyn Clock>,
     state: Mutex<Inner>,
+    /// Requests being answered now, and the most at once so far.
+    answering: AtomicUsize,
+    most_at_once: AtomicUsize,
+}
+
+/// Counts a request as being answered while it lives.
+struct Answering<'a>(&'a AtomicUsize);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for TerminalCore {
@@ -318,7 +408,15 @@ impl TerminalCore {
                 forced_losses: 0,
                 next_token: 0,
             }),
+            answering: AtomicUsize::new(0),
+            most_at_once: AtomicUsize::new(0),
         })
+    }
+
+    /// The most requests (claims and lookups) this terminal was answering at one time so far:
+    /// what a client's concurrency limit is checked against.
+    pub fn most_requests_at_once(&self) -> usize {
+        self.most_at_once.load(Ordering::SeqCst)
     }
 
     /// The configuration this terminal runs with.
@@ -368,7 +466,13 @@ impl TerminalCore {
         idempotency_key: Option<&str>,
         body: &[u8],
     ) -> SimResponse {
+        let now = self.answering.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_once.fetch_max(now, Ordering::SeqCst);
+        let _answering = Answering(&self.answering);
         let method = method.to_ascii_uppercase();
+        if self.config.api == TerminalApi::AppointmentsV2 {
+            return self.handle_v2(&method, path, idempotency_key, body).await;
+        }
         match (method.as_str(), path) {
             ("GET" | "HEAD", "/health") => {
                 SimResponse::json(200, &serde_json::json!({"status": "ok"}))
@@ -376,6 +480,44 @@ impl TerminalCore {
             ("GET" | "HEAD", "/slots") => self.handle_get_slots(query),
             ("POST", "/slots") => self.handle_post(path, idempotency_key, body).await,
             (_, "/slots" | "/health") => SimResponse::problem(
+                405,
+                PROBLEM_METHOD_NOT_ALLOWED,
+                "Method Not Allowed",
+                &format!("{method} is not allowed on {path}"),
+            ),
+            _ => SimResponse::problem(
+                404,
+                PROBLEM_NOT_FOUND,
+                "Not Found",
+                &format!("no resource at {path}"),
+            ),
+        }
+    }
+
+    /// [`TerminalCore::handle`] for the `appointments-v2` shape.
+    async fn handle_v2(
+        &self,
+        method: &str,
+        path: &str,
+        idempotency_key: Option<&str>,
+        body: &[u8],
+    ) -> SimResponse {
+        match (method, path) {
+            ("GET" | "HEAD", "/health") => {
+                SimResponse::json(200, &serde_json::json!({"status": "ok"}))
+            }
+            ("GET" | "HEAD", "/v2/appointments") => self.handle_get_slots(None),
+            ("POST", "/v2/appointments") => self.handle_post(path, idempotency_key, body).await,
+            ("GET" | "HEAD", p) if p.starts_with(BY_KEY) && p.len() > BY_KEY.len() => {
+                self.lookup(&percent_decode(&p[BY_KEY.len()..]))
+            }
+            (_, "/v2/appointments" | "/health") => SimResponse::problem(
+                405,
+                PROBLEM_METHOD_NOT_ALLOWED,
+                "Method Not Allowed",
+                &format!("{method} is not allowed on {path}"),
+            ),
+            (_, p) if p.starts_with(BY_KEY) => SimResponse::problem(
                 405,
                 PROBLEM_METHOD_NOT_ALLOWED,
                 "Method Not Allowed",
@@ -422,6 +564,12 @@ impl TerminalCore {
                 .collect();
             return SimResponse::json(200, &SlotList { slots });
         };
+        self.lookup(&raw_key)
+    }
+
+    /// The lookup by key: `200` with the slot stored under `raw_key` (in the terminal's shape)
+    /// while within retention, else `404` problem (always, without key support).
+    fn lookup(&self, raw_key: &str) -> SimResponse {
         let not_found = || {
             SimResponse::problem(
                 404,
@@ -433,7 +581,7 @@ impl TerminalCore {
         if !self.config.supports_idempotency_key {
             return not_found();
         }
-        let key = normalize_key(&raw_key);
+        let key = normalize_key(raw_key);
         let now = self.clock.now_ms();
         let st = self.lock();
         match st.records.get(&key) {
@@ -441,9 +589,12 @@ impl TerminalCore {
                 slot: Some(slot),
                 stored_at_ms,
                 ..
-            }) if !self.is_expired(*stored_at_ms, now) => {
-                SimResponse::json(200, &SlotEnvelope { slot })
-            }
+            }) if !self.is_expired(*stored_at_ms, now) => match self.config.api {
+                TerminalApi::Slots => SimResponse::json(200, &SlotEnvelope { slot }),
+                TerminalApi::AppointmentsV2 => {
+                    SimResponse::json(200, &AppointmentEnvelope::of(slot))
+                }
+            },
             _ => not_found(),
         }
     }
@@ -659,7 +810,18 @@ impl TerminalCore {
                 None,
             )
         };
-        let req: SlotRequest = match serde_json::from_slice(body) {
+        let parsed = match self.config.api {
+            TerminalApi::Slots => serde_json::from_slice::<SlotRequest>(body),
+            TerminalApi::AppointmentsV2 => {
+                serde_json::from_slice::<AppointmentRequest>(body).map(|a| SlotRequest {
+                    equipment_number: a.container.number,
+                    window_start: a.slot_window.from,
+                    window_end: a.slot_window.until,
+                    pin: a.release.pin,
+                })
+            }
+        };
+        let req: SlotRequest = match parsed {
             Ok(req) => req,
             Err(e) => return bad(&format!("invalid slot request body: {e}")),
         };
@@ -692,7 +854,11 @@ impl TerminalCore {
             window_end: req.window_end,
             terminal: self.config.terminal_name.clone(),
         };
-        (SimResponse::json(201, &view), Some(view))
+        let response = match self.config.api {
+            TerminalApi::Slots => SimResponse::json(201, &view),
+            TerminalApi::AppointmentsV2 => SimResponse::json(201, &AppointmentEnvelope::of(&view)),
+        };
+        (response, Some(view))
     }
 }
 
@@ -813,10 +979,61 @@ async fn dispatch(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    serve_core(core, method, uri.path().to_string(), &uri, &headers, body).await
+}
+
+/// The base path [`multi_router`] serves terminal `code` under: `/terminals/{code}`.
+pub fn base_path(code: &str) -> String {
+    format!("/terminals/{code}")
+}
+
+/// The axum router serving several terminals at once, each under its own base path
+/// (`/terminals/{code}/...`, [`base_path`]) with its own behaviour: `POST
+/// /terminals/ECT-DELTA/slots` goes to that core as `POST /slots`. A path under no known code is
+/// answered `404` problem.
+pub fn multi_router(terminals: Vec<(String, Arc<TerminalCore>)>) -> Router {
+    let terminals: Arc<HashMap<String, Arc<TerminalCore>>> =
+        Arc::new(terminals.into_iter().collect());
+    Router::new().fallback(dispatch_many).with_state(terminals)
+}
+
+async fn dispatch_many(
+    State(terminals): State<Arc<HashMap<String, Arc<TerminalCore>>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let routed = uri.path().strip_prefix("/terminals/").and_then(|rest| {
+        let (code, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let path = if path.is_empty() { "/" } else { path };
+        terminals
+            .get(&percent_decode(code))
+            .map(|core| (core.clone(), path.to_string()))
+    });
+    match routed {
+        Some((core, path)) => serve_core(core, method, path, &uri, &headers, body).await,
+        None => respond(SimResponse::problem(
+            404,
+            PROBLEM_NOT_FOUND,
+            "Not Found",
+            "no terminal is served under this path (expected /terminals/{code}/...)",
+        )),
+    }
+}
+
+/// Runs one request on `core` in its own task (a client that disconnects does not cancel it).
+async fn serve_core(
+    core: Arc<TerminalCore>,
+    method: Method,
+    path: String,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
     let key = headers
         .get("idempotency-key")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let path = uri.path().to_string();
     let query = uri.query().map(str::to_string);
     let method = method.as_str().to_string();
     let task = tokio::spawn(async move {
@@ -832,6 +1049,10 @@ async fn dispatch(
             &e.to_string(),
         ),
     };
+    respond(response)
+}
+
+fn respond(response: SimResponse) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
         status,
@@ -851,6 +1072,23 @@ pub async fn spawn_on(
     let bound = listener.local_addr()?;
     let handle = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router(core)).await {
+            tracing::error!(error = %e, "terminal simulator server stopped");
+        }
+    });
+    Ok((bound, handle))
+}
+
+/// Binds `addr` and serves [`multi_router`]`(terminals)` on a background task: several terminals
+/// in one server, each under `/terminals/{code}`. Returns the bound address and the server task's
+/// handle (abort it to stop the server).
+pub async fn spawn_many(
+    terminals: Vec<(String, Arc<TerminalCore>)>,
+    addr: SocketAddr,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let handle = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, multi_router(terminals)).await {
             tracing::error!(error = %e, "terminal simulator server stopped");
         }
     });

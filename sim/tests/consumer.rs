@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::keys::{event_key_of, operation_key, SLOT_CLAIM};
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::memory::MemoryStore;
 use gate::record::{record_pk, RecordStatus};
+use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use serde_json::json;
@@ -96,14 +96,7 @@ fn body(id: &str, container: &str) -> String {
 }
 
 fn event(records: &[(&str, &str)]) -> SqsEvent {
-    let records: Vec<_> = records
-        .iter()
-        .map(|(id, body)| {
-            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-                   "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {}})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).unwrap()
+    gate::testkit::sqs_event(records)
 }
 
 fn invocation(w: &World, id: &str) -> Invocation {
@@ -117,7 +110,7 @@ fn pk(id: &str, container: &str) -> String {
     record_pk(INTEGRATION, &event_key_of(id, container))
 }
 
-fn failures(report: &gate::gate::BatchReport) -> Vec<String> {
+fn failures(report: &gate::consumer::BatchReport) -> Vec<String> {
     report
         .response
         .batch_item_failures
@@ -202,7 +195,7 @@ async fn a_duplicate_while_in_flight_with_a_live_lease_is_acknowledged() {
     let b = body("N-1", "CSQU3054383");
     // Another worker reserved it and is still working on it (slow, or dead with a live lease).
     let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
-    let keys = gate::gate::derive_keys(&n).unwrap();
+    let keys = gate::consumer::derive_keys(&n).unwrap();
     let other = Invocation {
         request_id: "inv-other".into(),
         deadline_ms: T0 + 20_000,
@@ -233,7 +226,7 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
     // A worker reserved and claimed, then died before the commit.
     let keys = {
         let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
-        gate::gate::derive_keys(&n).unwrap()
+        gate::consumer::derive_keys(&n).unwrap()
     };
     let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
     let dead = Invocation {

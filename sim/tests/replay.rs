@@ -63,7 +63,7 @@ async fn lost_crashed_messages_are_finished_by_the_reconciler_with_the_pre_crash
     use std::sync::Arc;
 
     let scenario = Scenario::load("monday-2025-06-09-lost").unwrap();
-    let store = Arc::new(gate::memory::MemoryStore::new());
+    let store = Arc::new(gate::store::memory::MemoryStore::new());
     let r = replay::run(
         &scenario,
         ReplayOptions {

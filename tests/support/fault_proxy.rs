@@ -123,7 +123,7 @@ async fn forward(
 /// A `DynamoStore` on fresh tables named after `name`, whose client talks to moto through
 /// `endpoint` (a [`FaultProxy`]) with the consumer function's SDK settings: standard retries, 4
 /// attempts, 3 s per attempt, 10 s per operation (`gate::lambda`).
-pub async fn store_via(endpoint: &str, name: &str) -> gate::dynamo::DynamoStore {
+pub async fn store_via(endpoint: &str, name: &str) -> gate::store::dynamo::DynamoStore {
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
     let config = aws_sdk_dynamodb::config::Builder::from(&crate::sdk_config().await)
@@ -139,5 +139,5 @@ pub async fn store_via(endpoint: &str, name: &str) -> gate::dynamo::DynamoStore 
         .build();
     let client = aws_sdk_dynamodb::Client::from_conf(config);
     let (table, bookings) = crate::fresh_tables(&crate::dynamo_client().await, name).await;
-    gate::dynamo::DynamoStore::new(client, table, bookings)
+    gate::store::dynamo::DynamoStore::new(client, table, bookings)
 }

@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError, ManualReason, MemoryManualQueue};
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus};
 use gate::signals::Counts;
-use gate::store::{IdempotencyStore, Reservation};
+use gate::store::{IdempotencyStore, Reservation, Store};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 use sim::dst::CoreTerminal;
 use sim::terminal::{TerminalConfig, TerminalCore};
@@ -230,7 +230,7 @@ pub struct FenceResult {
 /// either committed with the consumer's slot (the reconciler's routing is refused because the
 /// slot was recorded first) or `manual` with the slot routed to a person as `unbooked_slot`.
 pub async fn lease_lost_while_the_claim_was_in_transit(
-    store: Arc<dyn IdempotencyStore>,
+    store: Arc<dyn Store>,
     integration: &str,
     landing: Landing,
 ) -> FenceResult {
@@ -329,6 +329,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
     let config = ReconcilerConfig::default();
     let run = reconciler
         .reconcile(
+            store.as_ref(),
             &config,
             &Invocation {
                 request_id: "rec-1".into(),
@@ -360,7 +361,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
 pub async fn a_holder_that_lost_its_lease_never_commits<F, Fut>(make_store: F)
 where
     F: Fn(&'static str) -> Fut,
-    Fut: std::future::Future<Output = (Arc<dyn IdempotencyStore>, String)>,
+    Fut: std::future::Future<Output = (Arc<dyn Store>, String)>,
 {
     // The claim lands before the reconciler marks the record: its slot is recorded, the
     // reconciler's routing is refused by the no-slot guard and it commits that slot.
@@ -492,7 +493,8 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn IdempotencyStore>, integ
     assert_eq!(items[0].reason, ManualReason::PastKeyRetention);
 }
 
-/// A store whose writes of the named kinds land and then lose their answer: each such call is
+/// A store (the write path, [`IdempotencyStore`]) whose writes of the named kinds land and then
+/// lose their answer: each such call is
 /// applied, then sent again as the client's retry, and the caller gets the retry's answer (what
 /// the SDK does after an attempt timeout). Kinds: `reserve`, `take_over`, `commit`,
 /// `release_lease`, `finish`, `routed`, `record_slot_id`. `times` bounds how many calls get the
@@ -635,20 +637,6 @@ impl IdempotencyStore for LostAnswers {
             "record_slot_id",
             self.inner.record_slot_id(pk, slot_id, now_ms).await
         )
-    }
-    async fn multi_slot_keys(&self) -> Result<usize, gate::store::StoreError> {
-        self.inner.multi_slot_keys().await
-    }
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        created_before_ms: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<gate::store::InFlightPage, gate::store::StoreError> {
-        self.inner
-            .stale_in_flight(shard, created_before_ms, cursor, limit)
-            .await
     }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {
         self.inner.get(pk).await

@@ -1,20 +1,17 @@
 //! Shared helpers for the integration tests: SDK clients for the moto server at `MOTO_ENDPOINT`,
-//! uniquely named tables and queues, and an interceptor that counts DynamoDB calls.
+//! uniquely named tables and queues; the test kit's SQS event builder and call recorder
+//! (`gate::testkit`) re-exported.
 //!
 //! Run the tests with `make test` or `scripts/with-moto.sh cargo test -p integration-tests`: the
 //! script starts moto on a free loopback port and sets `MOTO_ENDPOINT`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_dynamodb::config::{ConfigBag, Credentials, Intercept, RuntimeComponents};
-use aws_sdk_dynamodb::error::BoxError;
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use gate::dynamo::{create_tables, DynamoStore};
+use aws_sdk_dynamodb::config::{Credentials, Intercept};
+use gate::store::dynamo::{create_tables, DynamoStore};
 
 /// The region the tests use against moto.
 pub const REGION: &str = "eu-west-1";
@@ -119,64 +116,12 @@ pub async fn fresh_queue(client: &aws_sdk_sqs::Client, base: &str) -> String {
         .to_string()
 }
 
-/// An interceptor that records the operation name (`PutItem`, `TransactWriteItems`, ...) of
-/// every HTTP request a client sends, retries included (counted before transmit).
-#[derive(Debug, Clone, Default)]
-pub struct CallRecorder {
-    calls: Arc<Mutex<Vec<String>>>,
-}
+pub use gate::testkit::{sqs_event, CallRecorder};
 
-impl CallRecorder {
-    /// An empty recorder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Every request's operation name so far, in order.
-    pub fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Forgets the requests so far.
-    pub fn clear(&self) {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-}
-
-impl Intercept for CallRecorder {
-    fn name(&self) -> &'static str {
-        "CallRecorder"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let name = cfg
-            .load::<Metadata>()
-            .map_or_else(|| "?".to_string(), |m| m.name().to_string());
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(name);
-        Ok(())
-    }
-}
 pub mod fault_proxy;
 pub mod field_cases;
 pub mod lambda_watch;
 pub mod reconciler_cases;
-
-/// A Lambda SQS event of `(message id, body)` records, in order.
-pub fn sqs_event(records: &[(&str, &str)]) -> aws_lambda_events::event::sqs::SqsEvent {
-    let records: Vec<_> = records
-        .iter()
-        .map(|(id, body)| serde_json::json!({"messageId": id, "body": body}))
-        .collect();
-    serde_json::from_value(serde_json::json!({ "Records": records })).expect("SqsEvent")
-}
 
 /// Writes an `InFlight` index item this code could not have written (status `"exploded"`) into
 /// `store`'s idempotency table: `pk`, shard `shard`, `created_at` epoch **milliseconds**.

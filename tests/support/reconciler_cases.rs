@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{IdempotencyRecord, RecordStatus};
-use gate::store::{IdempotencyStore, Reservation};
+use gate::store::{Reservation, Store};
 use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 use serde_json::json;
 use sim::terminal::{self, TerminalConfig, TerminalCore};
@@ -22,7 +22,7 @@ pub struct World {
     /// The gate (consumer and reconciler share it, as the two functions share the tables).
     pub gate: Gate,
     /// The store under test.
-    pub store: Arc<dyn IdempotencyStore>,
+    pub store: Arc<dyn Store>,
     /// The manual queue.
     pub manual: Arc<MemoryManualQueue>,
     /// Simulated time.
@@ -35,13 +35,13 @@ pub struct World {
 
 impl World {
     /// A world over `store`, records prefixed with `integration`.
-    pub async fn new(store: Arc<dyn IdempotencyStore>, integration: &str) -> Self {
+    pub async fn new(store: Arc<dyn Store>, integration: &str) -> Self {
         Self::with_terminal(store, integration, TerminalConfig::default()).await
     }
 
     /// As [`World::new`] with a configured terminal simulator.
     pub async fn with_terminal(
-        store: Arc<dyn IdempotencyStore>,
+        store: Arc<dyn Store>,
         integration: &str,
         terminal_config: TerminalConfig,
     ) -> Self {
@@ -127,6 +127,7 @@ pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
     let report = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-1"),
         )
@@ -149,6 +150,7 @@ pub async fn stranded_before_claim_is_claimed_once_with_the_same_key(w: &World) 
     let report = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-1"),
         )
@@ -168,6 +170,7 @@ pub async fn stranded_before_claim_is_claimed_once_with_the_same_key(w: &World) 
     let again = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-2"),
         )
@@ -190,7 +193,7 @@ pub async fn racing_a_slow_consumer_makes_one_slot_and_one_booking(w: &World) {
     let (batch, report) = tokio::join!(
         w.gate
             .handle_batch(crate::sqs_event(&[("m-1", &body)]), &consumer_inv),
-        w.gate.reconcile(&config, &rec_inv)
+        w.gate.reconcile(w.store.as_ref(), &config, &rec_inv)
     );
     assert!(batch.response.batch_item_failures.is_empty());
     let consumer_committed = matches!(batch.records[0].outcome, RecordOutcome::Committed { .. });
@@ -215,6 +218,7 @@ pub async fn past_retention_is_routed_to_manual_without_a_claim(w: &World) {
     let report = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-1"),
         )
@@ -241,6 +245,7 @@ pub async fn a_live_lease_is_not_taken(w: &World) {
     let report = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-1"),
         )
@@ -276,6 +281,7 @@ pub async fn an_expired_record_with_work_is_finished(w: &World) {
     let report = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-1"),
         )
@@ -304,13 +310,17 @@ pub async fn near_the_deadline_the_rest_is_left_for_the_next_run(w: &World) {
         request_id: "rec-1".into(),
         deadline_ms: w.clock.now_ms() + 5_000,
     };
-    let report = w.gate.reconcile(&World::reconciler_config(), &near).await;
+    let report = w
+        .gate
+        .reconcile(w.store.as_ref(), &World::reconciler_config(), &near)
+        .await;
     assert!(report.left_for_next_run);
     assert_eq!(report.reconciled, 0);
     assert_eq!(w.core.slots_issued(), 0);
     let next = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-2"),
         )

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualQueue, ManualReason, MemoryManualQueue};
-use gate::memory::MemoryStore;
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::memory::MemoryStore;
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
-    StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, Store, StoreError,
+    TakeOver,
 };
 use gate::terminal::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::fault_proxy::{store_via, FaultProxy};
@@ -147,20 +147,6 @@ impl IdempotencyStore for FailFirstFinish {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.record_slot_id(pk, slot_id, now_ms).await
     }
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        self.inner.multi_slot_keys().await
-    }
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        created_before_ms: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        self.inner
-            .stale_in_flight(shard, created_before_ms, cursor, limit)
-            .await
-    }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.get(pk).await
     }
@@ -179,7 +165,7 @@ impl IdempotencyStore for FailFirstFinish {
 ///
 /// Right: a slot issued for another container is never committed for ours; the record ends
 /// `failed`/`manual` with an item in the manual queue.
-async fn foreign_slot_case(store: Arc<dyn IdempotencyStore>, integration: &str) {
+async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
     let b = body("PCS-FOREIGN-1");
@@ -254,6 +240,7 @@ async fn foreign_slot_case(store: Arc<dyn IdempotencyStore>, integration: &str) 
     );
     let run = reconciler
         .reconcile(
+            store.as_ref(),
             &ReconcilerConfig::default(),
             &Invocation {
                 request_id: "rec-1".into(),
@@ -297,7 +284,7 @@ async fn foreign_slot_is_never_committed_on_dynamodb() {
 /// `multi_slot_keys` (1); `DynamoStore::commit` adds to `slot_ids` but never sets `multi_slot`,
 /// so on DynamoDB the distinct-slot signal reads 0: the terminal issued two slots for one key and
 /// the alarm meant for exactly that stays silent.
-async fn two_slots_counted(store: Arc<dyn IdempotencyStore>, integration: &str) {
+async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
     let clock = Arc::new(ManualClock::new(T0));
     let g = gate_over(
         store.clone(),
@@ -366,7 +353,7 @@ async fn two_slot_ids_are_counted_on_dynamodb() {
 async fn lost_take_over_answer_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "UpdateItem", 1, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "losttk").await);
+    let store: Arc<dyn Store> = Arc::new(store_via(&endpoint, "losttk").await);
     let integration = unique("losttk");
     let clock = Arc::new(ManualClock::new(T0));
     let terminal = Arc::new(Scripted {
@@ -433,7 +420,7 @@ async fn lost_take_over_answer_on_dynamodb() {
 async fn lost_finish_answer_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "UpdateItem", 1, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "lostfin").await);
+    let store: Arc<dyn Store> = Arc::new(store_via(&endpoint, "lostfin").await);
     let integration = unique("lostfin");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
@@ -480,7 +467,7 @@ async fn lost_finish_answer_on_dynamodb() {
 async fn lost_poison_routing_answer_on_dynamodb() {
     let (_proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "PutItem", 1, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "lostpoi").await);
+    let store: Arc<dyn Store> = Arc::new(store_via(&endpoint, "lostpoi").await);
     let integration = unique("lostpoi");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
@@ -569,7 +556,7 @@ async fn huge_negative_exponent_is_rejected_not_a_panic() {
 #[tokio::test]
 async fn ended_window_is_never_claimed_on_take_over() {
     let window_end = 1_811_843_200_000_i64; // 2027-06-01T10:00:00Z
-    let store: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(window_end - HOUR_MS));
     let manual = Arc::new(MemoryManualQueue::new());
     let terminal = Arc::new(Scripted {
@@ -653,7 +640,7 @@ impl ManualQueue for FlakyQueue {
 async fn expired_pending_routing_is_still_sent() {
     let day = 24 * HOUR_MS;
     let clock = Arc::new(ManualClock::new(T0));
-    let store: Arc<dyn IdempotencyStore> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let items = Arc::new(MemoryManualQueue::new());
     let queue = Arc::new(FlakyQueue {
         inner: items.clone(),
@@ -687,6 +674,7 @@ async fn expired_pending_routing_is_still_sent() {
     queue.down.store(false, Ordering::SeqCst);
     let run = g
         .reconcile(
+            store.as_ref(),
             &ReconcilerConfig::default(),
             &Invocation {
                 request_id: "rec-late".into(),
@@ -746,7 +734,7 @@ impl SlotTerminal for LookupLetsClaimLand {
 /// another container. The consumer records the foreign slot id (unfenced), its `failed` mark is
 /// refused (lease lost); the reconciler's routing is refused by the no-slot guard and it commits
 /// the foreign slot. Right: nothing booked under a foreign slot; a person gets the record.
-async fn foreign_slot_race(store: Arc<dyn IdempotencyStore>, integration: &str) {
+async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
     let land = Arc::new(tokio::sync::Notify::new());
@@ -817,6 +805,7 @@ async fn foreign_slot_race(store: Arc<dyn IdempotencyStore>, integration: &str) 
     );
     let run = reconciler
         .reconcile(
+            store.as_ref(),
             &ReconcilerConfig::default(),
             &Invocation {
                 request_id: "rec-1".into(),
@@ -850,7 +839,7 @@ async fn foreign_slot_race_on_dynamodb() {
     foreign_slot_race(Arc::new(store), &unique("race")).await;
 }
 
-/// FINDING (low): forms of the PIN a server may echo, checked with `gate::scrub` (which decides
+/// FINDING (low): forms of the PIN a server may echo, checked with `gate::terminal::scrub` (which decides
 /// what reaches a record's `error` and a manual item's `detail`; logs never quote answers). Hex
 /// and base64 are searched only for the secret as sent, not in another case nor with its
 /// separators dropped, though the README says "any case, separators dropped or changed"; an HTML
@@ -881,7 +870,7 @@ fn scrub_finds_more_echo_forms() {
     ];
     let missed: Vec<&str> = forms
         .iter()
-        .filter(|(_, text)| !gate::scrub::quotes_secret(text, &["PIN-XYZZY-7731"]))
+        .filter(|(_, text)| !gate::terminal::scrub::quotes_secret(text, &["PIN-XYZZY-7731"]))
         .map(|(name, _)| *name)
         .collect();
     assert!(
@@ -897,7 +886,7 @@ fn scrub_finds_more_echo_forms() {
 async fn lost_answers_on_past_retention_routing_on_dynamodb() {
     let (proxy, endpoint) =
         FaultProxy::start(&moto_endpoint(), "UpdateItem", 2, Duration::from_secs(4)).await;
-    let store: Arc<dyn IdempotencyStore> = Arc::new(store_via(&endpoint, "lostpr").await);
+    let store: Arc<dyn Store> = Arc::new(store_via(&endpoint, "lostpr").await);
     let integration = unique("lostpr");
     let clock = Arc::new(ManualClock::new(T0));
     let terminal = Arc::new(Scripted {

@@ -9,57 +9,27 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{ms_to_s, ManualClock};
-use gate::conformance::{self, sample_record, NOW_MS};
-use gate::dynamo::{
-    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
-};
-use gate::gate::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::conformance::{sample_record, NOW_MS};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::manual::sqs::SqsManualQueue;
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::{RecordStatus, TmsBooking};
 use gate::signals::collect_store_signals;
-use gate::sqs_manual::SqsManualQueue;
-use gate::store::{CommitOutcome, IdempotencyStore, InFlightEntry, Reservation, StoreError};
+use gate::store::dynamo::{
+    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
+};
+use gate::store::{
+    CommitOutcome, IdempotencyStore, InFlightEntry, InFlightIndex, Reservation, StoreError,
+};
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
     put_unreadable_in_flight, sqs_client, sqs_event, CallRecorder,
 };
 
-macro_rules! conformance_cases {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                let store: Arc<dyn IdempotencyStore> =
-                    Arc::new(fresh_store(stringify!($name)).await);
-                conformance::$name(store, "ddb").await;
-            }
-        )*
-    };
-}
-
-conformance_cases!(
-    reserve_new_key_then_conflict,
-    reserve_overwrites_expired,
-    concurrent_reserve_one_winner,
-    take_over_rules,
-    commit_writes_record_and_booking,
-    commit_not_in_flight,
-    concurrent_commit_one_winner,
-    release_lease_then_take_over,
-    finish_rules,
-    record_slot_id_accumulates,
-    stale_in_flight_paginates,
-    finished_records_hold_no_request,
-    reserve_retry_meets_own_write,
-    commit_over_another_recorded_slot_is_counted,
-);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn run_all_on_one_table_pair() {
-    let store: Arc<dyn IdempotencyStore> = Arc::new(fresh_store("run-all").await);
-    conformance::run_all(store, "ddb-all").await;
-}
+// The store conformance suite, one test per case (the list lives once, in `gate::conformance`),
+// each case on fresh tables, plus every case in turn on one table pair.
+gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 
 async fn raw_item(store: &DynamoStore, pk: &str) -> HashMap<String, AttributeValue> {
     store
@@ -160,8 +130,8 @@ async fn stored_item_shape_and_units() {
     );
     assert_eq!(
         r.expires_at_s,
-        ms_to_s(NOW_MS) + 14 * 24 * 3600,
-        "epoch seconds"
+        ms_to_s(NOW_MS) + 21 * 24 * 3600,
+        "epoch seconds: the sample record's 21-day TTL"
     );
     assert_eq!(
         item["lease_until"],

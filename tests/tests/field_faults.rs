@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gate::memory::MemoryStore;
-use gate::store::IdempotencyStore;
+use gate::store::memory::MemoryStore;
+use gate::store::Store;
 use integration_tests::fault_proxy::{store_via, FaultProxy};
 use integration_tests::field_cases::{self, LostAnswers};
 use integration_tests::{moto_endpoint, unique};
 
-fn memory() -> Arc<dyn IdempotencyStore> {
+fn memory() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())
 }
 
@@ -104,7 +104,7 @@ async fn lease_lost_in_transit_on_memory() {
 #[tokio::test]
 async fn lease_lost_in_transit_on_dynamodb() {
     field_cases::a_holder_that_lost_its_lease_never_commits(|name| async move {
-        let store: Arc<dyn IdempotencyStore> = Arc::new(integration_tests::fresh_store(name).await);
+        let store: Arc<dyn Store> = Arc::new(integration_tests::fresh_store(name).await);
         (store, unique(name))
     })
     .await;

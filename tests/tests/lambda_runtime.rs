@@ -106,7 +106,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     );
 
     // The tables: three committed records with their bookings, the slot ids matching.
-    let store = gate::dynamo::DynamoStore::new(dynamo.clone(), &idempotency, &bookings);
+    let store = gate::store::dynamo::DynamoStore::new(dynamo.clone(), &idempotency, &bookings);
     for slot in core.slots() {
         let key = gate::keys::event_key_of(
             &notification_id(&slot.equipment_number),
@@ -144,9 +144,9 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     let notification =
         gate::notification::parse_notification(&stranded_body, now, &["ECT-DELTA".to_string()])
             .unwrap();
-    let keys = gate::gate::derive_keys(&notification).unwrap();
-    let helper = gate::gate::Gate {
-        config: gate::gate::GateConfig::new("lambda-test", vec!["ECT-DELTA".into()]),
+    let keys = gate::consumer::derive_keys(&notification).unwrap();
+    let helper = gate::consumer::Gate {
+        config: gate::consumer::GateConfig::new("lambda-test", vec!["ECT-DELTA".into()]),
         store: Arc::new(store.clone()),
         terminal: Arc::new(
             gate::terminal::HttpTerminal::new(gate::terminal::HttpTerminalConfig::new(format!(
@@ -157,7 +157,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
         clock: Arc::new(SystemClock),
     };
-    let dead = gate::gate::Invocation {
+    let dead = gate::consumer::Invocation {
         request_id: "inv-dead".into(),
         deadline_ms: now - 170_000,
     };

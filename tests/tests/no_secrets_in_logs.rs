@@ -38,13 +38,13 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, SystemClock};
-use gate::dynamo::DynamoStore;
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
 use gate::keys::{event_key_of, operation_key, SLOT_CLAIM};
+use gate::manual::sqs::SqsManualQueue;
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::secrets::fetch_api_token;
-use gate::sqs_manual::SqsManualQueue;
+use gate::store::dynamo::DynamoStore;
 use gate::store::IdempotencyStore;
 use gate::terminal::{HttpTerminal, HttpTerminalConfig};
 use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
@@ -401,18 +401,15 @@ fn notification(id: &str, equipment: &str) -> Value {
 }
 
 fn sqs_event(bodies: &[String]) -> Value {
-    let records: Vec<Value> = bodies
-        .iter()
-        .enumerate()
-        .map(|(i, body)| {
-            json!({"messageId": format!("msg-{i}-{}", unique("m")), "receiptHandle": "rh",
-                   "body": body, "eventSource": "aws:sqs", "attributes": {},
-                   "messageAttributes": {}, "md5OfBody": "",
-                   "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:notifications",
-                   "awsRegion": "eu-west-1"})
-        })
+    let ids: Vec<String> = (0..bodies.len())
+        .map(|i| format!("msg-{i}-{}", unique("m")))
         .collect();
-    json!({ "Records": records })
+    let records: Vec<(&str, &str)> = ids
+        .iter()
+        .zip(bodies)
+        .map(|(id, body)| (id.as_str(), body.as_str()))
+        .collect();
+    serde_json::to_value(gate::testkit::sqs_event(&records)).expect("an SQS event serialises")
 }
 
 /// Every body the consumer gets: one per terminal behaviour, then the poison ones.
@@ -668,7 +665,7 @@ async fn the_handlers_log_no_secret_at_trace() {
         report
             .records
             .iter()
-            .any(|r| matches!(r.outcome, gate::gate::RecordOutcome::Committed { .. })),
+            .any(|r| matches!(r.outcome, gate::consumer::RecordOutcome::Committed { .. })),
         "{report:?}"
     );
 
@@ -682,7 +679,11 @@ async fn the_handlers_log_no_secret_at_trace() {
 
     // The reconciler over the stranded records.
     let run = gate
-        .reconcile(&ReconcilerConfig::default(), &invocation("inv-rec"))
+        .reconcile(
+            &aws.store,
+            &ReconcilerConfig::default(),
+            &invocation("inv-rec"),
+        )
         .await;
     reports.push_str(&format!("{run:?}\n"));
     // Of six stranded records, the consumer finished the one past retention without a slot;
@@ -836,9 +837,10 @@ async fn the_binaries_log_no_secret_at_trace() {
         "{run}"
     );
     // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).
-    let published = tokio::task::spawn_blocking(move || invoke(port, "metrics-publisher", &metrics_event))
-        .await
-        .unwrap();
+    let published =
+        tokio::task::spawn_blocking(move || invoke(port, "metrics-publisher", &metrics_event))
+            .await
+            .unwrap();
 
     // Let the last lines reach the files, then stop the watcher.
     tokio::time::sleep(Duration::from_millis(500)).await;

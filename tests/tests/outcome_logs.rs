@@ -37,16 +37,7 @@ fn body(id: &str, equipment: &str, window: &Value) -> String {
 
 /// An SQS event of `(message id, body)` records.
 fn event(records: &[(&str, &str)]) -> String {
-    let records: Vec<Value> = records
-        .iter()
-        .map(|(id, body)| {
-            json!({"messageId": id, "receiptHandle": "rh", "body": body,
-                   "eventSource": "aws:sqs", "attributes": {}, "messageAttributes": {},
-                   "md5OfBody": "", "awsRegion": "eu-west-1",
-                   "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:notifications"})
-        })
-        .collect();
-    json!({ "Records": records }).to_string()
+    serde_json::to_string(&gate::testkit::sqs_event(records)).expect("an SQS event serialises")
 }
 
 /// The `fields` of every JSON log line whose message is `message`.

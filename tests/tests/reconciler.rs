@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gate::memory::MemoryStore;
+use gate::store::memory::MemoryStore;
 use integration_tests::reconciler_cases::{run_all, World};
 use integration_tests::{fresh_store, unique};
 
@@ -76,6 +76,7 @@ async fn an_unreadable_index_item_does_not_stop_the_reconciler() {
     let report = w
         .gate
         .reconcile(
+            w.store.as_ref(),
             &World::reconciler_config(),
             &w.reconciler_invocation("rec-u"),
         )

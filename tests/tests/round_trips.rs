@@ -24,15 +24,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::dynamo::DynamoStore;
-use gate::gate::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::store::dynamo::DynamoStore;
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
-    StoreError, TakeOver,
+    CommitOutcome, IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
@@ -86,6 +85,8 @@ impl SlotTerminal for KeyedTerminal {
 /// second, unrecorded store on the same tables ("someone else").
 struct World {
     gate: Gate,
+    /// The read side of the gate's table (what the reconciler pages).
+    index: Arc<dyn InFlightIndex>,
     recorder: CallRecorder,
     clock: Arc<ManualClock>,
     other: DynamoStore,
@@ -101,9 +102,10 @@ impl World {
             store.bookings_table(),
         );
         let clock = Arc::new(ManualClock::new(T0));
+        let store = Arc::new(store);
         let gate = Gate {
             config: GateConfig::new(format!("rt-{name}"), vec!["ECT-DELTA".to_string()]),
-            store: Arc::new(store),
+            store: store.clone(),
             terminal: Arc::new(KeyedTerminal::default()),
             manual: Arc::new(MemoryManualQueue::new()),
             clock: clock.clone(),
@@ -111,6 +113,7 @@ impl World {
         recorder.clear();
         Self {
             gate,
+            index: store,
             recorder,
             clock,
             other,
@@ -351,14 +354,20 @@ async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_rec
     let config = ReconcilerConfig::default();
 
     // Nothing stranded: one Query per shard, nothing else.
-    let report = w.gate.reconcile(&config, &w.invocation("rec-0")).await;
+    let report = w
+        .gate
+        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-0"))
+        .await;
     assert_eq!(report.examined, 0);
     let calls = w.take_calls();
     assert_eq!(calls, vec!["Query"; 16]);
 
     // One stranded record.
     w.strand("PCS-R-1", CONTAINERS[0], 10 * 60_000).await;
-    let report = w.gate.reconcile(&config, &w.invocation("rec-1")).await;
+    let report = w
+        .gate
+        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-1"))
+        .await;
     assert_eq!((report.examined, report.reconciled), (1, 1), "{report:?}");
     let calls = w.take_calls();
     assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
@@ -377,7 +386,10 @@ async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_rec
         *shards.entry(inflight_shard(&r.event_key)).or_insert(0usize) += 1;
     }
     assert!(shards.values().all(|n| *n < config.page_size));
-    let report = w.gate.reconcile(&config, &w.invocation("rec-2")).await;
+    let report = w
+        .gate
+        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-2"))
+        .await;
     assert_eq!((report.examined, report.reconciled), (12, 12), "{report:?}");
     let calls = w.take_calls();
     assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
@@ -386,7 +398,10 @@ async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_rec
     assert_eq!(calls.len(), 16 + 2 * 12, "{calls:?}");
 
     // Finished records leave the sparse index: the next run reads 16 empty pages.
-    let report = w.gate.reconcile(&config, &w.invocation("rec-3")).await;
+    let report = w
+        .gate
+        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-3"))
+        .await;
     assert_eq!(report.examined, 0);
     assert_eq!(w.take_calls(), vec!["Query"; 16]);
 }
@@ -413,7 +428,10 @@ async fn reconciler_pages_cost_one_query_each() {
         i += 1;
     }
     let stranded = i;
-    let report = w.gate.reconcile(&config, &w.invocation("rec")).await;
+    let report = w
+        .gate
+        .reconcile(w.index.as_ref(), &config, &w.invocation("rec"))
+        .await;
     assert_eq!(report.reconciled, stranded, "{report:?}");
     let calls = w.take_calls();
     assert_eq!(count(&calls, "UpdateItem"), stranded, "{calls:?}");
@@ -429,67 +447,16 @@ async fn reconciler_pages_cost_one_query_each() {
     );
 }
 
-/// A store that lets "someone else" act on every record of an `InFlight` page after the `Query`
+/// An `InFlight` index that lets "someone else" act on every record of a page after the `Query`
 /// and before the reconciler's take-over: the race a second reconciler or a late consumer makes.
 struct RacingStore {
-    inner: Arc<dyn IdempotencyStore>,
+    inner: Arc<dyn InFlightIndex>,
     other: DynamoStore,
     commit_instead: bool,
 }
 
 #[async_trait]
-impl IdempotencyStore for RacingStore {
-    async fn reserve(&self, r: &IdempotencyRecord, now: i64) -> Result<Reservation, StoreError> {
-        self.inner.reserve(r, now).await
-    }
-    async fn take_over(
-        &self,
-        pk: &str,
-        old: &str,
-        new: &str,
-        until: i64,
-        now: i64,
-    ) -> Result<TakeOver, StoreError> {
-        self.inner.take_over(pk, old, new, until, now).await
-    }
-    async fn commit(
-        &self,
-        pk: &str,
-        owner: &str,
-        slot: &str,
-        b: &TmsBooking,
-        now: i64,
-    ) -> Result<CommitOutcome, StoreError> {
-        self.inner.commit(pk, owner, slot, b, now).await
-    }
-    async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
-        self.inner.release_lease(pk, owner, now).await
-    }
-    async fn finish(
-        &self,
-        pk: &str,
-        owner: &str,
-        status: RecordStatus,
-        error: &str,
-        item: &[u8],
-        guard: FinishGuard,
-        now: i64,
-    ) -> Result<FinishOutcome, StoreError> {
-        self.inner
-            .finish(pk, owner, status, error, item, guard, now)
-            .await
-    }
-    async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
-        self.inner.routed(pk, owner, now).await
-    }
-    async fn record_slot_id(
-        &self,
-        pk: &str,
-        slot: &str,
-        now: i64,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record_slot_id(pk, slot, now).await
-    }
+impl InFlightIndex for RacingStore {
     async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
         self.inner.multi_slot_keys().await
     }
@@ -525,18 +492,12 @@ impl IdempotencyStore for RacingStore {
         }
         Ok(page)
     }
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.get(pk).await
-    }
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
-        self.inner.booking(source_event).await
-    }
 }
 
 async fn racing_world(name: &str, commit_instead: bool) -> World {
     let mut w = World::new(name).await;
-    let inner = w.gate.store.clone();
-    w.gate.store = Arc::new(RacingStore {
+    let inner = w.index.clone();
+    w.index = Arc::new(RacingStore {
         inner,
         other: w.other.clone(),
         commit_instead,
@@ -551,7 +512,11 @@ async fn reconciler_duplicate_costs_one_refused_take_over() {
         w.strand("PCS-D-1", CONTAINERS[3], 10 * 60_000).await;
         let report = w
             .gate
-            .reconcile(&ReconcilerConfig::default(), &w.invocation("rec"))
+            .reconcile(
+                w.index.as_ref(),
+                &ReconcilerConfig::default(),
+                &w.invocation("rec"),
+            )
             .await;
         assert_eq!((report.examined, report.live_lease), (1, 1), "{report:?}");
         let calls = w.take_calls();
@@ -579,7 +544,11 @@ async fn reconciler_skips_a_live_lease_without_a_call() {
     assert!(matches!(taken, TakeOver::Taken(_)));
     let report = w
         .gate
-        .reconcile(&ReconcilerConfig::default(), &w.invocation("rec"))
+        .reconcile(
+            w.index.as_ref(),
+            &ReconcilerConfig::default(),
+            &w.invocation("rec"),
+        )
         .await;
     assert_eq!((report.examined, report.live_lease), (1, 1), "{report:?}");
     assert_eq!(w.take_calls(), vec!["Query"; 16]);

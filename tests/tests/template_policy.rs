@@ -93,6 +93,12 @@ fn the_template_passes_and_every_breach_is_named() {
             "maxReceiveCount can be anything, below 5",
         ),
         (
+            "the terminals' tokens readable beyond their secrets",
+            "                  Resource: !Ref TerminalTokenSecretArns\n",
+            "                  Resource:\n                    - !Ref TerminalApiTokenSecretArn\n                    - !Ref TerminalTokenSecretArns\n",
+            "GetSecretValue on",
+        ),
+        (
             "a literal maxReceiveCount of 3",
             "maxReceiveCount: !Ref MaxReceiveCount",
             "maxReceiveCount: 3",

@@ -40,7 +40,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gate::gate::derive_keys;
+use gate::consumer::derive_keys;
 use gate::keys::{mismatch_route_key, rejected_route_key, sha256_hex};
 use gate::manual::{ManualItem, ManualReason};
 use gate::notification::parse_notification;
@@ -48,8 +48,8 @@ use gate::record::{record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
 
 use super::observe::Observer;
 use super::ports::short;
-use super::queue::{Msg, MsgState};
 use super::schedule::{Schedule, START_MS};
+use crate::sqs::{Msg, MsgState};
 use crate::terminal::IssuedSlot;
 
 /// A time at which every generated window is open and not too far ahead: for parsing bodies
@@ -206,7 +206,7 @@ pub(crate) struct Final<'a> {
     /// When each of `items` was sent, true simulated epoch ms.
     pub sent_at: Vec<i64>,
     pub ambiguous: &'a BTreeMap<String, u32>,
-    pub msgs: &'a [Msg],
+    pub msgs: &'a [Msg<usize>],
     /// The store's history.
     pub observer: &'a Observer,
 }
@@ -215,8 +215,8 @@ pub(crate) struct Final<'a> {
 /// successor) and an injected fault, a crash or the deadline ended every receive of every copy:
 /// the only way a body may end there. A body the gate itself answered with a batch item failure
 /// until SQS gave up on it is not excused.
-fn dead_by_faults(msgs: &[Msg], bodies: &[usize]) -> bool {
-    let copies: Vec<&Msg> = msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
+fn dead_by_faults(msgs: &[Msg<usize>], bodies: &[usize]) -> bool {
+    let copies: Vec<&Msg<usize>> = msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
     let ends = copies.iter().filter(|m| m.state != MsgState::Redriven);
     !copies.is_empty()
         && ends.clone().all(|m| m.state == MsgState::Dead)
@@ -226,8 +226,8 @@ fn dead_by_faults(msgs: &[Msg], bodies: &[usize]) -> bool {
 }
 
 /// Why `bodies` are not excused by the dead-letter queue, for a violation's text.
-fn dead_letter_note(msgs: &[Msg], bodies: &[usize]) -> &'static str {
-    let copies: Vec<&Msg> = msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
+fn dead_letter_note(msgs: &[Msg<usize>], bodies: &[usize]) -> &'static str {
+    let copies: Vec<&Msg<usize>> = msgs.iter().filter(|m| bodies.contains(&m.body)).collect();
     let all_dead = !copies.is_empty()
         && copies
             .iter()

@@ -14,10 +14,10 @@ use std::task::{Context, Poll, Waker};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use futures::FutureExt;
 use gate::clock::{Clock, ManualClock};
-use gate::gate::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
-use gate::memory::MemoryStore;
+use gate::consumer::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
+use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use gate::terminal::SlotTerminal;
 use rand::SeedableRng;
@@ -26,11 +26,11 @@ use rand_chacha::ChaCha8Rng;
 use super::check::{self, own_record_durable, Final};
 use super::observe::Observer;
 use super::ports::{short, CoreTerminal, SimManual, SimStore, SimTerminal, SkewedClock};
-use super::queue::{MsgState, Queue, ReceiveEnd};
 use super::schedule::{BodyKind, Schedule, REPLANNED, START_MS};
 use super::shared::{Flag, Shared, TaskId, TimedManualQueue};
 use super::{RunResult, Stats};
 use crate::replay::INTEGRATION;
+use crate::sqs::{MsgState, Queue, ReceiveEnd, ReceiveOrder};
 use crate::terminal::{TerminalConfig, TerminalCore};
 
 /// The reconciler's schedule, ms.
@@ -75,7 +75,7 @@ enum Event {
 struct Driver<'a> {
     schedule: &'a Schedule,
     shared: Arc<Shared>,
-    queue: Queue,
+    queue: Queue<usize>,
     tasks: Vec<Task>,
     next_task: TaskId,
     next_tick: i64,
@@ -166,7 +166,7 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
     {
         // The lifecycle the schedule drew, counted with the faults.
         let mut st = shared.state();
-        if schedule.key_ttl_s < gate::gate::DEFAULT_KEY_TTL_S {
+        if schedule.key_ttl_s < gate::consumer::DEFAULT_KEY_TTL_S {
             st.count("short_record_lifetime");
         }
         if schedule.key_retention_ms < 24 * 3_600_000 {
@@ -427,7 +427,11 @@ impl Driver<'_> {
             let mut st = self.shared.state();
             let n = st.between(1, self.schedule.batch_size as i64) as usize;
             let host = st.between(0, self.schedule.workers as i64 - 1) as usize;
-            (self.queue.receive(now, n, &mut st.rng), host)
+            (
+                self.queue
+                    .receive(now, n, ReceiveOrder::Shuffled(&mut st.rng)),
+                host,
+            )
         };
         if batch.is_empty() {
             return;
@@ -516,6 +520,10 @@ impl Driver<'_> {
             let id = self.next_task;
             self.next_task += 1;
             let gate = self.gate(id, self.schedule.reconciler_skew_ms);
+            let index = SimStore {
+                shared: Arc::clone(&self.shared),
+                task: id,
+            };
             let config = self.reconciler_config.clone();
             let invocation = Invocation {
                 request_id: format!("rec-{id}"),
@@ -525,7 +533,7 @@ impl Driver<'_> {
             let request_id = invocation.request_id.clone();
             self.shared.trace(|| format!("T{id} reconciler run"));
             let fut = async move {
-                let report = gate.reconcile(&config, &invocation).await;
+                let report = gate.reconcile(&index, &config, &invocation).await;
                 Output::Reconciled(report)
             };
             self.tasks.push(Task {

@@ -1,6 +1,6 @@
 //! Deterministic simulation testing of the gate, in the style of FoundationDB and TigerBeetle:
 //! one seed drives a whole world (several consumer workers, the reconciler, the terminal
-//! simulator's core in process, the real [`gate::memory::MemoryStore`], an SQS queue with a
+//! simulator's core in process, the real [`gate::store::memory::MemoryStore`], an SQS queue with a
 //! DLQ) on simulated time, injects faults at every step boundary, runs it to quiescence and
 //! checks the gate's promises. Same seed, same schedule, same result:
 //! `cargo run --release -p sim -- check --seed S` replays one schedule with its trace;
@@ -10,7 +10,7 @@
 //! * `shared`: the seeded RNG, parked port calls and fault bookkeeping;
 //! * `ports`: the store, terminal and manual queue decorators that park and inject faults,
 //!   [`CoreTerminal`] (the terminal core as a `SlotTerminal`) and skewed clocks;
-//! * `queue`: SQS Standard with visibility timeouts, redelivery and a DLQ;
+//! * [`crate::sqs`] (shared with the replay): SQS Standard with visibility timeouts, redelivery and a DLQ;
 //! * `driver`: the executor and event loop;
 //! * `check`: the invariants (documented there).
 //!
@@ -59,7 +59,6 @@ mod check;
 mod driver;
 mod observe;
 mod ports;
-mod queue;
 pub mod schedule;
 mod shared;
 

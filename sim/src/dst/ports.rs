@@ -10,8 +10,8 @@ use gate::clock::{Clock, ManualClock};
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightPage, Reservation,
-    StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex, InFlightPage,
+    Reservation, StoreError, TakeOver,
 };
 use gate::terminal::{
     classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
@@ -296,6 +296,20 @@ impl IdempotencyStore for SimStore {
         }
     }
 
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.before("get", false).await?;
+        self.shared.store.get(pk).await
+    }
+
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        self.before("booking", false).await?;
+        self.shared.store.booking(source_event).await
+    }
+}
+
+/// The index reads fail as the schedule draws, as the write path's calls do.
+#[async_trait]
+impl InFlightIndex for SimStore {
     async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
         self.before("multi_slot_keys", false).await?;
         self.shared.store.multi_slot_keys().await
@@ -313,16 +327,6 @@ impl IdempotencyStore for SimStore {
             .store
             .stale_in_flight(shard, created_before_ms, cursor, limit)
             .await
-    }
-
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.before("get", false).await?;
-        self.shared.store.get(pk).await
-    }
-
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
-        self.before("booking", false).await?;
-        self.shared.store.booking(source_event).await
     }
 }
 

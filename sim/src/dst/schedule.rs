@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use gate::gate::DEFAULT_KEY_TTL_S;
+use gate::consumer::DEFAULT_KEY_TTL_S;
 use gate::iso6346::check_digit;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

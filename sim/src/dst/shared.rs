@@ -18,7 +18,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
-use gate::memory::MemoryStore;
+use gate::store::memory::MemoryStore;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 

@@ -1,5 +1,15 @@
-//! The `IdempotencyStore` port: the idempotency table and the TMS bookings table, as DynamoDB
-//! offers them (conditional writes, one transaction for the commit).
+//! The store port: the idempotency table and the TMS bookings table, as DynamoDB offers them
+//! (conditional writes, one transaction for the commit), split by caller:
+//!
+//! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
+//! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function).
+//!
+//! Adapters: [`memory::MemoryStore`] (tests, the simulator) and `dynamo::DynamoStore` /
+//! `dynamo::DynamoIndex` (feature `aws`).
+
+#[cfg(feature = "aws")]
+pub mod dynamo;
+pub mod memory;
 
 use async_trait::async_trait;
 
@@ -66,14 +76,14 @@ pub fn natural_key_pk(record_pk: &str, booking: &TmsBooking) -> String {
     )
 }
 
-/// The natural-key item's TTL, epoch **seconds**: [`crate::gate::DEFAULT_KEY_TTL_S`] after the
+/// The natural-key item's TTL, epoch **seconds**: [`crate::consumer::DEFAULT_KEY_TTL_S`] after the
 /// later of `now_ms` and the booking's window end (an unreadable window end counts as `now`),
 /// as long as a redelivery of the event can still come back.
 pub fn natural_key_expires_at_s(booking: &TmsBooking, now_ms: i64) -> i64 {
     let window_end_s = chrono::DateTime::parse_from_rfc3339(&booking.window_end)
         .map(|t| t.timestamp())
         .unwrap_or(0);
-    crate::clock::ms_to_s(now_ms).max(window_end_s) + crate::gate::DEFAULT_KEY_TTL_S
+    crate::clock::ms_to_s(now_ms).max(window_end_s) + crate::consumer::DEFAULT_KEY_TTL_S
 }
 
 /// The result of [`IdempotencyStore::finish`].
@@ -103,7 +113,7 @@ pub enum FinishGuard {
 /// What the `InFlight` index holds of one `in_flight` record: enough to choose a record and take
 /// its lease over, and deliberately not the stored claim request (it holds the release PIN) nor
 /// the business fields. On DynamoDB the index projects only these attributes
-/// ([`crate::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`]), so the metrics function, which may query the
+/// ([`crate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`]), so the metrics function, which may query the
 /// index, cannot read a PIN; whoever takes the lease over gets the whole record from the
 /// take-over itself (`ReturnValues=ALL_NEW`), with no extra read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,7 +206,13 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// The idempotency table and the TMS bookings table.
+/// The write path of the idempotency table and the TMS bookings table: what the consumer and the
+/// reconciler do to one record (reserve, take over, commit, release, finish, confirm a routing,
+/// record a slot id) and the two consistent reads they act on (`get`, `booking`). The read side
+/// over many records is [`InFlightIndex`].
+///
+/// A wrapper (a fault injector in a test, a delay in a benchmark) implements this trait alone and
+/// passes the index on untouched.
 ///
 /// Times are epoch **milliseconds** (`now_ms`, `lease_until_ms`); implementations convert to
 /// epoch seconds for `expires_at` themselves.
@@ -293,7 +309,7 @@ pub trait IdempotencyStore: Send + Sync {
     /// Adds `slot_id` to the record's `slot_ids` (`ADD slot_ids`), whatever its state, and
     /// returns the record as it is after the write (`None` if there is no record). A record with
     /// two or more distinct slot ids is marked `multi_slot` (the sparse GSI `MultiSlot`), so the
-    /// distinct-slot signal finds it without a scan ([`IdempotencyStore::multi_slot_keys`]).
+    /// distinct-slot signal finds it without a scan ([`InFlightIndex::multi_slot_keys`]).
     /// Idempotent by nature: a retried `ADD` of a set element and a retried mark change nothing.
     async fn record_slot_id(
         &self,
@@ -302,6 +318,19 @@ pub trait IdempotencyStore: Send + Sync {
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError>;
 
+    /// Reads one record (expired or not).
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Reads the TMS booking of an event key.
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError>;
+}
+
+/// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,
+/// 16 shards) and `MultiSlot` (records with two or more distinct slot ids). The reconciler pages
+/// `InFlight` for records to finish; the metrics function reads both for the store signals, and
+/// needs nothing else of the store (on DynamoDB: [`dynamo::DynamoIndex`], the table name only).
+#[async_trait]
+pub trait InFlightIndex: Send + Sync {
     /// How many records hold two or more distinct slot ids (the distinct-slot signal; healthy: 0).
     async fn multi_slot_keys(&self) -> Result<usize, StoreError>;
 
@@ -314,10 +343,10 @@ pub trait IdempotencyStore: Send + Sync {
         cursor: Option<String>,
         limit: usize,
     ) -> Result<InFlightPage, StoreError>;
-
-    /// Reads one record (expired or not).
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
-
-    /// Reads the TMS booking of an event key.
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError>;
 }
+
+/// A whole store: the write path and the read side of the same tables, as an adapter provides
+/// them ([`memory::MemoryStore`], `dynamo::DynamoStore`) and the conformance suite checks them.
+pub trait Store: IdempotencyStore + InFlightIndex {}
+
+impl<T: IdempotencyStore + InFlightIndex + ?Sized> Store for T {}

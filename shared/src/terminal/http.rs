@@ -1,4 +1,4 @@
-//! The `SlotTerminal` port and `HttpTerminal`, its reqwest client for the terminal contract:
+//! `HttpTerminal`, the [`SlotTerminal`] port's reqwest client for the terminal contract:
 //!
 //! * `POST {base}/slots` with `Idempotency-Key: "K"` and the stored JSON body
 //!   `{equipment_number, window_start, window_end, pin}` answers `201 {slot_id, ...}`;
@@ -22,7 +22,7 @@
 //!   the length and a keyed SHA-256 digest of the answer); the excerpt that reaches a record's
 //!   `error` and the manual queue's `detail` is shortened, its control characters escaped, the
 //!   values of secret-looking JSON keys (`pin`, `token`, ...) replaced, and the token and the
-//!   PIN of the request cut out in every form a server may echo them ([`crate::scrub`]: any
+//!   PIN of the request cut out in every form a server may echo them ([`super::scrub`]: any
 //!   case, separators dropped or changed, JSON and URL escapes, HTML references, hex, base64),
 //!   for the claim and the lookup alike;
 //! * every field of a `2xx` the gate uses is checked against the request's secrets: a slot id
@@ -39,7 +39,6 @@
 //!   key retention routes it to the manual queue;
 //! * `401` is transient: the token was refused, which says nothing about the event. The token is
 //!   read once per cold start, so after a rotation the events wait (redelivery, then the
-//!   reconciler) until new environments start with the new token, instead of all being failed.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -50,10 +49,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::scrub;
+use super::several::{appointments_v2_answer, appointments_v2_body, path_segment, TerminalApi};
+use super::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use crate::notification::MAX_EQUIPMENT_NUMBER_CHARS;
-use crate::scrub;
 
-/// The `User-Agent` the client sends: `exactly-once-gate/{version}`.
 pub const USER_AGENT: &str = concat!("exactly-once-gate/", env!("CARGO_PKG_VERSION"));
 
 /// Largest answer body read from the terminal, in bytes (64 KiB); a longer answer is cut there.
@@ -65,140 +65,6 @@ pub const MAX_SLOT_ID_CHARS: usize = 128;
 
 /// Longest API token accepted, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 4096;
-
-/// A slot the terminal issued.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotClaim {
-    /// The terminal's slot id, non-empty, printable ASCII, quoting no secret.
-    pub slot_id: String,
-    /// The container the terminal says the slot is for, if it said. When it is not the container
-    /// of the request, it is kept only scrubbed of every secret (and escaped when unreadable).
-    pub equipment_number: Option<String>,
-}
-
-/// What the gate may say about an answer (or a failed request) that gave no usable slot, in two
-/// renderings (issue 13: a terminal echoes what it was sent, in any case and encoding):
-///
-/// * `Display` and `Debug` give the **summary** only: our own words with the status, the
-///   answer's length in bytes and its keyed SHA-256 digest ([`answer_digest`]), never a character
-///   of the answer. This is what log lines, `Retry` outcomes and reports carry.
-/// * [`AnswerDetail::quoted`] adds the **excerpt**: a problem's `detail` or `title`, or the
-///   answer's first [`DETAIL_MAX`] characters, with secret-looking JSON keys redacted and every
-///   secret the client knows (the token; the PIN of the request the answer is about) cut out in
-///   every form [`crate::scrub`] finds. Only the record's `error` and the manual item's `detail`
-///   carry it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AnswerDetail {
-    summary: String,
-    excerpt: Option<String>,
-}
-
-impl AnswerDetail {
-    /// A detail with a summary and no excerpt (a timeout, a connection error, a test terminal).
-    /// The summary must quote nothing that came from outside.
-    pub fn new(summary: impl Into<String>) -> Self {
-        Self {
-            summary: summary.into(),
-            excerpt: None,
-        }
-    }
-
-    fn with_excerpt(summary: String, excerpt: String) -> Self {
-        Self {
-            summary,
-            excerpt: (!excerpt.is_empty()).then_some(excerpt),
-        }
-    }
-
-    /// The summary: what a log line may carry.
-    pub fn summary(&self) -> &str {
-        &self.summary
-    }
-
-    /// The scrubbed excerpt of the answer, if there was one.
-    pub fn excerpt(&self) -> Option<&str> {
-        self.excerpt.as_deref()
-    }
-
-    /// `"{summary}: {excerpt}"` (or the summary alone): for the record's `error` and the manual
-    /// item's `detail`, never for a log line.
-    pub fn quoted(&self) -> String {
-        match &self.excerpt {
-            Some(excerpt) => format!("{}: {excerpt}", self.summary),
-            None => self.summary.clone(),
-        }
-    }
-}
-
-impl fmt::Display for AnswerDetail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.summary)
-    }
-}
-
-impl fmt::Debug for AnswerDetail {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("AnswerDetail").field(&self.summary).finish()
-    }
-}
-
-impl From<&str> for AnswerDetail {
-    fn from(summary: &str) -> Self {
-        Self::new(summary)
-    }
-}
-
-impl From<String> for AnswerDetail {
-    fn from(summary: String) -> Self {
-        Self::new(summary)
-    }
-}
-
-/// How a slot claim ended, as the gate must act on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimOutcome {
-    /// `2xx` with a slot id: commit it.
-    Claimed(SlotClaim),
-    /// `5xx`, `408`, `425`, `429`, `401` (the token refused), `3xx` (never followed), timeouts,
-    /// connection errors, a `2xx` without a usable slot id: the outcome is unknown or not the
-    /// event's fault; retry later with the same key and bytes (see the module's notes).
-    Transient(AnswerDetail),
-    /// Another `4xx` (`400`, `403`, ...): will never succeed; `failed` and the manual queue.
-    Permanent {
-        /// The HTTP status.
-        status: u16,
-        /// The summary and the scrubbed problem detail or body excerpt (never the request).
-        detail: AnswerDetail,
-    },
-    /// The key was used with another body (`422`, or `409` with problem type
-    /// `idempotency_mismatch`): permanent.
-    KeyMismatch(AnswerDetail),
-    /// The same key is still being processed (`409` otherwise): transient.
-    KeyInFlight,
-}
-
-/// How a lookup by key ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LookupOutcome {
-    /// A slot is held under the key.
-    Found(SlotClaim),
-    /// No slot under the key (never claimed, failed, or forgotten after the retention).
-    NotFound,
-    /// Unknown; try again later.
-    Transient(AnswerDetail),
-}
-
-/// The terminal's slot API.
-#[async_trait]
-pub trait SlotTerminal: Send + Sync {
-    /// Step 3: claims a slot, sending `request` (the stored bytes) with `Idempotency-Key: op_key`.
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome;
-
-    /// Asks which slot is held under `op_key`. `request` is the stored claim request of the
-    /// record the key belongs to: it is **not sent**, only read for the secrets (the PIN) and the
-    /// container an answer must be checked against, as for [`SlotTerminal::claim`].
-    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome;
-}
 
 /// An API token for the terminal: `Debug` and `Display` print `[redacted]`.
 ///
@@ -276,6 +142,8 @@ pub struct HttpTerminalConfig {
     pub connect_timeout: Duration,
     /// Whole-request timeout (connect, send, answer). Keep it well under the lease.
     pub request_timeout: Duration,
+    /// The terminal's API shape (default [`TerminalApi::Slots`]).
+    pub api: TerminalApi,
 }
 
 impl HttpTerminalConfig {
@@ -286,6 +154,7 @@ impl HttpTerminalConfig {
             token: None,
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(10),
+            api: TerminalApi::Slots,
         }
     }
 }
@@ -454,7 +323,7 @@ fn excerpt(body: &[u8], known: &Known<'_>) -> String {
 
 /// What is wrong with `slot_id`, or `None` if it is acceptable: not blank, at most
 /// [`MAX_SLOT_ID_CHARS`] characters, all printable ASCII (graphic or space), and quoting none of
-/// `secrets` in any form [`crate::scrub`] finds (a slot id is logged and stored in the booking).
+/// `secrets` in any form [`super::scrub`] finds (a slot id is logged and stored in the booking).
 fn slot_id_defect(slot_id: &str, secrets: &[&str]) -> Option<&'static str> {
     if slot_id.trim().is_empty() {
         Some("has an empty slot_id")
@@ -657,6 +526,19 @@ impl HttpTerminal {
     }
 }
 
+impl HttpTerminal {
+    /// A `2xx` answer of the terminal's API in the `slots` shape the classification reads (see
+    /// [`TerminalApi`]); any other answer as it is.
+    fn shaped(&self, status: u16, body: Vec<u8>, lookup: bool) -> Vec<u8> {
+        match self.config.api {
+            TerminalApi::AppointmentsV2 if (200..=299).contains(&status) => {
+                appointments_v2_answer(&body, lookup).unwrap_or(body)
+            }
+            _ => body,
+        }
+    }
+}
+
 /// Reads at most [`MAX_ANSWER_BYTES`] of an answer body; the rest is never read.
 async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, reqwest::Error> {
     let mut body = Vec::new();
@@ -695,13 +577,24 @@ pub fn idempotency_key_header(op_key: &str) -> String {
 #[async_trait]
 impl SlotTerminal for HttpTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        let url = format!("{}/slots", self.config.base_url);
+        let (url, body) = match self.config.api {
+            TerminalApi::Slots => (format!("{}/slots", self.config.base_url), request.to_vec()),
+            TerminalApi::AppointmentsV2 => match appointments_v2_body(request) {
+                Ok(body) => (format!("{}/v2/appointments", self.config.base_url), body),
+                Err(why) => {
+                    return ClaimOutcome::Permanent {
+                        status: 0,
+                        detail: AnswerDetail::new(why),
+                    }
+                }
+            },
+        };
         let req = self
             .client
             .post(url)
             .header("Idempotency-Key", idempotency_key_header(op_key))
             .header("Content-Type", "application/json")
-            .body(request.to_vec());
+            .body(body);
         let fields = RequestFields::of(request);
         let known = self.known(&fields);
         let response = match self.authorise(req).send().await {
@@ -713,7 +606,7 @@ impl SlotTerminal for HttpTerminal {
         };
         let status = response.status().as_u16();
         match read_capped(response).await {
-            Ok(body) => classify_claim_known(status, &body, &known),
+            Ok(body) => classify_claim_known(status, &self.shaped(status, body, false), &known),
             Err(e) => ClaimOutcome::Transient(
                 scrub::scrub(
                     &format!("claim answer {status} unreadable: {}", request_error(e)),
@@ -725,8 +618,17 @@ impl SlotTerminal for HttpTerminal {
     }
 
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
-        let url = format!("{}/slots", self.config.base_url);
-        let req = self.client.get(url).query(&[("idempotency_key", op_key)]);
+        let req = match self.config.api {
+            TerminalApi::Slots => self
+                .client
+                .get(format!("{}/slots", self.config.base_url))
+                .query(&[("idempotency_key", op_key)]),
+            TerminalApi::AppointmentsV2 => self.client.get(format!(
+                "{}/v2/appointments/by-key/{}",
+                self.config.base_url,
+                path_segment(op_key)
+            )),
+        };
         let fields = RequestFields::of(request);
         let known = self.known(&fields);
         let response = match self.authorise(req).send().await {
@@ -749,7 +651,7 @@ impl SlotTerminal for HttpTerminal {
                 )
             }
         };
-        classify_lookup_known(status, &body, &known)
+        classify_lookup_known(status, &self.shaped(status, body, true), &known)
     }
 }
 

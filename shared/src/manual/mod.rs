@@ -1,8 +1,14 @@
 //! The `ManualQueue` port: where events go that a person must handle, with the reason and the
-//! original body, so nothing is lost silently.
+//! original body, so nothing is lost silently. Adapters: [`memory::MemoryManualQueue`] (tests, the
+//! simulator) and `sqs::SqsManualQueue` (feature `aws`).
+
+pub mod memory;
+#[cfg(feature = "aws")]
+pub mod sqs;
+
+pub use memory::MemoryManualQueue;
 
 use std::fmt;
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 
@@ -241,35 +247,6 @@ pub struct ManualQueueError(pub String);
 pub trait ManualQueue: Send + Sync {
     /// Enqueues one item.
     async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError>;
-}
-
-/// An in-memory manual queue: keeps every item, in order.
-#[derive(Debug, Default)]
-pub struct MemoryManualQueue {
-    items: Mutex<Vec<ManualItem>>,
-}
-
-impl MemoryManualQueue {
-    /// An empty queue.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Every item sent so far, in order.
-    pub fn items(&self) -> Vec<ManualItem> {
-        self.items.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
-#[async_trait]
-impl ManualQueue for MemoryManualQueue {
-    async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError> {
-        self.items
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(item);
-        Ok(())
-    }
 }
 
 #[cfg(test)]

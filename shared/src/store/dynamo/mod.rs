@@ -39,86 +39,44 @@
 //!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
 //!   routing whose second confirmation is refused and ignored).
 
-use std::collections::{BTreeSet, HashMap};
+mod codec;
+mod errors;
+mod index;
+mod schema;
+
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, GlobalSecondaryIndex,
-    KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
-    TimeToLiveStatus, TransactWriteItem, Update,
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
 };
 use aws_sdk_dynamodb::Client;
-use serde::{Deserialize, Serialize};
+
+pub use codec::{booking_from_item, booking_to_item, record_from_item, record_to_item};
+use codec::{num, s};
+pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
+use errors::{
+    classify_cancellation, condition_failure_item, is_update_condition_failure, map_sdk_error,
+    Cancelled,
+};
+pub use index::DynamoIndex;
+pub use schema::{
+    create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_SLOT_INDEX,
+    MULTI_SLOT_MARK, ROUTE_PENDING_MARK,
+};
+use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION};
 
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
     natural_key_expires_at_s, natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome,
-    IdempotencyStore, InFlightEntry, InFlightPage, Reservation, StoreError, TakeOver,
-    UnreadableEntry,
+    IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
-
-/// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
-/// `created_at` (epoch ms), projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`].
-pub const INFLIGHT_INDEX: &str = "InFlight";
-
-/// The non-key attributes the `InFlight` index projects (`ProjectionType: INCLUDE`; the keys `pk`,
-/// `inflight_shard` and `created_at` come with every index item): what an [`InFlightEntry`] needs
-/// and nothing more. Not `request` (the claim body with the release PIN), not the business fields:
-/// the metrics function queries this index, and a role that may read the index reads everything it
-/// projects. `template.yaml` lists the same names (a test compares them).
-pub const INFLIGHT_PROJECTED_ATTRIBUTES: [&str; 5] = [
-    "event_key",
-    "status",
-    "lease_owner",
-    "lease_until",
-    "expires_at",
-];
-
-/// The sparse GSI of records holding two or more distinct slot ids: partition key `multi_slot`
-/// (present, `"1"`, only on such records), projection `KEYS_ONLY`.
-pub const MULTI_SLOT_INDEX: &str = "MultiSlot";
-
-/// The value of `multi_slot` on a marked record.
-pub const MULTI_SLOT_MARK: &str = "1";
-
-/// Sleeps in **milliseconds** before each retry of a commit transaction cancelled with
-/// `TransactionConflict`: at most four attempts in all, then [`StoreError::TransactionConflict`].
-pub const TRANSACTION_CONFLICT_BACKOFF_MS: [u64; 3] = [20, 40, 80];
-
-/// Error codes (service error codes and `CancellationReason` codes) that mean throttling.
-const THROTTLING_CODES: &[&str] = &[
-    "ThrottlingException",
-    "Throttling",
-    "ThrottlingError",
-    "ProvisionedThroughputExceededException",
-    "ProvisionedThroughputExceeded",
-    "RequestLimitExceeded",
-];
-
-/// The value of `route_pending` on a record whose routing to a person is not yet confirmed.
-pub const ROUTE_PENDING_MARK: &str = "1";
-
-/// Absent, or expired with nothing left to do: an expired `in_flight` record (or pending routing)
-/// is a conflict, taken over with its history.
-const RESERVE_CONDITION: &str = "attribute_not_exists(pk) OR (expires_at < :now_s \
-     AND #status <> :in_flight AND attribute_not_exists(route_pending))";
-/// Work left (`in_flight` or a pending routing), held by `:old_owner`, lease expired.
-const TAKE_OVER_CONDITION: &str = "(#status = :in_flight OR attribute_exists(route_pending)) \
-     AND lease_owner = :old_owner \
-     AND (attribute_not_exists(lease_until) OR lease_until < :now_ms)";
-/// Work left, held by `:owner` (the lease fence of a release).
-const RELEASE_CONDITION: &str =
-    "(#status = :in_flight OR attribute_exists(route_pending)) AND lease_owner = :owner";
-/// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
-const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
 ///
@@ -129,6 +87,7 @@ pub struct DynamoStore {
     client: Client,
     idempotency_table: String,
     bookings_table: String,
+    index: DynamoIndex,
 }
 
 impl DynamoStore {
@@ -139,9 +98,11 @@ impl DynamoStore {
         idempotency_table: impl Into<String>,
         bookings_table: impl Into<String>,
     ) -> Self {
+        let idempotency_table = idempotency_table.into();
         Self {
+            index: DynamoIndex::new(client.clone(), idempotency_table.clone()),
             client,
-            idempotency_table: idempotency_table.into(),
+            idempotency_table,
             bookings_table: bookings_table.into(),
         }
     }
@@ -154,6 +115,11 @@ impl DynamoStore {
     /// The TMS bookings table's name.
     pub fn bookings_table(&self) -> &str {
         &self.bookings_table
+    }
+
+    /// The read side of the same table: its `InFlight` and `MultiSlot` indexes.
+    pub fn index(&self) -> &DynamoIndex {
+        &self.index
     }
 
     /// The DynamoDB client.
@@ -718,79 +684,6 @@ impl IdempotencyStore for DynamoStore {
         Ok(Some(record))
     }
 
-    /// `Query` of the sparse GSI `MultiSlot` (`multi_slot = "1"`, `Select=COUNT`), paginated.
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        let mut total = 0usize;
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.idempotency_table)
-                .index_name(MULTI_SLOT_INDEX)
-                .key_condition_expression("multi_slot = :one")
-                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
-                .select(aws_sdk_dynamodb::types::Select::Count)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|err| map_sdk_error("multi_slot_keys (Query)", err))?;
-            total += usize::try_from(out.count()).unwrap_or(0);
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(total),
-            }
-        }
-    }
-
-    /// One `Query` of the GSI `InFlight`: `inflight_shard = :shard AND created_at < :before`
-    /// (epoch ms), oldest first, `Limit = limit` (at least 1). An item that does not read as an
-    /// [`InFlightEntry`] goes to `unreadable` instead of failing the page. The cursor is the
-    /// `LastEvaluatedKey` as JSON. The GSI is eventually consistent: a record that just left
-    /// `in_flight` may still show (the reconciler's take-over is conditional anyway).
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        created_before_ms: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        let start_key = cursor.as_deref().map(decode_cursor).transpose()?;
-        let limit = i32::try_from(limit.max(1)).unwrap_or(i32::MAX);
-        let out = self
-            .client
-            .query()
-            .table_name(&self.idempotency_table)
-            .index_name(INFLIGHT_INDEX)
-            .key_condition_expression("inflight_shard = :shard AND created_at < :before")
-            .expression_attribute_values(":shard", s(shard))
-            .expression_attribute_values(":before", num(created_before_ms))
-            .scan_index_forward(true)
-            .limit(limit)
-            .set_exclusive_start_key(start_key)
-            .send()
-            .await
-            .map_err(|e| map_sdk_error("stale_in_flight (Query)", e))?;
-        let mut entries = Vec::new();
-        let mut unreadable = Vec::new();
-        for item in out.items() {
-            match in_flight_entry_from_item(item) {
-                Ok(entry) => entries.push(entry),
-                Err(e) => unreadable.push(UnreadableEntry {
-                    pk: opt_s(item, "pk").ok().flatten(),
-                    created_at_ms: opt_n(item, "created_at").ok().flatten(),
-                    error: e.to_string(),
-                }),
-            }
-        }
-        let cursor = out.last_evaluated_key().map(encode_cursor).transpose()?;
-        Ok(InFlightPage {
-            entries,
-            unreadable,
-            cursor,
-        })
-    }
-
     /// One consistent `GetItem` on the idempotency table.
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.consistent_get(&self.idempotency_table, "pk", pk, "get (GetItem)")
@@ -812,6 +705,26 @@ impl IdempotencyStore for DynamoStore {
         .as_ref()
         .map(booking_from_item)
         .transpose()
+    }
+}
+
+/// The store reads its own indexes ([`DynamoIndex`] on the same client and table).
+#[async_trait]
+impl InFlightIndex for DynamoStore {
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        self.index.multi_slot_keys().await
+    }
+
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        self.index
+            .stale_in_flight(shard, created_before_ms, cursor, limit)
+            .await
     }
 }
 
@@ -854,65 +767,6 @@ impl DynamoStore {
     }
 }
 
-/// What a cancelled commit transaction means, from its `CancellationReasons` (item 0: the
-/// record's update, item 1: the booking's put, item 2: the natural-key item's put).
-enum Cancelled {
-    NotInFlight(Option<HashMap<String, AttributeValue>>),
-    BookingExists(Option<String>),
-    NaturalKeyTaken(Option<HashMap<String, AttributeValue>>),
-    Conflict,
-    Throttled(String),
-    Other(String),
-}
-
-fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled {
-    let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
-    let codes = reasons
-        .iter()
-        .map(|r| r.code().unwrap_or("None"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if code(0) == "ConditionalCheckFailed" {
-        return Cancelled::NotInFlight(reasons.first().and_then(|r| r.item()).cloned());
-    }
-    if reasons
-        .iter()
-        .any(|r| r.code() == Some("TransactionConflict"))
-    {
-        return Cancelled::Conflict;
-    }
-    if reasons
-        .iter()
-        .any(|r| r.code().is_some_and(|c| THROTTLING_CODES.contains(&c)))
-    {
-        return Cancelled::Throttled(codes);
-    }
-    if code(1) == "ConditionalCheckFailed" {
-        let slot = reasons
-            .get(1)
-            .and_then(|r| r.item())
-            .and_then(|item| item.get("slot_id"))
-            .and_then(|v| v.as_s().ok())
-            .cloned();
-        return Cancelled::BookingExists(slot);
-    }
-    if code(2) == "ConditionalCheckFailed" {
-        return Cancelled::NaturalKeyTaken(reasons.get(2).and_then(|r| r.item()).cloned());
-    }
-    Cancelled::Other(format!("[{codes}]"))
-}
-
-/// The old item a failed `UpdateItem` condition returned (`ReturnValuesOnConditionCheckFailure
-/// = ALL_OLD`), if any.
-fn condition_failure_item<R>(
-    err: &SdkError<UpdateItemError, R>,
-) -> Option<&HashMap<String, AttributeValue>> {
-    match err.as_service_error() {
-        Some(UpdateItemError::ConditionalCheckFailedException(e)) => e.item(),
-        _ => None,
-    }
-}
-
 /// The `ClientRequestToken` of the commit of `pk` by `owner` with `slot_id`: the first 32 hex
 /// characters of SHA-256 over the three (the token may be 1 to 36 characters, AWS
 /// `TransactWriteItems`). The same commit retried gets the same token, so DynamoDB answers the
@@ -923,400 +777,13 @@ pub fn commit_request_token(pk: &str, owner: &str, slot_id: &str) -> String {
     digest
 }
 
-fn is_update_condition_failure<R>(err: &SdkError<UpdateItemError, R>) -> bool {
-    matches!(
-        err.as_service_error(),
-        Some(UpdateItemError::ConditionalCheckFailedException(_))
-    )
-}
-
-/// Maps an SDK error (after the SDK's own retries) to a [`StoreError`]: throttling codes to
-/// `Throttled`, `TransactionConflictException` to `TransactionConflict`, everything else
-/// (service, dispatch, timeout, response errors) to `Unavailable`.
-fn map_sdk_error<E, R>(op: &str, err: SdkError<E, R>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let code = err.code().map(str::to_string);
-    let detail = format!("{op}: {}", DisplayErrorContext(&err));
-    match code.as_deref() {
-        Some(c) if THROTTLING_CODES.contains(&c) => StoreError::Throttled(detail),
-        Some("TransactionConflictException") => StoreError::TransactionConflict(detail),
-        _ => StoreError::Unavailable(detail),
-    }
-}
-
-/// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
-#[derive(Serialize, Deserialize)]
-struct Cursor {
-    pk: String,
-    inflight_shard: String,
-    /// Epoch ms, as DynamoDB's number string.
-    created_at: String,
-}
-
-fn encode_cursor(key: &HashMap<String, AttributeValue>) -> Result<String, StoreError> {
-    let cursor = Cursor {
-        pk: req_s(key, "pk")?,
-        inflight_shard: req_s(key, "inflight_shard")?,
-        created_at: req_n(key, "created_at")?.to_string(),
-    };
-    serde_json::to_string(&cursor).map_err(|e| StoreError::Corrupt(format!("cursor: {e}")))
-}
-
-fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
-    let c: Cursor = serde_json::from_str(cursor)
-        .map_err(|e| StoreError::Corrupt(format!("invalid stale_in_flight cursor: {e}")))?;
-    Ok(HashMap::from([
-        ("pk".to_string(), s(&c.pk)),
-        ("inflight_shard".to_string(), s(&c.inflight_shard)),
-        ("created_at".to_string(), AttributeValue::N(c.created_at)),
-    ]))
-}
-
-/// An idempotency record as a DynamoDB item. Optional fields that are `None` (and an empty
-/// `slot_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
-/// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary.
-pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeValue> {
-    let mut item = HashMap::from([
-        ("pk".to_string(), s(&record.pk)),
-        ("event_key".to_string(), s(&record.event_key)),
-        ("status".to_string(), s(record.status.as_str())),
-        ("fingerprint".to_string(), s(&record.fingerprint)),
-        ("op_key".to_string(), s(&record.op_key)),
-        ("created_at".to_string(), num(record.created_at_ms)),
-        ("updated_at".to_string(), num(record.updated_at_ms)),
-        ("expires_at".to_string(), num(record.expires_at_s)),
-        ("container".to_string(), s(&record.container)),
-        ("terminal".to_string(), s(&record.terminal)),
-        ("window_start".to_string(), s(&record.window_start)),
-        ("window_end".to_string(), s(&record.window_end)),
-    ]);
-    let optional = [
-        ("lease_owner", record.lease_owner.as_deref().map(s)),
-        ("lease_until", record.lease_until_ms.map(num)),
-        ("slot_id", record.slot_id.as_deref().map(s)),
-        ("inflight_shard", record.inflight_shard.as_deref().map(s)),
-        ("error", record.error.as_deref().map(s)),
-        (
-            "request",
-            (!record.request.is_empty())
-                .then(|| AttributeValue::B(Blob::new(record.request.clone()))),
-        ),
-        (
-            "route_pending",
-            record.route_pending.then(|| s(ROUTE_PENDING_MARK)),
-        ),
-        (
-            "slot_ids",
-            (!record.slot_ids.is_empty())
-                .then(|| AttributeValue::Ss(record.slot_ids.iter().cloned().collect())),
-        ),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            item.insert(name.to_string(), value);
-        }
-    }
-    item
-}
-
-/// Reads an idempotency record from a DynamoDB item (the inverse of [`record_to_item`]).
-///
-/// # Errors
-/// [`StoreError::Corrupt`] when a required attribute is missing, an attribute has the wrong type,
-/// a number is not an `i64`, or `status` is not one of `in_flight|committed|failed|manual`.
-pub fn record_from_item(
-    item: &HashMap<String, AttributeValue>,
-) -> Result<IdempotencyRecord, StoreError> {
-    let pk = req_s(item, "pk")?;
-    let status_raw = req_s(item, "status")?;
-    let status = RecordStatus::parse(&status_raw)
-        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
-    let request = match item.get("request") {
-        Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
-        Some(_) => return Err(corrupt_type(item, "request", "B")),
-        // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
-        None => Vec::new(),
-    };
-    let slot_ids = match item.get("slot_ids") {
-        Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
-        Some(_) => return Err(corrupt_type(item, "slot_ids", "SS")),
-        None => BTreeSet::new(),
-    };
-    Ok(IdempotencyRecord {
-        event_key: req_s(item, "event_key")?,
-        status,
-        fingerprint: req_s(item, "fingerprint")?,
-        request,
-        op_key: req_s(item, "op_key")?,
-        lease_owner: opt_s(item, "lease_owner")?,
-        lease_until_ms: opt_n(item, "lease_until")?,
-        created_at_ms: req_n(item, "created_at")?,
-        updated_at_ms: req_n(item, "updated_at")?,
-        expires_at_s: req_n(item, "expires_at")?,
-        slot_id: opt_s(item, "slot_id")?,
-        slot_ids,
-        inflight_shard: opt_s(item, "inflight_shard")?,
-        error: opt_s(item, "error")?,
-        route_pending: match item.get("route_pending") {
-            None => false,
-            Some(AttributeValue::S(_)) => true,
-            Some(_) => return Err(corrupt_type(item, "route_pending", "S")),
-        },
-        container: req_s(item, "container")?,
-        terminal: req_s(item, "terminal")?,
-        window_start: req_s(item, "window_start")?,
-        window_end: req_s(item, "window_end")?,
-        pk,
-    })
-}
-
-/// An item of the `InFlight` index (its keys plus [`INFLIGHT_PROJECTED_ATTRIBUTES`]) as an
-/// [`InFlightEntry`]. A full table item reads as well.
-///
-/// # Errors
-/// [`StoreError::Corrupt`] when an attribute is missing or of the wrong type.
-fn in_flight_entry_from_item(
-    item: &HashMap<String, AttributeValue>,
-) -> Result<InFlightEntry, StoreError> {
-    let pk = req_s(item, "pk")?;
-    let status_raw = req_s(item, "status")?;
-    let status = RecordStatus::parse(&status_raw)
-        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
-    Ok(InFlightEntry {
-        event_key: req_s(item, "event_key")?,
-        status,
-        lease_owner: opt_s(item, "lease_owner")?,
-        lease_until_ms: opt_n(item, "lease_until")?,
-        created_at_ms: req_n(item, "created_at")?,
-        expires_at_s: req_n(item, "expires_at")?,
-        pk,
-    })
-}
-
-/// A TMS booking as a DynamoDB item; `booked_at` is epoch **milliseconds**.
-pub fn booking_to_item(booking: &TmsBooking) -> HashMap<String, AttributeValue> {
-    HashMap::from([
-        ("source_event".to_string(), s(&booking.source_event)),
-        ("container".to_string(), s(&booking.container)),
-        ("slot_id".to_string(), s(&booking.slot_id)),
-        ("terminal".to_string(), s(&booking.terminal)),
-        ("window_start".to_string(), s(&booking.window_start)),
-        ("window_end".to_string(), s(&booking.window_end)),
-        ("booked_at".to_string(), num(booking.booked_at_ms)),
-    ])
-}
-
-/// Reads a TMS booking from a DynamoDB item (the inverse of [`booking_to_item`]).
-///
-/// # Errors
-/// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
-pub fn booking_from_item(item: &HashMap<String, AttributeValue>) -> Result<TmsBooking, StoreError> {
-    Ok(TmsBooking {
-        source_event: req_s(item, "source_event")?,
-        container: req_s(item, "container")?,
-        slot_id: req_s(item, "slot_id")?,
-        terminal: req_s(item, "terminal")?,
-        window_start: req_s(item, "window_start")?,
-        window_end: req_s(item, "window_end")?,
-        booked_at_ms: req_n(item, "booked_at")?,
-    })
-}
-
-fn s(v: &str) -> AttributeValue {
-    AttributeValue::S(v.to_string())
-}
-
-fn num(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-fn item_name(item: &HashMap<String, AttributeValue>) -> String {
-    ["pk", "source_event"]
-        .iter()
-        .find_map(|k| item.get(*k).and_then(|v| v.as_s().ok()).cloned())
-        .unwrap_or_else(|| "item".to_string())
-}
-
-fn missing(item: &HashMap<String, AttributeValue>, name: &str) -> StoreError {
-    StoreError::Corrupt(format!("{}: attribute {name} missing", item_name(item)))
-}
-
-fn corrupt_type(item: &HashMap<String, AttributeValue>, name: &str, want: &str) -> StoreError {
-    StoreError::Corrupt(format!(
-        "{}: attribute {name} is not of type {want}",
-        item_name(item)
-    ))
-}
-
-fn opt_s(item: &HashMap<String, AttributeValue>, name: &str) -> Result<Option<String>, StoreError> {
-    match item.get(name) {
-        None => Ok(None),
-        Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
-        Some(_) => Err(corrupt_type(item, name, "S")),
-    }
-}
-
-fn req_s(item: &HashMap<String, AttributeValue>, name: &str) -> Result<String, StoreError> {
-    opt_s(item, name)?.ok_or_else(|| missing(item, name))
-}
-
-fn opt_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<Option<i64>, StoreError> {
-    match item.get(name) {
-        None => Ok(None),
-        Some(AttributeValue::N(v)) => v.parse::<i64>().map(Some).map_err(|_| {
-            StoreError::Corrupt(format!(
-                "{}: attribute {name} = {v:?} is not an integer",
-                item_name(item)
-            ))
-        }),
-        Some(_) => Err(corrupt_type(item, name, "N")),
-    }
-}
-
-fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<i64, StoreError> {
-    opt_n(item, name)?.ok_or_else(|| missing(item, name))
-}
-
-/// Creates the two tables as `template.yaml` defines them, for tests and local runs:
-/// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
-/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI `MultiSlot` on
-/// `multi_slot` S, `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
-/// `bookings_table` (partition key `source_event` S), both PAY_PER_REQUEST. Tables that already
-/// exist are kept; TTL is enabled if it is not.
-///
-/// # Errors
-/// [`StoreError::Unavailable`] (or `Throttled`) when a call fails.
-pub async fn create_tables(
-    client: &Client,
-    idempotency_table: &str,
-    bookings_table: &str,
-) -> Result<(), StoreError> {
-    let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
-    let attr = |name: &str, t: ScalarAttributeType| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(t)
-            .build()
-            .map_err(build)
-    };
-    let key = |name: &str, t: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(t)
-            .build()
-            .map_err(build)
-    };
-    let gsi = GlobalSecondaryIndex::builder()
-        .index_name(INFLIGHT_INDEX)
-        .key_schema(key("inflight_shard", KeyType::Hash)?)
-        .key_schema(key("created_at", KeyType::Range)?)
-        .projection(
-            Projection::builder()
-                .projection_type(ProjectionType::Include)
-                .set_non_key_attributes(Some(
-                    INFLIGHT_PROJECTED_ATTRIBUTES
-                        .iter()
-                        .map(|a| (*a).to_owned())
-                        .collect(),
-                ))
-                .build(),
-        )
-        .build()
-        .map_err(build)?;
-    let multi_slot = GlobalSecondaryIndex::builder()
-        .index_name(MULTI_SLOT_INDEX)
-        .key_schema(key("multi_slot", KeyType::Hash)?)
-        .projection(
-            Projection::builder()
-                .projection_type(ProjectionType::KeysOnly)
-                .build(),
-        )
-        .build()
-        .map_err(build)?;
-    let created = client
-        .create_table()
-        .table_name(idempotency_table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr("pk", ScalarAttributeType::S)?)
-        .attribute_definitions(attr("inflight_shard", ScalarAttributeType::S)?)
-        .attribute_definitions(attr("created_at", ScalarAttributeType::N)?)
-        .attribute_definitions(attr("multi_slot", ScalarAttributeType::S)?)
-        .key_schema(key("pk", KeyType::Hash)?)
-        .global_secondary_indexes(gsi)
-        .global_secondary_indexes(multi_slot)
-        .send()
-        .await;
-    ignore_existing(created, "create_tables (idempotency)")?;
-    let created = client
-        .create_table()
-        .table_name(bookings_table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr("source_event", ScalarAttributeType::S)?)
-        .key_schema(key("source_event", KeyType::Hash)?)
-        .send()
-        .await;
-    ignore_existing(created, "create_tables (bookings)")?;
-
-    use aws_sdk_dynamodb::client::Waiters;
-    for table in [idempotency_table, bookings_table] {
-        client
-            .wait_until_table_exists()
-            .table_name(table)
-            .wait(Duration::from_secs(300))
-            .await
-            .map_err(|e| {
-                StoreError::Unavailable(format!(
-                    "table {table} not active: {}",
-                    DisplayErrorContext(&e)
-                ))
-            })?;
-    }
-
-    let ttl = client
-        .describe_time_to_live()
-        .table_name(idempotency_table)
-        .send()
-        .await
-        .map_err(|e| map_sdk_error("create_tables (DescribeTimeToLive)", e))?;
-    let enabled = ttl
-        .time_to_live_description()
-        .and_then(|d| d.time_to_live_status())
-        .is_some_and(|s| matches!(s, TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling));
-    if !enabled {
-        client
-            .update_time_to_live()
-            .table_name(idempotency_table)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name("expires_at")
-                    .enabled(true)
-                    .build()
-                    .map_err(build)?,
-            )
-            .send()
-            .await
-            .map_err(|e| map_sdk_error("create_tables (UpdateTimeToLive)", e))?;
-    }
-    Ok(())
-}
-
-fn ignore_existing<T, E, R>(result: Result<T, SdkError<E, R>>, op: &str) -> Result<(), StoreError>
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match result {
-        Ok(_) => Ok(()),
-        Err(err) if err.code() == Some("ResourceInUseException") => Ok(()),
-        Err(err) => Err(map_sdk_error(op, err)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use aws_sdk_dynamodb::types::CancellationReason;
+
+    use super::codec::{decode_cursor, encode_cursor};
     use super::*;
 
     fn record() -> IdempotencyRecord {

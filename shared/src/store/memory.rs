@@ -1,4 +1,4 @@
-//! `MemoryStore`: an in-memory [`IdempotencyStore`] that behaves as the DynamoDB one does, for the
+//! `MemoryStore`: an in-memory [`IdempotencyStore`] and [`InFlightIndex`] that behaves as the DynamoDB one does, for the
 //! embedded default, tests and deterministic simulation. The same conformance suite runs against
 //! both.
 
@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
 use crate::store::{
     natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -258,6 +258,17 @@ impl IdempotencyStore for MemoryStore {
         }
     }
 
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Ok(self.lock().records.get(pk).cloned())
+    }
+
+    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+        Ok(self.lock().bookings.get(source_event).cloned())
+    }
+}
+
+#[async_trait]
+impl InFlightIndex for MemoryStore {
     async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
         Ok(self
             .lock()
@@ -306,13 +317,5 @@ impl IdempotencyStore for MemoryStore {
             unreadable: Vec::new(),
             cursor,
         })
-    }
-
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        Ok(self.lock().records.get(pk).cloned())
-    }
-
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
-        Ok(self.lock().bookings.get(source_event).cloned())
     }
 }

@@ -1,0 +1,376 @@
+//! The consumer: an SQS batch in, a partial batch response out, each record through the four
+//! steps of the gate:
+//!
+//! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
+//! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
+//! 3. [`claim`]: the slot claimed with the operation key in the `Idempotency-Key` header;
+//! 4. [`commit`]: the outcome and the TMS booking written in one transaction.
+//!
+//! ## A write that landed and lost its answer
+//!
+//! The SDK retries a request whose answer did not arrive, and the retry meets the write it
+//! repeats. Each write recognises itself by the lease token (see `crate::store::dynamo`, "A write that
+//! landed and lost its answer"): a reserve that meets its own reservation is reserved, a
+//! take-over that meets its own lease is taken, a commit that meets the record committed by its
+//! token with its slot is committed, a mark that meets its own mark is marked; a release, a
+//! confirmation and a slot-id `ADD` are idempotent by nature.
+mod outcome;
+mod settle;
+mod steps;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::stream::{self, StreamExt};
+use tracing::info;
+
+use crate::clock::Clock;
+use crate::manual::{ManualItem, ManualQueue, ManualReason};
+use crate::notification::{parse_notification, Notification, RejectReason};
+use crate::record::IdempotencyRecord;
+use crate::routing::make_routing_record;
+use crate::store::{IdempotencyStore, Reservation};
+use crate::terminal::SlotTerminal;
+
+pub use outcome::{BatchReport, RecordOutcome, RecordReport};
+pub(crate) use steps::window_ended;
+pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
+
+/// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
+/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
+/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
+/// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
+/// again under a key the terminal forgot long ago.
+pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
+
+/// The gate's settings.
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
+    pub integration: String,
+    /// Terminal codes this integration books at; others are rejected.
+    pub known_terminals: Vec<String>,
+    /// Whether the terminal honours `Idempotency-Key`. If not, every event goes to the manual
+    /// queue: a retry could claim a second slot.
+    pub terminal_supports_idempotency_key: bool,
+    /// Record lifetime in **seconds**, counted from the later of the reservation and the
+    /// notification's window end (`expires_at = max(now, window_end) + ttl`, see
+    /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
+    /// ([`DEFAULT_KEY_TTL_S`]).
+    pub key_ttl_s: i64,
+    /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
+    /// never less than this, even when the invocation has no time left.
+    pub lease_floor_ms: i64,
+    /// Records processed at once within a batch.
+    pub max_concurrency: usize,
+    /// No new record is started when less than this many **milliseconds** remain before the
+    /// invocation's deadline (keep it above the terminal's request timeout plus a commit).
+    pub deadline_margin_ms: i64,
+    /// A record older than this many **milliseconds** is never claimed again by whoever resumes
+    /// it: the terminal's key retention minus a margin (default 23 h: 24 h retention, 1 h
+    /// margin, as [`crate::reconciler::ReconcilerConfig`]). Past it the terminal may have
+    /// forgotten the key, so a claim could make a second slot; the slot is looked up instead,
+    /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
+    /// redelivery days later from claiming again.
+    pub claim_horizon_ms: i64,
+    /// Per terminal code, when the stack books at several (`TERMINALS`, `crate::terminal::several`):
+    /// its key support and claim horizon, which replace the two fields above for records of
+    /// that terminal. Empty (the default): every terminal uses the fields above.
+    pub terminals: std::collections::BTreeMap<String, TerminalPolicy>,
+}
+
+/// What the gate needs to know of a terminal to decide before calling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalPolicy {
+    /// Whether the terminal honours `Idempotency-Key` (if not, its records go to the manual
+    /// queue, never claimed).
+    pub supports_idempotency_key: bool,
+    /// A record older than this many **milliseconds** is never claimed again at this terminal:
+    /// its key retention minus the retention margin (see [`GateConfig::claim_horizon_ms`]).
+    pub claim_horizon_ms: i64,
+}
+
+impl GateConfig {
+    /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
+    /// policy's, else `terminal_supports_idempotency_key`. (A record of a terminal since removed
+    /// from `TERMINALS` goes on to the terminal port, which has no client for it and answers
+    /// transient: looked up, never claimed, and past the horizon handed to a person.)
+    pub fn supports_idempotency_key(&self, terminal: &str) -> bool {
+        self.terminals
+            .get(terminal)
+            .map_or(self.terminal_supports_idempotency_key, |p| {
+                p.supports_idempotency_key
+            })
+    }
+
+    /// The claim horizon at the terminal `terminal`, **milliseconds**: its policy's, else
+    /// `claim_horizon_ms`.
+    pub fn claim_horizon_for(&self, terminal: &str) -> i64 {
+        self.terminals
+            .get(terminal)
+            .map_or(self.claim_horizon_ms, |p| p.claim_horizon_ms)
+    }
+
+    /// Defaults for `integration` booking at `known_terminals`: key support on, 21-day TTL,
+    /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
+    pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
+        Self {
+            integration: integration.into(),
+            known_terminals,
+            terminal_supports_idempotency_key: true,
+            key_ttl_s: DEFAULT_KEY_TTL_S,
+            lease_floor_ms: 30_000,
+            max_concurrency: 10,
+            deadline_margin_ms: 12_000,
+            claim_horizon_ms: 23 * 3_600_000,
+            terminals: Default::default(),
+        }
+    }
+}
+
+/// The gate and its ports, built once per cold start.
+#[derive(Clone)]
+pub struct Gate {
+    /// Settings.
+    pub config: GateConfig,
+    /// The idempotency and TMS bookings tables.
+    pub store: Arc<dyn IdempotencyStore>,
+    /// The terminal.
+    pub terminal: Arc<dyn SlotTerminal>,
+    /// The manual-booking queue.
+    pub manual: Arc<dyn ManualQueue>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The invocation a batch arrives in.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The Lambda request id. Each record handled in the invocation gets its own lease token
+    /// from it ([`Invocation::for_record`]), so that two copies of one message in one batch
+    /// never hold the same lease, and a write that meets our token is our own.
+    pub request_id: String,
+    /// The invocation's deadline, epoch milliseconds.
+    pub deadline_ms: i64,
+}
+
+impl Invocation {
+    /// The invocation as seen by the `n`-th record handled in it: its `request_id` becomes the
+    /// lease token `"{request_id}#{n}"` (the `lease_owner` of what that record reserves or takes
+    /// over), unique per acquisition as long as `n` is unique within the invocation.
+    pub fn for_record(&self, n: usize) -> Invocation {
+        Invocation {
+            request_id: format!("{}#{n}", self.request_id),
+            deadline_ms: self.deadline_ms,
+        }
+    }
+}
+
+/// One SQS delivery as the steps after the parse see it: the body as received (what the manual
+/// queue gets as `original_body`), its message id, and the invocation (with the lease token of
+/// this record, [`Invocation::for_record`]) it is handled in.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    /// The SQS body, verbatim.
+    pub body: &'a str,
+    /// The SQS message id (unique per delivery, never part of a key).
+    pub message_id: &'a str,
+    /// The invocation; its `request_id` is the lease token of what this delivery holds.
+    pub invocation: &'a Invocation,
+}
+
+impl Delivery<'_> {
+    /// The lease token of everything this delivery reserves or takes over.
+    pub fn owner(&self) -> &str {
+        &self.invocation.request_id
+    }
+}
+
+impl Gate {
+    /// Handles one SQS batch: records concurrently (at most `max_concurrency` at once), no new
+    /// record started within `deadline_margin_ms` of the deadline. Never fails as a whole: every
+    /// record is either acknowledged or listed in `batchItemFailures`.
+    pub async fn handle_batch(&self, event: SqsEvent, invocation: &Invocation) -> BatchReport {
+        let concurrency = self.config.max_concurrency.max(1);
+        let mut records: Vec<(usize, RecordReport)> =
+            stream::iter(event.records.into_iter().enumerate())
+                .map(|(i, message)| async move {
+                    let held_as = invocation.for_record(i);
+                    (i, self.handle_record(message, &held_as).await)
+                })
+                .buffer_unordered(concurrency)
+                .collect()
+                .await;
+        records.sort_by_key(|(i, _)| *i);
+        let records: Vec<RecordReport> = records.into_iter().map(|(_, r)| r).collect();
+        let mut response = SqsBatchResponse::default();
+        let mut failed = HashSet::new();
+        for r in &records {
+            if !r.outcome.acknowledged() && failed.insert(r.message_id.clone()) {
+                response.add_failure(r.message_id.clone());
+            }
+        }
+        BatchReport { response, records }
+    }
+
+    /// Handles one SQS record through the four steps (module docs). `invocation.request_id` is
+    /// the lease token of everything this record reserves or takes over: unique per record
+    /// handling ([`Invocation::for_record`]; [`Gate::handle_batch`] does this).
+    ///
+    /// Every record ends in exactly one `record processed` log line (INFO) with `outcome`
+    /// ([`RecordOutcome::code`]), `detail` ([`RecordOutcome::detail`]), `message_id`, `event_key`,
+    /// `container`, `slot_id`, `took_over` and `other_event_key` (a natural-key collision's other
+    /// key): duplicates, rejections and retries included. The runbooks search for these lines.
+    pub async fn handle_record(
+        &self,
+        message: SqsMessage,
+        invocation: &Invocation,
+    ) -> RecordReport {
+        let report = self.handle_record_steps(message, invocation).await;
+        let other_event_key = match &report.outcome {
+            RecordOutcome::Committed {
+                natural_key_collision,
+                ..
+            } => natural_key_collision.as_deref(),
+            _ => None,
+        };
+        info!(
+            outcome = report.outcome.code(),
+            detail = %report.outcome.detail(),
+            message_id = %report.message_id,
+            event_key = report.event_key.as_deref().unwrap_or_default(),
+            container = report.container.as_deref().unwrap_or_default(),
+            slot_id = report.outcome.slot_id().unwrap_or_default(),
+            took_over = report.took_over,
+            other_event_key = other_event_key.unwrap_or_default(),
+            "record processed"
+        );
+        report
+    }
+
+    /// [`Gate::handle_record`] without its log line: the four steps.
+    async fn handle_record_steps(
+        &self,
+        message: SqsMessage,
+        invocation: &Invocation,
+    ) -> RecordReport {
+        let message_id = message.message_id.clone().unwrap_or_default();
+        let mut report = RecordReport {
+            message_id: message_id.clone(),
+            event_key: None,
+            container: None,
+            took_over: false,
+            outcome: RecordOutcome::NotStarted,
+        };
+        let now = self.clock.now_ms();
+        if now.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
+            return report;
+        }
+        let body = message.body.unwrap_or_default();
+        let d = Delivery {
+            body: &body,
+            message_id: &message_id,
+            invocation,
+        };
+
+        // The strict parse: a body that can never succeed goes to a person, acknowledged
+        // ([`crate::routing`]). A window that has ended is decided on the event's own record.
+        let (notification, ended) = match self.parse(d, now).await {
+            Ok(parsed) => parsed,
+            Err(outcome) => {
+                report.outcome = outcome;
+                return report;
+            }
+        };
+        report.container = Some(notification.equipment_number.to_string());
+
+        // Step 1: the event key, the operation key, the fingerprint, the request bytes.
+        let keys = match derive_keys(&notification) {
+            Ok(k) => k,
+            Err(e) => {
+                let reason = RejectReason::NotJson(e.to_string());
+                report.outcome = self.route_rejection(reason, d, now).await;
+                return report;
+            }
+        };
+        report.event_key = Some(keys.event_key.clone());
+
+        // Step 2: reserve the key, or resume a record whose lease expired.
+        let (record, took_over) = match self
+            .reserve_or_resume(&notification, &keys, ended.as_ref(), d, now)
+            .await
+        {
+            Ok(held) => held,
+            Err(outcome) => {
+                report.outcome = outcome;
+                return report;
+            }
+        };
+        report.took_over = took_over;
+
+        // Steps 3 and 4: claim (or look up) and commit; an ended window goes to a person.
+        report.outcome = match ended {
+            Some(reason) if !took_over => {
+                match self.send_routed(&record, d.message_id, d.owner()).await {
+                    Ok(_) => RecordOutcome::Rejected(reason),
+                    Err(e) => RecordOutcome::Retry(e),
+                }
+            }
+            _ => self.claim_and_commit(&record, d).await,
+        };
+        report
+    }
+
+    /// The strict parse of `d.body` at `now_ms`: the notification, and the reason when it is
+    /// rejected only because its window has ended (then parsed as of a millisecond before the
+    /// end, so its keys and its record decide). Any other rejection is routed to a person once
+    /// per body, and its outcome returned as `Err`.
+    async fn parse(
+        &self,
+        d: Delivery<'_>,
+        now_ms: i64,
+    ) -> Result<(Notification, Option<RejectReason>), RecordOutcome> {
+        match parse_notification(d.body, now_ms, &self.config.known_terminals) {
+            Ok(n) => Ok((n, None)),
+            Err(reason) => match self.parse_ended(d.body, &reason) {
+                Some(n) => Ok((n, Some(reason))),
+                None => Err(self.route_rejection(reason, d, now_ms).await),
+            },
+        }
+    }
+
+    /// Step 2: reserves the record for `notification` (a routing record when its window has
+    /// `ended`), or resolves the conflict with the record that holds the key. `Ok((record,
+    /// took_over))` when `d` holds the record now; `Err(outcome)` ends the delivery (a
+    /// duplicate, a mismatch, a retry).
+    async fn reserve_or_resume(
+        &self,
+        notification: &Notification,
+        keys: &DerivedKeys,
+        ended: Option<&RejectReason>,
+        d: Delivery<'_>,
+        now_ms: i64,
+    ) -> Result<(IdempotencyRecord, bool), RecordOutcome> {
+        let mut fresh = self.new_record(notification, keys, d.invocation, now_ms);
+        if let Some(reason) = ended {
+            let item = ManualItem {
+                reason: ManualReason::WindowEnded,
+                detail: format!("{}: {reason}", reason.code()),
+                original_body: d.body.to_string(),
+                event_key: Some(keys.event_key.clone()),
+                message_id: d.message_id.to_string(),
+                original_body_cut: None,
+            };
+            make_routing_record(&mut fresh, &item);
+        }
+        match reserve(self.store.as_ref(), &fresh, now_ms).await {
+            Ok(Reservation::Reserved) => Ok((fresh, false)),
+            Ok(Reservation::Conflict(existing)) => self
+                .resolve_conflict(*existing, keys, d, now_ms)
+                .await
+                .map(|record| (record, true)),
+            Err(e) => Err(RecordOutcome::Retry(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! What happened to one SQS record ([`RecordOutcome`], [`RecordReport`]) and to a batch
+//! ([`BatchReport`]).
+
+use aws_lambda_events::event::sqs::SqsBatchResponse;
+
+use crate::manual::ManualReason;
+use crate::notification::RejectReason;
+use crate::record::RecordStatus;
+
+/// What happened to one SQS record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordOutcome {
+    /// Claimed and committed by us.
+    Committed {
+        /// The slot.
+        slot_id: String,
+        /// The event key already committed for the same equipment number and window start, if
+        /// any: a natural-key collision (signal 4), two event keys for one event.
+        natural_key_collision: Option<String>,
+    },
+    /// Someone else committed first; `ours` is the slot the terminal gave us, if we claimed.
+    AlreadyCommitted {
+        /// The committed slot.
+        slot_id: Option<String>,
+        /// The slot our claim returned.
+        ours: String,
+        /// Distinct slot ids now recorded for the key (1 when ours is the committed one; 2 or
+        /// more is the distinct-slot signal).
+        distinct_slot_ids: usize,
+    },
+    /// A conflict on reserve with a finished record (`committed`, `failed`, `manual`).
+    Duplicate(RecordStatus),
+    /// A conflict on reserve with an `in_flight` record whose lease is live.
+    DuplicateInFlight,
+    /// Our lease was taken over while we worked (our commit or routing was refused): the new
+    /// holder finishes the record. `slot_id` is the slot our claim returned, if any; it was
+    /// added to the record's `slot_ids`, so the new holder commits it rather than route the
+    /// record to a person. Acknowledged.
+    LeaseLost {
+        /// The slot our claim returned.
+        slot_id: Option<String>,
+    },
+    /// The same event key with another fingerprint: routed to the manual queue.
+    Mismatch,
+    /// The body can never succeed: routed to the manual queue.
+    Rejected(RejectReason),
+    /// Routed to the manual queue for another reason (the record is `manual` or `failed`).
+    Manual(ManualReason),
+    /// A transient failure: reported in `batchItemFailures`; SQS redelivers.
+    Retry(String),
+    /// Not started: the invocation's deadline was near. Reported in `batchItemFailures`.
+    NotStarted,
+}
+
+impl RecordOutcome {
+    /// Whether the record is acknowledged (left out of `batchItemFailures`).
+    pub fn acknowledged(&self) -> bool {
+        !matches!(self, Self::Retry(_) | Self::NotStarted)
+    }
+
+    /// Whether this is a conflict on reserve (the duplicate-ratio numerator).
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, Self::Duplicate(_) | Self::DuplicateInFlight)
+    }
+
+    /// The outcome's name as the `record processed` log line gives it in `outcome` (the
+    /// runbooks search for these): `Committed`, `AlreadyCommitted`, `Duplicate`,
+    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `NotStarted`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Committed { .. } => "Committed",
+            Self::AlreadyCommitted { .. } => "AlreadyCommitted",
+            Self::Duplicate(_) => "Duplicate",
+            Self::DuplicateInFlight => "DuplicateInFlight",
+            Self::LeaseLost { .. } => "LeaseLost",
+            Self::Mismatch => "Mismatch",
+            Self::Rejected(_) => "Rejected",
+            Self::Manual(_) => "Manual",
+            Self::Retry(_) => "Retry",
+            Self::NotStarted => "NotStarted",
+        }
+    }
+
+    /// The outcome's detail for the log line's `detail` field: the duplicate's record status,
+    /// the rejection's or routing's reason code, the retry's error; empty for the others.
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Duplicate(status) => status.as_str().to_string(),
+            Self::Rejected(reason) => reason.code().to_string(),
+            Self::Manual(reason) => reason.code().to_string(),
+            Self::Retry(error) => error.clone(),
+            Self::NotStarted => "deadline near".to_string(),
+            _ => String::new(),
+        }
+    }
+
+    /// The slot id the outcome names (committed, ours, or recorded for the holder), if any.
+    pub fn slot_id(&self) -> Option<&str> {
+        match self {
+            Self::Committed { slot_id, .. } => Some(slot_id),
+            Self::AlreadyCommitted { ours, .. } => Some(ours),
+            Self::LeaseLost { slot_id } => slot_id.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// One record's report.
+#[derive(Debug, Clone)]
+pub struct RecordReport {
+    /// The SQS message id.
+    pub message_id: String,
+    /// The event key, if the body got that far.
+    pub event_key: Option<String>,
+    /// The container, if the body got that far.
+    pub container: Option<String>,
+    /// Whether this record took over an expired lease.
+    pub took_over: bool,
+    /// What happened.
+    pub outcome: RecordOutcome,
+}
+
+/// A batch's result: the Lambda response and a report per record (in batch order).
+#[derive(Debug, Clone)]
+pub struct BatchReport {
+    /// `{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}`, each message id once.
+    pub response: SqsBatchResponse,
+    /// One report per SQS record, in the batch's order.
+    pub records: Vec<RecordReport>,
+}

@@ -1,0 +1,336 @@
+//! After the side effect: a claim's outcome settled for a record the invocation holds. A slot is
+//! committed (step 4), a transient failure releases the lease, a permanent one routes the record
+//! to a person; a refused commit is re-read and acted on (someone else committed, the record was
+//! finished meanwhile, or our lease was taken over).
+
+use tracing::warn;
+
+use super::{Delivery, Gate, RecordOutcome};
+use crate::keys;
+use crate::manual::{ManualItem, ManualReason};
+use crate::record::{IdempotencyRecord, RecordStatus};
+use crate::store::{CommitOutcome, StoreError};
+use crate::terminal::{ClaimOutcome, SlotClaim};
+
+use super::steps::commit;
+
+impl Gate {
+    /// Acts on a claim's outcome for a record `owner` holds: commit a slot (step 4), release the
+    /// lease on a transient failure, or route a permanent one to the manual queue. Shared by the
+    /// consumer and the reconciler. `body` is what the manual queue gets as the original body.
+    pub(crate) async fn settle_claim(
+        &self,
+        record: &IdempotencyRecord,
+        outcome: ClaimOutcome,
+        d: Delivery<'_>,
+    ) -> RecordOutcome {
+        let Delivery {
+            body,
+            message_id,
+            invocation,
+        } = d;
+        let owner = invocation.request_id.as_str();
+        let slot = match outcome {
+            ClaimOutcome::Claimed(slot) => slot,
+            // Logged and reported: the summary only, never a character of the answer.
+            ClaimOutcome::Transient(why) => {
+                return self.release(record, owner, why.to_string()).await
+            }
+            ClaimOutcome::KeyInFlight => {
+                return self
+                    .release(record, owner, "terminal: same key still in flight".into())
+                    .await
+            }
+            ClaimOutcome::KeyMismatch(detail) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalKeyMismatch,
+                        format!(
+                            "terminal: key reused with another body: {}",
+                            detail.quoted()
+                        ),
+                        d,
+                    )
+                    .await
+            }
+            ClaimOutcome::Permanent { detail, .. } => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalRejected,
+                        detail.quoted(),
+                        d,
+                    )
+                    .await
+            }
+        };
+        if let Some(other) = slot
+            .equipment_number
+            .as_deref()
+            .filter(|e| *e != record.container)
+        {
+            // A slot was made, but not for our container: never committed, never recorded in
+            // `slot_ids` (whoever holds the record commits a recorded slot); a person decides.
+            let detail = format!(
+                "terminal answered slot {} for {other}, asked for {}",
+                slot.slot_id, record.container
+            );
+            let outcome = self
+                .route_held_record(
+                    record,
+                    RecordStatus::Failed,
+                    ManualReason::TerminalAnswerInvalid,
+                    detail.clone(),
+                    d,
+                )
+                .await;
+            if let RecordOutcome::Manual(_) = outcome {
+                // Finished as `failed` (no longer committable): keep the id with the record for
+                // the person who cancels it (best effort, the item quotes it too).
+                if let Err(e) = self
+                    .store
+                    .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                    .await
+                {
+                    warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+                }
+            }
+            if !matches!(outcome, RecordOutcome::LeaseLost { .. }) {
+                return outcome;
+            }
+            // The record is someone else's now, but this slot is only known here: a person
+            // gets it once (keyed by the slot), to cancel it at the terminal.
+            let item = ManualItem {
+                reason: ManualReason::UnbookedSlot,
+                detail: format!("{detail}; the record was taken over meanwhile: cancel this slot"),
+                original_body: body.to_string(),
+                event_key: Some(record.event_key.clone()),
+                message_id: message_id.to_string(),
+                original_body_cut: None,
+            };
+            let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
+            let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+            let now = self.clock.now_ms();
+            return match self
+                .route_once(&route_key, &fingerprint, item, invocation, now)
+                .await
+            {
+                Ok(()) => RecordOutcome::Manual(ManualReason::UnbookedSlot),
+                Err(e) => RecordOutcome::Retry(e),
+            };
+        }
+        // Step 4.
+        self.commit_slot(record, &slot, d).await
+    }
+
+    /// Step 4 for a slot `invocation` holds the record for, and what a refused commit means (the
+    /// refusal carries the record as it is, so we re-read before acting):
+    ///
+    /// * committed (by someone else): the same slot is a plain duplicate; another slot id is
+    ///   recorded (the distinct-slot signal);
+    /// * `failed`/`manual`: the slot is unbooked; a person gets it once
+    ///   ([`Gate::route_unbooked_slot`]);
+    /// * still `in_flight` under another holder (our lease was taken over): our slot id is
+    ///   recorded on the record, so its holder commits it instead of routing the record to a
+    ///   person ([`FinishGuard::LeaseAndNoSlot`]); [`RecordOutcome::LeaseLost`].
+    pub(crate) async fn commit_slot(
+        &self,
+        record: &IdempotencyRecord,
+        slot: &SlotClaim,
+        d: Delivery<'_>,
+    ) -> RecordOutcome {
+        let Delivery {
+            message_id,
+            invocation,
+            ..
+        } = d;
+        let owner = invocation.request_id.as_str();
+        let now = self.clock.now_ms();
+        let existing = match commit(self.store.as_ref(), record, owner, &slot.slot_id, now).await {
+            Ok(CommitOutcome::Committed) => {
+                return RecordOutcome::Committed {
+                    slot_id: slot.slot_id.clone(),
+                    natural_key_collision: None,
+                }
+            }
+            Ok(CommitOutcome::CommittedCollision { other_event_key }) => {
+                warn!(
+                    event_key = %record.event_key,
+                    other_event_key = %other_event_key,
+                    container = %record.container,
+                    window_start = %record.window_start,
+                    slot_id = %slot.slot_id,
+                    message_id,
+                    "natural-key collision: another event key committed this container and window"
+                );
+                return RecordOutcome::Committed {
+                    slot_id: slot.slot_id.clone(),
+                    natural_key_collision: Some(other_event_key),
+                };
+            }
+            Ok(CommitOutcome::Refused(existing)) => *existing,
+            Err(StoreError::Corrupt(detail)) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalAnswerInvalid,
+                        format!(
+                            "slot {} claimed but cannot be committed: {detail}",
+                            slot.slot_id
+                        ),
+                        d,
+                    )
+                    .await
+            }
+            Err(e) => return self.release(record, owner, e.to_string()).await,
+        };
+        let existing = if existing.status == RecordStatus::InFlight {
+            // Our lease was taken over while the claim was on its way. Record the slot on the
+            // record (one atomic ADD that returns the record after it) and act on what it says.
+            warn!(
+                event_key = %record.event_key,
+                holder = ?existing.lease_owner,
+                ours = %slot.slot_id,
+                "commit refused: the lease was taken over; slot id recorded for the holder"
+            );
+            match self
+                .store
+                .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                .await
+            {
+                Ok(Some(after)) if after.status == RecordStatus::InFlight => {
+                    return RecordOutcome::LeaseLost {
+                        slot_id: Some(slot.slot_id.clone()),
+                    }
+                }
+                Ok(Some(after)) => after,
+                Ok(None) => {
+                    return RecordOutcome::Retry(format!("record {} vanished", record.event_key))
+                }
+                Err(e) => return RecordOutcome::Retry(e.to_string()),
+            }
+        } else {
+            existing
+        };
+        if existing.status != RecordStatus::Committed {
+            return self.route_unbooked_slot(record, &existing, slot, d).await;
+        }
+        let mut distinct_slot_ids = existing.slot_ids.len().max(1);
+        if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
+            warn!(
+                event_key = %record.event_key,
+                committed = ?existing.slot_id,
+                ours = %slot.slot_id,
+                "terminal returned another slot id for a committed key"
+            );
+            match self
+                .store
+                .record_slot_id(&record.pk, &slot.slot_id, now)
+                .await
+            {
+                Ok(after) => {
+                    distinct_slot_ids = after.map_or(0, |r| r.slot_ids.len()).max(2);
+                }
+                Err(e) => return RecordOutcome::Retry(e.to_string()),
+            }
+        }
+        RecordOutcome::AlreadyCommitted {
+            slot_id: existing.slot_id.clone(),
+            ours: slot.slot_id.clone(),
+            distinct_slot_ids,
+        }
+    }
+
+    /// A transient failure: the record stays `in_flight`, the lease is released so the
+    /// redelivery can take over at once, and the record is reported in `batchItemFailures`.
+    pub(crate) async fn release(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        why: String,
+    ) -> RecordOutcome {
+        if let Err(e) = self
+            .store
+            .release_lease(&record.pk, owner, self.clock.now_ms())
+            .await
+        {
+            warn!(event_key = %record.event_key, error = %e, "lease not released; it expires on its own");
+        }
+        RecordOutcome::Retry(why)
+    }
+
+    /// Our claim returned `slot` but the record had meanwhile been finished as `failed` or
+    /// `manual` by another holder (a take-over that routed it to a person, e.g. past the key's
+    /// retention while our claim was still on its way): nothing will book that slot. A person gets
+    /// it once per slot ([`keys::unbooked_slot_route_key`], reason `unbooked_slot`) to book it by
+    /// hand or cancel it at the terminal; then its id is added to the record's `slot_ids`.
+    ///
+    /// The routing record is reserved first: once it exists, the item is durable (a crash after
+    /// that is finished by the reconciler). Before it exists nothing else remembers this slot (a
+    /// redelivery sees the finished record and is a duplicate), so a failure to reserve it is
+    /// logged at `error` with the slot id and the key, and `Retry` is returned.
+    pub(crate) async fn route_unbooked_slot(
+        &self,
+        record: &IdempotencyRecord,
+        existing: &IdempotencyRecord,
+        slot: &SlotClaim,
+        d: Delivery<'_>,
+    ) -> RecordOutcome {
+        let Delivery {
+            body,
+            message_id,
+            invocation,
+        } = d;
+        let now = self.clock.now_ms();
+        warn!(
+            event_key = %record.event_key,
+            status = existing.status.as_str(),
+            ours = %slot.slot_id,
+            "the terminal issued a slot for a record already finished; routed to a person"
+        );
+        let item = ManualItem {
+            reason: ManualReason::UnbookedSlot,
+            detail: format!(
+                "the terminal issued slot {} under Idempotency-Key {} after the record was \
+                 finished as {} ({}); nothing booked it: book it by hand or cancel it at the \
+                 terminal",
+                slot.slot_id,
+                record.op_key,
+                existing.status.as_str(),
+                existing.error.as_deref().unwrap_or("no error recorded"),
+            ),
+            original_body: body.to_string(),
+            event_key: Some(record.event_key.clone()),
+            message_id: message_id.to_string(),
+            original_body_cut: None,
+        };
+        let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
+        let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+        if let Err(e) = self
+            .route_once(&route_key, &fingerprint, item, invocation, now)
+            .await
+        {
+            tracing::error!(
+                event_key = %record.event_key,
+                op_key = %record.op_key,
+                slot_id = %slot.slot_id,
+                error = %e,
+                "an unbooked slot could not be routed to a person: book or cancel it by hand"
+            );
+            return RecordOutcome::Retry(e);
+        }
+        // Best effort, after the item is safe: the distinct-slot bookkeeping on the record.
+        if let Err(e) = self
+            .store
+            .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+            .await
+        {
+            warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+        }
+        RecordOutcome::Manual(ManualReason::UnbookedSlot)
+    }
+}

@@ -1,0 +1,373 @@
+//! Routing to a person exactly once.
+//!
+//! SQS delivers a poison body or a mismatched body as often as it delivers a good one, so routing
+//! it to the manual queue "once per delivery" would hand a person the same case several times.
+//! Each such case therefore gets a **routing record** in the idempotency table, reserved like an
+//! event before the side effect (the send):
+//!
+//! * a body the strict parser rejects: key [`keys::rejected_route_key`] (the body's bytes);
+//! * a mismatch: key [`keys::mismatch_route_key`] (event key and the mismatched fingerprint);
+//! * a window that has ended: the event's own record, so an event that is `committed` (or being
+//!   claimed) is a duplicate, never also a job for a person.
+//!
+//! A routing record's operation is the send itself (`op_key` is the key of the `manual-route`
+//! operation, `request` the item's JSON). It is born `manual` with its routing pending
+//! (`route_pending`, a lease, an `InFlight` shard), then the item is sent, then the routing is
+//! confirmed (`routed`: pending mark, item, lease and shard removed). Conflicts resolve as for
+//! events: a confirmed routing or a live lease is a duplicate (acknowledged); an expired lease
+//! is taken over and the stored item sent. Pending routings sit in the `InFlight` index, so the
+//! reconciler finishes one whose sender died and whose message will not return.
+//!
+//! ## Mark, send, confirm: the lease fences every state change
+//!
+//! Every record a worker holds carries its lease token (`lease_owner`, unique per acquisition,
+//! see [`Invocation::for_record`]); every state change is conditional on it: a commit, a release,
+//! a routing's mark and its confirmation. A holder whose lease was taken over is refused and
+//! re-reads before acting (see [`RecordOutcome::LeaseLost`]). Routing an event to a person marks
+//! the record first (`failed`/`manual`, routing pending, fenced by the lease), then sends, then
+//! confirms: a holder that lost its lease sends nothing, and once marked no one can commit the
+//! record, so **no committed event is ever also in the manual queue**. A crash (or an error)
+//! between the send and the confirmation sends the item again when the routing is resumed: **at
+//! least once into the manual queue, never lost**, and a repeat carries the same dedup key
+//! (`event_key`, or for a rejected body the same `original_body`), so a person sees it is one
+//! case.
+//!
+
+use tracing::{info, warn};
+
+use crate::clock::ms_to_s;
+use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::keys;
+use crate::manual::{ManualItem, ManualReason};
+use crate::notification::{parse_notification, Notification, RejectReason};
+use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
+use crate::store::{FinishGuard, FinishOutcome, Reservation, TakeOver};
+use crate::terminal::SlotClaim;
+
+impl Gate {
+    /// Routes a record `invocation` holds to a person: ends it as `status` with its routing
+    /// pending ([`IdempotencyStore::finish`], fenced by the lease), then sends the item, then
+    /// confirms ([`Gate::send_routed`]). Mark first: a holder that lost its lease sends nothing,
+    /// and once marked no one can commit the record, so no committed event is ever also in the
+    /// manual queue. A routing because no slot exists ([`ManualReason::PastKeyRetention`]) is
+    /// also refused when a slot id was recorded meanwhile (a claim that was in transit when the
+    /// lease changed hands, see [`RecordOutcome::LeaseLost`]): that slot is committed instead.
+    pub(crate) async fn route_held_record(
+        &self,
+        record: &IdempotencyRecord,
+        status: RecordStatus,
+        reason: ManualReason,
+        detail: String,
+        d: Delivery<'_>,
+    ) -> RecordOutcome {
+        let Delivery {
+            body,
+            message_id,
+            invocation,
+        } = d;
+        let owner = invocation.request_id.as_str();
+        let item = ManualItem {
+            reason,
+            detail: detail.clone(),
+            original_body: body.to_string(),
+            event_key: Some(record.event_key.clone()),
+            message_id: message_id.to_string(),
+            original_body_cut: None,
+        };
+        let guard = match reason {
+            // Routings because no slot was found: refused if a slot id was recorded meanwhile.
+            ManualReason::PastKeyRetention | ManualReason::WindowEnded => {
+                FinishGuard::LeaseAndNoSlot
+            }
+            _ => FinishGuard::Lease,
+        };
+        let item_json = item.to_json();
+        let finished = self
+            .store
+            .finish(
+                &record.pk,
+                owner,
+                status,
+                &detail,
+                &item_json,
+                guard,
+                self.clock.now_ms(),
+            )
+            .await;
+        match finished {
+            Ok(FinishOutcome::Finished) => {}
+            Ok(FinishOutcome::Refused(Some(current))) => {
+                return Box::pin(self.after_refused_finish(record, *current, d)).await
+            }
+            Ok(FinishOutcome::Refused(None)) => {
+                return RecordOutcome::Retry(format!("record {} vanished", record.event_key))
+            }
+            Err(e) => return self.release(record, owner, e.to_string()).await,
+        }
+        let mut marked = record.clone();
+        marked.status = status;
+        marked.route_pending = true;
+        marked.request = item_json;
+        match self.send_routed(&marked, message_id, owner).await {
+            Ok(_) => RecordOutcome::Manual(reason),
+            Err(why) => RecordOutcome::Retry(why),
+        }
+    }
+
+    /// A finish of `record` was refused; `current` is the record as the store holds it. Still
+    /// ours with a slot recorded (the routing's no-slot guard): commit that slot. Someone
+    /// else's: they finish it; we re-read and send nothing.
+    pub(crate) async fn after_refused_finish(
+        &self,
+        record: &IdempotencyRecord,
+        current: IdempotencyRecord,
+        d: Delivery<'_>,
+    ) -> RecordOutcome {
+        let invocation = d.invocation;
+        let owner = invocation.request_id.as_str();
+        let ours = current.status == RecordStatus::InFlight
+            && current.lease_owner.as_deref() == Some(owner);
+        if let (true, Some(slot_id)) = (ours, current.slot_ids.iter().next()) {
+            info!(
+                event_key = %record.event_key,
+                slot_id = %slot_id,
+                "a slot was recorded while we held the record: committed instead of routed"
+            );
+            let slot = SlotClaim {
+                slot_id: slot_id.clone(),
+                equipment_number: None,
+            };
+            return self.commit_slot(&current, &slot, d).await;
+        }
+        warn!(
+            event_key = %record.event_key,
+            status = current.status.as_str(),
+            holder = ?current.lease_owner,
+            "lease lost before routing: nothing sent, the holder finishes it"
+        );
+        RecordOutcome::LeaseLost { slot_id: None }
+    }
+
+    /// Sends the manual item of a routing `owner` holds (`route_pending`, the item in
+    /// `request`), then confirms it ([`IdempotencyStore::routed`]). A send that fails releases
+    /// the lease so a redelivery or the reconciler sends it again; a crash between the send and
+    /// the confirmation sends it again too, under the same dedup key (at least once into the
+    /// manual queue, never lost).
+    pub(crate) async fn send_routed(
+        &self,
+        record: &IdempotencyRecord,
+        message_id: &str,
+        owner: &str,
+    ) -> Result<ManualReason, String> {
+        let mut item = stored_item(record);
+        item.message_id = message_id.to_string();
+        let reason = item.reason;
+        if let Err(e) = self.manual.send(item).await {
+            self.release(record, owner, e.to_string()).await;
+            return Err(e.to_string());
+        }
+        match self
+            .store
+            .routed(&record.pk, owner, self.clock.now_ms())
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => info!(
+                event_key = %record.event_key,
+                "routing confirmed already or taken over; the item is in the manual queue"
+            ),
+            // The item is in the queue; the record stays pending and whoever takes it over sends
+            // it once more (same dedup key). The lease is released so that happens at once.
+            Err(e) => {
+                warn!(event_key = %record.event_key, error = %e, "routing not confirmed");
+                self.release(record, owner, e.to_string()).await;
+            }
+        }
+        Ok(reason)
+    }
+
+    /// Routes a body that failed strict parsing to the manual queue with its reason, once per
+    /// distinct body (routing key [`keys::rejected_route_key`]; see "Routing to a person exactly
+    /// once" in the module docs). Every copy is acknowledged as `Rejected`.
+    pub(crate) async fn route_rejection(
+        &self,
+        reason: RejectReason,
+        d: Delivery<'_>,
+        now: i64,
+    ) -> RecordOutcome {
+        let Delivery {
+            body,
+            message_id,
+            invocation,
+        } = d;
+        let body = body.to_string();
+        let manual_reason = match reason {
+            RejectReason::WindowEnded { .. } => ManualReason::WindowEnded,
+            _ => ManualReason::Rejected,
+        };
+        warn!(message_id, reason = reason.code(), detail = %reason, "body rejected");
+        let route_key = keys::rejected_route_key(&body);
+        let fingerprint = keys::sha256_hex(body.as_bytes());
+        let item = ManualItem {
+            reason: manual_reason,
+            detail: format!("{}: {reason}", reason.code()),
+            original_body: body,
+            event_key: None,
+            message_id: message_id.to_string(),
+            original_body_cut: None,
+        };
+        match self
+            .route_once(&route_key, &fingerprint, item, invocation, now)
+            .await
+        {
+            Ok(()) => RecordOutcome::Rejected(reason),
+            Err(e) => RecordOutcome::Retry(e),
+        }
+    }
+
+    /// For a body rejected only because its window has ended: the notification as parsed a
+    /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
+    /// every other reason.
+    pub(crate) fn parse_ended(&self, body: &str, reason: &RejectReason) -> Option<Notification> {
+        let RejectReason::WindowEnded { end } = reason else {
+            return None;
+        };
+        let end_ms = chrono::DateTime::parse_from_rfc3339(end)
+            .ok()?
+            .timestamp_millis();
+        parse_notification(body, end_ms - 1, &self.config.known_terminals).ok()
+    }
+
+    /// Sends `item` to the manual queue once per `route_key`: reserves a routing record born
+    /// `manual` with its routing pending (leased, in the `InFlight` index, the item in
+    /// `request`), sends the item, then confirms ([`Gate::send_routed`]). `Ok` when the item was
+    /// sent now, was sent before, or a live lease holder is sending it (its message stays
+    /// unacknowledged until it is done, and the reconciler finishes a stranded one); `Err`
+    /// (retry) on a store or queue failure.
+    pub(crate) async fn route_once(
+        &self,
+        route_key: &str,
+        fingerprint: &str,
+        item: ManualItem,
+        invocation: &Invocation,
+        now: i64,
+    ) -> Result<(), String> {
+        let mut fresh = IdempotencyRecord {
+            pk: record_pk(&self.config.integration, route_key),
+            event_key: route_key.to_string(),
+            status: RecordStatus::InFlight,
+            fingerprint: fingerprint.to_string(),
+            request: Vec::new(),
+            op_key: String::new(),
+            lease_owner: Some(invocation.request_id.clone()),
+            lease_until_ms: Some(self.lease_until(invocation, now)),
+            created_at_ms: now,
+            updated_at_ms: now,
+            expires_at_s: ms_to_s(now) + self.config.key_ttl_s,
+            slot_id: None,
+            slot_ids: Default::default(),
+            inflight_shard: Some(inflight_shard(route_key)),
+            error: None,
+            route_pending: false,
+            container: String::new(),
+            terminal: String::new(),
+            window_start: String::new(),
+            window_end: String::new(),
+        };
+        make_routing_record(&mut fresh, &item);
+        let held = match self.store.reserve(&fresh, now).await {
+            Ok(Reservation::Reserved) => fresh,
+            Ok(Reservation::Conflict(existing)) => {
+                if !existing.has_work() || existing.lease_is_live(now) {
+                    info!(route_key, message_id = %item.message_id, "already routed to the manual queue");
+                    return Ok(());
+                }
+                match self
+                    .take_over_for(
+                        &existing.pk,
+                        existing.lease_owner.as_deref(),
+                        invocation,
+                        now,
+                    )
+                    .await
+                {
+                    Ok(TakeOver::Taken(record)) => *record,
+                    Ok(TakeOver::Refused) => return Ok(()),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        self.resume_routing(&held, &item.message_id, invocation)
+            .await
+            .map(|_| ())
+    }
+
+    /// Resumes a routing `invocation` holds: a pending one (`route_pending`) is sent and
+    /// confirmed; an `in_flight` routing record (written by an earlier version, which marked after
+    /// sending) is marked first, then sent.
+    pub(crate) async fn resume_routing(
+        &self,
+        record: &IdempotencyRecord,
+        message_id: &str,
+        invocation: &Invocation,
+    ) -> Result<ManualReason, String> {
+        if record.route_pending {
+            return self
+                .send_routed(record, message_id, &invocation.request_id)
+                .await;
+        }
+        let item = stored_item(record);
+        match self
+            .route_held_record(
+                record,
+                RecordStatus::Manual,
+                item.reason,
+                item.detail,
+                Delivery {
+                    body: &item.original_body,
+                    message_id,
+                    invocation,
+                },
+            )
+            .await
+        {
+            RecordOutcome::Manual(reason) => Ok(reason),
+            RecordOutcome::Retry(why) => Err(why),
+            other => Err(format!("routing not resumed: {other:?}")),
+        }
+    }
+}
+
+/// The manual item a routing record stores in `request`; one that cannot be read is routed as
+/// `rejected` with the stored bytes as its body (nothing is lost).
+pub(crate) fn stored_item(record: &IdempotencyRecord) -> ManualItem {
+    ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
+        reason: ManualReason::Rejected,
+        detail: format!("routing record {} holds no readable item", record.event_key),
+        original_body: String::from_utf8_lossy(&record.request).into_owned(),
+        event_key: None,
+        message_id: String::new(),
+        original_body_cut: None,
+    })
+}
+
+/// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
+/// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
+/// JSON), never a slot claim. It is born `manual` with its routing pending (the mark comes
+/// first, see [`Gate::route_held_record`]), keeping its lease and `InFlight` shard until the send
+/// is confirmed.
+pub(crate) fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
+    record.op_key = keys::operation_key(&record.event_key, keys::MANUAL_ROUTE);
+    record.request = item.to_json();
+    record.status = RecordStatus::Manual;
+    record.route_pending = true;
+    record.error = Some(item.detail.clone());
+}
+
+/// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
+/// person exactly once" in the module docs): resuming it sends its stored item; it is never
+/// claimed at the terminal.
+pub(crate) fn is_routing_record(record: &IdempotencyRecord) -> bool {
+    record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
+}

@@ -1,0 +1,261 @@
+//! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`TmsBooking`] as
+//! DynamoDB items and back, and the `InFlight` query's opaque cursor.
+//!
+//! Units, never mixed: `expires_at` is **epoch seconds**; `lease_until`, `created_at`,
+//! `updated_at` and `booked_at` are **epoch milliseconds**.
+
+use std::collections::{BTreeSet, HashMap};
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+
+use super::schema::ROUTE_PENDING_MARK;
+use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::store::{InFlightEntry, StoreError};
+
+/// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Cursor {
+    pk: String,
+    inflight_shard: String,
+    /// Epoch ms, as DynamoDB's number string.
+    created_at: String,
+}
+
+pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> Result<String, StoreError> {
+    let cursor = Cursor {
+        pk: req_s(key, "pk")?,
+        inflight_shard: req_s(key, "inflight_shard")?,
+        created_at: req_n(key, "created_at")?.to_string(),
+    };
+    serde_json::to_string(&cursor).map_err(|e| StoreError::Corrupt(format!("cursor: {e}")))
+}
+
+pub(crate) fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    let c: Cursor = serde_json::from_str(cursor)
+        .map_err(|e| StoreError::Corrupt(format!("invalid stale_in_flight cursor: {e}")))?;
+    Ok(HashMap::from([
+        ("pk".to_string(), s(&c.pk)),
+        ("inflight_shard".to_string(), s(&c.inflight_shard)),
+        ("created_at".to_string(), AttributeValue::N(c.created_at)),
+    ]))
+}
+
+/// An idempotency record as a DynamoDB item. Optional fields that are `None` (and an empty
+/// `slot_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
+/// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary.
+pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([
+        ("pk".to_string(), s(&record.pk)),
+        ("event_key".to_string(), s(&record.event_key)),
+        ("status".to_string(), s(record.status.as_str())),
+        ("fingerprint".to_string(), s(&record.fingerprint)),
+        ("op_key".to_string(), s(&record.op_key)),
+        ("created_at".to_string(), num(record.created_at_ms)),
+        ("updated_at".to_string(), num(record.updated_at_ms)),
+        ("expires_at".to_string(), num(record.expires_at_s)),
+        ("container".to_string(), s(&record.container)),
+        ("terminal".to_string(), s(&record.terminal)),
+        ("window_start".to_string(), s(&record.window_start)),
+        ("window_end".to_string(), s(&record.window_end)),
+    ]);
+    let optional = [
+        ("lease_owner", record.lease_owner.as_deref().map(s)),
+        ("lease_until", record.lease_until_ms.map(num)),
+        ("slot_id", record.slot_id.as_deref().map(s)),
+        ("inflight_shard", record.inflight_shard.as_deref().map(s)),
+        ("error", record.error.as_deref().map(s)),
+        (
+            "request",
+            (!record.request.is_empty())
+                .then(|| AttributeValue::B(Blob::new(record.request.clone()))),
+        ),
+        (
+            "route_pending",
+            record.route_pending.then(|| s(ROUTE_PENDING_MARK)),
+        ),
+        (
+            "slot_ids",
+            (!record.slot_ids.is_empty())
+                .then(|| AttributeValue::Ss(record.slot_ids.iter().cloned().collect())),
+        ),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            item.insert(name.to_string(), value);
+        }
+    }
+    item
+}
+
+/// Reads an idempotency record from a DynamoDB item (the inverse of [`record_to_item`]).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when a required attribute is missing, an attribute has the wrong type,
+/// a number is not an `i64`, or `status` is not one of `in_flight|committed|failed|manual`.
+pub fn record_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<IdempotencyRecord, StoreError> {
+    let pk = req_s(item, "pk")?;
+    let status_raw = req_s(item, "status")?;
+    let status = RecordStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    let request = match item.get("request") {
+        Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
+        Some(_) => return Err(corrupt_type(item, "request", "B")),
+        // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
+        None => Vec::new(),
+    };
+    let slot_ids = match item.get("slot_ids") {
+        Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
+        Some(_) => return Err(corrupt_type(item, "slot_ids", "SS")),
+        None => BTreeSet::new(),
+    };
+    Ok(IdempotencyRecord {
+        event_key: req_s(item, "event_key")?,
+        status,
+        fingerprint: req_s(item, "fingerprint")?,
+        request,
+        op_key: req_s(item, "op_key")?,
+        lease_owner: opt_s(item, "lease_owner")?,
+        lease_until_ms: opt_n(item, "lease_until")?,
+        created_at_ms: req_n(item, "created_at")?,
+        updated_at_ms: req_n(item, "updated_at")?,
+        expires_at_s: req_n(item, "expires_at")?,
+        slot_id: opt_s(item, "slot_id")?,
+        slot_ids,
+        inflight_shard: opt_s(item, "inflight_shard")?,
+        error: opt_s(item, "error")?,
+        route_pending: match item.get("route_pending") {
+            None => false,
+            Some(AttributeValue::S(_)) => true,
+            Some(_) => return Err(corrupt_type(item, "route_pending", "S")),
+        },
+        container: req_s(item, "container")?,
+        terminal: req_s(item, "terminal")?,
+        window_start: req_s(item, "window_start")?,
+        window_end: req_s(item, "window_end")?,
+        pk,
+    })
+}
+
+/// An item of the `InFlight` index (its keys plus [`INFLIGHT_PROJECTED_ATTRIBUTES`]) as an
+/// [`InFlightEntry`]. A full table item reads as well.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when an attribute is missing or of the wrong type.
+pub(crate) fn in_flight_entry_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<InFlightEntry, StoreError> {
+    let pk = req_s(item, "pk")?;
+    let status_raw = req_s(item, "status")?;
+    let status = RecordStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    Ok(InFlightEntry {
+        event_key: req_s(item, "event_key")?,
+        status,
+        lease_owner: opt_s(item, "lease_owner")?,
+        lease_until_ms: opt_n(item, "lease_until")?,
+        created_at_ms: req_n(item, "created_at")?,
+        expires_at_s: req_n(item, "expires_at")?,
+        pk,
+    })
+}
+
+/// A TMS booking as a DynamoDB item; `booked_at` is epoch **milliseconds**.
+pub fn booking_to_item(booking: &TmsBooking) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        ("source_event".to_string(), s(&booking.source_event)),
+        ("container".to_string(), s(&booking.container)),
+        ("slot_id".to_string(), s(&booking.slot_id)),
+        ("terminal".to_string(), s(&booking.terminal)),
+        ("window_start".to_string(), s(&booking.window_start)),
+        ("window_end".to_string(), s(&booking.window_end)),
+        ("booked_at".to_string(), num(booking.booked_at_ms)),
+    ])
+}
+
+/// Reads a TMS booking from a DynamoDB item (the inverse of [`booking_to_item`]).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
+pub fn booking_from_item(item: &HashMap<String, AttributeValue>) -> Result<TmsBooking, StoreError> {
+    Ok(TmsBooking {
+        source_event: req_s(item, "source_event")?,
+        container: req_s(item, "container")?,
+        slot_id: req_s(item, "slot_id")?,
+        terminal: req_s(item, "terminal")?,
+        window_start: req_s(item, "window_start")?,
+        window_end: req_s(item, "window_end")?,
+        booked_at_ms: req_n(item, "booked_at")?,
+    })
+}
+
+pub(crate) fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+pub(crate) fn num(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+pub(crate) fn item_name(item: &HashMap<String, AttributeValue>) -> String {
+    ["pk", "source_event"]
+        .iter()
+        .find_map(|k| item.get(*k).and_then(|v| v.as_s().ok()).cloned())
+        .unwrap_or_else(|| "item".to_string())
+}
+
+pub(crate) fn missing(item: &HashMap<String, AttributeValue>, name: &str) -> StoreError {
+    StoreError::Corrupt(format!("{}: attribute {name} missing", item_name(item)))
+}
+
+pub(crate) fn corrupt_type(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+    want: &str,
+) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{}: attribute {name} is not of type {want}",
+        item_name(item)
+    ))
+}
+
+pub(crate) fn opt_s(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<Option<String>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(corrupt_type(item, name, "S")),
+    }
+}
+
+pub(crate) fn req_s(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<String, StoreError> {
+    opt_s(item, name)?.ok_or_else(|| missing(item, name))
+}
+
+pub(crate) fn opt_n(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<Option<i64>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::N(v)) => v.parse::<i64>().map(Some).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "{}: attribute {name} = {v:?} is not an integer",
+                item_name(item)
+            ))
+        }),
+        Some(_) => Err(corrupt_type(item, name, "N")),
+    }
+}
+
+pub(crate) fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<i64, StoreError> {
+    opt_n(item, name)?.ok_or_else(|| missing(item, name))
+}

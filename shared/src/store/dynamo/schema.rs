@@ -1,0 +1,192 @@
+//! The DynamoDB schema of the store: table keys, the sparse indexes (`InFlight`, `MultiSlot`),
+//! the marks a record carries, the condition expressions of the conditional writes, and
+//! [`create_tables`] (the tables as `template.yaml` defines them, for tests and local runs).
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification, TimeToLiveStatus,
+};
+use aws_sdk_dynamodb::Client;
+
+use super::errors::map_sdk_error;
+use crate::store::StoreError;
+
+/// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
+/// `created_at` (epoch ms), projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`].
+pub const INFLIGHT_INDEX: &str = "InFlight";
+
+/// The non-key attributes the `InFlight` index projects (`ProjectionType: INCLUDE`; the keys `pk`,
+/// `inflight_shard` and `created_at` come with every index item): what an [`InFlightEntry`] needs
+/// and nothing more. Not `request` (the claim body with the release PIN), not the business fields:
+/// the metrics function queries this index, and a role that may read the index reads everything it
+/// projects. `template.yaml` lists the same names (a test compares them).
+pub const INFLIGHT_PROJECTED_ATTRIBUTES: [&str; 5] = [
+    "event_key",
+    "status",
+    "lease_owner",
+    "lease_until",
+    "expires_at",
+];
+
+/// The sparse GSI of records holding two or more distinct slot ids: partition key `multi_slot`
+/// (present, `"1"`, only on such records), projection `KEYS_ONLY`.
+pub const MULTI_SLOT_INDEX: &str = "MultiSlot";
+
+/// The value of `multi_slot` on a marked record.
+pub const MULTI_SLOT_MARK: &str = "1";
+
+/// The value of `route_pending` on a record whose routing to a person is not yet confirmed.
+pub const ROUTE_PENDING_MARK: &str = "1";
+
+/// Absent, or expired with nothing left to do: an expired `in_flight` record (or pending routing)
+/// is a conflict, taken over with its history.
+pub(crate) const RESERVE_CONDITION: &str = "attribute_not_exists(pk) OR (expires_at < :now_s \
+     AND #status <> :in_flight AND attribute_not_exists(route_pending))";
+/// Work left (`in_flight` or a pending routing), held by `:old_owner`, lease expired.
+pub(crate) const TAKE_OVER_CONDITION: &str =
+    "(#status = :in_flight OR attribute_exists(route_pending)) \
+     AND lease_owner = :old_owner \
+     AND (attribute_not_exists(lease_until) OR lease_until < :now_ms)";
+/// Work left, held by `:owner` (the lease fence of a release).
+pub(crate) const RELEASE_CONDITION: &str =
+    "(#status = :in_flight OR attribute_exists(route_pending)) AND lease_owner = :owner";
+/// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
+pub(crate) const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
+
+/// Creates the two tables as `template.yaml` defines them, for tests and local runs:
+/// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
+/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI `MultiSlot` on
+/// `multi_slot` S, `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
+/// `bookings_table` (partition key `source_event` S), both PAY_PER_REQUEST. Tables that already
+/// exist are kept; TTL is enabled if it is not.
+///
+/// # Errors
+/// [`StoreError::Unavailable`] (or `Throttled`) when a call fails.
+pub async fn create_tables(
+    client: &Client,
+    idempotency_table: &str,
+    bookings_table: &str,
+) -> Result<(), StoreError> {
+    let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+    let attr = |name: &str, t: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(t)
+            .build()
+            .map_err(build)
+    };
+    let key = |name: &str, t: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(t)
+            .build()
+            .map_err(build)
+    };
+    let gsi = GlobalSecondaryIndex::builder()
+        .index_name(INFLIGHT_INDEX)
+        .key_schema(key("inflight_shard", KeyType::Hash)?)
+        .key_schema(key("created_at", KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::Include)
+                .set_non_key_attributes(Some(
+                    INFLIGHT_PROJECTED_ATTRIBUTES
+                        .iter()
+                        .map(|a| (*a).to_owned())
+                        .collect(),
+                ))
+                .build(),
+        )
+        .build()
+        .map_err(build)?;
+    let multi_slot = GlobalSecondaryIndex::builder()
+        .index_name(MULTI_SLOT_INDEX)
+        .key_schema(key("multi_slot", KeyType::Hash)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+        )
+        .build()
+        .map_err(build)?;
+    let created = client
+        .create_table()
+        .table_name(idempotency_table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("pk", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("inflight_shard", ScalarAttributeType::S)?)
+        .attribute_definitions(attr("created_at", ScalarAttributeType::N)?)
+        .attribute_definitions(attr("multi_slot", ScalarAttributeType::S)?)
+        .key_schema(key("pk", KeyType::Hash)?)
+        .global_secondary_indexes(gsi)
+        .global_secondary_indexes(multi_slot)
+        .send()
+        .await;
+    ignore_existing(created, "create_tables (idempotency)")?;
+    let created = client
+        .create_table()
+        .table_name(bookings_table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attr("source_event", ScalarAttributeType::S)?)
+        .key_schema(key("source_event", KeyType::Hash)?)
+        .send()
+        .await;
+    ignore_existing(created, "create_tables (bookings)")?;
+
+    use aws_sdk_dynamodb::client::Waiters;
+    for table in [idempotency_table, bookings_table] {
+        client
+            .wait_until_table_exists()
+            .table_name(table)
+            .wait(Duration::from_secs(300))
+            .await
+            .map_err(|e| {
+                StoreError::Unavailable(format!(
+                    "table {table} not active: {}",
+                    DisplayErrorContext(&e)
+                ))
+            })?;
+    }
+
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(idempotency_table)
+        .send()
+        .await
+        .map_err(|e| map_sdk_error("create_tables (DescribeTimeToLive)", e))?;
+    let enabled = ttl
+        .time_to_live_description()
+        .and_then(|d| d.time_to_live_status())
+        .is_some_and(|s| matches!(s, TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling));
+    if !enabled {
+        client
+            .update_time_to_live()
+            .table_name(idempotency_table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name("expires_at")
+                    .enabled(true)
+                    .build()
+                    .map_err(build)?,
+            )
+            .send()
+            .await
+            .map_err(|e| map_sdk_error("create_tables (UpdateTimeToLive)", e))?;
+    }
+    Ok(())
+}
+
+fn ignore_existing<T, E, R>(result: Result<T, SdkError<E, R>>, op: &str) -> Result<(), StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(_) => Ok(()),
+        Err(err) if err.code() == Some("ResourceInUseException") => Ok(()),
+        Err(err) => Err(map_sdk_error(op, err)),
+    }
+}

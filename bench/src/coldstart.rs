@@ -34,7 +34,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use crate::handlers::Env;
@@ -402,7 +402,7 @@ pub fn sqs_body(batch: &[Delivery]) -> Vec<u8> {
 }
 
 /// One cold start.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trial {
     /// Spawn to first `next`, ms.
     pub init_ms: f64,
@@ -415,7 +415,7 @@ pub struct Trial {
 }
 
 /// The cold-start figures of one function: each trial and the medians.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ColdStart {
     /// `gate` or `powertools`.
     pub label: String,

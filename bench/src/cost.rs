@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::coldstart::{self, sqs_body, Spec};
 use crate::counter::{dynamo_client, CallRecorder};
@@ -269,7 +269,7 @@ fn rru(op: &str, largest: usize) -> f64 {
 }
 
 /// Units per event of one path.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Units {
     /// Write request units (table and index writes).
     pub wru: f64,
@@ -295,7 +295,7 @@ pub fn units(kind: &str, calls: &BTreeMap<String, f64>, largest: usize, new: boo
 }
 
 /// A row of the dollars-per-million-events table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CostRow {
     /// Handler.
     pub handler: String,

@@ -195,17 +195,23 @@ pub fn cold_and_cost_png(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(3)
-        .x_label_formatter(&|x| {
-            figures
-                .get(x.floor() as usize)
-                .map(|(n, _)| (*n).to_string())
-                .unwrap_or_default()
-        })
+        .x_label_formatter(&|_| String::new())
         .y_desc("ms or MB (log scale)")
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|x| e(&x))?;
+    let names: Vec<Text<(f64, f64), String>> = figures
+        .iter()
+        .enumerate()
+        .map(|(k, (n, _))| {
+            Text::new(
+                (*n).to_string(),
+                (k as f64 + 0.1, 0.75),
+                ("sans-serif", 14).into_font(),
+            )
+        })
+        .collect();
+    chart.draw_series(names).map_err(|x| e(&x))?;
     let width = 0.8 / cold.len().max(1) as f64;
     for (i, c) in cold.iter().enumerate() {
         let color = COLORS[(i + 1) % COLORS.len()];
@@ -214,7 +220,7 @@ pub fn cold_and_cost_png(
             .enumerate()
             .map(|(k, (_, f))| {
                 let x0 = k as f64 + 0.1 + i as f64 * width;
-                Rectangle::new([(x0, 0.5), (x0 + width * 0.95, f(c))], color.filled())
+                Rectangle::new([(x0, 0.9), (x0 + width * 0.95, f(c))], color.filled())
             })
             .collect();
         chart
@@ -255,17 +261,12 @@ pub fn cold_and_cost_png(
         .margin(14)
         .x_label_area_size(40)
         .y_label_area_size(56)
-        .build_cartesian_2d(0.0f64..cost.len().max(1) as f64, 0.0f64..top)
+        .build_cartesian_2d(0.0f64..cost.len().max(1) as f64, -top * 0.06..top)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(cost.len().max(1))
-        .x_label_formatter(&|x| {
-            cost.get(x.floor() as usize)
-                .map(|r| format!("{} ({} MB)", r.handler, r.memory_mb))
-                .unwrap_or_default()
-        })
+        .x_label_formatter(&|_| String::new())
         .y_desc("USD per million events")
         .label_style(("sans-serif", 14))
         .draw()
@@ -308,6 +309,18 @@ pub fn cold_and_cost_png(
         })
         .collect();
     chart.draw_series(totals).map_err(|x| e(&x))?;
+    let names: Vec<Text<(f64, f64), String>> = cost
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            Text::new(
+                format!("{} ({} MB)", r.handler, r.memory_mb),
+                (i as f64 + 0.2, -top * 0.035),
+                ("sans-serif", 14).into_font(),
+            )
+        })
+        .collect();
+    chart.draw_series(names).map_err(|x| e(&x))?;
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

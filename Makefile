@@ -4,7 +4,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench
+.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench gatectl
 
 # The build shows its progress on stderr first (the first one compiles the workspace and the AWS
 # SDK crates: 10-15 minutes on 2 cores; afterwards seconds), then the replay prints only its table.
@@ -31,6 +31,11 @@ build: tools
 	rustup target add aarch64-unknown-linux-gnu
 	sam build
 
+# The operators' command line (README, "gatectl"), a release binary for the operator's machine:
+# target/release/gatectl.
+gatectl:
+	$(CARGO) build --release -p gatectl
+
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
@@ -49,11 +54,11 @@ cargo-test:
 # the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from
 # .venv), then the harness: one moto server, the terminal simulator, the naive handler, the gate
 # and Powertools (bench/requirements.txt into .venv) side by side, batch behaviour, cold start and
-# footprint; issue 18's parts: cold start of the gate and of Powertools (awslambdaric) under one fake
-# Runtime API, dollars per million events (each function in a cgroup with the CPU share of its
-# memory size: run as root), the capacity model against `sim sustained`, and the floor handler.
-# Figures and how to read them: BENCHMARKS.md. BENCH_ARGS=--events 5000 for the issue's
-# full size (about 3 minutes per run on moto).
+# footprint (and the webhook ingress's, issue 16); issue 18's parts: cold start of the gate and of
+# Powertools (awslambdaric) under one fake Runtime API, dollars per million events (each function
+# in a cgroup with the CPU share of its memory size: run as root), the capacity model against
+# `sim sustained`, and the floor handler. Figures and how to read them: BENCHMARKS.md.
+# BENCH_ARGS=--events 5000 for the issue's full size (about 3 minutes per run on moto).
 BENCH_ARGS ?= --runs 5
 bench: tools
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
@@ -61,8 +66,10 @@ bench: tools
 	rustup target add aarch64-unknown-linux-gnu
 	$(CARGO) lambda build --release --arm64 -p consumer --lambda-dir target/lambda-arm64
 	$(CARGO) lambda build --release -p consumer --lambda-dir target/lambda-x86_64
+	$(CARGO) lambda build --release -p ingress --lambda-dir target/lambda-x86_64
 	$(CARGO) build --release -p gate-bench -p sim --bin gate-bench --bin terminal-sim
 	target/release/gate-bench $(BENCH_ARGS) \
 		--consumer-bin target/lambda-x86_64/consumer/bootstrap \
+		--ingress-bin target/lambda-x86_64/ingress/bootstrap \
 		--binary x86_64=target/lambda-x86_64/consumer/bootstrap \
 		--binary arm64=target/lambda-arm64/consumer/bootstrap

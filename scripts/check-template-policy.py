@@ -8,9 +8,10 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * no wildcard resource where one can be named: an Allow statement with Resource "*" only for
   actions without resource-level permissions (cloudwatch:PutMetricData), and then with a
   Condition;
-* the terminal token: secretsmanager:GetSecretValue only on !Ref TerminalApiTokenSecretArn (one
-  terminal) or !Ref TerminalTokenSecretArns (several, each statement one of them), and only in
-  the roles of the functions that call the terminal (consumer, reconciler);
+* the secrets: secretsmanager:GetSecretValue only on one secret parameter per statement, and only
+  in the roles of that secret's readers: !Ref TerminalApiTokenSecretArn (one terminal) or
+  !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
+  reconciler), !Ref WebhookSecretArn for the webhook ingress;
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -21,16 +22,27 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * queue policies (issue 13: the queues hold release PINs), one policy per queue, each denying
   requests without TLS, none allowing Principal "*":
   - the manual-booking queue (the functions' MANUAL_QUEUE_URL): SendMessage allowed to, and denied
-    to everyone but, exactly the roles of the functions that send to it; ReceiveMessage,
+    to everyone but, exactly the roles of the functions that send to it and the operator
+    (gatectl cancel); ReceiveMessage,
     DeleteMessage, ChangeMessageVisibility and PurgeQueue denied to everyone but those roles and
     the OperatorRoleArn parameter; no role of the template may read it;
   - the notification queue (the consumer's SQS event source): SendMessage allowed to, and denied
-    to everyone but, the NotificationProducerArns parameter (and the operator, for redrives);
+    to everyone but, the NotificationProducerArns parameter, the roles of the functions whose
+    NOTIFICATION_QUEUE_URL names it (the webhook ingress) and the operator (for redrives);
     reads denied to everyone but the consumer's role and the operator;
   - every dead-letter queue: reads denied to everyone but the operator;
   - NotificationProducerArns and OperatorRoleArn have no default (a deploy must name them);
 * the idempotency table's point-in-time recovery window is the IdempotencyTableRecoveryDays
-  parameter (at most 35 days).
+  parameter (at most 35 days);
+* the operators' managed policy (issue 17, `gatectl`): one AWS::IAM::ManagedPolicy, every
+  resource named, no wildcard action; it reads everything gatectl shows (the stack, both tables
+  and the idempotency table's indexes, every queue's attributes, the manual-booking and
+  dead-letter queues' messages) and writes exactly what its subcommands write (OPERATOR_WRITES:
+  UpdateItem and PutItem on the idempotency table, PutItem on the bookings table, SendMessage to
+  the manual-booking and notification queues, DeleteMessage on the dead-letter queue), nothing
+  else; the terminals' token secrets only as the functions read them (TerminalApiTokenSecretArn
+  for one terminal, TerminalTokenSecretArns for several). The manual-booking queue's policy lets
+  the operator send (gatectl cancel routes through the gate).
 
 Usage: scripts/check-template-policy.py [template]   (PyYAML: the project venv has it)
 """
@@ -49,6 +61,12 @@ NO_RESOURCE_LEVEL = {"cloudwatch:PutMetricData"}
 MIN_RECEIVE_COUNT = 5
 # The functions that call the terminal and so may read its token.
 TOKEN_READERS = {"ConsumerFunction", "ReconcilerFunction"}
+# Each secret parameter and the functions that may read it.
+SECRET_READERS = {
+    "TerminalApiTokenSecretArn": TOKEN_READERS,
+    "TerminalTokenSecretArns": TOKEN_READERS,
+    "WebhookSecretArn": {"IngressFunction"},
+}
 
 
 class Tag:
@@ -219,6 +237,100 @@ def lowest_value(value, parameters):
     return max(bounds) if bounds else None
 
 
+# The operators' managed policy (issue 17, gatectl). Reads: anything in OPERATOR_READS. Writes:
+# exactly these (action, resource) pairs, each needed by a subcommand: finish, cancel and
+# reconcile go through the gate's own writes (UpdateItem: take-over, release, finish, routed,
+# slot ids, the audit history; PutItem: the commit's natural-key item and booking, a routing
+# record of an unbooked slot; SendMessage: a routing to a person); redrive sends dead letters
+# back and deletes them.
+OPERATOR_READS = {
+    "cloudformation:DescribeStacks", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan",
+    "dynamodb:DescribeTable", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueAttributes", "secretsmanager:GetSecretValue", "kms:Decrypt",
+}
+OPERATOR_WRITES = {
+    ("dynamodb:UpdateItem", "IdempotencyTable"),
+    ("dynamodb:PutItem", "IdempotencyTable"),
+    ("dynamodb:PutItem", "BookingsTable"),
+    ("sqs:SendMessage", "ManualBookingQueue"),
+    ("sqs:SendMessage", "NotificationQueue"),
+    ("sqs:DeleteMessage", "NotificationDeadLetterQueue"),
+}
+# What "reads everything" means: each of these (action, resource) pairs is granted.
+OPERATOR_MUST_READ = {
+    ("cloudformation:DescribeStacks", "AWS::StackId"),
+    ("dynamodb:GetItem", "IdempotencyTable"),
+    ("dynamodb:Scan", "IdempotencyTable"),
+    ("dynamodb:Query", "IdempotencyTable/index/*"),
+    ("dynamodb:GetItem", "BookingsTable"),
+    ("sqs:ReceiveMessage", "ManualBookingQueue"),
+    ("sqs:ChangeMessageVisibility", "ManualBookingQueue"),
+    ("sqs:ReceiveMessage", "NotificationDeadLetterQueue"),
+    ("sqs:ChangeMessageVisibility", "NotificationDeadLetterQueue"),
+    ("sqs:GetQueueAttributes", "NotificationQueue"),
+    ("sqs:GetQueueAttributes", "ManualBookingQueue"),
+    ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
+    ("secretsmanager:GetSecretValue", "TerminalApiTokenSecretArn"),
+    ("secretsmanager:GetSecretValue", "TerminalTokenSecretArns"),
+}
+
+
+def resource_name(value):
+    """A policy resource as `Logical` or `Logical/suffix` (`!Sub ${T.Arn}/index/*` is
+    `T/index/*`), a literal as itself."""
+    target = ref(value)
+    if target is not None:
+        return target
+    if isinstance(value, Tag) and value.name == "!Sub" and isinstance(value.value, str):
+        text = value.value
+        if text.startswith("${") and "}" in text:
+            inner, rest = text[2:].split("}", 1)
+            return inner.split(".")[0] + rest
+    return value if isinstance(value, str) else repr(value)
+
+
+def policy_statements(document):
+    for st in as_list((document or {}).get("Statement")):
+        if isinstance(st, Tag) and st.name == "!If":
+            for branch in st.value[1:]:
+                if isinstance(branch, dict):
+                    yield branch
+        elif isinstance(st, dict):
+            yield st
+
+
+def check_operator_policy(problem, resources):
+    policies = {k: v for k, v in resources.items() if v["Type"] == "AWS::IAM::ManagedPolicy"}
+    if len(policies) != 1:
+        problem(f"the operators' managed policy: {len(policies)} AWS::IAM::ManagedPolicy, want 1")
+        return
+    (name, pol), = policies.items()
+    granted = set()
+    for st in policy_statements(pol.get("Properties", {}).get("PolicyDocument")):
+        sid = st.get("Sid", "?")
+        if st.get("Effect") != "Allow":
+            continue
+        actions = set(as_list(st.get("Action")))
+        names_ = [resource_name(r) for r in as_list(st.get("Resource"))]
+        if any(a.endswith("*") for a in actions):
+            problem(f"{name}/{sid}: wildcard action {sorted(actions)}")
+        if any(n == "*" or (isinstance(n, str) and n.endswith(":*")) for n in names_):
+            problem(f"{name}/{sid}: Resource '*' for {sorted(actions)}")
+        for a in actions:
+            for n in names_:
+                granted.add((a, n))
+                if a in OPERATOR_READS:
+                    if a == "secretsmanager:GetSecretValue" and n not in (
+                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns"):
+                        problem(f"{name}/{sid}: GetSecretValue on {n}")
+                elif (a, n) not in OPERATOR_WRITES:
+                    problem(f"{name}/{sid}: writes {a} on {n}, which no gatectl subcommand writes")
+    for a, n in sorted(OPERATOR_WRITES - granted):
+        problem(f"{name}: {a} on {n} missing (a gatectl subcommand writes it)")
+    for a, n in sorted(OPERATOR_MUST_READ - granted):
+        problem(f"{name}: cannot read: {a} on {n}")
+
+
 def main(path):
     template = yaml.load(Path(path).read_text(), Loader=Loader)
     resources = template["Resources"]
@@ -260,16 +372,20 @@ def main(path):
                 problem(f"{role_name}/{sid}: wildcard action {sorted(actions)}")
             if "secretsmanager:GetSecretValue" in actions:
                 readers = [f for f, r in role_of.items() if r == role_name]
-                if not set(readers) <= TOKEN_READERS:
-                    problem(f"{role_name}/{sid}: the token's secret readable by {readers}")
-                if [ref(r) for r in resources_] not in (["TerminalApiTokenSecretArn"], ["TerminalTokenSecretArns"]):
+                secrets = [ref(r) for r in resources_]
+                if len(secrets) != 1 or secrets[0] not in SECRET_READERS:
                     problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")
-    for fn in TOKEN_READERS & functions.keys():
-        if not any(
+                elif not set(readers) <= SECRET_READERS[secrets[0]]:
+                    problem(f"{role_name}/{sid}: {secrets[0]} readable by {readers}")
+    for fn in functions:
+        wanted = {secret for secret, readers in SECRET_READERS.items() if fn in readers}
+        if wanted and not any(
             "secretsmanager:GetSecretValue" in as_list(st.get("Action"))
+            and len(as_list(st.get("Resource"))) == 1
+            and ref(as_list(st.get("Resource"))[0]) in wanted
             for st in statements(roles.get(role_of.get(fn), {}))
         ):
-            problem(f"{fn}: its role cannot read the token's secret")
+            problem(f"{fn}: its role cannot read {' or '.join(sorted(wanted))}")
 
     # Queues: encrypted; a dead-letter queue outlives its source.
     queues = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
@@ -368,7 +484,7 @@ def main(path):
     elif manual_queue in policy_of:
         pname, sts = policy_of[manual_queue]
         label = f"{pname} ({manual_queue})"
-        check_queue_access(problem, label, sts, "sqs:SendMessage", senders)
+        check_queue_access(problem, label, sts, "sqs:SendMessage", senders | {OPERATOR})
         check_queue_access(problem, label, sts, READS, senders | {OPERATOR})
         for role_name, role in roles.items():
             for st in statements(role):
@@ -388,7 +504,8 @@ def main(path):
             continue
         pname, sts = policy_of[qname]
         label = f"{pname} ({qname})"
-        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR})
+        ingress_senders = {role_of[f] for f in functions if env_ref(f, "NOTIFICATION_QUEUE_URL") == qname}
+        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR} | ingress_senders)
         senders_named = set()
         for st in sts:
             if st.get("Effect") == "Allow" and "sqs:SendMessage" in as_list(st.get("Action")):
@@ -415,6 +532,8 @@ def main(path):
             problem(f"{table}: RecoveryPeriodInDays is not the {RECOVERY_DAYS} parameter")
         elif number(params[RECOVERY_DAYS].get("MaxValue")) not in range(1, 36):
             problem(f"{RECOVERY_DAYS}: MaxValue must be 1 to 35 (DynamoDB's limit)")
+
+    check_operator_policy(problem, resources)
 
     for p in problems:
         print(f"check-template-policy: {p}", file=sys.stderr)

@@ -48,7 +48,7 @@ pub const FULL_VCPU_MB: u32 = 1769;
 
 /// What the fake runtime API saw, with when.
 #[derive(Debug)]
-enum Seen {
+pub(crate) enum Seen {
     /// A `next` request; the event is handed out once `go` is sent.
     Next(Instant, oneshot::Sender<()>),
     /// The event was handed out.
@@ -57,13 +57,13 @@ enum Seen {
     Error(String),
 }
 
-struct Api {
-    seen: mpsc::UnboundedSender<Seen>,
+pub(crate) struct Api {
+    pub(crate) seen: mpsc::UnboundedSender<Seen>,
     /// The invocations to hand out, in order; once empty, `next` waits forever.
-    events: Mutex<VecDeque<(String, Vec<u8>)>>,
+    pub(crate) events: Mutex<VecDeque<(String, Vec<u8>)>>,
 }
 
-async fn runtime_api(State(api): State<Arc<Api>>, uri: Uri, body: Bytes) -> Response {
+pub(crate) async fn runtime_api(State(api): State<Arc<Api>>, uri: Uri, body: Bytes) -> Response {
     let path = uri.path();
     if path.ends_with("/runtime/invocation/next") {
         let (go, wait) = oneshot::channel();
@@ -202,7 +202,7 @@ impl Drop for CpuGroup {
     }
 }
 
-async fn expect<T>(
+pub(crate) async fn expect<T>(
     rx: &mut mpsc::UnboundedReceiver<Seen>,
     what: &str,
     pick: impl Fn(Seen) -> Result<T, Seen>,

@@ -19,10 +19,12 @@
 //!    Powertools (`python -m awslambdaric`, the runtime interface client) under the same fake
 //!    Lambda Runtime API, `--cold-trials` each, and their ratio; the sizes of the binaries given
 //!    with `--binary` (issue 18, item 1);
-//! 6. `cost`: dollars per million events, naive, gate and Powertools, each a Lambda process with
+//! 6. `ingress`: the webhook ingress's client CPU and latency per request against SQS on moto,
+//!    and its release binary's init time (`--ingress-bin`), next to the consumer's (issue 16);
+//! 7. `cost`: dollars per million events, naive, gate and Powertools, each a Lambda process with
 //!    the CPU share of its memory size, over moto behind a 5 ms latency floor (issue 18, item 2;
 //!    `cost.rs`);
-//! 7. `capacity`: the capacity model against the sustained-rate replay of the simulator (`sim
+//! 8. `capacity`: the capacity model against the sustained-rate replay of the simulator (`sim
 //!    sustained`, issue 18, item 3).
 //!
 //! The handler `floor` (in `compare`) is the gate's two DynamoDB requests and terminal call in a
@@ -38,6 +40,7 @@ mod breakdown;
 mod coldstart;
 mod counter;
 mod handlers;
+mod ingress;
 mod plot;
 mod procs;
 mod stats;
@@ -88,16 +91,23 @@ struct Args {
     /// `consumer` next to this binary).
     #[arg(long)]
     consumer_bin: Option<PathBuf>,
+    /// Requests per run of the ingress measurement (`--runs` runs).
+    #[arg(long, default_value_t = 1000)]
+    ingress_requests: usize,
+    /// The ingress binary for its cold start (default: `target/lambda/ingress/bootstrap`, else
+    /// `ingress` next to this binary; none: no cold start).
+    #[arg(long)]
+    ingress_bin: Option<PathBuf>,
     /// `LABEL=PATH` of a binary whose size to report (repeatable), e.g.
     /// `x86_64=target/lambda-x86_64/consumer/bootstrap`.
     #[arg(long = "binary")]
     binaries: Vec<String>,
-    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `cost`, `capacity`
+    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress`, `cost`, `capacity`
     /// (comma-separated).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "compare,breakdown,batch,cold,cost,capacity"
+        default_value = "compare,breakdown,batch,cold,ingress,cost,capacity"
     )]
     parts: Vec<String>,
     /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`, `floor`.
@@ -197,6 +207,8 @@ struct Results {
     breakdown: Vec<breakdown::Row>,
     batch: Vec<batch::BatchResult>,
     cold_start: Vec<coldstart::ColdStart>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingress: Option<ingress::IngressResults>,
     binary_sizes: BTreeMap<String, u64>,
     cost_runs: Vec<cost::CostRun>,
     cost: Vec<cost::CostRow>,
@@ -606,6 +618,7 @@ async fn main() -> Result<(), String> {
         breakdown: Vec::new(),
         batch: Vec::new(),
         cold_start: Vec::new(),
+        ingress: None,
         binary_sizes: BTreeMap::new(),
         cost_runs: Vec::new(),
         cost: Vec::new(),
@@ -853,6 +866,56 @@ async fn main() -> Result<(), String> {
         let png = out.join("cold-and-cost.png");
         plot::cold_and_cost_png(&png, &results.cold_start, &results.cost)?;
         eprintln!("bench: wrote {}", png.display());
+    }
+    if part("ingress") {
+        eprintln!(
+            "bench: the webhook ingress, {} requests per run ...",
+            args.ingress_requests
+        );
+        let runs = ingress::per_request(
+            &env,
+            &stamp,
+            args.runs,
+            args.ingress_requests,
+            args.warmup,
+            &window,
+        )
+        .await?;
+        let binary = args
+            .ingress_bin
+            .clone()
+            .or_else(|| {
+                let p = root.join("target/lambda/ingress/bootstrap");
+                p.exists().then_some(p)
+            })
+            .or_else(|| procs::sibling("ingress"));
+        let cold = match &binary {
+            Some(b) => {
+                eprintln!("bench: cold starts of {} ...", b.display());
+                ingress::cold(b, &env, &stamp, args.cold_trials, &window).await?
+            }
+            None => Vec::new(),
+        };
+        let r = ingress::results(runs, binary.map(|b| b.display().to_string()), cold);
+        println!(
+            "\nWebhook ingress, medians of {} run(s) of {} requests: {:.0} requests/s, client CPU {:.0} µs/request, p50 {:.2} ms, p99 {:.2} ms",
+            r.runs.len(),
+            args.ingress_requests,
+            r.requests_per_s,
+            r.cpu_us_per_request,
+            r.p50_ms,
+            r.p99_ms
+        );
+        if let Some(b) = &r.binary {
+            println!(
+                "Cold start of {b} ({} trials, medians): init {:.1} ms, first request {:.1} ms, peak RSS {:.1} MB",
+                r.cold.len(),
+                r.init_ms,
+                r.first_request_ms,
+                r.peak_rss_mb
+            );
+        }
+        results.ingress = Some(r);
     }
     for spec in &args.binaries {
         let (label, path) = spec

@@ -25,7 +25,7 @@
 //! | `RETENTION_MARGIN_SECONDS` | consumer and reconciler: never claim this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 //! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
-//! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them | | none (not checked) |
+//! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them (set but empty: none may be read) | | unset (not checked) |
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -212,8 +212,12 @@ impl<F: Fn(&str) -> Option<String>> Env<F> {
 /// parsed (WHATWG URL rules, as reqwest sends it), so `http://127.0.0.1:80@evil.example` is a
 /// request to `evil.example` and refused. Never allowed: user info (`user:password@`, a
 /// credential in a URL ends up in logs and error messages), a query or a fragment (the client
-/// appends `/slots` and its own query).
+/// appends `/slots` and its own query), white space or a control character anywhere (the parser
+/// strips a trailing space that the client, appending `/slots`, would send as `%20`).
 pub fn base_url_allowed(url: &str) -> bool {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
     let Ok(parsed) = Url::parse(url) else {
         return false;
     };
@@ -299,8 +303,8 @@ impl FunctionConfig {
         if !several && base_url.as_deref().is_some_and(|u| !base_url_allowed(u)) {
             env.problem(
                 "TERMINAL_BASE_URL",
-                "must be https:// (http:// only to a loopback host), without user info, query or \
-                 fragment",
+                "must be https:// (http:// only to a loopback host), without user info, query, \
+                 fragment or white space",
             );
         }
         let known_terminals: Vec<String> = env
@@ -364,9 +368,14 @@ impl FunctionConfig {
             );
         }
         if let Some(arn) = token_secret_arn.as_deref().filter(|a| !secret_arn_valid(a)) {
+            // Not quoted: a value that is no ARN may be the token itself, pasted in the wrong place.
             env.problem(
                 "TERMINAL_API_TOKEN_SECRET_ARN",
-                format!("{arn:?} is not a Secrets Manager secret ARN"),
+                format!(
+                    "not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:\
+                     secret:NAME; {} characters, not quoted: it may be the secret itself)",
+                    arn.chars().count()
+                ),
             );
         }
         // The token is described, never quoted (`ApiToken::parse`'s errors do not quote it).
@@ -402,7 +411,9 @@ impl FunctionConfig {
                     key_ttl_s: gate.key_ttl_s,
                     retention_margin_s: margin,
                 };
-                let readable = env.optional("TERMINAL_TOKEN_SECRET_ARNS");
+                // Set but empty is a list too (the template's `!Join` of an empty
+                // `TerminalTokenSecretArns`): the role may read no secret.
+                let readable = (env.lookup)("TERMINAL_TOKEN_SECRET_ARNS");
                 match parse_terminals(raw, limits) {
                     Ok(specs) => {
                         check_readable_secrets(&env, &specs, readable.as_deref());
@@ -462,9 +473,9 @@ impl FunctionConfig {
     }
 }
 
-/// With `TERMINAL_TOKEN_SECRET_ARNS` set (the template passes the secrets the role may read):
-/// records a problem for every terminal whose `token_secret_arn` is not among them, which would
-/// otherwise fail at cold start with an access denied.
+/// With `TERMINAL_TOKEN_SECRET_ARNS` set, even empty (the template passes the secrets the role
+/// may read, `""` for none): records a problem for every terminal whose `token_secret_arn` is not
+/// among them, which would otherwise fail at cold start with an access denied.
 fn check_readable_secrets<F: Fn(&str) -> Option<String>>(
     env: &Env<F>,
     specs: &[TerminalSpec],
@@ -473,7 +484,11 @@ fn check_readable_secrets<F: Fn(&str) -> Option<String>>(
     let Some(readable) = readable else {
         return;
     };
-    let readable: Vec<&str> = readable.split(',').map(str::trim).collect();
+    let readable: Vec<&str> = readable
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .collect();
     for spec in specs {
         if let Some(arn) = spec
             .token_secret_arn

@@ -13,6 +13,7 @@
 //!   [`clock`]: the `Clock` port;
 //! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`routing`]: routing to a
 //!   person exactly once; [`reconciler`]: stranded records finished;
+//! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates.
 pub mod alarm_stats;
 pub mod clock;
@@ -29,6 +30,7 @@ pub mod lambda;
 pub mod logging;
 pub mod manual;
 pub mod notification;
+pub mod operator;
 pub mod reconciler;
 pub mod record;
 pub mod routing;

@@ -20,7 +20,13 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
 /// The targets whose events follow the configured level: the gate library and the functions.
-const OWN_TARGETS: &[&str] = &["gate", "consumer", "reconciler", "metrics_publisher"];
+const OWN_TARGETS: &[&str] = &[
+    "gate",
+    "consumer",
+    "reconciler",
+    "metrics_publisher",
+    "ingress",
+];
 
 /// Whether an event or span of `target` at `level` may be logged at all: the gate's own at any
 /// level, every other crate's at `INFO`, `WARN` and `ERROR` only.

@@ -158,6 +158,25 @@ impl Gate {
         report
     }
 
+    /// The reconciler's work on one `InFlight` entry now (whatever its age), as a run does it:
+    /// a live lease is skipped, an expired one taken over for `invocation` and the record
+    /// finished. The report counts this one record. For `gatectl reconcile` (one key, or each
+    /// entry of a pass with its own audit line).
+    pub async fn reconcile_entry(
+        &self,
+        config: &ReconcilerConfig,
+        entry: InFlightEntry,
+        invocation: &Invocation,
+    ) -> ReconcileReport {
+        let mut report = ReconcileReport {
+            examined: 1,
+            expired: usize::from(entry.is_expired(self.clock.now_ms())),
+            ..ReconcileReport::default()
+        };
+        report.add(self.reconcile_record(config, entry, invocation).await);
+        report
+    }
+
     fn deadline_near(&self, invocation: &Invocation) -> bool {
         self.clock
             .now_ms()

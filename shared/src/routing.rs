@@ -225,6 +225,60 @@ impl Gate {
         }
     }
 
+    /// For a body rejected only because its terminal is not configured, whose event has a record
+    /// of that terminal all the same (a terminal removed from `TERMINALS` while its records were
+    /// in flight or committed): the notification (and, as [`Gate::parse_ended`], the reason when
+    /// its window has ended), so the record decides, as for any redelivery: a committed event is
+    /// a duplicate, one in flight is never claimed again (the terminal port has no client for it)
+    /// and goes to a person once, from its record, with the warning that a slot may exist. A
+    /// rejection `unknown_terminal` as well would be a second item for the event, one that says
+    /// nothing of that slot. `Ok(None)` for every other reason and for an event without a record
+    /// of that terminal.
+    ///
+    /// # Errors
+    /// The store's error, as text (the delivery is retried).
+    pub(crate) async fn parse_retired(
+        &self,
+        body: &str,
+        reason: &RejectReason,
+        now_ms: i64,
+    ) -> Result<Option<(Notification, Option<RejectReason>)>, String> {
+        let RejectReason::UnknownTerminal = reason else {
+            return Ok(None);
+        };
+        let Some(terminal) = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("terminal")?.as_str().map(str::to_string))
+        else {
+            return Ok(None);
+        };
+        let known = [terminal];
+        let parsed = match parse_notification(body, now_ms, &known) {
+            Ok(n) => Some((n, None)),
+            Err(RejectReason::WindowEnded { end }) => {
+                let end_ms = chrono::DateTime::parse_from_rfc3339(&end)
+                    .map_or(i64::MIN, |t| t.timestamp_millis());
+                parse_notification(body, end_ms.saturating_sub(1), &known)
+                    .ok()
+                    .map(|n| (n, Some(RejectReason::WindowEnded { end })))
+            }
+            Err(_) => None,
+        };
+        let Some((notification, ended)) = parsed else {
+            return Ok(None);
+        };
+        let pk = record_pk(&self.config.integration, &keys::event_key(&notification));
+        match self.store.get(&pk).await {
+            // Only a record of that very terminal: a body that names an unknown terminal for an
+            // event known at another is rejected as before.
+            Ok(Some(record)) if record.terminal == notification.terminal => {
+                Ok(Some((notification, ended)))
+            }
+            Ok(_) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// For a body rejected only because its window has ended: the notification as parsed a
     /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
     /// every other reason.

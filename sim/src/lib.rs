@@ -1,4 +1,5 @@
-//! The outside world for local runs: the terminal simulator, at-least-once SQS delivery, the
+//! The outside world for local runs: the terminal simulator, at-least-once SQS delivery (from the
+//! webhook sender through the ingress, `webhook`, or straight onto the queue), the
 //! naive handler of the incident, scenario files and the replay, and the sample events of
 //! `events/` dated for today.
 pub mod dst;
@@ -14,3 +15,4 @@ pub mod sqs;
 pub mod stores;
 pub mod sustained;
 pub mod terminal;
+pub mod webhook;

@@ -123,6 +123,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Sign a webhook body as Portbase's sender does (Standard Webhooks, `v1` HMAC-SHA256) and
+    /// print the three headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), one per
+    /// line for `curl -H @FILE`; with `--event`, the API Gateway HTTP API event for
+    /// `cargo lambda invoke ingress --data-file`. The body is signed byte for byte as read: send
+    /// it with `curl --data-binary @BODY_FILE`.
+    SignWebhook {
+        /// The body to sign (JSON, sent unchanged).
+        body_file: std::path::PathBuf,
+        /// A signing secret (`whsec_` + base64); repeat it to sign with several (a rotation).
+        #[arg(
+            long = "secret",
+            env = "WEBHOOK_SIGNING_SECRET",
+            value_delimiter = ' ',
+            required = true,
+            hide_env_values = true
+        )]
+        secrets: Vec<String>,
+        /// The `webhook-id` (default: `msg_` and a random UUID); a retry sends the same id.
+        #[arg(long)]
+        id: Option<String>,
+        /// The `webhook-timestamp`, epoch seconds (default: now).
+        #[arg(long)]
+        timestamp: Option<i64>,
+        /// Print the API Gateway HTTP API event (payload 2.0) instead of the headers.
+        #[arg(long)]
+        event: bool,
+    },
     /// Date the sample Lambda events for today: every window moves by whole days so the earliest
     /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
     /// or ends more than 366 days ahead, so the files in `events/` are not sent as written.
@@ -228,6 +255,16 @@ async fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", file.display());
             }
         }
+        Command::SignWebhook {
+            body_file,
+            secrets,
+            id,
+            timestamp,
+            event,
+        } => print!(
+            "{}",
+            sign_webhook(&body_file, &secrets, id, timestamp, event)?
+        ),
         Command::Alarms { json } => alarms(json)?,
         Command::Sustained {
             rate,
@@ -280,6 +317,47 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `sim sign-webhook`: the headers (or the HTTP API event) of `body_file` signed with `secrets`.
+fn sign_webhook(
+    body_file: &std::path::Path,
+    secrets: &[String],
+    id: Option<String>,
+    timestamp: Option<i64>,
+    event: bool,
+) -> Result<String, String> {
+    use ingress::event::SignedWebhook;
+    use ingress::signature::{valid_webhook_id, WebhookSecret};
+    let body = std::fs::read(body_file)
+        .map_err(|e| format!("cannot read {}: {e}", body_file.display()))?;
+    let body = String::from_utf8(body)
+        .map_err(|_| format!("{} is not UTF-8 text", body_file.display()))?;
+    let secrets = secrets
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| WebhookSecret::parse(s).map_err(|e| format!("--secret: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let id = id.unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
+    if !valid_webhook_id(&id) {
+        return Err(format!(
+            "--id {id:?}: 1 to 256 characters of A-Z, a-z, 0-9, '_', '-', '.', ':'"
+        ));
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let timestamp = timestamp.unwrap_or(now_ms / 1000);
+    let signed = SignedWebhook::sign(&secrets, &id, timestamp, &body);
+    if event {
+        let event = signed.http_api_event(timestamp.saturating_mul(1000), "sim-sign-webhook");
+        return serde_json::to_string_pretty(&event)
+            .map(|t| t + "\n")
+            .map_err(|e| e.to_string());
+    }
+    Ok(signed
+        .headers()
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\n"))
+        .collect())
 }
 
 /// `sim alarms`: the false pages a month at 1 % and 3 % duplicates for 5 to 5,000 notifications an

@@ -95,6 +95,9 @@ pub struct Report {
     pub reconciler_runs: usize,
     /// Simulated seconds from the first arrival to the last delivery or reconciler run.
     pub simulated_seconds: i64,
+    /// The webhook leg, when the scenario starts at the webhook (`crate::webhook`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<crate::webhook::WebhookReport>,
     /// The four signals and the alarms that fired (gated handler only).
     pub signals: Option<SignalSummary>,
     /// Per terminal, for a scenario that books at several (`terminal_set`); empty otherwise.
@@ -357,18 +360,45 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         scenario.queue.max_receive_count,
     );
     let mut ids = ChaCha8Rng::seed_from_u64(scenario.seed);
-    for (i, n) in scenario.notifications.iter().enumerate() {
-        let body = Carried {
-            body: n.body_string(),
-            notification: i,
-        };
-        let mut last_id = String::new();
-        for a in &n.arrivals {
-            let at = start_ms + (a.at_s() * 1000.0) as i64;
-            if !a.same_message_id() {
-                last_id = uuid(&mut ids);
+    let mut webhook_report = None;
+    let mut messages = scenario.messages();
+    if let Some(settings) = &scenario.webhook {
+        // The webhook leg first (it does not depend on the consumer's): what the ingress
+        // queued, when, then delivered by the queue as below.
+        let (queued, report) = crate::webhook::deliver(scenario, settings, &clock).await?;
+        let mut last_id: BTreeMap<usize, String> = BTreeMap::new();
+        messages = 0;
+        for q in queued {
+            let id = match last_id.get(&q.notification) {
+                Some(id) if q.copy_of_previous => id.clone(),
+                _ => {
+                    messages += 1;
+                    let id = uuid(&mut ids);
+                    last_id.insert(q.notification, id.clone());
+                    id
+                }
+            };
+            let body = Carried {
+                body: q.body,
+                notification: q.notification,
+            };
+            queue.send(id, body, q.at_ms);
+        }
+        webhook_report = Some(report);
+    } else {
+        for (i, n) in scenario.notifications.iter().enumerate() {
+            let body = Carried {
+                body: n.body_string(),
+                notification: i,
+            };
+            let mut last_id = String::new();
+            for a in &n.arrivals {
+                let at = start_ms + (a.at_s() * 1000.0) as i64;
+                if !a.same_message_id() {
+                    last_id = uuid(&mut ids);
+                }
+                queue.send(last_id.clone(), body.clone(), at);
             }
-            queue.send(last_id.clone(), body.clone(), at);
         }
     }
 
@@ -633,7 +663,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         scenario: scenario.name.clone(),
         handler: options.handler,
         notifications: scenario.notifications.len(),
-        messages: scenario.messages(),
+        messages,
         deliveries: queue.deliveries(),
         slots_issued: slots.len(),
         containers_with_a_slot: per_container.len(),
@@ -659,6 +689,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         reconciler_runs: counts.reconciler_runs,
         simulated_seconds: (last_ms - first_ms) / 1000,
         signals: gated.then(|| recorder.summarise(start_ms)),
+        webhook: webhook_report,
         per_terminal,
     })
 }

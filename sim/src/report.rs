@@ -5,8 +5,17 @@ use crate::signals::SignalSummary;
 
 /// The report's rows: label and value.
 fn rows(r: &Report) -> Vec<(&'static str, String)> {
-    vec![
-        ("notifications", r.notifications.to_string()),
+    let mut rows = vec![("notifications", r.notifications.to_string())];
+    if let Some(w) = &r.webhook {
+        rows.extend([
+            ("webhooks sent", w.webhooks.to_string()),
+            ("webhook attempts", w.attempts.to_string()),
+            ("answered 503 (queue failed)", w.answered_5xx.to_string()),
+            ("202s lost (sender retried)", w.responses_lost.to_string()),
+            ("webhooks abandoned", w.abandoned.to_string()),
+        ]);
+    }
+    rows.extend(vec![
         ("SQS messages sent", r.messages.to_string()),
         ("deliveries to the handler", r.deliveries.to_string()),
         ("slots the terminal issued", r.slots_issued.to_string()),
@@ -50,7 +59,8 @@ fn rows(r: &Report) -> Vec<(&'static str, String)> {
             signal(r, |s| s.natural_key_collisions.to_string()),
         ),
         ("alarms fired", signal(r, alarms)),
-    ]
+    ]);
+    rows
 }
 
 fn signal(r: &Report, f: impl Fn(&SignalSummary) -> String) -> String {

@@ -15,8 +15,17 @@
 //! * nothing else changes: message ids, receipt handles, the other fields and the file's layout
 //!   stay as written. A file without a window (the scheduled events) is returned unchanged.
 //!
+//! An API Gateway HTTP API event of a signed webhook (`events/webhook-portbase.json`: a
+//! `requestContext.http` and a `webhook-signature` header) is dated the same way and **signed
+//! again**: its body's timestamps move by whole days as above, `webhook-timestamp` becomes `now`
+//! (epoch seconds; the ingress refuses a signature more than 5 minutes old), the signature is
+//! computed again with the sample's local secret (`ingress::event::LOCAL_SAMPLE_SECRET`), and
+//! `requestContext.time`/`timeEpoch` become `now`; the webhook-id and request id stay. The file
+//! is written again as the signer writes it ([`ingress::event::SignedWebhook::http_api_event`]).
+//!
 //! `sim/tests/sample_events.rs` dates every file in `events/` for three instants of every day of
-//! the next five years and fails if the gate would refuse one of its notifications for its date.
+//! the next five years and fails if the gate would refuse one of its notifications for its date,
+//! or the ingress one of its webhooks.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +39,9 @@ pub const EPOCH_MS_ATTRIBUTES: [&str; 2] = ["SentTimestamp", "ApproximateFirstRe
 /// Why an event file could not be dated.
 #[derive(Debug, thiserror::Error)]
 pub enum SampleEventError {
+    /// A webhook event without a string `body`, a `webhook-id` header or a `requestId`.
+    #[error("webhook event: {0}")]
+    BadWebhook(&'static str),
     /// The file is not JSON.
     #[error("not JSON: {0}")]
     NotJson(#[from] serde_json::Error),
@@ -243,6 +255,9 @@ fn map_json_strings(text: &str, mut map: impl FnMut(&str) -> String) -> String {
 /// Not JSON, a window start that is not RFC 3339, an epoch attribute that is not an integer.
 pub fn date_event(text: &str, now_ms: i64) -> Result<String, SampleEventError> {
     let event: Value = serde_json::from_str(text)?;
+    if is_webhook_event(&event) {
+        return date_webhook_event(&event, now_ms);
+    }
     let Some(days) = shift_days(&event, now_ms)? else {
         return Ok(text.to_string());
     };
@@ -285,6 +300,44 @@ pub fn date_event(text: &str, now_ms: i64) -> Result<String, SampleEventError> {
             .unwrap_or_else(|| shift_all_rfc3339(raw, days))
     });
     Ok(dated)
+}
+
+/// Whether `event` is an API Gateway HTTP API event of a signed webhook (it has
+/// `requestContext.http` and a `webhook-signature` header).
+pub fn is_webhook_event(event: &Value) -> bool {
+    event.pointer("/requestContext/http").is_some()
+        && event.pointer("/headers/webhook-signature").is_some()
+}
+
+/// The webhook event `event` dated and signed again for `now_ms` (the module's rules).
+///
+/// # Errors
+/// [`SampleEventError::BadWebhook`] for an event without a body, webhook-id or request id; a
+/// window start that is not RFC 3339.
+pub fn date_webhook_event(event: &Value, now_ms: i64) -> Result<String, SampleEventError> {
+    let body = event
+        .get("body")
+        .and_then(Value::as_str)
+        .ok_or(SampleEventError::BadWebhook("no string body"))?;
+    let id = event
+        .pointer("/headers/webhook-id")
+        .and_then(Value::as_str)
+        .ok_or(SampleEventError::BadWebhook("no webhook-id header"))?;
+    let request_id = event
+        .pointer("/requestContext/requestId")
+        .and_then(Value::as_str)
+        .ok_or(SampleEventError::BadWebhook("no requestContext.requestId"))?;
+    // The body as the only record of an SQS event, to find its window with the same rule.
+    let as_sqs = serde_json::json!({ "Records": [{ "body": body }] });
+    let days = shift_days(&as_sqs, now_ms)?.unwrap_or(0);
+    let dated_body = shift_all_rfc3339(body, days);
+    let secret = ingress::signature::WebhookSecret::parse(ingress::event::LOCAL_SAMPLE_SECRET)
+        .map_err(|_| SampleEventError::BadWebhook("the local sample secret does not parse"))?;
+    let signed =
+        ingress::event::SignedWebhook::sign(&[secret], id, now_ms.div_euclid(1000), &dated_body);
+    let mut text = serde_json::to_string_pretty(&signed.http_api_event(now_ms, request_id))?;
+    text.push('\n');
+    Ok(text)
 }
 
 /// Dates every `*.json` file of `from` for `now_ms` ([`date_event`]) into `to` (created if

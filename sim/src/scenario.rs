@@ -36,7 +36,9 @@
 //! makes it another copy of the previous message (SQS's own duplicate: same message id, another
 //! receipt handle). `raw_body` (a string) replaces `body` for bodies that are not JSON. `crash`
 //! (`after_reserve` or `after_claim`) kills the worker processing the notification's first
-//! delivery at that step.
+//! delivery at that step. `webhook` (optional, `{"queue_failure_rate": 0.2,
+//! "lost_response_rate": 0.1, "retry_delays_s": [5, 300, ...], "seed": 0}`) starts each arrival
+//! at Portbase's webhook sender instead of the queue (`crate::webhook`).
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -384,6 +386,11 @@ pub struct Scenario {
     /// A deliberate key-derivation defect (signals scenarios only).
     #[serde(default)]
     pub key_fault: Option<KeyFault>,
+    /// The webhook front (`crate::webhook`): when present, each arrival is a webhook that
+    /// Portbase's sender delivers through the ingress, retrying on `5xx` and timeouts; absent, the
+    /// arrivals are SQS messages.
+    #[serde(default)]
+    pub webhook: Option<crate::webhook::WebhookSettings>,
     /// The notifications.
     pub notifications: Vec<ScenarioNotification>,
 }

@@ -54,6 +54,10 @@ pub const NAMES: &[(&str, &str)] = &[
         "three-terminals",
         "90 notifications at three terminals at once: keys, another API shape, no keys",
     ),
+    (
+        "webhook-retries",
+        "60 webhooks through the ingress; 30 % of SendMessage fail (503), 15 % of 202s lost: retried",
+    ),
 ];
 
 /// The real volume: notifications a day (about 14,800 in two months).
@@ -201,8 +205,33 @@ fn base(name: &str, description: &str, notifications: Vec<ScenarioNotification>)
             min_age_s: 120,
         }),
         key_fault: None,
+        webhook: None,
         notifications,
     }
+}
+
+/// Webhook -> queue -> booking: 60 notifications, one a minute, each a webhook Portbase's sender
+/// delivers through the ingress (`crate::webhook`) with the Standard Webhooks retry schedule. The
+/// ingress's `SendMessage` fails 30 % of the time (`503`, retried, nothing queued) and 15 % of its
+/// `202`s never reach the sender (retried, queued twice). Every container gets one slot; every
+/// extra message is a duplicate the gate suppresses.
+pub fn webhook_retries() -> Scenario {
+    let notifications = (0..60u32)
+        .map(|i| notification(i, vec![Arrival::At(f64::from(i) * 60.0)]))
+        .collect();
+    let mut s = base(
+        "webhook-retries",
+        "Webhooks through the ingress: 30 % of SendMessage calls fail (503), 15 % of the 202s are \
+         lost; the sender retries both, every container gets one slot.",
+        notifications,
+    );
+    s.webhook = Some(crate::webhook::WebhookSettings {
+        queue_failure_rate: 0.3,
+        lost_response_rate: 0.15,
+        seed: 16,
+        ..crate::webhook::WebhookSettings::default()
+    });
+    s
 }
 
 /// 240 notifications, one every 75 s over 5 hours; every 20th re-fired 90 s later (5 %).
@@ -395,6 +424,7 @@ pub fn by_name(name: &str) -> Result<Option<Scenario>, ScenarioError> {
         "upstream-refires" => upstream_refires(),
         "key-broken-for-a-week" => key_broken_for_a_week(),
         "three-terminals" => three_terminals(),
+        "webhook-retries" => webhook_retries(),
         _ => return Ok(None),
     }))
 }

@@ -5,11 +5,14 @@
 
 use std::path::PathBuf;
 
+use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use gate::notification::{parse_notification, MAX_WINDOW_AHEAD_DAYS};
+use ingress::event::LOCAL_SAMPLE_SECRET;
+use ingress::signature::{verify, SecretSet, SignatureHeaders};
 use serde_json::Value;
-use sim::sample_events::{date_event, md5_of_body, EPOCH_MS_ATTRIBUTES};
+use sim::sample_events::{date_event, is_webhook_event, md5_of_body, EPOCH_MS_ATTRIBUTES};
 
 /// The terminal codes the consumer books at by default (`KNOWN_TERMINALS`).
 fn terminals() -> Vec<String> {
@@ -68,11 +71,49 @@ fn instants(event: &Value) -> Vec<DateTime<Utc>> {
     found
 }
 
+/// The sample webhook's signature verified with the local sample secret at `now_s` (epoch s).
+fn verify_webhook(event: &Value, now_s: i64) -> Result<(), String> {
+    let request: ApiGatewayV2httpRequest =
+        serde_json::from_value(event.clone()).map_err(|e| format!("not an HTTP API event: {e}"))?;
+    let header = |n: &str| request.headers.get(n).and_then(|v| v.to_str().ok());
+    let secrets = SecretSet::parse_json(&format!(r#"{{"active":["{LOCAL_SAMPLE_SECRET}"]}}"#))
+        .map_err(|e| e.to_string())?;
+    let headers = SignatureHeaders {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+    };
+    let body = request.body.unwrap_or_default();
+    if header("content-length") != Some(body.len().to_string().as_str()) {
+        return Err("content-length is not the body's length".into());
+    }
+    verify(&secrets, &headers, body.as_bytes(), now_s)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Checks one dated file at `now`: a Lambda SQS event (or the scheduler's input), each
 /// `md5OfBody` the MD5 of its body, every notification accepted by the gate, every timestamp
-/// between a day before `now` and the window limit ahead.
+/// between a day before `now` and the window limit ahead; a webhook event signed so that the
+/// ingress accepts it at `now`, its body a notification the gate accepts.
 fn check_dated(name: &str, text: &str, now: DateTime<Utc>) {
     let event: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    if is_webhook_event(&event) {
+        verify_webhook(&event, now.timestamp())
+            .unwrap_or_else(|e| panic!("{name} dated at {now}: the ingress refuses it: {e}"));
+        let body = event["body"].as_str().expect("body");
+        if let Err(reason) = parse_notification(body, now.timestamp_millis(), &terminals()) {
+            panic!(
+                "{name} dated at {now} is refused: {} ({reason:?})",
+                reason.code()
+            );
+        }
+        assert_eq!(
+            event["requestContext"]["timeEpoch"].as_i64(),
+            Some(now.timestamp_millis()),
+            "{name}"
+        );
+    }
     if event.get("Records").is_some() {
         serde_json::from_value::<SqsEvent>(event.clone())
             .unwrap_or_else(|e| panic!("{name}: not a Lambda SQS event: {e}"));
@@ -143,11 +184,40 @@ fn no_sample_event_goes_stale_within_five_years() {
 /// notification accepted a day before its window, the message ids unchanged by dating.
 #[test]
 fn the_committed_sample_events_are_consistent() {
+    let mut webhooks = 0;
     for (name, text) in sample_files() {
         let event: Value = serde_json::from_str(&text).unwrap();
         let dated: Value =
             serde_json::from_str(&date_event(&text, Utc::now().timestamp_millis()).unwrap())
                 .unwrap();
+        if is_webhook_event(&event) {
+            // Signed as written, at its own timestamp; dating keeps the ids.
+            webhooks += 1;
+            let ts: i64 = event["headers"]["webhook-timestamp"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            verify_webhook(&event, ts).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for pointer in ["/headers/webhook-id", "/requestContext/requestId"] {
+                assert_eq!(
+                    dated.pointer(pointer),
+                    event.pointer(pointer),
+                    "{name} {pointer}"
+                );
+            }
+            let body = event["body"].as_str().unwrap();
+            let start = serde_json::from_str::<Value>(body).unwrap()["preferred_window"]["start"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let day_before = DateTime::parse_from_rfc3339(&start).unwrap() - Duration::days(1);
+            parse_notification(body, day_before.timestamp_millis(), &terminals())
+                .unwrap_or_else(|r| panic!("{name}: {r:?}"));
+            // Five minutes and a second later the same signature is refused: a committed file
+            // could not be sent as written, hence the dating.
+            assert!(verify_webhook(&event, ts + 301).is_err(), "{name}");
+        }
         for (i, record) in event["Records"]
             .as_array()
             .into_iter()
@@ -179,4 +249,5 @@ fn the_committed_sample_events_are_consistent() {
                 .unwrap_or_else(|r| panic!("{name} record {i}: {r:?}"));
         }
     }
+    assert_eq!(webhooks, 1, "events/webhook-portbase.json");
 }

@@ -240,6 +240,9 @@ const CONFIG_VARIABLES: &[&str] = &[
     "RETENTION_MARGIN_SECONDS",
     "RECONCILE_PAGE_SIZE",
     "LOG_SENSITIVE_BODIES",
+    "NOTIFICATION_QUEUE_URL",
+    "WEBHOOK_SECRET_ARN",
+    "WEBHOOK_SECRETS",
 ];
 
 /// Started without configuration (the README's step 3 forgotten), each function reports its
@@ -260,6 +263,11 @@ fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_va
         (
             "metrics-publisher",
             "invalid configuration: 1 problem: IDEMPOTENCY_TABLE: missing (required)",
+        ),
+        (
+            "ingress",
+            "invalid configuration: 2 problems: NOTIFICATION_QUEUE_URL: missing (required); \
+             WEBHOOK_SECRET_ARN: missing (required; or WEBHOOK_SECRETS for local runs)",
         ),
     ] {
         let port = free_port();

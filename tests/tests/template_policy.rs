@@ -1,5 +1,6 @@
 //! `scripts/check-template-policy.py` enforces the queue policies and the recovery window of
-//! issue 13 and the smallest `maxReceiveCount` of issue 11: it passes on `template.yaml`, and
+//! issue 13, the smallest `maxReceiveCount` of issue 11 and the operators' managed policy of
+//! issue 17 (`gatectl`: reads everything, writes only what its subcommands write): it passes on `template.yaml`, and
 //! fails, naming the rule, on each way of breaking them. Needs `.venv/bin/python` with PyYAML (`make tools`).
 
 use std::path::PathBuf;
@@ -91,6 +92,54 @@ fn the_template_passes_and_every_breach_is_named() {
             "    MinValue: 5\n    MaxValue: 1000\n    Default: 5\n",
             "    MaxValue: 1000\n    Default: 5\n",
             "maxReceiveCount can be anything, below 5",
+        ),
+        (
+            "the webhook ingress reads the terminal's token",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref WebhookSecretArn",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref TerminalApiTokenSecretArn",
+            "TerminalApiTokenSecretArn readable by ['IngressFunction']",
+        ),
+        (
+            "a stack role other than the ingress may send notifications",
+            ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn]]]\n            Action: sqs:SendMessage",
+            ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn, !GetAtt MetricsRole.Arn]]]\n            Action: sqs:SendMessage",
+            "allowed to ['MetricsRole']",
+        ),
+        (
+            "the operators may delete manual-booking items",
+            "              - sqs:ReceiveMessage\n              - sqs:ChangeMessageVisibility\n              - sqs:GetQueueAttributes\n",
+            "              - sqs:ReceiveMessage\n              - sqs:DeleteMessage\n              - sqs:ChangeMessageVisibility\n              - sqs:GetQueueAttributes\n",
+            "writes sqs:DeleteMessage on ManualBookingQueue, which no gatectl subcommand writes",
+        ),
+        (
+            "the operators may delete records",
+            "              - dynamodb:UpdateItem\n              - dynamodb:PutItem\n            Resource: !GetAtt IdempotencyTable.Arn",
+            "              - dynamodb:UpdateItem\n              - dynamodb:PutItem\n              - dynamodb:DeleteItem\n            Resource: !GetAtt IdempotencyTable.Arn",
+            "writes dynamodb:DeleteItem on IdempotencyTable",
+        ),
+        (
+            "the operators cannot redrive",
+            "            Action: sqs:SendMessage\n            Resource: !GetAtt NotificationQueue.Arn\n          - Sid: RedriveDelete",
+            "            Action: sqs:GetQueueAttributes\n            Resource: !GetAtt NotificationQueue.Arn\n          - Sid: RedriveDelete",
+            "sqs:SendMessage on NotificationQueue missing",
+        ),
+        (
+            "the operators cannot scan for a container",
+            "              - dynamodb:Scan\n              - dynamodb:DescribeTable\n            Resource:\n              - !GetAtt IdempotencyTable.Arn",
+            "              - dynamodb:DescribeTable\n            Resource:\n              - !GetAtt IdempotencyTable.Arn",
+            "cannot read: dynamodb:Scan on IdempotencyTable",
+        ),
+        (
+            "the operators' stack read on every resource",
+            "            Action: cloudformation:DescribeStacks\n            Resource: !Ref AWS::StackId",
+            "            Action: cloudformation:DescribeStacks\n            Resource: \"*\"",
+            "OperatorPolicy/FindTheStack: Resource '*'",
+        ),
+        (
+            "the operators may not send to the manual-booking queue",
+            "                - !GetAtt ReconcilerRole.Arn\n                - !Ref OperatorRoleArn\n            Action: sqs:SendMessage",
+            "                - !GetAtt ReconcilerRole.Arn\n                - !GetAtt MetricsRole.Arn\n            Action: sqs:SendMessage",
+            "allowed to ['MetricsRole']",
         ),
         (
             "the terminals' tokens readable beyond their secrets",

@@ -324,8 +324,9 @@ impl Gate {
 
     /// The strict parse of `d.body` at `now_ms`: the notification, and the reason when it is
     /// rejected only because its window has ended (then parsed as of a millisecond before the
-    /// end, so its keys and its record decide). Any other rejection is routed to a person once
-    /// per body, and its outcome returned as `Err`.
+    /// end, so its keys and its record decide), or because its terminal is no longer configured
+    /// while its event has a record ([`Gate::parse_retired`]). Any other rejection is routed to a
+    /// person once per body, and its outcome returned as `Err`.
     async fn parse(
         &self,
         d: Delivery<'_>,
@@ -335,7 +336,11 @@ impl Gate {
             Ok(n) => Ok((n, None)),
             Err(reason) => match self.parse_ended(d.body, &reason) {
                 Some(n) => Ok((n, Some(reason))),
-                None => Err(self.route_rejection(reason, d, now_ms).await),
+                None => match self.parse_retired(d.body, &reason, now_ms).await {
+                    Ok(Some(parsed)) => Ok(parsed),
+                    Ok(None) => Err(self.route_rejection(reason, d, now_ms).await),
+                    Err(e) => Err(RecordOutcome::Retry(e)),
+                },
             },
         }
     }

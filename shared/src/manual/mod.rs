@@ -35,11 +35,15 @@ pub enum ManualReason {
     /// The terminal issued a slot for a record another holder had already finished as `failed`
     /// or `manual`: nothing booked that slot; book it by hand or cancel it at the terminal.
     UnbookedSlot,
+    /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
+    /// detail names who and why. Book it by hand from the original body, or drop it.
+    Cancelled,
 }
 
 impl ManualReason {
     /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
-    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`.
+    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`,
+    /// `cancelled`.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -51,13 +55,14 @@ impl ManualReason {
             Self::PastKeyRetention => "past_key_retention",
             Self::TerminalAnswerInvalid => "terminal_answer_invalid",
             Self::UnbookedSlot => "unbooked_slot",
+            Self::Cancelled => "cancelled",
         }
     }
 }
 
 impl ManualReason {
     /// Every reason, for parsing codes.
-    pub const ALL: [ManualReason; 9] = [
+    pub const ALL: [ManualReason; 10] = [
         Self::Rejected,
         Self::WindowEnded,
         Self::Mismatch,
@@ -67,6 +72,7 @@ impl ManualReason {
         Self::PastKeyRetention,
         Self::TerminalAnswerInvalid,
         Self::UnbookedSlot,
+        Self::Cancelled,
     ];
 
     /// The reason with this [`ManualReason::code`], if any.

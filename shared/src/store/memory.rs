@@ -30,6 +30,8 @@ struct Tables {
 pub struct MemoryStore {
     tables: Mutex<Tables>,
     calls: AtomicU64,
+    /// Each record's audit history (`crate::operator::AuditLog`).
+    pub(crate) audit: crate::operator::AuditTable,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -89,6 +91,11 @@ impl IdempotencyStore for MemoryStore {
             }
             _ => {
                 t.records.insert(record.pk.clone(), record.clone());
+                // A new item, as DynamoDB's PutItem writes it: without the old one's history.
+                self.audit
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&record.pk);
                 Ok(Reservation::Reserved)
             }
         }

@@ -23,14 +23,15 @@
 //! | `code` | the notification's `terminal` (exact match), `A-Z`, `0-9`, `-`, at most 32 characters, unique | | required |
 //! | `supports_idempotency_key` | whether the terminal honours `Idempotency-Key`; `false`: every notification for it goes to the manual queue (`no_idempotency_support`), it is never called | | required |
 //! | `base_url` | the API's base URL, as `TERMINAL_BASE_URL` (`https://`; `http://` to loopback only) | | required with key support |
-//! | `token_secret_arn` | full ARN of the Secrets Manager secret whose `SecretString` is the bearer token, read once at cold start | | optional (no `Authorization` header) |
+//! | `token_secret_arn` | full ARN of the Secrets Manager secret whose `SecretString` is the bearer token, read once at cold start; two terminals may name the same secret only at the same origin (scheme, host, port) | | optional (no `Authorization` header) |
 //! | `key_retention_seconds` | how long the terminal keeps a key; past it minus `RETENTION_MARGIN_SECONDS` nothing is claimed again; must be less than `KEY_TTL_SECONDS` (the record outlives the key) | seconds | required with key support |
 //! | `max_concurrent_calls` | calls in flight to this terminal at once, per execution environment (the consumer's `MAX_CONCURRENCY` records share them) | calls | required with key support |
 //! | `api` | `slots` (`POST {base}/slots`, the default) or `appointments-v2` (`POST {base}/v2/appointments`), see [`TerminalApi`] | | optional |
 //!
 //! Every problem is reported at once, each naming the terminal and the field, as
 //! `TERMINALS: terminal "APMT-MV2": key_retention_seconds: missing (required with key support)`
-//! (a terminal whose code cannot be read is named by its position, `terminal #2`).
+//! (a terminal whose code cannot be read is named by its position, `terminal #2`). A field named
+//! twice in one terminal is refused (`given twice`): which value counts would be ambiguous.
 //!
 //! ## The concurrency limit
 //!
@@ -132,10 +133,12 @@ pub fn appointments_v2_body(stored: &[u8]) -> Result<Vec<u8>, String> {
 
 /// An `appointments-v2` answer `{"appointment": {"id", "container": {"number"}}}` in the `slots`
 /// shape the classification reads: `{"slot_id", "equipment_number"}` (`lookup`: inside
-/// `{"slot": ...}`). `None` when the answer is not such an object: it is then classified as it
-/// is (an error answer, or a `2xx` without a usable slot).
+/// `{"slot": ...}`). `None` when the answer is not such an object, or names a field twice
+/// (`crate::strict_json`: which `id` was made would be ambiguous, as a `slots` answer naming
+/// `slot_id` twice): it is then classified as it is (an error answer, or a `2xx` without a
+/// usable slot).
 pub fn appointments_v2_answer(body: &[u8], lookup: bool) -> Option<Vec<u8>> {
-    let value: Value = serde_json::from_slice(body).ok()?;
+    let value = crate::strict_json::from_str_strict(std::str::from_utf8(body).ok()?).ok()?;
     let appointment = value.get("appointment")?.as_object()?;
     let id = appointment.get("id")?;
     let mut slot = Map::new();
@@ -232,6 +235,8 @@ pub fn parse_terminals(
     if entries.is_empty() {
         return Err(vec!["no terminal given (an empty array)".into()]);
     }
+    // `Value` keeps the last of a field named twice; which one was meant is not known.
+    let twice: Vec<FieldsTwice> = serde_json::from_str(raw).unwrap_or_default();
     let mut problems = Vec::new();
     let mut specs = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
@@ -239,9 +244,31 @@ pub fn parse_terminals(
             problems.push(format!("terminal #{}: not a JSON object", i + 1));
             continue;
         };
-        if let Some(spec) = parse_one(i, fields, limits, &mut problems) {
+        let twice = twice.get(i).map_or(&[][..], |t| &t.0[..]);
+        if !twice.is_empty() {
+            let name = match fields.get("code").and_then(Value::as_str) {
+                Some(c) if code_valid(c) && !twice.iter().any(|f| f == "code") => {
+                    format!("terminal {c:?}")
+                }
+                _ => format!("terminal #{}", i + 1),
+            };
+            for field in twice {
+                problems.push(format!(
+                    "{name}: {field}: given twice (which value counts would be ambiguous)"
+                ));
+            }
+        }
+        let spec = parse_one(i, fields, limits, &mut problems);
+        if let Some(spec) = spec.filter(|_| twice.is_empty()) {
             if specs.iter().any(|s: &TerminalSpec| s.code == spec.code) {
                 problems.push(format!("terminal {:?}: code: given twice", spec.code));
+            } else if let Some(other) = token_shared_elsewhere(&specs, &spec) {
+                problems.push(format!(
+                    "terminal {:?}: token_secret_arn: also terminal {:?}'s, whose base_url is \
+                     another host: a token is sent only to the host it is for (give each its \
+                     own secret)",
+                    spec.code, other.code
+                ));
             } else {
                 specs.push(spec);
             }
@@ -251,6 +278,85 @@ pub fn parse_terminals(
         Ok(specs)
     } else {
         Err(problems)
+    }
+}
+
+/// A terminal of `specs` that names `spec`'s token secret while its base URL is at another
+/// origin (scheme, host, port): that token would be sent to two parties. Terminals without key
+/// support are never called (their secret is never read) and are not compared.
+fn token_shared_elsewhere<'a>(
+    specs: &'a [TerminalSpec],
+    spec: &TerminalSpec,
+) -> Option<&'a TerminalSpec> {
+    let origin = |s: &TerminalSpec| {
+        s.base_url
+            .as_deref()
+            .and_then(|u| reqwest::Url::parse(u).ok())
+            .map(|u| u.origin().ascii_serialization())
+    };
+    let arn = spec.token_secret_arn.as_deref()?;
+    if !spec.supports_idempotency_key {
+        return None;
+    }
+    specs.iter().find(|s| {
+        s.supports_idempotency_key
+            && s.token_secret_arn.as_deref() == Some(arn)
+            && origin(s) != origin(spec)
+    })
+}
+
+/// The fields one entry of `TERMINALS` names more than once (none for an entry that is not an
+/// object), each once, in the order of their second mention.
+#[derive(Default)]
+struct FieldsTwice(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for FieldsTwice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct Names;
+        impl<'de> Visitor<'de> for Names {
+            type Value = FieldsTwice;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FieldsTwice, A::Error> {
+                let (mut seen, mut twice) = (Vec::<String>::new(), Vec::new());
+                while let Some(name) = map.next_key::<String>()? {
+                    map.next_value::<IgnoredAny>()?;
+                    if seen.contains(&name) {
+                        if !twice.contains(&name) {
+                            twice.push(name);
+                        }
+                    } else {
+                        seen.push(name);
+                    }
+                }
+                Ok(FieldsTwice(twice))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FieldsTwice, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(FieldsTwice::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<FieldsTwice, E> {
+                Ok(FieldsTwice::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<FieldsTwice, E> {
+                Ok(FieldsTwice::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<FieldsTwice, E> {
+                Ok(FieldsTwice::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<FieldsTwice, E> {
+                Ok(FieldsTwice::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<FieldsTwice, E> {
+                Ok(FieldsTwice::default())
+            }
+            fn visit_unit<E>(self) -> Result<FieldsTwice, E> {
+                Ok(FieldsTwice::default())
+            }
+        }
+        d.deserialize_any(Names)
     }
 }
 
@@ -308,8 +414,8 @@ fn parse_one(
         Some(Value::String(_)) => {
             problem(
                 "base_url",
-                "must be https:// (http:// only to a loopback host), without user info, query \
-                 or fragment"
+                "must be https:// (http:// only to a loopback host), without user info, query, \
+                 fragment or white space"
                     .into(),
             );
             None
@@ -322,10 +428,15 @@ fn parse_one(
     let token_secret_arn = match required("token_secret_arn") {
         None => None,
         Some(Value::String(a)) if secret_arn_valid(a) => Some(a.clone()),
+        // Not quoted: a value that is no ARN may be the token itself, pasted in the wrong place.
         Some(Value::String(a)) => {
             problem(
                 "token_secret_arn",
-                format!("{a:?} is not a Secrets Manager secret ARN"),
+                format!(
+                    "not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:\
+                     secret:NAME; {} characters, not quoted: it may be the secret itself)",
+                    a.chars().count()
+                ),
             );
             None
         }
@@ -717,7 +828,7 @@ mod tests {
                  supports_idempotency_key, base_url, token_secret_arn, key_retention_seconds, \
                  max_concurrent_calls, api)",
                 "terminal \"ECT-DELTA\": base_url: must be https:// (http:// only to a loopback \
-                 host), without user info, query or fragment",
+                 host), without user info, query, fragment or white space",
                 "terminal \"ECT-DELTA\": max_concurrent_calls: 0 is outside 1..=1000",
                 "terminal \"ECT-DELTA\": key_retention_seconds: 2000000 must be less than \
                  KEY_TTL_SECONDS (1814400): the record must outlive the terminal's key",
@@ -725,8 +836,9 @@ mod tests {
                 "terminal #2: code: must be 1 to 32 characters A-Z, 0-9 and '-', not starting \
                  with '-'",
                 "terminal #2: supports_idempotency_key: not `true` or `false`",
-                "terminal \"APMT-MV2\": token_secret_arn: \"apmt/token\" is not a Secrets \
-                 Manager secret ARN",
+                "terminal \"APMT-MV2\": token_secret_arn: not a Secrets Manager secret ARN \
+                 (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME; 10 characters, not quoted: \
+                 it may be the secret itself)",
                 "terminal \"APMT-MV2\": base_url: missing (required with key support)",
                 "terminal \"APMT-MV2\": key_retention_seconds: missing (required with key support)",
                 "terminal \"APMT-MV2\": max_concurrent_calls: missing (required with key support)",

@@ -1,0 +1,98 @@
+//! The Lambda wiring: JSON logs (`gate::logging`), configuration, the SDK clients and the secrets
+//! once per cold start, the EMF recorder, then one [`Ingress::respond`] per API Gateway event. A
+//! start that fails is reported to the Runtime API (`gate::lambda::report_init_error`) and the
+//! process exits, as the other functions do.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use gate::clock::{Clock, SystemClock};
+use gate::lambda::{init_metrics, report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+
+use crate::config::{IngressConfig, SecretsConfig};
+use crate::handler::{Ingress, SecretSource, Secrets};
+use crate::secrets::SecretsManagerSource;
+use crate::sqs::SqsNotificationQueue;
+
+/// The SDK configuration loader: standard retries (3 attempts) and timeouts that keep one
+/// request well inside API Gateway's 30 s integration timeout and the function's timeout
+/// (template: 10 s), so that a queue that does not answer becomes a `503` the sender retries, not
+/// a gateway timeout. `AWS_ENDPOINT_URL` is honoured (local runs against moto).
+pub fn aws_loader() -> aws_config::ConfigLoader {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(3))
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(1))
+                .operation_attempt_timeout(Duration::from_secs(2))
+                .operation_timeout(Duration::from_secs(6))
+                .build(),
+        )
+}
+
+/// Builds the ingress from `config` with the SDK configuration `aws` ([`aws_loader`]): the SQS
+/// client and, for `WEBHOOK_SECRET_ARN`, the secrets read from Secrets Manager now.
+///
+/// # Errors
+/// The secrets cannot be read or are not usable (the message names the ARN, never a value).
+pub async fn build(config: &IngressConfig, aws: &aws_config::SdkConfig) -> Result<Ingress, Error> {
+    let queue = SqsNotificationQueue::new(aws_sdk_sqs::Client::new(aws), &config.queue_url);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let secrets = match &config.secrets {
+        SecretsConfig::Local(set) => Secrets::fixed(set.clone()),
+        SecretsConfig::SecretsManager { arn } => {
+            let source = Arc::new(SecretsManagerSource::new(
+                aws_sdk_secretsmanager::Client::new(aws),
+                arn,
+            ));
+            let set = source.fetch().await.map_err(|e| Error::from(e.0))?;
+            tracing::info!(secret = %arn, active_secrets = set.len(), "webhook secrets read from Secrets Manager");
+            Secrets::refreshable(set, clock.now_ms(), source)
+        }
+    };
+    Ok(Ingress {
+        secrets,
+        queue: Arc::new(queue),
+        clock,
+    })
+}
+
+/// The function's whole life.
+///
+/// # Errors
+/// A failed start (reported first), or the runtime's own errors.
+pub async fn run() -> Result<(), Error> {
+    gate::logging::init();
+    let config = match IngressConfig::from_env(|k| std::env::var(k).ok()) {
+        Ok(config) => config,
+        Err(e) => {
+            report_init_error(INVALID_CONFIGURATION, &e.to_string()).await;
+            return Err(e.into());
+        }
+    };
+    let started = async {
+        let metrics = init_metrics(&config.integration)?;
+        let ingress = build(&config, &aws_loader().load().await).await?;
+        Ok::<_, Error>((metrics, ingress))
+    };
+    let (metrics, ingress) = match started.await {
+        Ok(started) => started,
+        Err(e) => {
+            report_init_error(INIT_ERROR, &e.to_string()).await;
+            return Err(e);
+        }
+    };
+    tracing::info!(integration = %config.integration, "ingress starting");
+    let ingress = &ingress;
+    metrics_cloudwatch_embedded::lambda::service::run(
+        metrics,
+        service_fn(
+            move |event: LambdaEvent<ApiGatewayV2httpRequest>| async move {
+                Ok::<ApiGatewayV2httpResponse, Error>(ingress.respond(&event.payload).await)
+            },
+        ),
+    )
+    .await
+}

@@ -1,0 +1,767 @@
+//! `gatectl` through each runbook case, on DynamoDB and SQS (moto) with the terminal simulator
+//! over HTTP: a stranded record finished from the terminal, a cancel, a multi-slot key shown
+//! with its ids, a redrive that refuses an old message, a write refused because the lease is
+//! live; and the binary's exit codes. Run with `scripts/with-moto.sh cargo test -p gatectl`.
+//!
+//! Time is a `ManualClock` (2026-06-01T06:00Z), except where SQS's own `SentTimestamp` or the
+//! binary's system clock is compared: there the test places the clock relative to the real send
+//! times, never at a date.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gate::clock::{Clock, ManualClock};
+use gate::consumer::{derive_keys, Gate, Invocation};
+use gate::manual::sqs::SqsManualQueue;
+use gate::notification::parse_notification;
+use gate::operator::AuditLog;
+use gate::record::{IdempotencyRecord, RecordStatus};
+use gate::store::dynamo::DynamoStore;
+use gate::store::{IdempotencyStore, Reservation};
+use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
+use gatectl::ctl::{Action, Confirm, Ctl, Query, Yes};
+use gatectl::error::{exit, CtlError};
+use gatectl::targets::Targets;
+use integration_tests::{fresh_queue, fresh_store, moto_endpoint, sqs_client, unique};
+use serde_json::{json, Value};
+use sim::terminal::{self, TerminalConfig, TerminalCore};
+
+/// 2026-06-01T06:00:00Z.
+const T0: i64 = 1_780_293_600_000;
+const PIN: &str = "RLS-104233";
+
+/// The operator's answer "no".
+struct No;
+
+impl Confirm for No {
+    fn confirm(&mut self, _plan: &str) -> bool {
+        false
+    }
+}
+
+struct World {
+    ctl: Ctl,
+    store: Arc<DynamoStore>,
+    clock: Arc<ManualClock>,
+    core: Arc<TerminalCore>,
+    manual_url: String,
+}
+
+impl World {
+    async fn new(name: &str) -> Self {
+        Self::with(name, None, None, 3_600).await
+    }
+
+    async fn with(
+        name: &str,
+        notification_url: Option<String>,
+        dlq_url: Option<String>,
+        key_ttl_s: i64,
+    ) -> Self {
+        let store = Arc::new(fresh_store(name).await);
+        let sqs = sqs_client().await;
+        let manual_url = fresh_queue(&sqs, &format!("{name}-manual")).await;
+        let clock = Arc::new(ManualClock::new(T0));
+        let core = TerminalCore::new(TerminalConfig::default(), clock.clone() as Arc<dyn Clock>);
+        let (addr, _server) = terminal::spawn(core.clone()).await.expect("terminal");
+        let integration = unique("gatectl");
+        let vars = [
+            ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
+            ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+            ("MANUAL_QUEUE_URL", manual_url.clone()),
+            ("TERMINAL_BASE_URL", format!("http://{addr}")),
+            ("INTEGRATION_NAME", integration.clone()),
+            ("KEY_TTL_SECONDS", key_ttl_s.to_string()),
+            (
+                "NOTIFICATION_QUEUE_URL",
+                notification_url.unwrap_or_default(),
+            ),
+            ("DEAD_LETTER_QUEUE_URL", dlq_url.unwrap_or_default()),
+        ];
+        let targets = Targets::from_lookup(
+            |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()),
+            "test",
+        )
+        .expect("targets");
+        let http = HttpTerminal::new(HttpTerminalConfig::new(format!("http://{addr}"))).unwrap();
+        let gate = Gate {
+            config: targets.gate.clone(),
+            store: store.clone(),
+            terminal: Arc::new(http),
+            manual: Arc::new(SqsManualQueue::new(sqs.clone(), manual_url.clone())),
+            clock: clock.clone(),
+        };
+        let ctl = Ctl {
+            gate,
+            store: store.clone(),
+            sqs,
+            targets,
+            who: "gatectl:alice".into(),
+            terminal_ready: true,
+            progress: false,
+        };
+        Self {
+            ctl,
+            store,
+            clock,
+            core,
+            manual_url,
+        }
+    }
+
+    fn body(id: &str, container: &str) -> String {
+        json!({
+            "notificationId": id,
+            "equipment_number": container,
+            "preferred_window": {"start": "2026-06-01T08:00:00Z", "end": "2026-06-01T10:00:00Z"},
+            "terminal": "ECT-DELTA",
+            "pin": PIN
+        })
+        .to_string()
+    }
+
+    /// Reserves `body` as the consumer invocation `owner` whose deadline is `deadline_ms`.
+    async fn strand(&self, body: &str, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
+        let now = self.clock.now_ms();
+        let n = parse_notification(body, now, &self.ctl.gate.config.known_terminals).unwrap();
+        let keys = derive_keys(&n).unwrap();
+        let inv = Invocation {
+            request_id: owner.into(),
+            deadline_ms,
+        };
+        let record = self.ctl.gate.new_record(&n, &keys, &inv, now);
+        assert_eq!(
+            self.store.reserve(&record, now).await.unwrap(),
+            Reservation::Reserved
+        );
+        record
+    }
+
+    async fn run(&self, action: Action) -> Result<gatectl::ctl::Output, CtlError> {
+        self.ctl.run(&action, false, &mut Yes).await
+    }
+
+    async fn get(&self, pk: &str) -> IdempotencyRecord {
+        self.store.get(pk).await.unwrap().expect("record")
+    }
+}
+
+fn finish(key: &str, slot_id: Option<&str>) -> Action {
+    Action::Finish {
+        key: key.into(),
+        slot_id: slot_id.map(str::to_string),
+    }
+}
+
+/// OldestInFlightAge: a worker died after its claim reached the terminal. `show` says so,
+/// `lookup` finds the slot, a dry run writes nothing, `finish --from-terminal` commits that slot
+/// with its TMS booking and leaves an audit line.
+#[tokio::test]
+async fn a_stranded_record_is_finished_from_the_terminal() {
+    let w = World::new("gc-finish").await;
+    let record = w
+        .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
+        .await;
+    let ClaimOutcome::Claimed(slot) = w
+        .ctl
+        .gate
+        .terminal
+        .claim(&record.op_key, &record.request)
+        .await
+    else {
+        panic!("claim")
+    };
+    w.clock.advance_ms(15 * 60_000);
+
+    let shown = w
+        .run(Action::Show(Query::parse("CSQU3054383")))
+        .await
+        .unwrap();
+    let r = &shown.json[0];
+    assert_eq!(r["event_key"], record.event_key);
+    assert_eq!(r["status"], "in_flight");
+    assert_eq!(r["lease_owner"], "inv-dead#0");
+    assert_eq!(r["lease_live"], false);
+    assert_eq!(r["age_s"], 900);
+    assert_eq!(r["op_key"], record.op_key);
+    assert!(!shown.text.contains(PIN) && !shown.json.to_string().contains(PIN));
+    assert!(
+        shown
+            .text
+            .contains("created       2026-06-01T06:00:00Z (15 min ago)"),
+        "{}",
+        shown.text
+    );
+    assert!(
+        r["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("the reconciler takes it over at its next run"),
+        "{}",
+        r["next"]
+    );
+
+    let found = w
+        .run(Action::Lookup(record.event_key.clone()))
+        .await
+        .unwrap();
+    assert_eq!(found.json["slot_id"], slot.slot_id.as_str());
+
+    let dry = w
+        .ctl
+        .run(&finish(&record.event_key, None), true, &mut No)
+        .await
+        .unwrap();
+    assert_eq!(dry.json["dry_run"], true);
+    assert_eq!(dry.json["slot_id"], slot.slot_id.as_str());
+    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
+    let refused = w
+        .ctl
+        .run(&finish(&record.event_key, None), false, &mut No)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.exit_code(), exit::NOT_CONFIRMED);
+    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
+
+    let done = w.run(finish(&record.event_key, None)).await.unwrap();
+    assert_eq!(done.code, exit::OK);
+    assert_eq!(done.json["outcome"], "Committed");
+    let after = w.get(&record.pk).await;
+    assert_eq!(after.status, RecordStatus::Committed);
+    assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
+    assert!(after.inflight_shard.is_none() && after.request.is_empty());
+    assert!(after
+        .lease_owner
+        .as_deref()
+        .unwrap()
+        .starts_with("gatectl:alice#"));
+    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    assert_eq!(booking.slot_id, slot.slot_id);
+    assert_eq!(booking.booked_at_ms, T0 + 15 * 60_000);
+    assert_eq!(w.core.slots_issued(), 1, "no second claim");
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].who, "gatectl:alice");
+    assert_eq!(history[0].action, "finish");
+    assert_eq!(history[0].at_ms, T0 + 15 * 60_000);
+    assert_eq!(
+        history[0].detail,
+        format!("committed slot {} (found at the terminal)", slot.slot_id)
+    );
+
+    // Finished: a second finish is refused with the reason, and changes nothing.
+    let again = w
+        .run(finish(&record.event_key, Some("S-OTHER")))
+        .await
+        .unwrap_err();
+    assert_eq!(again.exit_code(), exit::REFUSED);
+    assert!(
+        again
+            .to_string()
+            .contains("the record is committed, not in_flight"),
+        "{again}"
+    );
+    assert_eq!(w.store.history(&record.pk).await.unwrap().len(), 1);
+}
+
+/// A consumer still holds the lease: finish and cancel are refused, naming the holder and the
+/// lease's end; nothing is written.
+#[tokio::test]
+async fn a_write_is_refused_while_the_lease_is_live() {
+    let w = World::new("gc-live").await;
+    // Lease until T0 + 120 s (the invocation's deadline).
+    let record = w
+        .strand(
+            &World::body("N-2", "MSKU1234565"),
+            "inv-slow#3",
+            T0 + 120_000,
+        )
+        .await;
+    w.clock.advance_ms(10_000);
+    for action in [
+        finish(&record.event_key, Some("S-1")),
+        Action::Cancel {
+            key: record.event_key.clone(),
+            reason: "stuck".into(),
+        },
+    ] {
+        let err = w.run(action).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit::REFUSED);
+        let text = err.to_string();
+        assert!(
+            text.contains("held by inv-slow#3 until 2026-06-01T06:02:00Z (110 s from now)"),
+            "{text}"
+        );
+    }
+    let after = w.get(&record.pk).await;
+    assert_eq!(after, record);
+    assert!(w.store.history(&record.pk).await.unwrap().is_empty());
+    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
+}
+
+/// Cancel: `failed` with the reason, out of the `InFlight` index, the claim request in the manual
+/// queue for the person who books by hand, an audit line; `list manual` shows the item without
+/// its PIN.
+#[tokio::test]
+async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
+    let w = World::new("gc-cancel").await;
+    let record = w
+        .strand(&World::body("N-3", "CSQU3054383"), "inv-dead#1", T0 + 1_000)
+        .await;
+    w.clock.advance_ms(20 * 60_000);
+    let listed = w
+        .run(Action::ListInFlight {
+            older_than_ms: 10 * 60_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.json.as_array().unwrap().len(), 1);
+    assert_eq!(listed.json[0]["event_key"], record.event_key);
+    assert_eq!(listed.json[0]["age_s"], 1200);
+    let younger = w
+        .run(Action::ListInFlight {
+            older_than_ms: 30 * 60_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(younger.json, json!([]));
+
+    let cancel = Action::Cancel {
+        key: record.event_key.clone(),
+        reason: "booked by phone".into(),
+    };
+    let out = w.run(cancel.clone()).await.unwrap();
+    assert_eq!(out.json["outcome"], "Manual");
+    let after = w.get(&record.pk).await;
+    assert_eq!(after.status, RecordStatus::Failed);
+    assert_eq!(
+        after.error.as_deref(),
+        Some("cancelled by gatectl:alice: booked by phone")
+    );
+    assert!(after.inflight_shard.is_none() && !after.route_pending);
+    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].action, "cancel");
+    assert_eq!(
+        history[0].detail,
+        "marked failed and sent to the manual-booking queue: booked by phone"
+    );
+    let listed = w
+        .run(Action::ListInFlight { older_than_ms: 0 })
+        .await
+        .unwrap();
+    assert_eq!(listed.json, json!([]));
+
+    // The manual queue has the item, the claim request (with its PIN) as the original body.
+    let manual = w.run(Action::ListManual).await.unwrap();
+    assert_eq!(manual.json.as_array().unwrap().len(), 1, "{}", manual.json);
+    assert_eq!(manual.json[0]["reason"], "cancelled");
+    assert_eq!(manual.json[0]["event_key"], record.event_key);
+    assert!(!manual.json.to_string().contains(PIN) && !manual.text.contains(PIN));
+    // Peeking left it in place.
+    let again = w.run(Action::ListManual).await.unwrap();
+    assert_eq!(again.json.as_array().unwrap().len(), 1);
+    let msgs = w
+        .ctl
+        .sqs
+        .receive_message()
+        .queue_url(&w.manual_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let item: Value = serde_json::from_str(msgs.messages()[0].body().unwrap()).unwrap();
+    assert_eq!(
+        item["original_body"],
+        String::from_utf8(record.request.clone()).unwrap()
+    );
+    assert!(item["original_body"].as_str().unwrap().contains(PIN));
+
+    // A cancelled record is not in_flight: a finish is refused with the reason.
+    let err = w
+        .run(finish(&record.event_key, Some("S-1")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), exit::REFUSED);
+    assert!(
+        err.to_string().contains(
+            "the record is failed, not in_flight (cancelled by gatectl:alice: booked by phone)"
+        ),
+        "{err}"
+    );
+    let shown = w
+        .run(Action::Show(Query::EventKey(record.event_key.clone())))
+        .await
+        .unwrap();
+    assert_eq!(shown.json[0]["history"][0]["who"], "gatectl:alice");
+    assert_eq!(shown.json[0]["in_flight_index"], false);
+}
+
+/// DistinctSlotIds: the terminal returned two ids for one key. `list multi-slot` shows the key
+/// with both and the one to cancel; `show` by notificationId finds it.
+#[tokio::test]
+async fn a_multi_slot_key_is_shown_with_its_ids() {
+    let w = World::new("gc-multi").await;
+    let record = w
+        .strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000)
+        .await;
+    let committed = gate::consumer::commit(w.store.as_ref(), &record, "inv-1#0", "SLOT-A", T0)
+        .await
+        .unwrap();
+    assert_eq!(committed, gate::store::CommitOutcome::Committed);
+    w.store
+        .record_slot_id(&record.pk, "SLOT-B", T0 + 5_000)
+        .await
+        .unwrap();
+    let listed = w.run(Action::ListMultiSlot).await.unwrap();
+    assert_eq!(
+        listed.json,
+        json!([{
+            "event_key": record.event_key, "container": "CSQU3054383", "status": "committed",
+            "slot_id": "SLOT-A", "slot_ids": ["SLOT-A", "SLOT-B"], "cancel": ["SLOT-B"],
+        }])
+    );
+    assert!(listed.text.contains("SLOT-B"));
+    let shown = w.run(Action::Show(Query::parse("N-4"))).await.unwrap();
+    assert_eq!(shown.json.as_array().unwrap().len(), 1);
+    assert_eq!(shown.json[0]["slot_ids"], json!(["SLOT-A", "SLOT-B"]));
+    assert_eq!(shown.json[0]["booking"]["slot_id"], "SLOT-A");
+    let none = w
+        .run(Action::Show(Query::parse("N-404")))
+        .await
+        .unwrap_err();
+    assert_eq!(none.exit_code(), exit::NOT_FOUND);
+}
+
+/// `reconcile KEY`: one pass for one stranded record, now; the slot claimed with the same key.
+#[tokio::test]
+async fn reconcile_one_key_now() {
+    let w = World::new("gc-reconcile").await;
+    let record = w
+        .strand(&World::body("N-5", "CSQU3054383"), "inv-dead#2", T0 + 1_000)
+        .await;
+    w.clock.advance_ms(60_000);
+    let out = w
+        .run(Action::Reconcile(Some(record.event_key.clone())))
+        .await
+        .unwrap();
+    assert_eq!(out.code, exit::OK);
+    assert_eq!(out.json["report"]["reconciled"], 1);
+    assert_eq!(out.json["status"], "committed");
+    assert_eq!(w.core.slots_issued(), 1);
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history[0].action, "reconcile");
+    assert_eq!(history[0].detail, "1 committed");
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// DeadLetters: a message older than the records' lifetime minus the notification queue's
+/// retention is refused and listed (it stays in the dead-letter queue); a younger one is sent
+/// back to the notification queue and its record gets an audit line.
+#[tokio::test]
+async fn a_redrive_refuses_an_old_message() {
+    let sqs = sqs_client().await;
+    let name = unique("gc-notify");
+    let notification_url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod,
+            "60",
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let dlq = fresh_queue(&sqs, "gc-dlq").await;
+    // Records live 3600 s, the notification queue keeps messages 60 s: redrive up to 3540 s.
+    let w = World::with(
+        "gc-redrive",
+        Some(notification_url.clone()),
+        Some(dlq.clone()),
+        3_600,
+    )
+    .await;
+    let old_body = World::body("N-OLD", "CSQU3054383");
+    let young_body = World::body("N-YOUNG", "MSKU1234565");
+    let young = w.strand(&young_body, "inv-dead#0", T0 + 1_000).await;
+    let send = |body: String| {
+        let sqs = sqs.clone();
+        let dlq = dlq.clone();
+        async move {
+            sqs.send_message()
+                .queue_url(&dlq)
+                .message_body(body)
+                .send()
+                .await
+                .unwrap()
+                .message_id()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let old_id = send(old_body).await;
+    let old_sent_by = now_ms();
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let young_id = send(young_body.clone()).await;
+    // The old message is at least 3540 s old at this clock, the young one at most 3539 s.
+    w.clock.set_ms(old_sent_by + 3_540_000);
+
+    let dry = w.ctl.run(&Action::Redrive, true, &mut No).await.unwrap();
+    assert_eq!(dry.code, exit::REFUSED);
+    assert_eq!(dry.json["would_redrive"], json!([young_id]));
+    assert_eq!(dry.json["refused"][0]["message_id"], old_id);
+    let listed = w.run(Action::ListDeadLetters).await.unwrap();
+    let mut redrivable: Vec<(String, bool)> = listed
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["message_id"].as_str().unwrap().to_string(),
+                m["redrivable"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    redrivable.sort_by_key(|(_, r)| *r);
+    assert_eq!(
+        redrivable,
+        vec![(old_id.clone(), false), (young_id.clone(), true)]
+    );
+
+    let out = w.run(Action::Redrive).await.unwrap();
+    assert_eq!(out.code, exit::REFUSED, "old messages were refused");
+    assert_eq!(out.json["redriven"], json!([young_id]));
+    assert_eq!(out.json["refused"][0]["message_id"], old_id);
+    assert_eq!(out.json["limit_s"], 3_540);
+    assert!(
+        out.text.contains("refused: 1 message(s) older than 59 min"),
+        "{}",
+        out.text
+    );
+    let moved = sqs
+        .receive_message()
+        .queue_url(&notification_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let bodies: Vec<&str> = moved.messages().iter().filter_map(|m| m.body()).collect();
+    assert_eq!(bodies, vec![young_body.as_str()]);
+    let left = w.run(Action::ListDeadLetters).await.unwrap();
+    assert_eq!(left.json.as_array().unwrap().len(), 1);
+    assert_eq!(left.json[0]["message_id"], old_id);
+    let history = w.store.history(&young.pk).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].action, "redrive");
+    assert!(history[0].detail.contains(&young_id));
+}
+
+/// The binary: the same variables the functions read, exit codes a script can branch on.
+#[tokio::test]
+async fn the_binary_exits_with_codes_scripts_can_use() {
+    let store = fresh_store("gc-bin").await;
+    let sqs = sqs_client().await;
+    let manual = fresh_queue(&sqs, "gc-bin-manual").await;
+    let integration = unique("gatectl-bin");
+    // A record a consumer holds now, for ten minutes of real time.
+    let body = World::body("N-BIN", "CSQU3054383");
+    let now = now_ms();
+    let n = parse_notification(&body, T0, &["ECT-DELTA".to_string()]).unwrap();
+    let keys = derive_keys(&n).unwrap();
+    let gate = Gate {
+        config: gate::consumer::GateConfig::new(integration.as_str(), vec!["ECT-DELTA".into()]),
+        store: Arc::new(store.clone()),
+        terminal: Arc::new(gatectl::ctl::NoTerminal),
+        manual: Arc::new(gate::manual::MemoryManualQueue::new()),
+        clock: Arc::new(ManualClock::new(now)),
+    };
+    let record = gate.new_record(
+        &n,
+        &keys,
+        &Invocation {
+            request_id: "inv-live#0".into(),
+            deadline_ms: now + 600_000,
+        },
+        now,
+    );
+    store.reserve(&record, now).await.unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gatectl"))
+            .args(args)
+            .env("AWS_ENDPOINT_URL", moto_endpoint())
+            .env("AWS_REGION", "eu-west-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("IDEMPOTENCY_TABLE", store.idempotency_table())
+            .env("BOOKINGS_TABLE", store.bookings_table())
+            .env("MANUAL_QUEUE_URL", &manual)
+            .env("INTEGRATION_NAME", &integration)
+            .env_remove("TERMINAL_BASE_URL")
+            .env_remove("GATECTL_STACK")
+            .env("USER", "bob")
+            .output()
+            .expect("gatectl runs")
+    };
+    let shown = run(&["--json", "show", &record.event_key]);
+    assert_eq!(
+        shown.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let json: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(json[0]["lease_owner"], "inv-live#0");
+    assert_eq!(json[0]["lease_live"], true);
+
+    let refused = run(&["finish", &record.event_key, "--slot-id", "S-9", "--yes"]);
+    assert_eq!(refused.status.code(), Some(i32::from(exit::REFUSED)));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("held by inv-live#0 until"), "{stderr}");
+
+    // A stranded record (its lease expired ten minutes ago): without --yes and with no
+    // terminal on stdin nothing is confirmed and nothing written.
+    let stranded_body = World::body("N-BIN-2", "MSKU1234565");
+    let n2 = parse_notification(&stranded_body, T0, &["ECT-DELTA".to_string()]).unwrap();
+    let stranded = gate.new_record(
+        &n2,
+        &derive_keys(&n2).unwrap(),
+        &Invocation {
+            request_id: "inv-dead#0".into(),
+            deadline_ms: now - 600_000,
+        },
+        now - 900_000,
+    );
+    store.reserve(&stranded, now).await.unwrap();
+    let unconfirmed = run(&["finish", &stranded.event_key, "--slot-id", "S-9"]);
+    assert_eq!(
+        unconfirmed.status.code(),
+        Some(i32::from(exit::NOT_CONFIRMED))
+    );
+    assert!(String::from_utf8_lossy(&unconfirmed.stderr).contains("pass --yes"));
+    assert_eq!(store.get(&stranded.pk).await.unwrap().unwrap(), stranded);
+    let dry = run(&[
+        "--json",
+        "--dry-run",
+        "cancel",
+        &stranded.event_key,
+        "--reason",
+        "x",
+    ]);
+    assert_eq!(dry.status.code(), Some(0));
+    assert_eq!(store.get(&stranded.pk).await.unwrap().unwrap(), stranded);
+    let done = run(&[
+        "--json",
+        "finish",
+        &stranded.event_key,
+        "--slot-id",
+        "S-9",
+        "--yes",
+    ]);
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let after = store.get(&stranded.pk).await.unwrap().unwrap();
+    assert_eq!(after.slot_id.as_deref(), Some("S-9"));
+    assert!(after.lease_owner.unwrap().starts_with("gatectl:bob#"));
+    let missing = run(&["finish", &"0".repeat(64), "--slot-id", "S-9"]);
+    assert_eq!(missing.status.code(), Some(i32::from(exit::NOT_FOUND)));
+    let lookup = run(&["lookup", &record.event_key]);
+    assert_eq!(lookup.status.code(), Some(i32::from(exit::CONFIG)));
+    assert!(String::from_utf8_lossy(&lookup.stderr).contains("TERMINAL_BASE_URL"));
+    let usage = run(&["finish", &record.event_key]);
+    assert_eq!(usage.status.code(), Some(i32::from(exit::USAGE)));
+    assert_eq!(store.get(&record.pk).await.unwrap().unwrap(), record);
+}
+
+/// `--stack NAME`: the tables, queues and settings from the stack's outputs and parameters
+/// (moto's CloudFormation), read by the binary as by the library.
+#[tokio::test]
+async fn the_stack_says_where_everything_is() {
+    let store = fresh_store("gc-stack").await;
+    let sqs = sqs_client().await;
+    let manual = fresh_queue(&sqs, "gc-stack-manual").await;
+    let dlq = fresh_queue(&sqs, "gc-stack-dlq").await;
+    let cfn = aws_sdk_cloudformation::Client::new(&integration_tests::sdk_config().await);
+    let name = unique("gc-stack");
+    let template = json!({
+        "Parameters": {
+            "IntegrationName": {"Type": "String"},
+            "TerminalBaseUrl": {"Type": "String"},
+            "TerminalApiTokenSecretArn": {"Type": "String", "Default": ""},
+            "KeyTtlSeconds": {"Type": "Number"},
+        },
+        "Resources": {"Placeholder": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {
+            "IdempotencyTableName": {"Value": store.idempotency_table()},
+            "BookingsTableName": {"Value": store.bookings_table()},
+            "ManualBookingQueueUrl": {"Value": manual},
+            "NotificationDeadLetterQueueUrl": {"Value": dlq},
+            "NotificationQueueUrl": {"Value": {"Ref": "Placeholder"}},
+        },
+    });
+    let param = |k: &str, v: &str| {
+        aws_sdk_cloudformation::types::Parameter::builder()
+            .parameter_key(k)
+            .parameter_value(v)
+            .build()
+    };
+    cfn.create_stack()
+        .stack_name(&name)
+        .template_body(template.to_string())
+        .parameters(param("IntegrationName", "stack-integration"))
+        .parameters(param("TerminalBaseUrl", "https://slots.example"))
+        .parameters(param("KeyTtlSeconds", "1814400"))
+        .send()
+        .await
+        .expect("create stack in moto");
+    let t = Targets::from_stack(&cfn, &name).await.expect("targets");
+    assert_eq!(t.idempotency_table, store.idempotency_table());
+    assert_eq!(t.bookings_table, store.bookings_table());
+    assert_eq!(t.manual_queue_url, manual);
+    assert_eq!(t.dead_letter_queue_url.as_deref(), Some(dlq.as_str()));
+    assert!(t.notification_queue_url.is_some());
+    assert_eq!(t.gate.integration, "stack-integration");
+    assert_eq!(t.gate.key_ttl_s, 1_814_400);
+    assert_eq!(t.token_secret_arn, None);
+    assert_eq!(t.source, format!("stack {name}"));
+    let missing = Targets::from_stack(&cfn, "no-such-stack")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.exit_code(), exit::NOT_FOUND, "{missing}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_gatectl"))
+        .args(["--stack", &name, "--json", "list", "in-flight"])
+        .env("AWS_ENDPOINT_URL", moto_endpoint())
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env_remove("IDEMPOTENCY_TABLE")
+        .output()
+        .expect("gatectl runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+}

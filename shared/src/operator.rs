@@ -1,0 +1,799 @@
+//! What an operator does to one record (the runbooks' "finish or cancel by hand"), through the
+//! gate's own code and conditions: the `gatectl` command line calls these.
+//!
+//! * [`Gate::operator_finish`]: take the expired lease over as the operator (a lease token
+//!   `gatectl:{user}#{n}`, unique per acquisition), then settle the slot exactly as the consumer
+//!   and the reconciler do (`settle_claim`: the container check, the fenced commit with the TMS
+//!   booking and the natural-key item, a refused commit re-read and acted on);
+//! * [`Gate::operator_cancel`]: take the lease over, then route the record to a person as the gate
+//!   routes any record (`failed`, reason [`ManualReason::Cancelled`]): mark first (fenced by the
+//!   lease), send the stored claim request to the manual-booking queue (the person who books by
+//!   hand needs its PIN: nothing lost silently), confirm (the record leaves the `InFlight` index);
+//! * [`Gate::operator_check`]: the refusals both share, before anything is written.
+//!
+//! Each write an operator makes leaves an [`AuditEntry`] (who, what, when) in the record's
+//! history ([`AuditLog`]): a list attribute `history` on the DynamoDB item, beside the fields of
+//! [`IdempotencyRecord`], which no write of the gate removes (updates never touch it; only a new
+//! reservation of an expired, finished key replaces the item, and with it its history).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::clock::ms_to_s;
+use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
+use crate::manual::ManualReason;
+use crate::record::{IdempotencyRecord, RecordStatus};
+use crate::routing::is_routing_record;
+use crate::store::memory::MemoryStore;
+use crate::store::{StoreError, TakeOver};
+use crate::terminal::{ClaimOutcome, SlotClaim};
+
+/// The prefix of every lease token an operator's command takes: `gatectl:{user}#{n}`.
+pub const OPERATOR_OWNER_PREFIX: &str = "gatectl:";
+
+/// How long an operator's lease lasts, **milliseconds**: long enough for a commit or a routing
+/// (a few DynamoDB and SQS calls), short enough that a command killed halfway leaves the record
+/// to the reconciler a minute later.
+pub const OPERATOR_LEASE_MS: i64 = 60_000;
+
+/// One line of a record's audit history: who did what, when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AuditEntry {
+    /// When, epoch **milliseconds**.
+    pub at_ms: i64,
+    /// Who: `gatectl:{user}` (the operator's name as given to `gatectl --as`, or `$USER`).
+    pub who: String,
+    /// What: the subcommand (`finish`, `cancel`, `reconcile`, `redrive`).
+    pub action: String,
+    /// The outcome in words, e.g. `committed slot S-1 (from the terminal)` or the cancel's reason.
+    pub detail: String,
+}
+
+/// A record's audit history (the `history` attribute of its item).
+#[async_trait]
+pub trait AuditLog: Send + Sync {
+    /// Appends `entry` to the history of record `pk`. Refused with [`StoreError::Corrupt`] when
+    /// there is no such record (the history never creates an item).
+    async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError>;
+
+    /// The history of record `pk`, oldest first; empty when it has none (or no record).
+    async fn history(&self, pk: &str) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+#[async_trait]
+impl AuditLog for MemoryStore {
+    async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError> {
+        if !self.records().iter().any(|r| r.pk == pk) {
+            return Err(StoreError::Corrupt(format!("no record {pk} to audit")));
+        }
+        let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        audit.entry(pk.to_string()).or_default().push(entry.clone());
+        Ok(())
+    }
+
+    async fn history(&self, pk: &str) -> Result<Vec<AuditEntry>, StoreError> {
+        let audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(audit.get(pk).cloned().unwrap_or_default())
+    }
+}
+
+/// The histories a [`MemoryStore`] keeps, by `pk`.
+pub(crate) type AuditTable = std::sync::Mutex<BTreeMap<String, Vec<AuditEntry>>>;
+
+/// Why an operator's write was refused before anything was written. Each names what to do
+/// instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No record under the key.
+    #[error("no record {pk}")]
+    NotFound {
+        /// The key looked for.
+        pk: String,
+    },
+    /// The record is not `in_flight`: nothing to finish or cancel.
+    #[error("the record is {status}, not in_flight{}: nothing to {action}", error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    NotInFlight {
+        /// The subcommand refused.
+        action: &'static str,
+        /// Its status.
+        status: RecordStatus,
+        /// Its error, for `failed` and `manual`.
+        error: Option<String>,
+    },
+    /// The record routes an item to a person (a poison body, a mismatch, an ended window), not
+    /// a slot claim: `gatectl reconcile KEY` sends its item.
+    #[error("the record is a routing to the manual-booking queue, not a slot claim: run `gatectl reconcile {event_key}` to send its item")]
+    Routing {
+        /// Its event key.
+        event_key: String,
+    },
+    /// Someone holds a live lease: a consumer or the reconciler works on it now.
+    #[error("the lease is live: held by {holder} until {until} ({left_s} s from now); wait for it to expire, then run the command again")]
+    LeaseLive {
+        /// The lease owner.
+        holder: String,
+        /// Its end, RFC 3339 UTC.
+        until: String,
+        /// Seconds left.
+        left_s: i64,
+    },
+    /// A cancel of a record for which the terminal already returned a slot id.
+    #[error("the terminal already returned slot id(s) {slot_ids:?} for this record: finish it with `--slot-id`, or cancel the slot at the terminal first")]
+    SlotRecorded {
+        /// The recorded slot ids.
+        slot_ids: Vec<String>,
+    },
+    /// A finish with another slot than the one(s) the terminal already returned for the record.
+    #[error("the terminal returned slot id(s) {slot_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
+    OtherSlotRecorded {
+        /// The slot id given.
+        given: String,
+        /// The recorded slot ids.
+        slot_ids: Vec<String>,
+    },
+    /// The take-over was refused: someone took the record meanwhile, or finished it.
+    #[error(
+        "the lease was taken or the record finished meanwhile; run `gatectl show` and look again"
+    )]
+    TakenMeanwhile,
+}
+
+/// An RFC 3339 UTC rendering of epoch **milliseconds** (`?` when out of range).
+pub fn rfc3339_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| "?".to_string())
+}
+
+impl Gate {
+    /// The refusals shared by a finish and a cancel of `record` at `now_ms` (epoch ms), in this
+    /// order: not `in_flight` (or a pending routing), a routing record, a live lease.
+    ///
+    /// # Errors
+    /// The [`Refusal`].
+    pub fn operator_check(
+        &self,
+        record: &IdempotencyRecord,
+        action: &'static str,
+        now_ms: i64,
+    ) -> Result<(), Refusal> {
+        if record.status != RecordStatus::InFlight || record.route_pending {
+            return Err(Refusal::NotInFlight {
+                action,
+                status: record.status,
+                error: record.error.clone(),
+            });
+        }
+        if is_routing_record(record) {
+            return Err(Refusal::Routing {
+                event_key: record.event_key.clone(),
+            });
+        }
+        if record.lease_is_live(now_ms) {
+            let until = record.lease_until_ms.unwrap_or_default();
+            return Err(Refusal::LeaseLive {
+                holder: record.lease_owner.clone().unwrap_or_default(),
+                until: rfc3339_ms(until),
+                left_s: (until - now_ms) / 1000,
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes the expired lease of `record` over for `invocation` (its request id the operator's
+    /// lease token), after [`Gate::operator_check`].
+    async fn operator_take_over(
+        &self,
+        record: &IdempotencyRecord,
+        action: &'static str,
+        invocation: &Invocation,
+    ) -> Result<IdempotencyRecord, OperatorError> {
+        let now = self.clock.now_ms();
+        self.operator_check(record, action, now)?;
+        match self
+            .take_over_for(&record.pk, record.lease_owner.as_deref(), invocation, now)
+            .await?
+        {
+            TakeOver::Taken(held) => Ok(*held),
+            TakeOver::Refused => Err(Refusal::TakenMeanwhile.into()),
+        }
+    }
+
+    /// The runbook's finish: takes the expired lease of `record` over as the operator
+    /// (`invocation.request_id`, a `gatectl:{user}#{n}` token) and commits `slot` with the TMS
+    /// booking, through the gate's own settlement of a claim (the slot must be for the record's
+    /// container when the terminal named one; a refused commit is re-read and acted on as the
+    /// consumer would). Returns what happened ([`RecordOutcome::Committed`] when all went well).
+    /// Refused ([`Refusal::OtherSlotRecorded`]) when the terminal already returned another slot
+    /// id for the record: committing a second slot would leave the first unbooked.
+    ///
+    /// # Errors
+    /// A [`Refusal`] before anything was written, or a store error of the take-over.
+    pub async fn operator_finish(
+        &self,
+        record: &IdempotencyRecord,
+        slot: SlotClaim,
+        invocation: &Invocation,
+    ) -> Result<RecordOutcome, OperatorError> {
+        self.operator_check(record, "finish", self.clock.now_ms())?;
+        operator_check_slot(record, &slot.slot_id)?;
+        let held = self
+            .operator_take_over(record, "finish", invocation)
+            .await?;
+        let body = String::from_utf8_lossy(&held.request).into_owned();
+        let message_id = invocation.request_id.clone();
+        Ok(self
+            .settle_claim(
+                &held,
+                ClaimOutcome::Claimed(slot),
+                Delivery {
+                    body: &body,
+                    message_id: &message_id,
+                    invocation,
+                },
+            )
+            .await)
+    }
+
+    /// The runbook's cancel: refused when the terminal already returned a slot id for the
+    /// record ([`Refusal::SlotRecorded`]); otherwise takes the expired lease over as the operator
+    /// and routes the record to a person as `failed` with reason [`ManualReason::Cancelled`]
+    /// and `error` = `detail`: marked (fenced by the lease), its stored claim request sent to the
+    /// manual-booking queue (with the PIN the person booking by hand needs), the routing
+    /// confirmed, which takes it out of the `InFlight` index. Returns
+    /// [`RecordOutcome::Manual`] when all went well.
+    ///
+    /// # Errors
+    /// A [`Refusal`] before anything was written, or a store error of the take-over.
+    pub async fn operator_cancel(
+        &self,
+        record: &IdempotencyRecord,
+        detail: &str,
+        invocation: &Invocation,
+    ) -> Result<RecordOutcome, OperatorError> {
+        if !record.slot_ids.is_empty() {
+            return Err(Refusal::SlotRecorded {
+                slot_ids: record.slot_ids.iter().cloned().collect(),
+            }
+            .into());
+        }
+        let held = self
+            .operator_take_over(record, "cancel", invocation)
+            .await?;
+        if !held.slot_ids.is_empty() {
+            // Recorded between the read and the take-over: hand the lease back at once.
+            self.release(&held, &invocation.request_id, String::new())
+                .await;
+            return Err(Refusal::SlotRecorded {
+                slot_ids: held.slot_ids.iter().cloned().collect(),
+            }
+            .into());
+        }
+        let body = String::from_utf8_lossy(&held.request).into_owned();
+        let message_id = invocation.request_id.clone();
+        Ok(self
+            .route_held_record(
+                &held,
+                RecordStatus::Failed,
+                ManualReason::Cancelled,
+                detail.to_string(),
+                Delivery {
+                    body: &body,
+                    message_id: &message_id,
+                    invocation,
+                },
+            )
+            .await)
+    }
+
+    /// What the gate will do next with `record` at `now_ms` (epoch ms), in words for a person:
+    /// the reconciler's and a redelivery's view of it ([`crate::reconciler`]).
+    pub fn next_step(
+        &self,
+        record: &IdempotencyRecord,
+        reconciler: &crate::reconciler::ReconcilerConfig,
+        now_ms: i64,
+    ) -> String {
+        let age = now_ms.saturating_sub(record.created_at_ms);
+        if record.route_pending {
+            return if record.lease_is_live(now_ms) {
+                "its holder sends its item to the manual-booking queue now".into()
+            } else {
+                "the reconciler's next run sends its stored item to the manual-booking queue \
+                 (or `gatectl reconcile`)"
+                    .into()
+            };
+        }
+        match record.status {
+            RecordStatus::Committed => "nothing: committed; a redelivery is acknowledged as a \
+                                        duplicate"
+                .into(),
+            RecordStatus::Failed | RecordStatus::Manual => "nothing: routed to a person; a \
+                                                           redelivery is acknowledged as a \
+                                                           duplicate"
+                .into(),
+            RecordStatus::InFlight if record.lease_is_live(now_ms) => format!(
+                "its holder {} works on it until {}",
+                record.lease_owner.as_deref().unwrap_or("?"),
+                rfc3339_ms(record.lease_until_ms.unwrap_or_default())
+            ),
+            RecordStatus::InFlight if is_routing_record(record) => {
+                "the reconciler sends its item to the manual-booking queue".into()
+            }
+            RecordStatus::InFlight => {
+                let when = if age < reconciler.min_age_ms {
+                    format!(
+                        "in {} s (the reconciler waits until it is {} s old)",
+                        (reconciler.min_age_ms - age) / 1000,
+                        reconciler.min_age_ms / 1000
+                    )
+                } else {
+                    "at its next run (every minute)".to_string()
+                };
+                // Several terminals: each its own key support and retention.
+                let horizon = self
+                    .config
+                    .terminals
+                    .get(&record.terminal)
+                    .map_or(reconciler.claim_horizon_ms(), |p| p.claim_horizon_ms);
+                let then = if !self.config.supports_idempotency_key(&record.terminal) {
+                    "routes it to the manual-booking queue (the terminal does not honour \
+                     Idempotency-Key)"
+                        .to_string()
+                } else if age >= horizon {
+                    format!(
+                        "looks up the slot under its operation key and commits it; finding none, \
+                         routes it to the manual-booking queue (past_key_retention: {} h old, the \
+                         terminal may have forgotten the key)",
+                        age / 3_600_000
+                    )
+                } else if window_ended(record, now_ms) {
+                    "looks up the slot under its operation key and commits it; finding none, \
+                     routes it to the manual-booking queue (window_ended)"
+                        .to_string()
+                } else {
+                    "looks up the slot under its operation key and commits it; finding none, \
+                     claims again with the same Idempotency-Key and commits the answer"
+                        .to_string()
+                };
+                let expired = if record.is_expired(now_ms) {
+                    format!(
+                        " (its TTL passed at {}: finished like any other)",
+                        rfc3339_ms(record.expires_at_s.saturating_mul(1000))
+                    )
+                } else {
+                    String::new()
+                };
+                format!("the reconciler takes it over {when}, {then}{expired}")
+            }
+        }
+    }
+}
+
+/// The refusal of a finish of `record` with `slot_id` when the terminal already returned other
+/// slot ids for it ([`Refusal::OtherSlotRecorded`]); checked by [`Gate::operator_finish`].
+///
+/// # Errors
+/// The [`Refusal`].
+pub fn operator_check_slot(record: &IdempotencyRecord, slot_id: &str) -> Result<(), Refusal> {
+    if record.slot_ids.is_empty() || record.slot_ids.contains(slot_id) {
+        return Ok(());
+    }
+    Err(Refusal::OtherSlotRecorded {
+        given: slot_id.to_string(),
+        slot_ids: record.slot_ids.iter().cloned().collect(),
+    })
+}
+
+/// A refused or failed operator write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OperatorError {
+    /// Refused before anything was written.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Seconds between `ms` and `now_ms` (epoch ms), for ages.
+pub fn age_s(ms: i64, now_ms: i64) -> i64 {
+    ms_to_s(now_ms.saturating_sub(ms))
+}
+
+#[cfg(feature = "aws")]
+mod dynamo_audit {
+    use std::collections::HashMap;
+
+    use async_trait::async_trait;
+    use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata};
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    use super::{AuditEntry, AuditLog};
+    use crate::store::dynamo::DynamoStore;
+    use crate::store::StoreError;
+
+    fn entry_item(entry: &AuditEntry) -> AttributeValue {
+        AttributeValue::M(HashMap::from([
+            ("at".to_string(), AttributeValue::N(entry.at_ms.to_string())),
+            ("who".to_string(), AttributeValue::S(entry.who.clone())),
+            (
+                "action".to_string(),
+                AttributeValue::S(entry.action.clone()),
+            ),
+            (
+                "detail".to_string(),
+                AttributeValue::S(entry.detail.clone()),
+            ),
+        ]))
+    }
+
+    fn entry_from(value: &AttributeValue) -> Result<AuditEntry, StoreError> {
+        let bad =
+            || StoreError::Corrupt("history: an entry is not {at, who, action, detail}".into());
+        let m = value.as_m().map_err(|_| bad())?;
+        let text = |k: &str| {
+            m.get(k)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .ok_or_else(bad)
+        };
+        Ok(AuditEntry {
+            at_ms: m
+                .get("at")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(bad)?,
+            who: text("who")?,
+            action: text("action")?,
+            detail: text("detail")?,
+        })
+    }
+
+    fn store_error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug>(
+        op: &str,
+        err: aws_sdk_dynamodb::error::SdkError<E, R>,
+    ) -> StoreError {
+        StoreError::Unavailable(format!("{op}: {}", DisplayErrorContext(&err)))
+    }
+
+    /// `history` is a list of maps `{at: N (epoch ms), who: S, action: S, detail: S}`.
+    #[async_trait]
+    impl AuditLog for DynamoStore {
+        /// One `UpdateItem`: `SET history = list_append(if_not_exists(history, []), [entry])` on
+        /// condition `attribute_exists(pk)`. Not idempotent: the SDK's retry of an append that
+        /// landed appends the line twice (an audit line too many, never one too few).
+        async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError> {
+            let result = self
+                .client()
+                .update_item()
+                .table_name(self.idempotency_table())
+                .key("pk", AttributeValue::S(pk.to_string()))
+                .update_expression(
+                    "SET history = list_append(if_not_exists(history, :empty), :entry)",
+                )
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
+                .expression_attribute_values(":entry", AttributeValue::L(vec![entry_item(entry)]))
+                .send()
+                .await;
+            match result {
+                Ok(_) => Ok(()),
+                Err(err)
+                    if err
+                        .as_service_error()
+                        .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+                {
+                    Err(StoreError::Corrupt(format!("no record {pk} to audit")))
+                }
+                Err(err) => Err(store_error("history (UpdateItem)", err)),
+            }
+        }
+
+        /// One consistent `GetItem` of `history` only (`ProjectionExpression`).
+        async fn history(&self, pk: &str) -> Result<Vec<AuditEntry>, StoreError> {
+            let out = self
+                .client()
+                .get_item()
+                .table_name(self.idempotency_table())
+                .key("pk", AttributeValue::S(pk.to_string()))
+                .projection_expression("history")
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| store_error("history (GetItem)", e))?;
+            match out.item().and_then(|i| i.get("history")) {
+                None => Ok(Vec::new()),
+                Some(AttributeValue::L(entries)) => entries.iter().map(entry_from).collect(),
+                Some(_) => Err(StoreError::Corrupt(format!("{pk}: history is not a list"))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::consumer::{derive_keys, GateConfig};
+    use crate::manual::MemoryManualQueue;
+    use crate::notification::parse_notification;
+    use crate::reconciler::ReconcilerConfig;
+    use crate::store::{IdempotencyStore, Reservation};
+    use crate::terminal::{LookupOutcome, SlotTerminal};
+
+    /// 2026-06-01T06:00:00Z.
+    const T0: i64 = 1_780_293_600_000;
+
+    /// A terminal the operator's writes never call.
+    struct Unreachable;
+
+    #[async_trait]
+    impl SlotTerminal for Unreachable {
+        async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+            ClaimOutcome::Transient("not called".into())
+        }
+        async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+            LookupOutcome::Transient("not called".into())
+        }
+    }
+
+    struct World {
+        gate: Gate,
+        store: Arc<MemoryStore>,
+        manual: Arc<MemoryManualQueue>,
+        clock: Arc<ManualClock>,
+    }
+
+    fn world() -> World {
+        let store = Arc::new(MemoryStore::new());
+        let manual = Arc::new(MemoryManualQueue::new());
+        let clock = Arc::new(ManualClock::new(T0));
+        World {
+            gate: Gate {
+                config: GateConfig::new("it", vec!["ECT-DELTA".into()]),
+                store: store.clone(),
+                terminal: Arc::new(Unreachable),
+                manual: manual.clone(),
+                clock: clock.clone(),
+            },
+            store,
+            manual,
+            clock,
+        }
+    }
+
+    /// Reserved by `owner` at T0 with a lease until `deadline_ms`.
+    async fn strand(w: &World, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
+        let body = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","preferred_window":{"start":"2026-06-01T08:00:00Z","end":"2026-06-01T10:00:00Z"},"terminal":"ECT-DELTA","pin":"4711"}"#;
+        let n = parse_notification(body, T0, &["ECT-DELTA".to_string()]).unwrap();
+        let keys = derive_keys(&n).unwrap();
+        let inv = Invocation {
+            request_id: owner.into(),
+            deadline_ms,
+        };
+        let record = w.gate.new_record(&n, &keys, &inv, T0);
+        assert_eq!(
+            w.store.reserve(&record, T0).await.unwrap(),
+            Reservation::Reserved
+        );
+        record
+    }
+
+    fn operator(w: &World) -> Invocation {
+        Invocation {
+            request_id: "gatectl:alice#1".into(),
+            deadline_ms: w.clock.now_ms() + OPERATOR_LEASE_MS,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_live_lease_refuses_and_names_its_holder_and_end() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 120_000).await;
+        w.clock.advance_ms(20_000);
+        let err = w
+            .gate
+            .operator_finish(
+                &record,
+                SlotClaim {
+                    slot_id: "S-1".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            OperatorError::Refused(Refusal::LeaseLive {
+                holder: "inv-1#0".into(),
+                until: "2026-06-01T06:02:00Z".into(),
+                left_s: 100,
+            })
+        );
+        assert_eq!(w.store.get(&record.pk).await.unwrap().unwrap(), record);
+    }
+
+    #[tokio::test]
+    async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        w.clock.advance_ms(60_000);
+        let outcome = w
+            .gate
+            .operator_finish(
+                &record,
+                SlotClaim {
+                    slot_id: "S-1".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            RecordOutcome::Committed {
+                slot_id: "S-1".into(),
+                natural_key_collision: None
+            }
+        );
+        let after = w.store.get(&record.pk).await.unwrap().unwrap();
+        assert_eq!(after.status, RecordStatus::Committed);
+        assert_eq!(after.lease_owner.as_deref(), Some("gatectl:alice#1"));
+        assert_eq!(
+            w.store
+                .booking(&record.event_key)
+                .await
+                .unwrap()
+                .unwrap()
+                .slot_id,
+            "S-1"
+        );
+        // Committed now: a second finish is refused with the status.
+        let again = w
+            .gate
+            .operator_finish(
+                &after,
+                SlotClaim {
+                    slot_id: "S-2".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            again.to_string(),
+            "the record is committed, not in_flight: nothing to finish"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_slot() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        w.clock.advance_ms(60_000);
+        let outcome = w
+            .gate
+            .operator_cancel(&record, "cancelled by gatectl:alice: dup", &operator(&w))
+            .await
+            .unwrap();
+        assert_eq!(outcome, RecordOutcome::Manual(ManualReason::Cancelled));
+        let after = w.store.get(&record.pk).await.unwrap().unwrap();
+        assert_eq!(after.status, RecordStatus::Failed);
+        assert_eq!(
+            after.error.as_deref(),
+            Some("cancelled by gatectl:alice: dup")
+        );
+        assert!(after.inflight_shard.is_none() && !after.route_pending && after.request.is_empty());
+        let items = w.manual.items();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].reason, ManualReason::Cancelled);
+        assert_eq!(items[0].original_body.as_bytes(), record.request.as_slice());
+        assert_eq!(
+            items[0].event_key.as_deref(),
+            Some(record.event_key.as_str())
+        );
+
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        let with_slot = w
+            .store
+            .record_slot_id(&record.pk, "S-9", T0)
+            .await
+            .unwrap()
+            .unwrap();
+        w.clock.advance_ms(60_000);
+        let err = w
+            .gate
+            .operator_cancel(&with_slot, "x", &operator(&w))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            OperatorError::Refused(Refusal::SlotRecorded {
+                slot_ids: vec!["S-9".into()]
+            })
+        );
+        assert!(w.manual.items().is_empty());
+        // Nor is a finish with another slot than the recorded one.
+        let err = w
+            .gate
+            .operator_finish(
+                &with_slot,
+                SlotClaim {
+                    slot_id: "S-1".into(),
+                    equipment_number: None,
+                },
+                &operator(&w),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the terminal returned slot id(s) [\"S-9\"] for this record, not S-1: finish it with \
+             one of those (or --from-terminal)"
+        );
+        assert_eq!(
+            w.store.get(&with_slot.pk).await.unwrap().unwrap(),
+            with_slot
+        );
+    }
+
+    #[tokio::test]
+    async fn the_history_is_appended_to_an_existing_record_only() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        let entry = |n: i64| AuditEntry {
+            at_ms: T0 + n,
+            who: "gatectl:alice".into(),
+            action: "finish".into(),
+            detail: format!("line {n}"),
+        };
+        w.store.append_history(&record.pk, &entry(1)).await.unwrap();
+        w.store.append_history(&record.pk, &entry(2)).await.unwrap();
+        assert_eq!(
+            w.store.history(&record.pk).await.unwrap(),
+            vec![entry(1), entry(2)]
+        );
+        assert!(matches!(
+            w.store.append_history("it#none", &entry(3)).await,
+            Err(StoreError::Corrupt(_))
+        ));
+        assert!(w.store.history("it#none").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_next_step_says_what_the_gate_will_do() {
+        let w = world();
+        let config = ReconcilerConfig::default();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        // The lease lasts the 30 s floor; 40 s later it has expired.
+        w.clock.advance_ms(40_000);
+        let now = w.clock.now_ms();
+        assert_eq!(
+            w.gate.next_step(&record, &config, now),
+            "the reconciler takes it over in 80 s (the reconciler waits until it is 120 s old), \
+             looks up the slot under its operation key and commits it; finding none, claims \
+             again with the same Idempotency-Key and commits the answer"
+        );
+        let live = IdempotencyRecord {
+            lease_until_ms: Some(now + 5_000),
+            ..record.clone()
+        };
+        assert_eq!(
+            w.gate.next_step(&live, &config, now),
+            "its holder inv-1#0 works on it until 2026-06-01T06:00:45Z"
+        );
+        let old = now + config.claim_horizon_ms();
+        assert!(w
+            .gate
+            .next_step(&record, &config, old)
+            .contains("past_key_retention: 23 h old"));
+    }
+}

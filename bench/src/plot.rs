@@ -147,6 +147,11 @@ pub fn latency_png(path: &Path, title: &str, series: &[(String, Vec<u64>)]) -> R
     Ok(())
 }
 
+/// One figure of a cold start (init ms, batch ms, peak RSS MB).
+type ColdFigure = fn(&crate::coldstart::ColdStart) -> f64;
+/// One part of a cost row, USD per million events.
+type CostPart = fn(&crate::cost::CostRow) -> f64;
+
 /// Cold start and cost side by side (issue 18): left, the gate's and Powertools' init, first
 /// cold batch of 10 and peak RSS (medians, log scale); right, dollars per million events of the
 /// naive handler, the gate and Powertools, stacked by Lambda duration, Lambda requests and
@@ -172,7 +177,7 @@ pub fn cold_and_cost_png(
     let (left, right) = root.split_horizontally(700);
 
     // Left: three figures per function, log scale.
-    let figures: [(&str, fn(&crate::coldstart::ColdStart) -> f64); 3] = [
+    let figures: [(&str, ColdFigure); 3] = [
         ("init (ms)", |c| c.init_ms),
         ("first batch of 10 (ms)", |c| c.batch_ms),
         ("peak RSS (MB)", |c| c.peak_rss_mb),
@@ -271,7 +276,7 @@ pub fn cold_and_cost_png(
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(|x| e(&x))?;
-    let parts: [(&str, RGBColor, fn(&crate::cost::CostRow) -> f64); 3] = [
+    let parts: [(&str, RGBColor, CostPart); 3] = [
         ("Lambda duration", RGBColor(230, 140, 40), |r| {
             r.lambda_duration_usd
         }),

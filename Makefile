@@ -62,7 +62,7 @@ cargo-test:
 BENCH_ARGS ?= --runs 5
 bench: tools
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
-	$(CARGO) bench -p gate --bench gate_cpu
+	$(CARGO) bench -p truck-slot --bench slot_cpu
 	rustup target add aarch64-unknown-linux-gnu
 	$(CARGO) lambda build --release --arm64 -p consumer --lambda-dir target/lambda-arm64
 	$(CARGO) lambda build --release -p consumer --lambda-dir target/lambda-x86_64

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gate::consumer::Gate;
-use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
@@ -86,11 +86,14 @@ impl IdempotencyStore for DelayStore {
         pk: &str,
         owner: &str,
         slot: &str,
-        b: &TmsBooking,
+        b: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.wait().await;
-        self.inner.commit(pk, owner, slot, b, now).await
+        self.inner
+            .commit(pk, owner, slot, b, natural_key, now)
+            .await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
         self.wait().await;
@@ -128,7 +131,7 @@ impl IdempotencyStore for DelayStore {
         self.wait().await;
         self.inner.get(pk).await
     }
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.wait().await;
         self.inner.booking(source_event).await
     }

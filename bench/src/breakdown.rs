@@ -14,8 +14,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 use gate::consumer::Gate;
 use gate::store::memory::MemoryStore;
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use serde::Serialize;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 use crate::counter::CallRecorder;
 use crate::handlers::{build_gate, invocation, sqs_event, Env};
@@ -64,11 +64,17 @@ pub async fn run(
 ) -> Result<Vec<Row>, String> {
     let dynamo_http = build_gate(env, &format!("{tag}-bd"), &CallRecorder::default(), 10).await?;
     let mut dynamo_mem = dynamo_http.clone();
-    dynamo_mem.terminal = Arc::new(InProcessTerminal);
+    dynamo_mem.integration = Arc::new(truck_slot::TruckSlot::new(
+        Arc::new(InProcessTerminal),
+        vec!["ECT-DELTA".to_string()],
+    ));
     let mut memory_http = dynamo_http.clone();
     memory_http.store = Arc::new(MemoryStore::new());
     let mut memory_mem = memory_http.clone();
-    memory_mem.terminal = Arc::new(InProcessTerminal);
+    memory_mem.integration = Arc::new(truck_slot::TruckSlot::new(
+        Arc::new(InProcessTerminal),
+        vec!["ECT-DELTA".to_string()],
+    ));
     let configs: [(&'static str, &'static str, &Gate); 4] = [
         ("memory", "in-process", &memory_mem),
         ("memory", "http", &memory_http),

@@ -16,9 +16,9 @@ use gate::clock::{Clock, SystemClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::store::dynamo::{create_tables, DynamoStore};
-use gate::terminal::{HttpTerminal, HttpTerminalConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};
 
 use crate::counter::{dynamo_client, CallRecorder};
 use crate::stats;
@@ -272,12 +272,15 @@ pub async fn build_gate(
         .map_err(|e| e.to_string())?;
     let terminal = HttpTerminal::new(HttpTerminalConfig::new(env.terminal.clone()))
         .map_err(|e| e.to_string())?;
-    let mut config = GateConfig::new(format!("bench-{tag}"), vec!["ECT-DELTA".to_string()]);
+    let mut config = GateConfig::new(format!("bench-{tag}"));
     config.max_concurrency = max_concurrency;
     Ok(Gate {
         config,
         store: Arc::new(DynamoStore::new(client, idem, book)),
-        terminal: Arc::new(terminal),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(terminal),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: Arc::new(MemoryManualQueue::new()),
         clock: Arc::new(SystemClock),
     })

@@ -44,7 +44,7 @@ impl Rng {
 /// A valid ISO 6346 container number from a serial.
 pub fn container(serial: u32) -> String {
     let first_ten = format!("BNCU{:06}", serial % 1_000_000);
-    let check = gate::iso6346::check_digit(&first_ten).unwrap_or(0);
+    let check = truck_slot::iso6346::check_digit(&first_ten).unwrap_or(0);
     format!("{first_ten}{check}")
 }
 
@@ -124,6 +124,6 @@ mod tests {
                 assert!(d[..i].iter().any(|y| !y.duplicate && y.body == x.body));
             }
         }
-        assert!(gate::iso6346::EquipmentNumber::parse(&container(42)).is_ok());
+        assert!(truck_slot::iso6346::EquipmentNumber::parse(&container(42)).is_ok());
     }
 }

@@ -9,16 +9,16 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use gate::consumer::{Gate, Invocation, RecordOutcome};
-use gate::iso6346::EquipmentNumber;
-use gate::keys::event_key_of;
 use gate::manual::ManualItem;
 use gate::operator::{rfc3339_ms, AuditEntry, AuditLog, OperatorError, OPERATOR_LEASE_MS};
 use gate::reconciler::ReconcileReport;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use gate::store::dynamo::{record_from_item, DynamoStore, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
 use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use serde_json::{json, Value};
+use truck_slot::iso6346::EquipmentNumber;
+use truck_slot::keys::event_key_of;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 use crate::error::{exit, CtlError};
 use crate::render::{cut, human_ms, human_s, progress, table};
@@ -336,8 +336,11 @@ impl Ctl {
             Query::EventKey(k) => vec![self.record(k).await?],
             Query::Container(c) => self.scan(|_| true, Some(("container", c))).await?,
             Query::NotificationId(id) => {
-                self.scan(|r| event_key_of(id, &r.container) == r.event_key, None)
-                    .await?
+                self.scan(
+                    |r| event_key_of(id, r.label("container")) == r.event_key,
+                    None,
+                )
+                .await?
             }
         };
         if records.is_empty() {
@@ -401,8 +404,16 @@ impl Ctl {
             lines.push(format!("error         {e}"));
         }
         lines.extend([
-            format!("container     {} at {}", r.container, r.terminal),
-            format!("window        {} .. {}", r.window_start, r.window_end),
+            format!(
+                "container     {} at {}",
+                r.label("container"),
+                r.label("terminal")
+            ),
+            format!(
+                "window        {} .. {}",
+                r.label("window_start"),
+                r.label("window_end")
+            ),
             format!(
                 "created       {} ({} ago)",
                 rfc3339_ms(r.created_at_ms),
@@ -441,7 +452,7 @@ impl Ctl {
                 "TMS booking   {}",
                 booking.as_ref().map_or("none".to_string(), |b| format!(
                     "slot {} booked {} ago",
-                    b.slot_id,
+                    b.effect_id,
                     human_ms(now - b.booked_at_ms)
                 ))
             ),
@@ -473,10 +484,10 @@ impl Ctl {
             "status": r.status.as_str(),
             "route_pending": r.route_pending,
             "error": r.error,
-            "container": r.container,
-            "terminal": r.terminal,
-            "window_start": r.window_start,
-            "window_end": r.window_end,
+            "container": r.label("container"),
+            "terminal": r.label("terminal"),
+            "window_start": r.label("window_start"),
+            "window_end": r.label("window_end"),
             "created_at_ms": r.created_at_ms,
             "age_s": (now - r.created_at_ms) / 1000,
             "updated_at_ms": r.updated_at_ms,
@@ -491,8 +502,8 @@ impl Ctl {
             "in_flight_index": r.inflight_shard.is_some(),
             "request": if r.request.is_empty() { Value::Null } else { json!(format!("[redacted {} bytes]", r.request.len())) },
             "booking": booking.map(|b| json!({
-                "slot_id": b.slot_id, "container": b.container, "terminal": b.terminal,
-                "window_start": b.window_start, "window_end": b.window_end,
+                "slot_id": b.effect_id, "container": b.label("container"), "terminal": b.label("terminal"),
+                "window_start": b.label("window_start"), "window_end": b.label("window_end"),
                 "booked_at_ms": b.booked_at_ms,
             })),
             "history": history,
@@ -635,7 +646,7 @@ impl Ctl {
                 .collect();
             t.add_row(vec![
                 cut(&r.event_key, 16),
-                r.container.clone(),
+                r.label("container").to_string(),
                 r.status.to_string(),
                 r.slot_id.clone().unwrap_or_else(|| "none".into()),
                 others
@@ -645,7 +656,7 @@ impl Ctl {
                     .join(", "),
             ]);
             rows.push(json!({
-                "event_key": r.event_key, "container": r.container, "status": r.status.as_str(),
+                "event_key": r.event_key, "container": r.label("container"), "status": r.status.as_str(),
                 "slot_id": r.slot_id, "slot_ids": r.slot_ids, "cancel": others,
             }));
         }
@@ -834,18 +845,52 @@ impl Ctl {
 
     async fn list_dead_letters(&self) -> Result<Output, CtlError> {
         let url = self.dead_letter_url()?;
-        let limit = self.redrive_limit_ms().await.ok().map(|(l, _)| l);
+        let limits = self.redrive_limit_ms().await.ok();
         let messages = self.peek(&url, "dead-letter queue", 30).await?;
         self.unhide(&url, &messages).await?;
-        let (t, rows) = self.dead_letter_rows(&messages, limit);
+        let outlived = match limits {
+            Some((_, retention_s)) => self.records_expiring_first(&messages, retention_s).await?,
+            None => Vec::new(),
+        };
+        let (t, rows) = self.dead_letter_rows(&messages, limits.map(|(l, _)| l), &outlived);
         let text = format!("{t}\n{} dead letter(s) (left in place)\n", rows.len());
         Ok(Output::ok(text, Value::Array(rows)))
+    }
+
+    /// The ids of the `messages` whose record (found by the body's event key) expires before a
+    /// redriven copy would: `expires_at` earlier than now plus the notification queue's
+    /// retention (`retention_s`, seconds). A message younger than the limit can still be one: a
+    /// dead letter redriven once already (SQS gave the copy a new `SentTimestamp`), or a
+    /// webhook its sender retried long after the first delivery made the record.
+    async fn records_expiring_first(
+        &self,
+        messages: &[Message],
+        retention_s: i64,
+    ) -> Result<Vec<String>, CtlError> {
+        let horizon_ms = self.now().saturating_add(retention_s.saturating_mul(1000));
+        let mut ids = Vec::new();
+        for m in messages {
+            let Some(key) = m.body().and_then(event_key_of_body) else {
+                continue;
+            };
+            let pk = record_pk(&self.targets.gate.integration, &key);
+            let record = self
+                .store
+                .get(&pk)
+                .await
+                .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?;
+            if record.is_some_and(|r| r.expires_at_s.saturating_mul(1000) < horizon_ms) {
+                ids.push(m.message_id().unwrap_or_default().to_string());
+            }
+        }
+        Ok(ids)
     }
 
     fn dead_letter_rows(
         &self,
         messages: &[Message],
         limit_ms: Option<i64>,
+        outlived: &[String],
     ) -> (comfy_table::Table, Vec<Value>) {
         let now = self.now();
         let mut t = table(&["message id", "age", "receives", "event key", "redrive"]);
@@ -854,8 +899,11 @@ impl Ctl {
             let sent = sent_ms(m);
             let age = sent.map(|s| now - s);
             let key = m.body().and_then(event_key_of_body);
+            let record_first = outlived
+                .iter()
+                .any(|id| Some(id.as_str()) == m.message_id());
             let redrivable = match (age, limit_ms) {
-                (Some(a), Some(l)) => Some(a < l),
+                (Some(a), Some(l)) => Some(a < l && !record_first),
                 _ => None,
             };
             t.add_row(vec![
@@ -865,6 +913,9 @@ impl Ctl {
                 cut(key.as_deref().unwrap_or("unreadable body"), 16),
                 match redrivable {
                     Some(true) => "yes".to_string(),
+                    Some(false) if record_first => {
+                        "no: its record expires first, book by hand".to_string()
+                    }
                     Some(false) => format!(
                         "no: older than {}, book by hand",
                         human_ms(limit_ms.unwrap_or_default())
@@ -886,12 +937,7 @@ impl Ctl {
     async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
         self.need_terminal("lookup")?;
         let r = self.record(&event_key_arg(key)?).await?;
-        match self
-            .gate
-            .terminal
-            .lookup_at(&r.terminal, &r.op_key, &r.request)
-            .await
-        {
+        match self.gate.integration.lookup(&r).await {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.slot_id.as_deref()) {
                     (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
@@ -960,6 +1006,14 @@ impl Ctl {
             .operator_check(&r, "finish", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let (slot, source) = match slot_id {
+            Some(id) if !slot_id_acceptable(id) => {
+                return Err(CtlError::Refused(format!(
+                    "--slot-id {:?} is not a slot id: 1 to {} printable ASCII characters, not \
+                     blank (as the gate accepts from a terminal); nothing written",
+                    cut(id, 40),
+                    truck_slot::terminal::MAX_SLOT_ID_CHARS
+                )))
+            }
             Some(id) => (
                 SlotClaim {
                     slot_id: id.to_string(),
@@ -969,12 +1023,7 @@ impl Ctl {
             ),
             None => {
                 self.need_terminal("finish --from-terminal")?;
-                match self
-                    .gate
-                    .terminal
-                    .lookup_at(&r.terminal, &r.op_key, &r.request)
-                    .await
-                {
+                match self.gate.integration.lookup(&r).await {
                     LookupOutcome::Found(slot) => (slot, "found at the terminal"),
                     LookupOutcome::NotFound => {
                         return Err(CtlError::NotFound(format!(
@@ -998,10 +1047,10 @@ impl Ctl {
             r.event_key,
             r.lease_owner.as_deref().unwrap_or("nobody"),
             slot.slot_id,
-            r.container,
-            r.terminal,
-            r.window_start,
-            r.window_end
+            r.label("container"),
+            r.label("terminal"),
+            r.label("window_start"),
+            r.label("window_end")
         );
         let plan_json = json!({"action": "finish", "event_key": r.event_key, "slot_id": slot.slot_id,
                                "source": source, "dry_run": dry_run});
@@ -1296,18 +1345,23 @@ impl Ctl {
         // Hidden for the whole redrive (5 minutes), so no message is sent twice by this run.
         let messages = self.peek(&dlq, "dead-letter queue", 300).await?;
         let now = self.now();
-        let (young, old): (Vec<Message>, Vec<Message>) = messages
-            .into_iter()
-            .partition(|m| sent_ms(m).is_some_and(|s| now - s < limit_ms));
-        let (old_table, old_rows) = self.dead_letter_rows(&old, Some(limit_ms));
+        let outlived = self.records_expiring_first(&messages, retention_s).await?;
+        let (young, old): (Vec<Message>, Vec<Message>) = messages.into_iter().partition(|m| {
+            sent_ms(m).is_some_and(|s| now - s < limit_ms)
+                && !outlived
+                    .iter()
+                    .any(|id| Some(id.as_str()) == m.message_id())
+        });
+        let (old_table, old_rows) = self.dead_letter_rows(&old, Some(limit_ms), &outlived);
         let refused_text = if old.is_empty() {
             String::new()
         } else {
             format!(
                 "refused: {} message(s) older than {} (KEY_TTL_SECONDS {} s minus the \
-                 notification queue's retention {} s): their records may expire before a \
-                 redriven copy does; book them by hand from their bodies, then delete them from \
-                 the dead-letter queue\n{old_table}\n",
+                 notification queue's retention {} s), or whose record expires within that \
+                 retention: their records may expire before a redriven copy does; book them by \
+                 hand from their bodies, then delete them from the dead-letter queue\n\
+                 {old_table}\n",
                 old.len(),
                 human_ms(limit_ms),
                 self.targets.gate.key_ttl_s,
@@ -1428,6 +1482,15 @@ fn merge(total: &mut ReconcileReport, one: &ReconcileReport) {
     total.natural_key_collisions += one.natural_key_collisions;
 }
 
+/// Whether `--slot-id` could be a slot id: the rules the gate applies to a terminal's answer
+/// (`truck_slot::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
+/// pasted line break, an empty argument or a whole paragraph is not committed and booked.
+fn slot_id_acceptable(slot_id: &str) -> bool {
+    !slot_id.trim().is_empty()
+        && slot_id.len() <= truck_slot::terminal::MAX_SLOT_ID_CHARS
+        && slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+}
+
 /// `SentTimestamp` of a message, epoch **milliseconds** (SQS keeps a dead letter's original
 /// enqueue time).
 fn sent_ms(m: &Message) -> Option<i64> {
@@ -1478,7 +1541,7 @@ mod tests {
         let body = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","pin":"1"}"#;
         assert_eq!(
             event_key_of_body(body),
-            Some(gate::keys::sha256_hex(b"N-1:CSQU3054383"))
+            Some(truck_slot::keys::sha256_hex(b"N-1:CSQU3054383"))
         );
         assert_eq!(event_key_of_body("{bad"), None);
     }

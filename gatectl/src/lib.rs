@@ -20,7 +20,7 @@ use gate::clock::SystemClock;
 use gate::consumer::Gate;
 use gate::manual::sqs::SqsManualQueue;
 use gate::store::dynamo::DynamoStore;
-use gate::terminal::{HttpTerminal, SlotTerminal};
+use truck_slot::terminal::{HttpTerminal, SlotTerminal};
 
 use crate::cli::Cli;
 use crate::ctl::{Ctl, NoTerminal};
@@ -65,15 +65,16 @@ pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
             (Some(config), true) if !targets.terminals.is_empty() => {
                 // Several terminals: the reconciler's own router, each token from its secret.
                 let client = aws_sdk_secretsmanager::Client::new(&aws);
-                let router = gate::lambda::terminal_router(&targets.terminals, config, &client)
-                    .await
-                    .map_err(|e| {
-                        CtlError::from_text(
-                            e.to_string(),
-                            "secretsmanager:GetSecretValue",
-                            "the terminals' token secrets (TerminalTokenSecretArns)",
-                        )
-                    })?;
+                let router =
+                    truck_slot::lambda::terminal_router(&targets.terminals, config, &client)
+                        .await
+                        .map_err(|e| {
+                            CtlError::from_text(
+                                e.to_string(),
+                                "secretsmanager:GetSecretValue",
+                                "the terminals' token secrets (TerminalTokenSecretArns)",
+                            )
+                        })?;
                 (Arc::new(router), true)
             }
             (Some(config), true) => {
@@ -81,7 +82,7 @@ pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
                 if let Some(arn) = &targets.token_secret_arn {
                     let client = aws_sdk_secretsmanager::Client::new(&aws);
                     config.token = Some(
-                        gate::secrets::fetch_api_token(&client, arn)
+                        truck_slot::secrets::fetch_api_token(&client, arn)
                             .await
                             .map_err(|e| {
                                 CtlError::from_text(
@@ -101,7 +102,10 @@ pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
     let gate = Gate {
         config: targets.gate.clone(),
         store: store.clone(),
-        terminal,
+        integration: Arc::new(
+            truck_slot::TruckSlot::new(terminal, targets.known_terminals.clone())
+                .with_policies(targets.policies.clone()),
+        ),
         manual: Arc::new(SqsManualQueue::new(
             sqs.clone(),
             targets.manual_queue_url.clone(),

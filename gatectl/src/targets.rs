@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use gate::config::FunctionConfig;
 use gate::consumer::GateConfig;
 use gate::reconciler::ReconcilerConfig;
-use gate::terminal::several::TerminalSpec;
-use gate::terminal::HttpTerminalConfig;
+use truck_slot::config::FunctionConfig;
+use truck_slot::terminal::several::TerminalSpec;
+use truck_slot::terminal::HttpTerminalConfig;
 
 use crate::error::CtlError;
 
@@ -102,6 +102,10 @@ pub struct Targets {
     /// Several terminals (`TERMINALS`), each with its URL, key support and token secret; empty
     /// for one terminal.
     pub terminals: Vec<TerminalSpec>,
+    /// The terminal codes the stack books at (`KNOWN_TERMINALS`, or those of `TERMINALS`).
+    pub known_terminals: Vec<String>,
+    /// With several terminals, each one's key support and claim horizon (empty for one).
+    pub policies: std::collections::BTreeMap<String, truck_slot::terminal::several::TerminalPolicy>,
     /// The Secrets Manager secret of the terminal's token, if any.
     pub token_secret_arn: Option<String>,
     /// Where this came from: `stack NAME` or `environment`.
@@ -142,6 +146,8 @@ impl Targets {
             reconciler: config.reconciler,
             terminal: has_terminal.then_some(config.terminal),
             terminals: config.terminals,
+            known_terminals: config.known_terminals,
+            policies: config.policies,
             token_secret_arn: config.token_secret_arn,
             source: source.to_string(),
         })
@@ -292,7 +298,7 @@ mod tests {
         let codes: Vec<&str> = t.terminals.iter().map(|s| s.code.as_str()).collect();
         assert_eq!(codes, ["ECT-DELTA", "RWG"]);
         assert!(t.terminal.is_some());
-        assert!(!t.gate.supports_idempotency_key("RWG"));
+        assert!(!t.policies["RWG"].supports_idempotency_key);
     }
 
     #[test]

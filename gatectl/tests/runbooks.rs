@@ -12,20 +12,21 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, Invocation};
+use gate::consumer::{Gate, Invocation};
 use gate::manual::sqs::SqsManualQueue;
-use gate::notification::parse_notification;
 use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
 use gate::store::dynamo::DynamoStore;
 use gate::store::{IdempotencyStore, Reservation};
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 use gatectl::ctl::{Action, Confirm, Ctl, Query, Yes};
 use gatectl::error::{exit, CtlError};
 use gatectl::targets::Targets;
 use integration_tests::{fresh_queue, fresh_store, moto_endpoint, sqs_client, unique};
 use serde_json::{json, Value};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 
 /// 2026-06-01T06:00:00Z.
 const T0: i64 = 1_780_293_600_000;
@@ -88,7 +89,10 @@ impl World {
         let gate = Gate {
             config: targets.gate.clone(),
             store: store.clone(),
-            terminal: Arc::new(http),
+            integration: Arc::new(truck_slot::TruckSlot::new(
+                Arc::new(http),
+                vec!["ECT-DELTA".to_string()],
+            )),
             manual: Arc::new(SqsManualQueue::new(sqs.clone(), manual_url.clone())),
             clock: clock.clone(),
         };
@@ -121,16 +125,32 @@ impl World {
         .to_string()
     }
 
+    /// A body whose two-hour window ends at `end_ms` (epoch ms), for tests on the real clock.
+    fn body_ending(id: &str, container: &str, end_ms: i64) -> String {
+        let at = gate::operator::rfc3339_ms;
+        json!({
+            "notificationId": id,
+            "equipment_number": container,
+            "preferred_window": {"start": at(end_ms - 7_200_000), "end": at(end_ms)},
+            "terminal": "ECT-DELTA",
+            "pin": PIN
+        })
+        .to_string()
+    }
+
     /// Reserves `body` as the consumer invocation `owner` whose deadline is `deadline_ms`.
     async fn strand(&self, body: &str, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         let now = self.clock.now_ms();
-        let n = parse_notification(body, now, &self.ctl.gate.config.known_terminals).unwrap();
+        let n = parse_notification(body, now, &["ECT-DELTA".to_string()]).unwrap();
         let keys = derive_keys(&n).unwrap();
         let inv = Invocation {
             request_id: owner.into(),
             deadline_ms,
         };
-        let record = self.ctl.gate.new_record(&n, &keys, &inv, now);
+        let record =
+            self.ctl
+                .gate
+                .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
         assert_eq!(
             self.store.reserve(&record, now).await.unwrap(),
             Reservation::Reserved
@@ -163,13 +183,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     let record = w
         .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
         .await;
-    let ClaimOutcome::Claimed(slot) = w
-        .ctl
-        .gate
-        .terminal
-        .claim(&record.op_key, &record.request)
-        .await
-    else {
+    let ClaimOutcome::Claimed(slot) = w.ctl.gate.integration.call(&record).await else {
         panic!("claim")
     };
     w.clock.advance_ms(15 * 60_000);
@@ -237,7 +251,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
         .unwrap()
         .starts_with("gatectl:alice#"));
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.slot_id, slot.slot_id);
+    assert_eq!(booking.effect_id, slot.slot_id);
     assert_eq!(booking.booked_at_ms, T0 + 15 * 60_000);
     assert_eq!(w.core.slots_issued(), 1, "no second claim");
     let history = w.store.history(&record.pk).await.unwrap();
@@ -407,9 +421,16 @@ async fn a_multi_slot_key_is_shown_with_its_ids() {
     let record = w
         .strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000)
         .await;
-    let committed = gate::consumer::commit(w.store.as_ref(), &record, "inv-1#0", "SLOT-A", T0)
-        .await
-        .unwrap();
+    let committed = gate::consumer::commit(
+        w.store.as_ref(),
+        w.ctl.gate.integration.as_ref(),
+        &record,
+        "inv-1#0",
+        "SLOT-A",
+        T0,
+    )
+    .await
+    .unwrap();
     assert_eq!(committed, gate::store::CommitOutcome::Committed);
     w.store
         .record_slot_id(&record.pk, "SLOT-B", T0 + 5_000)
@@ -493,8 +514,13 @@ async fn a_redrive_refuses_an_old_message() {
     )
     .await;
     let old_body = World::body("N-OLD", "CSQU3054383");
-    let young_body = World::body("N-YOUNG", "MSKU1234565");
-    let young = w.strand(&young_body, "inv-dead#0", T0 + 1_000).await;
+    // SentTimestamp is the real clock's: the young record is made on it too, and lives until its
+    // window's end plus 3600 s, beyond a redriven copy's 60 s.
+    w.clock.set_ms(now_ms());
+    let young_body = World::body_ending("N-YOUNG", "MSKU1234565", now_ms() + 3_600_000);
+    let young = w
+        .strand(&young_body, "inv-dead#0", w.clock.now_ms() + 1_000)
+        .await;
     let send = |body: String| {
         let sqs = sqs.clone();
         let dlq = dlq.clone();
@@ -582,14 +608,17 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let n = parse_notification(&body, T0, &["ECT-DELTA".to_string()]).unwrap();
     let keys = derive_keys(&n).unwrap();
     let gate = Gate {
-        config: gate::consumer::GateConfig::new(integration.as_str(), vec!["ECT-DELTA".into()]),
+        config: gate::consumer::GateConfig::new(integration.as_str()),
         store: Arc::new(store.clone()),
-        terminal: Arc::new(gatectl::ctl::NoTerminal),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(gatectl::ctl::NoTerminal),
+            vec!["ECT-DELTA".into()],
+        )),
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
         clock: Arc::new(ManualClock::new(now)),
     };
     let record = gate.new_record(
-        &n,
+        &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
             request_id: "inv-live#0".into(),
@@ -636,7 +665,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     let stranded_body = World::body("N-BIN-2", "MSKU1234565");
     let n2 = parse_notification(&stranded_body, T0, &["ECT-DELTA".to_string()]).unwrap();
     let stranded = gate.new_record(
-        &n2,
+        &truck_slot::event(&n2).unwrap(),
         &derive_keys(&n2).unwrap(),
         &Invocation {
             request_id: "inv-dead#0".into(),
@@ -764,4 +793,181 @@ async fn the_stack_says_where_everything_is() {
         serde_json::from_slice::<Value>(&out.stdout).unwrap(),
         json!([])
     );
+}
+
+/// FINDING (break-16-17): the redrive judged a dead letter's age by its `SentTimestamp` only.
+/// A message sent long after its record was made (a dead letter redriven once already, which
+/// came back as a new message; a webhook the sender retried hours later) is young by that
+/// measure while its record expires before the redriven copy's retention ends: after that the
+/// copy finds no record and the event is reserved and claimed again. The record itself must
+/// outlive a redriven copy (now plus the notification queue's retention).
+#[tokio::test]
+async fn a_redrive_refuses_a_young_message_whose_record_expires_first() {
+    let sqs = sqs_client().await;
+    let notification_url = sqs
+        .create_queue()
+        .queue_name(unique("gc-notify2"))
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod,
+            "60",
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let dlq = fresh_queue(&sqs, "gc-dlq2").await;
+    let w = World::with(
+        "gc-redrive2",
+        Some(notification_url.clone()),
+        Some(dlq.clone()),
+        3_600,
+    )
+    .await;
+    // The record was made before its window, which ended 3570 s ago: it expires in 30 s (window
+    // end plus 3600 s), but a redriven copy lives 60 s.
+    let real_now = now_ms();
+    let end_ms = real_now - 3_570_000;
+    w.clock.set_ms(end_ms - 600_000);
+    let body = World::body_ending("N-AGAIN", "CSQU3054383", end_ms);
+    let record = w
+        .strand(&body, "inv-dead#0", w.clock.now_ms() + 1_000)
+        .await;
+    let id = sqs
+        .send_message()
+        .queue_url(&dlq)
+        .message_body(body)
+        .send()
+        .await
+        .unwrap()
+        .message_id()
+        .unwrap()
+        .to_string();
+    w.clock.set_ms(real_now);
+    assert_eq!(
+        record.expires_at_s * 1000,
+        real_now + 30_000 - real_now % 1000
+    );
+
+    let out = w.run(Action::Redrive).await.unwrap();
+    assert_eq!(out.code, exit::REFUSED, "{}", out.text);
+    assert_eq!(out.json["redriven"], json!([]));
+    assert_eq!(out.json["refused"][0]["message_id"], id);
+    let moved = sqs
+        .receive_message()
+        .queue_url(&notification_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    assert!(moved.messages().is_empty(), "nothing sent back");
+    let left = w.run(Action::ListDeadLetters).await.unwrap();
+    assert_eq!(left.json[0]["message_id"], id);
+    assert_eq!(left.json[0]["redrivable"], false);
+}
+
+/// The slow holder, while the operator reads the plan: records the slot id its claim returned
+/// (`ADD slot_ids`, which no lease fences: a slot id is never lost), then lets the operator go on.
+struct SlowHolderRecords {
+    store: Arc<DynamoStore>,
+    pk: String,
+    slot_id: String,
+    now_ms: i64,
+}
+
+impl Confirm for SlowHolderRecords {
+    fn confirm(&mut self, _plan: &str) -> bool {
+        let (store, pk, slot, now) = (
+            self.store.clone(),
+            self.pk.clone(),
+            self.slot_id.clone(),
+            self.now_ms,
+        );
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async move {
+                store.record_slot_id(&pk, &slot, now).await.unwrap();
+            })
+        });
+        true
+    }
+}
+
+/// FINDING (break-16-17): `finish --slot-id` checked the given slot id against the slot ids
+/// the record held when gatectl read it, not when the operator's take-over held the lease. A
+/// holder whose lease had expired can still record the slot its late claim returned (the slot-id
+/// `ADD` is not fenced) while the operator reads the prompt; the operator then committed the
+/// other slot, leaving the terminal's real slot unbooked in the TMS and two slots held. The
+/// slot ids are checked again under the operator's lease, and the lease handed back on refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_rechecks_the_slot_ids_under_its_lease() {
+    let w = World::new("gc-finish-race").await;
+    let record = w
+        .strand(
+            &World::body("N-RACE", "CSQU3054383"),
+            "inv-slow#0",
+            T0 + 1_000,
+        )
+        .await;
+    w.clock.advance_ms(15 * 60_000);
+    let mut slow = SlowHolderRecords {
+        store: w.store.clone(),
+        pk: record.pk.clone(),
+        slot_id: "SLOT-LATE".into(),
+        now_ms: w.clock.now_ms(),
+    };
+    let err = w
+        .ctl
+        .run(
+            &finish(&record.event_key, Some("SLOT-TYPED")),
+            false,
+            &mut slow,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), exit::REFUSED, "{err}");
+    assert!(err.to_string().contains("SLOT-LATE"), "{err}");
+    let after = w.get(&record.pk).await;
+    assert_eq!(after.status, RecordStatus::InFlight);
+    assert_eq!(after.slot_id, None);
+    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
+    // The lease is handed back: the reconciler (or `finish --slot-id SLOT-LATE`) may go on now.
+    assert!(!after.lease_is_live(w.clock.now_ms()), "{after:?}");
+}
+
+/// FINDING (break-16-17): `finish --slot-id` committed any text as the slot id: an empty
+/// argument, a pasted line break (`"S-1\n"`, which is not the terminal's `S-1`), a paragraph.
+/// The gate refuses such slot ids from a terminal; from an operator they are refused too, and
+/// nothing is written.
+#[tokio::test]
+async fn finish_refuses_a_slot_id_the_gate_would_not_take_from_a_terminal() {
+    let w = World::new("gc-finish-slotid").await;
+    let record = w
+        .strand(
+            &World::body("N-SLOT", "CSQU3054383"),
+            "inv-dead#0",
+            T0 + 1_000,
+        )
+        .await;
+    w.clock.advance_ms(15 * 60_000);
+    for bad in [
+        String::new(),
+        "   ".to_string(),
+        "S-1\n".to_string(),
+        "S-1\u{7}".to_string(),
+        "S".repeat(truck_slot::terminal::MAX_SLOT_ID_CHARS + 1),
+    ] {
+        let err = w
+            .run(finish(&record.event_key, Some(&bad)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.exit_code(), exit::REFUSED, "{bad:?}: {err}");
+        assert_eq!(w.get(&record.pk).await, record, "{bad:?}: nothing written");
+    }
+    assert!(w.store.history(&record.pk).await.unwrap().is_empty());
+    let done = w
+        .run(finish(&record.event_key, Some("ECTD-20260601-0800-0042")))
+        .await
+        .unwrap();
+    assert_eq!(done.json["outcome"], "Committed");
 }

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::clock::ms_to_s;
-use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::record::{
+    natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus,
+};
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, Reservation, Store,
     StoreError, TakeOver,
@@ -35,6 +37,36 @@ pub const TTL_S: i64 = crate::consumer::DEFAULT_KEY_TTL_S;
 /// The event key for case `name` in run `prefix`: lowercase hex SHA-256, like a real one.
 pub fn event_key(prefix: &str, name: &str) -> String {
     hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
+}
+
+/// The labels of the sample records: the truck-slot path's four (`container`, `terminal`,
+/// `window_start`, `window_end`, RFC 3339), with the window given.
+pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
+    Labels::from([
+        ("container".to_string(), "CSQU3054383".to_string()),
+        ("terminal".to_string(), "ECT-DELTA".to_string()),
+        ("window_start".to_string(), window_start.to_string()),
+        ("window_end".to_string(), window_end.to_string()),
+    ])
+}
+
+/// The natural key of a sample row, as the truck-slot path builds it: `"{container}#{window
+/// start}"`, labelled with both, expiring [`natural_key_expires_at_s`] after the window's end.
+pub fn sample_natural_key(row: &BusinessRow) -> NaturalKey {
+    let end_ms = chrono::DateTime::parse_from_rfc3339(row.label("window_end"))
+        .ok()
+        .map(|t| t.timestamp_millis());
+    NaturalKey {
+        key: format!("{}#{}", row.label("container"), row.label("window_start")),
+        labels: Labels::from([
+            ("container".to_string(), row.label("container").to_string()),
+            (
+                "window_start".to_string(),
+                row.label("window_start").to_string(),
+            ),
+        ]),
+        expires_at_s: natural_key_expires_at_s(end_ms, row.booked_at_ms),
+    }
 }
 
 /// A fresh `in_flight` record for case `name`: `pk = "{prefix}#{event_key}"`, leased by `owner`
@@ -59,10 +91,7 @@ pub fn sample_record(prefix: &str, name: &str, owner: &str, now_ms: i64) -> Idem
         slot_ids: BTreeSet::new(),
         error: None,
         route_pending: false,
-        container: "CSQU3054383".to_string(),
-        terminal: "ECT-DELTA".to_string(),
-        window_start: "2025-06-09T08:00:00Z".to_string(),
-        window_end: "2025-06-09T10:00:00Z".to_string(),
+        labels: sample_labels("2025-06-09T08:00:00Z", "2025-06-09T10:00:00Z"),
     }
 }
 
@@ -374,9 +403,16 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
     let store = store.as_ref();
     let r = sample_record(prefix, "commit", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
-    let booking = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 10);
+    let booking = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 10);
     match store
-        .commit(&r.pk, "owner-a", "SLOT-1", &booking, NOW_MS + 10)
+        .commit(
+            &r.pk,
+            "owner-a",
+            "SLOT-1",
+            &booking,
+            Some(&sample_natural_key(&booking)),
+            NOW_MS + 10,
+        )
         .await
         .expect("commit")
     {
@@ -443,9 +479,16 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         TakeOver::Taken(t) => *t,
         TakeOver::Refused => panic!("take-over refused"),
     };
-    let stale = TmsBooking::for_record(&r, "SLOT-0", NOW_MS + LEASE_MS + 2);
+    let stale = BusinessRow::for_record(&r, "SLOT-0", NOW_MS + LEASE_MS + 2);
     match store
-        .commit(&r.pk, "owner-a", "SLOT-0", &stale, NOW_MS + LEASE_MS + 2)
+        .commit(
+            &r.pk,
+            "owner-a",
+            "SLOT-0",
+            &stale,
+            Some(&sample_natural_key(&stale)),
+            NOW_MS + LEASE_MS + 2,
+        )
         .await
         .expect("commit")
     {
@@ -457,22 +500,43 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(must_get(store, &r.pk).await, taken);
     assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
 
-    let first = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + LEASE_MS + 10);
+    let first = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + LEASE_MS + 10);
     let out = store
-        .commit(&r.pk, "owner-b", "SLOT-1", &first, NOW_MS + LEASE_MS + 10)
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-1",
+            &first,
+            Some(&sample_natural_key(&first)),
+            NOW_MS + LEASE_MS + 10,
+        )
         .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     let committed = must_get(store, &r.pk).await;
     // The retry of that very commit (its answer lost): committed, nothing written again.
     let out = store
-        .commit(&r.pk, "owner-b", "SLOT-1", &first, NOW_MS + LEASE_MS + 15)
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-1",
+            &first,
+            Some(&sample_natural_key(&first)),
+            NOW_MS + LEASE_MS + 15,
+        )
         .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     assert_eq!(must_get(store, &r.pk).await, committed);
 
-    let second = TmsBooking::for_record(&r, "SLOT-2", NOW_MS + LEASE_MS + 20);
+    let second = BusinessRow::for_record(&r, "SLOT-2", NOW_MS + LEASE_MS + 20);
     match store
-        .commit(&r.pk, "owner-b", "SLOT-2", &second, NOW_MS + LEASE_MS + 20)
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-2",
+            &second,
+            Some(&sample_natural_key(&second)),
+            NOW_MS + LEASE_MS + 20,
+        )
         .await
         .expect("commit")
     {
@@ -506,9 +570,16 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         FinishOutcome::Finished
     );
     let failed = must_get(store, &f.pk).await;
-    let b = TmsBooking::for_record(&f, "SLOT-F", NOW_MS + 2);
+    let b = BusinessRow::for_record(&f, "SLOT-F", NOW_MS + 2);
     match store
-        .commit(&f.pk, "owner-a", "SLOT-F", &b, NOW_MS + 2)
+        .commit(
+            &f.pk,
+            "owner-a",
+            "SLOT-F",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 2,
+        )
         .await
         .expect("commit")
     {
@@ -524,9 +595,16 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
 
     // No record at all.
     let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
-    let b = TmsBooking::for_record(&ghost, "SLOT-G", NOW_MS);
+    let b = BusinessRow::for_record(&ghost, "SLOT-G", NOW_MS);
     let out = store
-        .commit(&ghost.pk, "owner-a", "SLOT-G", &b, NOW_MS)
+        .commit(
+            &ghost.pk,
+            "owner-a",
+            "SLOT-G",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS,
+        )
         .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
@@ -541,9 +619,16 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         ..sample_record(prefix, "commit-twice", "owner-z", NOW_MS)
     };
     must_reserve(store, &orphan, NOW_MS).await;
-    let b = TmsBooking::for_record(&orphan, "SLOT-Z", NOW_MS + 30);
+    let b = BusinessRow::for_record(&orphan, "SLOT-Z", NOW_MS + 30);
     let out = store
-        .commit(&orphan.pk, "owner-z", "SLOT-Z", &b, NOW_MS + 30)
+        .commit(
+            &orphan.pk,
+            "owner-z",
+            "SLOT-Z",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 30,
+        )
         .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
@@ -556,7 +641,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
             .booking(&r.event_key)
             .await
             .expect("booking")
-            .map(|b| b.slot_id),
+            .map(|b| b.effect_id),
         Some("SLOT-1".to_string())
     );
 }
@@ -572,9 +657,16 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
         let store = Arc::clone(&store);
         let r = r.clone();
         tasks.push(tokio::spawn(async move {
-            let booking = TmsBooking::for_record(&r, slot, NOW_MS + 10);
+            let booking = BusinessRow::for_record(&r, slot, NOW_MS + 10);
             let out = store
-                .commit(&r.pk, "owner-a", slot, &booking, NOW_MS + 10)
+                .commit(
+                    &r.pk,
+                    "owner-a",
+                    slot,
+                    &booking,
+                    Some(&sample_natural_key(&booking)),
+                    NOW_MS + 10,
+                )
                 .await;
             (slot, out)
         }));
@@ -605,7 +697,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
         .await
         .expect("booking")
         .expect("a booking");
-    assert_eq!(booking.slot_id, winners[0]);
+    assert_eq!(booking.effect_id, winners[0]);
 }
 
 /// `release_lease` by the owner sets `lease_until` to 0 and keeps the record `in_flight`, so a
@@ -831,9 +923,16 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(after.status, RecordStatus::InFlight);
     assert_eq!(must_get(store, &r.pk).await.slot_ids, set(&["SLOT-0"]));
 
-    let b = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 2);
+    let b = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 2);
     let out = store
-        .commit(&r.pk, "owner-a", "SLOT-1", &b, NOW_MS + 2)
+        .commit(
+            &r.pk,
+            "owner-a",
+            "SLOT-1",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 2,
+        )
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
@@ -895,9 +994,16 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn Store>, prefix: &str) {
     must_reserve(store, &in_shard("stale-too-new", bound), NOW_MS).await;
     let committed = in_shard("stale-committed", base - 500);
     must_reserve(store, &committed, NOW_MS).await;
-    let b = TmsBooking::for_record(&committed, "SLOT-C", NOW_MS);
+    let b = BusinessRow::for_record(&committed, "SLOT-C", NOW_MS);
     let out = store
-        .commit(&committed.pk, "owner-a", "SLOT-C", &b, NOW_MS)
+        .commit(
+            &committed.pk,
+            "owner-a",
+            "SLOT-C",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS,
+        )
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
@@ -992,9 +1098,16 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &st
 
     let committed = sample_record(prefix, "minimise-commit", "owner-a", NOW_MS);
     must_reserve(store, &committed, NOW_MS).await;
-    let booking = TmsBooking::for_record(&committed, "SLOT-M", NOW_MS + 1);
+    let booking = BusinessRow::for_record(&committed, "SLOT-M", NOW_MS + 1);
     let out = store
-        .commit(&committed.pk, "owner-a", "SLOT-M", &booking, NOW_MS + 1)
+        .commit(
+            &committed.pk,
+            "owner-a",
+            "SLOT-M",
+            &booking,
+            Some(&sample_natural_key(&booking)),
+            NOW_MS + 1,
+        )
         .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     assert!(must_get(store, &committed.pk).await.request.is_empty());
@@ -1033,9 +1146,16 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &st
             finished.request.is_empty(),
             "{name}: the request outlived the routing"
         );
-        let b = TmsBooking::for_record(&r, "SLOT-X", NOW_MS + 3);
+        let b = BusinessRow::for_record(&r, "SLOT-X", NOW_MS + 3);
         match store
-            .commit(&r.pk, "owner-a", "SLOT-X", &b, NOW_MS + 3)
+            .commit(
+                &r.pk,
+                "owner-a",
+                "SLOT-X",
+                &b,
+                Some(&sample_natural_key(&b)),
+                NOW_MS + 3,
+            )
             .await
             .expect("commit")
         {
@@ -1056,18 +1176,24 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
     let first = sample_record(prefix, "nk-first", "owner-a", NOW_MS);
     let second = sample_record(prefix, "nk-second", "owner-b", NOW_MS);
     let mut other_window = sample_record(prefix, "nk-other-window", "owner-c", NOW_MS);
-    other_window.window_start = "2025-06-09T12:00:00Z".into();
-    other_window.window_end = "2025-06-09T14:00:00Z".into();
-    assert_eq!(first.container, second.container);
+    other_window.labels = sample_labels("2025-06-09T12:00:00Z", "2025-06-09T14:00:00Z");
+    assert_eq!(first.label("container"), second.label("container"));
     for r in [&first, &second, &other_window] {
         must_reserve(store, r, NOW_MS).await;
     }
     let commit = |r: &IdempotencyRecord, owner: &'static str, slot: &'static str| {
-        let booking = TmsBooking::for_record(r, slot, NOW_MS + 10);
+        let booking = BusinessRow::for_record(r, slot, NOW_MS + 10);
         let pk = r.pk.clone();
         async move {
             store
-                .commit(&pk, owner, slot, &booking, NOW_MS + 10)
+                .commit(
+                    &pk,
+                    owner,
+                    slot,
+                    &booking,
+                    Some(&sample_natural_key(&booking)),
+                    NOW_MS + 10,
+                )
                 .await
                 .expect("commit")
         }
@@ -1090,7 +1216,7 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
             .booking(&second.event_key)
             .await
             .expect("booking")
-            .map(|b| b.slot_id),
+            .map(|b| b.effect_id),
         Some("SLOT-B".to_string())
     );
     // The first commit's retry recognises itself, collision-free.
@@ -1121,9 +1247,16 @@ pub async fn commit_over_another_recorded_slot_is_counted(store: Arc<dyn Store>,
         before,
         "one slot id is not two"
     );
-    let b = TmsBooking::for_record(&r, "SLOT-NEW", NOW_MS + 2);
+    let b = BusinessRow::for_record(&r, "SLOT-NEW", NOW_MS + 2);
     let out = store
-        .commit(&r.pk, "owner-b", "SLOT-NEW", &b, NOW_MS + 2)
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-NEW",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 2,
+        )
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);

@@ -1,37 +1,47 @@
-//! Step 1 of the gate: stable keys derived at the edge, and the fingerprint.
+//! Step 1 of the gate: stable keys derived at the edge, and the fingerprint, from what an
+//! integration says is the key material and the business content
+//! ([`crate::integration::Event`]).
 //!
-//! * event key: lowercase hex SHA-256 of `"{notificationId}:{equipment_number}"`, the equipment
-//!   number in canonical ISO 6346 form. Never the SQS message id (unique per delivery, not per
-//!   event).
+//! * event key: lowercase hex SHA-256 of the event's key material ([`event_key_of_material`]),
+//!   never the SQS message id (unique per delivery, not per event);
 //! * operation key: lowercase hex SHA-256 of `"{event_key}:{operation}"`; the value sent in the
-//!   `Idempotency-Key` header, so the same event always sends the same key to the terminal.
+//!   `Idempotency-Key` header (IETF draft `draft-ietf-httpapi-idempotency-key-header`), so the
+//!   same event always sends the same key for the same operation;
 //! * fingerprint: lowercase hex SHA-256 of the RFC 8785 (JCS) canonical JSON of the business
-//!   fields; the same key with another fingerprint is a mismatch, never a duplicate.
+//!   fields ([`fingerprint_of`]); the same key with another fingerprint is a mismatch, never a
+//!   duplicate;
+//! * routing keys: the keys of the routing records that send a case to a person once.
 
 use sha2::{Digest, Sha256};
-
-use crate::notification::Notification;
-
-/// The operation name of the slot claim, input of its operation key.
-pub const SLOT_CLAIM: &str = "slot-claim";
 
 /// Lowercase hex SHA-256 of `bytes` (64 characters).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The event key of a notification: lowercase hex SHA-256 of
-/// `"{notificationId}:{canonical equipment number}"` (64 characters).
-pub fn event_key(notification: &Notification) -> String {
-    event_key_of(
-        &notification.notification_id,
-        notification.equipment_number.as_str(),
-    )
+/// The event key of an event whose key material is `material`: lowercase hex SHA-256 of its
+/// UTF-8 bytes (64 characters). On the truck-slot path the material is
+/// `"{notificationId}:{canonical equipment number}"`.
+pub fn event_key_of_material(material: &str) -> String {
+    sha256_hex(material.as_bytes())
 }
 
-/// The event key from its two parts; `equipment_number` must already be canonical (ISO 6346).
-pub fn event_key_of(notification_id: &str, equipment_number: &str) -> String {
-    sha256_hex(format!("{notification_id}:{equipment_number}").as_bytes())
+/// The fingerprint of business fields: lowercase hex SHA-256 of their RFC 8785 canonical JSON.
+/// Key order, whitespace and number forms (`25000` vs `25000.0`) do not change it; any business
+/// value does.
+///
+/// # Errors
+/// Only if the canonicaliser rejects a value, which cannot happen for JSON that `serde_json`
+/// parsed (no NaN or infinity).
+pub fn fingerprint_of<T: serde::Serialize>(
+    business_fields: &T,
+) -> Result<String, serde_json::Error> {
+    // RFC 8785 through the maintained JCS crate, not our own serialiser: a hand-written one was
+    // measured 3 µs faster per event (BENCHMARKS.md) and rejected, as the gate spends
+    // milliseconds on DynamoDB and the side effect, and canonical JSON is not what this project
+    // is for.
+    let canonical = serde_json_canonicalizer::to_vec(business_fields)?;
+    Ok(sha256_hex(&canonical))
 }
 
 /// The key of one downstream operation of an event: lowercase hex SHA-256 of
@@ -41,9 +51,8 @@ pub fn operation_key(event_key: &str, operation: &str) -> String {
 }
 
 /// The operation name of routing an item to the manual-booking queue. A routing record (see
-/// `crate::consumer`, "Routing to a person exactly once") carries
-/// `operation_key(route_key, MANUAL_ROUTE)` as its `op_key`, which is how the reconciler tells it
-/// from a slot claim.
+/// [`crate::routing`]) carries `operation_key(route_key, MANUAL_ROUTE)` as its `op_key`, which is
+/// how the reconciler tells it from a side effect's record.
 pub const MANUAL_ROUTE: &str = "manual-route";
 
 /// The routing key of a body the strict parser rejected: lowercase hex SHA-256 of
@@ -60,117 +69,40 @@ pub fn mismatch_route_key(event_key: &str, fingerprint: &str) -> String {
     sha256_hex(format!("mismatch:{event_key}:{fingerprint}").as_bytes())
 }
 
-/// The routing key of a slot that nothing booked: lowercase hex SHA-256 of
-/// `"unbooked-slot:{event_key}:{slot_id}"`. A claim that returned `slot_id` after its record was
-/// finished as `failed` or `manual` by another holder reaches a person once per slot.
-pub fn unbooked_slot_route_key(event_key: &str, slot_id: &str) -> String {
-    sha256_hex(format!("unbooked-slot:{event_key}:{slot_id}").as_bytes())
-}
-
-/// The fingerprint of a notification: lowercase hex SHA-256 of the RFC 8785 canonical JSON of its
-/// business fields (the body with the equipment number and window in canonical form). Key order,
-/// whitespace and number forms (`25000` vs `25000.0`) do not change it; any business value does.
-///
-/// # Errors
-/// Only if the canonicaliser rejects a value, which cannot happen for JSON that `serde_json`
-/// parsed (no NaN or infinity).
-pub fn fingerprint(notification: &Notification) -> Result<String, serde_json::Error> {
-    // RFC 8785 through the maintained JCS crate, not our own serialiser: a hand-written one was
-    // measured 3 µs faster per event (BENCHMARKS.md) and rejected, as the gate spends
-    // milliseconds on DynamoDB and the terminal and canonical JSON is not what this project is for.
-    let canonical = serde_json_canonicalizer::to_vec(&notification.business_fields)?;
-    Ok(sha256_hex(&canonical))
-}
-
-/// The slot-claim request body, built once at reservation and stored on the record; every retry
-/// and the reconciler send these exact bytes. Shape (RFC 8785 canonical JSON, so it is stable):
-/// `{"equipment_number": "...", "pin": "...", "window_end": "RFC 3339", "window_start": "RFC 3339"}`.
-/// Holds the PIN: never log it.
-///
-/// # Errors
-/// As [`fingerprint`]: not for values built from a parsed notification.
-pub fn claim_request(notification: &Notification) -> Result<Vec<u8>, serde_json::Error> {
-    let body = serde_json::json!({
-        "equipment_number": notification.equipment_number.as_str(),
-        "window_start": notification.preferred_window.start_rfc3339(),
-        "window_end": notification.preferred_window.end_rfc3339(),
-        "pin": notification.pin.expose(),
-    });
-    serde_json_canonicalizer::to_vec(&body)
+/// The routing key of an effect that nothing committed: lowercase hex SHA-256 of
+/// `"unbooked-slot:{event_key}:{effect_id}"`. A call that returned `effect_id` after its record was
+/// finished as `failed` or `manual` by another holder reaches a person once per effect.
+pub fn unbooked_slot_route_key(event_key: &str, effect_id: &str) -> String {
+    sha256_hex(format!("unbooked-slot:{event_key}:{effect_id}").as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notification::parse_notification;
-
-    const NOW: i64 = 1_749_441_600_000;
-
-    fn parse(body: &str) -> Notification {
-        parse_notification(body, NOW, &["ECT-DELTA".to_string()]).unwrap()
-    }
-
-    const A: &str = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","preferred_window":{"start":"2025-06-09T08:00:00Z","end":"2025-06-09T10:00:00Z"},"terminal":"ECT-DELTA","pin":"4711","gross_mass_kg":25000}"#;
 
     #[test]
-    fn event_key_is_sha256_of_id_and_canonical_number() {
-        let n = parse(A);
-        // echo -n 'N-1:CSQU3054383' | sha256sum
-        assert_eq!(event_key(&n), sha256_hex(b"N-1:CSQU3054383"));
-        assert_eq!(event_key(&n).len(), 64);
-        let lower = parse(&A.replace("CSQU3054383", "csqu 305438-3"));
-        assert_eq!(event_key(&lower), event_key(&n));
-    }
-
-    #[test]
-    fn sha256_hex_matches_the_known_vector() {
-        // FIPS 180-2 test vector for "abc".
+    fn keys_are_sha256_hex_of_their_inputs() {
+        // printf 'N-1:CSQU3054383' | sha256sum
+        let event_key = event_key_of_material("N-1:CSQU3054383");
         assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            event_key,
+            "24e51f427cec71da5a08a736c861eeddc3859b61671bce7d67be43d28c4df40f"
+        );
+        // printf '{event_key}:slot-claim' | sha256sum
+        assert_eq!(
+            operation_key(&event_key, "slot-claim"),
+            "c1fc07e77581e744bf02efa1770ea6590bd5246a05553fff7f738470b546bd2e"
         );
     }
 
     #[test]
-    fn operation_keys_differ_per_operation_and_are_stable() {
-        let k = event_key(&parse(A));
-        assert_eq!(operation_key(&k, SLOT_CLAIM), operation_key(&k, SLOT_CLAIM));
-        assert_ne!(
-            operation_key(&k, SLOT_CLAIM),
-            operation_key(&k, "slot-cancel")
-        );
-        assert_ne!(operation_key(&k, SLOT_CLAIM), k);
-    }
-
-    #[test]
-    fn fingerprint_ignores_order_whitespace_and_number_form() {
-        let base = fingerprint(&parse(A)).unwrap();
-        let reordered = r#"{ "pin" : "4711", "gross_mass_kg": 25000.0,
-            "terminal": "ECT-DELTA",
-            "preferred_window": {"end": "2025-06-09T12:00:00+02:00", "start": "2025-06-09T08:00:00Z"},
-            "equipment_number": "csqu-305438 3", "notificationId": "N-1" }"#;
-        assert_eq!(fingerprint(&parse(reordered)).unwrap(), base);
-        let exponent = A.replace("25000", "2.5E4");
-        assert_eq!(fingerprint(&parse(&exponent)).unwrap(), base);
-    }
-
-    #[test]
-    fn fingerprint_changes_with_a_business_field() {
-        let base = fingerprint(&parse(A)).unwrap();
-        let other_window = A.replace("10:00:00Z", "11:00:00Z");
-        assert_ne!(fingerprint(&parse(&other_window)).unwrap(), base);
-        let other_mass = A.replace("25000", "25001");
-        assert_ne!(fingerprint(&parse(&other_mass)).unwrap(), base);
-        let other_pin = A.replace("4711", "4712");
-        assert_ne!(fingerprint(&parse(&other_pin)).unwrap(), base);
-    }
-
-    #[test]
-    fn claim_request_is_canonical_and_carries_the_contract_fields() {
-        let bytes = claim_request(&parse(A)).unwrap();
+    fn the_fingerprint_is_of_the_canonical_form() {
+        // printf '{"a":1,"b":[true,null]}' | sha256sum: RFC 8785 sorts keys, drops whitespace and
+        // writes 1.0 as 1.
+        let spelled = serde_json::json!({"b": [true, null], "a": 1.0});
         assert_eq!(
-            String::from_utf8(bytes).unwrap(),
-            r#"{"equipment_number":"CSQU3054383","pin":"4711","window_end":"2025-06-09T10:00:00Z","window_start":"2025-06-09T08:00:00Z"}"#
+            fingerprint_of(&spelled).unwrap(),
+            "1cc69c7fa23616ca2ec3ee70d24390a6225c8832db8a4c814c7e0e7f942f8668"
         );
     }
 }

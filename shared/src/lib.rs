@@ -1,46 +1,45 @@
-//! The exactly-once gate: turns an at-least-once SQS feed into exactly-once slot claims.
+//! The exactly-once gate: turns an at-least-once SQS feed into exactly-once side effects, for any
+//! integration that implements [`Integration`] (the truck-slot claims of crate `truck_slot`, the
+//! job client of crate `job_client`).
 //!
-//! The README describes the architecture. Modules:
-//! * [`iso6346`]: equipment numbers; [`notification`]: the strict body parser;
+//! Modules (the README and `docs/ARCHITECTURE.md` give the picture):
+//! * [`integration`]: the [`Integration`] trait (parse, key material, business fields, request
+//!   bytes, the side effect and its lookup, the business row); [`effect`]: the side effect's
+//!   answers as the gate acts on them;
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
-//! * [`record`]: the idempotency record; [`store`]: the store port, split by caller
-//!   (`IdempotencyStore`, the write path; `InFlightIndex`, the read side) with its adapters
-//!   (`store::memory`, `store::dynamo`);
-//! * [`terminal`]: the `SlotTerminal` port, `HttpTerminal` (`terminal::http`) and the scrubber
-//!   (`terminal::scrub`: the PIN and the token cut out of text from outside); several terminals
-//!   in one stack (`terminal::several`: `TERMINALS` and the per-terminal router);
+//! * [`record`]: the idempotency record, its labels, the business row; [`store`]: the store port,
+//!   split by caller (`IdempotencyStore`, the write path; `InFlightIndex`, the read side) with its
+//!   adapters (`store::memory`, `store::dynamo`);
 //! * [`manual`]: the `ManualQueue` port with its adapters (`manual::memory`, `manual::sqs`);
 //!   [`clock`]: the `Clock` port;
 //! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`routing`]: routing to a
 //!   person exactly once; [`reconciler`]: stranded records finished;
 //! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
-//! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates.
+//! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
+//! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
+//!   exact numbers); [`logging`]: the functions' JSON logs (feature `aws`);
+//! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
 pub mod alarm_stats;
 pub mod clock;
-pub mod config;
 #[cfg(feature = "testkit")]
 pub mod conformance;
 pub mod consumer;
+pub mod effect;
 pub mod ijson;
-pub mod iso6346;
+pub mod integration;
 pub mod keys;
-#[cfg(feature = "aws")]
-pub mod lambda;
 #[cfg(feature = "aws")]
 pub mod logging;
 pub mod manual;
-pub mod notification;
 pub mod operator;
 pub mod reconciler;
 pub mod record;
 pub mod routing;
-#[cfg(feature = "aws")]
-pub mod secrets;
 pub mod signals;
 pub mod store;
 pub mod strict_json;
-pub mod terminal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use consumer::{Delivery, Gate, GateConfig, Invocation, RecordOutcome};
+pub use integration::{Event, Integration, Parsed, Rejection};

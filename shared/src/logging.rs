@@ -10,8 +10,8 @@
 //! original body, a DynamoDB item holds the stored claim request); its DEBUG errors print raw
 //! responses. Raising a function's `ApplicationLogLevel` to debug something must not put PINs
 //! into CloudWatch Logs. The gate's own events never hold a secret (`Debug` of every type that
-//! holds one redacts it; terminal answers are scrubbed, see `crate::terminal`), and
-//! `LOG_SENSITIVE_BODIES` is refused by the configuration (`crate::config`).
+//! holds one redacts it; terminal answers are scrubbed, see `truck_slot::terminal`), and
+//! `LOG_SENSITIVE_BODIES` is refused by the configuration (`truck_slot::config`).
 
 use tracing::{Level, Metadata};
 use tracing_subscriber::filter::{filter_fn, EnvFilter, LevelFilter};

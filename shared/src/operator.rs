@@ -21,13 +21,13 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::clock::ms_to_s;
-use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::effect::{ClaimOutcome, SlotClaim};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::routing::is_routing_record;
 use crate::store::memory::MemoryStore;
 use crate::store::{StoreError, TakeOver};
-use crate::terminal::{ClaimOutcome, SlotClaim};
 
 /// The prefix of every lease token an operator's command takes: `gatectl:{user}#{n}`.
 pub const OPERATOR_OWNER_PREFIX: &str = "gatectl:";
@@ -221,6 +221,13 @@ impl Gate {
         let held = self
             .operator_take_over(record, "finish", invocation)
             .await?;
+        // A slot id recorded between the read and the take-over (the slot-id `ADD` is not
+        // fenced): checked again under our lease, which is handed back on refusal.
+        if let Err(refusal) = operator_check_slot(&held, &slot.slot_id) {
+            self.release(&held, &invocation.request_id, String::new())
+                .await;
+            return Err(refusal.into());
+        }
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = invocation.request_id.clone();
         Ok(self
@@ -333,11 +340,10 @@ impl Gate {
                 };
                 // Several terminals: each its own key support and retention.
                 let horizon = self
-                    .config
-                    .terminals
-                    .get(&record.terminal)
-                    .map_or(reconciler.claim_horizon_ms(), |p| p.claim_horizon_ms);
-                let then = if !self.config.supports_idempotency_key(&record.terminal) {
+                    .integration
+                    .claim_horizon_ms(record)
+                    .unwrap_or(reconciler.claim_horizon_ms());
+                let then = if !self.supports_idempotency_key(record) {
                     "routes it to the manual-booking queue (the terminal does not honour \
                      Idempotency-Key)"
                         .to_string()
@@ -348,7 +354,7 @@ impl Gate {
                          terminal may have forgotten the key)",
                         age / 3_600_000
                     )
-                } else if window_ended(record, now_ms) {
+                } else if self.event_ended(record, now_ms) {
                     "looks up the slot under its operation key and commits it; finding none, \
                      routes it to the manual-booking queue (window_ended)"
                         .to_string()
@@ -519,25 +525,56 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use crate::consumer::{derive_keys, GateConfig};
+    use crate::effect::LookupOutcome;
+    use crate::integration::{Event, Integration, Parsed};
     use crate::manual::MemoryManualQueue;
-    use crate::notification::parse_notification;
     use crate::reconciler::ReconcilerConfig;
+    use crate::record::Labels;
     use crate::store::{IdempotencyStore, Reservation};
-    use crate::terminal::{LookupOutcome, SlotTerminal};
 
     /// 2026-06-01T06:00:00Z.
     const T0: i64 = 1_780_293_600_000;
 
-    /// A terminal the operator's writes never call.
+    /// An integration with the truck-slot path's labels whose side effect the operator's writes
+    /// never call.
     struct Unreachable;
 
     #[async_trait]
-    impl SlotTerminal for Unreachable {
-        async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+    impl Integration for Unreachable {
+        fn operation(&self) -> &str {
+            "slot-claim"
+        }
+        fn parse(&self, body: &str, _now_ms: i64) -> Parsed {
+            Parsed::Event(Event {
+                key_material: "N-1:CSQU3054383".into(),
+                business_fields: serde_json::from_str(body).unwrap(),
+                request: br#"{"pin":"4711"}"#.to_vec(),
+                labels: Labels::from([
+                    ("container".to_string(), "CSQU3054383".to_string()),
+                    ("terminal".to_string(), "ECT-DELTA".to_string()),
+                    (
+                        "window_start".to_string(),
+                        "2026-06-01T08:00:00Z".to_string(),
+                    ),
+                    ("window_end".to_string(), "2026-06-01T10:00:00Z".to_string()),
+                ]),
+                ends_at_ms: Some(1_780_308_000_000),
+                subject: "CSQU3054383".into(),
+            })
+        }
+        async fn call(&self, _record: &IdempotencyRecord) -> ClaimOutcome {
             ClaimOutcome::Transient("not called".into())
         }
-        async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
+        async fn lookup(&self, _record: &IdempotencyRecord) -> LookupOutcome {
             LookupOutcome::Transient("not called".into())
+        }
+        fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+            chrono::DateTime::parse_from_rfc3339(record.label("window_end"))
+                .ok()
+                .map(|t| t.timestamp_millis())
+        }
+        fn subject(&self, record: &IdempotencyRecord) -> String {
+            record.label("container").to_string()
         }
     }
 
@@ -554,9 +591,9 @@ mod tests {
         let clock = Arc::new(ManualClock::new(T0));
         World {
             gate: Gate {
-                config: GateConfig::new("it", vec!["ECT-DELTA".into()]),
+                config: GateConfig::new("it"),
                 store: store.clone(),
-                terminal: Arc::new(Unreachable),
+                integration: Arc::new(Unreachable),
                 manual: manual.clone(),
                 clock: clock.clone(),
             },
@@ -569,8 +606,10 @@ mod tests {
     /// Reserved by `owner` at T0 with a lease until `deadline_ms`.
     async fn strand(w: &World, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         let body = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","preferred_window":{"start":"2026-06-01T08:00:00Z","end":"2026-06-01T10:00:00Z"},"terminal":"ECT-DELTA","pin":"4711"}"#;
-        let n = parse_notification(body, T0, &["ECT-DELTA".to_string()]).unwrap();
-        let keys = derive_keys(&n).unwrap();
+        let Parsed::Event(n) = Unreachable.parse(body, T0) else {
+            panic!("parse")
+        };
+        let keys = derive_keys(&n, "slot-claim").unwrap();
         let inv = Invocation {
             request_id: owner.into(),
             deadline_ms,
@@ -651,7 +690,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap()
-                .slot_id,
+                .effect_id,
             "S-1"
         );
         // Committed now: a second finish is refused with the status.

@@ -16,12 +16,12 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::consumer::{window_ended, Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::effect::{ClaimOutcome, LookupOutcome};
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use crate::routing::is_routing_record;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
-use crate::terminal::{ClaimOutcome, LookupOutcome};
 
 /// The reconciler's settings. Durations in **milliseconds**.
 #[derive(Debug, Clone)]
@@ -236,7 +236,7 @@ impl Gate {
             };
             return Step::from_outcome(outcome, false);
         }
-        if !self.config.supports_idempotency_key(&held.terminal) {
+        if !self.supports_idempotency_key(&held) {
             let outcome = self
                 .route_held_record(
                     &held,
@@ -249,21 +249,16 @@ impl Gate {
             return Step::from_outcome(outcome, false);
         }
         let age = now - held.created_at_ms;
-        // Several terminals: each its own key retention (`GateConfig::terminals`).
+        // Several terminals: each its own key retention (the integration's, per record).
         let horizon = self
-            .config
-            .terminals
-            .get(&held.terminal)
-            .map_or(config.claim_horizon_ms(), |p| p.claim_horizon_ms);
+            .integration
+            .claim_horizon_ms(&held)
+            .unwrap_or(config.claim_horizon_ms());
         let past_retention = age >= horizon;
         // Past the key's retention nothing is claimed again: without a slot under the key (none,
         // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
         // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self
-            .terminal
-            .lookup_at(&held.terminal, &held.op_key, &held.request)
-            .await
-        {
+        let (outcome, by_lookup) = match self.integration.lookup(&held).await {
             LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
             LookupOutcome::Transient(why) if past_retention => {
                 let detail = format!(
@@ -287,7 +282,7 @@ impl Gate {
                 return self.route_past_retention(&held, detail, d).await;
             }
             // After the window's end nothing is claimed either: a person decides.
-            LookupOutcome::NotFound if window_ended(&held, now) => {
+            LookupOutcome::NotFound if self.event_ended(&held, now) => {
                 let outcome = self
                     .route_held_record(
                         &held,
@@ -296,7 +291,8 @@ impl Gate {
                         format!(
                             "stranded in_flight when its window ended ({}); no slot under \
                              Idempotency-Key {}: never claimed after the window's end",
-                            held.window_end, held.op_key
+                            self.event_end_text(&held),
+                            held.op_key
                         ),
                         d,
                     )
@@ -304,12 +300,7 @@ impl Gate {
                 return Step::from_outcome(outcome, false);
             }
             LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
-            LookupOutcome::NotFound => (
-                self.terminal
-                    .claim_at(&held.terminal, &held.op_key, &held.request)
-                    .await,
-                false,
-            ),
+            LookupOutcome::NotFound => (self.integration.call(&held).await, false),
         };
         let outcome = self.settle_claim(&held, outcome, d).await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");

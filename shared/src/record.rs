@@ -1,10 +1,15 @@
-//! The idempotency record, its states, and the TMS booking.
+//! The idempotency record, its states, and the business row its commit writes.
 //!
 //! Units, never mixed: `expires_at_s` is **epoch seconds** (the DynamoDB TTL attribute);
 //! `lease_until_ms`, `created_at_ms`, `updated_at_ms` and `booked_at_ms` are **epoch
 //! milliseconds**.
+//!
+//! What is the integration's own (a container, a terminal, a window on the truck-slot path; a job
+//! name on another) travels as [`Labels`]: named text the integration supplies when it parses a
+//! body ([`crate::integration::Event::labels`]), stored on the record and copied to the business
+//! row, each as a string attribute of its name.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::clock::ms_to_s;
@@ -94,14 +99,9 @@ pub struct IdempotencyRecord {
     /// confirmed ([`crate::store::IdempotencyStore::routed`]); whoever takes it over sends the
     /// item again. Stored as `route_pending = "1"`, absent otherwise.
     pub route_pending: bool,
-    /// The container (canonical ISO 6346), for the TMS booking.
-    pub container: String,
-    /// The terminal code, for the TMS booking.
-    pub terminal: String,
-    /// Window start, RFC 3339 UTC, for the TMS booking.
-    pub window_start: String,
-    /// Window end, RFC 3339 UTC, for the TMS booking.
-    pub window_end: String,
+    /// The integration's labels of the event (name to text), stored as string attributes of
+    /// those names and copied to the business row. Empty text for a routing record.
+    pub labels: Labels,
 }
 
 impl fmt::Debug for IdempotencyRecord {
@@ -125,7 +125,7 @@ impl fmt::Debug for IdempotencyRecord {
             .field("inflight_shard", &self.inflight_shard)
             .field("error", &self.error)
             .field("route_pending", &self.route_pending)
-            .field("container", &self.container)
+            .field("labels", &self.labels)
             .finish_non_exhaustive()
     }
 }
@@ -177,38 +177,72 @@ pub fn inflight_shard(event_key: &str) -> String {
     format!("{:02}", byte % INFLIGHT_SHARDS)
 }
 
-/// A row of the TMS bookings table (partition key `source_event` = the event key).
+/// The integration's labels of an event: name to text (e.g. `container`, `terminal`,
+/// `window_start`, `window_end` on the truck-slot path). Each is stored as a string attribute of
+/// its name on the record, on the business row and (a subset) on the natural-key item, so a name
+/// must not be one of the store's own attribute names (`pk`, `status`, `slot_id`, ...; see
+/// `store::dynamo::RECORD_ATTRIBUTES`).
+pub type Labels = BTreeMap<String, String>;
+
+/// A row of the business table the commit writes in the same transaction as the record (the TMS
+/// bookings table on the truck-slot path; partition key `source_event` = the event key). On
+/// DynamoDB: `source_event` (S), `slot_id` (S, the effect id), `booked_at` (N, epoch **ms**) and
+/// one string attribute per label.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TmsBooking {
+pub struct BusinessRow {
     /// The event key.
     pub source_event: String,
-    /// The container (canonical ISO 6346).
-    pub container: String,
-    /// The slot the terminal issued.
-    pub slot_id: String,
-    /// The terminal code.
-    pub terminal: String,
-    /// Window start, RFC 3339 UTC.
-    pub window_start: String,
-    /// Window end, RFC 3339 UTC.
-    pub window_end: String,
-    /// When the booking was written, epoch milliseconds.
+    /// The id the side effect returned (the slot id on the truck-slot path; stored as `slot_id`).
+    pub effect_id: String,
+    /// The integration's labels (usually the record's, see [`BusinessRow::for_record`]).
+    pub labels: Labels,
+    /// When the row was written, epoch milliseconds.
     pub booked_at_ms: i64,
 }
 
-impl TmsBooking {
-    /// The booking for `record` with `slot_id`, written at `now_ms` (epoch ms).
-    pub fn for_record(record: &IdempotencyRecord, slot_id: &str, now_ms: i64) -> Self {
+impl BusinessRow {
+    /// The row for `record` with `effect_id`, written at `now_ms` (epoch ms): the record's labels.
+    pub fn for_record(record: &IdempotencyRecord, effect_id: &str, now_ms: i64) -> Self {
         Self {
             source_event: record.event_key.clone(),
-            container: record.container.clone(),
-            slot_id: slot_id.to_string(),
-            terminal: record.terminal.clone(),
-            window_start: record.window_start.clone(),
-            window_end: record.window_end.clone(),
+            effect_id: effect_id.to_string(),
+            labels: record.labels.clone(),
             booked_at_ms: now_ms,
         }
     }
+
+    /// The label `name`, empty if absent.
+    pub fn label(&self, name: &str) -> &str {
+        self.labels.get(name).map_or("", String::as_str)
+    }
+}
+
+impl IdempotencyRecord {
+    /// The label `name`, empty if absent.
+    pub fn label(&self, name: &str) -> &str {
+        self.labels.get(name).map_or("", String::as_str)
+    }
+}
+
+/// The natural key of an event (signal 4): what identifies the business event apart from its
+/// event key (on the truck-slot path the container and the window start). The commit writes it
+/// as an item `"{integration}#nk#{key}"` holding the first event key committed for it, so a
+/// second event key for the same event is seen at its commit (a natural-key collision).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NaturalKey {
+    /// The key, e.g. `"{equipment number}#{window start}"`.
+    pub key: String,
+    /// Labels stored on the item for whoever reads it (e.g. `container`, `window_start`).
+    pub labels: Labels,
+    /// The item's TTL, epoch **seconds** ([`natural_key_expires_at_s`]).
+    pub expires_at_s: i64,
+}
+
+/// A natural-key item's TTL, epoch **seconds**: [`crate::consumer::DEFAULT_KEY_TTL_S`] after the
+/// later of `now_ms` (epoch ms) and the event's end `ends_at_ms` (epoch ms; `None` counts as now),
+/// as long as a redelivery of the event can still come back.
+pub fn natural_key_expires_at_s(ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
+    ms_to_s(now_ms).max(ends_at_ms.map_or(0, ms_to_s)) + crate::consumer::DEFAULT_KEY_TTL_S
 }
 
 #[cfg(test)]

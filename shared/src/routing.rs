@@ -37,12 +37,12 @@ use tracing::{info, warn};
 
 use crate::clock::ms_to_s;
 use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::effect::SlotClaim;
+use crate::integration::Rejection;
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
-use crate::notification::{parse_notification, Notification, RejectReason};
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
 use crate::store::{FinishGuard, FinishOutcome, Reservation, TakeOver};
-use crate::terminal::SlotClaim;
 
 impl Gate {
     /// Routes a record `invocation` holds to a person: ends it as `status` with its routing
@@ -191,7 +191,7 @@ impl Gate {
     /// once" in the module docs). Every copy is acknowledged as `Rejected`.
     pub(crate) async fn route_rejection(
         &self,
-        reason: RejectReason,
+        reason: Rejection,
         d: Delivery<'_>,
         now: i64,
     ) -> RecordOutcome {
@@ -202,7 +202,7 @@ impl Gate {
         } = d;
         let body = body.to_string();
         let manual_reason = match reason {
-            RejectReason::WindowEnded { .. } => ManualReason::WindowEnded,
+            Rejection { ended: true, .. } => ManualReason::WindowEnded,
             _ => ManualReason::Rejected,
         };
         warn!(message_id, reason = reason.code(), detail = %reason, "body rejected");
@@ -223,73 +223,6 @@ impl Gate {
             Ok(()) => RecordOutcome::Rejected(reason),
             Err(e) => RecordOutcome::Retry(e),
         }
-    }
-
-    /// For a body rejected only because its terminal is not configured, whose event has a record
-    /// of that terminal all the same (a terminal removed from `TERMINALS` while its records were
-    /// in flight or committed): the notification (and, as [`Gate::parse_ended`], the reason when
-    /// its window has ended), so the record decides, as for any redelivery: a committed event is
-    /// a duplicate, one in flight is never claimed again (the terminal port has no client for it)
-    /// and goes to a person once, from its record, with the warning that a slot may exist. A
-    /// rejection `unknown_terminal` as well would be a second item for the event, one that says
-    /// nothing of that slot. `Ok(None)` for every other reason and for an event without a record
-    /// of that terminal.
-    ///
-    /// # Errors
-    /// The store's error, as text (the delivery is retried).
-    pub(crate) async fn parse_retired(
-        &self,
-        body: &str,
-        reason: &RejectReason,
-        now_ms: i64,
-    ) -> Result<Option<(Notification, Option<RejectReason>)>, String> {
-        let RejectReason::UnknownTerminal = reason else {
-            return Ok(None);
-        };
-        let Some(terminal) = serde_json::from_str::<serde_json::Value>(body)
-            .ok()
-            .and_then(|v| v.get("terminal")?.as_str().map(str::to_string))
-        else {
-            return Ok(None);
-        };
-        let known = [terminal];
-        let parsed = match parse_notification(body, now_ms, &known) {
-            Ok(n) => Some((n, None)),
-            Err(RejectReason::WindowEnded { end }) => {
-                let end_ms = chrono::DateTime::parse_from_rfc3339(&end)
-                    .map_or(i64::MIN, |t| t.timestamp_millis());
-                parse_notification(body, end_ms.saturating_sub(1), &known)
-                    .ok()
-                    .map(|n| (n, Some(RejectReason::WindowEnded { end })))
-            }
-            Err(_) => None,
-        };
-        let Some((notification, ended)) = parsed else {
-            return Ok(None);
-        };
-        let pk = record_pk(&self.config.integration, &keys::event_key(&notification));
-        match self.store.get(&pk).await {
-            // Only a record of that very terminal: a body that names an unknown terminal for an
-            // event known at another is rejected as before.
-            Ok(Some(record)) if record.terminal == notification.terminal => {
-                Ok(Some((notification, ended)))
-            }
-            Ok(_) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// For a body rejected only because its window has ended: the notification as parsed a
-    /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
-    /// every other reason.
-    pub(crate) fn parse_ended(&self, body: &str, reason: &RejectReason) -> Option<Notification> {
-        let RejectReason::WindowEnded { end } = reason else {
-            return None;
-        };
-        let end_ms = chrono::DateTime::parse_from_rfc3339(end)
-            .ok()?
-            .timestamp_millis();
-        parse_notification(body, end_ms - 1, &self.config.known_terminals).ok()
     }
 
     /// Sends `item` to the manual queue once per `route_key`: reserves a routing record born
@@ -323,10 +256,12 @@ impl Gate {
             inflight_shard: Some(inflight_shard(route_key)),
             error: None,
             route_pending: false,
-            container: String::new(),
-            terminal: String::new(),
-            window_start: String::new(),
-            window_end: String::new(),
+            labels: self
+                .integration
+                .label_names()
+                .iter()
+                .map(|name| (name.to_string(), String::new()))
+                .collect(),
         };
         make_routing_record(&mut fresh, &item);
         let held = match self.store.reserve(&fresh, now).await {

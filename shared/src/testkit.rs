@@ -4,7 +4,9 @@
 //! * [`CallRecorder`] (with feature `aws`): an SDK interceptor that records every request's
 //!   operation name, retries included, for round-trip counts in tests and benchmarks;
 //! * the store conformance suite is [`crate::conformance`], its one-line test generator
-//!   [`store_conformance_tests!`](crate::store_conformance_tests).
+//!   [`store_conformance_tests!`](crate::store_conformance_tests);
+//! * [`exactly_once_violations`]: the gate's safety invariants over the end state of any
+//!   integration's run (records, business rows, manual queue, the effects its server made).
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 
@@ -27,6 +29,78 @@ pub fn sqs_event(records: &[(&str, &str)]) -> SqsEvent {
         event.records.push(m);
     }
     event
+}
+
+/// The gate's safety invariants over the end state of a run, for any integration; each violation
+/// in words (empty: none). `effects` is what the side effect's server made, by `Idempotency-Key`
+/// (the record's `op_key`), in order.
+///
+/// 1. **At most one effect per key**: the server made at most one effect under each key.
+/// 2. **A committed record is its effect**: it holds one effect id, the one its server made under
+///    its key, and its business row names the same effect and labels.
+/// 3. **A business row has its committed record**: no row without a record committed with it.
+/// 4. **Never also by hand**: no item in the manual queue names a committed event, except as a
+///    mismatch (another body under the same event key) or an unbooked effect.
+pub fn exactly_once_violations(
+    records: &[crate::record::IdempotencyRecord],
+    rows: &[crate::record::BusinessRow],
+    manual: &[crate::manual::ManualItem],
+    effects: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    use crate::manual::ManualReason;
+    use crate::record::RecordStatus;
+    let mut v = Vec::new();
+    for (key, made) in effects {
+        if made.len() > 1 {
+            v.push(format!("key {key}: {} effects {made:?}", made.len()));
+        }
+    }
+    let committed: std::collections::BTreeMap<&str, &crate::record::IdempotencyRecord> = records
+        .iter()
+        .filter(|r| r.status == RecordStatus::Committed)
+        .map(|r| (r.event_key.as_str(), r))
+        .collect();
+    for r in committed.values() {
+        let made = effects
+            .get(&r.op_key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if r.slot_id.is_none() || made.first() != r.slot_id.as_ref() || r.slot_ids.len() != 1 {
+            v.push(format!(
+                "event {}: committed {:?} (ids {:?}), the server made {made:?}",
+                r.event_key, r.slot_id, r.slot_ids
+            ));
+        }
+        match rows.iter().find(|b| b.source_event == r.event_key) {
+            Some(b) if Some(&b.effect_id) == r.slot_id.as_ref() && b.labels == r.labels => {}
+            other => v.push(format!("event {}: business row {other:?}", r.event_key)),
+        }
+    }
+    for b in rows {
+        if !committed.contains_key(b.source_event.as_str()) {
+            v.push(format!(
+                "business row of {} without a committed record",
+                b.source_event
+            ));
+        }
+    }
+    for item in manual {
+        let by_hand = !matches!(
+            item.reason,
+            ManualReason::Mismatch | ManualReason::UnbookedSlot
+        );
+        if let Some(key) = item
+            .event_key
+            .as_deref()
+            .filter(|k| by_hand && committed.contains_key(k))
+        {
+            v.push(format!(
+                "event {key} committed and in the manual queue ({})",
+                item.reason.code()
+            ));
+        }
+    }
+    v
 }
 
 #[cfg(feature = "aws")]

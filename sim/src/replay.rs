@@ -9,24 +9,28 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::manual::{ManualQueue, MemoryManualQueue};
-use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
 use gate::store::memory::MemoryStore;
 use gate::store::{IdempotencyStore, InFlightIndex, Store};
-use gate::terminal::several::{
-    http_router, parse_terminals, policies, TerminalLimits, TerminalRouter,
-};
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::several::{
+    http_router, parse_terminals, policies, TerminalLimits, TerminalRouter,
+};
+use truck_slot::terminal::{
+    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+};
+use truck_slot::TruckSlot;
 
 use crate::naive::NaiveHandler;
 use crate::scenario::{CrashStep, KeyFault, Scenario};
@@ -407,13 +411,15 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         .clone()
         .unwrap_or_else(|| Arc::new(MemoryStore::new()));
     let manual = Arc::new(MemoryManualQueue::new());
-    let mut config = GateConfig::new(INTEGRATION, scenario.terminals.clone());
+    let mut config = GateConfig::new(INTEGRATION);
     config.terminal_supports_idempotency_key = scenario.terminal.supports_idempotency_key;
-    config.terminals = played.policies.clone();
     let base_gate = Gate {
         config,
         store: store.clone(),
-        terminal: played.terminal.clone(),
+        integration: Arc::new(
+            TruckSlot::new(played.terminal.clone(), scenario.terminals.clone())
+                .with_policies(played.policies.clone()),
+        ),
         manual: manual.clone() as Arc<dyn ManualQueue>,
         clock: dyn_clock.clone(),
     };
@@ -532,12 +538,16 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     HandlerKind::Gated => {
                         let mut gate = base_gate.clone();
                         if let Some(fault) = fault {
-                            gate.terminal = Arc::new(FaultyTerminal {
-                                inner: gate.terminal.clone(),
+                            let faulty = Arc::new(FaultyTerminal {
+                                inner: played.terminal.clone(),
                                 fault,
                                 tripped: tripped.clone(),
                                 resume: resume.clone(),
                             });
+                            gate.integration = Arc::new(
+                                TruckSlot::new(faulty, scenario.terminals.clone())
+                                    .with_policies(played.policies.clone()),
+                            );
                         }
                         let tripped = tripped.clone();
                         tokio::spawn(async move {
@@ -707,8 +717,8 @@ struct Played {
     base_url: String,
     /// What the gate calls.
     terminal: Arc<dyn SlotTerminal>,
-    /// Per terminal code, for `GateConfig::terminals` (empty for one terminal).
-    policies: BTreeMap<String, gate::terminal::several::TerminalPolicy>,
+    /// Per terminal code, for `TruckSlot::with_policies` (empty for one terminal).
+    policies: BTreeMap<String, truck_slot::terminal::several::TerminalPolicy>,
     /// Each terminal's `max_concurrent_calls`, by code (empty for one terminal).
     limits: BTreeMap<String, usize>,
     /// The router of several terminals (`None` for one).

@@ -1,7 +1,7 @@
 //! The sample Lambda events of `events/`, dated for today.
 //!
 //! The gate refuses a notification whose window has ended (`window_ended`) or ends more than
-//! [`gate::notification::MAX_WINDOW_AHEAD_DAYS`] days ahead (`window_too_far_ahead`), so no fixed
+//! [`truck_slot::notification::MAX_WINDOW_AHEAD_DAYS`] days ahead (`window_too_far_ahead`), so no fixed
 //! date in a sample SQS event stays valid: any window is refused within a year one way or the
 //! other. The files in `events/` keep their dates as written; before they run on the real clock
 //! (the README's local runs, `tests/tests/lambda_runtime.rs`) they are dated with [`date_event`]

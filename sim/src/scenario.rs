@@ -21,7 +21,7 @@
 //!
 //! A scenario that books at several terminals at once replaces `terminal` with `terminal_set`,
 //! one entry per terminal, each played by its own simulator (its `terminal` the same settings as
-//! above; see [`SetTerminal`]), and the gate configured for all of them (`gate::terminal::several`):
+//! above; see [`SetTerminal`]), and the gate configured for all of them (`truck_slot::terminal::several`):
 //!
 //! ```json
 //! "terminal_set": [
@@ -269,7 +269,7 @@ impl TerminalSettings {
 pub struct SetTerminal {
     /// The terminal code notifications name.
     pub code: String,
-    /// `slots` (the default) or `appointments-v2` (`gate::terminal::several::TerminalApi`).
+    /// `slots` (the default) or `appointments-v2` (`truck_slot::terminal::several::TerminalApi`).
     #[serde(default = "default_api")]
     pub api: String,
     /// The gate's limit of calls in flight to this terminal at once (default 4).

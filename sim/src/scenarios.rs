@@ -165,7 +165,7 @@ pub fn key_broken_for_a_week() -> Scenario {
 /// A valid ISO 6346 equipment number for `n` (owner `GTEU`, serial `n`).
 pub fn container(n: u32) -> String {
     let first_ten = format!("GTEU{:06}", n % 1_000_000);
-    let check = gate::iso6346::check_digit(&first_ten).unwrap_or(0);
+    let check = truck_slot::iso6346::check_digit(&first_ten).unwrap_or(0);
     format!("{first_ten}{check}")
 }
 

@@ -1,6 +1,6 @@
 //! The terminal simulator: a container terminal's slot-booking HTTP API with IETF
 //! `Idempotency-Key` semantics (draft-ietf-httpapi-idempotency-key-header-07): the terminal
-//! contract `gate::terminal` relies on.
+//! contract `truck_slot::terminal` relies on.
 //!
 //! The simulator is split in two:
 //!
@@ -21,7 +21,7 @@
 //! * `GET /health`: `200 {"status": "ok"}`.
 //!
 //! A terminal whose API differs in shape ([`TerminalConfig::api`] =
-//! [`TerminalApi::AppointmentsV2`], `gate::terminal::several`) answers instead, with the same key
+//! [`TerminalApi::AppointmentsV2`], `truck_slot::terminal::several`) answers instead, with the same key
 //! semantics:
 //!
 //! * `POST /v2/appointments` with JSON `{"container": {"number"}, "release": {"pin"},
@@ -49,12 +49,12 @@ use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use gate::clock::Clock;
-pub use gate::terminal::several::TerminalApi;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
+pub use truck_slot::terminal::several::TerminalApi;
 
 /// Content type of a successful JSON answer.
 pub const CONTENT_TYPE_JSON: &str = "application/json";

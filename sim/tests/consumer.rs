@@ -7,14 +7,16 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::keys::{event_key_of, operation_key, SLOT_CLAIM};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::record::{record_pk, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use serde_json::json;
 use sim::terminal::{self, TerminalConfig, TerminalCore};
+use truck_slot::keys::{event_key_of, operation_key, SLOT_CLAIM};
+use truck_slot::terminal::{
+    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+};
 
 /// 2026-06-01T06:00:00Z, before every window used here.
 const T0: i64 = 1_780_293_600_000;
@@ -60,12 +62,15 @@ async fn world_with(terminal_config: TerminalConfig, supports_key: bool) -> Worl
     });
     let store = Arc::new(MemoryStore::new());
     let manual = Arc::new(MemoryManualQueue::new());
-    let mut config = GateConfig::new(INTEGRATION, vec!["ECT-DELTA".into()]);
+    let mut config = GateConfig::new(INTEGRATION);
     config.terminal_supports_idempotency_key = supports_key;
     let gate = Gate {
         config,
         store: store.clone(),
-        terminal: recording.clone(),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            recording.clone(),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: manual.clone(),
         clock: clock.clone(),
     };
@@ -151,8 +156,8 @@ async fn a_new_event_is_claimed_once_and_committed_with_its_booking() {
     assert_eq!(record.lease_owner.as_deref(), Some("inv-1#0"));
     assert!(record.request.is_empty());
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.slot_id, slot);
-    assert_eq!(booking.container, "CSQU3054383");
+    assert_eq!(booking.effect_id, slot);
+    assert_eq!(booking.label("container"), "CSQU3054383");
     // The key the terminal saw is the operation key of the event key.
     let claims = w.recording.claims.lock().unwrap().clone();
     assert_eq!(claims.len(), 1);
@@ -194,13 +199,15 @@ async fn a_duplicate_while_in_flight_with_a_live_lease_is_acknowledged() {
     let w = world().await;
     let b = body("N-1", "CSQU3054383");
     // Another worker reserved it and is still working on it (slow, or dead with a live lease).
-    let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
-    let keys = gate::consumer::derive_keys(&n).unwrap();
+    let n = truck_slot::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
+    let keys = truck_slot::derive_keys(&n).unwrap();
     let other = Invocation {
         request_id: "inv-other".into(),
         deadline_ms: T0 + 20_000,
     };
-    let record = w.gate.new_record(&n, &keys, &other, T0);
+    let record = w
+        .gate
+        .new_record(&truck_slot::event(&n).expect("event"), &keys, &other, T0);
     w.store.reserve(&record, T0).await.unwrap();
     w.clock.advance_ms(5_000);
     let report = w
@@ -225,17 +232,20 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
     let b = body("N-1", "CSQU3054383");
     // A worker reserved and claimed, then died before the commit.
     let keys = {
-        let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
-        gate::consumer::derive_keys(&n).unwrap()
+        let n =
+            truck_slot::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
+        truck_slot::derive_keys(&n).unwrap()
     };
-    let n = gate::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
+    let n = truck_slot::notification::parse_notification(&b, T0, &["ECT-DELTA".into()]).unwrap();
     let dead = Invocation {
         request_id: "inv-dead".into(),
         deadline_ms: T0 + 30_000,
     };
-    let record = w.gate.new_record(&n, &keys, &dead, T0);
+    let record = w
+        .gate
+        .new_record(&truck_slot::event(&n).expect("event"), &keys, &dead, T0);
     w.store.reserve(&record, T0).await.unwrap();
-    let first = w.gate.terminal.claim(&record.op_key, &record.request).await;
+    let first = w.gate.integration.call(&record).await;
     let ClaimOutcome::Claimed(first_slot) = first else {
         panic!("claim failed: {first:?}")
     };
@@ -310,7 +320,7 @@ async fn a_poison_body_between_two_valid_ones_is_routed_and_not_retried() {
     ));
     assert!(matches!(
         report.records[1].outcome,
-        RecordOutcome::Rejected(gate::notification::RejectReason::NotJson(_))
+        RecordOutcome::Rejected(ref r) if r.code == "not_json"
     ));
     assert!(matches!(
         report.records[2].outcome,
@@ -572,7 +582,7 @@ impl SlotTerminal for FinishedMeanwhile {
             .unwrap();
         assert_eq!(finished, gate::store::FinishOutcome::Finished);
         assert!(self.store.routed(&self.pk, "rec-1", now).await.unwrap());
-        ClaimOutcome::Claimed(gate::terminal::SlotClaim {
+        ClaimOutcome::Claimed(truck_slot::terminal::SlotClaim {
             slot_id: "ECT-LATE-0001".into(),
             equipment_number: Some("CSQU3054383".into()),
         })
@@ -589,13 +599,16 @@ impl SlotTerminal for FinishedMeanwhile {
 async fn a_slot_for_a_record_finished_meanwhile_goes_to_a_person_once() {
     let mut w = world().await;
     let pk = pk("PCS-LATE", "CSQU3054383");
-    w.gate.terminal = Arc::new(FinishedMeanwhile {
-        store: w.store.clone(),
-        clock: w.clock.clone(),
-        pk: pk.clone(),
-        // The lease token of the batch's first record.
-        owner: "inv-1#0".into(),
-    });
+    w.gate.integration = Arc::new(truck_slot::TruckSlot::new(
+        Arc::new(FinishedMeanwhile {
+            store: w.store.clone(),
+            clock: w.clock.clone(),
+            pk: pk.clone(),
+            // The lease token of the batch's first record.
+            owner: "inv-1#0".into(),
+        }),
+        vec!["ECT-DELTA".to_string()],
+    ));
     let b = body("PCS-LATE", "CSQU3054383");
     let report = w
         .gate

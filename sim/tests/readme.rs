@@ -134,3 +134,54 @@ fn every_quoted_tool_version_is_the_pinned_one() {
         }
     }
 }
+
+/// Every test file the README's "Behaviour and where it is tested" table names exists (a bare
+/// file name is in the directory of the path before it on the same row).
+#[test]
+fn every_test_file_the_behaviour_table_names_exists() {
+    let readme = repo_file("README.md");
+    let start = readme
+        .find("## Behaviour and where it is tested")
+        .expect("the README has the behaviour table");
+    let end = start
+        + readme[start + 3..]
+            .find("\n## ")
+            .expect("a section after it")
+        + 3;
+    let mut checked = 0;
+    for row in readme[start..end].lines().filter(|l| l.starts_with("| ")) {
+        let Some(files) = row.rsplit('|').nth(1) else {
+            continue;
+        };
+        let mut dir = String::new();
+        for quoted in files.split('`').skip(1).step_by(2) {
+            let Some(path) = quoted.split_whitespace().next() else {
+                continue;
+            };
+            if !path.ends_with(".rs") {
+                continue;
+            }
+            let full = if path.contains('/') {
+                dir = path
+                    .rsplit_once('/')
+                    .map(|(d, _)| d.to_string())
+                    .unwrap_or_default();
+                path.to_string()
+            } else {
+                format!("{dir}/{path}")
+            };
+            let on_disk = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(&full);
+            assert!(
+                on_disk.is_file(),
+                "the README's behaviour table names {full}, which does not exist"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 30,
+        "only {checked} test files found in the table"
+    );
+}

@@ -35,11 +35,11 @@
 //! | the same for a mismatched body | the same | 0 (1) |
 //! | the lease not released after a transient terminal error | a task that ends normally holds no live lease | 0 (1) |
 
-use gate::keys::sha256_hex;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use sim::dst::run_seed;
 use sim::dst::schedule::Schedule;
+use truck_slot::keys::sha256_hex;
 
 /// (seed, first 16 hex characters of the SHA-256 of the schedule's description).
 const SCHEDULES: &[(u64, &str)] = &[
@@ -210,7 +210,7 @@ fn a_commit_never_replaces_a_tms_booking() {
 #[test]
 fn poison_and_mismatched_bodies_are_routed_not_retried_into_the_dlq() {
     let trace = passes(0);
-    assert!(count(&trace, "Rejected(MissingField") >= 2);
+    assert!(count(&trace, "Rejected(Rejection { code: \"missing_field\"") >= 2);
     assert!(count(&trace, ": Mismatch") > 0);
 }
 

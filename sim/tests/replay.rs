@@ -53,7 +53,10 @@ fn the_incident_scenario_has_the_documented_shape() {
     );
     for n in &s.notifications {
         let c = n.container().unwrap();
-        assert!(gate::iso6346::EquipmentNumber::parse(&c).is_ok(), "{c}");
+        assert!(
+            truck_slot::iso6346::EquipmentNumber::parse(&c).is_ok(),
+            "{c}"
+        );
     }
 }
 
@@ -94,16 +97,16 @@ async fn lost_crashed_messages_are_finished_by_the_reconciler_with_the_pre_crash
         let record = store
             .records()
             .into_iter()
-            .find(|rec| rec.container == container)
+            .find(|rec| rec.label("container") == container)
             .unwrap();
         assert_eq!(record.status, RecordStatus::Committed);
         assert_eq!(record.slot_ids.len(), 1);
         let booking = store
             .bookings()
             .into_iter()
-            .find(|b| b.container == container)
+            .find(|b| b.label("container") == container)
             .unwrap();
-        assert_eq!(Some(booking.slot_id), record.slot_id);
+        assert_eq!(Some(booking.effect_id), record.slot_id);
         let eligible = record.created_at_ms + 120_000;
         let waited = record.updated_at_ms - eligible;
         assert!(

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use gate::notification::{parse_notification, MAX_WINDOW_AHEAD_DAYS};
 use ingress::event::LOCAL_SAMPLE_SECRET;
 use ingress::signature::{verify, SecretSet, SignatureHeaders};
 use serde_json::Value;
 use sim::sample_events::{date_event, is_webhook_event, md5_of_body, EPOCH_MS_ATTRIBUTES};
+use truck_slot::notification::{parse_notification, MAX_WINDOW_AHEAD_DAYS};
 
 /// The terminal codes the consumer books at by default (`KNOWN_TERMINALS`).
 fn terminals() -> Vec<String> {

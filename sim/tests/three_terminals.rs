@@ -6,12 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gate::clock::ManualClock;
-use gate::terminal::several::TerminalApi;
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal};
 use sim::replay::{self, ReplayOptions};
 use sim::scenario::Scenario;
 use sim::scenarios::THREE_TERMINALS;
 use sim::terminal::{base_path, spawn_many, TerminalConfig, TerminalCore};
+use truck_slot::terminal::several::TerminalApi;
+use truck_slot::terminal::{
+    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+};
 
 /// One slot and one booking per container at each keyed terminal (ECT Delta with `slots`, APMT
 /// with `appointments-v2`), despite re-fires, SQS copies, 503s, lost answers and two crashes
@@ -80,8 +82,8 @@ async fn the_naive_handler_refuses_several_terminals() {
 }
 
 fn request(equipment: &str, pin: &str) -> Vec<u8> {
-    gate::keys::claim_request(
-        &gate::notification::parse_notification(
+    truck_slot::keys::claim_request(
+        &truck_slot::notification::parse_notification(
             &serde_json::json!({
                 "notificationId": "N-1",
                 "equipment_number": equipment,
@@ -185,7 +187,7 @@ async fn each_shape_answers_only_its_own_paths() {
             .status,
         400
     );
-    let body = gate::terminal::several::appointments_v2_body(&ours).unwrap();
+    let body = truck_slot::terminal::several::appointments_v2_body(&ours).unwrap();
     let answer = v2
         .handle("POST", "/v2/appointments", None, Some("\"k2\""), &body)
         .await;

@@ -13,17 +13,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError, ManualReason, MemoryManualQueue};
-use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
-use gate::record::{record_pk, IdempotencyRecord, RecordStatus};
+use gate::record::{record_pk, BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::signals::Counts;
 use gate::store::{IdempotencyStore, Reservation, Store};
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 use sim::dst::CoreTerminal;
 use sim::terminal::{TerminalConfig, TerminalCore};
 use tokio::sync::Notify;
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 
 use crate::sqs_event;
 
@@ -65,9 +66,12 @@ pub fn gate(
     clock: Arc<dyn Clock>,
 ) -> Gate {
     Gate {
-        config: GateConfig::new(integration, vec!["ECT-DELTA".into()]),
+        config: GateConfig::new(integration),
         store,
-        terminal,
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            terminal,
+            vec!["ECT-DELTA".into()],
+        )),
         manual,
         clock,
     }
@@ -262,7 +266,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
         clock.clone(),
     );
     let stranded = consumer.new_record(
-        &n,
+        &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
             request_id: "inv-0#0".into(),
@@ -346,7 +350,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
             .booking(&record.event_key)
             .await
             .expect("booking")
-            .map(|b| b.slot_id),
+            .map(|b| b.effect_id),
         record,
         slots: core.slots().into_iter().map(|s| s.slot_id).collect(),
         manual: queue
@@ -443,7 +447,7 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn IdempotencyStore>, integ
     let n = parse_notification(&body, T0, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
     let record = g.new_record(
-        &n,
+        &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
             request_id: "inv-crashed".into(),
@@ -577,13 +581,16 @@ impl IdempotencyStore for LostAnswers {
         pk: &str,
         owner: &str,
         slot_id: &str,
-        booking: &gate::record::TmsBooking,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<gate::store::CommitOutcome, gate::store::StoreError> {
         twice_if!(
             self,
             "commit",
-            self.inner.commit(pk, owner, slot_id, booking, now_ms).await
+            self.inner
+                .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                .await
         )
     }
     async fn release_lease(
@@ -644,7 +651,7 @@ impl IdempotencyStore for LostAnswers {
     async fn booking(
         &self,
         source_event: &str,
-    ) -> Result<Option<gate::record::TmsBooking>, gate::store::StoreError> {
+    ) -> Result<Option<BusinessRow>, gate::store::StoreError> {
         self.inner.booking(source_event).await
     }
 }

@@ -4,15 +4,16 @@
 use std::sync::Arc;
 
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{IdempotencyRecord, RecordStatus};
 use gate::store::{Reservation, Store};
-use gate::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 use serde_json::json;
 use sim::terminal::{self, TerminalConfig, TerminalCore};
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
 
 /// 2026-06-01T06:00:00Z.
 pub const T0: i64 = 1_780_293_600_000;
@@ -54,9 +55,12 @@ impl World {
             .expect("http client");
         let manual = Arc::new(MemoryManualQueue::new());
         let gate = Gate {
-            config: GateConfig::new(integration, vec!["ECT-DELTA".into()]),
+            config: GateConfig::new(integration),
             store: store.clone(),
-            terminal: Arc::new(http),
+            integration: Arc::new(truck_slot::TruckSlot::new(
+                Arc::new(http),
+                vec!["ECT-DELTA".into()],
+            )),
             manual: manual.clone(),
             clock: clock.clone(),
         };
@@ -85,13 +89,15 @@ impl World {
     /// Reserves `body` as a worker `owner` whose invocation ends at `deadline_ms` would.
     pub async fn strand(&self, body: &str, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         let now = self.clock.now_ms();
-        let n = parse_notification(body, now, &self.gate.config.known_terminals).expect("body");
+        let n = parse_notification(body, now, &["ECT-DELTA".to_string()]).expect("body");
         let keys = derive_keys(&n).expect("keys");
         let inv = Invocation {
             request_id: owner.into(),
             deadline_ms,
         };
-        let record = self.gate.new_record(&n, &keys, &inv, now);
+        let record = self
+            .gate
+            .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
         assert_eq!(
             self.store.reserve(&record, now).await.expect("reserve"),
             Reservation::Reserved
@@ -119,8 +125,7 @@ impl World {
 pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
     let body = World::body("R-1", "CSQU3054383");
     let record = w.strand(&body, "inv-dead", T0 + 30_000).await;
-    let ClaimOutcome::Claimed(slot) = w.gate.terminal.claim(&record.op_key, &record.request).await
-    else {
+    let ClaimOutcome::Claimed(slot) = w.gate.integration.call(&record).await else {
         panic!("claim failed")
     };
     w.clock.advance_ms(180_000);
@@ -138,7 +143,7 @@ pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
     assert_eq!(after.status, RecordStatus::Committed);
     assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.slot_id, slot.slot_id);
+    assert_eq!(booking.effect_id, slot.slot_id);
     assert_eq!(w.core.slots_issued(), 1);
 }
 
@@ -267,13 +272,15 @@ pub async fn an_expired_record_with_work_is_finished(w: &World) {
     // A stranded record whose TTL is 5 minutes (as if written long ago with a short TTL).
     let now = w.clock.now_ms();
     let body = World::body("R-6b", "MWCU6059784");
-    let n = parse_notification(&body, now, &w.gate.config.known_terminals).unwrap();
+    let n = parse_notification(&body, now, &["ECT-DELTA".to_string()]).unwrap();
     let keys = derive_keys(&n).unwrap();
     let inv = Invocation {
         request_id: "inv-dead-2".into(),
         deadline_ms: now + 30_000,
     };
-    let mut short = w.gate.new_record(&n, &keys, &inv, now);
+    let mut short = w
+        .gate
+        .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
     short.expires_at_s = gate::clock::ms_to_s(now) + 300;
     w.store.reserve(&short, now).await.unwrap();
     // Ten minutes later `short` has expired (still stored, as DynamoDB's TTL lags); `live` has not.

@@ -13,7 +13,7 @@ use gate::conformance::{sample_record, NOW_MS};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::sqs::SqsManualQueue;
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
-use gate::record::{RecordStatus, TmsBooking};
+use gate::record::RecordStatus;
 use gate::signals::collect_store_signals;
 use gate::store::dynamo::{
     record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
@@ -21,11 +21,11 @@ use gate::store::dynamo::{
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightEntry, InFlightIndex, Reservation, StoreError,
 };
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
     put_unreadable_in_flight, sqs_client, sqs_event, CallRecorder,
 };
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 // The store conformance suite, one test per case (the list lives once, in `gate::conformance`),
 // each case on fresh tables, plus every case in turn on one table pair.
@@ -147,13 +147,14 @@ async fn stored_item_shape_and_units() {
     assert_eq!(record_from_item(&item).unwrap(), r);
     assert_eq!(record_to_item(&r), item);
 
-    let booking = TmsBooking::for_record(&r, "SLOT-1", NOW_MS + 5);
+    let booking = gate::record::BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 5);
     let out = store
         .commit(
             &r.pk,
             r.lease_owner.as_deref().unwrap(),
             "SLOT-1",
             &booking,
+            Some(&gate::conformance::sample_natural_key(&booking)),
             NOW_MS + 5,
         )
         .await
@@ -257,11 +258,14 @@ async fn gate_request_count_new_event_and_duplicate() {
     let recorder = CallRecorder::new();
     let client = dynamo_client_with(recorder.clone()).await;
     let store = Arc::new(fresh_store_with(client, "count").await);
-    let config = GateConfig::new("ect-count", vec!["ECT-DELTA".to_string()]);
+    let config = GateConfig::new("ect-count");
     let gate = Gate {
         config,
         store: store.clone(),
-        terminal: Arc::new(FixedSlot),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(FixedSlot),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: Arc::new(MemoryManualQueue::new()),
         // 2025-06-09T04:00:00Z; the window below is 08:00-10:00 the same day.
         clock: Arc::new(ManualClock::new(NOW_MS)),
@@ -305,8 +309,8 @@ async fn gate_request_count_new_event_and_duplicate() {
 
     let event_key = report.records[0].event_key.clone().unwrap();
     let booking = store.booking(&event_key).await.unwrap().unwrap();
-    assert_eq!(booking.slot_id, "ECT-SLOT-0001");
-    assert_eq!(booking.container, "CSQU3054383");
+    assert_eq!(booking.effect_id, "ECT-SLOT-0001");
+    assert_eq!(booking.label("container"), "CSQU3054383");
     let record = store
         .get(&format!("ect-count#{event_key}"))
         .await
@@ -323,9 +327,12 @@ async fn gate_request_count_new_event_and_duplicate() {
 async fn finished_records_on_dynamodb_hold_no_request() {
     let store = Arc::new(fresh_store("minimise").await);
     let gate = Gate {
-        config: GateConfig::new("ect-min", vec!["ECT-DELTA".to_string()]),
+        config: GateConfig::new("ect-min"),
         store: store.clone(),
-        terminal: Arc::new(FixedSlot),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(FixedSlot),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: Arc::new(MemoryManualQueue::new()),
         clock: Arc::new(ManualClock::new(NOW_MS)),
     };
@@ -380,7 +387,7 @@ async fn finished_records_on_dynamodb_hold_no_request() {
         report.records[0].outcome,
         RecordOutcome::Rejected(_)
     ));
-    let route = format!("ect-min#{}", gate::keys::rejected_route_key(&poison));
+    let route = format!("ect-min#{}", truck_slot::keys::rejected_route_key(&poison));
     let item = raw_item(&store, &route).await;
     assert_eq!(item["status"], AttributeValue::S("manual".into()));
     assert!(!item.contains_key("request"), "{:?}", item.keys());
@@ -404,9 +411,12 @@ async fn an_oversized_body_is_routed_on_dynamodb_and_sqs() {
     let sqs = sqs_client().await;
     let url = fresh_queue(&sqs, "manual-oversized").await;
     let gate = Gate {
-        config: GateConfig::new("ect-oversized", vec!["ECT-DELTA".to_string()]),
+        config: GateConfig::new("ect-oversized"),
         store: store.clone(),
-        terminal: Arc::new(FixedSlot),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(FixedSlot),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: Arc::new(SqsManualQueue::new(sqs.clone(), url.clone())),
         clock: Arc::new(ManualClock::new(NOW_MS)),
     };
@@ -443,11 +453,11 @@ async fn an_oversized_body_is_routed_on_dynamodb_and_sqs() {
     assert_eq!(v["original_body_bytes"], 200 * 1024);
     assert_eq!(
         v["original_body_sha256"],
-        gate::keys::sha256_hex(body.as_bytes()).as_str()
+        truck_slot::keys::sha256_hex(body.as_bytes()).as_str()
     );
 
     // The routing record is stored and done.
-    let route_key = gate::keys::rejected_route_key(&body);
+    let route_key = truck_slot::keys::rejected_route_key(&body);
     let record = store
         .get(&format!("ect-oversized#{route_key}"))
         .await

@@ -154,7 +154,10 @@ async fn webhooks_are_verified_with_secrets_manager_and_queued_byte_for_byte_on_
     for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
         unsigned["headers"].as_object_mut().unwrap().remove(h);
     }
-    let big = format!("{BODY}{}", " ".repeat(gate::notification::MAX_BODY_BYTES));
+    let big = format!(
+        "{BODY}{}",
+        " ".repeat(truck_slot::notification::MAX_BODY_BYTES)
+    );
     let refusals: Vec<(&str, ApiGatewayV2httpRequest, (u16, &str))> = vec![
         (
             "wrong secret",

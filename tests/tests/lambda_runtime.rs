@@ -108,7 +108,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     // The tables: three committed records with their bookings, the slot ids matching.
     let store = gate::store::dynamo::DynamoStore::new(dynamo.clone(), &idempotency, &bookings);
     for slot in core.slots() {
-        let key = gate::keys::event_key_of(
+        let key = truck_slot::keys::event_key_of(
             &notification_id(&slot.equipment_number),
             &slot.equipment_number,
         );
@@ -120,7 +120,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         assert_eq!(record.status, RecordStatus::Committed);
         assert_eq!(record.slot_id.as_deref(), Some(slot.slot_id.as_str()));
         let booking = store.booking(&key).await.unwrap().unwrap();
-        assert_eq!(booking.slot_id, slot.slot_id);
+        assert_eq!(booking.effect_id, slot.slot_id);
     }
     let scanned = dynamo.scan().table_name(&bookings).send().await.unwrap();
     assert_eq!(scanned.count(), 3);
@@ -141,19 +141,27 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         "pin": "RLS-999999"
     })
     .to_string();
-    let notification =
-        gate::notification::parse_notification(&stranded_body, now, &["ECT-DELTA".to_string()])
-            .unwrap();
-    let keys = gate::consumer::derive_keys(&notification).unwrap();
+    let notification = truck_slot::notification::parse_notification(
+        &stranded_body,
+        now,
+        &["ECT-DELTA".to_string()],
+    )
+    .unwrap();
+    let keys = truck_slot::derive_keys(&notification).unwrap();
     let helper = gate::consumer::Gate {
-        config: gate::consumer::GateConfig::new("lambda-test", vec!["ECT-DELTA".into()]),
+        config: gate::consumer::GateConfig::new("lambda-test"),
         store: Arc::new(store.clone()),
-        terminal: Arc::new(
-            gate::terminal::HttpTerminal::new(gate::terminal::HttpTerminalConfig::new(format!(
-                "http://{terminal_addr}"
-            )))
-            .unwrap(),
-        ),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(
+                truck_slot::terminal::HttpTerminal::new(
+                    truck_slot::terminal::HttpTerminalConfig::new(format!(
+                        "http://{terminal_addr}"
+                    )),
+                )
+                .unwrap(),
+            ),
+            vec!["ECT-DELTA".into()],
+        )),
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
         clock: Arc::new(SystemClock),
     };
@@ -161,7 +169,12 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         request_id: "inv-dead".into(),
         deadline_ms: now - 170_000,
     };
-    let mut stranded = helper.new_record(&notification, &keys, &dead, now - 200_000);
+    let mut stranded = helper.new_record(
+        &truck_slot::event(&notification).unwrap(),
+        &keys,
+        &dead,
+        now - 200_000,
+    );
     stranded.lease_until_ms = Some(now - 170_000);
     store.reserve(&stranded, now).await.unwrap();
     let report = tokio::task::spawn_blocking(move || {
@@ -217,7 +230,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     let _ = std::fs::remove_dir_all(&events);
 }
 
-/// Every variable the functions read (`gate::config`), removed from the watcher's environment
+/// Every variable the functions read (`truck_slot::config`), removed from the watcher's environment
 /// so that a developer's own exports cannot configure the function under test.
 const CONFIG_VARIABLES: &[&str] = &[
     "INTEGRATION_NAME",

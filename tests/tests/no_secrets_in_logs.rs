@@ -26,7 +26,7 @@
 //! and EMF documents, the terminal received the PIN and the token, and the manual queue holds the
 //! PIN in the original bodies (a person needs it).
 
-#[path = "../../shared/tests/support/mod.rs"]
+#[path = "../../integrations/truck-slot/tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;
@@ -38,21 +38,22 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, SystemClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
-use gate::keys::{event_key_of, operation_key, SLOT_CLAIM};
+use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::manual::sqs::SqsManualQueue;
-use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
-use gate::secrets::fetch_api_token;
 use gate::store::dynamo::DynamoStore;
 use gate::store::IdempotencyStore;
-use gate::terminal::{HttpTerminal, HttpTerminalConfig};
 use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
 use integration_tests::{
     dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sdk_config, sqs_client, unique,
 };
 use serde_json::{json, Value};
 use support::{json, raw, Answer, Seen};
+use truck_slot::derive_keys;
+use truck_slot::keys::{event_key_of, operation_key, SLOT_CLAIM};
+use truck_slot::notification::parse_notification;
+use truck_slot::secrets::fetch_api_token;
+use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};
 
 const PIN: &str = "PIN-XYZZY-7731";
 const TOKEN: &str = "tok-PLUGH-0042";
@@ -269,7 +270,7 @@ fn assert_only_filtered_lines_hold_secrets(everything: &str) -> usize {
 // --- the world ----------------------------------------------------------------------------------
 
 fn container(owner_and_serial: &str) -> String {
-    let digit = gate::iso6346::check_digit(owner_and_serial).expect("10 characters");
+    let digit = truck_slot::iso6346::check_digit(owner_and_serial).expect("10 characters");
     format!("{owner_and_serial}{digit}")
 }
 
@@ -520,7 +521,12 @@ async fn strand(
             request_id: "inv-dead".into(),
             deadline_ms: now - age + 30_000,
         };
-        let mut record = gate.new_record(&n, &keys, &dead, now - age);
+        let mut record = gate.new_record(
+            &truck_slot::event(&n).expect("event"),
+            &keys,
+            &dead,
+            now - age,
+        );
         record.lease_until_ms = Some(now - age + 30_000);
         store.reserve(&record, now).await.unwrap();
         if *age >= ReconcilerConfig::default().claim_horizon_ms() {
@@ -629,7 +635,7 @@ async fn the_handlers_log_no_secret_at_trace() {
     let behaviour = Arc::new(Mutex::new(Behaviour::default()));
     let terminal = support::spawn(hostile(behaviour.clone())).await;
 
-    // Wired as `gate::lambda::build_consumer` wires it: the token from Secrets Manager.
+    // Wired as `truck_slot::lambda::build_consumer` wires it: the token from Secrets Manager.
     let secrets = aws_sdk_secretsmanager::Client::new(&sdk_config().await);
     let mut terminal_config = HttpTerminalConfig::new(terminal.base_url.clone());
     terminal_config.token = Some(fetch_api_token(&secrets, &aws.secret_arn).await.unwrap());
@@ -639,9 +645,12 @@ async fn the_handlers_log_no_secret_at_trace() {
         aws.manual_url.clone(),
     ));
     let gate = Gate {
-        config: GateConfig::new("logs-lib", vec!["ECT-DELTA".into()]),
+        config: GateConfig::new("logs-lib"),
         store: Arc::new(aws.store.clone()),
-        terminal: http.clone(),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            http.clone(),
+            vec!["ECT-DELTA".into()],
+        )),
         manual: manual.clone(),
         clock: Arc::new(SystemClock),
     };
@@ -753,11 +762,14 @@ async fn the_binaries_log_no_secret_at_trace() {
     // Records a dead worker left (the reconciler's), those past the claim horizon delivered
     // again to the consumer (its lookup path).
     let gate = Gate {
-        config: GateConfig::new("logs-bin", vec!["ECT-DELTA".into()]),
+        config: GateConfig::new("logs-bin"),
         store: Arc::new(aws.store.clone()),
-        terminal: Arc::new(
-            HttpTerminal::new(HttpTerminalConfig::new(terminal.base_url.clone())).unwrap(),
-        ),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(
+                HttpTerminal::new(HttpTerminalConfig::new(terminal.base_url.clone())).unwrap(),
+            ),
+            vec!["ECT-DELTA".into()],
+        )),
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
         clock: Arc::new(SystemClock),
     };

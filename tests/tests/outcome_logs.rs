@@ -7,19 +7,19 @@
 //! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.container`,
 //! `fields.slot_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
 
-#[path = "../../shared/tests/support/mod.rs"]
+#[path = "../../integrations/truck-slot/tests/support/mod.rs"]
 mod support;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use gate::keys::event_key_of;
 use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
 use integration_tests::{
     dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique,
 };
 use serde_json::{json, Value};
+use truck_slot::keys::event_key_of;
 
 const A: &str = "CSQU3054383";
 const REFUSED: &str = "MWCU6059784";

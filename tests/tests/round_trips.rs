@@ -24,19 +24,20 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
-use gate::notification::parse_notification;
 use gate::reconciler::ReconcilerConfig;
-use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus};
 use gate::store::dynamo::DynamoStore;
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_store_with, sqs_event, CallRecorder,
 };
+use truck_slot::derive_keys;
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 /// 2026-06-01T06:00:00Z; the windows below are 08:00-10:00 the same day.
 const T0: i64 = 1_780_293_600_000;
@@ -104,9 +105,12 @@ impl World {
         let clock = Arc::new(ManualClock::new(T0));
         let store = Arc::new(store);
         let gate = Gate {
-            config: GateConfig::new(format!("rt-{name}"), vec!["ECT-DELTA".to_string()]),
+            config: GateConfig::new(format!("rt-{name}")),
             store: store.clone(),
-            terminal: Arc::new(KeyedTerminal::default()),
+            integration: Arc::new(truck_slot::TruckSlot::new(
+                Arc::new(KeyedTerminal::default()),
+                vec!["ECT-DELTA".to_string()],
+            )),
             manual: Arc::new(MemoryManualQueue::new()),
             clock: clock.clone(),
         };
@@ -138,7 +142,12 @@ impl World {
             request_id: format!("dead-{id}"),
             deadline_ms: created,
         };
-        let record = self.gate.new_record(&n, &keys, &dead, created);
+        let record = self.gate.new_record(
+            &truck_slot::event(&n).expect("event"),
+            &keys,
+            &dead,
+            created,
+        );
         assert_eq!(
             self.other.reserve(&record, created).await.expect("reserve"),
             Reservation::Reserved
@@ -181,7 +190,7 @@ const CONTAINERS: [&str; 4] = ["CSQU3054383", "MWCU6059784", "ABCD1234560", "MSC
 /// cost counts are not about.
 fn container(n: usize) -> String {
     let first_ten = format!("GTEU{:06}", n % 1_000_000);
-    let check = gate::iso6346::check_digit(&first_ten).unwrap();
+    let check = truck_slot::iso6346::check_digit(&first_ten).unwrap();
     format!("{first_ten}{check}")
 }
 
@@ -251,7 +260,7 @@ async fn a_natural_key_collision_costs_one_more_transaction() {
         .gate
         .handle_batch(sqs_event(&[("m2", &second)]), &inv)
         .await;
-    let first_key = gate::keys::event_key_of("PCS-NK-1", CONTAINERS[0]);
+    let first_key = truck_slot::keys::event_key_of("PCS-NK-1", CONTAINERS[0]);
     match &report.records[0].outcome {
         RecordOutcome::Committed {
             natural_key_collision: Some(other),
@@ -313,7 +322,9 @@ async fn consumer_duplicate_in_flight_costs_one_call() {
     let n = parse_notification(&b, T0, &["ECT-DELTA".into()]).expect("parses");
     let keys = derive_keys(&n).expect("keys");
     let first = w.invocation("req-first");
-    let record = w.gate.new_record(&n, &keys, &first, T0);
+    let record = w
+        .gate
+        .new_record(&truck_slot::event(&n).expect("event"), &keys, &first, T0);
     assert_eq!(
         w.other.reserve(&record, T0).await.expect("reserve"),
         Reservation::Reserved
@@ -482,10 +493,17 @@ impl InFlightIndex for RacingStore {
                 panic!("the racing take-over was refused");
             };
             if self.commit_instead {
-                let booking = TmsBooking::for_record(&full, "ECTD-OTHER", now);
+                let booking = gate::record::BusinessRow::for_record(&full, "ECTD-OTHER", now);
                 let out = self
                     .other
-                    .commit(&r.pk, "someone-else", "ECTD-OTHER", &booking, now)
+                    .commit(
+                        &r.pk,
+                        "someone-else",
+                        "ECTD-OTHER",
+                        &booking,
+                        Some(&gate::conformance::sample_natural_key(&booking)),
+                        now,
+                    )
                     .await?;
                 assert_eq!(out, CommitOutcome::Committed);
             }

@@ -1,10 +1,10 @@
 //! The terminal's API token from AWS Secrets Manager (moto at `MOTO_ENDPOINT`): read by ARN,
 //! trimmed, validated, and every failure named without the value.
 
-use gate::config::FunctionConfig;
-use gate::secrets::{fetch_api_token, SecretError};
-use gate::terminal::TokenError;
 use integration_tests::{sdk_config, unique};
+use truck_slot::config::FunctionConfig;
+use truck_slot::secrets::{fetch_api_token, SecretError};
+use truck_slot::terminal::TokenError;
 
 const TOKEN: &str = "tok-PLUGH-0042";
 
@@ -30,7 +30,7 @@ async fn the_token_is_read_by_arn_and_trimmed() {
     let client = client().await;
     let arn = secret_string(&client, &format!("{TOKEN}\n")).await;
     // The ARN passes the configuration's check, as the template's parameter would.
-    assert!(gate::config::secret_arn_valid(&arn), "{arn}");
+    assert!(truck_slot::config::secret_arn_valid(&arn), "{arn}");
     let token = fetch_api_token(&client, &arn).await.unwrap();
     assert_eq!(token.expose(), TOKEN);
     assert_eq!(format!("{token:?}"), "ApiToken([redacted])");
@@ -102,7 +102,7 @@ async fn failures_name_the_secret_never_the_value() {
 
 #[tokio::test]
 async fn the_cold_start_reads_the_secret_named_by_the_configuration() {
-    // The same path as `gate::lambda::build_consumer`: configuration from the environment (the
+    // The same path as `truck_slot::lambda::build_consumer`: configuration from the environment (the
     // ARN only), then the token from Secrets Manager, into the terminal client's settings.
     let client = client().await;
     let arn = secret_string(&client, TOKEN).await;
@@ -133,8 +133,8 @@ async fn the_cold_start_reads_the_secret_named_by_the_configuration() {
 async fn several_terminals_each_send_their_own_token() {
     use std::sync::{Arc, Mutex};
 
-    use gate::terminal::several::{parse_terminals, TerminalLimits};
-    use gate::terminal::{ClaimOutcome, HttpTerminalConfig, SlotTerminal};
+    use truck_slot::terminal::several::{parse_terminals, TerminalLimits};
+    use truck_slot::terminal::{ClaimOutcome, HttpTerminalConfig, SlotTerminal};
 
     let client = client().await;
     let ect = secret_string(&client, "tok-ECT-0001").await;
@@ -180,7 +180,7 @@ async fn several_terminals_each_send_their_own_token() {
     };
     let specs = parse_terminals(&terminals, limits).unwrap();
     let shared = HttpTerminalConfig::new("");
-    let router = gate::lambda::terminal_router(&specs, &shared, &client)
+    let router = truck_slot::lambda::terminal_router(&specs, &shared, &client)
         .await
         .unwrap();
     assert_eq!(router.codes(), ["APMT-MV2", "ECT-DELTA"]);
@@ -206,7 +206,7 @@ async fn several_terminals_each_send_their_own_token() {
     // A keyed terminal whose secret cannot be read stops the start, named.
     let mut broken = specs.clone();
     broken[1].token_secret_arn = Some(never_read.to_string());
-    let err = gate::lambda::terminal_router(&broken, &shared, &client)
+    let err = truck_slot::lambda::terminal_router(&broken, &shared, &client)
         .await
         .unwrap_err()
         .to_string();

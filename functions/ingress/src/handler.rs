@@ -5,7 +5,7 @@
 //! | check | answer | reason |
 //! | --- | --- | --- |
 //! | a body API Gateway marked base64 decodes | `400` | `invalid_body` |
-//! | body at most [`gate::notification::MAX_BODY_BYTES`] (64 KiB, the gate's limit) | `413` | `body_too_large` |
+//! | body at most [`truck_slot::notification::MAX_BODY_BYTES`] (64 KiB, the gate's limit) | `413` | `body_too_large` |
 //! | `Content-Type: application/json` (parameters allowed; a `charset` must be UTF-8) | `415` | `unsupported_media_type` |
 //! | a body at all | `400` | `empty_body` |
 //! | the three `webhook-*` headers present | `401` | `missing_signature_headers` |
@@ -35,7 +35,7 @@ use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpR
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use gate::clock::Clock;
-use gate::notification::MAX_BODY_BYTES;
+use truck_slot::notification::MAX_BODY_BYTES;
 
 use crate::problem::{self, Problem, Reason};
 use crate::signature::{self, SecretSet, SignatureHeaders, VerifyError};

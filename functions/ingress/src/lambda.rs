@@ -1,6 +1,6 @@
 //! The Lambda wiring: JSON logs (`gate::logging`), configuration, the SDK clients and the secrets
 //! once per cold start, the EMF recorder, then one [`Ingress::respond`] per API Gateway event. A
-//! start that fails is reported to the Runtime API (`gate::lambda::report_init_error`) and the
+//! start that fails is reported to the Runtime API (`truck_slot::lambda::report_init_error`) and the
 //! process exits, as the other functions do.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use gate::clock::{Clock, SystemClock};
-use gate::lambda::{init_metrics, report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
+use truck_slot::lambda::{init_metrics, report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
 
 use crate::config::{IngressConfig, SecretsConfig};
 use crate::handler::{Ingress, SecretSource, Secrets};

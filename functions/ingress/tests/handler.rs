@@ -11,7 +11,6 @@ use async_trait::async_trait;
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use gate::clock::{Clock, ManualClock};
-use gate::notification::MAX_BODY_BYTES;
 use ingress::event::SignedWebhook;
 use ingress::handler::{
     Ingress, NotificationQueue, QueueError, SecretSource, SecretSourceError, Secrets,
@@ -20,6 +19,7 @@ use ingress::handler::{
 use ingress::problem::Reason;
 use ingress::signature::{SecretSet, WebhookSecret};
 use serde_json::{json, Value};
+use truck_slot::notification::MAX_BODY_BYTES;
 
 /// 2027-01-15T08:00:00Z.
 const NOW_S: i64 = 1_800_000_000;

@@ -26,15 +26,13 @@ use futures::stream::{self, StreamExt};
 use tracing::info;
 
 use crate::clock::Clock;
+use crate::integration::{Event, Integration, Parsed, Rejection};
 use crate::manual::{ManualItem, ManualQueue, ManualReason};
-use crate::notification::{parse_notification, Notification, RejectReason};
 use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
 use crate::store::{IdempotencyStore, Reservation};
-use crate::terminal::SlotTerminal;
 
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};
-pub(crate) use steps::window_ended;
 pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 
 /// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
@@ -49,13 +47,13 @@ pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
 pub struct GateConfig {
     /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
     pub integration: String,
-    /// Terminal codes this integration books at; others are rejected.
-    pub known_terminals: Vec<String>,
-    /// Whether the terminal honours `Idempotency-Key`. If not, every event goes to the manual
-    /// queue: a retry could claim a second slot.
+    /// Whether the side effect's server honours `Idempotency-Key` (the terminal, on the
+    /// truck-slot path), unless the integration says otherwise for a record
+    /// ([`Integration::supports_idempotency_key`]). If not, every event goes to the manual queue:
+    /// a retry could make a second effect.
     pub terminal_supports_idempotency_key: bool,
     /// Record lifetime in **seconds**, counted from the later of the reservation and the
-    /// notification's window end (`expires_at = max(now, window_end) + ttl`, see
+    /// event's end ([`Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see
     /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
     /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
@@ -74,57 +72,20 @@ pub struct GateConfig {
     /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
     /// redelivery days later from claiming again.
     pub claim_horizon_ms: i64,
-    /// Per terminal code, when the stack books at several (`TERMINALS`, `crate::terminal::several`):
-    /// its key support and claim horizon, which replace the two fields above for records of
-    /// that terminal. Empty (the default): every terminal uses the fields above.
-    pub terminals: std::collections::BTreeMap<String, TerminalPolicy>,
-}
-
-/// What the gate needs to know of a terminal to decide before calling it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TerminalPolicy {
-    /// Whether the terminal honours `Idempotency-Key` (if not, its records go to the manual
-    /// queue, never claimed).
-    pub supports_idempotency_key: bool,
-    /// A record older than this many **milliseconds** is never claimed again at this terminal:
-    /// its key retention minus the retention margin (see [`GateConfig::claim_horizon_ms`]).
-    pub claim_horizon_ms: i64,
 }
 
 impl GateConfig {
-    /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
-    /// policy's, else `terminal_supports_idempotency_key`. (A record of a terminal since removed
-    /// from `TERMINALS` goes on to the terminal port, which has no client for it and answers
-    /// transient: looked up, never claimed, and past the horizon handed to a person.)
-    pub fn supports_idempotency_key(&self, terminal: &str) -> bool {
-        self.terminals
-            .get(terminal)
-            .map_or(self.terminal_supports_idempotency_key, |p| {
-                p.supports_idempotency_key
-            })
-    }
-
-    /// The claim horizon at the terminal `terminal`, **milliseconds**: its policy's, else
-    /// `claim_horizon_ms`.
-    pub fn claim_horizon_for(&self, terminal: &str) -> i64 {
-        self.terminals
-            .get(terminal)
-            .map_or(self.claim_horizon_ms, |p| p.claim_horizon_ms)
-    }
-
-    /// Defaults for `integration` booking at `known_terminals`: key support on, 21-day TTL,
+    /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
     /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
-    pub fn new(integration: impl Into<String>, known_terminals: Vec<String>) -> Self {
+    pub fn new(integration: impl Into<String>) -> Self {
         Self {
             integration: integration.into(),
-            known_terminals,
             terminal_supports_idempotency_key: true,
             key_ttl_s: DEFAULT_KEY_TTL_S,
             lease_floor_ms: 30_000,
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
-            terminals: Default::default(),
         }
     }
 }
@@ -134,10 +95,10 @@ impl GateConfig {
 pub struct Gate {
     /// Settings.
     pub config: GateConfig,
-    /// The idempotency and TMS bookings tables.
+    /// The idempotency table and the business table (the write path).
     pub store: Arc<dyn IdempotencyStore>,
-    /// The terminal.
-    pub terminal: Arc<dyn SlotTerminal>,
+    /// The integration: the parse, the side effect and its lookup, the business row.
+    pub integration: Arc<dyn Integration>,
     /// The manual-booking queue.
     pub manual: Arc<dyn ManualQueue>,
     /// Time.
@@ -276,20 +237,24 @@ impl Gate {
 
         // The strict parse: a body that can never succeed goes to a person, acknowledged
         // ([`crate::routing`]). A window that has ended is decided on the event's own record.
-        let (notification, ended) = match self.parse(d, now).await {
+        let (event, ended) = match self.parse(d, now).await {
             Ok(parsed) => parsed,
             Err(outcome) => {
                 report.outcome = outcome;
                 return report;
             }
         };
-        report.container = Some(notification.equipment_number.to_string());
+        report.container = Some(event.subject.clone());
 
         // Step 1: the event key, the operation key, the fingerprint, the request bytes.
-        let keys = match derive_keys(&notification) {
+        let keys = match derive_keys(&event, self.integration.operation()) {
             Ok(k) => k,
             Err(e) => {
-                let reason = RejectReason::NotJson(e.to_string());
+                let reason = Rejection {
+                    code: "not_json",
+                    detail: format!("body is not a JSON object: {e}"),
+                    ended: false,
+                };
                 report.outcome = self.route_rejection(reason, d, now).await;
                 return report;
             }
@@ -298,7 +263,7 @@ impl Gate {
 
         // Step 2: reserve the key, or resume a record whose lease expired.
         let (record, took_over) = match self
-            .reserve_or_resume(&notification, &keys, ended.as_ref(), d, now)
+            .reserve_or_resume(&event, &keys, ended.as_ref(), d, now)
             .await
         {
             Ok(held) => held,
@@ -322,42 +287,58 @@ impl Gate {
         report
     }
 
-    /// The strict parse of `d.body` at `now_ms`: the notification, and the reason when it is
-    /// rejected only because its window has ended (then parsed as of a millisecond before the
-    /// end, so its keys and its record decide), or because its terminal is no longer configured
-    /// while its event has a record ([`Gate::parse_retired`]). Any other rejection is routed to a
-    /// person once per body, and its outcome returned as `Err`.
+    /// The integration's strict parse of `d.body` at `now_ms`: the event, and the rejection when
+    /// it is rejected only because its event has ended (then parsed as of just before the end,
+    /// so its keys and its record decide), or rejected but still its event's because that event
+    /// has a record ([`Parsed::IfRecorded`]). Any other rejection is routed to a person once per
+    /// body, and its outcome returned as `Err`.
     async fn parse(
         &self,
         d: Delivery<'_>,
         now_ms: i64,
-    ) -> Result<(Notification, Option<RejectReason>), RecordOutcome> {
-        match parse_notification(d.body, now_ms, &self.config.known_terminals) {
-            Ok(n) => Ok((n, None)),
-            Err(reason) => match self.parse_ended(d.body, &reason) {
-                Some(n) => Ok((n, Some(reason))),
-                None => match self.parse_retired(d.body, &reason, now_ms).await {
-                    Ok(Some(parsed)) => Ok(parsed),
-                    Ok(None) => Err(self.route_rejection(reason, d, now_ms).await),
-                    Err(e) => Err(RecordOutcome::Retry(e)),
-                },
+    ) -> Result<(Event, Option<Rejection>), RecordOutcome> {
+        match self.integration.parse(d.body, now_ms) {
+            Parsed::Event(event) => Ok((event, None)),
+            Parsed::Ended(event, reason) => Ok((event, Some(reason))),
+            Parsed::Rejected(reason) => Err(self.route_rejection(reason, d, now_ms).await),
+            Parsed::IfRecorded {
+                event,
+                ended,
+                rejection,
+                label,
+            } => match self.has_record(&event, label).await {
+                Ok(true) => Ok((event, ended)),
+                Ok(false) => Err(self.route_rejection(rejection, d, now_ms).await),
+                Err(e) => Err(RecordOutcome::Retry(e)),
             },
         }
     }
 
-    /// Step 2: reserves the record for `notification` (a routing record when its window has
-    /// `ended`), or resolves the conflict with the record that holds the key. `Ok((record,
+    /// Whether `event` already has a record holding the same `label` as the event (one consistent
+    /// read). `Err` is the store's error as text (the delivery is retried).
+    async fn has_record(&self, event: &Event, label: &str) -> Result<bool, String> {
+        let key = crate::keys::event_key_of_material(&event.key_material);
+        let pk = crate::record::record_pk(&self.config.integration, &key);
+        let want = event.labels.get(label).map_or("", String::as_str);
+        match self.store.get(&pk).await {
+            Ok(Some(record)) => Ok(record.label(label) == want),
+            Ok(None) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Step 2: reserves the record for `event` (a routing record when it has `ended`), or resolves the conflict with the record that holds the key. `Ok((record,
     /// took_over))` when `d` holds the record now; `Err(outcome)` ends the delivery (a
     /// duplicate, a mismatch, a retry).
     async fn reserve_or_resume(
         &self,
-        notification: &Notification,
+        event: &Event,
         keys: &DerivedKeys,
-        ended: Option<&RejectReason>,
+        ended: Option<&Rejection>,
         d: Delivery<'_>,
         now_ms: i64,
     ) -> Result<(IdempotencyRecord, bool), RecordOutcome> {
-        let mut fresh = self.new_record(notification, keys, d.invocation, now_ms);
+        let mut fresh = self.new_record(event, keys, d.invocation, now_ms);
         if let Some(reason) = ended {
             let item = ManualItem {
                 reason: ManualReason::WindowEnded,

@@ -3,8 +3,8 @@
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 
+use crate::integration::Rejection;
 use crate::manual::ManualReason;
-use crate::notification::RejectReason;
 use crate::record::RecordStatus;
 
 /// What happened to one SQS record.
@@ -43,7 +43,7 @@ pub enum RecordOutcome {
     /// The same event key with another fingerprint: routed to the manual queue.
     Mismatch,
     /// The body can never succeed: routed to the manual queue.
-    Rejected(RejectReason),
+    Rejected(Rejection),
     /// Routed to the manual queue for another reason (the record is `manual` or `failed`).
     Manual(ManualReason),
     /// A transient failure: reported in `batchItemFailures`; SQS redelivers.
@@ -112,7 +112,8 @@ pub struct RecordReport {
     pub message_id: String,
     /// The event key, if the body got that far.
     pub event_key: Option<String>,
-    /// The container, if the body got that far.
+    /// Whom the event is for ([`crate::integration::Event::subject`]: the container on the
+    /// truck-slot path), if the body got that far. The log line calls it `container`.
     pub container: Option<String>,
     /// Whether this record took over an expired lease.
     pub took_over: bool,

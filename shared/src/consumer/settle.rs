@@ -6,11 +6,11 @@
 use tracing::warn;
 
 use super::{Delivery, Gate, RecordOutcome};
+use crate::effect::{ClaimOutcome, SlotClaim};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::store::{CommitOutcome, StoreError};
-use crate::terminal::{ClaimOutcome, SlotClaim};
 
 use super::steps::commit;
 
@@ -67,16 +67,17 @@ impl Gate {
                     .await
             }
         };
+        let subject = self.integration.subject(record);
         if let Some(other) = slot
             .equipment_number
             .as_deref()
-            .filter(|e| *e != record.container)
+            .filter(|e| !subject.is_empty() && *e != subject)
         {
             // A slot was made, but not for our container: never committed, never recorded in
             // `slot_ids` (whoever holds the record commits a recorded slot); a person decides.
             let detail = format!(
                 "terminal answered slot {} for {other}, asked for {}",
-                slot.slot_id, record.container
+                slot.slot_id, subject
             );
             let outcome = self
                 .route_held_record(
@@ -149,7 +150,16 @@ impl Gate {
         } = d;
         let owner = invocation.request_id.as_str();
         let now = self.clock.now_ms();
-        let existing = match commit(self.store.as_ref(), record, owner, &slot.slot_id, now).await {
+        let committed = commit(
+            self.store.as_ref(),
+            self.integration.as_ref(),
+            record,
+            owner,
+            &slot.slot_id,
+            now,
+        )
+        .await;
+        let existing = match committed {
             Ok(CommitOutcome::Committed) => {
                 return RecordOutcome::Committed {
                     slot_id: slot.slot_id.clone(),
@@ -160,8 +170,8 @@ impl Gate {
                 warn!(
                     event_key = %record.event_key,
                     other_event_key = %other_event_key,
-                    container = %record.container,
-                    window_start = %record.window_start,
+                    container = %self.integration.subject(record),
+                    labels = ?record.labels,
                     slot_id = %slot.slot_id,
                     message_id,
                     "natural-key collision: another event key committed this container and window"

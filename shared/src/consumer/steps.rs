@@ -6,13 +6,13 @@ use tracing::{info, warn};
 
 use super::{Delivery, Gate, Invocation, RecordOutcome};
 use crate::clock::ms_to_s;
-use crate::keys::{self, SLOT_CLAIM};
+use crate::effect::{ClaimOutcome, LookupOutcome};
+use crate::integration::{Event, Integration};
+use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
-use crate::notification::Notification;
-use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
 use crate::routing::is_routing_record;
 use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
-use crate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 
 /// The keys of step 1.
 #[derive(Clone)]
@@ -27,17 +27,19 @@ pub struct DerivedKeys {
     pub request: Vec<u8>,
 }
 
-/// Step 1: derives the event key, the slot claim's operation key, the fingerprint and the claim
-/// request bytes from a parsed notification. Never uses the SQS message id.
+/// Step 1: derives the event key (from the event's key material), the operation key of
+/// `operation` (the side effect's `Idempotency-Key`), the fingerprint (of the business fields)
+/// and the request bytes from a parsed event. Never uses the SQS message id.
 ///
 /// # Errors
-/// Only if canonical JSON cannot be written, which a parsed notification cannot cause.
-pub fn derive_keys(notification: &Notification) -> Result<DerivedKeys, serde_json::Error> {
-    let event_key = keys::event_key(notification);
+/// Only if the business fields cannot be written as canonical JSON (RFC 8785 refuses no value
+/// `serde_json` can hold but a number out of its range).
+pub fn derive_keys(event: &Event, operation: &str) -> Result<DerivedKeys, serde_json::Error> {
+    let event_key = keys::event_key_of_material(&event.key_material);
     Ok(DerivedKeys {
-        op_key: keys::operation_key(&event_key, SLOT_CLAIM),
-        fingerprint: keys::fingerprint(notification)?,
-        request: keys::claim_request(notification)?,
+        op_key: keys::operation_key(&event_key, operation),
+        fingerprint: keys::fingerprint_of(&event.business_fields)?,
+        request: event.request.clone(),
         event_key,
     })
 }
@@ -55,29 +57,36 @@ pub async fn reserve(
     store.reserve(record, now_ms).await
 }
 
-/// Step 3: claims the slot with the record's stored request bytes and operation key.
-pub async fn claim(terminal: &dyn SlotTerminal, record: &IdempotencyRecord) -> ClaimOutcome {
-    terminal
-        .claim_at(&record.terminal, &record.op_key, &record.request)
-        .await
+/// Step 3: calls the side effect with the record's stored request bytes under its operation key.
+pub async fn claim(integration: &dyn Integration, record: &IdempotencyRecord) -> ClaimOutcome {
+    integration.call(record).await
 }
 
-/// Step 4: commits the slot and the TMS booking in one transaction, only while `owner` holds the
-/// record's lease (`in_flight`, `lease_owner = owner`: a holder whose lease was taken over is
-/// refused).
+/// Step 4: commits the effect `slot_id`, the integration's business row and its natural key (if
+/// any) in one transaction, only while `owner` holds the record's lease (`in_flight`,
+/// `lease_owner = owner`: a holder whose lease was taken over is refused).
 ///
 /// # Errors
-/// A transient [`StoreError`], or [`StoreError::Corrupt`] when a booking exists without its record.
+/// A transient [`StoreError`], or [`StoreError::Corrupt`] when a row exists without its record.
 pub async fn commit(
     store: &dyn IdempotencyStore,
+    integration: &dyn Integration,
     record: &IdempotencyRecord,
     owner: &str,
     slot_id: &str,
     now_ms: i64,
 ) -> Result<CommitOutcome, StoreError> {
-    let booking = TmsBooking::for_record(record, slot_id, now_ms);
+    let row = integration.business_row(record, slot_id, now_ms);
+    let natural_key = integration.natural_key(&row, record);
     store
-        .commit(&record.pk, owner, slot_id, &booking, now_ms)
+        .commit(
+            &record.pk,
+            owner,
+            slot_id,
+            &row,
+            natural_key.as_ref(),
+            now_ms,
+        )
         .await
 }
 
@@ -111,19 +120,60 @@ impl Gate {
             .max(now_ms.saturating_add(self.config.lease_floor_ms))
     }
 
-    /// When a record for `notification` reserved at `now_ms` (epoch ms) expires, epoch
-    /// **seconds**: the key TTL counted from the later of now and the window's end. A record must
-    /// outlive the event it guards: until the window ends a redelivery can still act (claim), and
-    /// after it every copy is rejected as `window_ended` on the event's own record, which must
-    /// still be there to say "committed" for the whole redelivery horizon the TTL covers.
-    pub fn record_expiry_s(&self, notification: &Notification, now_ms: i64) -> i64 {
-        ms_to_s(now_ms).max(notification.preferred_window.end.timestamp()) + self.config.key_ttl_s
+    /// When a record for an event ending at `ends_at_ms` (epoch ms, [`Event::ends_at_ms`]),
+    /// reserved at `now_ms` (epoch ms), expires, epoch **seconds**: the key TTL counted from the
+    /// later of now and the event's end. A record must outlive the event it guards: until the
+    /// event ends a redelivery can still act, and after it every copy is rejected as ended on the
+    /// event's own record, which must still be there to say "committed" for the whole redelivery
+    /// horizon the TTL covers.
+    pub fn record_expiry_s(&self, ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
+        let from = ends_at_ms.map_or(ms_to_s(now_ms), |end| ms_to_s(now_ms).max(ms_to_s(end)));
+        from + self.config.key_ttl_s
     }
 
-    /// Builds the record that step 2 reserves.
+    /// Whether the server of `record`'s side effect honours `Idempotency-Key`: the integration's
+    /// answer for the record ([`Integration::supports_idempotency_key`]), else
+    /// `config.terminal_supports_idempotency_key`.
+    pub(crate) fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> bool {
+        self.integration
+            .supports_idempotency_key(record)
+            .unwrap_or(self.config.terminal_supports_idempotency_key)
+    }
+
+    /// The claim horizon of `record`, **milliseconds**: the integration's for the record
+    /// ([`Integration::claim_horizon_ms`], e.g. its terminal's key retention minus the margin),
+    /// else `config.claim_horizon_ms`.
+    pub(crate) fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> i64 {
+        self.integration
+            .claim_horizon_ms(record)
+            .unwrap_or(self.config.claim_horizon_ms)
+    }
+
+    /// Whether the event `record` guards has ended at `now_ms` (epoch ms): no side effect is
+    /// ever started after it, only a lookup. `false` for a record without an end (a routing
+    /// record).
+    pub(crate) fn event_ended(&self, record: &IdempotencyRecord, now_ms: i64) -> bool {
+        self.integration
+            .ends_at_ms(record)
+            .is_some_and(|end| end <= now_ms)
+    }
+
+    /// The end of the event `record` guards as RFC 3339 UTC (`2025-06-09T10:00:00Z`), for a
+    /// person's detail; `unknown` without one.
+    pub(crate) fn event_end_text(&self, record: &IdempotencyRecord) -> String {
+        self.integration
+            .ends_at_ms(record)
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map_or_else(
+                || "unknown".to_string(),
+                |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            )
+    }
+
+    /// Builds the record that step 2 reserves for `event`.
     pub fn new_record(
         &self,
-        notification: &Notification,
+        event: &Event,
         keys: &DerivedKeys,
         invocation: &Invocation,
         now_ms: i64,
@@ -139,16 +189,13 @@ impl Gate {
             lease_until_ms: Some(self.lease_until(invocation, now_ms)),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
-            expires_at_s: self.record_expiry_s(notification, now_ms),
+            expires_at_s: self.record_expiry_s(event.ends_at_ms, now_ms),
             slot_id: None,
             slot_ids: Default::default(),
             inflight_shard: Some(inflight_shard(&keys.event_key)),
             error: None,
             route_pending: false,
-            container: notification.equipment_number.to_string(),
-            terminal: notification.terminal.clone(),
-            window_start: notification.preferred_window.start_rfc3339(),
-            window_end: notification.preferred_window.end_rfc3339(),
+            labels: event.labels.clone(),
         }
     }
 
@@ -232,7 +279,7 @@ impl Gate {
                 Err(e) => RecordOutcome::Retry(e),
             };
         }
-        if !self.config.supports_idempotency_key(&record.terminal) {
+        if !self.supports_idempotency_key(record) {
             return self
                 .route_held_record(
                     record,
@@ -245,17 +292,13 @@ impl Gate {
         }
         let now = self.clock.now_ms();
         let age = now.saturating_sub(record.created_at_ms);
-        let past_horizon = age >= self.config.claim_horizon_for(&record.terminal);
-        let ended = window_ended(record, now);
+        let past_horizon = age >= self.claim_horizon_ms(record);
+        let ended = self.event_ended(record, now);
         if past_horizon || ended {
             // A record resumed days later (a redelivery after the terminal's key retention), or
             // after its window ended: never claim again; find the slot the key may hold, or hand
             // it to a person.
-            let outcome = match self
-                .terminal
-                .lookup_at(&record.terminal, &record.op_key, &record.request)
-                .await
-            {
+            let outcome = match self.integration.lookup(record).await {
                 LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
                 LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
                 LookupOutcome::NotFound => {
@@ -277,7 +320,8 @@ impl Gate {
                             format!(
                                 "in_flight when its window ended ({}); no slot under \
                                  Idempotency-Key {}: never claimed after the window's end",
-                                record.window_end, record.op_key
+                                self.event_end_text(record),
+                                record.op_key
                             ),
                         )
                     };
@@ -289,15 +333,7 @@ impl Gate {
             return self.settle_claim(record, outcome, d).await;
         }
         // Step 3.
-        let outcome = claim(self.terminal.as_ref(), record).await;
+        let outcome = claim(self.integration.as_ref(), record).await;
         self.settle_claim(record, outcome, d).await
     }
-}
-
-/// Whether the window of the event `record` guards has ended at `now_ms` (epoch ms): no claim is
-/// ever sent after it, only a lookup. `false` for a record without a readable window (a routing
-/// record).
-pub(crate) fn window_ended(record: &IdempotencyRecord, now_ms: i64) -> bool {
-    chrono::DateTime::parse_from_rfc3339(&record.window_end)
-        .is_ok_and(|end| end.timestamp_millis() <= now_ms)
 }

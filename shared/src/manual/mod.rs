@@ -15,7 +15,7 @@ use async_trait::async_trait;
 /// Why an event was routed to a person. The code is stable (message attribute, metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ManualReason {
-    /// The body can never succeed (see [`crate::notification::RejectReason`]); the detail says why.
+    /// The body can never succeed (the integration's [`crate::integration::Rejection`]); the detail says why.
     Rejected,
     /// The window had already ended: no slot can be claimed.
     WindowEnded,

@@ -17,7 +17,7 @@
 //! original body does not fit, it is cut at a character boundary and the message says so:
 //! `"original_body_truncated": true`, `"original_body_bytes"` (the full size) and
 //! `"original_body_sha256"` (of the full body). The gate refuses bodies over 64 KiB
-//! (`crate::notification::MAX_BODY_BYTES`), so only those are ever cut.
+//! (`truck_slot::notification::MAX_BODY_BYTES`), so only those are ever cut.
 
 use async_trait::async_trait;
 use aws_sdk_sqs::error::DisplayErrorContext;

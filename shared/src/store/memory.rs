@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
     natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry,
     InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
@@ -17,7 +17,7 @@ use crate::store::{
 #[derive(Default)]
 struct Tables {
     records: BTreeMap<String, IdempotencyRecord>,
-    bookings: HashMap<String, TmsBooking>,
+    bookings: HashMap<String, BusinessRow>,
     /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
     natural_keys: HashMap<String, String>,
 }
@@ -59,7 +59,7 @@ impl MemoryStore {
     }
 
     /// Every TMS booking, in no particular order.
-    pub fn bookings(&self) -> Vec<TmsBooking> {
+    pub fn bookings(&self) -> Vec<BusinessRow> {
         self.lock().bookings.values().cloned().collect()
     }
 
@@ -134,7 +134,8 @@ impl IdempotencyStore for MemoryStore {
         pk: &str,
         owner: &str,
         slot_id: &str,
-        booking: &TmsBooking,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         let mut t = self.lock();
@@ -154,22 +155,24 @@ impl IdempotencyStore for MemoryStore {
             // The booking's condition failed: the whole transaction is cancelled. This happens
             // only when a booking outlived its record (expired and re-reserved).
             return Err(StoreError::Corrupt(format!(
-                "a TMS booking for {} already exists with slot {}",
-                booking.source_event, existing.slot_id
+                "a business row for {} already exists with effect id {}",
+                booking.source_event, existing.effect_id
             )));
         }
         // The natural-key item: `attribute_not_exists(pk) OR event_key = :event_key`; when another
         // event key holds it, the transaction is cancelled and retried without it (nothing of the
         // first attempt was written, so doing the rest now is the same).
-        let nk = natural_key_pk(pk, booking);
-        let collision = match t.natural_keys.get(&nk) {
-            Some(other) if *other != booking.source_event => Some(other.clone()),
-            Some(_) => None,
-            None => {
-                t.natural_keys.insert(nk, booking.source_event.clone());
-                None
+        let collision = natural_key.and_then(|key| {
+            let nk = natural_key_pk(pk, &booking.source_event, key);
+            match t.natural_keys.get(&nk) {
+                Some(other) if *other != booking.source_event => Some(other.clone()),
+                Some(_) => None,
+                None => {
+                    t.natural_keys.insert(nk, booking.source_event.clone());
+                    None
+                }
             }
-        };
+        });
         t.bookings
             .insert(booking.source_event.clone(), booking.clone());
         let r = t
@@ -269,7 +272,7 @@ impl IdempotencyStore for MemoryStore {
         Ok(self.lock().records.get(pk).cloned())
     }
 
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         Ok(self.lock().bookings.get(source_event).cloned())
     }
 }

@@ -13,7 +13,7 @@ pub mod memory;
 
 use async_trait::async_trait;
 
-use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 
 /// The result of step 2, the reserve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,13 +41,13 @@ pub enum TakeOver {
 /// The result of step 4, the commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CommitOutcome {
-    /// The record is `committed` with our slot and the TMS booking is written. (No record is
+    /// The record is `committed` with our effect id and the business row is written. (No record is
     /// returned: DynamoDB's `TransactWriteItems` returns none, and a partial one would mislead.)
     /// Also the answer when the record is already committed by this very holder with this very
     /// slot (the retry of a commit whose transaction landed but whose answer was lost).
     Committed,
-    /// Committed as [`CommitOutcome::Committed`], but the natural key (equipment number and window
-    /// start, [`natural_key_pk`]) was already committed under `other_event_key`: two event keys
+    /// Committed as [`CommitOutcome::Committed`], but the natural key ([`NaturalKey`],
+    /// [`natural_key_pk`]) was already committed under `other_event_key`: two event keys
     /// for one event (a broken key derivation, or an event re-sent under a new notificationId).
     /// The commit was retried once without the natural-key item; the caller counts and logs the
     /// collision (signal 4).
@@ -61,29 +61,17 @@ pub enum CommitOutcome {
 }
 
 /// The `pk` of the natural-key item the commit writes into the idempotency table for the record
-/// `record_pk` (`"{integration}#{event_key}"`) and its `booking`:
-/// `"{integration}#nk#{equipment number}#{window start}"`. It holds the event key that committed
-/// first for that container and window, so a second event key for the same event is seen at its
-/// commit (a natural-key collision) without an extra request.
-pub fn natural_key_pk(record_pk: &str, booking: &TmsBooking) -> String {
+/// `record_pk` (`"{integration}#{event_key}"`, `event_key` its suffix):
+/// `"{integration}#nk#{natural key}"` (on the truck-slot path
+/// `"{integration}#nk#{equipment number}#{window start}"`). It holds the event key that committed
+/// first for that natural key, so a second event key for the same event is seen at its commit (a
+/// natural-key collision) without an extra request.
+pub fn natural_key_pk(record_pk: &str, event_key: &str, natural_key: &NaturalKey) -> String {
     let integration = record_pk
-        .strip_suffix(&booking.source_event)
+        .strip_suffix(event_key)
         .and_then(|p| p.strip_suffix('#'))
         .unwrap_or(record_pk);
-    format!(
-        "{integration}#nk#{}#{}",
-        booking.container, booking.window_start
-    )
-}
-
-/// The natural-key item's TTL, epoch **seconds**: [`crate::consumer::DEFAULT_KEY_TTL_S`] after the
-/// later of `now_ms` and the booking's window end (an unreadable window end counts as `now`),
-/// as long as a redelivery of the event can still come back.
-pub fn natural_key_expires_at_s(booking: &TmsBooking, now_ms: i64) -> i64 {
-    let window_end_s = chrono::DateTime::parse_from_rfc3339(&booking.window_end)
-        .map(|t| t.timestamp())
-        .unwrap_or(0);
-    crate::clock::ms_to_s(now_ms).max(window_end_s) + crate::consumer::DEFAULT_KEY_TTL_S
+    format!("{integration}#nk#{}", natural_key.key)
 }
 
 /// The result of [`IdempotencyStore::finish`].
@@ -252,22 +240,25 @@ pub trait IdempotencyStore: Send + Sync {
     /// Step 4: atomically sets the record to `committed` with `slot_id` (adding it to `slot_ids`,
     /// removing `lease_until`, `inflight_shard` and the stored request, keeping `lease_owner` as
     /// the committer) on condition `status = in_flight AND lease_owner = :owner` (fenced: a holder
-    /// whose lease was taken over cannot commit), and writes `booking` on condition that no
-    /// booking exists for its event. A refusal that finds the record committed by `owner` with
-    /// `slot_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
+    /// whose lease was taken over cannot commit), and writes the business row `booking` on
+    /// condition that no row exists for its event. A refusal that finds the record committed by
+    /// `owner` with `slot_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
+    /// `slot_id` is the effect id (the slot id on the truck-slot path; the attribute keeps that
+    /// name).
     ///
-    /// In the same transaction it writes the natural-key item ([`natural_key_pk`]: `event_key`,
-    /// `expires_at` as the record's lifetime allows) on condition `attribute_not_exists(pk) OR
-    /// event_key = :event_key`. When only that condition fails, the commit is retried once
-    /// without the item and answers [`CommitOutcome::CommittedCollision`] with the event key that
-    /// holds it: the booking is written (the slot exists and the event is real), and signal 4
-    /// tells a person.
+    /// With a `natural_key`, the same transaction writes the natural-key item
+    /// ([`natural_key_pk`]: `event_key`, the key's labels, its `expires_at`) on condition
+    /// `attribute_not_exists(pk) OR event_key = :event_key`. When only that condition fails, the
+    /// commit is retried once without the item and answers [`CommitOutcome::CommittedCollision`]
+    /// with the event key that holds it: the row is written (the effect exists and the event is
+    /// real), and signal 4 tells a person.
     async fn commit(
         &self,
         pk: &str,
         owner: &str,
         slot_id: &str,
-        booking: &TmsBooking,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError>;
 
@@ -321,8 +312,8 @@ pub trait IdempotencyStore: Send + Sync {
     /// Reads one record (expired or not).
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
 
-    /// Reads the TMS booking of an event key.
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError>;
+    /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
 }
 
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,

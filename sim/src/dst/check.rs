@@ -40,11 +40,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gate::consumer::derive_keys;
-use gate::keys::{mismatch_route_key, rejected_route_key, sha256_hex};
 use gate::manual::{ManualItem, ManualReason};
-use gate::notification::parse_notification;
-use gate::record::{record_pk, IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::record::{record_pk, IdempotencyRecord, RecordStatus};
+use truck_slot::derive_keys;
+use truck_slot::keys::{mismatch_route_key, rejected_route_key, sha256_hex};
+use truck_slot::notification::parse_notification;
+use truck_slot::TmsBooking;
 
 use super::observe::Observer;
 use super::ports::short;
@@ -138,7 +139,7 @@ pub(crate) fn pk_of_item(
             let event_key = item.event_key.as_deref()?;
             Some(record_pk(
                 integration,
-                &gate::keys::unbooked_slot_route_key(event_key, slot),
+                &truck_slot::keys::unbooked_slot_route_key(event_key, slot),
             ))
         }
         ManualReason::Rejected => Some(record_pk(

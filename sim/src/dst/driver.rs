@@ -19,9 +19,10 @@ use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
-use gate::terminal::SlotTerminal;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use truck_slot::terminal::SlotTerminal;
+use truck_slot::{TmsBooking, TruckSlot};
 
 use super::check::{self, own_record_durable, Final};
 use super::observe::Observer;
@@ -80,6 +81,8 @@ struct Driver<'a> {
     next_task: TaskId,
     next_tick: i64,
     gate_config: GateConfig,
+    /// The terminal codes the integration books at.
+    known_terminals: Vec<String>,
     reconciler_config: ReconcilerConfig,
     stats: Stats,
     /// Redrives done so far (of `schedule.redrives_at_ms`).
@@ -183,7 +186,7 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
             }
         }
     }
-    let mut gate_config = GateConfig::new(INTEGRATION, terminals);
+    let mut gate_config = GateConfig::new(INTEGRATION);
     gate_config.terminal_supports_idempotency_key = schedule.key_support;
     gate_config.max_concurrency = schedule.max_concurrency;
     gate_config.key_ttl_s = schedule.key_ttl_s;
@@ -219,6 +222,7 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
         next_task: 1,
         next_tick: START_MS + TICK_MS,
         gate_config,
+        known_terminals: terminals,
         reconciler_config,
         stats: Stats::default(),
         redrives_done: 0,
@@ -405,11 +409,14 @@ impl Driver<'_> {
                 shared: Arc::clone(&self.shared),
                 task,
             }),
-            terminal: Arc::new(SimTerminal {
-                shared: Arc::clone(&self.shared),
-                task,
-                inner: CoreTerminal::new(Arc::clone(&self.shared.core)),
-            }),
+            integration: Arc::new(TruckSlot::new(
+                Arc::new(SimTerminal {
+                    shared: Arc::clone(&self.shared),
+                    task,
+                    inner: CoreTerminal::new(Arc::clone(&self.shared.core)),
+                }),
+                self.known_terminals.clone(),
+            )),
             manual: Arc::new(SimManual {
                 shared: Arc::clone(&self.shared),
                 task,
@@ -563,7 +570,7 @@ impl Driver<'_> {
             return;
         }
         let records = store.records();
-        let bookings = store.bookings();
+        let bookings: Vec<TmsBooking> = store.bookings().iter().map(TmsBooking::from).collect();
         let replaced = self.observer.replaced;
         self.observer.look(
             self.shared.now(),
@@ -754,7 +761,13 @@ impl Driver<'_> {
             integration: &self.shared.integration,
             terminals: &self.shared.terminals,
             records: self.shared.store.records(),
-            bookings: self.shared.store.bookings(),
+            bookings: self
+                .shared
+                .store
+                .bookings()
+                .iter()
+                .map(TmsBooking::from)
+                .collect(),
             slots: self.shared.core.slots(),
             items: sent.iter().map(|(_, i)| i.clone()).collect(),
             sent_at: sent.iter().map(|(t, _)| *t).collect(),

@@ -14,7 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::record::{IdempotencyRecord, RecordStatus};
+use truck_slot::TmsBooking;
 
 use super::ports::short;
 

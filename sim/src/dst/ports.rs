@@ -8,16 +8,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
-use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex, InFlightPage,
     Reservation, StoreError, TakeOver,
 };
-use gate::terminal::{
+use rand::Rng;
+use truck_slot::terminal::{
     classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
     SlotTerminal,
 };
-use rand::Rng;
 
 use super::check::{identity_of_item, pk_of_item};
 use super::shared::{Deferred, OpenSend, Shared, TaskId};
@@ -204,18 +204,25 @@ impl IdempotencyStore for SimStore {
         pk: &str,
         owner: &str,
         slot_id: &str,
-        booking: &TmsBooking,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.before("commit", true).await?;
         let store = &self.shared.store;
-        let r = store.commit(pk, owner, slot_id, booking, now_ms).await;
+        let r = store
+            .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+            .await;
         match self.after("commit:ack", "commit").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("commit")),
             // DynamoDB would answer a retry within 10 minutes from its `ClientRequestToken`; the
             // memory store cannot, so the retry meets the committed record (the harder case).
-            Answer::LostThenRetried => store.commit(pk, owner, slot_id, booking, now_ms).await,
+            Answer::LostThenRetried => {
+                store
+                    .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                    .await
+            }
         }
     }
 
@@ -301,7 +308,7 @@ impl IdempotencyStore for SimStore {
         self.shared.store.get(pk).await
     }
 
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.before("booking", false).await?;
         self.shared.store.booking(source_event).await
     }

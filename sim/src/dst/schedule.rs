@@ -16,10 +16,10 @@
 use std::fmt::Write as _;
 
 use gate::consumer::DEFAULT_KEY_TTL_S;
-use gate::iso6346::check_digit;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use truck_slot::iso6346::check_digit;
 
 use super::shared::FaultProfile;
 

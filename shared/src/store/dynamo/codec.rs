@@ -1,4 +1,4 @@
-//! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`TmsBooking`] as
+//! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`BusinessRow`] as
 //! DynamoDB items and back, and the `InFlight` query's opaque cursor.
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds**; `lease_until`, `created_at`,
@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::schema::ROUTE_PENDING_MARK;
-use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
 use crate::store::{InFlightEntry, StoreError};
 
 /// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
@@ -55,11 +55,8 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
         ("created_at".to_string(), num(record.created_at_ms)),
         ("updated_at".to_string(), num(record.updated_at_ms)),
         ("expires_at".to_string(), num(record.expires_at_s)),
-        ("container".to_string(), s(&record.container)),
-        ("terminal".to_string(), s(&record.terminal)),
-        ("window_start".to_string(), s(&record.window_start)),
-        ("window_end".to_string(), s(&record.window_end)),
     ]);
+    insert_labels(&mut item, &record.labels);
     let optional = [
         ("lease_owner", record.lease_owner.as_deref().map(s)),
         ("lease_until", record.lease_until_ms.map(num)),
@@ -132,10 +129,7 @@ pub fn record_from_item(
             Some(AttributeValue::S(_)) => true,
             Some(_) => return Err(corrupt_type(item, "route_pending", "S")),
         },
-        container: req_s(item, "container")?,
-        terminal: req_s(item, "terminal")?,
-        window_start: req_s(item, "window_start")?,
-        window_end: req_s(item, "window_end")?,
+        labels: labels_of(item, &RECORD_ATTRIBUTES),
         pk,
     })
 }
@@ -163,33 +157,74 @@ pub(crate) fn in_flight_entry_from_item(
     })
 }
 
-/// A TMS booking as a DynamoDB item; `booked_at` is epoch **milliseconds**.
-pub fn booking_to_item(booking: &TmsBooking) -> HashMap<String, AttributeValue> {
-    HashMap::from([
+/// A business row as a DynamoDB item: `source_event`, `slot_id` (the effect id), `booked_at`
+/// (epoch **milliseconds**) and one string attribute per label.
+pub fn booking_to_item(booking: &BusinessRow) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([
         ("source_event".to_string(), s(&booking.source_event)),
-        ("container".to_string(), s(&booking.container)),
-        ("slot_id".to_string(), s(&booking.slot_id)),
-        ("terminal".to_string(), s(&booking.terminal)),
-        ("window_start".to_string(), s(&booking.window_start)),
-        ("window_end".to_string(), s(&booking.window_end)),
+        ("slot_id".to_string(), s(&booking.effect_id)),
         ("booked_at".to_string(), num(booking.booked_at_ms)),
-    ])
+    ]);
+    insert_labels(&mut item, &booking.labels);
+    item
 }
 
-/// Reads a TMS booking from a DynamoDB item (the inverse of [`booking_to_item`]).
+/// Reads a business row from a DynamoDB item (the inverse of [`booking_to_item`]): every string
+/// attribute but `source_event` and `slot_id` is a label.
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
-pub fn booking_from_item(item: &HashMap<String, AttributeValue>) -> Result<TmsBooking, StoreError> {
-    Ok(TmsBooking {
+pub fn booking_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<BusinessRow, StoreError> {
+    Ok(BusinessRow {
         source_event: req_s(item, "source_event")?,
-        container: req_s(item, "container")?,
-        slot_id: req_s(item, "slot_id")?,
-        terminal: req_s(item, "terminal")?,
-        window_start: req_s(item, "window_start")?,
-        window_end: req_s(item, "window_end")?,
+        effect_id: req_s(item, "slot_id")?,
         booked_at_ms: req_n(item, "booked_at")?,
+        labels: labels_of(item, &["source_event", "slot_id", "booked_at"]),
     })
+}
+
+/// The attributes of a record item that are the store's own; every other string attribute is a
+/// label ([`crate::record::Labels`]). A label must not take one of these names.
+pub const RECORD_ATTRIBUTES: [&str; 18] = [
+    "pk",
+    "event_key",
+    "status",
+    "fingerprint",
+    "request",
+    "op_key",
+    "lease_owner",
+    "lease_until",
+    "created_at",
+    "updated_at",
+    "expires_at",
+    "slot_id",
+    "slot_ids",
+    "inflight_shard",
+    "error",
+    "route_pending",
+    "multi_slot",
+    "booked_at",
+];
+
+/// Writes each label as a string attribute of its name, never over one of the item's own.
+fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {
+    for (name, value) in labels {
+        if !RECORD_ATTRIBUTES.contains(&name.as_str()) {
+            item.entry(name.clone()).or_insert_with(|| s(value));
+        }
+    }
+}
+
+/// The labels of an item: its string attributes but the `own` ones and [`RECORD_ATTRIBUTES`].
+fn labels_of(item: &HashMap<String, AttributeValue>, own: &[&str]) -> Labels {
+    item.iter()
+        .filter(|(name, _)| {
+            !own.contains(&name.as_str()) && !RECORD_ATTRIBUTES.contains(&name.as_str())
+        })
+        .filter_map(|(name, value)| value.as_s().ok().map(|v| (name.clone(), v.clone())))
+        .collect()
 }
 
 pub(crate) fn s(v: &str) -> AttributeValue {

@@ -57,7 +57,9 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
-pub use codec::{booking_from_item, booking_to_item, record_from_item, record_to_item};
+pub use codec::{
+    booking_from_item, booking_to_item, record_from_item, record_to_item, RECORD_ATTRIBUTES,
+};
 use codec::{num, s};
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
 use errors::{
@@ -72,10 +74,10 @@ pub use schema::{
 use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION};
 
 use crate::clock::ms_to_s;
-use crate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    natural_key_expires_at_s, natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome,
-    IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
@@ -136,10 +138,10 @@ impl DynamoStore {
         pk: &str,
         owner: &str,
         slot_id: &str,
-        booking: &TmsBooking,
+        booking: &BusinessRow,
         now_ms: i64,
         only_our_slot: bool,
-        natural_key: bool,
+        natural_key: Option<&NaturalKey>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let condition = if only_our_slot {
             format!(
@@ -180,16 +182,23 @@ impl DynamoStore {
             TransactWriteItem::builder().update(update).build(),
             TransactWriteItem::builder().put(put).build(),
         ];
-        if natural_key {
+        if let Some(key) = natural_key {
             // Signal 4: item 2, the natural-key item, held by the first event key committed for
-            // this container and window.
+            // this natural key (on the truck-slot path: this container and window).
+            let mut item = HashMap::from([
+                (
+                    "pk".to_string(),
+                    s(&natural_key_pk(pk, &booking.source_event, key)),
+                ),
+                ("event_key".to_string(), s(&booking.source_event)),
+                ("expires_at".to_string(), num(key.expires_at_s)),
+            ]);
+            for (name, value) in &key.labels {
+                item.entry(name.clone()).or_insert_with(|| s(value));
+            }
             let natural_key = Put::builder()
                 .table_name(&self.idempotency_table)
-                .item("pk", s(&natural_key_pk(pk, booking)))
-                .item("event_key", s(&booking.source_event))
-                .item("container", s(&booking.container))
-                .item("window_start", s(&booking.window_start))
-                .item("expires_at", num(natural_key_expires_at_s(booking, now_ms)))
+                .set_item(Some(item))
                 .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
                 .expression_attribute_values(":event_key", s(&booking.source_event))
                 .return_values_on_condition_check_failure(
@@ -375,7 +384,8 @@ impl IdempotencyStore for DynamoStore {
         pk: &str,
         owner: &str,
         slot_id: &str,
-        booking: &TmsBooking,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         // First with the condition that no other slot id is recorded: the common case, one
@@ -388,16 +398,17 @@ impl IdempotencyStore for DynamoStore {
         // retried once without it and the collision is reported.
         let mut other_slots = false;
         let mut collision: Option<String> = None;
-        let mut items = self.commit_items(pk, owner, slot_id, booking, now_ms, true, true)?;
+        let mut items =
+            self.commit_items(pk, owner, slot_id, booking, now_ms, true, natural_key)?;
         let mut token = commit_request_token(pk, owner, slot_id);
         // A token names one request: each variant of the transaction has its own.
-        let token_for = |other_slots: bool, natural_key: bool| {
+        let token_for = |other_slots: bool, with_nk: bool| {
             let owner = if other_slots {
                 format!("{owner}+")
             } else {
                 owner.to_string()
             };
-            let slot = if natural_key {
+            let slot = if with_nk {
                 slot_id.to_string()
             } else {
                 format!("{slot_id}\nwithout-nk")
@@ -458,7 +469,7 @@ impl IdempotencyStore for DynamoStore {
                         && record.lease_owner.as_deref() == Some(owner);
                     if ours && !other_slots && !record.slot_ids.contains(slot_id) {
                         other_slots = true;
-                        let natural_key = collision.is_none();
+                        let with_nk = collision.is_none();
                         items = self.commit_items(
                             pk,
                             owner,
@@ -466,40 +477,42 @@ impl IdempotencyStore for DynamoStore {
                             booking,
                             now_ms,
                             false,
-                            natural_key,
+                            natural_key.filter(|_| with_nk),
                         )?;
-                        token = token_for(other_slots, natural_key);
+                        token = token_for(other_slots, with_nk);
                         continue;
                     }
                     return Ok(CommitOutcome::Refused(Box::new(record)));
                 }
                 Cancelled::BookingExists(existing_slot) => {
                     return Err(StoreError::Corrupt(format!(
-                        "a TMS booking for {} already exists with slot {}",
+                        "a business row for {} already exists with effect id {}",
                         booking.source_event,
                         existing_slot.as_deref().unwrap_or("?")
                     )))
                 }
-                Cancelled::NaturalKeyTaken(item) if collision.is_none() => {
+                Cancelled::NaturalKeyTaken(item)
+                    if collision.is_none() && natural_key.is_some() =>
+                {
                     // Another event key holds the natural key: retry once without the item.
                     let other = match item.as_ref().and_then(|i| i.get("event_key")) {
                         Some(v) => v.as_s().ok().cloned(),
                         // Only on a collision, never per event.
-                        None => {
-                            self.natural_key_holder(&natural_key_pk(pk, booking))
+                        None => match natural_key {
+                            Some(key) => {
+                                self.natural_key_holder(&natural_key_pk(
+                                    pk,
+                                    &booking.source_event,
+                                    key,
+                                ))
                                 .await?
-                        }
+                            }
+                            None => None,
+                        },
                     };
                     collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
-                    items = self.commit_items(
-                        pk,
-                        owner,
-                        slot_id,
-                        booking,
-                        now_ms,
-                        !other_slots,
-                        false,
-                    )?;
+                    items =
+                        self.commit_items(pk, owner, slot_id, booking, now_ms, !other_slots, None)?;
                     token = token_for(other_slots, false);
                 }
                 Cancelled::NaturalKeyTaken(_) => {
@@ -694,7 +707,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One consistent `GetItem` on the bookings table.
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.consistent_get(
             &self.bookings_table,
             "source_event",
@@ -804,10 +817,15 @@ mod tests {
             inflight_shard: Some("11".into()),
             error: None,
             route_pending: false,
-            container: "CSQU3054383".into(),
-            terminal: "ECT-DELTA".into(),
-            window_start: "2025-06-09T08:00:00Z".into(),
-            window_end: "2025-06-09T10:00:00Z".into(),
+            labels: crate::record::Labels::from([
+                ("container".to_string(), "CSQU3054383".to_string()),
+                ("terminal".to_string(), "ECT-DELTA".to_string()),
+                (
+                    "window_start".to_string(),
+                    "2025-06-09T08:00:00Z".to_string(),
+                ),
+                ("window_end".to_string(), "2025-06-09T10:00:00Z".to_string()),
+            ]),
         }
     }
 

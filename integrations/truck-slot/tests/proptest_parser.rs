@@ -8,13 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use gate::clock::ManualClock;
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::notification::{parse_notification, RejectReason};
 use gate::store::memory::MemoryStore;
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
+use truck_slot::derive_keys;
+use truck_slot::notification::{parse_notification, RejectReason};
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 
 /// 2025-06-09T04:00:00Z.
 const NOW: i64 = 1_749_441_600_000;
@@ -69,7 +70,7 @@ fn any_json() -> impl Strategy<Value = Value> {
 }
 
 /// Every reason has a short, stable snake_case code and a message.
-fn assert_classified(result: &Result<gate::notification::Notification, RejectReason>) {
+fn assert_classified(result: &Result<truck_slot::notification::Notification, RejectReason>) {
     match result {
         Ok(n) => {
             let keys = derive_keys(n).expect("a parsed notification always has keys");
@@ -111,9 +112,9 @@ fn through_the_gate(body: &str) {
     let store = Arc::new(MemoryStore::new());
     let manual = Arc::new(MemoryManualQueue::new());
     let gate = Gate {
-        config: GateConfig::new("prop", terminals()),
+        config: GateConfig::new("prop"),
         store: store.clone(),
-        terminal: Arc::new(Always),
+        integration: Arc::new(truck_slot::TruckSlot::new(Arc::new(Always), terminals())),
         manual: manual.clone(),
         clock: Arc::new(ManualClock::new(NOW)),
     };

@@ -18,14 +18,14 @@
 //! | limit | value | reason code |
 //! | --- | --- | --- |
 //! | body size | [`MAX_BODY_BYTES`] (64 KiB; SQS allows 256 KiB) | `body_too_large` |
-//! | one reading only | no object names a key twice ([`crate::strict_json`]) | `duplicate_key` |
+//! | one reading only | no object names a key twice ([`gate::strict_json`]) | `duplicate_key` |
 //! | `notificationId` | at most [`MAX_NOTIFICATION_ID_CHARS`] characters | `field_too_long` |
 //! | `equipment_number` | at most [`MAX_EQUIPMENT_NUMBER_CHARS`] characters | `field_too_long` |
 //! | `terminal` | at most [`MAX_TERMINAL_CHARS`] characters | `field_too_long` |
 //! | `pin` | at most [`MAX_PIN_CHARS`] characters | `field_too_long` |
 //! | those four fields | no control character (Unicode `Cc`, e.g. NUL, CR, LF, DEL) | `control_character` |
 //! | those four fields | no U+FFFD: the sender's bytes were not UTF-8 and someone replaced them | `replacement_character` |
-//! | every number | at most 2^53 - 1 in magnitude (I-JSON, RFC 7493; [`crate::ijson`]) | `number_out_of_range` |
+//! | every number | at most 2^53 - 1 in magnitude (I-JSON, RFC 7493; [`gate::ijson`]) | `number_out_of_range` |
 //! | every number | no more precision than the IEEE 754 double it rounds to | `number_not_exact` |
 //! | `notificationId`, `terminal` | no leading or trailing whitespace | `surrounding_whitespace` |
 //! | `notificationId`, `equipment_number`, `terminal` | no invisible character (Unicode `Default_Ignorable_Code_Point` and format characters: U+200B, U+FEFF, bidi controls, ...) and no space other than U+0020 | `invisible_character` |
@@ -38,7 +38,7 @@
 //! (`surrounding_whitespace`, `invisible_character`), as is a decomposed `"é"` next to a
 //! precomposed one (`not_nfc`). The equipment number is normalised instead (ISO 6346: case,
 //! spaces and dashes), so its surrounding spaces are kept out of the key by the normalisation.
-//! Numbers are checked so that two different values never share a fingerprint ([`crate::ijson`]).
+//! Numbers are checked so that two different values never share a fingerprint ([`gate::ijson`]).
 //!
 //! **No reason quotes the body.** A reason names fields, positions, limits and code points, never
 //! a value from the body: a body may carry the PIN in any field (`"terminal": "<the PIN>"`), and
@@ -53,9 +53,9 @@ use std::fmt;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
-use crate::ijson::NumberDefect;
 use crate::iso6346::{EquipmentNumber, EquipmentNumberError};
-use crate::strict_json::{from_str_strict, StrictJsonError};
+use gate::ijson::NumberDefect;
+use gate::strict_json::{from_str_strict, StrictJsonError};
 
 /// Largest body accepted, in bytes (64 KiB). A Portbase notification is about 1 KiB; SQS allows
 /// 256 KiB. The limit also keeps the manual-queue message (the original body, JSON-escaped, plus
@@ -178,7 +178,7 @@ pub enum RejectReason {
     #[error("body names a key twice: {0}")]
     DuplicateKey(String),
     /// A number's magnitude is above 2^53 - 1: not exact as a double, so not in the fingerprint
-    /// (I-JSON, RFC 7493 section 2.2; [`crate::ijson`]).
+    /// (I-JSON, RFC 7493 section 2.2; [`gate::ijson`]).
     #[error(
         "the number at byte {offset} is beyond 2^53 - 1 in magnitude (RFC 7493): it cannot be \
          fingerprinted exactly"
@@ -188,7 +188,7 @@ pub enum RejectReason {
         offset: usize,
     },
     /// A number holds more precision than the double it rounds to, so another value would share
-    /// its fingerprint ([`crate::ijson`]).
+    /// its fingerprint ([`gate::ijson`]).
     #[error(
         "the number at byte {offset} has more precision than an IEEE 754 double holds: it cannot \
          be fingerprinted exactly"
@@ -532,7 +532,7 @@ pub fn parse_notification(
     let Value::Object(mut obj) = value else {
         return Err(RejectReason::NotJson("top level is not an object".into()));
     };
-    crate::ijson::check_numbers(body).map_err(|defect| match defect {
+    gate::ijson::check_numbers(body).map_err(|defect| match defect {
         NumberDefect::OutOfRange { offset } => RejectReason::NumberOutOfRange { offset },
         NumberDefect::NotExact { offset } => RejectReason::NumberNotExact { offset },
     })?;

@@ -22,15 +22,16 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gate::clock::ManualClock;
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
-use gate::iso6346::EquipmentNumber;
-use gate::keys::{self, SLOT_CLAIM};
+use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::manual::MemoryManualQueue;
-use gate::notification::parse_notification;
-use gate::record::{RecordStatus, TmsBooking};
+use gate::record::RecordStatus;
 use gate::store::dynamo::{booking_to_item, record_from_item, record_to_item};
 use gate::store::memory::MemoryStore;
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
+use truck_slot::derive_keys;
+use truck_slot::iso6346::EquipmentNumber;
+use truck_slot::keys::{self, SLOT_CLAIM};
+use truck_slot::notification::parse_notification;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 
 /// 2025-06-09T04:00:00Z; the window below is 08:00-10:00 the same day.
 const NOW_MS: i64 = 1_749_441_600_000;
@@ -55,9 +56,12 @@ impl SlotTerminal for NoTerminal {
 
 fn gate() -> Gate {
     Gate {
-        config: GateConfig::new("ect-delta-slots", vec!["ECT-DELTA".to_string()]),
+        config: GateConfig::new("ect-delta-slots"),
         store: Arc::new(MemoryStore::new()),
-        terminal: Arc::new(NoTerminal),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(NoTerminal),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: Arc::new(MemoryManualQueue::new()),
         clock: Arc::new(ManualClock::new(NOW_MS)),
     }
@@ -76,7 +80,12 @@ fn steps(c: &mut Criterion) {
     let invocation = invocation();
     let n = parse_notification(BODY, NOW_MS, &terminals).expect("the bench body parses");
     let k = derive_keys(&n).expect("keys");
-    let record = gate.new_record(&n, &k, &invocation, NOW_MS);
+    let record = gate.new_record(
+        &truck_slot::event(&n).expect("event"),
+        &k,
+        &invocation,
+        NOW_MS,
+    );
     let mut committed = record.clone();
     committed.status = RecordStatus::Committed;
     committed.slot_id = Some("ECTD-000123".into());
@@ -121,7 +130,14 @@ fn steps(c: &mut Criterion) {
         b.iter(|| serde_json_canonicalizer::to_vec(black_box(&request)))
     });
     g.bench_function("new_record", |b| {
-        b.iter(|| gate.new_record(black_box(&n), &k, &invocation, NOW_MS))
+        b.iter(|| {
+            gate.new_record(
+                black_box(&truck_slot::event(&n).expect("event")),
+                &k,
+                &invocation,
+                NOW_MS,
+            )
+        })
     });
     g.bench_function("record_to_item", |b| {
         b.iter(|| record_to_item(black_box(&record)))
@@ -131,7 +147,7 @@ fn steps(c: &mut Criterion) {
     });
     g.bench_function("booking_to_item", |b| {
         b.iter(|| {
-            booking_to_item(&TmsBooking::for_record(
+            booking_to_item(&gate::record::BusinessRow::for_record(
                 black_box(&record),
                 "ECTD-1",
                 NOW_MS,
@@ -143,9 +159,16 @@ fn steps(c: &mut Criterion) {
         b.iter(|| {
             let n = parse_notification(black_box(BODY), NOW_MS, &terminals).expect("parses");
             let k = derive_keys(&n).expect("keys");
-            let record = gate.new_record(&n, &k, &invocation, NOW_MS);
+            let record = gate.new_record(
+                &truck_slot::event(&n).expect("event"),
+                &k,
+                &invocation,
+                NOW_MS,
+            );
             let item = record_to_item(&record);
-            let booking = booking_to_item(&TmsBooking::for_record(&record, "ECTD-1", NOW_MS));
+            let booking = booking_to_item(&gate::record::BusinessRow::for_record(
+                &record, "ECTD-1", NOW_MS,
+            ));
             (item, booking)
         })
     });
@@ -153,7 +176,12 @@ fn steps(c: &mut Criterion) {
         b.iter(|| {
             let n = parse_notification(black_box(BODY), NOW_MS, &terminals).expect("parses");
             let k = derive_keys(&n).expect("keys");
-            let record = gate.new_record(&n, &k, &invocation, NOW_MS);
+            let record = gate.new_record(
+                &truck_slot::event(&n).expect("event"),
+                &k,
+                &invocation,
+                NOW_MS,
+            );
             let item = record_to_item(&record);
             let old = record_from_item(black_box(&committed_item)).expect("reads");
             (item, old.fingerprint == k.fingerprint)

@@ -4,10 +4,11 @@
 //! the fingerprint changes when any business field changes (the event key too when the
 //! notification id or the container changes).
 
-use gate::consumer::{derive_keys, DerivedKeys};
-use gate::iso6346::check_digit;
-use gate::notification::parse_notification;
+use gate::consumer::DerivedKeys;
 use proptest::prelude::*;
+use truck_slot::derive_keys;
+use truck_slot::iso6346::check_digit;
+use truck_slot::notification::parse_notification;
 
 /// 2025-06-01T00:00:00Z: before every generated window.
 const NOW: i64 = 1_748_736_000_000;

@@ -13,9 +13,10 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::store::memory::MemoryStore;
-use gate::terminal::several::{TerminalPolicy, TerminalRouter};
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
 use gate::testkit::sqs_event;
+use truck_slot::terminal::several::{TerminalPolicy, TerminalRouter};
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::TruckSlot;
 
 /// 2026-06-01T06:00:00Z; every window here is on 2026-06-05, after every clock used.
 const T0: i64 = 1_780_293_600_000;
@@ -77,15 +78,12 @@ fn world(first_claims: Option<ClaimOutcome>) -> World {
     let router = TerminalRouter::new(Duration::from_secs(10))
         .with("ECT-DELTA", client("ECT-DELTA"), 4)
         .with("APMT-MV2", client("APMT-MV2"), 1);
-    let mut config = GateConfig::new(
-        "several",
-        vec!["ECT-DELTA".into(), "APMT-MV2".into(), "RWG".into()],
-    );
+    let mut config = GateConfig::new("several");
     let keyed = |retention_h: i64| TerminalPolicy {
         supports_idempotency_key: true,
         claim_horizon_ms: (retention_h - 1) * HOUR,
     };
-    config.terminals = BTreeMap::from([
+    let policies = BTreeMap::from([
         ("ECT-DELTA".to_string(), keyed(24)),
         ("APMT-MV2".to_string(), keyed(48)),
         (
@@ -104,7 +102,13 @@ fn world(first_claims: Option<ClaimOutcome>) -> World {
         gate: Gate {
             config,
             store,
-            terminal: Arc::new(router),
+            integration: Arc::new(
+                TruckSlot::new(
+                    Arc::new(router),
+                    vec!["ECT-DELTA".into(), "APMT-MV2".into(), "RWG".into()],
+                )
+                .with_policies(policies),
+            ),
             manual: manual.clone(),
             clock: clock.clone(),
         },

@@ -57,8 +57,18 @@ use super::{
     LookupOutcome, SlotTerminal,
 };
 use crate::config::{base_url_allowed, secret_arn_valid};
-pub use crate::consumer::TerminalPolicy;
 use crate::notification::MAX_TERMINAL_CHARS;
+
+/// What the gate needs to know of a terminal to decide before calling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TerminalPolicy {
+    /// Whether the terminal honours `Idempotency-Key` (if not, its records go to the manual
+    /// queue, never claimed).
+    pub supports_idempotency_key: bool,
+    /// A record older than this many **milliseconds** is never claimed again at this terminal:
+    /// its key retention minus the retention margin (see `gate::GateConfig::claim_horizon_ms`).
+    pub claim_horizon_ms: i64,
+}
 
 /// The HTTP API a terminal speaks (both with IETF `Idempotency-Key` semantics, see
 /// `crate::terminal`). The gate stores one request shape (`crate::keys::claim_request`); the
@@ -134,11 +144,11 @@ pub fn appointments_v2_body(stored: &[u8]) -> Result<Vec<u8>, String> {
 /// An `appointments-v2` answer `{"appointment": {"id", "container": {"number"}}}` in the `slots`
 /// shape the classification reads: `{"slot_id", "equipment_number"}` (`lookup`: inside
 /// `{"slot": ...}`). `None` when the answer is not such an object, or names a field twice
-/// (`crate::strict_json`: which `id` was made would be ambiguous, as a `slots` answer naming
+/// (`gate::strict_json`: which `id` was made would be ambiguous, as a `slots` answer naming
 /// `slot_id` twice): it is then classified as it is (an error answer, or a `2xx` without a
 /// usable slot).
 pub fn appointments_v2_answer(body: &[u8], lookup: bool) -> Option<Vec<u8>> {
-    let value = crate::strict_json::from_str_strict(std::str::from_utf8(body).ok()?).ok()?;
+    let value = gate::strict_json::from_str_strict(std::str::from_utf8(body).ok()?).ok()?;
     let appointment = value.get("appointment")?.as_object()?;
     let id = appointment.get("id")?;
     let mut slot = Map::new();

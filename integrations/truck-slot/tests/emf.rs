@@ -6,7 +6,7 @@ use gate::signals::{Counts, NAMESPACE};
 
 #[test]
 fn counters_are_written_as_emf_documents() {
-    let collector = gate::lambda::init_metrics("emf-test").expect("recorder");
+    let collector = truck_slot::lambda::init_metrics("emf-test").expect("recorder");
     let counts = Counts {
         received: 10,
         duplicates: 3,

@@ -13,14 +13,15 @@ use std::sync::Arc;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
-use crate::clock::{Clock, SystemClock};
 use crate::config::{ConfigErrors, FunctionConfig};
-use crate::consumer::{Gate, Invocation};
-use crate::manual::sqs::SqsManualQueue;
-use crate::signals::{self, Counts, StoreSignals};
-use crate::store::dynamo::{DynamoIndex, DynamoStore};
 use crate::terminal::several::{TerminalRouter, TerminalSpec};
 use crate::terminal::{HttpTerminal, HttpTerminalConfig, SlotTerminal};
+use crate::TruckSlot;
+use gate::clock::{Clock, SystemClock};
+use gate::consumer::{Gate, Invocation};
+use gate::manual::sqs::SqsManualQueue;
+use gate::signals::{self, Counts, StoreSignals};
+use gate::store::dynamo::{DynamoIndex, DynamoStore};
 
 /// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.
 const EPOCH_MS_FLOOR: i64 = 1_000_000_000_000;
@@ -88,10 +89,10 @@ pub struct ScheduledInput {
 /// None in practice; failures are counted in the report and retried by the next run.
 pub async fn handle_reconcile(
     gate: &Gate,
-    index: &dyn crate::store::InFlightIndex,
-    config: &crate::reconciler::ReconcilerConfig,
+    index: &dyn gate::store::InFlightIndex,
+    config: &gate::reconciler::ReconcilerConfig,
     event: LambdaEvent<ScheduledInput>,
-) -> Result<crate::reconciler::ReconcileReport, Error> {
+) -> Result<gate::reconciler::ReconcileReport, Error> {
     let invocation = invocation(&event.context);
     let report = gate.reconcile(index, config, &invocation).await;
     Counts::of_reconcile(&report).emit();
@@ -149,7 +150,10 @@ pub async fn build_consumer(config: FunctionConfig) -> Result<(Gate, DynamoIndex
     let index = store.index().clone();
     let gate = Gate {
         store: Arc::new(store),
-        terminal,
+        integration: Arc::new(
+            TruckSlot::new(terminal, config.known_terminals.clone())
+                .with_policies(config.policies.clone()),
+        ),
         manual: Arc::new(SqsManualQueue::new(sqs, config.manual_queue_url.clone())),
         clock: Arc::new(SystemClock),
         config: config.gate,
@@ -266,7 +270,7 @@ async fn publish_store_signals(
 /// # Errors
 /// A store or CloudWatch error; the next minute's run tries again.
 pub async fn handle_metrics(
-    store: &dyn crate::store::InFlightIndex,
+    store: &dyn gate::store::InFlightIndex,
     cloudwatch: &aws_sdk_cloudwatch::Client,
     integration: &str,
     clock: &dyn Clock,
@@ -393,7 +397,7 @@ async fn start<T>(
 /// # Errors
 /// A failed start (reported first, [`report_init_error`]), or the runtime's own errors.
 pub async fn run_metrics() -> Result<(), Error> {
-    crate::logging::init();
+    gate::logging::init();
     let (store, cloudwatch, integration) = start(async {
         let config = crate::config::MetricsConfig::from_env(|k| std::env::var(k).ok())?;
         let aws = aws_loader().load().await;
@@ -423,7 +427,7 @@ pub async fn run_metrics() -> Result<(), Error> {
 /// # Errors
 /// A failed start (reported first, [`report_init_error`]), or the runtime's own errors.
 pub async fn run_reconciler() -> Result<(), Error> {
-    crate::logging::init();
+    gate::logging::init();
     let (metrics, gate, index, reconciler) = start(async {
         let config = FunctionConfig::from_env(|k| std::env::var(k).ok())?.for_reconciler();
         tracing::info!(
@@ -454,13 +458,13 @@ pub async fn run_reconciler() -> Result<(), Error> {
 /// # Errors
 /// A failed start (reported first, [`report_init_error`]), or the runtime's own errors.
 pub async fn run_consumer() -> Result<(), Error> {
-    crate::logging::init();
+    gate::logging::init();
     let (metrics, gate) = start(async {
         let config = FunctionConfig::from_env(|k| std::env::var(k).ok())?;
         tracing::info!(
             integration = %config.gate.integration,
             terminal_supports_idempotency_key = config.gate.terminal_supports_idempotency_key,
-            terminals = ?config.gate.known_terminals,
+            terminals = ?config.known_terminals,
             deadline_margin_ms = config.gate.deadline_margin_ms,
             "consumer starting"
         );

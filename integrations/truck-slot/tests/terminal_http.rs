@@ -5,12 +5,12 @@
 
 mod support;
 
-use gate::terminal::{
+use serde_json::json;
+use support::{json, raw, spawn};
+use truck_slot::terminal::{
     ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
     USER_AGENT,
 };
-use serde_json::json;
-use support::{json, raw, spawn};
 
 const PIN: &str = "PIN-XYZZY-7731";
 const TOKEN: &str = "tok-PLUGH-0042";

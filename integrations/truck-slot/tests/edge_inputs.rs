@@ -17,21 +17,21 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
-use gate::keys::event_key_of;
 use gate::manual::{ManualItem, ManualReason, MemoryManualQueue};
-use gate::notification::{
-    MAX_BODY_BYTES, MAX_EQUIPMENT_NUMBER_CHARS, MAX_NOTIFICATION_ID_CHARS, MAX_PIN_CHARS,
-    MAX_TERMINAL_CHARS,
-};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
-use gate::terminal::{
-    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal, MAX_SLOT_ID_CHARS,
-};
 use serde_json::{json, Value};
 use support::{json, raw, Answer, Seen};
+use truck_slot::keys::event_key_of;
+use truck_slot::notification::{
+    MAX_BODY_BYTES, MAX_EQUIPMENT_NUMBER_CHARS, MAX_NOTIFICATION_ID_CHARS, MAX_PIN_CHARS,
+    MAX_TERMINAL_CHARS,
+};
+use truck_slot::terminal::{
+    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal, MAX_SLOT_ID_CHARS,
+};
 
 /// 2026-06-01T06:00:00Z, before every window used here.
 const T0: i64 = 1_780_293_600_000;
@@ -68,9 +68,12 @@ fn world(terminal: Arc<dyn SlotTerminal>) -> World {
     let store = Arc::new(MemoryStore::new());
     let manual = Arc::new(MemoryManualQueue::new());
     let gate = Gate {
-        config: GateConfig::new(INTEGRATION, vec!["ECT-DELTA".into()]),
+        config: GateConfig::new(INTEGRATION),
         store: store.clone(),
-        terminal,
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            terminal,
+            vec!["ECT-DELTA".into()],
+        )),
         manual: manual.clone(),
         clock: clock.clone(),
     };
@@ -161,7 +164,7 @@ async fn assert_rejected(body: Option<&str>, code: &str) -> ManualItem {
         Some(cut) => {
             assert!(body.starts_with(&items[0].original_body));
             assert_eq!(cut.bytes, body.len());
-            assert_eq!(cut.sha256, gate::keys::sha256_hex(body.as_bytes()));
+            assert_eq!(cut.sha256, truck_slot::keys::sha256_hex(body.as_bytes()));
         }
     }
     assert!(

@@ -3,8 +3,8 @@
 //! (the letter table of ISO 6346:1995, Annex A); parsing gives the same number back, lower case and
 //! space/dash spellings normalise to it, and every other check digit is refused.
 
-use gate::iso6346::{check_digit, EquipmentNumber, EquipmentNumberError};
 use proptest::prelude::*;
+use truck_slot::iso6346::{check_digit, EquipmentNumber, EquipmentNumberError};
 
 /// ISO 6346:1995, Annex A: A=10, B=12, ... skipping multiples of 11.
 const LETTERS: [(char, u32); 26] = [

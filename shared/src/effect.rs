@@ -1,29 +1,31 @@
-//! The side effect of the truck-slot path: the `SlotTerminal` port (a claim under an
-//! `Idempotency-Key` and the lookup of that key) and its adapters:
+//! The side effect's answers as the gate acts on them: what a call under an `Idempotency-Key`
+//! gave ([`ClaimOutcome`], alias [`EffectOutcome`]), what a lookup of that key gave
+//! ([`LookupOutcome`]), the effect a call made ([`SlotClaim`], alias [`Effect`]: its id and, when
+//! the server said, whom it is for) and the scrubbed description of an answer that gave no effect
+//! ([`AnswerDetail`]). An integration's client ([`crate::integration::Integration::call`])
+//! classifies its server's answers into these; the names are the truck-slot path's (a claim, a
+//! slot), the meaning is any side effect's.
 //!
-//! * [`http`]: `HttpTerminal`, the reqwest client of the terminal contract (re-exported here);
-//! * [`scrub`]: the PIN and the token found and cut out of text from outside, in every form a
-//!   server echoes them;
-//! * [`several`]: several terminals in one stack (`TERMINALS`, each terminal's API shape, and
-//!   `TerminalRouter`, which sends each record's calls to its own terminal).
-
-pub mod http;
-pub mod scrub;
-pub mod several;
+//! Answers follow the IETF draft `draft-ietf-httpapi-idempotency-key-header-07`: the same key with
+//! another payload is a mismatch (permanent), the same key still processing is in flight
+//! (transient), a retry after completion gets the first result.
 
 use std::fmt;
 
-use async_trait::async_trait;
+/// The generic name of [`SlotClaim`]: the effect a call made (`slot_id`: the effect's id).
+pub type Effect = SlotClaim;
+/// The generic name of [`ClaimOutcome`]: how a call of the side effect ended.
+pub type EffectOutcome = ClaimOutcome;
 
-pub use http::*;
-
-/// A slot the terminal issued.
+/// The effect a call made (a slot the terminal issued, on the truck-slot path).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotClaim {
-    /// The terminal's slot id, non-empty, printable ASCII, quoting no secret.
+    /// The effect's id (the terminal's slot id): non-empty, printable ASCII, quoting no secret.
+    /// Committed with the record and written to the business row (attribute `slot_id`).
     pub slot_id: String,
-    /// The container the terminal says the slot is for, if it said. When it is not the container
-    /// of the request, it is kept only scrubbed of every secret (and escaped when unreadable).
+    /// Whom the server says the effect is for (the container, on the truck-slot path), if it
+    /// said. When it is not the record's subject ([`crate::integration::Integration::subject`])
+    /// the effect is never committed: a person gets it. Kept only scrubbed of every secret.
     pub equipment_number: Option<String>,
 }
 
@@ -31,12 +33,12 @@ pub struct SlotClaim {
 /// renderings (issue 13: a terminal echoes what it was sent, in any case and encoding):
 ///
 /// * `Display` and `Debug` give the **summary** only: our own words with the status, the
-///   answer's length in bytes and its keyed SHA-256 digest ([`answer_digest`]), never a character
+///   answer's length in bytes and its keyed SHA-256 digest (`answer_digest` (the client's)), never a character
 ///   of the answer. This is what log lines, `Retry` outcomes and reports carry.
 /// * [`AnswerDetail::quoted`] adds the **excerpt**: a problem's `detail` or `title`, or the
 ///   answer's first `DETAIL_MAX` (300) characters, with secret-looking JSON keys redacted and every
 ///   secret the client knows (the token; the PIN of the request the answer is about) cut out in
-///   every form [`crate::terminal::scrub`] finds. Only the record's `error` and the manual item's `detail`
+///   every form the integration's scrubber finds. Only the record's `error` and the manual item's `detail`
 ///   carry it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AnswerDetail {
@@ -54,7 +56,10 @@ impl AnswerDetail {
         }
     }
 
-    fn with_excerpt(summary: String, excerpt: String) -> Self {
+    /// A detail with an excerpt for a person (the record's `error`, the manual item's
+    /// `detail`): the caller must have scrubbed it of every secret and every echo of the request
+    /// (an empty excerpt is none).
+    pub fn with_excerpt(summary: String, excerpt: String) -> Self {
         Self {
             summary,
             excerpt: (!excerpt.is_empty()).then_some(excerpt),
@@ -138,30 +143,4 @@ pub enum LookupOutcome {
     NotFound,
     /// Unknown; try again later.
     Transient(AnswerDetail),
-}
-
-/// The terminal's slot API.
-#[async_trait]
-pub trait SlotTerminal: Send + Sync {
-    /// Step 3: claims a slot, sending `request` (the stored bytes) with `Idempotency-Key: op_key`.
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome;
-
-    /// Asks which slot is held under `op_key`. `request` is the stored claim request of the
-    /// record the key belongs to: it is **not sent**, only read for the secrets (the PIN) and the
-    /// container an answer must be checked against, as for [`SlotTerminal::claim`].
-    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome;
-
-    /// [`SlotTerminal::claim`] at the terminal `terminal` (the record's terminal code): what the
-    /// gate calls. A client of one terminal ignores the code (the default); a router of several
-    /// sends the call to that terminal's client ([`several::TerminalRouter`]).
-    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        let _ = terminal;
-        self.claim(op_key, request).await
-    }
-
-    /// [`SlotTerminal::lookup`] at the terminal `terminal`, as [`SlotTerminal::claim_at`].
-    async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {
-        let _ = terminal;
-        self.lookup(op_key, request).await
-    }
 }

@@ -27,14 +27,18 @@
 //! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
 //! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them (set but empty: none may be read) | | unset (not checked) |
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use reqwest::Url;
 
-use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
-use crate::reconciler::ReconcilerConfig;
-use crate::terminal::several::{parse_terminals, policies, TerminalLimits, TerminalSpec};
+use gate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
+use gate::reconciler::ReconcilerConfig;
+
+use crate::terminal::several::{
+    parse_terminals, policies, TerminalLimits, TerminalPolicy, TerminalSpec,
+};
 use crate::terminal::{ApiToken, HttpTerminalConfig};
 
 /// What [`FunctionConfig`] reserves for the commit (and the store calls around it) after the
@@ -105,6 +109,8 @@ pub struct FunctionConfig {
     pub bookings_table: String,
     /// The manual-booking queue's URL.
     pub manual_queue_url: String,
+    /// `KNOWN_TERMINALS`: the terminal codes the integration books at (comma-separated).
+    pub known_terminals: Vec<String>,
     /// The terminal client's settings (the token is redacted in `Debug`). `terminal.token` is
     /// set here only from `TERMINAL_API_TOKEN` (local runs); in the cloud it is filled in at cold
     /// start from [`FunctionConfig::token_secret_arn`] (`crate::lambda`).
@@ -115,8 +121,12 @@ pub struct FunctionConfig {
     /// `TERMINALS`: the terminals of a stack that books at several, in their configured order;
     /// empty for one terminal. With several, `terminal` holds the settings they share (the
     /// timeouts; its `base_url` is empty), `token_secret_arn` is `None` (each terminal names its
-    /// own), and `gate.terminals` holds each one's key support and claim horizon.
+    /// own), and `policies` holds each one's key support and claim horizon.
     pub terminals: Vec<TerminalSpec>,
+    /// Per terminal code, with several terminals: its key support and claim horizon, which
+    /// replace `gate.terminal_supports_idempotency_key` and `gate.claim_horizon_ms` for records
+    /// of that terminal ([`crate::TruckSlot::with_policies`]). Empty for one terminal.
+    pub policies: BTreeMap<String, TerminalPolicy>,
 }
 
 /// Reads variables through a lookup and collects every problem instead of stopping at the first:
@@ -262,6 +272,24 @@ pub fn secret_arn_valid(arn: &str) -> bool {
 }
 
 impl FunctionConfig {
+    /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
+    /// policy's, else `gate.terminal_supports_idempotency_key`.
+    pub fn supports_idempotency_key(&self, terminal: &str) -> bool {
+        self.policies
+            .get(terminal)
+            .map_or(self.gate.terminal_supports_idempotency_key, |p| {
+                p.supports_idempotency_key
+            })
+    }
+
+    /// The claim horizon at the terminal `terminal`, **milliseconds**: its policy's, else
+    /// `gate.claim_horizon_ms`.
+    pub fn claim_horizon_for(&self, terminal: &str) -> i64 {
+        self.policies
+            .get(terminal)
+            .map_or(self.gate.claim_horizon_ms, |p| p.claim_horizon_ms)
+    }
+
     /// The reconciler's configuration: as read, with the deadline margin raised to fit a lookup
     /// and a claim (two terminal requests) and the commit of one record, since the reconciler may
     /// make both before committing.
@@ -307,7 +335,7 @@ impl FunctionConfig {
                  fragment or white space",
             );
         }
-        let known_terminals: Vec<String> = env
+        let mut known_terminals: Vec<String> = env
             .optional("KNOWN_TERMINALS")
             .unwrap_or_else(|| "ECT-DELTA".into())
             .split(',')
@@ -320,7 +348,6 @@ impl FunctionConfig {
         let mut gate = GateConfig::new(
             env.optional("INTEGRATION_NAME")
                 .unwrap_or_else(|| "ect-delta-slots".into()),
-            known_terminals,
         );
         gate.terminal_supports_idempotency_key =
             several || env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
@@ -405,6 +432,7 @@ impl FunctionConfig {
         };
         let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
         let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
+        let mut terminal_policies = BTreeMap::new();
         let terminals = match (&terminals_raw, margin_s) {
             (Some(raw), Some(margin)) => {
                 let limits = TerminalLimits {
@@ -430,8 +458,8 @@ impl FunctionConfig {
             _ => Vec::new(),
         };
         if several {
-            gate.known_terminals = terminals.iter().map(|t| t.code.clone()).collect();
-            gate.terminals = policies(&terminals, margin_s.unwrap_or(3_600) * 1000);
+            known_terminals = terminals.iter().map(|t| t.code.clone()).collect();
+            terminal_policies = policies(&terminals, margin_s.unwrap_or(3_600) * 1000);
             // What a record of a terminal no longer configured is held to: the shortest retention.
             retention_s = terminals
                 .iter()
@@ -466,9 +494,11 @@ impl FunctionConfig {
             idempotency_table: idempotency_table.unwrap_or_default(),
             bookings_table: bookings_table.unwrap_or_default(),
             manual_queue_url: manual_queue_url.unwrap_or_default(),
+            known_terminals,
             terminal,
             token_secret_arn,
             terminals,
+            policies: terminal_policies,
         })
     }
 }
@@ -562,7 +592,7 @@ mod tests {
     fn defaults_apply() {
         let c = FunctionConfig::from_env(env(BASE)).unwrap();
         assert_eq!(c.gate.key_ttl_s, 1_814_400);
-        assert_eq!(c.gate.known_terminals, vec!["ECT-DELTA".to_string()]);
+        assert_eq!(c.known_terminals, vec!["ECT-DELTA".to_string()]);
         assert!(c.gate.terminal_supports_idempotency_key);
         assert_eq!(c.terminal.request_timeout, Duration::from_secs(10));
         assert_eq!(c.reconciler.min_age_ms, 120_000);
@@ -804,21 +834,21 @@ mod tests {
     #[test]
     fn several_terminals_configure_each_its_own_policy() {
         let c = FunctionConfig::from_env(env(&several())).unwrap();
-        assert_eq!(c.gate.known_terminals, ["ECT-DELTA", "APMT-MV2", "RWG"]);
+        assert_eq!(c.known_terminals, ["ECT-DELTA", "APMT-MV2", "RWG"]);
         assert_eq!(c.terminals.len(), 3);
-        assert!(c.gate.supports_idempotency_key("ECT-DELTA"));
-        assert!(c.gate.supports_idempotency_key("APMT-MV2"));
-        assert!(!c.gate.supports_idempotency_key("RWG"));
-        assert_eq!(c.gate.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
-        assert_eq!(c.gate.claim_horizon_for("APMT-MV2"), 47 * 3_600_000);
+        assert!(c.supports_idempotency_key("ECT-DELTA"));
+        assert!(c.supports_idempotency_key("APMT-MV2"));
+        assert!(!c.supports_idempotency_key("RWG"));
+        assert_eq!(c.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
+        assert_eq!(c.claim_horizon_for("APMT-MV2"), 47 * 3_600_000);
         assert_eq!(c.reconciler.key_retention_ms, 86_400_000);
         assert_eq!(c.token_secret_arn, None);
         assert!(c.terminal.base_url.is_empty());
         // One terminal (no TERMINALS): no per-terminal policy, the single settings apply.
         let one = FunctionConfig::from_env(env(BASE)).unwrap();
-        assert!(one.terminals.is_empty() && one.gate.terminals.is_empty());
-        assert!(one.gate.supports_idempotency_key("ECT-DELTA"));
-        assert_eq!(one.gate.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
+        assert!(one.terminals.is_empty() && one.policies.is_empty());
+        assert!(one.supports_idempotency_key("ECT-DELTA"));
+        assert_eq!(one.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
     }
 
     /// The single-terminal variables are refused next to `TERMINALS`; a bad terminal is named
@@ -870,7 +900,7 @@ mod tests {
         ));
         vars.push(("KNOWN_TERMINALS", "ECT-DELTA,APMT-MV2"));
         let err = FunctionConfig::from_env(env(&vars)).unwrap_err();
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../../README.md");
         let shown = readme
             .lines()
             .find(|l| l.starts_with("invalid configuration: 3 problems: KNOWN_TERMINALS"))

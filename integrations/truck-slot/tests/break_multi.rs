@@ -20,18 +20,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gate::clock::ManualClock;
-use gate::config::FunctionConfig;
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::store::memory::MemoryStore;
-use gate::terminal::several::{parse_terminals, TerminalApi, TerminalLimits, TerminalRouter};
-use gate::terminal::{
-    ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotClaim,
-    SlotTerminal,
-};
 use gate::testkit::sqs_event;
 use serde_json::json;
 use support::{raw, spawn};
+use truck_slot::config::FunctionConfig;
+use truck_slot::terminal::several::{parse_terminals, TerminalApi, TerminalLimits, TerminalRouter};
+use truck_slot::terminal::{
+    ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotClaim,
+    SlotTerminal,
+};
 
 const LIMITS: TerminalLimits = TerminalLimits {
     key_ttl_s: 1_814_400,
@@ -247,9 +247,12 @@ async fn a_hung_terminal_holds_back_no_other_terminal() {
         .with("A", Arc::new(Terminal { hangs: true }), 1)
         .with("B", Arc::new(Terminal { hangs: false }), 1);
     let gate = Gate {
-        config: GateConfig::new("x", vec!["A".into(), "B".into()]),
+        config: GateConfig::new("x"),
         store: Arc::new(MemoryStore::new()),
-        terminal: Arc::new(router),
+        integration: Arc::new(truck_slot::TruckSlot::new(
+            Arc::new(router),
+            vec!["A".into(), "B".into()],
+        )),
         manual: Arc::new(MemoryManualQueue::new()),
         clock: Arc::new(ManualClock::new(T0)),
     };
@@ -334,9 +337,9 @@ fn one_token_secret_for_terminals_at_two_hosts_is_refused() {
 #[tokio::test]
 async fn a_removed_terminal_s_records_go_to_a_person_once() {
     use gate::clock::Clock;
-    use gate::consumer::TerminalPolicy;
     use gate::manual::ManualReason;
     use gate::reconciler::ReconcilerConfig;
+    use truck_slot::terminal::several::TerminalPolicy;
 
     /// Claims answer transient (an answer lost) or commit, as `lost` says.
     struct Terminal {
@@ -371,19 +374,26 @@ async fn a_removed_terminal_s_records_go_to_a_person_once() {
         let clock = Arc::new(ManualClock::new(T0));
         let gate_at = |codes: &[&str]| {
             let mut router = TerminalRouter::new(Duration::from_secs(1));
-            let mut config = GateConfig::new("x", codes.iter().map(|c| c.to_string()).collect());
+            let config = GateConfig::new("x");
+            let mut policies = std::collections::BTreeMap::new();
             for code in codes {
                 router = router.with(*code, Arc::new(Terminal { lost }), 1);
                 let policy = TerminalPolicy {
                     supports_idempotency_key: true,
                     claim_horizon_ms: 23 * HOUR,
                 };
-                config.terminals.insert(code.to_string(), policy);
+                policies.insert(code.to_string(), policy);
             }
             Gate {
                 config,
                 store: store.clone(),
-                terminal: Arc::new(router),
+                integration: Arc::new(
+                    truck_slot::TruckSlot::new(
+                        Arc::new(router),
+                        codes.iter().map(|c| c.to_string()).collect(),
+                    )
+                    .with_policies(policies),
+                ),
                 manual: manual.clone(),
                 clock: clock.clone(),
             }

@@ -1,0 +1,252 @@
+//! [`TruckSlot`]: the truck-slot path as a [`gate::Integration`]. A Portbase notification is
+//! parsed strictly ([`parse_notification`]); its event is keyed by `"{notificationId}:{equipment
+//! number}"`, fingerprinted by its business fields, and claimed at the terminal with the stored
+//! claim request; the commit writes the TMS booking and the natural key (equipment number and
+//! window start).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gate::effect::{ClaimOutcome, LookupOutcome};
+use gate::integration::{Event, Integration, Parsed, Rejection};
+use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey};
+
+use crate::keys::{claim_request, key_material, SLOT_CLAIM};
+use crate::notification::{parse_notification, Notification, RejectReason};
+use crate::terminal::several::TerminalPolicy;
+use crate::terminal::SlotTerminal;
+
+/// The labels of a truck-slot record and its TMS booking: the container (canonical ISO 6346),
+/// the terminal code, the window's start and end (RFC 3339 UTC). The DynamoDB attributes of the
+/// same names.
+pub const LABELS: [&str; 4] = ["container", "terminal", "window_start", "window_end"];
+
+/// The truck-slot integration: the terminals it books at, the terminal's slot API (one
+/// terminal's client, or a [`crate::terminal::several::TerminalRouter`] for several), and each
+/// terminal's policy when there are several.
+#[derive(Clone)]
+pub struct TruckSlot {
+    terminal: Arc<dyn SlotTerminal>,
+    known_terminals: Vec<String>,
+    policies: BTreeMap<String, TerminalPolicy>,
+}
+
+impl TruckSlot {
+    /// Books at `known_terminals` (exact codes; a notification naming another is rejected as
+    /// `unknown_terminal`) through `terminal`.
+    pub fn new(terminal: Arc<dyn SlotTerminal>, known_terminals: Vec<String>) -> Self {
+        Self {
+            terminal,
+            known_terminals,
+            policies: BTreeMap::new(),
+        }
+    }
+
+    /// With each terminal's key support and claim horizon (`TERMINALS`): they replace the gate's
+    /// single settings for records of that terminal. A terminal without key support gets its
+    /// records routed to a person, never claimed.
+    pub fn with_policies(mut self, policies: BTreeMap<String, TerminalPolicy>) -> Self {
+        self.policies = policies;
+        self
+    }
+
+    /// The terminal codes it books at.
+    pub fn known_terminals(&self) -> &[String] {
+        &self.known_terminals
+    }
+}
+
+/// What the gate takes from a parsed notification: key material
+/// `"{notificationId}:{equipment number}"`, the business fields, the claim request (holds the
+/// PIN), the labels ([`LABELS`]), the window's end and the container as the subject.
+///
+/// # Errors
+/// Only if the claim request cannot be written as canonical JSON, which a parsed notification
+/// cannot cause.
+pub fn event(notification: &Notification) -> Result<Event, serde_json::Error> {
+    let container = notification.equipment_number.to_string();
+    let window = &notification.preferred_window;
+    Ok(Event {
+        key_material: key_material(&notification.notification_id, &container),
+        business_fields: serde_json::Value::Object(notification.business_fields.clone()),
+        request: claim_request(notification)?,
+        labels: Labels::from([
+            ("container".to_string(), container.clone()),
+            ("terminal".to_string(), notification.terminal.clone()),
+            ("window_start".to_string(), window.start_rfc3339()),
+            ("window_end".to_string(), window.end_rfc3339()),
+        ]),
+        ends_at_ms: Some(window.end.timestamp_millis()),
+        subject: container,
+    })
+}
+
+/// A notification's rejection as the gate routes it: the reason's code and words, `ended` for
+/// [`RejectReason::WindowEnded`].
+pub fn rejection(reason: &RejectReason) -> Rejection {
+    Rejection {
+        code: reason.code(),
+        detail: reason.to_string(),
+        ended: matches!(reason, RejectReason::WindowEnded { .. }),
+    }
+}
+
+fn not_json(e: &serde_json::Error) -> Rejection {
+    rejection(&RejectReason::NotJson(e.to_string()))
+}
+
+/// For a body rejected only because its terminal is not configured: the notification parsed as
+/// if its terminal were (and, as for an ended window, the reason when its window has ended), so
+/// that the gate lets its record decide if its event has a record of that very terminal (a
+/// terminal removed from `TERMINALS` while its records were in flight or committed: a committed
+/// event is a duplicate, one in flight is never claimed again and goes to a person once, with the
+/// warning that a slot may exist; a rejection `unknown_terminal` as well would be a second item
+/// for the event, silent on that slot). `None` for every other reason.
+fn retired(
+    body: &str,
+    reason: &RejectReason,
+    now_ms: i64,
+) -> Option<(Notification, Option<RejectReason>)> {
+    let RejectReason::UnknownTerminal = reason else {
+        return None;
+    };
+    let terminal = serde_json::from_str::<serde_json::Value>(body)
+        .ok()?
+        .get("terminal")?
+        .as_str()?
+        .to_string();
+    let known = [terminal];
+    match parse_notification(body, now_ms, &known) {
+        Ok(n) => Some((n, None)),
+        Err(RejectReason::WindowEnded { end }) => {
+            let end_ms = chrono::DateTime::parse_from_rfc3339(&end)
+                .map_or(i64::MIN, |t| t.timestamp_millis());
+            parse_notification(body, end_ms.saturating_sub(1), &known)
+                .ok()
+                .map(|n| (n, Some(RejectReason::WindowEnded { end })))
+        }
+        Err(_) => None,
+    }
+}
+
+impl TruckSlot {
+    /// For a body rejected only because its window has ended: the notification as parsed a
+    /// millisecond before the window's end, so its keys (and its record) can decide; `None` for
+    /// every other reason.
+    fn parse_ended(&self, body: &str, reason: &RejectReason) -> Option<Notification> {
+        let RejectReason::WindowEnded { end } = reason else {
+            return None;
+        };
+        let end_ms = chrono::DateTime::parse_from_rfc3339(end)
+            .ok()?
+            .timestamp_millis();
+        parse_notification(body, end_ms - 1, &self.known_terminals).ok()
+    }
+}
+
+#[async_trait]
+impl Integration for TruckSlot {
+    fn operation(&self) -> &str {
+        SLOT_CLAIM
+    }
+
+    fn parse(&self, body: &str, now_ms: i64) -> Parsed {
+        match parse_notification(body, now_ms, &self.known_terminals) {
+            Ok(n) => match event(&n) {
+                Ok(e) => Parsed::Event(e),
+                Err(e) => Parsed::Rejected(not_json(&e)),
+            },
+            Err(reason) => match self.parse_ended(body, &reason) {
+                Some(n) => match event(&n) {
+                    Ok(e) => Parsed::Ended(e, rejection(&reason)),
+                    Err(e) => Parsed::Rejected(not_json(&e)),
+                },
+                None => match retired(body, &reason, now_ms) {
+                    Some((n, ended)) => match event(&n) {
+                        Ok(e) => Parsed::IfRecorded {
+                            event: e,
+                            ended: ended.as_ref().map(rejection),
+                            rejection: rejection(&reason),
+                            label: "terminal",
+                        },
+                        Err(e) => Parsed::Rejected(not_json(&e)),
+                    },
+                    None => Parsed::Rejected(rejection(&reason)),
+                },
+            },
+        }
+    }
+
+    /// The claim at the record's terminal (label `terminal`).
+    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+        self.terminal
+            .claim_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
+    }
+
+    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
+        self.terminal
+            .lookup_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
+    }
+
+    /// The record's terminal's policy, with several terminals; `None` otherwise (the gate's
+    /// setting). A record of a terminal since removed from `TERMINALS` goes on to the terminal
+    /// port, which has no client for it and answers transient: looked up, never claimed, and past
+    /// the horizon handed to a person.
+    fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> Option<bool> {
+        self.policies
+            .get(record.label("terminal"))
+            .map(|p| p.supports_idempotency_key)
+    }
+
+    fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        self.policies
+            .get(record.label("terminal"))
+            .map(|p| p.claim_horizon_ms)
+    }
+
+    /// The `window_end` label (RFC 3339) in epoch ms; `None` when unreadable (a routing record).
+    fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        chrono::DateTime::parse_from_rfc3339(record.label("window_end"))
+            .ok()
+            .map(|end| end.timestamp_millis())
+    }
+
+    fn subject(&self, record: &IdempotencyRecord) -> String {
+        record.label("container").to_string()
+    }
+
+    fn label_names(&self) -> &[&'static str] {
+        &LABELS
+    }
+
+    /// `"{equipment number}#{window start}"`, labelled `container` and `window_start`, expiring
+    /// the gate's default key TTL after the later of the commit and the window's end.
+    fn natural_key(&self, row: &BusinessRow, record: &IdempotencyRecord) -> Option<NaturalKey> {
+        Some(NaturalKey {
+            key: format!("{}#{}", row.label("container"), row.label("window_start")),
+            labels: Labels::from([
+                ("container".to_string(), row.label("container").to_string()),
+                (
+                    "window_start".to_string(),
+                    row.label("window_start").to_string(),
+                ),
+            ]),
+            expires_at_s: natural_key_expires_at_s(self.ends_at_ms(record), row.booked_at_ms),
+        })
+    }
+}
+
+/// The gate's step 1 for a parsed notification (`gate::consumer::derive_keys` of its
+/// [`event`] under [`SLOT_CLAIM`]): the event key, the claim's `Idempotency-Key`, the fingerprint
+/// and the claim request.
+///
+/// # Errors
+/// As [`event`]: not for a parsed notification.
+pub fn derive_keys(
+    notification: &Notification,
+) -> Result<gate::consumer::DerivedKeys, serde_json::Error> {
+    gate::consumer::derive_keys(&event(notification)?, SLOT_CLAIM)
+}

@@ -1,0 +1,30 @@
+//! The truck-slot integration of the exactly-once gate: one slot claimed at a container terminal
+//! per Portbase notification, exactly once, and the TMS booking written with it.
+//!
+//! What it supplies to the gate ([`gate::Integration`], implemented by [`TruckSlot`]):
+//! * the strict parse of a Portbase notification ([`notification`]; equipment numbers per ISO
+//!   6346, [`iso6346`]), the key material `"{notificationId}:{equipment number}"`, the business
+//!   fields and the claim request ([`keys`]);
+//! * the side effect: the slot claim at the terminal and its lookup by `Idempotency-Key`
+//!   ([`terminal`]: the `SlotTerminal` port, `HttpTerminal` for ECT Delta's contract, the PIN and
+//!   token scrubber);
+//! * the business row: the TMS booking ([`booking`]) and the natural key (equipment number and
+//!   window start);
+//! * the Lambda functions' wiring ([`lambda`], [`config`], [`secrets`]; feature `aws`), which the
+//!   three functions in `functions/` call from a thin `main`.
+
+pub mod booking;
+#[cfg(feature = "aws")]
+pub mod config;
+pub mod integration;
+pub mod iso6346;
+pub mod keys;
+#[cfg(feature = "aws")]
+pub mod lambda;
+pub mod notification;
+#[cfg(feature = "aws")]
+pub mod secrets;
+pub mod terminal;
+
+pub use booking::TmsBooking;
+pub use integration::{derive_keys, event, TruckSlot, LABELS};

@@ -1,0 +1,43 @@
+//! The side effect of the truck-slot path: the `SlotTerminal` port (a claim under an
+//! `Idempotency-Key` and the lookup of that key) and its adapters:
+//!
+//! * [`http`]: `HttpTerminal`, the reqwest client of the terminal contract (re-exported here);
+//! * [`scrub`]: the PIN and the token found and cut out of text from outside, in every form a
+//!   server echoes them;
+//! * [`several`]: several terminals in one stack (`TERMINALS`, each terminal's API shape, and
+//!   `TerminalRouter`, which sends each record's calls to its own terminal).
+
+pub mod http;
+pub mod scrub;
+pub mod several;
+
+use async_trait::async_trait;
+
+pub use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
+pub use http::*;
+
+/// The terminal's slot API.
+#[async_trait]
+pub trait SlotTerminal: Send + Sync {
+    /// Step 3: claims a slot, sending `request` (the stored bytes) with `Idempotency-Key: op_key`.
+    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome;
+
+    /// Asks which slot is held under `op_key`. `request` is the stored claim request of the
+    /// record the key belongs to: it is **not sent**, only read for the secrets (the PIN) and the
+    /// container an answer must be checked against, as for [`SlotTerminal::claim`].
+    async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome;
+
+    /// [`SlotTerminal::claim`] at the terminal `terminal` (the record's terminal code): what the
+    /// gate calls. A client of one terminal ignores the code (the default); a router of several
+    /// sends the call to that terminal's client ([`several::TerminalRouter`]).
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
+        let _ = terminal;
+        self.claim(op_key, request).await
+    }
+
+    /// [`SlotTerminal::lookup`] at the terminal `terminal`, as [`SlotTerminal::claim_at`].
+    async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {
+        let _ = terminal;
+        self.lookup(op_key, request).await
+    }
+}

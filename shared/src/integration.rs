@@ -1,0 +1,196 @@
+//! The `Integration` trait: everything the gate needs from one integration (a kind of side effect
+//! behind an at-least-once feed), and nothing it needs to know about it.
+//!
+//! An integration supplies, through [`Integration`]:
+//!
+//! * the strict parse of a body ([`Integration::parse`]): an [`Event`] (the key material, the
+//!   business fields, the request bytes, the labels, the event's end) or a typed [`Rejection`];
+//! * the side effect and its lookup by key ([`Integration::call`], [`Integration::lookup`]),
+//!   under the per-operation `Idempotency-Key` the gate derives;
+//! * the business row the commit writes with the record ([`Integration::business_row`]) and,
+//!   optionally, the event's natural key (signal 4, [`Integration::natural_key`]).
+//!
+//! The gate does the rest: the event key and the fingerprint, reserve with lease and take-over,
+//! the stored request, the commit, release, routing to a person exactly once, the reconciler and
+//! the signals. The truck-slot integration (crate `truck_slot`) is the model; an example of
+//! another side effect is the crate `job_client` (`examples/job-client`).
+
+use async_trait::async_trait;
+
+use crate::effect::{ClaimOutcome, LookupOutcome};
+use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
+
+/// What the gate takes from a body that passed the integration's strict parse.
+///
+/// `Debug` redacts `request` (it may hold secrets: the release PIN on the truck-slot path).
+#[derive(Clone)]
+pub struct Event {
+    /// What identifies the event, stable across redeliveries and never the SQS message id: the
+    /// event key is the lowercase hex SHA-256 of these bytes (`crate::keys::event_key_of_material`).
+    /// E.g. `"{notificationId}:{canonical equipment number}"`.
+    pub key_material: String,
+    /// The business content: the fingerprint is the lowercase hex SHA-256 of its RFC 8785 (JCS)
+    /// canonical form (`crate::keys::fingerprint_of`). The same key with another fingerprint is
+    /// a mismatch, routed to a person, never a duplicate.
+    pub business_fields: serde_json::Value,
+    /// The exact request bytes of the side effect, built once and stored on the record at
+    /// reservation: every retry and the reconciler send these bytes. Secret.
+    pub request: Vec<u8>,
+    /// The integration's labels, stored on the record and copied to the business row (see
+    /// [`crate::record::Labels`] for the names a label must not take).
+    pub labels: Labels,
+    /// What the record must outlive: the event's end, epoch **milliseconds** (the window's end
+    /// on the truck-slot path), `None` if the event does not end. The record's TTL counts from
+    /// the later of its reservation and this end, and no side effect is ever started at or after
+    /// it (only a lookup).
+    pub ends_at_ms: Option<i64>,
+    /// Whom the event is for, for the `record processed` log line's `container` field and the
+    /// reports (the equipment number on the truck-slot path). Not secret.
+    pub subject: String,
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("key_material", &self.key_material)
+            .field(
+                "request",
+                &format_args!("[redacted {} bytes]", self.request.len()),
+            )
+            .field("labels", &self.labels)
+            .field("ends_at_ms", &self.ends_at_ms)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a body can never succeed: routed to the manual queue once per distinct body, with `code`
+/// and `detail`, and acknowledged. `detail` must quote no text of the body (it reaches a log
+/// line): name fields, positions and limits instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// A short stable code (`not_json`, `window_ended`, ...): the manual item's and the log
+    /// line's `detail` start with it.
+    pub code: &'static str,
+    /// The reason in words, quoting nothing of the body.
+    pub detail: String,
+    /// Whether the body is rejected only because its event has ended ([`Parsed::Ended`] when it
+    /// can still be parsed as of just before its end).
+    pub ended: bool,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+impl Rejection {
+    /// The code, as the log line and the metrics name it.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+/// The outcome of [`Integration::parse`].
+#[derive(Debug, Clone)]
+pub enum Parsed {
+    /// A body the gate acts on.
+    Event(Event),
+    /// A body whose event has ended (e.g. its window closed), parsed as of just before its end:
+    /// its own record decides (a duplicate of a committed event, else routed to a person once),
+    /// and no side effect is ever started for it.
+    Ended(Event, Rejection),
+    /// A body that can never succeed.
+    Rejected(Rejection),
+    /// A body rejected (`rejection`) that is still its event's when that event already has a
+    /// record holding the same `label` as `event` (on the truck-slot path: a terminal removed from
+    /// the configuration while its records were in flight or committed). The record then decides,
+    /// as for any redelivery (`ended` as for [`Parsed::Ended`]): a committed event is a duplicate,
+    /// one in flight is looked up, never called, and goes to a person once. Without such a record
+    /// the rejection stands. Costs one consistent read, only for such bodies.
+    IfRecorded {
+        /// The event as parsed despite the rejection.
+        event: Event,
+        /// Why it is also ended, if it is.
+        ended: Option<Rejection>,
+        /// The rejection that stands without a record.
+        rejection: Rejection,
+        /// The label the record must hold with the event's value (e.g. `terminal`).
+        label: &'static str,
+    },
+}
+
+/// One integration: the parse, the side effect, and the business row. See the module docs.
+#[async_trait]
+pub trait Integration: Send + Sync {
+    /// The side effect's operation name, input of its `Idempotency-Key` (`"slot-claim"`): the
+    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`).
+    fn operation(&self) -> &str;
+
+    /// Parses and validates one SQS body strictly at `now_ms` (epoch ms). A body over the
+    /// integration's size limit, not JSON, with a missing or wrong field, or whose event has
+    /// ended is a [`Rejection`]; never panics.
+    fn parse(&self, body: &str, now_ms: i64) -> Parsed;
+
+    /// Step 3: the side effect for `record`, sending its stored `request` bytes under
+    /// `Idempotency-Key: {record.op_key}` (its labels say where, e.g. which terminal). Must
+    /// classify every answer: an unknown outcome is [`ClaimOutcome::Transient`].
+    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome;
+
+    /// Which effect is held under `record.op_key` (the reconciler's and the late consumer's
+    /// lookup). The stored request is for the secrets an answer must be scrubbed of; it need not
+    /// be sent.
+    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome;
+
+    /// Whether the server of `record`'s side effect honours `Idempotency-Key`, when the
+    /// integration knows per record (several servers); `None`: `GateConfig`'s setting. Without
+    /// key support a record goes to a person, never called (a retry could make a second effect).
+    fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> Option<bool> {
+        let _ = record;
+        None
+    }
+
+    /// The claim horizon for `record`, **milliseconds** (its server's key retention minus a
+    /// margin), when the integration knows per record; `None`: `GateConfig::claim_horizon_ms`
+    /// (the reconciler: its own). Past it the effect is only looked up, never called again.
+    fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        let _ = record;
+        None
+    }
+
+    /// The end of the event `record` guards, epoch **milliseconds** (as [`Event::ends_at_ms`]),
+    /// read back from its labels; `None` for a routing record or an event that does not end.
+    fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64>;
+
+    /// Whom `record` is for (as [`Event::subject`], from its labels): an effect the server says
+    /// is for someone else is never committed. Empty: not checked.
+    fn subject(&self, record: &IdempotencyRecord) -> String {
+        let _ = record;
+        String::new()
+    }
+
+    /// The label names every record carries: a routing record stores each with empty text (so
+    /// a reader of an older layout finds them). Default: none.
+    fn label_names(&self) -> &[&'static str] {
+        &[]
+    }
+
+    /// The business row committed with `record` and the effect `effect_id` at `now_ms` (epoch
+    /// ms). Default: the record's labels ([`BusinessRow::for_record`]).
+    fn business_row(
+        &self,
+        record: &IdempotencyRecord,
+        effect_id: &str,
+        now_ms: i64,
+    ) -> BusinessRow {
+        BusinessRow::for_record(record, effect_id, now_ms)
+    }
+
+    /// The event's natural key for signal 4 (two event keys for one event), with its TTL
+    /// ([`crate::record::natural_key_expires_at_s`]). Default: none (no natural-key item).
+    fn natural_key(&self, row: &BusinessRow, record: &IdempotencyRecord) -> Option<NaturalKey> {
+        let _ = (row, record);
+        None
+    }
+}

@@ -407,44 +407,51 @@ async fn run_gate(
     Ok(phase)
 }
 
-/// The floor's inputs of one delivery: its record (built as the gate builds it) and its booking
-/// fields, prepared outside the measured loop.
+/// The floor's inputs of one delivery: its record (built as the gate builds it), prepared
+/// outside the measured loop.
 fn floor_records(
     gate: &Gate,
     deliveries: &[Delivery],
 ) -> Result<Vec<gate::record::IdempotencyRecord>, String> {
     let now = SystemClock.now_ms();
+    let terminals = vec!["ECT-DELTA".to_string()];
     deliveries
         .iter()
         .map(|d| {
-            let n =
-                gate::notification::parse_notification(&d.body, now, &gate.config.known_terminals)
-                    .map_err(|e| format!("floor: {e:?}"))?;
-            let keys = gate::consumer::derive_keys(&n).map_err(|e| e.to_string())?;
-            Ok(gate.new_record(&n, &keys, &invocation(&d.message_id), now))
+            let n = truck_slot::notification::parse_notification(&d.body, now, &terminals)
+                .map_err(|e| format!("floor: {e:?}"))?;
+            let event = truck_slot::integration::event(&n).map_err(|e| e.to_string())?;
+            let keys = truck_slot::derive_keys(&n).map_err(|e| e.to_string())?;
+            Ok(gate.new_record(&event, &keys, &invocation(&d.message_id), now))
         })
         .collect()
 }
 
+/// One delivery of the floor: reserve, claim, commit through the gate's own store and
+/// integration (its natural-key item included), nothing else.
 async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'static str {
+    use gate::effect::ClaimOutcome;
     use gate::store::Reservation;
-    use gate::terminal::ClaimOutcome;
     let now = SystemClock.now_ms();
     match gate.store.reserve(record, now).await {
         Ok(Reservation::Reserved) => {}
         Ok(Reservation::Conflict(_)) => return "duplicate",
         Err(_) => return "failed",
     }
-    let slot = match gate.terminal.claim(&record.op_key, &record.request).await {
+    let slot = match gate.integration.call(record).await {
         ClaimOutcome::Claimed(c) => c.slot_id,
         _ => return "failed",
     };
     let owner = record.lease_owner.as_deref().unwrap_or_default();
-    let booking = gate::record::TmsBooking::for_record(record, &slot, now);
-    match gate
-        .store
-        .commit(&record.pk, owner, &slot, &booking, now)
-        .await
+    match gate::consumer::commit(
+        gate.store.as_ref(),
+        gate.integration.as_ref(),
+        record,
+        owner,
+        &slot,
+        now,
+    )
+    .await
     {
         Ok(_) => "committed",
         Err(_) => "failed",

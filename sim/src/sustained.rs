@@ -54,18 +54,19 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use futures::future::select;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::iso6346::check_digit;
 use gate::manual::MemoryManualQueue;
-use gate::record::{IdempotencyRecord, RecordStatus, TmsBooking};
+use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
 };
-use gate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use tokio::sync::{Notify, Semaphore};
+use truck_slot::iso6346::check_digit;
+use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
+use truck_slot::TruckSlot;
 
 use crate::dst::CoreTerminal;
 use crate::replay::INTEGRATION;
@@ -408,11 +409,14 @@ impl IdempotencyStore for LatencyStore {
         pk: &str,
         owner: &str,
         slot: &str,
-        b: &TmsBooking,
+        b: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
         now: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.wait().await;
-        self.inner.commit(pk, owner, slot, b, now).await
+        self.inner
+            .commit(pk, owner, slot, b, natural_key, now)
+            .await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
         self.wait().await;
@@ -450,7 +454,7 @@ impl IdempotencyStore for LatencyStore {
         self.wait().await;
         self.inner.get(pk).await
     }
-    async fn booking(&self, source_event: &str) -> Result<Option<TmsBooking>, StoreError> {
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.wait().await;
         self.inner.booking(source_event).await
     }
@@ -643,7 +647,7 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let core = TerminalCore::new(TerminalConfig::default(), time.clock() as Arc<dyn Clock>);
     let memory = Arc::new(MemoryStore::new());
     let manual = Arc::new(MemoryManualQueue::new());
-    let mut gate_config = GateConfig::new(INTEGRATION, vec!["ECT-DELTA".to_string()]);
+    let mut gate_config = GateConfig::new(INTEGRATION);
     gate_config.max_concurrency = config.record_concurrency.max(1);
     let gate = Gate {
         config: gate_config,
@@ -652,14 +656,17 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
             time.clone(),
             config.store_latency_ms as i64,
         )),
-        terminal: Arc::new(LimitedTerminal {
-            inner: CoreTerminal::new(Arc::clone(&core)),
-            time: time.clone(),
-            latency_ms: config.terminal_latency_ms as i64,
-            limit: config
-                .terminal_concurrency
-                .map(|n| Arc::new(Semaphore::new(n.max(1)))),
-        }),
+        integration: Arc::new(TruckSlot::new(
+            Arc::new(LimitedTerminal {
+                inner: CoreTerminal::new(Arc::clone(&core)),
+                time: time.clone(),
+                latency_ms: config.terminal_latency_ms as i64,
+                limit: config
+                    .terminal_concurrency
+                    .map(|n| Arc::new(Semaphore::new(n.max(1)))),
+            }),
+            vec!["ECT-DELTA".to_string()],
+        )),
         manual: manual.clone(),
         clock: time.clock(),
     };
@@ -897,9 +904,9 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let keys: Vec<gate::consumer::DerivedKeys> = bodies
         .iter()
         .filter_map(|b| {
-            gate::notification::parse_notification(b, START_MS, &terminals)
+            truck_slot::notification::parse_notification(b, START_MS, &terminals)
                 .ok()
-                .and_then(|n| gate::consumer::derive_keys(&n).ok())
+                .and_then(|n| truck_slot::derive_keys(&n).ok())
         })
         .collect();
     if keys.len() != events {
@@ -924,7 +931,7 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     }
     let by_pk: BTreeMap<&str, &IdempotencyRecord> =
         records.iter().map(|r| (r.pk.as_str(), r)).collect();
-    let bookings_by_event: BTreeMap<&str, &TmsBooking> = bookings
+    let bookings_by_event: BTreeMap<&str, &BusinessRow> = bookings
         .iter()
         .map(|b| (b.source_event.as_str(), b))
         .collect();
@@ -946,11 +953,11 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
             Some(r) if r.status == RecordStatus::Committed && !r.has_work() => {
                 let booked = bookings_by_event.get(k.event_key.as_str());
                 let slot = r.slot_id.as_deref();
-                if booked.map(|b| b.slot_id.as_str()) != slot || issued.first().copied() != slot {
+                if booked.map(|b| b.effect_id.as_str()) != slot || issued.first().copied() != slot {
                     violations.push(format!(
                         "event {}: record slot {slot:?}, booking {:?}, issued {issued:?}",
                         &k.event_key[..12],
-                        booked.map(|b| &b.slot_id)
+                        booked.map(|b| &b.effect_id)
                     ));
                 }
             }

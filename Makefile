@@ -54,7 +54,10 @@ cargo-test:
 # the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from
 # .venv), then the harness: one moto server, the terminal simulator, the naive handler, the gate
 # and Powertools (bench/requirements.txt into .venv) side by side, batch behaviour, cold start and
-# footprint (and the webhook ingress's, issue 16). Figures and how to read them: BENCHMARKS.md.
+# footprint (and the webhook ingress's, issue 16); issue 18's parts: cold start of the gate and of
+# Powertools (awslambdaric) under one fake Runtime API, dollars per million events (each function
+# in a cgroup with the CPU share of its memory size: run as root), the capacity model against
+# `sim sustained`, and the floor handler. Figures and how to read them: BENCHMARKS.md.
 # BENCH_ARGS=--events 5000 for the issue's full size (about 3 minutes per run on moto).
 BENCH_ARGS ?= --runs 5
 bench: tools

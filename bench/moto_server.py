@@ -27,7 +27,15 @@ its answer, as ``scripts/with-moto.sh`` runs moto for the tests), so the handler
 semantics. moto serves one request at a time anyway (one Python process), so the lock costs no
 throughput (BENCHMARKS.md).
 
-Usage: ``moto_server.py -H 127.0.0.1 -p PORT [--server waitress|werkzeug] [--threads N]``.
+4. A latency floor (``--latency-ms L``, issue 18's cost measurement): every answer leaves no sooner
+than L ms after its request arrived, measured around the whole application (the serialising lock
+included). A request moto answers within L ms therefore takes L ms, as a DynamoDB call does; moto's
+own time shows only where it exceeds L (a burst of concurrent requests queued at the lock). The
+sleep happens outside the lock, on the server's threads (16 with a floor), so concurrent requests
+wait in parallel, as DynamoDB serves them.
+
+Usage: ``moto_server.py -H 127.0.0.1 -p PORT [--server waitress|werkzeug] [--threads N]
+[--latency-ms L]``.
 """
 
 import argparse
@@ -123,17 +131,56 @@ def transact_write_items(self, transact_items):
 DynamoDBBackend.transact_write_items = transact_write_items
 
 
+class LatencyFloor:
+    """WSGI middleware: answers no sooner than ``latency_ms`` after the request arrived, and counts
+    the DynamoDB requests by operation (``X-Amz-Target``), served as JSON on ``GET /_bench/calls``
+    (the Lambda processes of the cost measurement are not the harness: it counts them here)."""
+
+    def __init__(self, app, latency_ms):
+        import threading
+
+        self.app = app
+        self.latency = latency_ms / 1000.0
+        self.calls = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        import json
+        import time
+
+        if environ.get("PATH_INFO") == "/_bench/calls":
+            with self.lock:
+                body = json.dumps(self.calls).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target.startswith("DynamoDB_20120810."):
+            op = target.split(".", 1)[1]
+            with self.lock:
+                self.calls[op] = self.calls.get(op, 0) + 1
+        arrived = time.monotonic()
+        body = b"".join(self.app(environ, start_response))
+        wait = arrived + self.latency - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return [body]
+
+
 def main():
     p = argparse.ArgumentParser(description="moto for the benchmark harness")
     p.add_argument("-H", "--host", default="127.0.0.1")
     p.add_argument("-p", "--port", type=int, default=5000)
     p.add_argument("--server", choices=["waitress", "werkzeug"], default="waitress")
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--latency-ms", type=float, default=0.0)
     args = p.parse_args()
     os.environ.setdefault("MOTO_PORT", str(args.port))
     moto = DomainDispatcherApplication(create_backend_app)
     moto.debug = True
     app = _serial_dynamodb()(moto)
+    app = LatencyFloor(app, args.latency_ms)
+    if args.latency_ms > 0:
+        args.threads = max(args.threads, 16)
     if args.server == "werkzeug":
         from werkzeug.serving import run_simple
 

@@ -33,11 +33,16 @@ pub enum Kind {
     Gate,
     /// Python, Powertools `idempotent_function` + `DynamoDBPersistenceLayer`.
     Powertools,
+    /// The floor: the gate's two DynamoDB requests (reserve `PutItem`, commit
+    /// `TransactWriteItems`) and its terminal call, through the same clients (`DynamoStore`,
+    /// `HttpTerminal`) in a bare loop: records built before the measured loop, no parse, no keys,
+    /// no outcome logic.
+    Floor,
 }
 
 impl Kind {
     /// The three, in table order.
-    pub const ALL: [Kind; 3] = [Kind::Naive, Kind::Gate, Kind::Powertools];
+    pub const ALL: [Kind; 4] = [Kind::Naive, Kind::Gate, Kind::Powertools, Kind::Floor];
 
     /// The short name.
     pub fn name(self) -> &'static str {
@@ -45,6 +50,7 @@ impl Kind {
             Kind::Naive => "naive",
             Kind::Gate => "gate",
             Kind::Powertools => "powertools",
+            Kind::Floor => "floor",
         }
     }
 }
@@ -177,6 +183,16 @@ pub struct Naive {
 }
 
 impl Naive {
+    /// The naive handler booking into `table` over `client`, claiming at `terminal`.
+    pub fn new(client: aws_sdk_dynamodb::Client, table: String, terminal: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            slots_url: format!("{terminal}/slots"),
+            client,
+            table,
+        }
+    }
+
     /// Handles a batch record by record; returns how many records succeeded.
     pub async fn handle(&self, event: SqsEvent) -> usize {
         let mut ok = 0;
@@ -308,6 +324,7 @@ pub async fn run_phase(
         Kind::Naive => run_naive(env, tag, warmup, deliveries).await?,
         Kind::Gate => run_gate(env, tag, warmup, deliveries).await?,
         Kind::Powertools => run_powertools(env, tag, warmup, deliveries).await?,
+        Kind::Floor => run_floor(env, tag, warmup, deliveries).await?,
     };
     // Every warm-up delivery is a new event: one slot each, whichever the handler.
     phase.slots_issued = slots_issued(&http, &env.terminal)
@@ -383,6 +400,99 @@ async fn run_gate(
         for r in &report.records {
             *phase.outcomes.entry(outcome_name(&r.outcome)).or_default() += 1;
         }
+    }
+    phase.wall_s = wall0.elapsed().as_secs_f64();
+    phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();
+    phase.calls = counter.counts();
+    Ok(phase)
+}
+
+/// The floor's inputs of one delivery: its record (built as the gate builds it), prepared
+/// outside the measured loop.
+fn floor_records(
+    gate: &Gate,
+    deliveries: &[Delivery],
+) -> Result<Vec<gate::record::IdempotencyRecord>, String> {
+    let now = SystemClock.now_ms();
+    let terminals = vec!["ECT-DELTA".to_string()];
+    deliveries
+        .iter()
+        .map(|d| {
+            let n = truck_slot::notification::parse_notification(&d.body, now, &terminals)
+                .map_err(|e| format!("floor: {e:?}"))?;
+            let event = truck_slot::integration::event(&n).map_err(|e| e.to_string())?;
+            let keys = truck_slot::derive_keys(&n).map_err(|e| e.to_string())?;
+            Ok(gate.new_record(&event, &keys, &invocation(&d.message_id), now))
+        })
+        .collect()
+}
+
+/// One delivery of the floor: reserve, claim, commit through the gate's own store and
+/// integration (its natural-key item included), nothing else.
+async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'static str {
+    use gate::effect::ClaimOutcome;
+    use gate::store::Reservation;
+    let now = SystemClock.now_ms();
+    match gate.store.reserve(record, now).await {
+        Ok(Reservation::Reserved) => {}
+        Ok(Reservation::Conflict(_)) => return "duplicate",
+        Err(_) => return "failed",
+    }
+    let slot = match gate.integration.call(record).await {
+        ClaimOutcome::Claimed(c) => c.slot_id,
+        _ => return "failed",
+    };
+    let owner = record.lease_owner.as_deref().unwrap_or_default();
+    match gate::consumer::commit(
+        gate.store.as_ref(),
+        gate.integration.as_ref(),
+        record,
+        owner,
+        &slot,
+        now,
+    )
+    .await
+    {
+        Ok(_) => "committed",
+        Err(_) => "failed",
+    }
+}
+
+async fn run_floor(
+    env: &Env,
+    tag: &str,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Phase, String> {
+    let counter = CallRecorder::default();
+    let gate = build_gate(env, tag, &counter, 1).await?;
+    // Its own notification ids: the gate's run of the same workload used the same operation
+    // keys, and the terminal would answer the floor's claims as replays (without its latency).
+    let own = |ds: &[Delivery]| -> Vec<Delivery> {
+        ds.iter()
+            .map(|d| Delivery {
+                body: d.body.replacen("\"PCS-", "\"PCF-", 1),
+                ..d.clone()
+            })
+            .collect()
+    };
+    let (warmup, deliveries) = (own(warmup), own(deliveries));
+    let (warmup, deliveries) = (warmup.as_slice(), deliveries.as_slice());
+    for r in floor_records(&gate, warmup)? {
+        floor_one(&gate, &r).await;
+    }
+    let records = floor_records(&gate, deliveries)?;
+    counter.clear();
+    let mut phase = Phase {
+        events: deliveries.len(),
+        ..Phase::default()
+    };
+    let (cpu0, wall0) = (stats::cpu_time(), Instant::now());
+    for r in &records {
+        let t = Instant::now();
+        let outcome = floor_one(&gate, r).await;
+        phase.latencies_us.push(t.elapsed().as_micros() as u64);
+        *phase.outcomes.entry(outcome.to_string()).or_default() += 1;
     }
     phase.wall_s = wall0.elapsed().as_secs_f64();
     phase.cpu_s = (stats::cpu_time() - cpu0).as_secs_f64();

@@ -241,10 +241,13 @@ async fn cold_trial(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let api = Arc::new(Api {
         seen: tx,
-        event: Mutex::new(Some((
-            format!("cold-ingress-{i}"),
-            serde_json::to_vec(&event).map_err(|e| e.to_string())?,
-        ))),
+        events: Mutex::new(
+            vec![(
+                format!("cold-ingress-{i}"),
+                serde_json::to_vec(&event).map_err(|e| e.to_string())?,
+            )]
+            .into(),
+        ),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -280,8 +283,14 @@ async fn cold_trial(
         .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
     let child = ChildGuard::new(child, "ingress");
     let result = async {
-        let first = expect(&mut rx, "first next", |s| match s {
-            Seen::Next(t) => Ok(t),
+        let (first, go) = expect(&mut rx, "first next", |s| match s {
+            Seen::Next(t, go) => Ok((t, go)),
+            o => Err(o),
+        })
+        .await?;
+        let _ = go.send(());
+        expect(&mut rx, "the event handed out", |s| match s {
+            Seen::Handed(t) => Ok(t),
             o => Err(o),
         })
         .await?;
@@ -291,7 +300,7 @@ async fn cold_trial(
         })
         .await?;
         expect(&mut rx, "second next", |s| match s {
-            Seen::Next(t) => Ok(t),
+            Seen::Next(t, _) => Ok(t),
             o => Err(o),
         })
         .await?;

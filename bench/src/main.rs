@@ -15,12 +15,25 @@
 //! 3. `breakdown`: the gate's client CPU per event with each port real or in process;
 //! 4. `batch`: a batch of 10 new records against one record, on moto and on a latency model of
 //!    DynamoDB;
-//! 5. `cold`: the release consumer binary's init time, batch latency and peak RSS under a fake
-//!    Lambda Runtime API, and the sizes of the binaries given with `--binary`;
+//! 5. `cold`: cold start and footprint of the gate (the release consumer binary) and of
+//!    Powertools (`python -m awslambdaric`, the runtime interface client) under the same fake
+//!    Lambda Runtime API, `--cold-trials` each, and their ratio; the sizes of the binaries given
+//!    with `--binary` (issue 18, item 1);
 //! 6. `ingress`: the webhook ingress's client CPU and latency per request against SQS on moto,
-//!    and its release binary's init time (`--ingress-bin`), next to the consumer's (issue 16).
+//!    and its release binary's init time (`--ingress-bin`), next to the consumer's (issue 16);
+//! 7. `cost`: dollars per million events, naive, gate and Powertools, each a Lambda process with
+//!    the CPU share of its memory size, over moto behind a 5 ms latency floor (issue 18, item 2;
+//!    `cost.rs`);
+//! 8. `capacity`: the capacity model against the sustained-rate replay of the simulator (`sim
+//!    sustained`, issue 18, item 3).
 //!
-//! Writes `results.json` (figures without the raw latencies) and `latency.png` to `--out`.
+//! The handler `floor` (in `compare`) is the gate's two DynamoDB requests and terminal call in a
+//! bare loop (issue 18, item 4).
+//!
+//! Writes `results.json` (figures without the raw latencies), `latency.png` and
+//! `cold-and-cost.png` to `--out`.
+
+mod cost;
 
 mod batch;
 mod breakdown;
@@ -89,16 +102,43 @@ struct Args {
     /// `x86_64=target/lambda-x86_64/consumer/bootstrap`.
     #[arg(long = "binary")]
     binaries: Vec<String>,
-    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress` (comma-separated).
+    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress`, `cost`, `capacity`
+    /// (comma-separated).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "compare,breakdown,batch,cold,ingress"
+        default_value = "compare,breakdown,batch,cold,ingress,cost,capacity"
     )]
     parts: Vec<String>,
-    /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`.
-    #[arg(long, value_delimiter = ',', default_value = "naive,gate,powertools")]
+    /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`, `floor`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "naive,gate,powertools,floor"
+    )]
     handlers: Vec<String>,
+    /// Batches of 10 new events (and as many of duplicates) per handler and memory size in the
+    /// cost measurement.
+    #[arg(long, default_value_t = 10)]
+    cost_batches: usize,
+    /// Memory sizes (MB) at which Powertools is measured for its cost; the smallest whose batch
+    /// of new events takes at most 10 % longer than at the fastest size is priced.
+    #[arg(long, value_delimiter = ',', default_value = "128,256,512,1024,1769")]
+    powertools_memory: Vec<u32>,
+    /// The latency floor of moto in the cost measurement, ms (a DynamoDB call).
+    #[arg(long, default_value_t = 5)]
+    cost_store_latency_ms: u64,
+    /// The functions measured in `cold` (gate, powertools) and `cost` (naive, gate, powertools).
+    #[arg(long, value_delimiter = ',', default_value = "naive,gate,powertools")]
+    lambdas: Vec<String>,
+    /// Run as the naive handler's Lambda function (the cost measurement starts this binary so
+    /// under its fake Runtime API); reads BOOKINGS_TABLE, TERMINAL_BASE_URL, AWS_ENDPOINT_URL.
+    #[arg(long, hide = true)]
+    serve_naive_lambda: bool,
+    /// Draw `cold-and-cost.png` into `--out` from a `results.json` of an earlier run (its
+    /// `cold_start` and `cost`), measuring nothing.
+    #[arg(long, value_name = "results.json")]
+    replot: Option<PathBuf>,
     /// A moto_server executable to use as it is. By default the harness runs
     /// `bench/moto_server.py` (moto with TransactWriteItems in O(items touched), see there) with
     /// `--python`.
@@ -166,10 +206,15 @@ struct Results {
     medians: BTreeMap<&'static str, BTreeMap<&'static str, f64>>,
     breakdown: Vec<breakdown::Row>,
     batch: Vec<batch::BatchResult>,
-    cold_start: Option<coldstart::ColdStart>,
+    cold_start: Vec<coldstart::ColdStart>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ingress: Option<ingress::IngressResults>,
     binary_sizes: BTreeMap<String, u64>,
+    cost_runs: Vec<cost::CostRun>,
+    cost: Vec<cost::CostRow>,
+    item_bytes: BTreeMap<String, usize>,
+    prices: cost::Prices,
+    capacity: Vec<sim::sustained::SustainedReport>,
 }
 
 fn machine() -> Machine {
@@ -235,7 +280,7 @@ fn print_table(title: &str, rows: &[(&'static str, BTreeMap<&'static str, f64>)]
         );
     }
     let get = |n: &str| rows.iter().find(|(k, _)| *k == n).map(|(_, m)| m);
-    for other in ["naive", "powertools"] {
+    for other in ["naive", "powertools", "floor"] {
         if let (Some(g), Some(o)) = (get("gate"), get(other)) {
             println!(
                 "\ngate/{other}: events/s {:.2}x, CPU/event {:.2}x, p50 {:.2}x, p99 {:.2}x, calls/event {:.2}x",
@@ -246,6 +291,225 @@ fn print_table(title: &str, rows: &[(&'static str, BTreeMap<&'static str, f64>)]
                 g["calls_per_event"] / o["calls_per_event"],
             );
         }
+    }
+}
+
+/// The cold-start table: gate and Powertools, medians, and the ratio.
+fn print_cold(cold: &[coldstart::ColdStart]) {
+    let Some(trials) = cold.first().map(|c| c.trials.len()) else {
+        return;
+    };
+    println!(
+        "\nCold start under the same fake Runtime API ({trials} trials each, medians; spread lowest-highest):\n"
+    );
+    println!("| function | init to first `next` | first batch of 10 (cold) | peak RSS |");
+    println!("| --- | ---: | ---: | ---: |");
+    let spread = |c: &coldstart::ColdStart, f: fn(&coldstart::Trial) -> f64| {
+        let v: Vec<f64> = c.trials.iter().map(f).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.1}-{hi:.1}")
+    };
+    for c in cold {
+        println!(
+            "| {} | {:.1} ms ({}) | {:.1} ms ({}) | {:.1} MB ({}) |",
+            c.label,
+            c.init_ms,
+            spread(c, |t| t.init_ms),
+            c.batch_ms,
+            spread(c, |t| t.batch_ms),
+            c.peak_rss_mb,
+            spread(c, |t| t.peak_rss_kb as f64 * 1024.0 / 1e6),
+        );
+    }
+    if let (Some(g), Some(p)) = (
+        cold.iter().find(|c| c.label == "gate"),
+        cold.iter().find(|c| c.label == "powertools"),
+    ) {
+        println!(
+            "| **gate / Powertools** | **{:.3}x** | **{:.2}x** | **{:.2}x** |",
+            g.init_ms / p.init_ms,
+            g.batch_ms / p.batch_ms,
+            g.peak_rss_mb / p.peak_rss_mb
+        );
+    }
+}
+
+/// The priced rows: naive and the gate at 128 MB, Powertools at the smallest measured memory
+/// whose batch of new events takes at most 10 % longer than at its fastest size (the fastest,
+/// not the largest: on a shared machine one size's run can be slow for reasons of its own).
+fn cost_rows(
+    runs: &[cost::CostRun],
+    sizes: &BTreeMap<String, usize>,
+    duplicate_rate: f64,
+) -> Vec<cost::CostRow> {
+    let largest = |kind: &str| {
+        sizes
+            .iter()
+            .filter(|(k, _)| k.starts_with(kind))
+            .map(|(_, v)| *v)
+            .max()
+            .unwrap_or(0)
+    };
+    let mut rows = Vec::new();
+    for kind in ["naive", "gate"] {
+        if let Some(r) = runs
+            .iter()
+            .find(|r| r.handler == kind && r.memory_mb == 128)
+        {
+            rows.push(cost::row(r, largest(kind), duplicate_rate));
+        }
+    }
+    let pt: Vec<&cost::CostRun> = runs.iter().filter(|r| r.handler == "powertools").collect();
+    let fastest = pt
+        .iter()
+        .map(|r| r.new_batch_ms)
+        .fold(f64::INFINITY, f64::min);
+    if let Some(chosen) = pt
+        .iter()
+        .filter(|r| r.new_batch_ms <= 1.1 * fastest)
+        .min_by_key(|r| r.memory_mb)
+    {
+        rows.push(cost::row(chosen, largest("powertools"), duplicate_rate));
+    }
+    rows
+}
+
+fn print_cost(
+    runs: &[cost::CostRun],
+    rows: &[cost::CostRow],
+    sizes: &BTreeMap<String, usize>,
+    duplicate_rate: f64,
+) {
+    let p = &cost::PRICES;
+    println!(
+        "\nMeasured per batch of 10 (medians; each function with the CPU share of its memory; moto behind a 5 ms latency floor; terminal simulator):\n"
+    );
+    println!("| handler | memory | new: duration / billed / CPU | duplicates: duration / billed / CPU | DynamoDB requests per new event / per duplicate | peak RSS |");
+    println!("| --- | ---: | ---: | ---: | --- | ---: |");
+    let ops = |m: &BTreeMap<String, f64>| {
+        m.iter()
+            .map(|(k, v)| format!("{v:.2} {k}"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    for r in runs {
+        println!(
+            "| {} | {} MB | {:.1} / {:.0} / {:.1} ms | {:.1} / {:.0} / {:.1} ms | {} / {} | {:.1} MB |",
+            r.handler,
+            r.memory_mb,
+            r.new_batch_ms,
+            r.new_billed_ms,
+            r.new_cpu_ms,
+            r.dup_batch_ms,
+            r.dup_billed_ms,
+            r.dup_cpu_ms,
+            ops(&r.calls_per_new),
+            ops(&r.calls_per_dup),
+            r.peak_rss_mb
+        );
+    }
+    println!("\nLargest item written (bytes, DynamoDB's item size rules): {sizes:?}");
+    println!(
+        "\nDollars per million events at {:.0} % duplicates (Lambda arm64 ${}/GB-s, ${}/M requests, batches of 10; DynamoDB on-demand ${}/M WRU, ${}/M RRU; {} prices read {}):\n",
+        duplicate_rate * 100.0,
+        p.lambda_arm64_gb_s,
+        p.lambda_requests_per_million,
+        p.dynamodb_wru_per_million,
+        p.dynamodb_rru_per_million,
+        p.region,
+        p.read_on
+    );
+    println!("| handler | memory | billed ms per new event / duplicate | WRU per new event / duplicate | Lambda duration | Lambda requests | DynamoDB | **total per million events** |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in rows {
+        println!(
+            "| {} | {} MB | {:.2} / {:.2} | {:.0} / {:.0} | ${:.3} | ${:.3} | ${:.3} | **${:.2}** |",
+            r.handler,
+            r.memory_mb,
+            r.billed_ms_new,
+            r.billed_ms_dup,
+            r.units_new.wru,
+            r.units_dup.wru,
+            r.lambda_duration_usd,
+            r.lambda_requests_usd,
+            r.dynamodb_usd,
+            r.total_usd
+        );
+    }
+    let get = |k: &str| rows.iter().find(|r| r.handler == k);
+    if let (Some(g), Some(p), Some(n)) = (get("gate"), get("powertools"), get("naive")) {
+        println!(
+            "\ngate / Powertools: {:.2}x; gate / naive: {:.2}x",
+            g.total_usd / p.total_usd,
+            g.total_usd / n.total_usd
+        );
+    }
+}
+
+/// The capacity model against the simulator: the issue's run and the deployments around it.
+fn capacity_runs() -> Result<Vec<sim::sustained::SustainedReport>, String> {
+    use sim::sustained::{run_blocking, SustainedConfig};
+    let base = SustainedConfig::default();
+    let configs = [
+        SustainedConfig {
+            maximum_concurrency: 2,
+            ..base.clone()
+        },
+        SustainedConfig {
+            maximum_concurrency: 3,
+            ..base.clone()
+        },
+        base.clone(),
+        SustainedConfig {
+            record_concurrency: 2,
+            ..base.clone()
+        },
+        SustainedConfig {
+            terminal_concurrency: Some(15),
+            ..base.clone()
+        },
+        SustainedConfig {
+            rate_per_s: 1000.0,
+            maximum_concurrency: 25,
+            duration_s: 120,
+            ..base.clone()
+        },
+    ];
+    configs.into_iter().map(run_blocking).collect()
+}
+
+fn print_capacity(runs: &[sim::sustained::SustainedReport]) {
+    println!(
+        "\nThe scale it holds: the capacity model against `sim sustained` (Poisson arrivals, 3 % redeliveries, batches of 10, DynamoDB 5 ms, terminal 200 ms; simulated time):\n"
+    );
+    println!("| arrivals | MaximumConcurrency | RecordConcurrency | terminal limit | model: batch / capacity | simulated: acknowledged/s | mean batch | backlog mean, first / last minute (max) | p99 arrival to ack | queue growth | invariants |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |");
+    for r in runs {
+        let c = &r.config;
+        let (batch_ms, capacity) = sim::sustained::capacity(c);
+        println!(
+            "| {:.0}/s for {} s | {} | {} | {} | {batch_ms:.0} ms / {capacity:.0}/s | {:.1} | {:.2} | {:.1} / {:.1} ({}) | {:.0} ms | {} | {} |",
+            c.rate_per_s,
+            c.duration_s,
+            c.maximum_concurrency,
+            c.record_concurrency,
+            c.terminal_concurrency
+                .map(|k| format!("{k} at once"))
+                .unwrap_or_else(|| "none".into()),
+            r.achieved_per_s,
+            r.mean_batch,
+            r.backlog_mean_per_minute.first().copied().unwrap_or(0.0),
+            r.backlog_mean_per_minute.last().copied().unwrap_or(0.0),
+            r.backlog_max,
+            r.end_to_end.p99_ms,
+            if r.queue_grew { "**grows**" } else { "none" },
+            if r.violations.iter().all(|v| v.starts_with("the backlog grew") || v.starts_with("the queue drained")) {
+                "all held"
+            } else {
+                "VIOLATED"
+            },
+        );
     }
 }
 
@@ -261,9 +525,43 @@ fn kinds(names: &[String]) -> Result<Vec<Kind>, String> {
         .collect()
 }
 
+/// The naive handler as a Lambda function (`--serve-naive-lambda`).
+async fn serve_naive_lambda() -> Result<(), String> {
+    use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+    use lambda_runtime::{service_fn, LambdaEvent};
+    let var = |k: &str| std::env::var(k).map_err(|_| format!("{k} is not set"));
+    let client = counter::dynamo_client(&var("AWS_ENDPOINT_URL")?, &Default::default()).await;
+    let naive = handlers::Naive::new(client, var("BOOKINGS_TABLE")?, &var("TERMINAL_BASE_URL")?);
+    let naive = &naive;
+    lambda_runtime::run(service_fn(move |e: LambdaEvent<SqsEvent>| async move {
+        naive.handle(e.payload).await;
+        Ok::<_, lambda_runtime::Error>(SqsBatchResponse::default())
+    }))
+    .await
+    .map_err(|e| e.to_string())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = Args::parse();
+    if args.serve_naive_lambda {
+        return serve_naive_lambda().await;
+    }
+    if let Some(path) = &args.replot {
+        #[derive(serde::Deserialize)]
+        struct Saved {
+            cold_start: Vec<coldstart::ColdStart>,
+            cost: Vec<cost::CostRow>,
+        }
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let saved: Saved =
+            serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("bench"));
+        let png = out.join("cold-and-cost.png");
+        plot::cold_and_cost_png(&png, &saved.cold_start, &saved.cost)?;
+        eprintln!("bench: wrote {}", png.display());
+        return Ok(());
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(PathBuf::from)
@@ -284,6 +582,7 @@ async fn main() -> Result<(), String> {
         .or_else(|| procs::sibling("terminal-sim"))
         .ok_or("terminal-sim not found next to gate-bench: cargo build --release -p sim")?;
     let part = |p: &str| args.parts.iter().any(|x| x.trim() == p);
+    let lambda = |l: &str| args.lambdas.iter().any(|x| x.trim() == l);
     let handlers = kinds(&args.handlers)?;
     let window = window();
 
@@ -318,9 +617,14 @@ async fn main() -> Result<(), String> {
         medians: BTreeMap::new(),
         breakdown: Vec::new(),
         batch: Vec::new(),
-        cold_start: None,
+        cold_start: Vec::new(),
         ingress: None,
         binary_sizes: BTreeMap::new(),
+        cost_runs: Vec::new(),
+        cost: Vec::new(),
+        item_bytes: BTreeMap::new(),
+        prices: cost::PRICES,
+        capacity: Vec::new(),
     };
     eprintln!(
         "bench: {} cores, {}",
@@ -455,28 +759,113 @@ async fn main() -> Result<(), String> {
         }
     }
 
+    let consumer = args
+        .consumer_bin
+        .clone()
+        .or_else(|| {
+            let p = root.join("target/lambda/consumer/bootstrap");
+            p.exists().then_some(p)
+        })
+        .or_else(|| procs::sibling("consumer"));
     if part("cold") {
-        let consumer = args
-            .consumer_bin
+        let consumer = consumer
             .clone()
-            .or_else(|| {
-                let p = root.join("target/lambda/consumer/bootstrap");
-                p.exists().then_some(p)
-            })
-            .or_else(|| procs::sibling("consumer"))
             .ok_or("no consumer binary: cargo lambda build --release -p consumer")?;
-        eprintln!("bench: cold starts of {} ...", consumer.display());
-        let cold = coldstart::run(&consumer, &env, &stamp, args.cold_trials, &window).await?;
-        println!(
-            "\nCold start of {} ({} trials, medians): init {:.1} ms, batch of 10 {:.1} ms, peak RSS {:.1} MB, binary {:.1} MB",
-            cold.binary,
-            cold.trials.len(),
-            cold.init_ms,
-            cold.batch_ms,
-            cold.peak_rss_mb,
-            cold.binary_bytes as f64 / 1e6
+        let client = counter::dynamo_client(&env.moto, &counter::CallRecorder::default()).await;
+        let gate_tables = (format!("{stamp}-cold-idem"), format!("{stamp}-cold-book"));
+        gate::store::dynamo::create_tables(&client, &gate_tables.0, &gate_tables.1)
+            .await
+            .map_err(|e| e.to_string())?;
+        let pt_tables = (
+            format!("{stamp}-coldpt-idem"),
+            format!("{stamp}-coldpt-book"),
         );
-        results.cold_start = Some(cold);
+        handlers::create_table(&client, &pt_tables.0, "id").await?;
+        handlers::create_table(&client, &pt_tables.1, "source_event").await?;
+        let specs = [
+            coldstart::gate_spec(&consumer, &env, &gate_tables),
+            coldstart::powertools_spec(&env, &pt_tables),
+        ];
+        for spec in specs.iter().filter(|s| lambda(&s.label)) {
+            eprintln!("bench: cold starts of {} ...", spec.label);
+            let cold = coldstart::run(
+                spec,
+                &format!("{stamp}-{}", spec.label),
+                args.cold_trials,
+                &window,
+            )
+            .await?;
+            results.cold_start.push(cold);
+        }
+        print_cold(&results.cold_start);
+    }
+    if part("cost") {
+        let consumer = consumer
+            .clone()
+            .ok_or("no consumer binary: cargo lambda build --release -p consumer")?;
+        let mut command = moto_command.clone();
+        if args.moto.is_none() {
+            command.push("--latency-ms".into());
+            command.push(args.cost_store_latency_ms.to_string().into());
+        }
+        let slow = procs::start_moto(&command).await?;
+        eprintln!(
+            "bench: cost: moto with a {} ms latency floor at {} (pid {})",
+            args.cost_store_latency_ms,
+            slow.endpoint,
+            slow.child.pid()
+        );
+        let cost_env = Env {
+            moto: slow.endpoint.clone(),
+            ..env.clone()
+        };
+        let mut plan: Vec<(&str, u32)> = vec![("naive", 128), ("gate", 128), ("gate", 1769)];
+        for m in &args.powertools_memory {
+            plan.push(("powertools", *m));
+        }
+        for (kind, memory) in plan.into_iter().filter(|(k, _)| lambda(k)) {
+            eprintln!("bench: cost: {kind} at {memory} MB ...");
+            let (run, sizes) = cost::measure(
+                kind,
+                &cost_env,
+                &consumer,
+                &format!("{stamp}-cost-{kind}-{memory}"),
+                memory,
+                args.cost_batches,
+                &window,
+            )
+            .await?;
+            eprintln!(
+                "bench:   new batch {:.1} ms (CPU {:.1} ms), duplicates {:.1} ms, calls {:?} / {:?}",
+                run.new_batch_ms,
+                run.new_cpu_ms,
+                run.dup_batch_ms,
+                run.calls_per_new,
+                run.calls_per_dup
+            );
+            for (k, v) in sizes {
+                let e = results.item_bytes.entry(k).or_insert(0);
+                *e = (*e).max(v);
+            }
+            results.cost_runs.push(run);
+        }
+        drop(slow);
+        results.cost = cost_rows(&results.cost_runs, &results.item_bytes, args.duplicate_rate);
+        print_cost(
+            &results.cost_runs,
+            &results.cost,
+            &results.item_bytes,
+            args.duplicate_rate,
+        );
+    }
+    if part("capacity") {
+        results.capacity = capacity_runs()?;
+        print_capacity(&results.capacity);
+    }
+    if !results.cold_start.is_empty() && !results.cost.is_empty() {
+        let png = out.join("cold-and-cost.png");
+        plot::cold_and_cost_png(&png, &results.cold_start, &results.cost)?;
+        eprintln!("bench: wrote {}", png.display());
     }
     if part("ingress") {
         eprintln!(

@@ -146,3 +146,194 @@ pub fn latency_png(path: &Path, title: &str, series: &[(String, Vec<u64>)]) -> R
     root.present().map_err(|x| e(&x))?;
     Ok(())
 }
+
+/// One figure of a cold start (init ms, batch ms, peak RSS MB).
+type ColdFigure = fn(&crate::coldstart::ColdStart) -> f64;
+/// One part of a cost row, USD per million events.
+type CostPart = fn(&crate::cost::CostRow) -> f64;
+
+/// Cold start and cost side by side (issue 18): left, the gate's and Powertools' init, first
+/// cold batch of 10 and peak RSS (medians, log scale); right, dollars per million events of the
+/// naive handler, the gate and Powertools, stacked by Lambda duration, Lambda requests and
+/// DynamoDB.
+///
+/// # Errors
+/// When the PNG cannot be drawn or written.
+pub fn cold_and_cost_png(
+    path: &Path,
+    cold: &[crate::coldstart::ColdStart],
+    cost: &[crate::cost::CostRow],
+) -> Result<(), String> {
+    register_font()?;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let root = BitMapBackend::new(path, (1400, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let root = root
+        .titled(
+            "What the gate costs a user, side by side with Powertools",
+            ("sans-serif", 22),
+        )
+        .map_err(|x| e(&x))?;
+    let (left, right) = root.split_horizontally(700);
+
+    // Left: three figures per function, log scale.
+    let figures: [(&str, ColdFigure); 3] = [
+        ("init (ms)", |c| c.init_ms),
+        ("first batch of 10 (ms)", |c| c.batch_ms),
+        ("peak RSS (MB)", |c| c.peak_rss_mb),
+    ];
+    let top = cold
+        .iter()
+        .flat_map(|c| figures.iter().map(move |(_, f)| f(c)))
+        .fold(1.0f64, f64::max)
+        * 3.0;
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            "cold start under one fake Runtime API (medians)",
+            ("sans-serif", 18),
+        )
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0f64..3.0, (0.5f64..top).log_scale())
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&|_| String::new())
+        .y_desc("ms or MB (log scale)")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let names: Vec<Text<(f64, f64), String>> = figures
+        .iter()
+        .enumerate()
+        .map(|(k, (n, _))| {
+            Text::new(
+                (*n).to_string(),
+                (k as f64 + 0.1, 0.75),
+                ("sans-serif", 14).into_font(),
+            )
+        })
+        .collect();
+    chart.draw_series(names).map_err(|x| e(&x))?;
+    let width = 0.8 / cold.len().max(1) as f64;
+    for (i, c) in cold.iter().enumerate() {
+        let color = COLORS[(i + 1) % COLORS.len()];
+        let bars: Vec<Rectangle<(f64, f64)>> = figures
+            .iter()
+            .enumerate()
+            .map(|(k, (_, f))| {
+                let x0 = k as f64 + 0.1 + i as f64 * width;
+                Rectangle::new([(x0, 0.9), (x0 + width * 0.95, f(c))], color.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|x| e(&x))?
+            .label(c.label.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        let labels: Vec<Text<(f64, f64), String>> = figures
+            .iter()
+            .enumerate()
+            .map(|(k, (_, f))| {
+                let x0 = k as f64 + 0.1 + i as f64 * width;
+                Text::new(
+                    format!("{:.1}", f(c)),
+                    (x0 + width * 0.1, f(c) * 1.15),
+                    ("sans-serif", 14).into_font(),
+                )
+            })
+            .collect();
+        chart.draw_series(labels).map_err(|x| e(&x))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+
+    // Right: dollars per million events, stacked.
+    let top = cost.iter().map(|r| r.total_usd).fold(0.01f64, f64::max) * 1.25;
+    let mut chart = ChartBuilder::on(&right)
+        .caption(
+            "USD per million events, 3 % duplicates (arm64, on-demand)",
+            ("sans-serif", 18),
+        )
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0f64..cost.len().max(1) as f64, -top * 0.06..top)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&|_| String::new())
+        .y_desc("USD per million events")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let parts: [(&str, RGBColor, CostPart); 3] = [
+        ("Lambda duration", RGBColor(230, 140, 40), |r| {
+            r.lambda_duration_usd
+        }),
+        ("Lambda requests", RGBColor(150, 150, 150), |r| {
+            r.lambda_requests_usd
+        }),
+        ("DynamoDB", RGBColor(30, 110, 200), |r| r.dynamodb_usd),
+    ];
+    for (k, (label, color, f)) in parts.iter().enumerate() {
+        let color = *color;
+        let bars: Vec<Rectangle<(f64, f64)>> = cost
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let below: f64 = parts[..k].iter().map(|(_, _, g)| g(r)).sum();
+                let x0 = i as f64 + 0.2;
+                Rectangle::new([(x0, below), (x0 + 0.6, below + f(r))], color.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|x| e(&x))?
+            .label(*label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+    }
+    let totals: Vec<Text<(f64, f64), String>> = cost
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            Text::new(
+                format!("${:.2}", r.total_usd),
+                (i as f64 + 0.35, r.total_usd + top * 0.02),
+                ("sans-serif", 15).into_font(),
+            )
+        })
+        .collect();
+    chart.draw_series(totals).map_err(|x| e(&x))?;
+    let names: Vec<Text<(f64, f64), String>> = cost
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            Text::new(
+                format!("{} ({} MB)", r.handler, r.memory_mb),
+                (i as f64 + 0.2, -top * 0.035),
+                ("sans-serif", 14).into_font(),
+            )
+        })
+        .collect();
+    chart.draw_series(names).map_err(|x| e(&x))?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}

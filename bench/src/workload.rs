@@ -48,11 +48,21 @@ pub fn container(serial: u32) -> String {
     format!("{first_ten}{check}")
 }
 
+/// The container serial of event `i` of run `tag`: its own block of serials per tag (FNV-1a of
+/// the tag), so that the warm-up's events and the measured ones never share a container and a
+/// window (the gate's natural key, signal 4: they would collide and cost a second transaction).
+fn serial(tag: &str, i: usize) -> u32 {
+    let h = tag.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    ((h % 90) as u32) * 10_000 + 100_000 + (i as u32 % 10_000)
+}
+
 /// A notification body for event `i` of run `tag`, window `window` (RFC 3339 start, end).
 pub fn body(tag: &str, i: usize, window: &(String, String)) -> String {
     serde_json::json!({
         "notificationId": format!("PCS-{tag}-{i:06}"),
-        "equipment_number": container(i as u32 + 100_000),
+        "equipment_number": container(serial(tag, i)),
         "preferred_window": {"start": window.0, "end": window.1},
         "terminal": "ECT-DELTA",
         "pin": format!("{:04}-{:04}", i % 9973, (i * 7919) % 10_000),

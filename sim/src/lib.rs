@@ -13,5 +13,6 @@ pub mod scenarios;
 pub mod signals;
 pub mod sqs;
 pub mod stores;
+pub mod sustained;
 pub mod terminal;
 pub mod webhook;

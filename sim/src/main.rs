@@ -81,6 +81,48 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         list: usize,
     },
+    /// Sustained-rate replay: the gate under a steady feed for minutes of simulated time (real
+    /// `Gate::handle_batch`, the memory store behind a DynamoDB latency model, the terminal core
+    /// with a fixed latency), checking the capacity model of BENCHMARKS.md: no queue growth and
+    /// the invariants of `check` that apply without faults. Exits non-zero on a violation.
+    Sustained {
+        /// Mean arrivals per simulated second (Poisson).
+        #[arg(long, default_value_t = 100.0)]
+        rate: f64,
+        /// Simulated seconds of arrivals.
+        #[arg(long, default_value_t = 600)]
+        duration_s: u64,
+        /// Share of deliveries that are redeliveries of an earlier notification.
+        #[arg(long, default_value_t = 0.03)]
+        duplicate_rate: f64,
+        /// The event source mapping's ScalingConfig.MaximumConcurrency.
+        #[arg(long, default_value_t = 5)]
+        maximum_concurrency: usize,
+        /// The event source mapping's BatchSize.
+        #[arg(long, default_value_t = 10)]
+        batch_size: usize,
+        /// MaximumBatchingWindowInSeconds, in ms.
+        #[arg(long, default_value_t = 0)]
+        batching_window_ms: u64,
+        /// The gate's RecordConcurrency (records of a batch at once).
+        #[arg(long, default_value_t = 10)]
+        record_concurrency: usize,
+        /// Latency of one slot claim, ms.
+        #[arg(long, default_value_t = 200)]
+        terminal_latency_ms: u64,
+        /// Claims the terminal serves at once (its limit; default none).
+        #[arg(long)]
+        terminal_concurrency: Option<usize>,
+        /// Latency of one DynamoDB call, ms.
+        #[arg(long, default_value_t = 5)]
+        store_latency_ms: u64,
+        /// Arrival seed.
+        #[arg(long, default_value_t = 18)]
+        seed: u64,
+        /// Print the report as JSON (with the backlog every second).
+        #[arg(long)]
+        json: bool,
+    },
     /// Sign a webhook body as Portbase's sender does (Standard Webhooks, `v1` HMAC-SHA256) and
     /// print the three headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`), one per
     /// line for `curl -H @FILE`; with `--event`, the API Gateway HTTP API event for
@@ -224,6 +266,44 @@ async fn run(cli: Cli) -> Result<(), String> {
             sign_webhook(&body_file, &secrets, id, timestamp, event)?
         ),
         Command::Alarms { json } => alarms(json)?,
+        Command::Sustained {
+            rate,
+            duration_s,
+            duplicate_rate,
+            maximum_concurrency,
+            batch_size,
+            batching_window_ms,
+            record_concurrency,
+            terminal_latency_ms,
+            terminal_concurrency,
+            store_latency_ms,
+            seed,
+            json,
+        } => {
+            let config = sim::sustained::SustainedConfig {
+                rate_per_s: rate,
+                duration_s,
+                duplicate_rate,
+                maximum_concurrency,
+                batch_size,
+                batching_window_ms,
+                record_concurrency,
+                terminal_latency_ms,
+                terminal_concurrency,
+                store_latency_ms,
+                seed,
+                ..Default::default()
+            };
+            let r = sim::sustained::run_blocking(config)?;
+            if json {
+                println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", sim::sustained::render(&r));
+            }
+            if !r.violations.is_empty() {
+                return Err(format!("{} violation(s)", r.violations.len()));
+            }
+        }
         Command::Compare { scenario, json } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
             let naive = replay::run(&scenario, ReplayOptions::naive()).await?;

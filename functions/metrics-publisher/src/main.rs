@@ -1,6 +1,7 @@
 //! The scheduled metrics Lambda. All decisions live in the `gate` library; `truck_slot` wires it to the slot terminal.
 
-#[tokio::main]
+// One thread, as the consumer (one invocation at a time per sandbox; BENCHMARKS.md).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     truck_slot::lambda::run_metrics().await
 }

@@ -11,11 +11,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gate::consumer::Gate;
-use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
-use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
-};
+use gate::testkit::{DelayedStore, Pause};
 use serde::Serialize;
 
 use crate::counter::CallRecorder;
@@ -43,97 +40,14 @@ impl BatchResult {
     }
 }
 
-/// The in-memory store behind a fixed delay per call: a latency model of DynamoDB, which serves
-/// concurrent requests in parallel.
-pub struct DelayStore {
-    inner: MemoryStore,
-    delay: Duration,
-}
-
-impl DelayStore {
-    /// A store answering every call after `delay`.
-    pub fn new(delay: Duration) -> Self {
-        Self {
-            inner: MemoryStore::new(),
-            delay,
-        }
-    }
-
-    async fn wait(&self) {
-        tokio::time::sleep(self.delay).await;
-    }
-}
+/// A fixed delay per store request (a tokio sleep): with [`DelayedStore`] over the memory store,
+/// a latency model of DynamoDB, which serves concurrent calls in parallel.
+pub struct Sleep(pub Duration);
 
 #[async_trait]
-impl IdempotencyStore for DelayStore {
-    async fn reserve(&self, r: &IdempotencyRecord, now: i64) -> Result<Reservation, StoreError> {
-        self.wait().await;
-        self.inner.reserve(r, now).await
-    }
-    async fn take_over(
-        &self,
-        pk: &str,
-        old: &str,
-        new: &str,
-        until: i64,
-        now: i64,
-    ) -> Result<TakeOver, StoreError> {
-        self.wait().await;
-        self.inner.take_over(pk, old, new, until, now).await
-    }
-    async fn commit(
-        &self,
-        pk: &str,
-        owner: &str,
-        slot: &str,
-        b: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
-        now: i64,
-    ) -> Result<CommitOutcome, StoreError> {
-        self.wait().await;
-        self.inner
-            .commit(pk, owner, slot, b, natural_key, now)
-            .await
-    }
-    async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
-        self.wait().await;
-        self.inner.release_lease(pk, owner, now).await
-    }
-    async fn finish(
-        &self,
-        pk: &str,
-        owner: &str,
-        status: RecordStatus,
-        error: &str,
-        item: &[u8],
-        guard: FinishGuard,
-        now: i64,
-    ) -> Result<FinishOutcome, StoreError> {
-        self.wait().await;
-        self.inner
-            .finish(pk, owner, status, error, item, guard, now)
-            .await
-    }
-    async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
-        self.wait().await;
-        self.inner.routed(pk, owner, now).await
-    }
-    async fn record_slot_id(
-        &self,
-        pk: &str,
-        slot: &str,
-        now: i64,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.wait().await;
-        self.inner.record_slot_id(pk, slot, now).await
-    }
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.wait().await;
-        self.inner.get(pk).await
-    }
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.wait().await;
-        self.inner.booking(source_event).await
+impl Pause for Sleep {
+    async fn pause(&self) {
+        tokio::time::sleep(self.0).await;
     }
 }
 
@@ -202,7 +116,10 @@ pub async fn run(
     )
     .await?;
     let mut model_gate = moto_gate.clone();
-    model_gate.store = Arc::new(DelayStore::new(Duration::from_millis(store_latency_ms)));
+    model_gate.store = Arc::new(DelayedStore {
+        inner: Arc::new(MemoryStore::new()),
+        pause: Sleep(Duration::from_millis(store_latency_ms)),
+    });
     let on_model = measure(
         &model_gate,
         format!("model-{store_latency_ms}ms"),

@@ -55,11 +55,10 @@ use futures::future::select;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
-use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::memory::MemoryStore;
-use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
-};
+use gate::store::IdempotencyStore;
+use gate::testkit::{DelayedStore, Pause};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -364,99 +363,17 @@ pub fn drive<F: Future>(time: &SimTime, fut: F) -> Result<F::Output, String> {
     }
 }
 
-/// The memory store behind a fixed latency per call: a latency model of DynamoDB, which serves
-/// concurrent requests in parallel.
-pub struct LatencyStore {
-    inner: Arc<MemoryStore>,
+/// A fixed latency per store request in simulated time: with [`DelayedStore`] over the memory
+/// store, a latency model of DynamoDB, which serves concurrent requests in parallel.
+pub struct SimLatency {
     time: SimTime,
     delay_ms: i64,
 }
 
-impl LatencyStore {
-    /// `inner`, each call answered `delay_ms` of simulated time later.
-    pub fn new(inner: Arc<MemoryStore>, time: SimTime, delay_ms: i64) -> Self {
-        Self {
-            inner,
-            time,
-            delay_ms,
-        }
-    }
-
-    async fn wait(&self) {
-        self.time.sleep_ms(self.delay_ms).await;
-    }
-}
-
 #[async_trait]
-impl IdempotencyStore for LatencyStore {
-    async fn reserve(&self, r: &IdempotencyRecord, now: i64) -> Result<Reservation, StoreError> {
-        self.wait().await;
-        self.inner.reserve(r, now).await
-    }
-    async fn take_over(
-        &self,
-        pk: &str,
-        old: &str,
-        new: &str,
-        until: i64,
-        now: i64,
-    ) -> Result<TakeOver, StoreError> {
-        self.wait().await;
-        self.inner.take_over(pk, old, new, until, now).await
-    }
-    async fn commit(
-        &self,
-        pk: &str,
-        owner: &str,
-        slot: &str,
-        b: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
-        now: i64,
-    ) -> Result<CommitOutcome, StoreError> {
-        self.wait().await;
-        self.inner
-            .commit(pk, owner, slot, b, natural_key, now)
-            .await
-    }
-    async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
-        self.wait().await;
-        self.inner.release_lease(pk, owner, now).await
-    }
-    async fn finish(
-        &self,
-        pk: &str,
-        owner: &str,
-        status: RecordStatus,
-        error: &str,
-        item: &[u8],
-        guard: FinishGuard,
-        now: i64,
-    ) -> Result<FinishOutcome, StoreError> {
-        self.wait().await;
-        self.inner
-            .finish(pk, owner, status, error, item, guard, now)
-            .await
-    }
-    async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
-        self.wait().await;
-        self.inner.routed(pk, owner, now).await
-    }
-    async fn record_slot_id(
-        &self,
-        pk: &str,
-        slot: &str,
-        now: i64,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.wait().await;
-        self.inner.record_slot_id(pk, slot, now).await
-    }
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.wait().await;
-        self.inner.get(pk).await
-    }
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.wait().await;
-        self.inner.booking(source_event).await
+impl Pause for SimLatency {
+    async fn pause(&self) {
+        self.time.sleep_ms(self.delay_ms).await;
     }
 }
 
@@ -651,11 +568,13 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     gate_config.max_concurrency = config.record_concurrency.max(1);
     let gate = Gate {
         config: gate_config,
-        store: Arc::new(LatencyStore::new(
-            Arc::clone(&memory),
-            time.clone(),
-            config.store_latency_ms as i64,
-        )),
+        store: Arc::new(DelayedStore {
+            inner: Arc::clone(&memory) as Arc<dyn IdempotencyStore>,
+            pause: SimLatency {
+                time: time.clone(),
+                delay_ms: config.store_latency_ms as i64,
+            },
+        }),
         integration: Arc::new(TruckSlot::new(
             Arc::new(LimitedTerminal {
                 inner: CoreTerminal::new(Arc::clone(&core)),

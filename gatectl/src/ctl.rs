@@ -53,6 +53,26 @@ pub trait Confirm: Send {
     fn confirm(&mut self, plan: &str) -> bool;
 }
 
+/// The gate before one record's write: with `dry_run`, the plan as the output
+/// (`Ok(Some(..))`, nothing written); otherwise `confirm` asks, and `Ok(None)` means go on.
+///
+/// # Errors
+/// [`CtlError::NotConfirmed`] when the answer is not yes.
+fn approve(
+    plan: &str,
+    plan_json: serde_json::Value,
+    dry_run: bool,
+    confirm: &mut dyn Confirm,
+) -> Result<Option<Output>, CtlError> {
+    if dry_run {
+        return Ok(Some(Output::ok(format!("dry run: {plan}\n"), plan_json)));
+    }
+    if !confirm.confirm(plan) {
+        return Err(CtlError::NotConfirmed("nothing written".into()));
+    }
+    Ok(None)
+}
+
 /// `--yes`: every write confirmed.
 pub struct Yes;
 
@@ -1054,11 +1074,8 @@ impl Ctl {
         );
         let plan_json = json!({"action": "finish", "event_key": r.event_key, "slot_id": slot.slot_id,
                                "source": source, "dry_run": dry_run});
-        if dry_run {
-            return Ok(Output::ok(format!("dry run: {plan}\n"), plan_json));
-        }
-        if !confirm.confirm(&plan) {
-            return Err(CtlError::NotConfirmed("nothing written".into()));
+        if let Some(dry_run) = approve(&plan, plan_json, dry_run, confirm)? {
+            return Ok(dry_run);
         }
         let invocation = self.invocation();
         let outcome = self
@@ -1132,11 +1149,8 @@ impl Ctl {
         );
         let plan_json = json!({"action": "cancel", "event_key": r.event_key, "error": detail,
                                "dry_run": dry_run});
-        if dry_run {
-            return Ok(Output::ok(format!("dry run: {plan}\n"), plan_json));
-        }
-        if !confirm.confirm(&plan) {
-            return Err(CtlError::NotConfirmed("nothing written".into()));
+        if let Some(dry_run) = approve(&plan, plan_json, dry_run, confirm)? {
+            return Ok(dry_run);
         }
         let invocation = self.invocation();
         let outcome = self
@@ -1225,14 +1239,10 @@ impl Ctl {
                     "take it over, "
                 )
         );
-        if dry_run {
-            return Ok(Output::ok(
-                format!("dry run: {plan}\n"),
-                json!({"action": "reconcile", "event_key": r.event_key, "dry_run": true}),
-            ));
-        }
-        if !confirm.confirm(&plan) {
-            return Err(CtlError::NotConfirmed("nothing written".into()));
+        let plan_json =
+            json!({"action": "reconcile", "event_key": r.event_key, "dry_run": dry_run});
+        if let Some(dry_run) = approve(&plan, plan_json, dry_run, confirm)? {
+            return Ok(dry_run);
         }
         let invocation = self.invocation();
         let report = self

@@ -123,12 +123,15 @@ impl Targets {
         lookup: impl Fn(&str) -> Option<String>,
         source: &str,
     ) -> Result<Self, CtlError> {
-        const PLACEHOLDER: &str = "https://terminal.not-configured.invalid";
+        // The functions' parser requires a terminal; gatectl does not (reads, cancel, redrive).
+        // Without one, this never-called URL lets the parser check every other variable, and
+        // `terminal` below stays `None`, so nothing is ever sent to it.
+        const UNCONFIGURED_TERMINAL: &str = "https://terminal.not-configured.invalid";
         let given = |k: &str| lookup(k).is_some_and(|v| !v.trim().is_empty());
         let has_terminal = given("TERMINAL_BASE_URL") || given("TERMINALS");
         let config = FunctionConfig::from_env(|k| {
             if k == "TERMINAL_BASE_URL" && !has_terminal {
-                Some(PLACEHOLDER.to_string())
+                Some(UNCONFIGURED_TERMINAL.to_string())
             } else {
                 lookup(k)
             }

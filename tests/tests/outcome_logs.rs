@@ -247,7 +247,10 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         "record processed",
         "natural-key collision: another event key committed this container and window",
     ] {
-        assert!(runbooks.contains(quoted), "docs/OPERATING.md quotes {quoted:?}");
+        assert!(
+            runbooks.contains(quoted),
+            "docs/OPERATING.md quotes {quoted:?}"
+        );
         assert!(stdout.contains(quoted), "the logs hold {quoted:?}");
     }
 

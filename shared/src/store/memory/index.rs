@@ -53,6 +53,7 @@ pub(super) struct Indexes {
 
 impl Indexes {
     /// The indexes computed by a full scan of `records`: what [`Indexes::reindex`] must keep.
+    #[cfg(test)]
     pub(super) fn scan<'a>(records: impl IntoIterator<Item = &'a IdempotencyRecord>) -> Self {
         let mut index = Self::default();
         for r in records {

@@ -15,6 +15,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+mod commit_conditions;
+pub use commit_conditions::commit_conditions_alone_and_in_pairs;
+
 use crate::clock::ms_to_s;
 use crate::record::{
     natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus,
@@ -1293,6 +1296,7 @@ macro_rules! __with_conformance_cases {
             finished_records_hold_no_request,
             commit_over_another_recorded_slot_is_counted,
             natural_key_collision_is_reported,
+            commit_conditions_alone_and_in_pairs,
             stale_in_flight_paginates
         }
     };

@@ -10,6 +10,9 @@
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod memory;
+mod unknown_commit;
+
+pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
 

@@ -185,6 +185,12 @@ impl State {
         }
     }
 
+    /// As [`State::lost_answer_fault`], without counting: the caller draws the variant from
+    /// the same stream and counts it.
+    pub fn lost_answer_draw(&mut self, p: f64) -> bool {
+        self.faults_on && p > 0.0 && self.lost_answer_rng.random::<f64>() < p
+    }
+
     /// Draws `p` while faults are on, without counting.
     pub fn draw(&mut self, p: f64) -> bool {
         self.faults_on && p > 0.0 && self.rng.random::<f64>() < p

@@ -75,7 +75,7 @@ pub enum Decision {
 }
 
 enum Entry {
-    Running { hash: String },
+    Running,
     Done {
         hash: String,
         completed_ms: i64,
@@ -135,7 +135,7 @@ impl TokenDouble {
         let now = self.now_ms.load(Ordering::SeqCst);
         let mut entries = self.entries();
         match entries.get(&token) {
-            Some(Entry::Running { .. }) => return Decision::InProgress,
+            Some(Entry::Running) => return Decision::InProgress,
             Some(Entry::Done {
                 hash: first,
                 completed_ms,
@@ -151,7 +151,7 @@ impl TokenDouble {
             }
             _ => {}
         }
-        entries.insert(token.clone(), Entry::Running { hash: hash.clone() });
+        entries.insert(token.clone(), Entry::Running);
         Decision::Forward { token, hash }
     }
 
@@ -180,7 +180,7 @@ impl TokenDouble {
     /// Forgets a token whose forwarded request got no answer from upstream.
     pub fn abandon(&self, token: &str) {
         let mut entries = self.entries();
-        if matches!(entries.get(token), Some(Entry::Running { .. })) {
+        if matches!(entries.get(token), Some(Entry::Running)) {
             entries.remove(token);
         }
     }

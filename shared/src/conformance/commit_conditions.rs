@@ -54,9 +54,9 @@ async fn commit_with(
     let orphan_slot = format!("SLOT-ORPHAN-{name}");
     if refusals.booking {
         // A business row for the same event key, committed under another integration (another
-        // pk, another natural key): the booking's condition fails for ours.
+        // pk, another natural key, one per case): the booking's condition fails for ours.
         let mut other = IdempotencyRecord {
-            pk: format!("{prefix}-other#{}", r.event_key),
+            pk: format!("{prefix}-{name}#{}", r.event_key),
             ..sample_record(prefix, name, "owner-z", NOW_MS)
         };
         other.labels = sample_labels(FREE.0, FREE.1);

@@ -84,7 +84,7 @@ async fn a_refused_record_is_never_retried_without_the_natural_key() {
             )
             .await
             .expect("commit");
-        assert_eq!(out, CommitOutcome::Refused(taken), "reversed: {reversed}");
+        assert_eq!(out, CommitOutcome::Refused(Box::new(taken)), "reversed: {reversed}");
         assert_eq!(
             proxy.count("TransactWriteItems") - before,
             1,

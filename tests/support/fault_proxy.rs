@@ -280,7 +280,13 @@ fn write_json(value: &serde_json::Value, reverse: bool) -> String {
             }
             let fields: Vec<String> = entries
                 .into_iter()
-                .map(|(k, v)| format!("{}:{}", serde_json::Value::from(k.as_str()), write_json(v, reverse)))
+                .map(|(k, v)| {
+                    format!(
+                        "{}:{}",
+                        serde_json::Value::from(k.as_str()),
+                        write_json(v, reverse)
+                    )
+                })
                 .collect();
             format!("{{{}}}", fields.join(","))
         }
@@ -311,8 +317,16 @@ async fn forward(
         .unwrap_or_else(|e| e.into_inner())
         .push(operation.clone());
     let fault = proxy.take_fault(&operation);
-    let (answer, answer_headers, ran) =
-        answer_for(&proxy, &operation, fault.as_ref(), method, &uri, &headers, &body).await;
+    let (answer, answer_headers, ran) = answer_for(
+        &proxy,
+        &operation,
+        fault.as_ref(),
+        method,
+        &uri,
+        &headers,
+        &body,
+    )
+    .await;
     let answer = match fault {
         Some(Fault::HoldAnswer(hold)) if ran => {
             // Applied upstream; the answer is held past the client's attempt timeout.

@@ -147,8 +147,8 @@ fn add(table: &str, pk: &str, n: i64) -> TransactWriteItem {
     TransactWriteItem::builder().update(update).build()
 }
 
-/// The same transaction (`ADD probe_count 1`) twice under one token: replayed if the count is
-/// 1. Then the same token with `ADD 2`: honoured if refused with
+/// The same transaction (`ADD probe_count 1`) twice under one token: replayed if the count
+/// ends at one. Then the same token with `ADD 2`: honoured if refused with
 /// `IdempotentParameterMismatchException`.
 async fn token_rules(client: &Client, table: &str) -> (bool, bool) {
     let pk = crate::unique("probe-token");

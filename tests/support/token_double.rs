@@ -195,8 +195,7 @@ pub fn request_hash(body: &[u8], mode: TokenHash) -> String {
                 if let Some(map) = value.as_object_mut() {
                     map.remove("ClientRequestToken");
                 }
-                gate::keys::fingerprint_of(&value)
-                    .unwrap_or_else(|_| gate::keys::sha256_hex(body))
+                gate::keys::fingerprint_of(&value).unwrap_or_else(|_| gate::keys::sha256_hex(body))
             }
             Err(_) => gate::keys::sha256_hex(body),
         },
@@ -303,8 +302,15 @@ mod tests {
         let Decision::Forward { token, hash } = d.decide(BODY.as_bytes()) else {
             panic!("forwarded");
         };
-        d.complete(&token, &hash, &error_answer(400, "ThrottlingException", "slow down"));
-        assert!(matches!(d.decide(LATER.as_bytes()), Decision::Forward { .. }));
+        d.complete(
+            &token,
+            &hash,
+            &error_answer(400, "ThrottlingException", "slow down"),
+        );
+        assert!(matches!(
+            d.decide(LATER.as_bytes()),
+            Decision::Forward { .. }
+        ));
         d.abandon("t1");
         let cancelled = cancellation_answer(&["None", "TransactionConflict"]);
         let Decision::Forward { token, hash } = d.decide(BODY.as_bytes()) else {

@@ -223,7 +223,9 @@ impl IdempotencyStore for SimStore {
         match self.after("reserve:ack", "reserve").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("reserve")),
-            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => store.reserve(record, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.reserve(record, now_ms).await
+            }
         }
     }
 
@@ -314,7 +316,9 @@ impl IdempotencyStore for SimStore {
         match self.after("release_lease:ack", "release_lease").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("release_lease")),
-            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => store.release_lease(pk, owner, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.release_lease(pk, owner, now_ms).await
+            }
         }
     }
 
@@ -364,7 +368,9 @@ impl IdempotencyStore for SimStore {
         match self.after("routed:ack", "routed").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("routed")),
-            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => store.routed(pk, owner, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.routed(pk, owner, now_ms).await
+            }
         }
     }
 
@@ -380,7 +386,9 @@ impl IdempotencyStore for SimStore {
         match self.after("record_slot_id:ack", "record_slot_id").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("record_slot_id")),
-            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => store.record_slot_id(pk, slot_id, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.record_slot_id(pk, slot_id, now_ms).await
+            }
         }
     }
 

@@ -55,7 +55,8 @@ async fn the_check_fails_where_conditions_are_dropped() {
         }
     );
     assert!(
-        err.to_string().contains("conditional writes are not honoured"),
+        err.to_string()
+            .contains("conditional writes are not honoured"),
         "{err}"
     );
     assert_eq!(proxy.answers("PutItem"), [Ok(200), Ok(200)]);

@@ -14,14 +14,18 @@ use integration_tests::{fresh_store, moto_endpoint, unique};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_conformance_suite_passes_with_the_commit_items_reversed() {
-    let store: Arc<dyn Store> = Arc::new(fresh_store("reversed").await.with_commit_items_reversed());
+    let store: Arc<dyn Store> =
+        Arc::new(fresh_store("reversed").await.with_commit_items_reversed());
     gate::conformance::run_all(store, &unique("reversed")).await;
 }
 
 #[tokio::test]
 async fn each_commit_condition_alone_and_in_pairs_with_the_items_reversed() {
-    let store: Arc<dyn Store> =
-        Arc::new(fresh_store("cc-reversed").await.with_commit_items_reversed());
+    let store: Arc<dyn Store> = Arc::new(
+        fresh_store("cc-reversed")
+            .await
+            .with_commit_items_reversed(),
+    );
     gate::conformance::commit_conditions_alone_and_in_pairs(store, &unique("cc-reversed")).await;
 }
 
@@ -84,7 +88,11 @@ async fn a_refused_record_is_never_retried_without_the_natural_key() {
             )
             .await
             .expect("commit");
-        assert_eq!(out, CommitOutcome::Refused(Box::new(taken)), "reversed: {reversed}");
+        assert_eq!(
+            out,
+            CommitOutcome::Refused(Box::new(taken)),
+            "reversed: {reversed}"
+        );
         assert_eq!(
             proxy.count("TransactWriteItems") - before,
             1,

@@ -45,7 +45,11 @@ async fn a_reserve_that_meets_a_running_transaction_is_retried() {
     proxy.inject("PutItem", 1, Fault::Refuse(CONFLICT));
     let first = world.deliver("m-1", "inv-1").await;
     assert_retried(&first, "m-1");
-    assert_eq!(world.core.slots_issued(), 0, "no side effect before the reserve");
+    assert_eq!(
+        world.core.slots_issued(),
+        0,
+        "no side effect before the reserve"
+    );
     let second = world.deliver("m-1", "inv-2").await;
     assert!(matches!(
         second.records[0].outcome,
@@ -110,7 +114,10 @@ async fn one_commit_conflict_is_retried_by_the_store() {
         .collect();
     assert_eq!(tokens.len(), 2);
     assert!(tokens[0].is_some() && tokens[1].is_some());
-    assert_ne!(tokens[0], tokens[1], "each attempt after a cancellation has its own token");
+    assert_ne!(
+        tokens[0], tokens[1],
+        "each attempt after a cancellation has its own token"
+    );
     assert_outcome(&world, store.as_ref(), &[report]).await;
 }
 
@@ -127,7 +134,11 @@ async fn assert_outcome(
     assert_eq!(counts.duplicates, 0, "{counts:?}");
     assert_eq!(counts.committed, 1, "{counts:?}");
     assert_eq!(counts.manual, 0, "{counts:?}");
-    assert_eq!(counts.transient_failures, reports.len() as u64 - 1, "{counts:?}");
+    assert_eq!(
+        counts.transient_failures,
+        reports.len() as u64 - 1,
+        "{counts:?}"
+    );
     assert!(world.manual.items().is_empty(), "never routed to a person");
     let event_key = records[0].event_key.clone().expect("event key");
     let slot = world.core.slots()[0].slot_id.clone();

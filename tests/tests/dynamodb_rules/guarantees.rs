@@ -33,8 +33,7 @@ async fn moto_is_probed_before_the_tests_that_lean_on_it() {
 /// through from moto.
 #[tokio::test]
 async fn the_token_double_honours_the_token_rules() {
-    let (_proxy, endpoint) =
-        FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
+    let (_proxy, endpoint) = FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
     let double = probe::probe("moto + token double", &client_via(&endpoint, 4).await).await;
     println!("{}", double.report());
     assert!(double.honours(Guarantee::SameTokenReplay));
@@ -87,8 +86,7 @@ async fn a_lost_commit_answer_is_replayed_on_moto() {
 
 #[tokio::test]
 async fn a_lost_commit_answer_is_replayed_on_the_token_double() {
-    let (proxy, endpoint) =
-        FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
+    let (proxy, endpoint) = FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
     lost_commit_answer_is_replayed(&proxy, &endpoint).await;
 }
 
@@ -141,8 +139,7 @@ async fn a_rebuilt_commit_meets_a_token_mismatch_on_moto() {
 
 #[tokio::test]
 async fn a_rebuilt_commit_meets_a_token_mismatch_on_the_token_double() {
-    let (proxy, endpoint) =
-        FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
+    let (proxy, endpoint) = FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
     rebuilt_commit_meets_a_token_mismatch(&proxy, &endpoint).await;
 }
 
@@ -175,7 +172,11 @@ async fn the_index_never_asks_the_gsi_for_a_consistent_read() {
     assert_eq!(queries.len(), 2, "one query per index");
     for q in &queries {
         assert!(q.get("IndexName").is_some(), "{q}");
-        assert_ne!(q.get("ConsistentRead"), Some(&serde_json::Value::Bool(true)), "{q}");
+        assert_ne!(
+            q.get("ConsistentRead"),
+            Some(&serde_json::Value::Bool(true)),
+            "{q}"
+        );
     }
     probe::moto().await.proves(
         Guarantee::GsiConsistentReadRefused,

@@ -60,7 +60,10 @@ async fn rebuilt_commit_within_and_after_the_token_window(mode: TokenHash) {
     assert_eq!(commit(NOW_MS + 10).await, CommitOutcome::Committed);
     // Built again 5 minutes later (a later `updated_at` and `booked_at`).
     tokens.advance(5 * MINUTE_MS);
-    assert_eq!(commit(NOW_MS + 5 * MINUTE_MS).await, CommitOutcome::Committed);
+    assert_eq!(
+        commit(NOW_MS + 5 * MINUTE_MS).await,
+        CommitOutcome::Committed
+    );
     // And 11 minutes after the first: the token is new, the transaction runs again.
     tokens.advance(6 * MINUTE_MS);
     assert_eq!(
@@ -111,8 +114,7 @@ async fn rebuilt_commit_is_committed_when_the_token_compares_bytes() {
 /// either way: committed in the same invocation, one slot, one booking, no manual item, no
 /// duplicate counted, no batch item failure.
 async fn lost_commit_answer_through_the_gate(attempts: u32) {
-    let (proxy, endpoint) =
-        FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
+    let (proxy, endpoint) = FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
     let store = Arc::new(store_via_with(&endpoint, "tokens-gate", attempts).await);
     let world = World::new(store.clone(), &unique("tokens-gate"));
     proxy.inject("TransactWriteItems", 1, Fault::LoseAnswer);

@@ -91,10 +91,12 @@ impl DynamoStore {
                 // Someone else's item under this key: a refusal, so conditions are honoured;
                 // but the nonce was not unique, which the caller must hear.
                 Some(PutItemError::ConditionalCheckFailedException(_)) => {
-                    return Err(ConditionalWritesError::Store(StoreError::Unavailable(format!(
-                        "canary key {canary_pk} already holds another check's item: the nonce \
+                    return Err(ConditionalWritesError::Store(StoreError::Unavailable(
+                        format!(
+                            "canary key {canary_pk} already holds another check's item: the nonce \
                          must be unique per cold start"
-                    ))))
+                        ),
+                    )))
                 }
                 _ => return Err(map_sdk_error("canary (PutItem)", err).into()),
             },

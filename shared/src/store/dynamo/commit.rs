@@ -205,14 +205,12 @@ impl DynamoStore {
         let our_event_key = booking.source_event.as_str();
         // The outcome when our own commit is found: a collision this call saw, else one the
         // natural-key item's holder shows.
-        let committed = |collision: &Option<String>, holder: Option<String>| {
-            match collision
-                .clone()
-                .or(holder.filter(|h| h != our_event_key))
-            {
-                Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
-                None => CommitOutcome::Committed,
-            }
+        let committed = |collision: &Option<String>, holder: Option<String>| match collision
+            .clone()
+            .or(holder.filter(|h| h != our_event_key))
+        {
+            Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
+            None => CommitOutcome::Committed,
         };
         loop {
             let tx = self.commit_transaction(
@@ -265,7 +263,9 @@ impl DynamoStore {
                                  in flight"
                             )))
                         }
-                        UnknownCommit::Refused(record) => return Ok(CommitOutcome::Refused(record)),
+                        UnknownCommit::Refused(record) => {
+                            return Ok(CommitOutcome::Refused(record))
+                        }
                     }
                 }
                 _ => {
@@ -434,9 +434,8 @@ pub fn commit_request_token(pk: &str, owner: &str, slot_id: &str) -> String {
 }
 
 fn commit_request_token_of(pk: &str, owner: &str, slot_id: &str, variant: &Variant) -> String {
-    let mut digest = crate::keys::sha256_hex(
-        format!("{pk}\n{owner}\n{slot_id}{}", variant.suffix()).as_bytes(),
-    );
+    let mut digest =
+        crate::keys::sha256_hex(format!("{pk}\n{owner}\n{slot_id}{}", variant.suffix()).as_bytes());
     digest.truncate(32);
     digest
 }

@@ -100,7 +100,8 @@ pub(crate) fn classify_cancellation(
             .position(|r| *r == role)
             .and_then(|i| reasons.get(i))
     };
-    let failed = |role: ItemRole| reason_of(role).is_some_and(|r| r.code() == Some(CONDITION_FAILED));
+    let failed =
+        |role: ItemRole| reason_of(role).is_some_and(|r| r.code() == Some(CONDITION_FAILED));
     let old_item = |role: ItemRole| reason_of(role).and_then(|r| r.item()).cloned();
     let nk_holder = || {
         failed(ItemRole::NaturalKey)
@@ -203,10 +204,8 @@ mod tests {
     /// request order `order` (indexes into [`ROLES`]).
     fn classify(codes: [&str; 3], order: [usize; 3]) -> Cancelled {
         let roles: Vec<ItemRole> = order.iter().map(|i| ROLES[*i]).collect();
-        let reasons: Vec<CancellationReason> = order
-            .iter()
-            .map(|i| reason(ROLES[*i], codes[*i]))
-            .collect();
+        let reasons: Vec<CancellationReason> =
+            order.iter().map(|i| reason(ROLES[*i], codes[*i])).collect();
         classify_cancellation(&roles, &reasons)
     }
 
@@ -259,7 +258,11 @@ mod tests {
         ];
         for (codes, want) in cases {
             for order in ORDERS {
-                assert_eq!(summary(&classify(codes, order)), want, "{codes:?} in {order:?}");
+                assert_eq!(
+                    summary(&classify(codes, order)),
+                    want,
+                    "{codes:?} in {order:?}"
+                );
             }
         }
     }
@@ -282,7 +285,11 @@ mod tests {
         ];
         for (codes, want) in cases {
             for order in ORDERS {
-                assert_eq!(summary(&classify(codes, order)), want, "{codes:?} in {order:?}");
+                assert_eq!(
+                    summary(&classify(codes, order)),
+                    want,
+                    "{codes:?} in {order:?}"
+                );
             }
         }
     }
@@ -322,7 +329,10 @@ mod tests {
         assert_eq!(summary(&c), "other");
         let c = classify_cancellation(
             &two,
-            &[r(ItemRole::Record, "ValidationError"), r(ItemRole::Booking, "None")],
+            &[
+                r(ItemRole::Record, "ValidationError"),
+                r(ItemRole::Booking, "None"),
+            ],
         );
         assert_eq!(summary(&c), "other");
     }

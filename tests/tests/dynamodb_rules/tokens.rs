@@ -160,3 +160,54 @@ async fn lost_commit_answer_settled_by_a_read_through_the_gate() {
 async fn lost_commit_answer_replayed_by_its_token_through_the_gate() {
     lost_commit_answer_through_the_gate(4).await;
 }
+
+/// The commit over another recorded slot id (a holder that lost its lease recorded one): its
+/// second transaction lands and its answer is lost. Settled by the read as committed, and the key
+/// is still marked for the distinct-slot signal.
+#[tokio::test]
+async fn a_lost_answer_of_the_commit_over_another_slot_still_marks_the_key() {
+    use gate::store::InFlightIndex;
+    let (proxy, endpoint) = FaultProxy::with_tokens(&moto_endpoint(), TokenHash::Parameters).await;
+    let store = store_via_with(&endpoint, "tokens-two-slots", 1).await;
+    let r = sample_record(&unique("tokens-two-slots"), "two", "owner-b", NOW_MS);
+    assert_eq!(
+        store.reserve(&r, NOW_MS).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    store
+        .record_slot_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .await
+        .expect("record_slot_id");
+    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    // The first transaction is cancelled by the slot condition (the rule that reorders its maps
+    // changes nothing but lets the next rule fall on the second); the second lands, its answer
+    // lost.
+    proxy.inject("TransactWriteItems", 1, Fault::ReorderMaps);
+    proxy.inject("TransactWriteItems", 1, Fault::LoseAnswer);
+    let row = BusinessRow::for_record(&r, "SLOT-NEW", NOW_MS + 2);
+    let out = store
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-NEW",
+            &row,
+            Some(&sample_natural_key(&row)),
+            NOW_MS + 2,
+        )
+        .await
+        .expect("commit");
+    assert_eq!(out, CommitOutcome::Committed);
+    assert_eq!(
+        proxy.answers("TransactWriteItems"),
+        [
+            Err("TransactionCanceledException".to_string()),
+            Err("InternalServerError".to_string())
+        ]
+    );
+    let record = store.get(&r.pk).await.expect("get").expect("record");
+    assert!(record.is_committed_by("owner-b", "SLOT-NEW"));
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before + 1
+    );
+}

@@ -248,6 +248,9 @@ impl DynamoStore {
                     // again. Whether it committed, the record says.
                     match settle_unknown_commit(self, pk, owner, slot_id).await? {
                         UnknownCommit::Ours => {
+                            if variant.other_slots {
+                                self.mark_multi_slot(pk).await?;
+                            }
                             let holder = self.holder_if_collided(pk, booking, natural_key).await?;
                             return Ok(committed(&collision, holder));
                         }
@@ -277,6 +280,9 @@ impl DynamoStore {
                     let error = map_sdk_error("commit (TransactWriteItems)", err);
                     return match settle_unknown_commit(self, pk, owner, slot_id).await {
                         Ok(UnknownCommit::Ours) => {
+                            if variant.other_slots {
+                                self.mark_multi_slot(pk).await?;
+                            }
                             let holder = self.holder_if_collided(pk, booking, natural_key).await?;
                             Ok(committed(&collision, holder))
                         }
@@ -295,6 +301,11 @@ impl DynamoStore {
                         None => self.get_record(pk).await?,
                     };
                     if record.is_committed_by(owner, slot_id) {
+                        // Our own commit, met by a retry: the distinct-slot mark is idempotent
+                        // and may not have been written if the first answer was lost.
+                        if record.slot_ids.len() > 1 {
+                            self.mark_multi_slot(pk).await?;
+                        }
                         return Ok(committed(&collision, natural_key_holder));
                     }
                     let ours = record.status == RecordStatus::InFlight

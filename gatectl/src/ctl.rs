@@ -1329,10 +1329,7 @@ impl Ctl {
                 ..base.for_record(i)
             };
             let pk = entry.pk.clone();
-            let report = self
-                .gate
-                .reconcile_entry(entry, &invocation)
-                .await;
+            let report = self.gate.reconcile_entry(entry, &invocation).await;
             if report.live_lease == 0 {
                 self.audit(&pk, "reconcile", Self::report_words(&report))
                     .await?;

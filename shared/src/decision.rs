@@ -184,9 +184,9 @@ impl Handover {
     pub fn reason(self) -> ManualReason {
         match self {
             Self::NoKeySupport => ManualReason::NoIdempotencySupport,
-            Self::PastHorizonNotFound | Self::PastHorizonLookupFailed | Self::PastHorizonNoLookup => {
-                ManualReason::PastKeyRetention
-            }
+            Self::PastHorizonNotFound
+            | Self::PastHorizonLookupFailed
+            | Self::PastHorizonNoLookup => ManualReason::PastKeyRetention,
             Self::EndedNotFound | Self::EndedNoLookup => ManualReason::WindowEnded,
         }
     }

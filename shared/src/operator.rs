@@ -344,11 +344,8 @@ impl Gate {
             "at its next run (every minute)".to_string()
         };
         let policy = self.policy(record);
-        let then = decide(record, now_ms, &policy, Holder::Reconciler).describe(
-            record,
-            &policy,
-            now_ms,
-        );
+        let then =
+            decide(record, now_ms, &policy, Holder::Reconciler).describe(record, &policy, now_ms);
         let expired = if record.is_expired(now_ms) {
             format!(
                 " (its TTL passed at {}: finished like any other)",

@@ -191,11 +191,7 @@ impl Gate {
             >= invocation.deadline_ms
     }
 
-    async fn reconcile_record(
-        &self,
-        record: InFlightEntry,
-        invocation: &Invocation,
-    ) -> Step {
+    async fn reconcile_record(&self, record: InFlightEntry, invocation: &Invocation) -> Step {
         if self.deadline_near(invocation) {
             return Step::Left;
         }

@@ -175,7 +175,11 @@ async fn inside_the_horizon_the_reconciler_resends_and_commits_the_servers_repla
     w.clock.advance_ms(180_000);
     let report = w
         .gate
-        .reconcile(w.store.as_ref(), &ReconcilerConfig::default(), &reconciler(&w))
+        .reconcile(
+            w.store.as_ref(),
+            &ReconcilerConfig::default(),
+            &reconciler(&w),
+        )
         .await;
     assert_eq!(report.reconciled, 1, "{report:?}");
     assert_eq!(report.found_by_lookup, 0);
@@ -194,11 +198,19 @@ async fn past_the_horizon_a_person_is_told_the_effect_is_unknown() {
     w.clock.advance_ms(23 * HOUR);
     let report = w
         .gate
-        .reconcile(w.store.as_ref(), &ReconcilerConfig::default(), &reconciler(&w))
+        .reconcile(
+            w.store.as_ref(),
+            &ReconcilerConfig::default(),
+            &reconciler(&w),
+        )
         .await;
     assert_eq!(report.manual, 1, "{report:?}");
     assert_eq!(w.server.calls.load(Ordering::SeqCst), 0, "never sent again");
-    assert_eq!(w.server.lookups.load(Ordering::SeqCst), 0, "no lookup to ask");
+    assert_eq!(
+        w.server.lookups.load(Ordering::SeqCst),
+        0,
+        "no lookup to ask"
+    );
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Manual);
     let items = w.manual.items();

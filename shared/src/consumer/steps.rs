@@ -263,7 +263,10 @@ impl Gate {
         let step = decide(record, now_ms, &policy, holder);
         let outcome = match step {
             NextStep::ResumeRouting => {
-                match self.resume_routing(record, d.message_id, d.invocation).await {
+                match self
+                    .resume_routing(record, d.message_id, d.invocation)
+                    .await
+                {
                     Ok(reason) => RecordOutcome::Manual(reason),
                     Err(e) => RecordOutcome::Retry(e),
                 }

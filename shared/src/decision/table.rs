@@ -15,8 +15,8 @@ use crate::record::RecordStatus;
 
 use self::Age::*;
 use self::End::*;
-use super::Holder::*;
 use self::Kind::*;
+use super::Holder::*;
 
 /// 2026-06-01T06:00:00Z, epoch ms.
 const NOW: i64 = 1_780_293_600_000;
@@ -270,7 +270,9 @@ fn the_table_holds_every_combination_once() {
     let mut seen = std::collections::BTreeSet::new();
     for (kind, key, lookup, age, end, holder, _) in TABLE {
         assert!(
-            seen.insert(format!("{kind:?} {key} {lookup} {age:?} {end:?} {holder:?}")),
+            seen.insert(format!(
+                "{kind:?} {key} {lookup} {age:?} {end:?} {holder:?}"
+            )),
             "twice: {kind:?} {key} {lookup} {age:?} {end:?} {holder:?}"
         );
     }

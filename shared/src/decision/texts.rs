@@ -96,7 +96,8 @@ fn a_lookup_that_found_nothing_or_failed_says_so() {
          have forgotten the key: ask the server before making the effect by hand (a new call \
          could make a second effect)"
     );
-    let failure = AnswerDetail::with_excerpt("server answered 503 (12 bytes)".into(), "busy".into());
+    let failure =
+        AnswerDetail::with_excerpt("server answered 503 (12 bytes)".into(), "busy".into());
     assert_eq!(
         Handover::PastHorizonLookupFailed.detail(&r, &policy(true), NOW, Some(&failure)),
         "in_flight for 90000 s, past the claim horizon (82800 s: the server's key retention \

@@ -502,7 +502,12 @@ async fn strand(
         ("OOLU200000", Lookup::Echo500, 200_000, Claim::Slot),
         ("OOLU300000", Lookup::NotFound, 200_000, Claim::Echo503),
         ("OOLU400000", Lookup::NotFound, 24 * 3_600_000, Claim::Slot),
-        ("OOLU500000", Lookup::FoundQuotingPin, 200_000, Claim::SlotIdQuotesPin),
+        (
+            "OOLU500000",
+            Lookup::FoundQuotingPin,
+            200_000,
+            Claim::SlotIdQuotesPin,
+        ),
         ("OOLU600000", Lookup::Echo500, 24 * 3_600_000, Claim::Slot),
     ];
     for (i, (prefix, lookup, age, claim)) in cases.iter().enumerate() {

@@ -228,9 +228,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let store = if naive {
                 None
             } else {
-                Some(
-                    stores::build_at(store, endpoint.as_deref(), database_url.as_deref()).await?,
-                )
+                Some(stores::build_at(store, endpoint.as_deref(), database_url.as_deref()).await?)
             };
             let r = replay::run(&scenario, ReplayOptions { handler, store }).await?;
             if let (Some(path), Some(signals)) = (&plot, &r.signals) {

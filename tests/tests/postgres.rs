@@ -36,7 +36,13 @@ fn schema_for(case: &str) -> String {
         .unwrap_or(0);
     let case: String = case
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
     let mut name = format!("t{stamp}_{}_{n}_{case}", std::process::id());
     name.truncate(63);
@@ -76,7 +82,10 @@ async fn proxied() -> (Arc<PgProxy>, String) {
     let url = database_url();
     let upstream = server_addr(&url);
     let (proxy, addr) = PgProxy::start(upstream).await;
-    (proxy, url.replacen(&upstream.to_string(), &addr.to_string(), 1))
+    (
+        proxy,
+        url.replacen(&upstream.to_string(), &addr.to_string(), 1),
+    )
 }
 
 #[tokio::test]
@@ -91,7 +100,10 @@ async fn migrations_apply_once_are_recorded_and_may_run_at_once() {
     applied.sort();
     let all: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
     assert_eq!(applied, vec![vec![], vec![], vec![], all.clone()]);
-    assert_eq!(stores[0].migrate().await.expect("migrate"), Vec::<i32>::new());
+    assert_eq!(
+        stores[0].migrate().await.expect("migrate"),
+        Vec::<i32>::new()
+    );
     let client = stores[0].pool().get().await.expect("connection");
     let rows = client
         .query(
@@ -104,8 +116,10 @@ async fn migrations_apply_once_are_recorded_and_may_run_at_once() {
         .await
         .expect("select");
     let recorded: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let expected: Vec<(i32, String)> =
-        MIGRATIONS.iter().map(|m| (m.version, m.name.to_string())).collect();
+    let expected: Vec<(i32, String)> = MIGRATIONS
+        .iter()
+        .map(|m| (m.version, m.name.to_string()))
+        .collect();
     assert_eq!(recorded, expected);
 }
 
@@ -149,7 +163,8 @@ async fn the_in_flight_index_is_partial_and_serves_the_reconciler_query() {
         .map(|r| r.get(0))
         .collect();
     assert!(
-        plan.iter().any(|l| l.contains("using idempotency_in_flight")),
+        plan.iter()
+            .any(|l| l.contains("using idempotency_in_flight")),
         "{plan:#?}"
     );
     let columns: Vec<String> = client
@@ -189,7 +204,10 @@ async fn an_answer_lost_after_the_commit_is_recognised_by_the_retry() {
     let r = sample_record("lost", "lost-answer", "owner-lost-1", NOW_MS);
 
     proxy.cut_after_answer_to("owner-lost-1");
-    assert_eq!(store.reserve(&r, NOW_MS).await.expect("reserve"), Reservation::Reserved);
+    assert_eq!(
+        store.reserve(&r, NOW_MS).await.expect("reserve"),
+        Reservation::Reserved
+    );
     assert_eq!(proxy.cuts(), 1, "the reserve's answer was not cut");
     assert_eq!(store.get(&r.pk).await.expect("get"), Some(r.clone()));
 
@@ -211,7 +229,10 @@ async fn an_answer_lost_after_the_commit_is_recognised_by_the_retry() {
     let stored = store.get(&r.pk).await.expect("get").expect("record");
     assert_eq!(stored.status, RecordStatus::Committed);
     assert_eq!(stored.slot_id.as_deref(), Some("SLOT-LOST-ANSWER"));
-    assert_eq!(store.booking(&r.event_key).await.expect("booking"), Some(booking));
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(booking)
+    );
 }
 
 /// A failover: every connection of the pool is reset at once. The next operations succeed on
@@ -225,18 +246,30 @@ async fn a_failover_resets_every_connection_and_the_pool_recovers() {
         .map(|i| sample_record("failover", &format!("r{i}"), &format!("owner-{i}"), NOW_MS))
         .collect();
     // Fill the pool: four statements at once.
-    let reserved = futures::future::join_all(records[..4].iter().map(|r| store.reserve(r, NOW_MS))).await;
-    assert!(reserved.iter().all(|r| *r.as_ref().expect("reserve") == Reservation::Reserved));
+    let reserved =
+        futures::future::join_all(records[..4].iter().map(|r| store.reserve(r, NOW_MS))).await;
+    assert!(reserved
+        .iter()
+        .all(|r| *r.as_ref().expect("reserve") == Reservation::Reserved));
     let before = proxy.connections();
     assert!(before >= 2, "the pool opened {before} connections");
 
     proxy.reset_all();
-    let reserved = futures::future::join_all(records.iter().map(|r| store.reserve(r, NOW_MS))).await;
+    let reserved =
+        futures::future::join_all(records.iter().map(|r| store.reserve(r, NOW_MS))).await;
     for (r, outcome) in records.iter().zip(reserved) {
         // The first four are this reservation's own (same lease token): Reserved again.
-        assert_eq!(outcome.expect("reserve after the failover"), Reservation::Reserved, "{}", r.pk);
+        assert_eq!(
+            outcome.expect("reserve after the failover"),
+            Reservation::Reserved,
+            "{}",
+            r.pk
+        );
     }
-    assert!(proxy.connections() > before, "no new connection after the reset");
+    assert!(
+        proxy.connections() > before,
+        "no new connection after the reset"
+    );
     for r in &records {
         assert_eq!(store.get(&r.pk).await.expect("get"), Some(r.clone()));
     }
@@ -284,7 +317,10 @@ async fn serialization_failures_and_deadlocks_are_retried() {
         fail_next_inserts(&store, code, 4).await;
         let r = sample_record(case, "spent", "owner-a", NOW_MS);
         let out = store.reserve(&r, NOW_MS).await;
-        assert!(matches!(out, Err(StoreError::TransactionConflict(_))), "{code}: {out:?}");
+        assert!(
+            matches!(out, Err(StoreError::TransactionConflict(_))),
+            "{code}: {out:?}"
+        );
         assert_eq!(store.get(&r.pk).await.expect("get"), None);
     }
 }
@@ -296,20 +332,36 @@ async fn serialization_failures_and_deadlocks_are_retried() {
 async fn statement_and_lock_timeouts_are_clear_transient_errors() {
     let url = database_url();
     for (case, statement_timeout, lock_timeout, named) in [
-        ("stmt_timeout", Some(Duration::from_millis(300)), None, "statement timeout"),
-        ("lock_timeout", None, Some(Duration::from_millis(300)), "lock wait timeout"),
+        (
+            "stmt_timeout",
+            Some(Duration::from_millis(300)),
+            None,
+            "statement timeout",
+        ),
+        (
+            "lock_timeout",
+            None,
+            Some(Duration::from_millis(300)),
+            "lock wait timeout",
+        ),
     ] {
         let mut config = config(&url, case);
         config.statement_timeout = statement_timeout;
         config.lock_timeout = lock_timeout;
         let store = migrated(&config).await;
         let r = sample_record(case, "locked", "owner-a", NOW_MS);
-        assert_eq!(store.reserve(&r, NOW_MS).await.expect("reserve"), Reservation::Reserved);
+        assert_eq!(
+            store.reserve(&r, NOW_MS).await.expect("reserve"),
+            Reservation::Reserved
+        );
 
         let mut holder = store.pool().get().await.expect("connection");
         let tx = holder.transaction().await.expect("begin");
         tx.execute(
-            &format!("SELECT 1 FROM {}.idempotency WHERE pk = $1 FOR UPDATE", config.schema),
+            &format!(
+                "SELECT 1 FROM {}.idempotency WHERE pk = $1 FOR UPDATE",
+                config.schema
+            ),
             &[&r.pk],
         )
         .await
@@ -364,7 +416,9 @@ async fn the_incident_replays_through_postgres_with_the_same_figures() {
     )
     .await
     .unwrap();
-    let memory = replay::run(&scenario, ReplayOptions::gated()).await.unwrap();
+    let memory = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
     assert_eq!(postgres.slots_issued, 39);
     assert_eq!(postgres.tms_bookings, 39);
     assert_eq!(postgres.duplicates_suppressed, 46);

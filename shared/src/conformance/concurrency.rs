@@ -50,10 +50,7 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
                     .expect("take_over")
             })
         };
-        let (commit, take_over) = (
-            commit.await.expect("task"),
-            take_over.await.expect("task"),
-        );
+        let (commit, take_over) = (commit.await.expect("task"), take_over.await.expect("task"));
         let stored = store.get(&r.pk).await.expect("get").expect("record");
         let row = store.booking(&r.event_key).await.expect("booking");
         match (&commit, &take_over) {
@@ -66,7 +63,10 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
             (CommitOutcome::Refused(seen), TakeOver::Taken(taken)) => {
                 assert_eq!(stored.status, RecordStatus::InFlight);
                 assert_eq!(stored.lease_owner.as_deref(), Some("owner-b"));
-                assert_eq!(**seen, stored, "the refusal returns the record that refused it");
+                assert_eq!(
+                    **seen, stored,
+                    "the refusal returns the record that refused it"
+                );
                 assert_eq!(**taken, stored);
                 assert_eq!(row, None, "a refused commit wrote a business row");
             }
@@ -126,7 +126,12 @@ pub async fn concurrent_reserve_over_expired_one_winner(store: Arc<dyn Store>, p
         request: Vec::new(),
         ..sample_record(prefix, "expired-race", "owner-old", old_ms)
     };
-    assert!(old.is_expired(NOW_MS), "{} < {}", old.expires_at_s, ms_to_s(NOW_MS));
+    assert!(
+        old.is_expired(NOW_MS),
+        "{} < {}",
+        old.expires_at_s,
+        ms_to_s(NOW_MS)
+    );
     assert_eq!(
         store.reserve(&old, old_ms).await.expect("reserve"),
         Reservation::Reserved
@@ -148,10 +153,17 @@ pub async fn concurrent_reserve_over_expired_one_winner(store: Arc<dyn Store>, p
             (_, Reservation::Conflict(existing)) => seen.push(*existing),
         }
     }
-    assert_eq!(winners.len(), 1, "exactly one reserve replaces the expired record");
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one reserve replaces the expired record"
+    );
     assert_eq!(seen.len(), 7);
     for existing in &seen {
-        assert_eq!(*existing, winners[0], "a conflict returned another record than the winner's");
+        assert_eq!(
+            *existing, winners[0],
+            "a conflict returned another record than the winner's"
+        );
     }
     let stored = store.get(&old.pk).await.expect("get").expect("record");
     assert_eq!(stored, winners[0]);
@@ -184,7 +196,14 @@ pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &s
                     .insert("window_start".into(), format!("2025-06-09T0{round}:00:00Z"));
                 let nk = sample_natural_key(&booking);
                 store
-                    .commit(&r.pk, "owner-a", "SLOT-NK", &booking, Some(&nk), NOW_MS + 10)
+                    .commit(
+                        &r.pk,
+                        "owner-a",
+                        "SLOT-NK",
+                        &booking,
+                        Some(&nk),
+                        NOW_MS + 10,
+                    )
                     .await
                     .expect("commit")
             }));
@@ -206,7 +225,11 @@ pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &s
         for r in &records {
             let stored = store.get(&r.pk).await.expect("get").expect("record");
             assert_eq!(stored.status, RecordStatus::Committed);
-            assert!(store.booking(&r.event_key).await.expect("booking").is_some());
+            assert!(store
+                .booking(&r.event_key)
+                .await
+                .expect("booking")
+                .is_some());
         }
     }
 }

@@ -49,7 +49,10 @@ pub(crate) fn labels_from_json(value: Value) -> Result<Labels, StoreError> {
     map.into_iter()
         .map(|(name, v)| match v {
             Value::String(s) => Ok((name, s)),
-            _ => Err(corrupt("column labels", format!("label {name} is not a string"))),
+            _ => Err(corrupt(
+                "column labels",
+                format!("label {name} is not a string"),
+            )),
         })
         .collect()
 }
@@ -169,9 +172,7 @@ pub(crate) fn decode_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
     let (created, pk) = cursor
         .split_once(':')
         .ok_or_else(|| corrupt("cursor", "no ':'"))?;
-    let created = created
-        .parse::<i64>()
-        .map_err(|e| corrupt("cursor", e))?;
+    let created = created.parse::<i64>().map_err(|e| corrupt("cursor", e))?;
     Ok((created, pk.to_string()))
 }
 

@@ -114,7 +114,10 @@ fn is_io(e: &tokio_postgres::Error) -> bool {
 pub(crate) fn map_db_error(op: &str, e: &tokio_postgres::Error) -> StoreError {
     let detail = describe(e);
     match sqlstate(e) {
-        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED => {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
             StoreError::TransactionConflict(format!(
                 "{op}: {detail} after {} attempts",
                 RETRY_BACKOFF_MS.len() + 1

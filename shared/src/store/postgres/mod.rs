@@ -62,8 +62,8 @@ pub use errors::RETRY_BACKOFF_MS;
 pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
 
 use codec::{
-    business_row_from_row, decode_cursor, encode_cursor, in_flight_entry_from_row,
-    labels_to_json, record_from_row, RecordParams,
+    business_row_from_row, decode_cursor, encode_cursor, in_flight_entry_from_row, labels_to_json,
+    record_from_row, RecordParams,
 };
 use errors::{backoff, describe, is_unique_violation, Failure, Verdict};
 use schema::Statements;
@@ -175,7 +175,9 @@ impl PostgresStore {
     pub fn with_config(config: &PostgresConfig) -> Result<Self, StoreError> {
         check_schema_name(&config.schema)?;
         let mut pg: tokio_postgres::Config = config.url.parse().map_err(|e| {
-            StoreError::Corrupt(format!("the PostgreSQL connection string does not parse: {e}"))
+            StoreError::Corrupt(format!(
+                "the PostgreSQL connection string does not parse: {e}"
+            ))
         })?;
         pg.connect_timeout(config.connect_timeout);
         pg.keepalives(true);
@@ -217,9 +219,7 @@ impl PostgresStore {
             pool,
             schema: config.schema.clone(),
             sql: std::sync::Arc::new(Statements::new(&config.schema)),
-            attempt_timeout: config
-                .statement_timeout
-                .map(|t| t + Duration::from_secs(2)),
+            attempt_timeout: config.statement_timeout.map(|t| t + Duration::from_secs(2)),
         })
     }
 
@@ -492,9 +492,7 @@ impl IdempotencyStore for PostgresStore {
             let Some(record) = record_from_row(&row)? else {
                 match self.get(pk).await? {
                     Some(_) => continue,
-                    None => {
-                        return Err(StoreError::Corrupt(format!("no record {pk} to commit")))
-                    }
+                    None => return Err(StoreError::Corrupt(format!("no record {pk} to commit"))),
                 }
             };
             if record.status == RecordStatus::Committed
@@ -503,7 +501,8 @@ impl IdempotencyStore for PostgresStore {
             {
                 return Ok(CommitOutcome::Committed);
             }
-            if record.status == RecordStatus::InFlight && record.lease_owner.as_deref() == Some(owner)
+            if record.status == RecordStatus::InFlight
+                && record.lease_owner.as_deref() == Some(owner)
             {
                 // The fence held on this snapshot: the record changed after it. Again.
                 continue;
@@ -555,15 +554,16 @@ impl IdempotencyStore for PostgresStore {
             let Some(record) = record_from_row(&row)? else {
                 return Ok(FinishOutcome::Refused(None));
             };
-            let held =
-                record.status == RecordStatus::InFlight && record.lease_owner.as_deref() == Some(owner);
+            let held = record.status == RecordStatus::InFlight
+                && record.lease_owner.as_deref() == Some(owner);
             if record.status == status
                 && record.route_pending
                 && record.lease_owner.as_deref() == Some(owner)
             {
                 return Ok(FinishOutcome::Finished);
             }
-            if held && !(no_slot && !record.slot_ids.is_empty()) {
+            let guarded = !no_slot || record.slot_ids.is_empty();
+            if held && guarded {
                 // The condition held on this snapshot: the record changed after it. Again.
                 continue;
             }

@@ -125,8 +125,9 @@ impl Statements {
             .join(", ");
         // The existing record, only when the write did not happen (`done` is empty): the outer
         // join gives exactly one row either way. Both read the statement's snapshot.
-        let existing_unless =
-            |done: &str| format!("(SELECT 1) AS one LEFT JOIN (SELECT {cols} FROM {t} WHERE pk = $1) AS e ON NOT EXISTS (SELECT 1 FROM {done})");
+        let existing_unless = |done: &str| {
+            format!("(SELECT 1) AS one LEFT JOIN (SELECT {cols} FROM {t} WHERE pk = $1) AS e ON NOT EXISTS (SELECT 1 FROM {done})")
+        };
         Self {
             // Insert, or replace an expired record with nothing left to do; otherwise return
             // the record there (`written` = 0). $1..$17 the record, $18 now in epoch SECONDS.
@@ -203,7 +204,7 @@ impl Statements {
             routed: format!(
                 "UPDATE {t} SET route_pending = false, request = '\\x'::bytea, \
                    lease_until_ms = NULL, inflight_shard = NULL, updated_at_ms = $3 \
-                 WHERE pk = $1 AND route_pending AND lease_owner = $2"
+                 WHERE pk = $1 AND route_pending AND lease_owner = $2 RETURNING 1"
             ),
             // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
             record_slot_id: format!(
@@ -237,7 +238,15 @@ mod tests {
             assert!(check_schema_name(ok).is_ok(), "{ok}");
         }
         let long = "a".repeat(64);
-        for bad in ["", "Gate", "1gate", "gate;drop", "gate\"x", "gate-x", long.as_str()] {
+        for bad in [
+            "",
+            "Gate",
+            "1gate",
+            "gate;drop",
+            "gate\"x",
+            "gate-x",
+            long.as_str(),
+        ] {
             assert!(check_schema_name(bad).is_err(), "{bad}");
         }
     }
@@ -246,7 +255,11 @@ mod tests {
     fn migrations_are_numbered_from_one_in_order() {
         for (i, m) in MIGRATIONS.iter().enumerate() {
             assert_eq!(m.version as usize, i + 1);
-            assert!(m.name.starts_with(&format!("{:04}_", m.version)), "{}", m.name);
+            assert!(
+                m.name.starts_with(&format!("{:04}_", m.version)),
+                "{}",
+                m.name
+            );
         }
     }
 }

@@ -90,8 +90,8 @@ enum Command {
     },
     /// Sustained-rate replay: the gate under a steady feed for minutes of simulated time (real
     /// `Gate::handle_batch`, the memory store behind a DynamoDB latency model, the terminal core
-    /// with a fixed latency), checking the capacity model of BENCHMARKS.md: no queue growth and
-    /// the invariants of `check` that apply without faults. Exits non-zero on a violation.
+    /// with a fixed latency), checking the capacity model of docs/BENCHMARKS.md: no queue growth
+    /// and the invariants of `check` that apply without faults. Exits non-zero on a violation.
     Sustained {
         /// Mean arrivals per simulated second (Poisson).
         #[arg(long, default_value_t = 100.0)]

@@ -122,7 +122,7 @@ async fn forward(
 
 /// A `DynamoStore` on fresh tables named after `name`, whose client talks to moto through
 /// `endpoint` (a [`FaultProxy`]) with the consumer function's SDK settings: standard retries, 4
-/// attempts, 3 s per attempt, 10 s per operation (`truck_slot::lambda`).
+/// attempts, 3 s per attempt, 10 s per operation (`gate::lambda::runner`).
 pub async fn store_via(endpoint: &str, name: &str) -> gate::store::dynamo::DynamoStore {
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;

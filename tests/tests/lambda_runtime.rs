@@ -230,7 +230,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     let _ = std::fs::remove_dir_all(&events);
 }
 
-/// Every variable the functions read (`truck_slot::config`), removed from the watcher's environment
+/// Every variable the functions read (`gate::lambda::config`, `truck_slot::config`), removed from the watcher's environment
 /// so that a developer's own exports cannot configure the function under test.
 const CONFIG_VARIABLES: &[&str] = &[
     "INTEGRATION_NAME",

@@ -19,7 +19,7 @@ use ingress::handler::{
 use ingress::problem::Reason;
 use ingress::signature::{SecretSet, WebhookSecret};
 use serde_json::{json, Value};
-use truck_slot::notification::MAX_BODY_BYTES;
+use ingress::handler::MAX_BODY_BYTES;
 
 /// 2027-01-15T08:00:00Z.
 const NOW_S: i64 = 1_800_000_000;

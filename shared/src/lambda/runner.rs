@@ -96,6 +96,35 @@ pub fn aws_loader() -> aws_config::ConfigLoader {
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
 }
 
+/// An integration's build function: from its configuration `C` (read at cold start,
+/// [`IntegrationConfig`]) and the SDK configuration (for its own clients, e.g. Secrets Manager's)
+/// to the integration, once per cold start. Any `async fn(C, SdkConfig) -> Result<I, Error>`
+/// is one (e.g. `truck_slot::lambda::build`).
+pub trait Build<C> {
+    /// The integration built.
+    type Integration: Integration + 'static;
+
+    /// Builds it.
+    fn build(
+        self,
+        config: C,
+        aws: SdkConfig,
+    ) -> impl Future<Output = Result<Self::Integration, Error>>;
+}
+
+impl<C, I, F, Fut> Build<C> for F
+where
+    I: Integration + 'static,
+    F: FnOnce(C, SdkConfig) -> Fut,
+    Fut: Future<Output = Result<I, Error>>,
+{
+    type Integration = I;
+
+    fn build(self, config: C, aws: SdkConfig) -> impl Future<Output = Result<I, Error>> {
+        self(config, aws)
+    }
+}
+
 /// Builds the gate from `config`, once per cold start: the SDK configuration (operation timeouts
 /// that keep a call well inside the lease), the store ([`build_store`]), the manual queue (SQS),
 /// and the integration from its own configuration by `build` (which may read secrets with the
@@ -106,16 +135,10 @@ pub fn aws_loader() -> aws_config::ConfigLoader {
 ///
 /// # Errors
 /// `build`'s.
-pub async fn build_gate<C, I, B, Fut>(
+pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     config: Config<C>,
     build: B,
-) -> Result<(Gate, Arc<dyn InFlightIndex>), Error>
-where
-    C: IntegrationConfig,
-    I: Integration + 'static,
-    B: FnOnce(C, SdkConfig) -> Fut,
-    Fut: Future<Output = Result<I, Error>>,
-{
+) -> Result<(Gate, Arc<dyn InFlightIndex>), Error> {
     let aws = aws_loader()
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
@@ -126,7 +149,7 @@ where
         )
         .load()
         .await;
-    let integration = build(config.integration, aws.clone()).await?;
+    let integration = build.build(config.integration, aws.clone()).await?;
     let (store, index) = build_store(&config.lambda.store, &aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let gate = Gate {
@@ -146,13 +169,7 @@ where
 ///
 /// # Errors
 /// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
-pub async fn run_consumer<C, I, B, Fut>(build: B) -> Result<(), Error>
-where
-    C: IntegrationConfig,
-    I: Integration + 'static,
-    B: FnOnce(C, SdkConfig) -> Fut,
-    Fut: Future<Output = Result<I, Error>>,
-{
+pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
     crate::logging::init();
     let (metrics, gate) = start(async {
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?;
@@ -182,13 +199,7 @@ where
 ///
 /// # Errors
 /// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
-pub async fn run_reconciler<C, I, B, Fut>(build: B) -> Result<(), Error>
-where
-    C: IntegrationConfig,
-    I: Integration + 'static,
-    B: FnOnce(C, SdkConfig) -> Fut,
-    Fut: Future<Output = Result<I, Error>>,
-{
+pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
     crate::logging::init();
     let (metrics, gate, index, reconciler) = start(async {
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?.for_reconciler();

@@ -512,10 +512,10 @@ mod tests {
         assert_eq!(c.integration.known_terminals, ["ECT-DELTA", "APMT-MV2", "RWG"]);
         assert_eq!(c.integration.terminals.len(), 3);
         assert!(c.integration.supports_idempotency_key(&c.lambda.gate, "ECT-DELTA"));
-        assert!(c.supports_idempotency_key("APMT-MV2"));
+        assert!(c.integration.supports_idempotency_key(&c.lambda.gate, "APMT-MV2"));
         assert!(!c.integration.supports_idempotency_key(&c.lambda.gate, "RWG"));
         assert_eq!(c.integration.claim_horizon_for(&c.lambda.gate, "ECT-DELTA"), 23 * 3_600_000);
-        assert_eq!(c.claim_horizon_for("APMT-MV2"), 47 * 3_600_000);
+        assert_eq!(c.integration.claim_horizon_for(&c.lambda.gate, "APMT-MV2"), 47 * 3_600_000);
         assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
         assert_eq!(c.integration.token_secret_arn, None);
         assert!(c.integration.terminal.base_url.is_empty());

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use gate::consumer::GateConfig;
-use gate::reconciler::ReconcilerConfig;
 use gate::lambda::StoreConfig;
+use gate::reconciler::ReconcilerConfig;
 use truck_slot::config::FunctionConfig;
 use truck_slot::terminal::several::TerminalSpec;
 use truck_slot::terminal::HttpTerminalConfig;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use gate::clock::{Clock, SystemClock};
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 use gate::lambda::init_error::start;
 use gate::lambda::init_metrics;
+use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::config::{IngressConfig, SecretsConfig};
 use crate::handler::{Ingress, SecretSource, Secrets};

@@ -228,11 +228,7 @@ impl IntegrationConfig for TerminalConfig {
 /// With `TERMINAL_TOKEN_SECRET_ARNS` set, even empty (the template passes the secrets the role
 /// may read, `""` for none): records a problem for every terminal whose `token_secret_arn` is not
 /// among them, which would otherwise fail at cold start with an access denied.
-fn check_readable_secrets(
-    env: &Env<'_>,
-    specs: &[TerminalSpec],
-    readable: Option<&str>,
-) {
+fn check_readable_secrets(env: &Env<'_>, specs: &[TerminalSpec], readable: Option<&str>) {
     let Some(readable) = readable else {
         return;
     };
@@ -288,7 +284,10 @@ mod tests {
         assert_eq!(c.lambda.gate.key_ttl_s, 1_814_400);
         assert_eq!(c.integration.known_terminals, vec!["ECT-DELTA".to_string()]);
         assert!(c.lambda.gate.terminal_supports_idempotency_key);
-        assert_eq!(c.integration.terminal.request_timeout, Duration::from_secs(10));
+        assert_eq!(
+            c.integration.terminal.request_timeout,
+            Duration::from_secs(10)
+        );
         assert_eq!(c.lambda.reconciler.min_age_ms, 120_000);
         assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
         assert_eq!(c.lambda.reconciler.retention_margin_ms, 3_600_000);
@@ -440,7 +439,10 @@ mod tests {
 
         let defaults = FunctionConfig::from_env(env(BASE)).unwrap();
         assert_eq!(defaults.lambda.gate.deadline_margin_ms, 12_000);
-        assert_eq!(defaults.for_reconciler().lambda.gate.deadline_margin_ms, 22_000);
+        assert_eq!(
+            defaults.for_reconciler().lambda.gate.deadline_margin_ms,
+            22_000
+        );
 
         let mut long = BASE.to_vec();
         long.push(("DEADLINE_MARGIN_MS", "40000"));
@@ -456,7 +458,10 @@ mod tests {
         cloud.push(("TERMINAL_API_TOKEN_SECRET_ARN", ARN));
         let c = FunctionConfig::from_env(env(&cloud)).unwrap();
         assert_eq!(c.integration.token_secret_arn.as_deref(), Some(ARN));
-        assert!(c.integration.terminal.token.is_none(), "read at cold start, not here");
+        assert!(
+            c.integration.terminal.token.is_none(),
+            "read at cold start, not here"
+        );
 
         let mut both = cloud.clone();
         both.push(("TERMINAL_API_TOKEN", "tok-XYZZY-secret"));
@@ -509,21 +514,42 @@ mod tests {
     #[test]
     fn several_terminals_configure_each_its_own_policy() {
         let c = FunctionConfig::from_env(env(&several())).unwrap();
-        assert_eq!(c.integration.known_terminals, ["ECT-DELTA", "APMT-MV2", "RWG"]);
+        assert_eq!(
+            c.integration.known_terminals,
+            ["ECT-DELTA", "APMT-MV2", "RWG"]
+        );
         assert_eq!(c.integration.terminals.len(), 3);
-        assert!(c.integration.supports_idempotency_key(&c.lambda.gate, "ECT-DELTA"));
-        assert!(c.integration.supports_idempotency_key(&c.lambda.gate, "APMT-MV2"));
-        assert!(!c.integration.supports_idempotency_key(&c.lambda.gate, "RWG"));
-        assert_eq!(c.integration.claim_horizon_for(&c.lambda.gate, "ECT-DELTA"), 23 * 3_600_000);
-        assert_eq!(c.integration.claim_horizon_for(&c.lambda.gate, "APMT-MV2"), 47 * 3_600_000);
+        assert!(c
+            .integration
+            .supports_idempotency_key(&c.lambda.gate, "ECT-DELTA"));
+        assert!(c
+            .integration
+            .supports_idempotency_key(&c.lambda.gate, "APMT-MV2"));
+        assert!(!c
+            .integration
+            .supports_idempotency_key(&c.lambda.gate, "RWG"));
+        assert_eq!(
+            c.integration.claim_horizon_for(&c.lambda.gate, "ECT-DELTA"),
+            23 * 3_600_000
+        );
+        assert_eq!(
+            c.integration.claim_horizon_for(&c.lambda.gate, "APMT-MV2"),
+            47 * 3_600_000
+        );
         assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
         assert_eq!(c.integration.token_secret_arn, None);
         assert!(c.integration.terminal.base_url.is_empty());
         // One terminal (no TERMINALS): no per-terminal policy, the single settings apply.
         let one = FunctionConfig::from_env(env(BASE)).unwrap();
         assert!(one.integration.terminals.is_empty() && one.integration.policies.is_empty());
-        assert!(one.integration.supports_idempotency_key(&one.lambda.gate, "ECT-DELTA"));
-        assert_eq!(one.integration.claim_horizon_for(&one.lambda.gate, "ECT-DELTA"), 23 * 3_600_000);
+        assert!(one
+            .integration
+            .supports_idempotency_key(&one.lambda.gate, "ECT-DELTA"));
+        assert_eq!(
+            one.integration
+                .claim_horizon_for(&one.lambda.gate, "ECT-DELTA"),
+            23 * 3_600_000
+        );
     }
 
     /// The single-terminal variables are refused next to `TERMINALS`; a bad terminal is named

@@ -210,11 +210,14 @@ impl<C: IntegrationConfig> Config<C> {
     /// both before committing.
     #[must_use]
     pub fn for_reconciler(mut self) -> Self {
-        self.lambda.gate.deadline_margin_ms = self
-            .lambda
-            .gate
-            .deadline_margin_ms
-            .max(min_deadline_margin_ms(self.integration.call_timeout_ms(), 2));
+        self.lambda.gate.deadline_margin_ms =
+            self.lambda
+                .gate
+                .deadline_margin_ms
+                .max(min_deadline_margin_ms(
+                    self.integration.call_timeout_ms(),
+                    2,
+                ));
         self
     }
 }

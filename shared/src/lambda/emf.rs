@@ -24,4 +24,3 @@ pub fn init_metrics(
         .init()
         .map_err(|e| Error::from(format!("cannot install the EMF recorder: {e}")))
 }
-

@@ -7,9 +7,9 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 use crate::clock::{Clock, SystemClock};
 use crate::signals::{self, StoreSignals};
 
-use super::config::MetricsConfig;
 #[cfg(doc)]
 use super::config::IntegrationConfig;
+use super::config::MetricsConfig;
 use super::init_error::start;
 use super::runner::{aws_loader, ScheduledInput};
 use super::store::build_index;

@@ -62,9 +62,9 @@ pub use config::{
     min_deadline_margin_ms, Config, IntegrationConfig, LambdaConfig, MetricsConfig, StoreConfig,
     COMMIT_ALLOWANCE_MS,
 };
+pub use emf::init_metrics;
 pub use env::{secret_arn_valid, ConfigError, ConfigErrors, Env};
 pub use init_error::{report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
-pub use emf::init_metrics;
 pub use metrics::{handle_metrics, run_metrics};
 pub use runner::{
     build_gate, handle_reconcile, handle_sqs, run_consumer, run_reconciler, Build, ScheduledInput,

@@ -20,8 +20,8 @@ use crate::signals::Counts;
 use crate::store::InFlightIndex;
 
 use super::config::{Config, IntegrationConfig};
-use super::init_error::start;
 use super::emf::init_metrics;
+use super::init_error::start;
 use super::store::build_store;
 
 /// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.

@@ -56,8 +56,8 @@ use super::{
     base_url_allowed, AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig,
     HttpTerminalError, LookupOutcome, SlotTerminal,
 };
-use gate::lambda::secret_arn_valid;
 use crate::notification::MAX_TERMINAL_CHARS;
+use gate::lambda::secret_arn_valid;
 
 /// What the gate needs to know of a terminal to decide before calling it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -258,15 +258,7 @@ fn check_readable_secrets(env: &Env<'_>, specs: &[TerminalSpec], readable: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use gate::lambda::fixed_env as env;
 
     const BASE: &[(&str, &str)] = &[
         ("IDEMPOTENCY_TABLE", "idem"),

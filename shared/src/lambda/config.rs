@@ -261,15 +261,7 @@ impl MetricsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use crate::lambda::env::fixed_env as env;
 
     const BASE: &[(&str, &str)] = &[
         ("INTEGRATION_NAME", "jobs"),

@@ -155,6 +155,17 @@ impl<'a> Env<'a> {
     }
 }
 
+/// A fixed environment as a lookup for [`Env`] and `crate::lambda::Config::from_env`: the
+/// variables `pairs` (name, value), nothing else set. For tests and tools that read a
+/// configuration without touching the process's environment.
+pub fn fixed_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: std::collections::HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
 /// Whether `arn` looks like a Secrets Manager secret ARN
 /// (`arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`; AWS General Reference, "Amazon
 /// Resource Names"): a 12-digit account, a name, printable ASCII only.

@@ -63,7 +63,7 @@ pub use config::{
     COMMIT_ALLOWANCE_MS,
 };
 pub use emf::init_metrics;
-pub use env::{secret_arn_valid, ConfigError, ConfigErrors, Env};
+pub use env::{fixed_env, secret_arn_valid, ConfigError, ConfigErrors, Env};
 pub use init_error::{report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
 pub use metrics::{handle_metrics, run_metrics};
 pub use runner::{

@@ -3,6 +3,9 @@
 //! retention and margin, concurrency, deadline margin, reconciler; every problem of both is
 //! reported in one message, this integration's first). [`FunctionConfig`] is the whole.
 //!
+//! Past 600 lines only with its tests (about 330 lines: every variable's refusal, several
+//! terminals, the documented messages word for word); the code is under 300.
+//!
 //! | variable | meaning | unit | default |
 //! | --- | --- | --- | --- |
 //! | `INTEGRATION_NAME` | (the gate's) its default here | | `ect-delta-slots` |

@@ -20,6 +20,8 @@
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
 //! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
 //!   exact numbers); [`logging`]: the functions' JSON logs (feature `aws`);
+//! * `lambda` (feature `lambda`): the Lambda wiring, any integration as the consumer, the
+//!   reconciler and the metrics function from a `main.rs` of a few lines;
 //! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
 pub mod alarm_stats;
 pub mod clock;
@@ -31,6 +33,8 @@ pub mod effect;
 pub mod ijson;
 pub mod integration;
 pub mod keys;
+#[cfg(feature = "lambda")]
+pub mod lambda;
 #[cfg(feature = "aws")]
 pub mod logging;
 pub mod manual;

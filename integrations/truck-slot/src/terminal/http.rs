@@ -16,7 +16,7 @@
 //!   bearer token and the PIN to another host;
 //! * the token travels only in the `Authorization` header, never in a URL, and
 //!   [`HttpTerminalConfig`]'s base URL may hold no user info, query or fragment (checked by
-//!   [`crate::config::base_url_allowed`]);
+//!   [`crate::terminal::base_url_allowed`]);
 //! * an answer body is read up to [`MAX_ANSWER_BYTES`]; the rest is never read;
 //! * an answer is **never quoted in a log line** ([`AnswerDetail`]: a log line gets the status,
 //!   the length and a keyed SHA-256 digest of the answer); the excerpt that reaches a record's

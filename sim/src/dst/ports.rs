@@ -14,9 +14,9 @@ use gate::store::{
     Reservation, StoreError, TakeOver,
 };
 use rand::Rng;
+use gate::idempotency_key::header_value;
 use truck_slot::terminal::{
-    classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
-    SlotTerminal,
+    classify_claim, classify_lookup, AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal,
 };
 
 use super::check::{identity_of_item, pk_of_item};
@@ -41,7 +41,15 @@ impl CoreTerminal {
 #[async_trait]
 impl SlotTerminal for CoreTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        let header = idempotency_key_header(op_key);
+        let header = match header_value(op_key) {
+            Ok(header) => header,
+            Err(why) => {
+                return ClaimOutcome::Permanent {
+                    status: 0,
+                    detail: AnswerDetail::new(format!("nothing sent: {why}")),
+                }
+            }
+        };
         let r = self
             .core
             .handle("POST", "/slots", None, Some(&header), request)

@@ -88,14 +88,23 @@ async fn a_key_the_header_cannot_carry_is_never_sent() {
     let EffectOutcome::Permanent { status: 0, detail } = outcome else {
         panic!("{outcome:?}");
     };
-    assert!(detail.summary().starts_with("nothing sent to job server"), "{detail}");
+    assert!(
+        detail.summary().starts_with("nothing sent to job server"),
+        "{detail}"
+    );
     assert!(heads.try_recv().is_err(), "nothing reached the server");
 }
 
 #[tokio::test]
 async fn a_redirect_is_an_answer_never_followed() {
     let (elsewhere, mut elsewhere_heads) = scripted(raw("201 Created", "", r#"{"id":"X"}"#)).await;
-    for status in ["301 Moved Permanently", "302 Found", "303 See Other", "307 Temporary Redirect", "308 Permanent Redirect"] {
+    for status in [
+        "301 Moved Permanently",
+        "302 Found",
+        "303 See Other",
+        "307 Temporary Redirect",
+        "308 Permanent Redirect",
+    ] {
         let location = format!("location: {elsewhere}/jobs\r\n");
         let (base, _heads) = scripted(raw(status, &location, "")).await;
         let outcome = client::call(http().post(format!("{base}/jobs")), "k-2", &JOBS).await;
@@ -106,7 +115,10 @@ async fn a_redirect_is_an_answer_never_followed() {
         let lookup = client::lookup(http().get(format!("{base}/jobs")), &JOBS).await;
         assert!(matches!(lookup, LookupOutcome::Transient(_)), "{lookup:?}");
     }
-    assert!(elsewhere_heads.try_recv().is_err(), "the redirect's target heard nothing");
+    assert!(
+        elsewhere_heads.try_recv().is_err(),
+        "the redirect's target heard nothing"
+    );
 }
 
 #[tokio::test]
@@ -146,7 +158,8 @@ async fn failed_requests_are_named_by_their_kind() {
     assert_eq!(timed_out, Err(RequestFailure::Timeout));
     // An answer whose body stops before its announced length: the body is lost after the status.
     let (base, _heads) = scripted(
-        b"HTTP/1.1 201 Created\r\ncontent-length: 100\r\nconnection: close\r\n\r\n{\"id\":".to_vec(),
+        b"HTTP/1.1 201 Created\r\ncontent-length: 100\r\nconnection: close\r\n\r\n{\"id\":"
+            .to_vec(),
     )
     .await;
     let cut = client::exchange(http().post(format!("{base}/jobs"))).await;

@@ -43,6 +43,11 @@ use crate::effect::{AnswerDetail, Effect, EffectOutcome, LookupOutcome};
 /// the key was used with another request (the terminal simulator's, and many servers').
 pub const PROBLEM_IDEMPOTENCY_MISMATCH: &str = "idempotency_mismatch";
 
+/// The RFC 9457 problem type the terminal simulator (and the test kit's server) gives a `409` for
+/// a key still being processed. The classification needs no type for it: every `409` that is not
+/// a mismatch is in flight (draft -07, section 2.7).
+pub const PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT: &str = "idempotency_key_in_flight";
+
 /// Longest effect id [`effect_id_defect`] accepts, in characters. An effect id is committed with
 /// the record, logged and written to the business row.
 pub const MAX_EFFECT_ID_CHARS: usize = 128;
@@ -299,7 +304,10 @@ pub fn call_rule(status: u16, problem_type: Option<&str>) -> Rule<CallClass> {
             KeyInFlight,
             "a request with this key is still being processed",
         ),
-        421 => rule(Transient, "misdirected: another connection may reach the server"),
+        421 => rule(
+            Transient,
+            "misdirected: another connection may reach the server",
+        ),
         422 => rule(
             KeyMismatch,
             "the key was used with another request (422, draft -07)",

@@ -35,7 +35,10 @@ fn effect(id: &str) -> Effect {
 #[test]
 fn row_2xx_with_a_usable_id_is_the_effect() {
     for status in [200, 201, 203] {
-        assert_eq!(call(status, br#"{"id":"J-1"}"#), EffectOutcome::Claimed(effect("J-1")));
+        assert_eq!(
+            call(status, br#"{"id":"J-1"}"#),
+            EffectOutcome::Claimed(effect("J-1"))
+        );
     }
 }
 
@@ -47,7 +50,10 @@ fn row_2xx_without_a_usable_id_is_transient() {
         (br#"{"id":null}"#, "has no id"),
         (br#"{"id":42}"#, "has an id that is not a string"),
         (br#"{"id":"  "}"#, "has an empty id"),
-        (br#"{"id":"J-1\n{\"level\":\"ERROR\"}"}"#, "has an id that is not printable ASCII"),
+        (
+            br#"{"id":"J-1\n{\"level\":\"ERROR\"}"}"#,
+            "has an id that is not printable ASCII",
+        ),
     ] {
         let EffectOutcome::Transient(why) = call(201, body) else {
             panic!("{body:?} must be transient");
@@ -71,7 +77,10 @@ fn row_2xx_without_a_usable_id_is_transient() {
 #[test]
 fn row_202_is_read_as_any_2xx() {
     assert_eq!(class(202, b""), CallClass::Effect);
-    assert_eq!(call(202, br#"{"id":"J-7"}"#), EffectOutcome::Claimed(effect("J-7")));
+    assert_eq!(
+        call(202, br#"{"id":"J-7"}"#),
+        EffectOutcome::Claimed(effect("J-7"))
+    );
     assert!(matches!(call(202, b"{}"), EffectOutcome::Transient(_)));
     // An integration that wants only finished effects refuses it in its reader: transient.
     struct DoneOnly;
@@ -105,7 +114,11 @@ fn row_3xx_is_transient() {
         let EffectOutcome::Transient(why) = call(status, b"") else {
             panic!("{status} must be transient");
         };
-        assert!(why.summary().starts_with(&format!("job server answered {status} ")), "{why}");
+        assert!(
+            why.summary()
+                .starts_with(&format!("job server answered {status} ")),
+            "{why}"
+        );
         assert!(why.summary().contains("redirect"), "{why}");
     }
 }
@@ -123,7 +136,10 @@ fn row_401_and_407_are_transient() {
 #[test]
 fn row_408_421_423_425_429_are_transient() {
     for status in [408, 421, 423, 425, 429] {
-        assert!(matches!(call(status, b""), EffectOutcome::Transient(_)), "{status}");
+        assert!(
+            matches!(call(status, b""), EffectOutcome::Transient(_)),
+            "{status}"
+        );
     }
 }
 
@@ -166,10 +182,17 @@ fn row_409_otherwise_is_in_flight() {
         "about:blank",
     ] {
         let body = serde_json::json!({ "type": kind }).to_string();
-        assert_eq!(call(409, body.as_bytes()), EffectOutcome::KeyInFlight, "{kind}");
+        assert_eq!(
+            call(409, body.as_bytes()),
+            EffectOutcome::KeyInFlight,
+            "{kind}"
+        );
     }
     // A `type` that is not a string is no problem type.
-    assert_eq!(call(409, br#"{"type":["idempotency_mismatch"]}"#), EffectOutcome::KeyInFlight);
+    assert_eq!(
+        call(409, br#"{"type":["idempotency_mismatch"]}"#),
+        EffectOutcome::KeyInFlight
+    );
 }
 
 #[test]
@@ -181,7 +204,10 @@ fn row_422_is_a_mismatch_per_the_draft() {
 
 #[test]
 fn row_other_4xx_is_permanent() {
-    for status in [400, 402, 403, 404, 405, 406, 410, 411, 412, 413, 414, 415, 416, 417, 418, 420, 424, 426, 428, 430, 431, 451, 499] {
+    for status in [
+        400, 402, 403, 404, 405, 406, 410, 411, 412, 413, 414, 415, 416, 417, 418, 420, 424, 426,
+        428, 430, 431, 451, 499,
+    ] {
         let EffectOutcome::Permanent { status: s, detail } = call(status, INVALID) else {
             panic!("{status} must be permanent");
         };
@@ -192,8 +218,18 @@ fn row_other_4xx_is_permanent() {
 
 #[test]
 fn row_5xx_is_transient() {
-    for (status, body) in [(500, &b""[..]), (501, b""), (502, b""), (503, UNAVAILABLE), (504, LOST), (599, b"")] {
-        assert!(matches!(call(status, body), EffectOutcome::Transient(_)), "{status}");
+    for (status, body) in [
+        (500, &b""[..]),
+        (501, b""),
+        (502, b""),
+        (503, UNAVAILABLE),
+        (504, LOST),
+        (599, b""),
+    ] {
+        assert!(
+            matches!(call(status, body), EffectOutcome::Transient(_)),
+            "{status}"
+        );
     }
 }
 
@@ -202,14 +238,20 @@ fn row_no_answer_is_transient() {
     for (failure, words) in [
         (RequestFailure::Timeout, "timeout"),
         (RequestFailure::Connect, "connect error"),
-        (RequestFailure::Body { status: 201 }, "answer 201 unreadable"),
+        (
+            RequestFailure::Body { status: 201 },
+            "answer 201 unreadable",
+        ),
         (RequestFailure::Other, "request error"),
     ] {
         assert_eq!(failure_rule(failure).class, CallClass::Transient);
         let EffectOutcome::Transient(why) = classify_call_failure(failure, &JOB) else {
             panic!("{failure:?}");
         };
-        assert!(why.summary().starts_with("call to job server failed: "), "{why}");
+        assert!(
+            why.summary().starts_with("call to job server failed: "),
+            "{why}"
+        );
         assert!(why.summary().contains(words), "{why}");
         let LookupOutcome::Transient(why) = classify_lookup_failure(failure, &JOB) else {
             panic!("{failure:?}");
@@ -245,8 +287,12 @@ fn every_status_has_a_row() {
 #[test]
 fn lookup_row_200_with_a_usable_id_is_found() {
     let answer = Answer::new(200, br#"{"job":{"id":"J-1"}}"#);
-    assert_eq!(classify_lookup(&answer, &JOB), LookupOutcome::Found(effect("J-1")));
-    let LookupOutcome::Transient(why) = classify_lookup(&Answer::new(200, br#"{"id":"J-1"}"#), &JOB)
+    assert_eq!(
+        classify_lookup(&answer, &JOB),
+        LookupOutcome::Found(effect("J-1"))
+    );
+    let LookupOutcome::Transient(why) =
+        classify_lookup(&Answer::new(200, br#"{"id":"J-1"}"#), &JOB)
     else {
         panic!("the id is not where a lookup has it");
     };
@@ -256,13 +302,22 @@ fn lookup_row_200_with_a_usable_id_is_found() {
 #[test]
 fn lookup_row_404_is_not_found() {
     let body = br#"{"type":"not_found","title":"Not Found","status":404,"detail":"no slot is stored under this idempotency key"}"#;
-    assert_eq!(classify_lookup(&Answer::new(404, body), &JOB), LookupOutcome::NotFound);
+    assert_eq!(
+        classify_lookup(&Answer::new(404, body), &JOB),
+        LookupOutcome::NotFound
+    );
 }
 
 #[test]
 fn lookup_rows_else_are_transient() {
-    for status in [0, 100, 201, 202, 204, 301, 302, 400, 401, 403, 409, 410, 422, 429, 500, 503, 504, 600] {
-        assert_eq!(lookup_rule(status).class, LookupClass::Transient, "{status}");
+    for status in [
+        0, 100, 201, 202, 204, 301, 302, 400, 401, 403, 409, 410, 422, 429, 500, 503, 504, 600,
+    ] {
+        assert_eq!(
+            lookup_rule(status).class,
+            LookupClass::Transient,
+            "{status}"
+        );
         let answer = Answer::new(status, br#"{"job":{"id":"J-1"}}"#);
         assert!(
             matches!(classify_lookup(&answer, &JOB), LookupOutcome::Transient(_)),
@@ -275,7 +330,8 @@ fn lookup_rows_else_are_transient() {
 /// and the keyed digest, and there is no excerpt without a reader that gives one.
 #[test]
 fn the_core_never_quotes_the_server() {
-    let body = br#"{"type":"idempotency_mismatch","title":"hello from the server","detail":"PIN 7731"}"#;
+    let body =
+        br#"{"type":"idempotency_mismatch","title":"hello from the server","detail":"PIN 7731"}"#;
     let answer = Answer::new(409, body).with_content_type(Some("application/problem+json"));
     let EffectOutcome::KeyMismatch(why) = classify_call(&answer, &JOB) else {
         panic!("mismatch");
@@ -291,8 +347,14 @@ fn the_core_never_quotes_the_server() {
     );
     assert_eq!(why.excerpt(), None);
     for status in [200, 302, 400, 401, 422, 500] {
-        for outcome in [format!("{:?}", call(status, body)), format!("{:?}", classify_lookup(&Answer::new(status, body), &JOB))] {
-            assert!(!outcome.contains("hello") && !outcome.contains("7731"), "{outcome}");
+        for outcome in [
+            format!("{:?}", call(status, body)),
+            format!("{:?}", classify_lookup(&Answer::new(status, body), &JOB)),
+        ] {
+            assert!(
+                !outcome.contains("hello") && !outcome.contains("7731"),
+                "{outcome}"
+            );
         }
     }
 }
@@ -313,12 +375,16 @@ fn an_excerpt_is_the_readers() {
             Some("scrubbed words".into())
         }
     }
-    let EffectOutcome::Permanent { detail, .. } = classify_call(&Answer::new(400, INVALID), &Quoting)
+    let EffectOutcome::Permanent { detail, .. } =
+        classify_call(&Answer::new(400, INVALID), &Quoting)
     else {
         panic!("permanent");
     };
     assert_eq!(detail.excerpt(), Some("scrubbed words"));
-    assert!(detail.summary().starts_with("terminal answered 400 "), "{detail}");
+    assert!(
+        detail.summary().starts_with("terminal answered 400 "),
+        "{detail}"
+    );
     assert!(!detail.summary().contains("scrubbed"));
     // No excerpt on a 2xx without an effect (its body may be an id that quotes a secret).
     let EffectOutcome::Transient(why) = classify_call(&Answer::new(201, b"{}"), &Quoting) else {
@@ -339,6 +405,10 @@ fn effect_ids_must_be_short_printable_ascii() {
         Some(IdDefect::TooLong)
     );
     for bad in ["S-1\n", "S-\u{1b}[31m", "S-\u{e9}", "S\t1"] {
-        assert_eq!(effect_id_defect(bad), Some(IdDefect::NotPrintable), "{bad:?}");
+        assert_eq!(
+            effect_id_defect(bad),
+            Some(IdDefect::NotPrintable),
+            "{bad:?}"
+        );
     }
 }

@@ -133,7 +133,10 @@ pub async fn call<R: AnswerReader + ?Sized>(
 
 /// Sends a lookup `request` (the integration puts the key where its server wants it: a query, a
 /// path segment) and classifies the answer ([`classify_lookup`]) or the failure.
-pub async fn lookup<R: AnswerReader + ?Sized>(request: RequestBuilder, reader: &R) -> LookupOutcome {
+pub async fn lookup<R: AnswerReader + ?Sized>(
+    request: RequestBuilder,
+    reader: &R,
+) -> LookupOutcome {
     match exchange(request).await {
         Ok(received) => classify_lookup(&received.answer(), reader),
         Err(failure) => classify_lookup_failure(failure, reader),

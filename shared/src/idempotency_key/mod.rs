@@ -35,7 +35,7 @@ pub use classify::{
     call_rule, classify_call, classify_call_failure, classify_lookup, classify_lookup_failure,
     effect_id_defect, failure_rule, is_mismatch_type, lookup_rule, problem_type, Answer,
     AnswerReader, CallClass, IdDefect, JsonIdAt, LookupClass, RequestFailure, Rule,
-    MAX_EFFECT_ID_CHARS, PROBLEM_IDEMPOTENCY_MISMATCH,
+    MAX_EFFECT_ID_CHARS, PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT, PROBLEM_IDEMPOTENCY_MISMATCH,
 };
 pub use summary::{answer_digest, describe};
 
@@ -148,7 +148,10 @@ mod tests {
         assert_eq!(header_value(""), Err(KeyHeaderError::Empty));
         assert_eq!(header_value("ab\ncd"), Err(KeyHeaderError::NotPrintable(2)));
         assert_eq!(header_value("\u{7f}"), Err(KeyHeaderError::NotPrintable(0)));
-        assert_eq!(header_value("k\u{e9}"), Err(KeyHeaderError::NotPrintable(1)));
+        assert_eq!(
+            header_value("k\u{e9}"),
+            Err(KeyHeaderError::NotPrintable(1))
+        );
         assert_eq!(header_value("\t"), Err(KeyHeaderError::NotPrintable(0)));
         assert_eq!(
             header_value(&"k".repeat(MAX_KEY_CHARS + 1)),
@@ -168,7 +171,9 @@ mod tests {
             assert_eq!(parse_header_value(&value).as_deref(), Ok(key));
         }
         assert_eq!(parse_header_value("  \"k\"  ").as_deref(), Ok("k"));
-        for bad in ["k", "\"k", "\"k\"x", "\"a\"b\"", r#""a\b""#, "\"\\\"", "'k'"] {
+        for bad in [
+            "k", "\"k", "\"k\"x", "\"a\"b\"", r#""a\b""#, "\"\\\"", "'k'",
+        ] {
             assert_eq!(
                 parse_header_value(bad),
                 Err(KeyHeaderError::NotAString),

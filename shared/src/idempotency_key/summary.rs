@@ -57,7 +57,7 @@ fn content_type_words(content_type: Option<&str>) -> &'static str {
 /// `"{status} ({content type}, {n} bytes, keyed SHA-256 {digest})"` (`"{status} (no body)"` for an
 /// empty one): how an answer is named in every summary, e.g. `"503 (application/problem+json, 88
 /// bytes, keyed SHA-256 1f0c9a27d3e4b5a6)"`. `n` counts the bytes read (a client reads up to a
-/// bound, [`super::client::MAX_ANSWER_BYTES`] with feature `http`).
+/// bound, `client::MAX_ANSWER_BYTES` with feature `http`).
 pub fn describe(answer: &Answer<'_>) -> String {
     if answer.body.is_empty() {
         return format!("{} (no body)", answer.status);
@@ -78,7 +78,8 @@ mod tests {
     #[test]
     fn an_answer_is_described_without_a_character_of_its_text() {
         let body = br#"{"detail":"hello from the server, PIN 7731"}"#;
-        let answer = Answer::new(503, body).with_content_type(Some("Application/JSON; charset=utf-8"));
+        let answer =
+            Answer::new(503, body).with_content_type(Some("Application/JSON; charset=utf-8"));
         assert_eq!(
             describe(&answer),
             format!(
@@ -90,7 +91,10 @@ mod tests {
         assert_eq!(describe(&Answer::new(204, b"")), "204 (no body)");
         assert_eq!(
             describe(&Answer::new(400, b"x")),
-            format!("400 (no content type, 1 bytes, keyed SHA-256 {})", answer_digest(b"x"))
+            format!(
+                "400 (no content type, 1 bytes, keyed SHA-256 {})",
+                answer_digest(b"x")
+            )
         );
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
+use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
@@ -14,7 +15,6 @@ use gate::store::{
     Reservation, StoreError, TakeOver,
 };
 use rand::Rng;
-use gate::idempotency_key::header_value;
 use truck_slot::terminal::{
     classify_claim, classify_lookup, AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal,
 };

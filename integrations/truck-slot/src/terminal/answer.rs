@@ -162,12 +162,10 @@ impl AnswerReader for TerminalAnswers<'_> {
 
     fn excerpt(&self, answer: &Answer<'_>) -> Option<String> {
         let problem: Option<Problem> = serde_json::from_slice(answer.body).ok();
-        Some(
-            match problem.and_then(|p| p.detail.or(p.title)) {
-                Some(text) => printable(&scrub::scrub(&text, &self.secrets), DETAIL_MAX),
-                None => excerpt(answer.body, &self.secrets),
-            },
-        )
+        Some(match problem.and_then(|p| p.detail.or(p.title)) {
+            Some(text) => printable(&scrub::scrub(&text, &self.secrets), DETAIL_MAX),
+            None => excerpt(answer.body, &self.secrets),
+        })
     }
 }
 

@@ -53,7 +53,8 @@ fn the_simulators_answers() {
         classify_claim(409, br#"{"type":"idempotency_key_in_flight"}"#),
         ClaimOutcome::KeyInFlight
     );
-    let body = br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"pin empty"}"#;
+    let body =
+        br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"pin empty"}"#;
     let ClaimOutcome::Permanent { status, detail } = classify_claim(400, body) else {
         panic!("permanent");
     };
@@ -229,7 +230,10 @@ fn an_appointments_v2_answer_is_reshaped() {
             equipment_number: Some("CSQU3054383".into())
         })
     );
-    assert!(matches!(lookup_known(200, body, &v2), LookupOutcome::Found(_)));
+    assert!(matches!(
+        lookup_known(200, body, &v2),
+        LookupOutcome::Found(_)
+    ));
     // The same bytes in the `slots` shape have no slot_id.
     assert!(matches!(
         claim_known(201, body, &known()),

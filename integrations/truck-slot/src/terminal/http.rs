@@ -153,7 +153,6 @@ pub struct HttpTerminal {
 #[error("cannot build the terminal HTTP client: {0}")]
 pub struct HttpTerminalError(String);
 
-
 /// The fields of a stored claim request the client reads back: the PIN (to scrub it) and the
 /// container (to tell our container from an echo).
 #[derive(Deserialize, Default)]

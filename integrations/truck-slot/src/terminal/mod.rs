@@ -17,8 +17,8 @@ pub mod several;
 
 use async_trait::async_trait;
 
-pub use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
 pub use answer::{classify_claim, classify_lookup, MAX_SLOT_ID_CHARS};
+pub use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
 pub use http::*;
 
 /// The terminal's slot API.

@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+mod commit_conditions;
 mod concurrency;
+pub use commit_conditions::commit_conditions_alone_and_in_pairs;
 pub use concurrency::{
     concurrent_natural_key_one_holder, concurrent_record_slot_id_loses_none,
     concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
@@ -1299,6 +1301,7 @@ macro_rules! __with_conformance_cases {
             finished_records_hold_no_request,
             commit_over_another_recorded_slot_is_counted,
             natural_key_collision_is_reported,
+            commit_conditions_alone_and_in_pairs,
             concurrent_take_over_and_commit_one_wins,
             concurrent_record_slot_id_loses_none,
             concurrent_reserve_over_expired_one_winner,

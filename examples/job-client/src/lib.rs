@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use gate::effect::{ClaimOutcome, LookupOutcome};
 use gate::idempotency_key::{client, JsonIdAt};
-use gate::integration::{Event, Integration, Parsed, Rejection};
+use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::record::{IdempotencyRecord, Labels};
 use serde_json::Value;
 
@@ -102,7 +102,8 @@ impl Integration for JobClient {
         })
     }
 
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
         let request = self
             .http
             .post(format!("{}/jobs", self.base))
@@ -111,7 +112,8 @@ impl Integration for JobClient {
         client::call(request, &record.op_key, &JOB_SERVER).await
     }
 
-    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let record = held.record();
         let request = self
             .http
             .get(format!("{}/jobs", self.base))

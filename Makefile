@@ -45,10 +45,11 @@ clippy:
 lint-template:
 	scripts/lint-template.sh
 
-# moto runs on a free loopback port for the duration of the tests and is stopped afterwards,
-# also when a test fails.
+# moto and a throwaway PostgreSQL (scripts/with-postgres.sh: the distribution's PostgreSQL 15,
+# installed with apt-get if missing) run on free loopback ports for the duration of the tests and
+# are stopped afterwards, also when a test fails.
 cargo-test:
-	scripts/with-moto.sh $(CARGO) test --workspace --all-targets --all-features
+	scripts/with-postgres.sh scripts/with-moto.sh $(CARGO) test --workspace --all-targets --all-features
 
 # Benchmarks (issue 8; not part of `make test`, never timed assertions): the criterion benches of
 # the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from

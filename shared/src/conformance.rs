@@ -15,6 +15,14 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+mod commit_conditions;
+mod concurrency;
+pub use commit_conditions::commit_conditions_alone_and_in_pairs;
+pub use concurrency::{
+    concurrent_natural_key_one_holder, concurrent_record_slot_id_loses_none,
+    concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
+};
+
 use crate::clock::ms_to_s;
 use crate::record::{
     natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus,
@@ -1293,6 +1301,11 @@ macro_rules! __with_conformance_cases {
             finished_records_hold_no_request,
             commit_over_another_recorded_slot_is_counted,
             natural_key_collision_is_reported,
+            commit_conditions_alone_and_in_pairs,
+            concurrent_take_over_and_commit_one_wins,
+            concurrent_record_slot_id_loses_none,
+            concurrent_reserve_over_expired_one_winner,
+            concurrent_natural_key_one_holder,
             stale_in_flight_paginates
         }
     };

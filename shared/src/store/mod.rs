@@ -4,12 +4,17 @@
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
 //! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function).
 //!
-//! Adapters: [`memory::MemoryStore`] (tests, the simulator) and `dynamo::DynamoStore` /
-//! `dynamo::DynamoIndex` (feature `aws`).
+//! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
+//! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
 
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+mod unknown_commit;
+
+pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
 

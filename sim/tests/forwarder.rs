@@ -40,8 +40,8 @@ fn the_forwarder_scenario_is_two_months_at_their_volume_with_six_crashes() {
     assert!(s.reconciler.is_some(), "only the reconciler finds the lost one");
 }
 
-/// The whole two months (a minute of wall time in a debug build on a busy machine, a few seconds
-/// in release: the replay runs every notification through the gate and the terminal simulator
+/// The whole two months (25 s to two minutes of wall time in a debug build on this busy shared
+/// machine, about 6 s in release: the replay runs every notification through the gate and the terminal simulator
 /// over loopback HTTP, and the reconciler and the metrics function every simulated minute, 87,840
 /// times; that is the test, so it is not shortened).
 #[tokio::test]

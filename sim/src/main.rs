@@ -299,7 +299,10 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => {
             let rows = sim::bench_replay::run(days, &volumes, runs).await?;
             if json {
-                println!("{}", serde_json::to_string(&rows).map_err(|e| e.to_string())?);
+                println!(
+                    "{}",
+                    serde_json::to_string(&rows).map_err(|e| e.to_string())?
+                );
             } else {
                 print!("{}", sim::bench_replay::render(&rows));
             }

@@ -401,7 +401,8 @@ mod tests {
                         received.extend(got);
                     }
                     3 if !received.is_empty() => {
-                        let (i, receipt) = received.swap_remove(rng.random_range(0..received.len()));
+                        let (i, receipt) =
+                            received.swap_remove(rng.random_range(0..received.len()));
                         q.delete(i, receipt);
                     }
                     4 if !q.msgs.is_empty() => q.purge(rng.random_range(0..q.msgs.len())),

@@ -10,9 +10,7 @@ use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use sim::replay::{self, HandlerKind, ReplayOptions, INTEGRATION};
 use sim::scenario::Scenario;
-use sim::scenarios::{
-    FORWARDER_CRASHES, FORWARDER_DAYS, FORWARDER_LOST, FORWARDER_VOLUME_PER_DAY,
-};
+use sim::scenarios::{FORWARDER_CRASHES, FORWARDER_DAYS, FORWARDER_LOST, FORWARDER_VOLUME_PER_DAY};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
 
@@ -37,7 +35,10 @@ fn the_forwarder_scenario_is_two_months_at_their_volume_with_six_crashes() {
         .flat_map(|n| n.arrivals.iter().map(|a| a.at_s()))
         .fold(0.0, f64::max);
     assert!(last_s < 61.0 * 86_400.0, "{last_s}");
-    assert!(s.reconciler.is_some(), "only the reconciler finds the lost one");
+    assert!(
+        s.reconciler.is_some(),
+        "only the reconciler finds the lost one"
+    );
 }
 
 /// The whole two months (25 s to two minutes of wall time in a debug build on this busy shared
@@ -64,7 +65,10 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
     assert_eq!(r.containers_with_extra_slots, 0);
     assert_eq!(r.max_slots_per_container, 1);
     assert_eq!(r.tms_bookings, n);
-    assert_eq!((r.routed_to_manual, r.dead_lettered, r.mismatches), (0, 0, 0));
+    assert_eq!(
+        (r.routed_to_manual, r.dead_lettered, r.mismatches),
+        (0, 0, 0)
+    );
     // The six crashed records are committed with the one slot their worker claimed (the slot the
     // terminal issued for that container), the lost one by the reconciler.
     assert_eq!(r.crashes, 6);
@@ -100,6 +104,10 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
     // No alarm: the crashes are finished well within the oldest-in_flight threshold (600 s).
     let s = r.signals.unwrap();
     assert!(s.alarms.is_empty(), "{:?}", s.alarms);
-    assert!(s.max_oldest_in_flight_age_s < 600, "{}", s.max_oldest_in_flight_age_s);
+    assert!(
+        s.max_oldest_in_flight_age_s < 600,
+        "{}",
+        s.max_oldest_in_flight_age_s
+    );
     assert_eq!(s.final_oldest_in_flight_age_s, 0);
 }

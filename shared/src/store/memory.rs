@@ -323,8 +323,7 @@ impl InFlightIndex for MemoryStore {
         limit: usize,
     ) -> Result<InFlightPage, StoreError> {
         let t = self.lock();
-        Ok(t
-            .index
+        Ok(t.index
             .stale_in_flight(&t.records, shard, created_before_ms, cursor, limit))
     }
 }

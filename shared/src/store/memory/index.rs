@@ -136,7 +136,9 @@ impl Indexes {
                 .map(InFlightEntry::from)
                 .collect(),
             unreadable: Vec::new(),
-            cursor: more.then(|| page.last().map(|(_, pk)| pk.clone())).flatten(),
+            cursor: more
+                .then(|| page.last().map(|(_, pk)| pk.clone()))
+                .flatten(),
         }
     }
 }
@@ -206,19 +208,30 @@ mod tests {
         let key = 0u8..6;
         let owner = 0u8..3;
         prop_oneof![
-            (key.clone(), owner.clone(), 0u8..4, any::<bool>(), any::<bool>()).prop_map(
-                |(key, owner, created_s, short_ttl, routing)| Op::Reserve {
+            (
+                key.clone(),
+                owner.clone(),
+                0u8..4,
+                any::<bool>(),
+                any::<bool>()
+            )
+                .prop_map(|(key, owner, created_s, short_ttl, routing)| Op::Reserve {
                     key,
                     owner,
                     created_s,
                     short_ttl,
                     routing
-                }
-            ),
-            (key.clone(), owner.clone(), owner.clone())
-                .prop_map(|(key, old, new)| Op::TakeOver { key, old, new }),
-            (key.clone(), owner.clone(), 0u8..3)
-                .prop_map(|(key, owner, slot)| Op::Commit { key, owner, slot }),
+                }),
+            (key.clone(), owner.clone(), owner.clone()).prop_map(|(key, old, new)| Op::TakeOver {
+                key,
+                old,
+                new
+            }),
+            (key.clone(), owner.clone(), 0u8..3).prop_map(|(key, owner, slot)| Op::Commit {
+                key,
+                owner,
+                slot
+            }),
             (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Release { key, owner }),
             (key.clone(), owner.clone(), any::<bool>()).prop_map(|(key, owner, no_slot_guard)| {
                 Op::Finish {
@@ -322,7 +335,14 @@ mod tests {
                     booked_at_ms: now,
                 };
                 let _ = store
-                    .commit(&pk(key), &owner(o), &format!("S-{slot}"), &booking, None, now)
+                    .commit(
+                        &pk(key),
+                        &owner(o),
+                        &format!("S-{slot}"),
+                        &booking,
+                        None,
+                        now,
+                    )
                     .await;
             }
             Op::Release { key, owner: o } => {
@@ -480,14 +500,20 @@ mod tests {
             r.lease_owner = Some(owner(0));
             r.lease_until_ms = Some(now + 60_000);
             store.reserve(&r, now).await.unwrap();
-            let page = store.stale_in_flight("01", i64::MAX, None, 10).await.unwrap();
+            let page = store
+                .stale_in_flight("01", i64::MAX, None, 10)
+                .await
+                .unwrap();
             assert_eq!(page.entries.len(), 1);
             let booking = BusinessRow::for_record(&r, "S-1", now);
             store
                 .commit(&r.pk, &owner(0), "S-1", &booking, None, now)
                 .await
                 .unwrap();
-            let page = store.stale_in_flight("01", i64::MAX, None, 10).await.unwrap();
+            let page = store
+                .stale_in_flight("01", i64::MAX, None, 10)
+                .await
+                .unwrap();
             assert!(page.entries.is_empty());
             assert_eq!(store.multi_slot_keys().await.unwrap(), 0);
             store.record_slot_id(&r.pk, "S-2", now).await.unwrap();

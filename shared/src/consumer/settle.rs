@@ -182,7 +182,11 @@ impl Gate {
                 };
             }
             Ok(CommitOutcome::Refused(existing)) => *existing,
-            Err(StoreError::Corrupt(detail)) => {
+            Err(e @ (StoreError::Corrupt(_) | StoreError::Refused(_))) => {
+                let detail = match e {
+                    StoreError::Corrupt(detail) => detail,
+                    other => other.to_string(),
+                };
                 return self
                     .route_held_record(
                         record,

@@ -185,30 +185,44 @@ pub fn booking_from_item(
     })
 }
 
-/// The attributes of a record item that are the store's own; every other string attribute is a
-/// label ([`crate::record::Labels`]). A label must not take one of these names.
-pub const RECORD_ATTRIBUTES: [&str; 18] = [
-    "pk",
-    "event_key",
-    "status",
-    "fingerprint",
-    "request",
-    "op_key",
-    "lease_owner",
-    "lease_until",
-    "created_at",
-    "updated_at",
-    "expires_at",
-    "slot_id",
-    "slot_ids",
-    "inflight_shard",
-    "error",
-    "route_pending",
-    "multi_slot",
-    "booked_at",
-];
+/// The attributes of the store's own items; every other string attribute is a label
+/// ([`crate::record::Labels`]). One list for every adapter: [`crate::store::limits::RESERVED_NAMES`].
+pub use crate::store::limits::RESERVED_NAMES as RECORD_ATTRIBUTES;
 
-/// Writes each label as a string attribute of its name, never over one of the item's own.
+/// [`record_to_item`] of a record the store may write: refused ([`StoreError::Refused`]) when a
+/// label is named like a store attribute or the item is over DynamoDB's item limit, before any
+/// request (never a label silently dropped).
+///
+/// # Errors
+/// [`StoreError::Refused`].
+pub(crate) fn checked_record_item(
+    record: &IdempotencyRecord,
+) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    crate::store::limits::check_record(record).map_err(StoreError::Refused)?;
+    Ok(record_to_item(record))
+}
+
+/// The commit's refusals before its transaction: the business row's and the natural-key item's
+/// labels and sizes (the item `pk` is `natural_key_pk`), as [`checked_record_item`].
+///
+/// # Errors
+/// [`StoreError::Refused`].
+pub(crate) fn check_commit_items(
+    record_pk: &str,
+    booking: &BusinessRow,
+    natural_key: Option<&crate::record::NaturalKey>,
+) -> Result<(), StoreError> {
+    use crate::store::limits::{check_natural_key, check_row};
+    check_row(booking).map_err(StoreError::Refused)?;
+    if let Some(key) = natural_key {
+        let item_pk = crate::store::natural_key_pk(record_pk, &booking.source_event, key);
+        check_natural_key(&item_pk, &booking.source_event, key).map_err(StoreError::Refused)?;
+    }
+    Ok(())
+}
+
+/// Writes each label as a string attribute of its name, never over one of the item's own (the
+/// checked writes refuse such a label first: [`checked_record_item`], [`check_commit_items`]).
 fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {
     for (name, value) in labels {
         if !RECORD_ATTRIBUTES.contains(&name.as_str()) {

@@ -269,7 +269,7 @@ impl IdempotencyStore for DynamoStore {
         record: &IdempotencyRecord,
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
-        let item = record_to_item(record);
+        let item = codec::checked_record_item(record)?;
         for _ in 0..2 {
             match self.put_reserve(&item, now_ms).await? {
                 None => return Ok(Reservation::Reserved),
@@ -396,6 +396,7 @@ impl IdempotencyStore for DynamoStore {
         // The natural-key item rides in the same transaction; when only its condition cancels
         // it (another event key committed this container and window), the transaction is
         // retried once without it and the collision is reported.
+        codec::check_commit_items(pk, booking, natural_key)?;
         let mut other_slots = false;
         let mut collision: Option<String> = None;
         let mut items =

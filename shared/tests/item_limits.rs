@@ -71,7 +71,12 @@ impl Integration for Labelled {
         None
     }
 
-    fn business_row(&self, record: &IdempotencyRecord, effect_id: &str, now_ms: i64) -> BusinessRow {
+    fn business_row(
+        &self,
+        record: &IdempotencyRecord,
+        effect_id: &str,
+        now_ms: i64,
+    ) -> BusinessRow {
         let mut row = BusinessRow::for_record(record, effect_id, now_ms);
         if let Some(name) = self.row_label {
             row.labels.insert(name.to_string(), "x".into());
@@ -118,7 +123,10 @@ async fn twice(w: &World, body: &str) -> Vec<RecordOutcome> {
             .gate
             .handle_batch(sqs_event(&[(&format!("m-{n}"), body)]), &invocation)
             .await;
-        assert!(report.response.batch_item_failures.is_empty(), "acknowledged");
+        assert!(
+            report.response.batch_item_failures.is_empty(),
+            "acknowledged"
+        );
         outcomes.push(report.records[0].outcome.clone());
     }
     outcomes
@@ -169,14 +177,28 @@ async fn an_event_too_large_for_its_later_states_is_rejected_once() {
     assert_eq!(rejected_code(&outcomes[1]), "item_too_large");
     let items = w.manual.items();
     assert_eq!(items.len(), 1, "{items:?}");
-    assert!(items[0].detail.starts_with("item_too_large: the item takes "), "{}", items[0].detail);
-    assert!(items[0].detail.ends_with("over the store's item limit of 400000 bytes"));
+    assert!(
+        items[0]
+            .detail
+            .starts_with("item_too_large: the item takes "),
+        "{}",
+        items[0].detail
+    );
+    assert!(items[0]
+        .detail
+        .ends_with("over the store's item limit of 400000 bytes"));
     no_event_record(&w.store);
 
     let w = world(Labelled::default());
     let outcomes = twice(&w, r#"{"id":"e-3","label":"note","size":100000}"#).await;
-    assert!(matches!(outcomes[0], RecordOutcome::Committed { .. }), "{outcomes:?}");
-    assert_eq!(outcomes[1], RecordOutcome::Duplicate(RecordStatus::Committed));
+    assert!(
+        matches!(outcomes[0], RecordOutcome::Committed { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes[1],
+        RecordOutcome::Duplicate(RecordStatus::Committed)
+    );
     assert!(w.manual.items().is_empty());
 }
 

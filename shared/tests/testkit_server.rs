@@ -84,9 +84,15 @@ async fn the_first_answer_is_replayed_byte_for_byte_errors_included() {
     let first = post(&server, Some("k1"), r#"{"amount":500}"#).await;
     assert_eq!(first.status, 201);
     assert_eq!(first.content_type, "application/json");
-    assert_eq!(first.json(), json!({"charge": {"id": "ch-000001", "amount": 500}}));
+    assert_eq!(
+        first.json(),
+        json!({"charge": {"id": "ch-000001", "amount": 500}})
+    );
     let again = post(&server, Some("k1"), r#"{"amount":500}"#).await;
-    assert_eq!((again.status, again.body.clone()), (201, first.body.clone()));
+    assert_eq!(
+        (again.status, again.body.clone()),
+        (201, first.body.clone())
+    );
 
     let declined = post(&server, Some("k2"), r#"{"amount":5000}"#).await;
     assert_eq!(declined.status, 402);
@@ -104,8 +110,13 @@ async fn the_first_answer_is_replayed_byte_for_byte_errors_included() {
 #[tokio::test]
 async fn another_body_under_a_key_is_a_mismatch_422_or_409() {
     let clock = Arc::new(ManualClock::new(T0));
-    let server = IdempotencyServer::start(payments(), clock.clone()).await.unwrap();
-    assert_eq!(post(&server, Some("k"), r#"{"amount":1}"#).await.status, 201);
+    let server = IdempotencyServer::start(payments(), clock.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        post(&server, Some("k"), r#"{"amount":1}"#).await.status,
+        201
+    );
     let other = post(&server, Some("k"), r#"{"amount":2}"#).await;
     assert_eq!(other.status, 422);
     assert_eq!(other.content_type, "application/problem+json");
@@ -113,7 +124,10 @@ async fn another_body_under_a_key_is_a_mismatch_422_or_409() {
 
     let conflict = payments().mismatch(MismatchAnswer::Conflict);
     let server = IdempotencyServer::start(conflict, clock).await.unwrap();
-    assert_eq!(post(&server, Some("k"), r#"{"amount":1}"#).await.status, 201);
+    assert_eq!(
+        post(&server, Some("k"), r#"{"amount":1}"#).await.status,
+        201
+    );
     let other = post(&server, Some("k"), r#"{"amount":2}"#).await;
     assert_eq!(other.status, 409);
     assert_eq!(other.json()["type"], "idempotency_mismatch");
@@ -130,7 +144,10 @@ async fn a_key_is_forgotten_after_the_retention_on_the_servers_clock() {
     let first = post(&server, Some("k"), r#"{"amount":1}"#).await;
     clock.advance_ms(59_999);
     assert_eq!(lookup(&server, "k").await.body, first.body);
-    assert_eq!(post(&server, Some("k"), r#"{"amount":1}"#).await.body, first.body);
+    assert_eq!(
+        post(&server, Some("k"), r#"{"amount":1}"#).await.body,
+        first.body
+    );
     clock.advance_ms(1);
     // Aged 60 000 ms: forgotten. The lookup finds nothing and the same request works again.
     assert_eq!(lookup(&server, "k").await.status, 404);
@@ -145,7 +162,9 @@ async fn a_key_is_forgotten_after_the_retention_on_the_servers_clock() {
 #[tokio::test]
 async fn lookup_by_key_answers_the_stored_success_or_is_switched_off() {
     let clock = Arc::new(ManualClock::new(T0));
-    let server = IdempotencyServer::start(payments(), clock.clone()).await.unwrap();
+    let server = IdempotencyServer::start(payments(), clock.clone())
+        .await
+        .unwrap();
     let made = post(&server, Some("k"), r#"{"amount":7}"#).await;
     let found = lookup(&server, "k").await;
     assert_eq!((found.status, found.body), (200, made.body));

@@ -83,10 +83,17 @@ async fn every_job_is_made_once_across_seeded_runs() {
     for r in &reports {
         let seed = r.seed;
         assert_eq!(r.effects.len(), JOBS, "seed {seed}: one job per key");
-        assert!(r.effects.values().all(|made| made.len() == 1), "seed {seed}");
+        assert!(
+            r.effects.values().all(|made| made.len() == 1),
+            "seed {seed}"
+        );
         assert_eq!(r.committed(), JOBS, "seed {seed}");
         assert_eq!(r.rows.len(), JOBS, "seed {seed}");
-        assert_eq!(r.cases(ManualReason::Mismatch), MISMATCHED.len(), "seed {seed}");
+        assert_eq!(
+            r.cases(ManualReason::Mismatch),
+            MISMATCHED.len(),
+            "seed {seed}"
+        );
         assert_eq!(r.cases(ManualReason::Rejected), 1, "seed {seed}");
         let others: Vec<_> = r
             .manual
@@ -95,13 +102,20 @@ async fn every_job_is_made_once_across_seeded_runs() {
             .collect();
         assert!(others.is_empty(), "seed {seed}: {others:?}");
         // The three stranded jobs only the reconciler could finish.
-        assert!(r.reconciled >= 3, "seed {seed}: reconciled {}", r.reconciled);
+        assert!(
+            r.reconciled >= 3,
+            "seed {seed}: reconciled {}",
+            r.reconciled
+        );
     }
     // The faults happened (not a run that passed because nothing went wrong).
     let crashes: usize = reports.iter().map(|r| r.faults.crashes).sum();
     let echoes: usize = reports.iter().map(|r| r.faults.echoes).sum();
     let stalls: usize = reports.iter().map(|r| r.faults.stalls).sum();
-    assert!(crashes > 0 && echoes > 0 && stalls > 0, "{crashes} {echoes} {stalls}");
+    assert!(
+        crashes > 0 && echoes > 0 && stalls > 0,
+        "{crashes} {echoes} {stalls}"
+    );
 }
 
 /// The checker is not vacuous: a second effect under one key, a row without its record and a

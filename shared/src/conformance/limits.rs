@@ -3,9 +3,7 @@
 //! [`StoreError::Refused`] and nothing written, so the memory store refuses what DynamoDB refuses.
 
 use super::*;
-use crate::store::limits::{
-    record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES,
-};
+use crate::store::limits::{record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES};
 
 /// A reserve whose record has a label named like a store attribute (each of
 /// [`RESERVED_NAMES`]: `pk`, `status`, `slot_id`, `history`, `source_event`, ...) or with an
@@ -35,7 +33,8 @@ pub async fn reserved_label_names_are_refused(store: Arc<dyn Store>, prefix: &st
     assert_eq!(store.get(&r.pk).await.expect("get"), None);
 
     let mut r = sample_record(prefix, "label-case", "w1#0", NOW_MS);
-    r.labels.insert("Status".to_string(), "label value".to_string());
+    r.labels
+        .insert("Status".to_string(), "label value".to_string());
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let stored = must_get(store.as_ref(), &r.pk).await;
     assert_eq!(stored.label("Status"), "label value");
@@ -132,5 +131,8 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);
-    assert_eq!(store.booking(&r.event_key).await.expect("booking"), Some(row));
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(row)
+    );
 }

@@ -198,7 +198,7 @@ impl Gate {
                         ),
                         d,
                     )
-                    .await
+                    .await;
             }
             Err(e) => return self.release(record, owner, e.to_string()).await,
         };

@@ -180,7 +180,10 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
     size += r.lease_owner.as_deref().map_or(0, |v| s("lease_owner", v));
     size += r.lease_until_ms.map_or(0, |v| n("lease_until", v));
     size += r.slot_id.as_deref().map_or(0, |v| s("slot_id", v));
-    size += r.inflight_shard.as_deref().map_or(0, |v| s("inflight_shard", v));
+    size += r
+        .inflight_shard
+        .as_deref()
+        .map_or(0, |v| s("inflight_shard", v));
     size += r.error.as_deref().map_or(0, |v| s("error", v));
     size += if r.route_pending {
         s("route_pending", "1")
@@ -244,7 +247,11 @@ pub fn check_row(row: &BusinessRow) -> Result<(), ItemRefusal> {
 ///
 /// # Errors
 /// A reserved or empty label name; over [`MAX_ITEM_BYTES`].
-pub fn check_natural_key(item_pk: &str, event_key: &str, key: &NaturalKey) -> Result<(), ItemRefusal> {
+pub fn check_natural_key(
+    item_pk: &str,
+    event_key: &str,
+    key: &NaturalKey,
+) -> Result<(), ItemRefusal> {
     check_labels(&key.labels)?;
     within(natural_key_item_bytes(item_pk, event_key, key))
 }

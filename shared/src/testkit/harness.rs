@@ -23,6 +23,7 @@
 //! the same order every time: a seed replays the same run.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -118,7 +119,7 @@ pub struct RunReport {
     pub faults: FaultCounts,
     /// SQS deliveries made (redeliveries included).
     pub deliveries: usize,
-    /// Records the reconciler committed.
+    /// Records the reconciler committed (its runs during stalls included).
     pub reconciled: usize,
 }
 
@@ -209,9 +210,17 @@ impl Harness {
             manual: manual.clone(),
             clock: clock.clone(),
         };
-        store.set_stall_hook(Some(stall_hook(&gate, &memory, &clock, &config.reconciler)));
+        let reconciled_in_stalls = Arc::new(AtomicUsize::new(0));
+        store.set_stall_hook(Some(stall_hook(
+            &gate,
+            &memory,
+            &clock,
+            &config.reconciler,
+            &reconciled_in_stalls,
+        )));
 
-        let (delivered, events) = classify(target.integration.as_ref(), &self.bodies, config.start_ms);
+        let (delivered, events) =
+            classify(target.integration.as_ref(), &self.bodies, config.start_ms);
         let mut queue: Vec<String> = Vec::new();
         let mut stranded = 0;
         for body in &self.bodies {
@@ -237,7 +246,9 @@ impl Harness {
         // violation, never a hang.
         let limit = 50 * (queue.len() + 1);
         while !queue.is_empty() && deliveries < limit {
-            let take = rng.random_range(1..=config.max_batch.max(1)).min(queue.len());
+            let take = rng
+                .random_range(1..=config.max_batch.max(1))
+                .min(queue.len());
             let batch: Vec<(String, String)> = queue
                 .drain(..take)
                 .map(|body| {
@@ -257,29 +268,43 @@ impl Harness {
             };
             let report = gate.handle_batch(sqs_event(&pairs), &invocation).await;
             for failure in &report.response.batch_item_failures {
-                if let Some((_, body)) = batch.iter().find(|(id, _)| *id == failure.item_identifier) {
+                if let Some((_, body)) = batch.iter().find(|(id, _)| *id == failure.item_identifier)
+                {
                     queue.push(body.clone());
                 }
             }
             if batches % config.reconcile_every.max(1) == 0 {
                 clock.advance_ms(60_000);
-                reconciled += reconcile(&gate, &memory, &clock, &config.reconciler, &format!("rec-b{batches}"))
-                    .await
-                    .0;
+                reconciled += reconcile(
+                    &gate,
+                    &memory,
+                    &clock,
+                    &config.reconciler,
+                    &format!("rec-b{batches}"),
+                )
+                .await
+                .0;
             }
         }
         // The reconciler every minute from ten minutes on, until it finds nothing left.
         clock.advance_ms(10 * 60_000);
         for run in 0..60 {
             clock.advance_ms(60_000);
-            let (done, examined) =
-                reconcile(&gate, &memory, &clock, &config.reconciler, &format!("rec-{run}")).await;
+            let (done, examined) = reconcile(
+                &gate,
+                &memory,
+                &clock,
+                &config.reconciler,
+                &format!("rec-{run}"),
+            )
+            .await;
             reconciled += done;
             if examined == 0 {
                 break;
             }
         }
         store.set_stall_hook(None);
+        reconciled += reconciled_in_stalls.load(Ordering::SeqCst);
 
         let records = memory.records();
         let rows = memory.bookings();
@@ -385,22 +410,28 @@ fn stall_hook(
     memory: &Arc<MemoryStore>,
     clock: &Arc<ManualClock>,
     config: &ReconcilerConfig,
+    reconciled: &Arc<AtomicUsize>,
 ) -> StallHook {
     let gate = gate.clone();
     let memory = Arc::clone(memory);
     let clock = Arc::clone(clock);
     let config = config.clone();
-    let stalls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reconciled = Arc::clone(reconciled);
+    let stalls = Arc::new(AtomicUsize::new(0));
     Arc::new(move || {
         let gate = gate.clone();
         let memory = Arc::clone(&memory);
         let clock = Arc::clone(&clock);
         let config = config.clone();
-        let n = stalls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let reconciled = Arc::clone(&reconciled);
+        let n = stalls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
+            // The consumer's lease lasts until its invocation's deadline (60 s in the harness),
+            // at least the lease floor; the reconciler looks at records older than its minimum age.
             let lease = 60_000_i64.max(gate.config.lease_floor_ms);
             clock.advance_ms(lease.max(config.min_age_ms) + 1_000);
-            reconcile(&gate, &memory, &clock, &config, &format!("stall-{n}")).await;
+            let (done, _) = reconcile(&gate, &memory, &clock, &config, &format!("stall-{n}")).await;
+            reconciled.fetch_add(done, Ordering::SeqCst);
         })
     })
 }

@@ -205,7 +205,10 @@ mod tests {
     fn liveness_reports_what_was_left_or_lost() {
         let delivered = Delivered {
             events: BTreeMap::from([
-                ("a".to_string(), BTreeMap::from([("fa".to_string(), "A".to_string())])),
+                (
+                    "a".to_string(),
+                    BTreeMap::from([("fa".to_string(), "A".to_string())]),
+                ),
                 (
                     "b".to_string(),
                     BTreeMap::from([
@@ -213,7 +216,10 @@ mod tests {
                         ("fb2".to_string(), "B2".to_string()),
                     ]),
                 ),
-                ("c".to_string(), BTreeMap::from([("fc".to_string(), "C".to_string())])),
+                (
+                    "c".to_string(),
+                    BTreeMap::from([("fc".to_string(), "C".to_string())]),
+                ),
             ]),
             rejected: BTreeSet::from(["poison".to_string()]),
         };
@@ -226,7 +232,10 @@ mod tests {
         assert_eq!(v.len(), 4, "{v:#?}");
         assert!(v[0].starts_with("record c still has work"));
         assert_eq!(v[1], "event b: manual but no person has it");
-        assert_eq!(v[2], "event b: the body with fingerprint fb2 reached no person");
+        assert_eq!(
+            v[2],
+            "event b: the body with fingerprint fb2 reached no person"
+        );
         assert_eq!(v[3], "a rejected body (6 bytes) reached no person");
 
         let records = vec![
@@ -240,15 +249,31 @@ mod tests {
             item(ManualReason::TerminalRejected, Some("c"), "C"),
             item(ManualReason::Rejected, None, "poison"),
         ];
-        assert_eq!(liveness_violations(&records, &manual, &delivered), Vec::<String>::new());
+        assert_eq!(
+            liveness_violations(&records, &manual, &delivered),
+            Vec::<String>::new()
+        );
         // An event without a record, and a record of a body never delivered.
         let v = liveness_violations(&records[..1], &manual, &delivered);
-        assert_eq!(v, vec!["event b: no record".to_string(), "event c: no record".to_string()]);
+        assert_eq!(
+            v,
+            vec![
+                "event b: no record".to_string(),
+                "event c: no record".to_string()
+            ]
+        );
         let odd = vec![record("a", RecordStatus::Committed, "other")];
-        let v = liveness_violations(&odd, &manual, &Delivered {
-            events: BTreeMap::from([("a".to_string(), BTreeMap::from([("fa".to_string(), "A".to_string())]))]),
-            rejected: BTreeSet::new(),
-        });
+        let v = liveness_violations(
+            &odd,
+            &manual,
+            &Delivered {
+                events: BTreeMap::from([(
+                    "a".to_string(),
+                    BTreeMap::from([("fa".to_string(), "A".to_string())]),
+                )]),
+                rejected: BTreeSet::new(),
+            },
+        );
         assert_eq!(v.len(), 2, "{v:#?}");
     }
 }

@@ -235,7 +235,8 @@ struct Reply {
 
 impl Reply {
     fn problem(status: u16, problem_type: &str, title: &str, detail: &str) -> Self {
-        let body = json!({"type": problem_type, "title": title, "status": status, "detail": detail});
+        let body =
+            json!({"type": problem_type, "title": title, "status": status, "detail": detail});
         Self {
             status,
             content_type: CONTENT_TYPE_PROBLEM,
@@ -635,8 +636,7 @@ async fn dispatch(
             // The work runs in its own task: a client that gives up does not cancel it (as with
             // a real server, the effect is still made and its answer stored).
             let worker = Arc::clone(&core);
-            let run =
-                tokio::spawn(async move { worker.post(key.as_deref(), &body).await });
+            let run = tokio::spawn(async move { worker.post(key.as_deref(), &body).await });
             match run.await {
                 Ok(reply) => reply,
                 Err(e) => Reply::problem(500, "internal_error", "Internal Error", &e.to_string()),
@@ -655,7 +655,12 @@ async fn dispatch(
 
 fn respond(reply: Reply) -> Response {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, reply.content_type)], reply.body).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, reply.content_type)],
+        reply.body,
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -672,7 +677,10 @@ mod tests {
             Arc::new(ManualClock::new(0)),
         );
         let fp = fingerprint("/jobs", b"{}");
-        assert!(matches!(core.decide(&mut core.lock(), "k", &fp), Decision::Work));
+        assert!(matches!(
+            core.decide(&mut core.lock(), "k", &fp),
+            Decision::Work
+        ));
         let busy = core.post(Some("\"k\""), b"{}").await;
         assert_eq!(busy.status, 409);
         let v: Value = serde_json::from_slice(&busy.body).unwrap();
@@ -680,7 +688,10 @@ mod tests {
         let other = core.post(Some("k"), b"{\"x\":1}").await;
         assert_eq!(other.status, 422);
         let done = core.work("k", fp, b"{}");
-        assert_eq!((done.status, done.body.as_slice()), (201, &br#"{"id":"E-000001"}"#[..]));
+        assert_eq!(
+            (done.status, done.body.as_slice()),
+            (201, &br#"{"id":"E-000001"}"#[..])
+        );
         assert_eq!(core.post(Some("k"), b"{}").await, done);
         assert_eq!(core.lock().counters.in_flight, 1);
     }

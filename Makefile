@@ -22,7 +22,7 @@ test: tools fmt-check clippy lint-template cargo-test
 tools:
 	scripts/tools.sh
 
-# `sam build` for the deploy (README, "Build and deploy"): the three functions built with
+# `sam build` for the deploy (docs/DEPLOYING.md, "Build and deploy"): the three functions built with
 # `cargo lambda build --release --arm64`. The arm64 Rust target is installed first, once: `sam
 # build` runs the three builds in parallel (samconfig.toml) and each would try to install the
 # missing target at the same time ("Failed to install target component", then "can't find crate
@@ -31,8 +31,8 @@ build: tools
 	rustup target add aarch64-unknown-linux-gnu
 	sam build
 
-# The operators' command line (README, "gatectl"), a release binary for the operator's machine:
-# target/release/gatectl.
+# The operators' command line (docs/OPERATING.md, "gatectl"): a release binary for the
+# operator's machine, target/release/gatectl.
 gatectl:
 	$(CARGO) build --release -p gatectl
 
@@ -45,10 +45,11 @@ clippy:
 lint-template:
 	scripts/lint-template.sh
 
-# moto runs on a free loopback port for the duration of the tests and is stopped afterwards,
-# also when a test fails.
+# moto and a throwaway PostgreSQL (scripts/with-postgres.sh: the distribution's PostgreSQL 15,
+# installed with apt-get if missing) run on free loopback ports for the duration of the tests and
+# are stopped afterwards, also when a test fails.
 cargo-test:
-	scripts/with-moto.sh $(CARGO) test --workspace --all-targets --all-features
+	scripts/with-postgres.sh scripts/with-moto.sh $(CARGO) test --workspace --all-targets --all-features
 
 # Benchmarks (issue 8; not part of `make test`, never timed assertions): the criterion benches of
 # the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from
@@ -57,7 +58,7 @@ cargo-test:
 # footprint (and the webhook ingress's, issue 16); issue 18's parts: cold start of the gate and of
 # Powertools (awslambdaric) under one fake Runtime API, dollars per million events (each function
 # in a cgroup with the CPU share of its memory size: run as root), the capacity model against
-# `sim sustained`, and the floor handler. Figures and how to read them: BENCHMARKS.md.
+# `sim sustained`, and the floor handler. Figures and how to read them: docs/BENCHMARKS.md.
 # BENCH_ARGS=--events 5000 for the issue's full size (about 3 minutes per run on moto).
 BENCH_ARGS ?= --runs 5
 bench: tools

@@ -25,7 +25,7 @@ threaded server; DynamoDB serialises conditional writes per item. Both servers r
 behind ``scripts/moto-serial.py``'s ``SerialDynamoDB`` (one lock around each DynamoDB request and
 its answer, as ``scripts/with-moto.sh`` runs moto for the tests), so the handlers see DynamoDB's
 semantics. moto serves one request at a time anyway (one Python process), so the lock costs no
-throughput (BENCHMARKS.md).
+throughput (docs/BENCHMARKS.md).
 
 4. A latency floor (``--latency-ms L``, issue 18's cost measurement): every answer leaves no sooner
 than L ms after its request arrived, measured around the whole application (the serialising lock

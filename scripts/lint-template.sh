@@ -5,8 +5,8 @@
 #   cfn-lint --include-checks I  errors, warnings and informational findings all fail
 #   checkov                      the security scan (CloudFormation/SAM checks); every failed check
 #                                fails, a check is skipped only in the template, per resource,
-#                                with `Metadata: checkov: skip:` and a comment (README.md lists
-#                                every skip with its reason)
+#                                with `Metadata: checkov: skip:` and a comment
+#                                (docs/SECURITY.md lists every skip with its reason)
 #   check-template-policy.py     the project's own rules no scanner knows: one role per function,
 #                                no "*" resource where one can be named, the token's secret read
 #                                only by its readers, DLQ retention above the source's,

@@ -9,7 +9,7 @@
 //! duration per batch is the measured duration rounded up to the next millisecond (Lambda's
 //! granularity); per event, a tenth of it. DynamoDB requests are counted at moto by operation.
 //!
-//! Write and read units follow AWS's rules (cited in `BENCHMARKS.md`): a standard write of an
+//! Write and read units follow AWS's rules (cited in `docs/BENCHMARKS.md`): a standard write of an
 //! item up to 1 KB is 1 write request unit (WRU), a transactional write 2 per item; a conditional
 //! write whose condition fails still consumes the write; a write that puts an item into a global
 //! secondary index or takes it out costs one index write. Item sizes are measured from the

@@ -1,6 +1,6 @@
 //! `gate-bench`: the gate's cost per event side by side with the naive handler and with
 //! Powertools for AWS Lambda (Python), in one run against one moto server (issue 8). See
-//! `BENCHMARKS.md` for the figures and the commands that produced them.
+//! `docs/BENCHMARKS.md` for the figures and the commands that produced them.
 //!
 //! What it does:
 //!

@@ -167,16 +167,16 @@ mod tests {
         Cli::command().debug_assert();
     }
 
-    /// The README's gatectl section names every subcommand and list, and its exit-code table is
-    /// `crate::error::exit`.
+    /// The gatectl section of `docs/OPERATING.md` names every subcommand and list, and its
+    /// exit-code table is `crate::error::exit`.
     #[test]
-    fn the_readme_documents_every_command_and_exit_code() {
+    fn the_operating_doc_names_every_command_and_exit_code() {
         use crate::error::exit;
-        let readme = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/OPERATING.md"),
         )
         .unwrap();
-        let section = readme
+        let section = doc
             .split("### gatectl: the runbooks' command line")
             .nth(1)
             .and_then(|s| s.split("\n### ").next())

@@ -820,7 +820,7 @@ impl Ctl {
     }
 
     /// The oldest a dead letter may be to be redriven, **milliseconds**: the records' lifetime
-    /// (`KEY_TTL_SECONDS`) minus the notification queue's retention (README, "Alarm:
+    /// (`KEY_TTL_SECONDS`) minus the notification queue's retention (`docs/OPERATING.md`, "Alarm:
     /// DeadLetters": a redriven message lives another retention period, and its record must
     /// outlive it).
     async fn redrive_limit_ms(&self) -> Result<(i64, i64), CtlError> {

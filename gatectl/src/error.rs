@@ -4,7 +4,7 @@ use std::fmt;
 
 use gate::store::StoreError;
 
-/// The exit codes of `gatectl` (also in `gatectl --help` and the README):
+/// The exit codes of `gatectl` (also in `gatectl --help` and `docs/OPERATING.md`):
 ///
 /// | code | meaning |
 /// | --- | --- |

@@ -1,6 +1,7 @@
 //! Where the stack's tables and queues are, and the gate's settings: from a CloudFormation
 //! stack's outputs and parameters (`--stack NAME`), or from the environment variables the
-//! functions read (`README`, "Configuration"), so `gatectl` and the functions never disagree.
+//! functions read (`docs/DEPLOYING.md`, "Configuration"), so `gatectl` and the functions never
+//! disagree.
 
 use std::collections::BTreeMap;
 
@@ -50,7 +51,7 @@ pub const PARAMETER_VARIABLES: [(&str, &str); 17] = [
     ),
     ("RetentionMarginSeconds", "RETENTION_MARGIN_SECONDS"),
     ("ReconcilePageSize", "RECONCILE_PAGE_SIZE"),
-    // Several terminals in one stack (README, "Several terminals in one stack").
+    // Several terminals in one stack (`docs/DEPLOYING.md`, "Several terminals in one stack").
     ("Terminals", "TERMINALS"),
     ("TerminalTokenSecretArns", "TERMINAL_TOKEN_SECRET_ARNS"),
 ];

@@ -101,8 +101,8 @@ pub struct FalsePageRow {
     pub pages_per_month: f64,
 }
 
-/// The table the README gives: every alarm of `alarms` at every volume of `per_hour` and every
-/// duplicate rate of `rates`.
+/// The table `docs/OPERATING.md` gives: every alarm of `alarms` at every volume of `per_hour`
+/// and every duplicate rate of `rates`.
 pub fn false_page_table(
     alarms: &[RatioAlarm],
     per_hour: &[f64],

@@ -37,7 +37,7 @@ pub fn fingerprint_of<T: serde::Serialize>(
     business_fields: &T,
 ) -> Result<String, serde_json::Error> {
     // RFC 8785 through the maintained JCS crate, not our own serialiser: a hand-written one was
-    // measured 3 µs faster per event (BENCHMARKS.md) and rejected, as the gate spends
+    // measured 3 µs faster per event (docs/BENCHMARKS.md) and rejected, as the gate spends
     // milliseconds on DynamoDB and the side effect, and canonical JSON is not what this project
     // is for.
     let canonical = serde_json_canonicalizer::to_vec(business_fields)?;

@@ -2,7 +2,7 @@
 //! integration that implements [`Integration`] (the truck-slot claims of crate `truck_slot`, the
 //! job client of crate `job_client`).
 //!
-//! Modules (the README and `docs/ARCHITECTURE.md` give the picture):
+//! Modules (`docs/ARCHITECTURE.md` gives the picture):
 //! * [`integration`]: the [`Integration`] trait (parse, key material, business fields, request
 //!   bytes, the side effect and its lookup, the business row); [`effect`]: the side effect's
 //!   answers as the gate acts on them;

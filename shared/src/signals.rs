@@ -1,5 +1,5 @@
-//! The four signals (README, "Monitoring"): a gate fails silently, so these
-//! catch it.
+//! The four signals (`docs/OPERATING.md`, "Monitoring: four signals"): a gate fails silently,
+//! so these catch it.
 //!
 //! | signal | healthy | alarm |
 //! | --- | --- | --- |

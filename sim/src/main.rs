@@ -27,15 +27,22 @@ enum Command {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// The idempotency store of the gated handler: in memory, or DynamoDB (a fresh pair of
+        /// The idempotency store of the gated handler: in memory, DynamoDB (a fresh pair of
         /// tables `gate-replay-{epoch ms}-idempotency`/`-bookings` per run, left in place;
-        /// without AWS_ACCESS_KEY_ID moto's dummy credentials, without AWS_REGION eu-west-1).
+        /// without AWS_ACCESS_KEY_ID moto's dummy credentials, without AWS_REGION eu-west-1),
+        /// or PostgreSQL (`--database-url`).
         #[arg(long, value_enum, default_value = "memory")]
         store: StoreKind,
         /// DynamoDB endpoint for `--store dynamodb`, e.g. a moto server `http://127.0.0.1:5000`
         /// (default: the SDK's, `AWS_ENDPOINT_URL` or the region's).
         #[arg(long)]
         endpoint: Option<String>,
+        /// PostgreSQL connection string for `--store postgres` (a fresh schema
+        /// `gate_replay_{epoch ms}` per run, migrated, left in place), e.g.
+        /// `postgresql://gate@127.0.0.1:5432/gate`. Secret: read from GATE_DATABASE_URL when
+        /// not given, never printed.
+        #[arg(long, env = "GATE_DATABASE_URL", hide_env_values = true)]
+        database_url: Option<String>,
         /// Draw each signal over simulated time, its threshold and the alarms' firings to this
         /// PNG (gated handler only).
         #[arg(long, value_name = "FILE.png", conflicts_with = "naive")]
@@ -83,8 +90,8 @@ enum Command {
     },
     /// Sustained-rate replay: the gate under a steady feed for minutes of simulated time (real
     /// `Gate::handle_batch`, the memory store behind a DynamoDB latency model, the terminal core
-    /// with a fixed latency), checking the capacity model of BENCHMARKS.md: no queue growth and
-    /// the invariants of `check` that apply without faults. Exits non-zero on a violation.
+    /// with a fixed latency), checking the capacity model of docs/BENCHMARKS.md: no queue growth
+    /// and the invariants of `check` that apply without faults. Exits non-zero on a violation.
     Sustained {
         /// Mean arrivals per simulated second (Poisson).
         #[arg(long, default_value_t = 100.0)]
@@ -209,6 +216,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             json,
             store,
             endpoint,
+            database_url,
             plot,
         } => {
             let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
@@ -220,7 +228,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let store = if naive {
                 None
             } else {
-                Some(stores::build(store, endpoint.as_deref()).await?)
+                Some(stores::build_at(store, endpoint.as_deref(), database_url.as_deref()).await?)
             };
             let r = replay::run(&scenario, ReplayOptions { handler, store }).await?;
             if let (Some(path), Some(signals)) = (&plot, &r.signals) {

@@ -4,7 +4,7 @@
 //! [`truck_slot::notification::MAX_WINDOW_AHEAD_DAYS`] days ahead (`window_too_far_ahead`), so no fixed
 //! date in a sample SQS event stays valid: any window is refused within a year one way or the
 //! other. The files in `events/` keep their dates as written; before they run on the real clock
-//! (the README's local runs, `tests/tests/lambda_runtime.rs`) they are dated with [`date_event`]
+//! (`docs/LOCAL_RUNS.md`, `tests/tests/lambda_runtime.rs`) they are dated with [`date_event`]
 //! (`cargo run -p sim -- sample-events` writes `target/events/`):
 //!
 //! * every RFC 3339 timestamp in the file (the windows inside the bodies) and the SQS

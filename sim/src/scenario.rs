@@ -1,5 +1,5 @@
-//! Scenario files: what the outside world does in a replay. Format (JSON), documented in the
-//! README:
+//! Scenario files: what the outside world does in a replay. Format (JSON), documented in
+//! `docs/SIMULATION.md`:
 //!
 //! ```json
 //! {

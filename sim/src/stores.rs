@@ -1,11 +1,13 @@
-//! Choosing the replay's idempotency store: the embedded memory store, or DynamoDB at an endpoint
-//! (a moto server for local runs, or real DynamoDB with the caller's credentials).
+//! Choosing the replay's idempotency store: the embedded memory store, DynamoDB at an endpoint
+//! (a moto server for local runs, or real DynamoDB with the caller's credentials), or PostgreSQL
+//! at a connection string (a fresh schema per run).
 
 use std::sync::Arc;
 
 use aws_config::BehaviorVersion;
 use gate::store::dynamo::{create_tables, DynamoStore};
 use gate::store::memory::MemoryStore;
+use gate::store::postgres::PostgresStore;
 use gate::store::Store;
 
 /// Which store a replay uses.
@@ -15,7 +17,13 @@ pub enum StoreKind {
     Memory,
     /// DynamoDB at `--endpoint` (fresh tables are created for the run).
     Dynamodb,
+    /// PostgreSQL at `--database-url` (a fresh schema is created and migrated for the run).
+    Postgres,
 }
+
+/// The connections of the replay's PostgreSQL pool: the replay's consumer handles records
+/// concurrently (at most this many statements at once; more wait for a free connection).
+pub const REPLAY_POOL_SIZE: usize = 8;
 
 /// Builds the store. For DynamoDB, creates a fresh pair of tables named
 /// `gate-replay-{n}-idempotency` / `-bookings` (`n` = epoch ms) at `endpoint`; without explicit
@@ -24,8 +32,37 @@ pub enum StoreKind {
 /// # Errors
 /// A message if DynamoDB cannot be reached or the tables cannot be created.
 pub async fn build(kind: StoreKind, endpoint: Option<&str>) -> Result<Arc<dyn Store>, String> {
+    build_at(kind, endpoint, None).await
+}
+
+/// [`build`], and for PostgreSQL at `database_url` (a libpq connection string or URL, secret:
+/// never printed): a fresh schema `gate_replay_{n}` (`n` = epoch ms), migrated, left in place.
+///
+/// # Errors
+/// A message if the store cannot be reached or its tables cannot be created, or PostgreSQL is
+/// chosen without a `database_url`.
+pub async fn build_at(
+    kind: StoreKind,
+    endpoint: Option<&str>,
+    database_url: Option<&str>,
+) -> Result<Arc<dyn Store>, String> {
     match kind {
         StoreKind::Memory => Ok(Arc::new(MemoryStore::new())),
+        StoreKind::Postgres => {
+            let url = database_url.ok_or("--store postgres needs --database-url")?;
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            let config = gate::store::postgres::PostgresConfig::new(url, REPLAY_POOL_SIZE)
+                .with_schema(format!("gate_replay_{stamp}"));
+            let store = PostgresStore::with_config(&config).map_err(|e| e.to_string())?;
+            store
+                .migrate()
+                .await
+                .map_err(|e| format!("cannot create the replay schema: {e}"))?;
+            Ok(Arc::new(store))
+        }
         StoreKind::Dynamodb => {
             let mut loader = aws_config::defaults(BehaviorVersion::latest());
             if let Some(url) = endpoint {

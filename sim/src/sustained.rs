@@ -1,5 +1,5 @@
 //! The sustained-rate replay (issue 18): the gate under a steady feed, to check the capacity
-//! model of `BENCHMARKS.md` ("The scale it holds").
+//! model of `docs/BENCHMARKS.md` ("The scale it holds").
 //!
 //! Notifications arrive on an SQS queue at `rate_per_s` (Poisson arrivals from `seed`) for
 //! `duration_s` simulated seconds; a share `duplicate_rate` of the deliveries are redeliveries
@@ -975,7 +975,7 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     }
 }
 
-/// The capacity model of `BENCHMARKS.md` for `config`: the duration of a full batch and the
+/// The capacity model of `docs/BENCHMARKS.md` for `config`: the duration of a full batch and the
 /// events per second the deployment holds, `(batch_ms, events_per_s)`.
 ///
 /// A record takes one reserve, one claim and one commit in sequence

@@ -1,6 +1,7 @@
-//! The README against the product: the demo's table is what `make demo` prints, the built-in
-//! scenario table and `sim replay --help` name every embedded scenario, and every pinned tool
-//! version quoted anywhere is the one `scripts/tools.sh` installs.
+//! The README and `docs/` against the product: the README's demo table is what `make demo`
+//! prints, the built-in scenario table (`docs/SIMULATION.md`) and `sim replay --help` name every
+//! embedded scenario, every pinned tool version quoted anywhere is the one `scripts/tools.sh`
+//! installs, and every test file `docs/TESTING.md` names exists.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -45,11 +46,11 @@ async fn the_readme_demo_table_is_the_demo_output() {
     );
 }
 
-/// The README's table of built-in scenarios lists exactly the embedded ones, in order.
+/// `docs/SIMULATION.md`'s table of built-in scenarios lists exactly the embedded ones, in order.
 #[test]
 fn the_readme_lists_every_embedded_scenario() {
-    let readme = repo_file("README.md");
-    let table = &readme[readme
+    let doc = repo_file("docs/SIMULATION.md");
+    let table = &doc[doc
         .find("Built-in scenarios (`sim replay NAME`)")
         .expect("the built-in scenario table")..];
     let listed: Vec<&str> = table
@@ -109,8 +110,8 @@ fn pins(text: &str) -> Vec<(String, String)> {
     found
 }
 
-/// A version quoted in the README, the Makefile or a script (an install hint, the deploy
-/// section) is the one the tools script installs: no second, drifting pin.
+/// A version quoted in the README, a file of `docs/`, the Makefile or a script (an install hint,
+/// the deploy section) is the one the tools script installs: no second, drifting pin.
 #[test]
 fn every_quoted_tool_version_is_the_pinned_one() {
     let pinned: BTreeMap<String, String> =
@@ -121,12 +122,25 @@ fn every_quoted_tool_version_is_the_pinned_one() {
             "tools.sh pins no {tool}: {pinned:?}"
         );
     }
-    for file in [
-        "README.md",
-        "Makefile",
-        "scripts/lint-template.sh",
-        "scripts/with-moto.sh",
-    ] {
+    let docs_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let mut files: Vec<String> = std::fs::read_dir(&docs_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", docs_dir.display()))
+        .map(|entry| entry.expect("a directory entry").file_name())
+        .filter_map(|name| name.to_str().map(str::to_string))
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    assert!(files.len() >= 8, "docs/ has its files: {files:?}");
+    files.extend(
+        [
+            "README.md",
+            "Makefile",
+            "scripts/lint-template.sh",
+            "scripts/with-moto.sh",
+        ]
+        .map(String::from),
+    );
+    for file in &files {
         for (tool, version) in pins(&repo_file(file)) {
             if let Some(want) = pinned.get(&tool) {
                 assert_eq!(&version, want, "{file} quotes {tool}=={version}");
@@ -135,21 +149,19 @@ fn every_quoted_tool_version_is_the_pinned_one() {
     }
 }
 
-/// Every test file the README's "Behaviour and where it is tested" table names exists (a bare
-/// file name is in the directory of the path before it on the same row).
+/// Every test file `docs/TESTING.md`'s "Behaviour and where it is tested" table names exists (a
+/// bare file name is in the directory of the path before it on the same row).
 #[test]
 fn every_test_file_the_behaviour_table_names_exists() {
-    let readme = repo_file("README.md");
-    let start = readme
+    let doc = repo_file("docs/TESTING.md");
+    let start = doc
         .find("## Behaviour and where it is tested")
-        .expect("the README has the behaviour table");
-    let end = start
-        + readme[start + 3..]
-            .find("\n## ")
-            .expect("a section after it")
-        + 3;
+        .expect("docs/TESTING.md has the behaviour table");
+    let end = doc[start + 3..]
+        .find("\n## ")
+        .map_or(doc.len(), |at| start + 3 + at);
     let mut checked = 0;
-    for row in readme[start..end].lines().filter(|l| l.starts_with("| ")) {
+    for row in doc[start..end].lines().filter(|l| l.starts_with("| ")) {
         let Some(files) = row.rsplit('|').nth(1) else {
             continue;
         };
@@ -175,7 +187,7 @@ fn every_test_file_the_behaviour_table_names_exists() {
                 .join(&full);
             assert!(
                 on_disk.is_file(),
-                "the README's behaviour table names {full}, which does not exist"
+                "docs/TESTING.md's behaviour table names {full}, which does not exist"
             );
             checked += 1;
         }

@@ -1,4 +1,4 @@
-//! No sample event goes stale: every file in `events/`, dated as the README's local runs and
+//! No sample event goes stale: every file in `events/`, dated as `docs/LOCAL_RUNS.md` and
 //! `tests/tests/lambda_runtime.rs` date it before it runs on the real clock
 //! (`sim::sample_events`), is accepted by the gate at the first millisecond, noon and the last
 //! millisecond of every day of the next five years, leap days included.

@@ -204,7 +204,7 @@ async fn a_terminal_that_forgets_keys_raises_the_distinct_slot_ids_alarm() {
     assert_eq!(r.tms_bookings, 20);
 }
 
-/// `sim replay --plot`: a PNG of the signals (the picture in the README is this one).
+/// `sim replay --plot`: a PNG of the signals (the picture in docs/OPERATING.md).
 #[tokio::test]
 async fn the_plot_of_the_incident_is_a_png() {
     let (r, s) = gated("monday-2025-06-09").await;

@@ -121,6 +121,7 @@ pub use gate::testkit::{sqs_event, CallRecorder};
 pub mod fault_proxy;
 pub mod field_cases;
 pub mod lambda_watch;
+pub mod pg_proxy;
 pub mod reconciler_cases;
 
 /// Writes an `InFlight` index item this code could not have written (status `"exploded"`) into

@@ -856,8 +856,8 @@ async fn foreign_slot_race_on_dynamodb() {
 /// FINDING (low): forms of the PIN a server may echo, checked with `truck_slot::terminal::scrub` (which decides
 /// what reaches a record's `error` and a manual item's `detail`; logs never quote answers). Hex
 /// and base64 are searched only for the secret as sent, not in another case nor with its
-/// separators dropped, though the README says "any case, separators dropped or changed"; an HTML
-/// page's `&nbsp;` or a tag inside the PIN hides it too. Each form missed is listed.
+/// separators dropped, though docs/SECURITY.md says "any case, separators dropped or changed"; an
+/// HTML page's `&nbsp;` or a tag inside the PIN hides it too. Each form missed is listed.
 #[test]
 fn scrub_finds_more_echo_forms() {
     let forms: &[(&str, &str)] = &[

@@ -337,7 +337,7 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
     );
 }
 
-/// The `ingress` binary under `cargo lambda watch` (the README's local run), logging at TRACE:
+/// The `ingress` binary under `cargo lambda watch` (docs/WEBHOOK_INGRESS.md), logging at TRACE:
 /// the sample event, dated and signed for now with the sample's local secret, is answered `202`
 /// and its body queued; the same event with its signature broken is answered `401`. One log line
 /// per request with its outcome, the EMF counters, and neither the PIN nor the secret anywhere in

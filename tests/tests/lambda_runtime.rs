@@ -1,6 +1,6 @@
 //! The Lambda runtime path: the real consumer binary under `cargo lambda watch`, against moto
 //! (tables and queues created here) and the terminal simulator, invoked with the `events/` files
-//! (dated for today first, as the README's local runs do: `sim::sample_events`) through
+//! (dated for today first, as `docs/LOCAL_RUNS.md` does: `sim::sample_events`) through
 //! `cargo lambda invoke`; and a function started without its configuration, which must fail the
 //! invocation at once naming every missing variable. Needs `cargo-lambda` on PATH (`make test`
 //! installs it into `.venv`) and `MOTO_ENDPOINT`.
@@ -258,7 +258,7 @@ const CONFIG_VARIABLES: &[&str] = &[
     "WEBHOOK_SECRETS",
 ];
 
-/// Started without configuration (the README's step 3 forgotten), each function reports its
+/// Started without configuration (LOCAL_RUNS.md's step 3 forgotten), each function reports its
 /// init error to the Runtime API and the invocation fails at once with it, every missing
 /// variable named in one message, instead of waiting forever for a runtime that never asks for
 /// its event. Timed from the function's start (the watcher's `Running` line), not from the

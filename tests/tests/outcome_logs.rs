@@ -3,7 +3,7 @@
 //! fed a short replay (a new notification, its redelivery, the same event with other content, a
 //! poison body, a claim the terminal refuses with 503, the same container and window under a new
 //! notificationId) and every record must end in exactly one `record processed` line carrying the
-//! outcome and the fields the runbooks name (`README.md`, "Runbooks"): `fields.outcome`,
+//! outcome and the fields the runbooks name (`docs/OPERATING.md`, "Runbooks"): `fields.outcome`,
 //! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.container`,
 //! `fields.slot_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
 
@@ -204,10 +204,10 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert_eq!(warned[0]["other_event_key"], key_a.as_str());
     assert_eq!(warned[0]["container"], A);
 
-    // Every outcome the runbooks cite (`fields.outcome = "X"` in README.md) is in the logs, and
-    // every log line they quote exists.
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
-    let cited: Vec<&str> = readme
+    // Every outcome the runbooks cite (`fields.outcome = "X"` in docs/OPERATING.md) is in the logs,
+    // and every log line they quote exists.
+    let runbooks = std::fs::read_to_string(workspace_root().join("docs/OPERATING.md")).unwrap();
+    let cited: Vec<&str> = runbooks
         .split("fields.outcome = \"")
         .skip(1)
         .filter_map(|rest| rest.split('"').next())
@@ -231,7 +231,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         ];
         assert!(
             known.contains(outcome),
-            "README cites an unknown outcome {outcome:?}"
+            "docs/OPERATING.md cites an unknown outcome {outcome:?}"
         );
         if *outcome == "DuplicateInFlight" {
             // A copy while the first is in flight needs two concurrent workers; the gate's
@@ -240,14 +240,17 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         }
         assert!(
             processed.iter().any(|f| f["outcome"] == *outcome),
-            "README cites {outcome:?}, the logs have none"
+            "docs/OPERATING.md cites {outcome:?}, the logs have none"
         );
     }
     for quoted in [
         "record processed",
         "natural-key collision: another event key committed this container and window",
     ] {
-        assert!(readme.contains(quoted), "README quotes {quoted:?}");
+        assert!(
+            runbooks.contains(quoted),
+            "docs/OPERATING.md quotes {quoted:?}"
+        );
         assert!(stdout.contains(quoted), "the logs hold {quoted:?}");
     }
 

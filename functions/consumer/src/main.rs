@@ -2,8 +2,8 @@
 
 // One thread: a Lambda sandbox runs one invocation at a time, and the records of a batch run
 // concurrently on this one task (I/O-bound). Measured against the multi-thread runtime
-// (BENCHMARKS.md, "Client CPU against its floor"): init about 8 ms less, 0.4 MB less peak RSS,
-// no measurable change in CPU per batch.
+// (docs/BENCHMARKS.md, "Client CPU against its floor"): init about 8 ms less, 0.4 MB less peak
+// RSS, no measurable change in CPU per batch.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     truck_slot::lambda::run_consumer().await

@@ -13,9 +13,10 @@ pub const ROUTE_KEY: &str = "POST /webhooks/portbase";
 /// The route's path.
 pub const ROUTE_PATH: &str = "/webhooks/portbase";
 
-/// The signing secret of the sample event `events/webhook-portbase.json` and of the README's local
-/// runs (`WEBHOOK_SECRETS='{"active": ["whsec_..."]}'`). Public by design: **never configure it
-/// in a stack**; a deployed stack reads its secrets from Secrets Manager.
+/// The signing secret of the sample event `events/webhook-portbase.json` and of the local runs
+/// of `docs/WEBHOOK_INGRESS.md` (`WEBHOOK_SECRETS='{"active": ["whsec_..."]}'`). Public by
+/// design: **never configure it in a stack**; a deployed stack reads its secrets from Secrets
+/// Manager.
 pub const LOCAL_SAMPLE_SECRET: &str = "whsec_bG9jYWwtb25seS1zYW1wbGUtc2VjcmV0LTMyYnl0ZXM=";
 
 /// One signed delivery: the three headers' values and the body.

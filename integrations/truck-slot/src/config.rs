@@ -884,10 +884,10 @@ mod tests {
         );
     }
 
-    /// The README's example of a refused `TERMINALS` ("Several terminals in one stack"), word
-    /// for word.
+    /// The example of a refused `TERMINALS` in `docs/DEPLOYING.md` ("Several terminals in one
+    /// stack"), word for word.
     #[test]
-    fn the_readme_example_of_terminals_errors() {
+    fn the_documented_example_of_terminals_errors() {
         let mut vars = several();
         vars.retain(|(k, _)| *k != "TERMINALS");
         vars.push((
@@ -900,11 +900,11 @@ mod tests {
         ));
         vars.push(("KNOWN_TERMINALS", "ECT-DELTA,APMT-MV2"));
         let err = FunctionConfig::from_env(env(&vars)).unwrap_err();
-        let readme = include_str!("../../../README.md");
-        let shown = readme
+        let doc = include_str!("../../../docs/DEPLOYING.md");
+        let shown = doc
             .lines()
             .find(|l| l.starts_with("invalid configuration: 3 problems: KNOWN_TERMINALS"))
-            .expect("the README's example");
+            .expect("the example in docs/DEPLOYING.md");
         assert_eq!(err.to_string(), shown);
     }
 

@@ -11,9 +11,10 @@
 //! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
 //!
 //! The cases live by concern: `reserve`, `lease` (take-over, release), `commit` (with the
-//! business row, effect ids and the natural-key item), `finish` (routing to a person, data
-//! minimisation), `index` (the `InFlight` pages) and `limits` (reserved label names, the item
-//! size limit); every case is re-exported here, where the one case list below names it.
+//! business row, effect ids and the natural-key item), `concurrency` (writes that race),
+//! `finish` (routing to a person, data minimisation), `index` (the `InFlight` pages) and `limits`
+//! (reserved label names, the item size limit); every case is re-exported here, where the one
+//! case list below names it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -122,6 +123,7 @@ async fn must_get(store: &dyn IdempotencyStore, pk: &str) -> IdempotencyRecord {
 }
 
 mod commit;
+mod concurrency;
 mod finish;
 mod index;
 mod lease;
@@ -129,6 +131,10 @@ mod limits;
 mod reserve;
 
 pub use commit::*;
+pub use concurrency::{
+    concurrent_natural_key_one_holder, concurrent_record_slot_id_loses_none,
+    concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
+};
 pub use finish::*;
 pub use index::*;
 pub use lease::*;
@@ -158,6 +164,10 @@ macro_rules! __with_conformance_cases {
             finished_records_hold_no_request,
             commit_over_another_recorded_slot_is_counted,
             natural_key_collision_is_reported,
+            concurrent_take_over_and_commit_one_wins,
+            concurrent_record_slot_id_loses_none,
+            concurrent_reserve_over_expired_one_winner,
+            concurrent_natural_key_one_holder,
             reserved_label_names_are_refused,
             items_over_the_size_limit_are_refused,
             commit_refuses_reserved_row_and_key_labels,

@@ -157,11 +157,7 @@ impl IdempotencyStore for MemoryStore {
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        limits::check_row(booking).map_err(refused)?;
-        if let Some(key) = natural_key {
-            let item_pk = natural_key_pk(pk, &booking.source_event, key);
-            limits::check_natural_key(&item_pk, &booking.source_event, key).map_err(refused)?;
-        }
+        limits::check_commit(pk, booking, natural_key).map_err(refused)?;
         let mut t = self.lock();
         let Some(r) = t.records.get(pk) else {
             return Err(StoreError::Corrupt(format!("no record {pk} to commit")));

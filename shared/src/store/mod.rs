@@ -4,14 +4,17 @@
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
 //! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function).
 //!
-//! Adapters: [`memory::MemoryStore`] (tests, the simulator) and `dynamo::DynamoStore` /
-//! `dynamo::DynamoIndex` (feature `aws`). What an item may hold (reserved label names, the item
-//! size limit) is written once for both: [`limits`].
+//! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
+//! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
+//! What an item may hold (reserved label names, DynamoDB's item size limit) is written once for
+//! every adapter: [`limits`].
 
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod limits;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use async_trait::async_trait;
 

@@ -69,6 +69,7 @@ mod invariants;
 #[cfg(feature = "aws")]
 mod recorder;
 mod server;
+mod server_config;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 

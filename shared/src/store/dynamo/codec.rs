@@ -202,25 +202,6 @@ pub(crate) fn checked_record_item(
     Ok(record_to_item(record))
 }
 
-/// The commit's refusals before its transaction: the business row's and the natural-key item's
-/// labels and sizes (the item `pk` is `natural_key_pk`), as [`checked_record_item`].
-///
-/// # Errors
-/// [`StoreError::Refused`].
-pub(crate) fn check_commit_items(
-    record_pk: &str,
-    booking: &BusinessRow,
-    natural_key: Option<&crate::record::NaturalKey>,
-) -> Result<(), StoreError> {
-    use crate::store::limits::{check_natural_key, check_row};
-    check_row(booking).map_err(StoreError::Refused)?;
-    if let Some(key) = natural_key {
-        let item_pk = crate::store::natural_key_pk(record_pk, &booking.source_event, key);
-        check_natural_key(&item_pk, &booking.source_event, key).map_err(StoreError::Refused)?;
-    }
-    Ok(())
-}
-
 /// Writes each label as a string attribute of its name, never over one of the item's own (the
 /// checked writes refuse such a label first: [`checked_record_item`], [`check_commit_items`]).
 fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {

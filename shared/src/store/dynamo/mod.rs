@@ -396,7 +396,8 @@ impl IdempotencyStore for DynamoStore {
         // The natural-key item rides in the same transaction; when only its condition cancels
         // it (another event key committed this container and window), the transaction is
         // retried once without it and the collision is reported.
-        codec::check_commit_items(pk, booking, natural_key)?;
+        crate::store::limits::check_commit(pk, booking, natural_key)
+            .map_err(StoreError::Refused)?;
         let mut other_slots = false;
         let mut collision: Option<String> = None;
         let mut items =

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Runs a command against a throwaway PostgreSQL server on a free loopback port:
+#
+#   scripts/with-postgres.sh cargo test -p integration-tests --test postgres
+#   scripts/with-postgres.sh scripts/with-moto.sh cargo test --workspace   (both servers)
+#
+# Creates a cluster in a fresh temporary directory with the distribution's PostgreSQL 15
+# (`initdb`, `pg_ctl` from PG_BIN, default /usr/lib/postgresql/15/bin; the `postgresql` package
+# is installed with apt-get when missing and the script runs as root), starts it on
+# 127.0.0.1:PORT with trust authentication for the superuser `gate` and a database `gate`,
+# exports GATE_TEST_DATABASE_URL, runs "$@", and stops the server and removes the directory on
+# exit, also when the command fails or is interrupted. Exits with the command's code.
+#
+# The server refuses to run as root: as root, the cluster belongs to an unprivileged user
+# (PG_USER, default `nobody`) and every server command runs as that user. The server is
+# tuned for tests only (fsync off: a crash loses the throwaway data).
+set -euo pipefail
+
+if [ "$#" -eq 0 ]; then
+    echo "usage: $0 COMMAND [ARGS...]" >&2
+    exit 2
+fi
+
+pg_bin="${PG_BIN:-/usr/lib/postgresql/15/bin}"
+if [ ! -x "$pg_bin/initdb" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "with-postgres: $pg_bin/initdb missing; installing postgresql with apt-get" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >&2 \
+            || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive \
+                 apt-get install -y --no-install-recommends postgresql >&2; }
+    fi
+    if [ ! -x "$pg_bin/initdb" ]; then
+        echo "with-postgres: $pg_bin/initdb not found; install PostgreSQL 15 (Debian/Ubuntu:" >&2
+        echo "  apt-get install postgresql) or set PG_BIN to its bin directory" >&2
+        exit 2
+    fi
+fi
+
+# As root, run the server's commands as an unprivileged user; otherwise as ourselves.
+as_pg=()
+if [ "$(id -u)" -eq 0 ]; then
+    pg_user="${PG_USER:-nobody}"
+    as_pg=(runuser -u "$pg_user" --)
+fi
+
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+dir="$(mktemp -d -t gate-pg.XXXXXX)"
+chmod 755 "$dir"
+if [ "${#as_pg[@]}" -gt 0 ]; then
+    chown "$pg_user" "$dir"
+fi
+data="$dir/data"
+log="$dir/server.log"
+started=0
+
+cleanup() {
+    if [ "$started" -eq 1 ]; then
+        "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if ! "${as_pg[@]}" "$pg_bin/initdb" -D "$data" -U gate --auth=trust --encoding=UTF8 \
+    --locale=C --no-sync >"$dir/initdb.log" 2>&1; then
+    echo "with-postgres: initdb failed:" >&2
+    cat "$dir/initdb.log" >&2
+    exit 1
+fi
+# Many tests at once, each with its own pool: room for their connections.
+if ! "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$data" -l "$log" -w -t 60 start -o \
+    "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off \
+     -c full_page_writes=off -c max_connections=400" >/dev/null; then
+    echo "with-postgres: the server did not start:" >&2
+    cat "$log" >&2
+    exit 1
+fi
+started=1
+"${as_pg[@]}" "$pg_bin/createdb" -h 127.0.0.1 -p "$port" -U gate gate
+
+export GATE_TEST_DATABASE_URL="postgresql://gate@127.0.0.1:$port/gate?sslmode=disable"
+echo "with-postgres: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') at 127.0.0.1:$port (data in $dir)" >&2
+
+set +e
+"$@"
+status=$?
+set -e
+exit "$status"

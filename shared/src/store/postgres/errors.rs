@@ -1,0 +1,166 @@
+//! What a PostgreSQL error means to the store: retried here (a serialization failure, a
+//! deadlock, a lost connection), or a [`StoreError`] for the caller.
+//!
+//! SQLSTATE codes from the PostgreSQL documentation, Appendix A "PostgreSQL Error Codes".
+
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+
+use crate::store::StoreError;
+
+/// Sleeps in **milliseconds** before each retry of a statement that failed with a serialization
+/// failure (`40001`), a deadlock (`40P01`) or a lost connection: at most four attempts in all,
+/// then [`StoreError::TransactionConflict`] (serialization, deadlock) or
+/// [`StoreError::Unavailable`] (connection). Every statement of the store recognises its own
+/// landed write, so a retry after a lost answer is safe.
+pub const RETRY_BACKOFF_MS: [u64; 3] = [20, 40, 80];
+
+/// A failed attempt: the driver's error, or the pool's.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The server or the connection failed the statement.
+    Db(tokio_postgres::Error),
+    /// No connection from the pool (timed out, or could not connect: the driver's error text).
+    Pool(String),
+    /// No answer within the attempt timeout: the outcome is unknown (the statement may have
+    /// committed), the connection is not reused.
+    Timeout(Duration),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+/// How to handle a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A serialization failure or deadlock: retry the statement (a new transaction).
+    RetryConflict,
+    /// The connection broke (reset, server restart, failover): retry on a new connection.
+    RetryConnection,
+    /// Not retried here.
+    Fail,
+}
+
+/// The SQLSTATE of a database error, if the server sent one.
+pub(crate) fn sqlstate(e: &tokio_postgres::Error) -> Option<&SqlState> {
+    e.code()
+}
+
+impl Failure {
+    pub(crate) fn verdict(&self) -> Verdict {
+        match self {
+            Self::Pool(_) | Self::Timeout(_) => Verdict::RetryConnection,
+            Self::Db(e) => match sqlstate(e) {
+                Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE => Verdict::RetryConflict,
+                Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED => Verdict::RetryConflict,
+                // The server is shutting down or restarting (a failover) or refuses connections
+                // for the moment: the next attempt gets a new connection.
+                Some(c)
+                    if *c == SqlState::ADMIN_SHUTDOWN
+                        || *c == SqlState::CRASH_SHUTDOWN
+                        || *c == SqlState::CANNOT_CONNECT_NOW
+                        || c.code().starts_with("08") =>
+                {
+                    Verdict::RetryConnection
+                }
+                Some(_) => Verdict::Fail,
+                // No SQLSTATE: the connection closed, or an I/O error on it.
+                None if e.is_closed() || is_io(e) => Verdict::RetryConnection,
+                None => Verdict::Fail,
+            },
+        }
+    }
+
+    /// The [`StoreError`] for this failure of operation `op`, after the retries.
+    pub(crate) fn into_store_error(self, op: &str) -> StoreError {
+        match self {
+            Self::Pool(e) => StoreError::Unavailable(format!("{op}: no connection: {e}")),
+            Self::Timeout(t) => StoreError::Unavailable(format!(
+                "{op}: no answer within {} ms, outcome unknown",
+                t.as_millis()
+            )),
+            Self::Db(e) => map_db_error(op, &e),
+        }
+    }
+
+    /// A one-line description for a log line (no parameter values).
+    pub(crate) fn summary(&self) -> String {
+        match self {
+            Self::Pool(e) => format!("no connection: {e}"),
+            Self::Timeout(t) => format!("no answer within {} ms", t.as_millis()),
+            Self::Db(e) => describe(e),
+        }
+    }
+}
+
+fn is_io(e: &tokio_postgres::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// Maps a driver error of operation `op` to a [`StoreError`]; every one is transient (the
+/// event is redelivered) except none: a schema that is missing or wrong is fixed by running the
+/// migrations, after which the redelivery succeeds.
+pub(crate) fn map_db_error(op: &str, e: &tokio_postgres::Error) -> StoreError {
+    let detail = describe(e);
+    match sqlstate(e) {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            StoreError::TransactionConflict(format!(
+                "{op}: {detail} after {} attempts",
+                RETRY_BACKOFF_MS.len() + 1
+            ))
+        }
+        Some(c) if *c == SqlState::QUERY_CANCELED => StoreError::Unavailable(format!(
+            "{op}: statement timeout (statement_timeout) reached: {detail}"
+        )),
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => StoreError::Unavailable(format!(
+            "{op}: lock wait timeout (lock_timeout) reached: {detail}"
+        )),
+        Some(c) if *c == SqlState::TOO_MANY_CONNECTIONS => {
+            StoreError::Throttled(format!("{op}: {detail}"))
+        }
+        Some(c) if *c == SqlState::UNDEFINED_TABLE => StoreError::Unavailable(format!(
+            "{op}: {detail} (run the migrations: PostgresStore::migrate)"
+        )),
+        _ => StoreError::Unavailable(format!("{op}: {detail}")),
+    }
+}
+
+/// The error's text with its SQLSTATE (the driver's `Display` of a server error is only
+/// "db error"). Never a parameter value: the server's message names constraints and columns.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", db.severity(), db.code().code(), db.message()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether `e` is a unique violation of constraint `constraint`.
+pub(crate) fn is_unique_violation(e: &tokio_postgres::Error, constraint: &str) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        *db.code() == SqlState::UNIQUE_VIOLATION && db.constraint() == Some(constraint)
+    })
+}
+
+/// The sleep before retry number `attempt` (0-based), `None` when the retries are spent.
+pub(crate) fn backoff(attempt: usize) -> Option<Duration> {
+    RETRY_BACKOFF_MS
+        .get(attempt)
+        .map(|ms| Duration::from_millis(*ms))
+}

@@ -1,0 +1,594 @@
+//! `PostgresStore`: the [`IdempotencyStore`] and [`InFlightIndex`] on PostgreSQL (feature
+//! `postgres`), for teams whose business tables already live there (RDS, Aurora): the commit of
+//! the record and the business row is a plain local transaction.
+//!
+//! Driver: `tokio-postgres` (the maintained async driver of the rust-postgres project, no macros
+//! that need a database at build time) with the `deadpool-postgres` pool.
+//!
+//! Tables, in one schema (default `gate`; created by the versioned migrations the adapter ships,
+//! [`PostgresStore::migrate`], recorded in `gate_schema_migrations`): `idempotency` (primary key
+//! `pk`, the partial index `idempotency_in_flight` on `(inflight_shard, created_at_ms, pk) WHERE
+//! inflight_shard IS NOT NULL` behind the view `in_flight`, the partial index
+//! `idempotency_multi_slot` behind the view `multi_slot`), `business_rows` (primary key
+//! `source_event`) and `natural_keys` (primary key `pk`). PostgreSQL has no TTL: an expired row
+//! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do.
+//!
+//! Units, never mixed: `expires_at_s` is **epoch seconds**; `lease_until_ms`, `created_at_ms`,
+//! `updated_at_ms` and `booked_at_ms` are **epoch milliseconds**.
+//!
+//! ## One statement per operation
+//!
+//! Every operation is one SQL statement (one round trip once the statement is prepared on its
+//! connection), so one implicit transaction under the server's isolation level (READ COMMITTED
+//! by default: a concurrent write to the same row is waited for and the `WHERE` re-checked on the
+//! newest version, so every fence holds):
+//!
+//! * reserve: `INSERT .. ON CONFLICT (pk) DO UPDATE .. WHERE <expired with nothing left to do>`,
+//!   and, in the same statement, the record there when nothing was written (the reserve's
+//!   `ALL_OLD`);
+//! * commit: the fenced `UPDATE` of the record, the `INSERT` of the business row and the
+//!   natural-key row's upsert, as data-modifying CTEs of one statement: all or nothing;
+//! * take-over, finish: the conditional `UPDATE`, and the record there when it did not apply.
+//!
+//! The record returned beside a write that did not apply is read from the statement's snapshot,
+//! which a write committed concurrently (after the snapshot, before the conflict check) is not
+//! in. When that row contradicts the outcome (it would have met the condition), the statement is
+//! run again, with a new snapshot: only under such a race is an operation two round trips.
+//!
+//! ## A write that landed and lost its answer
+//!
+//! A statement whose answer is lost (connection reset after the server committed, a failover, no
+//! answer within the attempt timeout) is retried on a new connection, as are serialization
+//! failures and deadlocks ([`RETRY_BACKOFF_MS`]); every retry recognises its own landed write,
+//! as on DynamoDB: the reserve finds its own reservation (same lease token), the take-over its own
+//! lease, the commit the record committed by the same holder with the same effect id, the finish
+//! the record finished by the same holder; release, routed and the effect-id append change
+//! nothing the second time.
+
+mod codec;
+mod config;
+mod errors;
+mod schema;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Object, Pool};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+pub use config::PostgresConfig;
+pub use errors::RETRY_BACKOFF_MS;
+pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
+
+use codec::{
+    business_row_from_row, decode_cursor, encode_cursor, in_flight_entry_from_row, labels_to_json,
+    record_from_row, RecordParams,
+};
+use errors::{backoff, describe, is_unique_violation, Failure, Verdict};
+use schema::Statements;
+
+use crate::clock::ms_to_s;
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::store::{
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, Reservation, StoreError, TakeOver, UnreadableEntry,
+};
+
+/// How often a statement whose result contradicts its snapshot (a concurrent write, see the
+/// module docs) is run again before the operation fails as [`StoreError::Unavailable`].
+const SNAPSHOT_RACE_ATTEMPTS: usize = 4;
+
+/// The idempotency table, the business rows and the natural keys on PostgreSQL, through a pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    schema: String,
+    sql: std::sync::Arc<Statements>,
+    attempt_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.schema)
+            .field("pool", &self.pool.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// A store on `url` (a libpq connection string or URL, secret) with `pool_size`
+    /// connections and the defaults of [`PostgresConfig::new`]. Connects lazily: the first
+    /// operation (or [`PostgresStore::migrate`]) opens the first connection.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for a connection string or schema name that does not parse (a
+    /// configuration error; the message never holds the string).
+    pub fn connect(url: &str, pool_size: usize) -> Result<Self, StoreError> {
+        Self::with_config(&PostgresConfig::new(url, pool_size))
+    }
+
+    /// A store with `config` (see [`PostgresStore::connect`]).
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`].
+    pub fn with_config(config: &PostgresConfig) -> Result<Self, StoreError> {
+        check_schema_name(&config.schema)?;
+        let pool = config.pool()?;
+        Ok(Self {
+            pool,
+            schema: config.schema.clone(),
+            sql: std::sync::Arc::new(Statements::new(&config.schema)),
+            attempt_timeout: config.statement_timeout.map(|t| t + Duration::from_secs(2)),
+        })
+    }
+
+    /// Applies the migrations ([`MIGRATIONS`]) not yet applied to the store's schema, creating
+    /// the schema if needed, in one transaction under an advisory lock (several processes may
+    /// run it at once, e.g. every consumer at its cold start). Returns the versions applied now.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the server cannot be reached or a migration fails
+    /// (nothing of it is applied then).
+    pub async fn migrate(&self) -> Result<Vec<i32>, StoreError> {
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("migrate: no connection: {e}")))?;
+        schema::migrate(&mut client, &self.schema)
+            .await
+            .map_err(|f| f.into_store_error("migrate"))
+    }
+
+    /// The schema of the store's tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The connection pool (for operators' queries and tests).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Runs one statement, with the retries of the module docs: a serialization failure, a
+    /// deadlock or a lost connection is retried after [`RETRY_BACKOFF_MS`]; anything else, or
+    /// the last failure, is returned.
+    async fn query(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Failure> {
+        let mut attempt = 0;
+        loop {
+            let failure = match self.attempt(sql, params).await {
+                Ok(rows) => return Ok(rows),
+                Err(f) => f,
+            };
+            let verdict = failure.verdict();
+            match (verdict, backoff(attempt)) {
+                (Verdict::Fail, _) | (_, None) => return Err(failure),
+                (_, Some(sleep)) => {
+                    tracing::warn!(
+                        op,
+                        attempt = attempt + 1,
+                        error = %failure.summary(),
+                        "PostgreSQL statement retried"
+                    );
+                    tokio::time::sleep(sleep).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, Failure> {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| Failure::Pool(pool_error(&e)))?;
+        let run = async {
+            let statement = client.prepare_cached(sql).await?;
+            client.query(&statement, params).await
+        };
+        match self.attempt_timeout {
+            None => run.await.map_err(Failure::Db),
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(result) => result.map_err(Failure::Db),
+                Err(_) => {
+                    // No answer: the connection may be half-open (a failover). Never reuse it.
+                    drop(Object::take(client));
+                    Err(Failure::Timeout(limit))
+                }
+            },
+        }
+    }
+
+    fn err(op: &str, failure: Failure) -> StoreError {
+        failure.into_store_error(op)
+    }
+
+    /// The event key holding the natural-key row `nk_pk`, read with a new snapshot.
+    async fn natural_key_holder(&self, nk_pk: &str) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .query("natural key", &self.sql.natural_key_holder, &[&nk_pk])
+            .await
+            .map_err(|f| Self::err("natural key", f))?;
+        Ok(rows.first().map(|r| r.get::<_, String>(0)))
+    }
+}
+
+fn pool_error(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(db) => describe(db),
+        other => other.to_string(),
+    }
+}
+
+fn count(row: &Row, column: &str) -> Result<i64, StoreError> {
+    row.try_get(column)
+        .map_err(|e| StoreError::Corrupt(format!("column {column}: {e}")))
+}
+
+fn first(rows: &[Row], op: &str) -> Result<Row, StoreError> {
+    rows.first()
+        .cloned()
+        .ok_or_else(|| StoreError::Corrupt(format!("{op}: the statement returned no row")))
+}
+
+#[async_trait]
+impl IdempotencyStore for PostgresStore {
+    /// One statement: `INSERT .. ON CONFLICT (pk) DO UPDATE .. WHERE expires_at_s < :now_s AND
+    /// status <> 'in_flight' AND NOT route_pending`, returning the record there when nothing
+    /// was written. That record is [`Reservation::Reserved`] when it is this very reservation
+    /// (the retry of a landed reserve), else [`Reservation::Conflict`].
+    async fn reserve(
+        &self,
+        record: &IdempotencyRecord,
+        now_ms: i64,
+    ) -> Result<Reservation, StoreError> {
+        // What DynamoDB refuses, every store refuses (`crate::store::limits`).
+        crate::store::limits::check_record(record).map_err(StoreError::Refused)?;
+        let values = RecordParams::new(record);
+        let now_s = ms_to_s(now_ms);
+        let mut params: Vec<&(dyn ToSql + Sync)> = values.params(record).to_vec();
+        params.push(&now_s);
+        for _ in 0..SNAPSHOT_RACE_ATTEMPTS {
+            let rows = self
+                .query("reserve", &self.sql.reserve, &params)
+                .await
+                .map_err(|f| Self::err("reserve", f))?;
+            let row = first(&rows, "reserve")?;
+            if count(&row, "written")? > 0 {
+                return Ok(Reservation::Reserved);
+            }
+            match record_from_row(&row)? {
+                Some(existing) if existing.is_same_reservation(record) => {
+                    return Ok(Reservation::Reserved)
+                }
+                // Replaceable in this snapshot, yet not replaced: a concurrent reserve won.
+                Some(existing) if existing.is_expired(now_ms) && !existing.has_work() => {}
+                Some(existing) => return Ok(Reservation::Conflict(Box::new(existing))),
+                // Inserted by a concurrent reserve after this statement's snapshot.
+                None => {}
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
+            record.pk
+        )))
+    }
+
+    /// One conditional `UPDATE` (`(status = 'in_flight' OR route_pending) AND lease_owner =
+    /// :old AND (lease_until_ms IS NULL OR lease_until_ms < :now)`), returning the record as it
+    /// is now, or as it is when the update did not apply: [`TakeOver::Taken`] if it already
+    /// carries our lease (a retry of a landed take-over), else [`TakeOver::Refused`].
+    async fn take_over(
+        &self,
+        pk: &str,
+        old_owner: &str,
+        new_owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        let rows = self
+            .query(
+                "take_over",
+                &self.sql.take_over,
+                &[&pk, &old_owner, &new_owner, &lease_until_ms, &now_ms],
+            )
+            .await
+            .map_err(|f| Self::err("take_over", f))?;
+        let Some(row) = rows.first() else {
+            return Ok(TakeOver::Refused);
+        };
+        let taken: bool = row
+            .try_get("taken")
+            .map_err(|e| StoreError::Corrupt(format!("column taken: {e}")))?;
+        let Some(record) = record_from_row(row)? else {
+            return Ok(TakeOver::Refused);
+        };
+        let ours = record.has_work()
+            && record.lease_owner.as_deref() == Some(new_owner)
+            && record.lease_until_ms == Some(lease_until_ms);
+        Ok(if taken || ours {
+            TakeOver::Taken(Box::new(record))
+        } else {
+            TakeOver::Refused
+        })
+    }
+
+    /// One statement, one transaction: the record's fenced `UPDATE` (`status = 'in_flight' AND
+    /// lease_owner = :owner`), the business row's `INSERT` and, with a natural key, its row's
+    /// upsert (written when absent or held by this event key). A business row that outlived its
+    /// record aborts the whole statement (a unique violation): [`StoreError::Corrupt`], nothing
+    /// written. A natural key held by another event key is left as it is and reported as
+    /// [`CommitOutcome::CommittedCollision`]. When the update did not apply: the record
+    /// committed by `owner` with `slot_id` is [`CommitOutcome::Committed`] (the retry of a
+    /// landed commit), no record is [`StoreError::Corrupt`], anything else
+    /// [`CommitOutcome::Refused`].
+    async fn commit(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        crate::store::limits::check_commit(pk, booking, natural_key)
+            .map_err(StoreError::Refused)?;
+        let row_labels = labels_to_json(&booking.labels);
+        let nk_pk = natural_key.map(|k| natural_key_pk(pk, &booking.source_event, k));
+        let nk_labels = natural_key.map(|k| labels_to_json(&k.labels));
+        let nk_expires = natural_key.map(|k| k.expires_at_s);
+        let params: [&(dyn ToSql + Sync); 10] = [
+            &pk,
+            &owner,
+            &slot_id,
+            &now_ms,
+            &booking.source_event,
+            &row_labels,
+            &booking.booked_at_ms,
+            &nk_pk,
+            &nk_labels,
+            &nk_expires,
+        ];
+        for _ in 0..SNAPSHOT_RACE_ATTEMPTS {
+            let rows = match self.query("commit", &self.sql.commit, &params).await {
+                Ok(rows) => rows,
+                Err(Failure::Db(e)) if is_unique_violation(&e, "business_rows_pkey") => {
+                    let existing = self.booking(&booking.source_event).await?;
+                    return Err(StoreError::Corrupt(format!(
+                        "a business row for {} already exists with effect id {}",
+                        booking.source_event,
+                        existing.map_or_else(|| "?".to_string(), |b| b.effect_id)
+                    )));
+                }
+                Err(f) => return Err(Self::err("commit", f)),
+            };
+            let row = first(&rows, "commit")?;
+            if count(&row, "committed")? > 0 {
+                let Some(nk_pk) = nk_pk.as_deref() else {
+                    return Ok(CommitOutcome::Committed);
+                };
+                if count(&row, "nk_written")? > 0 {
+                    return Ok(CommitOutcome::Committed);
+                }
+                let holder: Option<String> = row
+                    .try_get("nk_holder")
+                    .map_err(|e| StoreError::Corrupt(format!("column nk_holder: {e}")))?;
+                let holder = match holder {
+                    Some(h) => Some(h),
+                    // Committed by another event key after this statement's snapshot.
+                    None => self.natural_key_holder(nk_pk).await?,
+                };
+                return Ok(CommitOutcome::CommittedCollision {
+                    other_event_key: holder.unwrap_or_else(|| "unknown".to_string()),
+                });
+            }
+            let Some(record) = record_from_row(&row)? else {
+                match self.get(pk).await? {
+                    Some(_) => continue,
+                    None => return Err(StoreError::Corrupt(format!("no record {pk} to commit"))),
+                }
+            };
+            if record.status == RecordStatus::Committed
+                && record.lease_owner.as_deref() == Some(owner)
+                && record.slot_id.as_deref() == Some(slot_id)
+            {
+                return Ok(CommitOutcome::Committed);
+            }
+            if record.status == RecordStatus::InFlight
+                && record.lease_owner.as_deref() == Some(owner)
+            {
+                // The fence held on this snapshot: the record changed after it. Again.
+                continue;
+            }
+            return Ok(CommitOutcome::Refused(Box::new(record)));
+        }
+        Err(StoreError::Unavailable(format!(
+            "commit of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
+        )))
+    }
+
+    /// One conditional `UPDATE` setting `lease_until_ms = 0` on `(status = 'in_flight' OR
+    /// route_pending) AND lease_owner = :owner`; a record that does not match is left alone.
+    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
+        self.query("release_lease", &self.sql.release, &[&pk, &owner, &now_ms])
+            .await
+            .map_err(|f| Self::err("release_lease", f))?;
+        Ok(())
+    }
+
+    /// One conditional `UPDATE` on `status = 'in_flight' AND lease_owner = :owner` (and no
+    /// effect id for [`FinishGuard::LeaseAndNoSlot`]), returning the record there when it did
+    /// not apply: finished by `owner` as `status` with its routing pending is
+    /// [`FinishOutcome::Finished`] (a retry of a landed finish), else
+    /// [`FinishOutcome::Refused`].
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        guard: FinishGuard,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        let no_slot = guard == FinishGuard::LeaseAndNoSlot;
+        let status_text = status.as_str();
+        let params: [&(dyn ToSql + Sync); 7] =
+            [&pk, &owner, &status_text, &error, &item, &now_ms, &no_slot];
+        for _ in 0..SNAPSHOT_RACE_ATTEMPTS {
+            let rows = self
+                .query("finish", &self.sql.finish, &params)
+                .await
+                .map_err(|f| Self::err("finish", f))?;
+            let row = first(&rows, "finish")?;
+            if count(&row, "finished")? > 0 {
+                return Ok(FinishOutcome::Finished);
+            }
+            let Some(record) = record_from_row(&row)? else {
+                return Ok(FinishOutcome::Refused(None));
+            };
+            let held = record.status == RecordStatus::InFlight
+                && record.lease_owner.as_deref() == Some(owner);
+            if record.status == status
+                && record.route_pending
+                && record.lease_owner.as_deref() == Some(owner)
+            {
+                return Ok(FinishOutcome::Finished);
+            }
+            let guarded = !no_slot || record.slot_ids.is_empty();
+            if held && guarded {
+                // The condition held on this snapshot: the record changed after it. Again.
+                continue;
+            }
+            return Ok(FinishOutcome::Refused(Some(Box::new(record))));
+        }
+        Err(StoreError::Unavailable(format!(
+            "finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
+        )))
+    }
+
+    /// One conditional `UPDATE` on `route_pending AND lease_owner = :owner`, clearing the mark,
+    /// the manual item, the lease and the in-flight shard; `Ok(false)` when it did not apply.
+    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let rows = self
+            .query("routed", &self.sql.routed, &[&pk, &owner, &now_ms])
+            .await
+            .map_err(|f| Self::err("routed", f))?;
+        Ok(!rows.is_empty())
+    }
+
+    /// One `UPDATE` appending `slot_id` to `slot_ids` unless present (a record with two or more
+    /// is in the partial index `idempotency_multi_slot`), returning the record after it.
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let rows = self
+            .query(
+                "record_slot_id",
+                &self.sql.record_slot_id,
+                &[&pk, &slot_id, &now_ms],
+            )
+            .await
+            .map_err(|f| Self::err("record_slot_id", f))?;
+        match rows.first() {
+            Some(row) => record_from_row(row),
+            None => Ok(None),
+        }
+    }
+
+    /// One `SELECT` by primary key.
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let rows = self
+            .query("get", &self.sql.get, &[&pk])
+            .await
+            .map_err(|f| Self::err("get", f))?;
+        match rows.first() {
+            Some(row) => record_from_row(row),
+            None => Ok(None),
+        }
+    }
+
+    /// One `SELECT` of `business_rows` by primary key.
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        let rows = self
+            .query("booking", &self.sql.booking, &[&source_event])
+            .await
+            .map_err(|f| Self::err("booking", f))?;
+        rows.first().map(business_row_from_row).transpose()
+    }
+}
+
+#[async_trait]
+impl InFlightIndex for PostgresStore {
+    /// `SELECT count(*)` of the view `multi_slot` (the partial index `idempotency_multi_slot`).
+    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+        let rows = self
+            .query("multi_slot_keys", &self.sql.multi_slot_keys, &[])
+            .await
+            .map_err(|f| Self::err("multi_slot_keys", f))?;
+        let n = count(&first(&rows, "multi_slot_keys")?, "count")?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// One `SELECT` of the view `in_flight` (the partial index `idempotency_in_flight`):
+    /// `inflight_shard = :shard AND created_at_ms < :before` (epoch ms), ordered by
+    /// `(created_at_ms, pk)` after the cursor, `limit + 1` rows to know whether a page follows.
+    /// The index is consistent with the table (unlike a GSI).
+    async fn stale_in_flight(
+        &self,
+        shard: &str,
+        created_before_ms: i64,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<InFlightPage, StoreError> {
+        let (after_ms, after_pk) = match cursor.as_deref() {
+            Some(c) => decode_cursor(c)?,
+            None => (i64::MIN, String::new()),
+        };
+        let limit = limit.max(1);
+        let fetch = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let rows = self
+            .query(
+                "stale_in_flight",
+                &self.sql.stale_in_flight,
+                &[&shard, &created_before_ms, &after_ms, &after_pk, &fetch],
+            )
+            .await
+            .map_err(|f| Self::err("stale_in_flight", f))?;
+        let more = rows.len() > limit;
+        let mut page = InFlightPage::default();
+        let mut last = None;
+        for row in rows.iter().take(limit) {
+            let pk: Option<String> = row.try_get("pk").ok();
+            let created: Option<i64> = row.try_get("created_at_ms").ok();
+            if let (Some(pk), Some(created)) = (&pk, created) {
+                last = Some(encode_cursor(created, pk));
+            }
+            match in_flight_entry_from_row(row) {
+                Ok(entry) => page.entries.push(entry),
+                Err(e) => page.unreadable.push(UnreadableEntry {
+                    pk,
+                    created_at_ms: created,
+                    error: e.to_string(),
+                }),
+            }
+        }
+        page.cursor = if more { last } else { None };
+        Ok(page)
+    }
+}

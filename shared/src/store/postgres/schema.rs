@@ -1,0 +1,265 @@
+//! The PostgreSQL schema of the store: the versioned migrations the adapter ships
+//! ([`MIGRATIONS`], applied by [`migrate`] and recorded in `gate_schema_migrations`) and the
+//! statements of every operation, qualified with the store's schema ([`Statements`]).
+
+use tokio_postgres::Client;
+
+use super::codec::{BUSINESS_ROW_COLUMNS, IN_FLIGHT_COLUMNS, RECORD_COLUMNS};
+use super::errors::Failure;
+use crate::store::StoreError;
+
+/// One migration: its version (applied in ascending order, each once), name and SQL.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The version, from the file name (`0001_init.sql`: 1).
+    pub version: i32,
+    /// The file name.
+    pub name: &'static str,
+    /// The SQL, run with `search_path` set to the store's schema (unqualified names).
+    pub sql: &'static str,
+}
+
+/// The migrations, in order. A shipped migration is never edited: a change is a new file.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init.sql",
+    sql: include_str!("migrations/0001_init.sql"),
+}];
+
+/// The table recording applied migrations (in the store's schema).
+pub const MIGRATIONS_TABLE: &str = "gate_schema_migrations";
+
+/// Checks a schema name: 1 to 63 characters (PostgreSQL's `NAMEDATALEN - 1`), lowercase ASCII
+/// letters, digits and `_`, not starting with a digit. Such a name needs no quoting, so it cannot
+/// carry SQL into the statements it is spliced into.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] naming the rule broken (a configuration error).
+pub fn check_schema_name(schema: &str) -> Result<(), StoreError> {
+    let ok = (1..=63).contains(&schema.len())
+        && schema
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !schema.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "schema name {schema:?}: 1 to 63 of a-z, 0-9 and _, not starting with a digit"
+        )))
+    }
+}
+
+/// Applies the migrations not yet recorded in `{schema}.gate_schema_migrations`, in one
+/// transaction under a transaction-scoped advisory lock (so consumers starting at once, each
+/// migrating at its cold start, apply each migration once). Creates the schema if needed.
+/// Returns the versions applied now (empty when the schema is current).
+pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32>, Failure> {
+    let tx = client.transaction().await?;
+    // The lock key: the schema name's hash (PostgreSQL's own `hashtext`), so that two schemas
+    // migrate independently.
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
+        .await?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema}; \
+         CREATE TABLE IF NOT EXISTS {schema}.{MIGRATIONS_TABLE} ( \
+             version    integer     PRIMARY KEY, \
+             name       text        NOT NULL, \
+             applied_at timestamptz NOT NULL DEFAULT now())"
+    ))
+    .await?;
+    let applied: Vec<i32> = tx
+        .query(
+            &format!("SELECT version FROM {schema}.{MIGRATIONS_TABLE}"),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let mut now = Vec::new();
+    for m in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+        tx.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
+            .await?;
+        tx.batch_execute(m.sql).await?;
+        tx.execute(
+            &format!("INSERT INTO {schema}.{MIGRATIONS_TABLE} (version, name) VALUES ($1, $2)"),
+            &[&m.version, &m.name],
+        )
+        .await?;
+        now.push(m.version);
+    }
+    tx.commit().await?;
+    Ok(now)
+}
+
+/// The statements of the store, with the schema spliced in (checked by [`check_schema_name`]).
+/// Each is one statement: one round trip once prepared on a connection.
+#[derive(Debug, Clone)]
+pub(crate) struct Statements {
+    pub reserve: String,
+    pub take_over: String,
+    pub commit: String,
+    pub release: String,
+    pub finish: String,
+    pub routed: String,
+    pub record_slot_id: String,
+    pub get: String,
+    pub booking: String,
+    pub natural_key_holder: String,
+    pub multi_slot_keys: String,
+    pub stale_in_flight: String,
+}
+
+impl Statements {
+    pub(crate) fn new(schema: &str) -> Self {
+        let t = format!("{schema}.idempotency");
+        let b = format!("{schema}.business_rows");
+        let n = format!("{schema}.natural_keys");
+        let cols = RECORD_COLUMNS;
+        let updates = RECORD_COLUMNS
+            .split(", ")
+            .filter(|c| *c != "pk")
+            .map(|c| format!("{c} = EXCLUDED.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // The existing record, only when the write did not happen (`done` is empty): the outer
+        // join gives exactly one row either way. Both read the statement's snapshot.
+        let existing_unless = |done: &str| {
+            format!("(SELECT 1) AS one LEFT JOIN (SELECT {cols} FROM {t} WHERE pk = $1) AS e ON NOT EXISTS (SELECT 1 FROM {done})")
+        };
+        Self {
+            // Insert, or replace an expired record with nothing left to do; otherwise return
+            // the record there (`written` = 0). $1..$17 the record, $18 now in epoch SECONDS.
+            reserve: format!(
+                "WITH written AS ( \
+                   INSERT INTO {t} AS r ({cols}) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+                   ON CONFLICT (pk) DO UPDATE SET {updates} \
+                   WHERE r.expires_at_s < $18 AND r.status <> 'in_flight' AND NOT r.route_pending \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM written) AS written, e.* FROM {}",
+                existing_unless("written")
+            ),
+            // $1 pk, $2 old owner, $3 new owner, $4 lease_until (ms), $5 now (ms).
+            take_over: format!(
+                "WITH taken AS ( \
+                   UPDATE {t} SET lease_owner = $3, lease_until_ms = $4, updated_at_ms = $5 \
+                   WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2 \
+                     AND (lease_until_ms IS NULL OR lease_until_ms < $5) \
+                   RETURNING {cols}) \
+                 SELECT true AS taken, {cols} FROM taken \
+                 UNION ALL \
+                 SELECT false AS taken, {cols} FROM {t} \
+                   WHERE pk = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
+            ),
+            // One statement, so one transaction: the fenced update of the record, the business
+            // row (a plain insert: a row that outlived its record aborts the whole statement
+            // with a unique violation), the natural-key row (written if absent or ours).
+            // $1 pk, $2 owner, $3 effect id, $4 now (ms), $5 event key, $6 row labels,
+            // $7 booked_at (ms), $8 natural-key pk or NULL, $9 its labels, $10 its expires_at (s).
+            commit: format!(
+                "WITH rec AS ( \
+                   UPDATE {t} SET status = 'committed', slot_id = $3, \
+                     slot_ids = CASE WHEN $3 = ANY(slot_ids) THEN slot_ids \
+                                     ELSE array_append(slot_ids, $3) END, \
+                     lease_until_ms = NULL, inflight_shard = NULL, request = '\\x'::bytea, \
+                     updated_at_ms = $4 \
+                   WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
+                   RETURNING pk), \
+                 booked AS ( \
+                   INSERT INTO {b} ({BUSINESS_ROW_COLUMNS}) \
+                   SELECT $5, $3, $6, $7 FROM rec RETURNING source_event), \
+                 nk AS ( \
+                   INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
+                   SELECT $8::text, $5, $9::jsonb, $10::bigint FROM rec WHERE $8::text IS NOT NULL \
+                   ON CONFLICT (pk) DO UPDATE SET labels = EXCLUDED.labels, \
+                     expires_at_s = EXCLUDED.expires_at_s \
+                   WHERE k.event_key = EXCLUDED.event_key \
+                   RETURNING pk) \
+                 SELECT (SELECT count(*) FROM rec) AS committed, \
+                        (SELECT count(*) FROM booked) AS booked, \
+                        (SELECT count(*) FROM nk) AS nk_written, \
+                        (SELECT event_key FROM {n} WHERE pk = $8::text) AS nk_holder, \
+                        e.* FROM {}",
+                existing_unless("rec")
+            ),
+            // $1 pk, $2 owner, $3 now (ms).
+            release: format!(
+                "UPDATE {t} SET lease_until_ms = 0, updated_at_ms = $3 \
+                 WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2"
+            ),
+            // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-slot guard.
+            finish: format!(
+                "WITH done AS ( \
+                   UPDATE {t} SET status = $3, error = $4, request = $5, route_pending = true, \
+                     updated_at_ms = $6 \
+                   WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
+                     AND (NOT $7::boolean OR cardinality(slot_ids) = 0) \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM done) AS finished, e.* FROM {}",
+                existing_unless("done")
+            ),
+            // $1 pk, $2 owner, $3 now (ms).
+            routed: format!(
+                "UPDATE {t} SET route_pending = false, request = '\\x'::bytea, \
+                   lease_until_ms = NULL, inflight_shard = NULL, updated_at_ms = $3 \
+                 WHERE pk = $1 AND route_pending AND lease_owner = $2 RETURNING 1"
+            ),
+            // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
+            record_slot_id: format!(
+                "UPDATE {t} SET slot_ids = CASE WHEN $2 = ANY(slot_ids) THEN slot_ids \
+                                              ELSE array_append(slot_ids, $2) END, \
+                   updated_at_ms = $3 \
+                 WHERE pk = $1 RETURNING {cols}"
+            ),
+            get: format!("SELECT {cols} FROM {t} WHERE pk = $1"),
+            booking: format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1"),
+            natural_key_holder: format!("SELECT event_key FROM {n} WHERE pk = $1"),
+            multi_slot_keys: format!("SELECT count(*) FROM {schema}.multi_slot"),
+            // $1 shard, $2 created before (ms), $3/$4 the cursor (created_at_ms, pk), $5 limit.
+            stale_in_flight: format!(
+                "SELECT {IN_FLIGHT_COLUMNS} FROM {schema}.in_flight \
+                 WHERE inflight_shard = $1 AND created_at_ms < $2 \
+                   AND (created_at_ms, pk) > ($3, $4) \
+                 ORDER BY created_at_ms, pk LIMIT $5"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_that_need_no_quoting_only() {
+        for ok in ["gate", "gate_test_1", "_x"] {
+            assert!(check_schema_name(ok).is_ok(), "{ok}");
+        }
+        let long = "a".repeat(64);
+        for bad in [
+            "",
+            "Gate",
+            "1gate",
+            "gate;drop",
+            "gate\"x",
+            "gate-x",
+            long.as_str(),
+        ] {
+            assert!(check_schema_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn migrations_are_numbered_from_one_in_order() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version as usize, i + 1);
+            assert!(
+                m.name.starts_with(&format!("{:04}_", m.version)),
+                "{}",
+                m.name
+            );
+        }
+    }
+}

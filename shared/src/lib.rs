@@ -12,8 +12,10 @@
 //!   adapters (`store::memory`, `store::dynamo`);
 //! * [`manual`]: the `ManualQueue` port with its adapters (`manual::memory`, `manual::sqs`);
 //!   [`clock`]: the `Clock` port;
-//! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`routing`]: routing to a
-//!   person exactly once; [`reconciler`]: stranded records finished;
+//! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`decision`]: the one
+//!   decision for a record the gate holds (call, look up, or a person), for the consumer, the
+//!   reconciler and `gatectl`; [`routing`]: routing to a person exactly once; [`reconciler`]:
+//!   stranded records finished;
 //! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
 //! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
@@ -24,6 +26,7 @@ pub mod clock;
 #[cfg(feature = "testkit")]
 pub mod conformance;
 pub mod consumer;
+pub mod decision;
 pub mod effect;
 pub mod ijson;
 pub mod integration;
@@ -42,4 +45,4 @@ pub mod strict_json;
 pub mod testkit;
 
 pub use consumer::{Delivery, Gate, GateConfig, Invocation, RecordOutcome};
-pub use integration::{Event, Integration, Parsed, Rejection};
+pub use integration::{Event, Held, Integration, Parsed, Rejection};

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
-use gate::integration::{Event, Integration, Parsed, Rejection};
+use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::record::{IdempotencyRecord, Labels};
 use serde_json::Value;
 
@@ -108,7 +108,8 @@ impl Integration for JobClient {
         })
     }
 
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
         let sent = self
             .http
             .post(format!("{}/jobs", self.base))
@@ -144,7 +145,8 @@ impl Integration for JobClient {
         }
     }
 
-    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let record = held.record();
         let sent = self
             .http
             .get(format!("{}/jobs", self.base))

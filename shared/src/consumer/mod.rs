@@ -26,6 +26,7 @@ use futures::stream::{self, StreamExt};
 use tracing::info;
 
 use crate::clock::Clock;
+use crate::decision::Holder;
 use crate::integration::{Event, Integration, Parsed, Rejection};
 use crate::manual::{ManualItem, ManualQueue, ManualReason};
 use crate::record::IdempotencyRecord;
@@ -282,7 +283,10 @@ impl Gate {
                     Err(e) => RecordOutcome::Retry(e),
                 }
             }
-            _ => self.claim_and_commit(&record, d).await,
+            _ => {
+                let now = self.clock.now_ms();
+                self.proceed(&record, Holder::Consumer, now, d).await.0
+            }
         };
         report
     }

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use gate::clock::ManualClock;
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::integration::Held;
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
 use gate::store::memory::MemoryStore;
@@ -55,7 +56,8 @@ impl Integration for Labelled {
         })
     }
 
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
         self.calls.fetch_add(1, Ordering::SeqCst);
         ClaimOutcome::Claimed(SlotClaim {
             slot_id: format!("E-{}", &record.event_key[..8]),
@@ -63,7 +65,7 @@ impl Integration for Labelled {
         })
     }
 
-    async fn lookup(&self, _record: &IdempotencyRecord) -> LookupOutcome {
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         LookupOutcome::NotFound
     }
 

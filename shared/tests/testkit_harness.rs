@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::integration::Held;
 use gate::manual::ManualReason;
 use gate::record::{IdempotencyRecord, Labels};
 use gate::testkit::{Faults, Harness, IdempotencyServer, ServerConfig, Target};
@@ -54,7 +55,8 @@ impl Integration for Orders {
         })
     }
 
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
         let key = match &self.fresh_keys {
             Some(n) => format!("fresh-{}", n.fetch_add(1, Ordering::SeqCst)),
             None => record.op_key.clone(),
@@ -87,7 +89,8 @@ impl Integration for Orders {
         }
     }
 
-    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let record = held.record();
         let sent = self
             .http
             .get(format!("{}/orders", self.base))

@@ -148,6 +148,14 @@ impl IdempotencyRecord {
         self.status == RecordStatus::InFlight || self.route_pending
     }
 
+    /// Whether the record is `committed` by `owner` with `effect_id`: what the retry of a commit
+    /// that landed meets (its answer lost), which must count as committed, not as refused.
+    pub fn is_committed_by(&self, owner: &str, effect_id: &str) -> bool {
+        self.status == RecordStatus::Committed
+            && self.lease_owner.as_deref() == Some(owner)
+            && self.slot_id.as_deref() == Some(effect_id)
+    }
+
     /// Whether `self` (what the store holds) is the reservation `written`, made by the same
     /// acquisition: same lease owner (a lease token unique per acquisition), status, fingerprint,
     /// operation key and creation time. This is what the client's retry of a reserve whose write

@@ -18,6 +18,7 @@ fn every_case_is_in_the_case_list() {
         include_str!("../src/conformance/reserve.rs"),
         include_str!("../src/conformance/lease.rs"),
         include_str!("../src/conformance/commit.rs"),
+        include_str!("../src/conformance/commit_conditions.rs"),
         include_str!("../src/conformance/concurrency.rs"),
         include_str!("../src/conformance/finish.rs"),
         include_str!("../src/conformance/index.rs"),

@@ -11,7 +11,8 @@
 //! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
 //!
 //! The cases live by concern: `reserve`, `lease` (take-over, release), `commit` (with the
-//! business row, effect ids and the natural-key item), `concurrency` (writes that race),
+//! business row, effect ids and the natural-key item), `commit_conditions` (the commit's
+//! conditions alone and in pairs), `concurrency` (writes that race),
 //! `finish` (routing to a person, data minimisation), `index` (the `InFlight` pages) and `limits`
 //! (reserved label names, the item size limit); every case is re-exported here, where the one
 //! case list below names it.
@@ -123,6 +124,7 @@ async fn must_get(store: &dyn IdempotencyStore, pk: &str) -> IdempotencyRecord {
 }
 
 mod commit;
+mod commit_conditions;
 mod concurrency;
 mod finish;
 mod index;
@@ -131,6 +133,7 @@ mod limits;
 mod reserve;
 
 pub use commit::*;
+pub use commit_conditions::commit_conditions_alone_and_in_pairs;
 pub use concurrency::{
     concurrent_natural_key_one_holder, concurrent_record_slot_id_loses_none,
     concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
@@ -164,6 +167,7 @@ macro_rules! __with_conformance_cases {
             finished_records_hold_no_request,
             commit_over_another_recorded_slot_is_counted,
             natural_key_collision_is_reported,
+            commit_conditions_alone_and_in_pairs,
             concurrent_take_over_and_commit_one_wins,
             concurrent_record_slot_id_loses_none,
             concurrent_reserve_over_expired_one_winner,

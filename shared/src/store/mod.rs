@@ -15,6 +15,9 @@ pub mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod unknown_commit;
+
+pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
 

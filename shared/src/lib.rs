@@ -5,7 +5,8 @@
 //! Modules (`docs/ARCHITECTURE.md` gives the picture):
 //! * [`integration`]: the [`Integration`] trait (parse, key material, business fields, request
 //!   bytes, the side effect and its lookup, the business row); [`effect`]: the side effect's
-//!   answers as the gate acts on them;
+//!   answers as the gate acts on them; [`idempotency_key`]: the `Idempotency-Key` HTTP contract
+//!   (the header, every answer classified, the summaries; its reqwest client with feature `http`);
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
 //! * [`record`]: the idempotency record, its labels, the business row; [`store`]: the store port,
 //!   split by caller (`IdempotencyStore`, the write path; `InFlightIndex`, the read side) with its
@@ -20,6 +21,8 @@
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
 //! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
 //!   exact numbers); [`logging`]: the functions' JSON logs (feature `aws`);
+//! * `lambda` (feature `lambda`): the Lambda wiring, any integration as the consumer, the
+//!   reconciler and the metrics function from a `main.rs` of a few lines;
 //! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
 pub mod alarm_stats;
 pub mod clock;
@@ -28,9 +31,12 @@ pub mod conformance;
 pub mod consumer;
 pub mod decision;
 pub mod effect;
+pub mod idempotency_key;
 pub mod ijson;
 pub mod integration;
 pub mod keys;
+#[cfg(feature = "lambda")]
+pub mod lambda;
 #[cfg(feature = "aws")]
 pub mod logging;
 pub mod manual;

@@ -438,7 +438,7 @@ async fn answer_for(
 
 /// A `DynamoStore` on fresh tables named after `name`, whose client talks to moto through
 /// `endpoint` (a [`FaultProxy`]) with the consumer function's SDK settings: standard retries, 4
-/// attempts, 3 s per attempt, 10 s per operation (`truck_slot::lambda`).
+/// attempts, 3 s per attempt, 10 s per operation (`gate::lambda::runner`).
 pub async fn store_via(endpoint: &str, name: &str) -> gate::store::dynamo::DynamoStore {
     store_via_with(endpoint, name, 4).await
 }

@@ -640,7 +640,7 @@ async fn the_handlers_log_no_secret_at_trace() {
     let behaviour = Arc::new(Mutex::new(Behaviour::default()));
     let terminal = support::spawn(hostile(behaviour.clone())).await;
 
-    // Wired as `truck_slot::lambda::build_consumer` wires it: the token from Secrets Manager.
+    // Wired as `truck_slot::lambda::build` wires it: the token from Secrets Manager.
     let secrets = aws_sdk_secretsmanager::Client::new(&sdk_config().await);
     let mut terminal_config = HttpTerminalConfig::new(terminal.base_url.clone());
     terminal_config.token = Some(fetch_api_token(&secrets, &aws.secret_arn).await.unwrap());

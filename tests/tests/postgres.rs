@@ -447,7 +447,10 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
     let integration = unique("pg-wiring");
     let config = Config::<()>::from_env(fixed_env(&[
         ("INTEGRATION_NAME", integration.as_str()),
-        ("MANUAL_QUEUE_URL", "https://sqs.eu-west-1.amazonaws.com/1/manual"),
+        (
+            "MANUAL_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/1/manual",
+        ),
         ("STORE", "postgres"),
         ("DATABASE_URL", url.as_str()),
         ("DATABASE_POOL_SIZE", "2"),
@@ -455,7 +458,10 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
     ]))
     .expect("configuration");
     let StoreConfig::Postgres(settings) = &config.lambda.store else {
-        panic!("STORE=postgres selects PostgreSQL: {:?}", config.lambda.store);
+        panic!(
+            "STORE=postgres selects PostgreSQL: {:?}",
+            config.lambda.store
+        );
     };
     assert!(matches!(settings.url, DatabaseUrl::Local(_)));
     // No AWS call is made: the connection string is local (`DATABASE_URL`), the queue unused.
@@ -487,7 +493,11 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
         }
     };
     let first = deliver("m-pg-1", "inv-pg-1").await;
-    let slot = core.slots().first().map(|s| s.slot_id.clone()).expect("a slot");
+    let slot = core
+        .slots()
+        .first()
+        .map(|s| s.slot_id.clone())
+        .expect("a slot");
     assert_eq!(
         first.records[0].outcome,
         RecordOutcome::Committed {

@@ -266,7 +266,10 @@ mod tests {
             Err(vec!["DATABASE_URL_SECRET_ARN"])
         );
         assert_eq!(
-            read(&[("STORE", "postgres"), ("DATABASE_URL", "host=db port=seventy")]),
+            read(&[
+                ("STORE", "postgres"),
+                ("DATABASE_URL", "host=db port=seventy")
+            ]),
             Err(vec!["DATABASE_URL"])
         );
         assert_eq!(

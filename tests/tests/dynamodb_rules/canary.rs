@@ -4,11 +4,11 @@
 //! build_store`) runs it unless `VERIFY_CONDITIONAL_WRITES=false`.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use gate::lambda::store::build_store;
+use gate::lambda::StoreConfig;
 use gate::store::dynamo::{ConditionalWritesError, CANARY_PK_PREFIX};
 use integration_tests::fault_proxy::{store_via_with, Fault, FaultProxy};
 use integration_tests::field_cases::T0;
-use gate::lambda::store::build_store;
-use gate::lambda::StoreConfig;
 use integration_tests::{dynamo_client, fresh_tables, moto_endpoint, sdk_config};
 
 const CCF: &str = "ConditionalCheckFailedException";
@@ -141,12 +141,7 @@ async fn the_wiring_starts_where_conditions_are_honoured() {
         .expect("conditions honoured");
     assert_eq!(
         proxy.answers("PutItem"),
-        [
-            Ok(200),
-            Err(CCF.to_string()),
-            Ok(200),
-            Err(CCF.to_string())
-        ]
+        [Ok(200), Err(CCF.to_string()), Ok(200), Err(CCF.to_string())]
     );
 }
 

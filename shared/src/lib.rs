@@ -5,7 +5,8 @@
 //! Modules (`docs/ARCHITECTURE.md` gives the picture):
 //! * [`integration`]: the [`Integration`] trait (parse, key material, business fields, request
 //!   bytes, the side effect and its lookup, the business row); [`effect`]: the side effect's
-//!   answers as the gate acts on them;
+//!   answers as the gate acts on them; [`idempotency_key`]: the `Idempotency-Key` HTTP contract
+//!   (the header, every answer classified, the summaries; its reqwest client with feature `http`);
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
 //! * [`record`]: the idempotency record, its labels, the business row; [`store`]: the store port,
 //!   split by caller (`IdempotencyStore`, the write path; `InFlightIndex`, the read side) with its
@@ -30,6 +31,7 @@ pub mod conformance;
 pub mod consumer;
 pub mod decision;
 pub mod effect;
+pub mod idempotency_key;
 pub mod ijson;
 pub mod integration;
 pub mod keys;

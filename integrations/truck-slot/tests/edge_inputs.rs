@@ -630,7 +630,8 @@ async fn an_unreadable_container_in_the_answer_is_routed_as_invalid() {
 
 /// A terminal that answers garbage forever: every redelivery asks again with the same key and the
 /// same bytes (never a new key), the reconciler's lookups are transient too, and once the key's
-/// retention has passed a person gets the record, told that a slot may exist. Bounded, not silent.
+/// retention has passed a person gets the record, told that whether the effect happened is unknown
+/// (a slot may exist). Bounded, not silent.
 #[tokio::test]
 async fn garbage_forever_is_bounded_and_ends_with_a_person() {
     let (w, terminal) = scripted_world(|seen| {
@@ -698,7 +699,7 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::PastKeyRetention);
     assert!(
-        items[0].detail.contains("a slot may exist"),
+        items[0].detail.contains("happened is unknown"),
         "{}",
         items[0].detail
     );

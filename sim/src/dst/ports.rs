@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
+use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
@@ -15,8 +16,7 @@ use gate::store::{
 };
 use rand::Rng;
 use truck_slot::terminal::{
-    classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
-    SlotTerminal,
+    classify_claim, classify_lookup, AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal,
 };
 
 use super::check::{identity_of_item, pk_of_item};
@@ -41,7 +41,15 @@ impl CoreTerminal {
 #[async_trait]
 impl SlotTerminal for CoreTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        let header = idempotency_key_header(op_key);
+        let header = match header_value(op_key) {
+            Ok(header) => header,
+            Err(why) => {
+                return ClaimOutcome::Permanent {
+                    status: 0,
+                    detail: AnswerDetail::new(format!("nothing sent: {why}")),
+                }
+            }
+        };
         let r = self
             .core
             .handle("POST", "/slots", None, Some(&header), request)

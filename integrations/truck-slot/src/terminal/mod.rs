@@ -1,12 +1,16 @@
 //! The side effect of the truck-slot path: the `SlotTerminal` port (a claim under an
 //! `Idempotency-Key` and the lookup of that key) and its adapters:
 //!
-//! * [`http`]: `HttpTerminal`, the reqwest client of the terminal contract (re-exported here);
+//! * [`http`]: `HttpTerminal`, the reqwest client of the terminal contract (re-exported here),
+//!   on the core's `Idempotency-Key` contract (`gate::idempotency_key`);
+//! * [`answer`]: how the terminal's answers are read (the slot, checked against the request's
+//!   secrets; the scrubbed excerpt): the terminal's hooks of the core's classification;
 //! * [`scrub`]: the PIN and the token found and cut out of text from outside, in every form a
 //!   server echoes them;
 //! * [`several`]: several terminals in one stack (`TERMINALS`, each terminal's API shape, and
 //!   `TerminalRouter`, which sends each record's calls to its own terminal).
 
+pub mod answer;
 pub mod http;
 pub mod scrub;
 pub mod several;
@@ -16,6 +20,7 @@ use std::net::IpAddr;
 use async_trait::async_trait;
 use reqwest::Url;
 
+pub use answer::{classify_claim, classify_lookup, MAX_SLOT_ID_CHARS};
 pub use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
 pub use http::*;
 

@@ -144,7 +144,13 @@ impl Targets {
         let StoreConfig::DynamoDb {
             idempotency_table,
             business_table,
-        } = config.lambda.store;
+            ..
+        } = config.lambda.store
+        else {
+            return Err(CtlError::Config(format!(
+                "{source}: STORE: gatectl works on the DynamoDB tables only (STORE=dynamodb)"
+            )));
+        };
         let terminals = config.integration;
         Ok(Self {
             idempotency_table,

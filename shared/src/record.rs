@@ -188,8 +188,9 @@ pub fn inflight_shard(event_key: &str) -> String {
 /// The integration's labels of an event: name to text (e.g. `container`, `terminal`,
 /// `window_start`, `window_end` on the truck-slot path). Each is stored as a string attribute of
 /// its name on the record, on the business row and (a subset) on the natural-key item, so a name
-/// must not be one of the store's own attribute names (`pk`, `status`, `slot_id`, ...; see
-/// `store::dynamo::RECORD_ATTRIBUTES`).
+/// must not be one of the store's own attribute names (`pk`, `status`, `slot_id`, ...:
+/// [`crate::store::limits::RESERVED_NAMES`]); every store refuses such a label, and an item over
+/// DynamoDB's item limit ([`crate::store::limits`]).
 pub type Labels = BTreeMap<String, String>;
 
 /// A row of the business table the commit writes in the same transaction as the record (the TMS

@@ -354,6 +354,16 @@ impl Gate {
             };
             make_routing_record(&mut fresh, &item);
         }
+        // What the store would refuse every time (a label named like a store attribute, an item
+        // over DynamoDB's limit in any state the gate writes it in) is rejected before the
+        // reserve with its typed reason and routed to a person once: never a retry loop.
+        let row = self.integration.business_row(&fresh, "", now_ms);
+        let natural_key = self.integration.natural_key(&row, &fresh);
+        if let Err(refusal) =
+            crate::store::limits::check_new_event(&fresh, &row, natural_key.as_ref())
+        {
+            return Err(self.route_rejection(refusal.rejection(), d, now_ms).await);
+        }
         match reserve(self.store.as_ref(), &fresh, now_ms).await {
             Ok(Reservation::Reserved) => Ok((fresh, false)),
             Ok(Reservation::Conflict(existing)) => self

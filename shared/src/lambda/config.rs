@@ -5,8 +5,7 @@
 //! | variable | meaning | unit | default |
 //! | --- | --- | --- | --- |
 //! | `INTEGRATION_NAME` | record key prefix, the metrics' `Integration` dimension | | the integration's ([`IntegrationConfig::DEFAULT_NAME`]), else required |
-//! | `IDEMPOTENCY_TABLE` | idempotency table name | | required |
-//! | `BOOKINGS_TABLE` | business table name (the name is the first integration's) | | required |
+//! | `STORE`, `IDEMPOTENCY_TABLE`, `BOOKINGS_TABLE`, `VERIFY_CONDITIONAL_WRITES`, `DATABASE_*` | the store ([`StoreConfig`], `super::store_config`; the business table's name is the first integration's) | | DynamoDB; its tables required |
 //! | `MANUAL_QUEUE_URL` | manual queue URL | | required |
 //! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
 //! | `LEASE_FLOOR_MS` | shortest lease | milliseconds | `30000` |
@@ -22,6 +21,7 @@ use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
 
 use super::env::{ConfigErrors, Env};
+pub use super::store_config::StoreConfig;
 
 /// What the deadline margin reserves for the commit (and the store calls around it) after the
 /// server calls of one record, milliseconds.
@@ -34,19 +34,6 @@ pub fn min_deadline_margin_ms(call_timeout_ms: i64, calls: i64) -> i64 {
         .max(0)
         .saturating_mul(calls)
         .saturating_add(COMMIT_ALLOWANCE_MS)
-}
-
-/// Where the records and the business rows live. One variant today; another store is selected
-/// here by configuration and built in one place ([`crate::lambda::store::build_store`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreConfig {
-    /// DynamoDB (`crate::store::dynamo`): `IDEMPOTENCY_TABLE` and `BOOKINGS_TABLE`.
-    DynamoDb {
-        /// The idempotency table's name.
-        idempotency_table: String,
-        /// The business table's name.
-        business_table: String,
-    },
 }
 
 /// The gate's generic configuration, shared by the consumer and the reconciler.
@@ -65,7 +52,7 @@ pub struct LambdaConfig {
 }
 
 impl LambdaConfig {
-    /// Reads the generic variables, in the order of the module's table but the tables and the
+    /// Reads the generic variables, in the order of the module's table but the store and the
     /// queue last; every problem is recorded on `env`, and a refused value is replaced by its
     /// default so that the integration's variables can still be read against it.
     pub fn read(env: &Env<'_>, default_name: Option<&str>) -> Self {
@@ -120,16 +107,12 @@ impl LambdaConfig {
             retention_margin_ms: margin_s.unwrap_or(3_600) * 1000,
             page_size: page_size.unwrap_or(25) as usize,
         };
-        let idempotency_table = env.required("IDEMPOTENCY_TABLE").unwrap_or_default();
-        let business_table = env.required("BOOKINGS_TABLE").unwrap_or_default();
+        let store = StoreConfig::read(env);
         let manual_queue_url = env.required("MANUAL_QUEUE_URL").unwrap_or_default();
         Self {
             gate,
             reconciler,
-            store: StoreConfig::DynamoDb {
-                idempotency_table,
-                business_table,
-            },
+            store,
             manual_queue_url,
         }
     }
@@ -311,7 +294,8 @@ mod tests {
             c.lambda.store,
             StoreConfig::DynamoDb {
                 idempotency_table: "idem".into(),
-                business_table: "book".into()
+                business_table: "book".into(),
+                verify_conditional_writes: true,
             }
         );
         assert_eq!(

@@ -1,9 +1,9 @@
 //! The Lambda wiring (feature `lambda`): any [`crate::Integration`] runs as the SQS consumer
 //! ([`run_consumer`]), the scheduled reconciler ([`run_reconciler`]) and the scheduled metrics
 //! publisher ([`run_metrics`]) from a `main.rs` of a few lines. The gate reads its generic
-//! variables ([`LambdaConfig`]: tables, manual queue, lease, TTL, key retention and margin,
-//! concurrency, deadline margin, reconciler age and page size, integration name) once at cold
-//! start; the integration adds its own ([`IntegrationConfig`]), and every problem of both is
+//! variables ([`LambdaConfig`]: the store (DynamoDB or PostgreSQL), manual queue, lease, TTL,
+//! key retention and margin, concurrency, deadline margin, reconciler age and page size,
+//! integration name) once at cold start; the integration adds its own ([`IntegrationConfig`]), and every problem of both is
 //! reported in one message ([`ConfigErrors`]) to the Runtime API's init-error endpoint
 //! (`Runtime.InvalidConfiguration`, [`report_init_error`]). Then its `build` function makes the
 //! integration from its configuration and the SDK configuration (reading a secret with
@@ -11,7 +11,8 @@
 //!
 //! Modules, one concern each: [`env`] (reading variables, collecting problems), [`config`] (the
 //! configuration), [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
-//! [`store`] (the store as configured), [`emf`] (the EMF recorder), [`metrics`] (the metrics
+//! [`store_config`] (which store: DynamoDB or PostgreSQL), [`store`] (the store as configured,
+//! with its cold-start checks), [`emf`] (the EMF recorder), [`metrics`] (the metrics
 //! function), [`runner`]
 //! (the handlers and the runtime loops).
 //!
@@ -51,6 +52,7 @@ pub mod metrics;
 pub mod runner;
 pub mod secrets;
 pub mod store;
+pub mod store_config;
 
 /// The SDK configuration an integration's `build` receives (for its own clients, e.g. Secrets
 /// Manager's).
@@ -70,3 +72,5 @@ pub use runner::{
     build_gate, handle_reconcile, handle_sqs, run_consumer, run_reconciler, Build, ScheduledInput,
 };
 pub use secrets::{fetch_secret, fetch_secret_string, SecretError, SecretString};
+pub use store::{build_store, verify_conditional_writes};
+pub use store_config::{DatabaseUrl, PostgresSettings};

@@ -134,7 +134,8 @@ where
 /// consumer ignores it).
 ///
 /// # Errors
-/// `build`'s.
+/// `build`'s, or [`build_store`]'s (the conditional-write check failed, the database's secret
+/// or migrations).
 pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     config: Config<C>,
     build: B,
@@ -150,7 +151,7 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
         .load()
         .await;
     let integration = build.build(config.integration, aws.clone()).await?;
-    let (store, index) = build_store(&config.lambda.store, &aws);
+    let (store, index) = build_store(&config.lambda.store, &aws).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let gate = Gate {
         store,

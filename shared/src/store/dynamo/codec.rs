@@ -185,30 +185,25 @@ pub fn booking_from_item(
     })
 }
 
-/// The attributes of a record item that are the store's own; every other string attribute is a
-/// label ([`crate::record::Labels`]). A label must not take one of these names.
-pub const RECORD_ATTRIBUTES: [&str; 18] = [
-    "pk",
-    "event_key",
-    "status",
-    "fingerprint",
-    "request",
-    "op_key",
-    "lease_owner",
-    "lease_until",
-    "created_at",
-    "updated_at",
-    "expires_at",
-    "slot_id",
-    "slot_ids",
-    "inflight_shard",
-    "error",
-    "route_pending",
-    "multi_slot",
-    "booked_at",
-];
+/// The attributes of the store's own items; every other string attribute is a label
+/// ([`crate::record::Labels`]). One list for every adapter: [`crate::store::limits::RESERVED_NAMES`].
+pub use crate::store::limits::RESERVED_NAMES as RECORD_ATTRIBUTES;
 
-/// Writes each label as a string attribute of its name, never over one of the item's own.
+/// [`record_to_item`] of a record the store may write: refused ([`StoreError::Refused`]) when a
+/// label is named like a store attribute or the item is over DynamoDB's item limit, before any
+/// request (never a label silently dropped).
+///
+/// # Errors
+/// [`StoreError::Refused`].
+pub(crate) fn checked_record_item(
+    record: &IdempotencyRecord,
+) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    crate::store::limits::check_record(record).map_err(StoreError::Refused)?;
+    Ok(record_to_item(record))
+}
+
+/// Writes each label as a string attribute of its name, never over one of the item's own (the
+/// checked writes refuse such a label first: [`checked_record_item`], `crate::store::limits::check_commit`).
 fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {
     for (name, value) in labels {
         if !RECORD_ATTRIBUTES.contains(&name.as_str()) {

@@ -201,7 +201,7 @@ impl IdempotencyStore for DynamoStore {
         record: &IdempotencyRecord,
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
-        let item = record_to_item(record);
+        let item = codec::checked_record_item(record)?;
         for _ in 0..2 {
             match self.put_reserve(&item, now_ms).await? {
                 None => return Ok(Reservation::Reserved),
@@ -327,6 +327,9 @@ impl IdempotencyStore for DynamoStore {
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
+        // What DynamoDB would drop or refuse is refused before any request (`store::limits`).
+        crate::store::limits::check_commit(pk, booking, natural_key)
+            .map_err(StoreError::Refused)?;
         self.commit_in_transaction(pk, owner, slot_id, booking, natural_key, now_ms)
             .await
     }

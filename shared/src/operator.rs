@@ -69,7 +69,7 @@ pub trait AuditLog: Send + Sync {
 #[async_trait]
 impl AuditLog for MemoryStore {
     async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError> {
-        if !self.records().iter().any(|r| r.pk == pk) {
+        if !self.has_record(pk) {
             return Err(StoreError::Corrupt(format!("no record {pk} to audit")));
         }
         let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());

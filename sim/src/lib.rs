@@ -2,6 +2,7 @@
 //! webhook sender through the ingress, `webhook`, or straight onto the queue), the
 //! naive handler of the incident, scenario files and the replay, and the sample events of
 //! `events/` dated for today.
+pub mod bench_replay;
 pub mod dst;
 pub mod naive;
 pub mod plot;

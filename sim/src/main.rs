@@ -157,6 +157,23 @@ enum Command {
         #[arg(long)]
         event: bool,
     },
+    /// The replay's wall time per simulated day at multiples of the forwarder's volume (243
+    /// notifications a day, 2 % re-fired, six crashes after the claim, the reconciler on):
+    /// medians over `--runs` runs. Prints figures, checks none (docs/BENCHMARKS.md section 8).
+    BenchReplay {
+        /// Simulated days per run.
+        #[arg(long, default_value_t = 14)]
+        days: u32,
+        /// Multiples of the forwarder's volume, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        volumes: Vec<u32>,
+        /// Runs per volume (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Print the rows as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Date the sample Lambda events for today: every window moves by whole days so the earliest
     /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
     /// or ends more than 366 days ahead, so the files in `events/` are not sent as written.
@@ -274,6 +291,22 @@ async fn run(cli: Cli) -> Result<(), String> {
             sign_webhook(&body_file, &secrets, id, timestamp, event)?
         ),
         Command::Alarms { json } => alarms(json)?,
+        Command::BenchReplay {
+            days,
+            volumes,
+            runs,
+            json,
+        } => {
+            let rows = sim::bench_replay::run(days, &volumes, runs).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&rows).map_err(|e| e.to_string())?
+                );
+            } else {
+                print!("{}", sim::bench_replay::render(&rows));
+            }
+        }
         Command::Sustained {
             rate,
             duration_s,

@@ -58,6 +58,10 @@ pub const NAMES: &[(&str, &str)] = &[
         "webhook-retries",
         "60 webhooks through the ingress; 30 % of SendMessage fail (503), 15 % of 202s lost: retried",
     ),
+    (
+        "forwarder-two-months",
+        "61 days at 243 a day, 2 % re-fired, six crashes after the claim (one message lost)",
+    ),
 ];
 
 /// The real volume: notifications a day (about 14,800 in two months).
@@ -87,9 +91,22 @@ fn real_volume(
     refire: f64,
     seed: u64,
 ) -> Vec<ScenarioNotification> {
+    volume(start, days, REAL_VOLUME_PER_DAY, refire, seed)
+}
+
+/// `days` of `per_day` notifications a day from `start` (00:00 UTC), evenly spread; each
+/// notification re-fired once, 1 to 10 minutes later, with probability `refire` (seeded: the same
+/// scenario every run).
+fn volume(
+    start: DateTime<Utc>,
+    days: u32,
+    per_day: u32,
+    refire: f64,
+    seed: u64,
+) -> Vec<ScenarioNotification> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let count = days * REAL_VOLUME_PER_DAY;
-    let spacing = 86_400.0 / f64::from(REAL_VOLUME_PER_DAY);
+    let count = days * per_day;
+    let spacing = 86_400.0 / f64::from(per_day);
     (0..count)
         .map(|i| {
             let at = f64::from(i) * spacing;
@@ -160,6 +177,50 @@ pub fn key_broken_for_a_week() -> Scenario {
     s.start = monday(2);
     s.key_fault = Some(KeyFault::IncludesMessageId);
     s
+}
+
+/// The forwarder's volume: 14,800 notifications in the 61 days of their two months, about 243 a
+/// day (issue 24).
+pub const FORWARDER_VOLUME_PER_DAY: u32 = 243;
+
+/// The days of the forwarder's two months.
+pub const FORWARDER_DAYS: u32 = 61;
+
+/// The notifications of [`forwarder_two_months`] whose worker crashes after the claim: six,
+/// spread over the two months (one every ten days, at varied times of day).
+pub const FORWARDER_CRASHES: [usize; 6] = [1_200, 3_700, 6_100, 8_650, 11_111, 13_500];
+
+/// The one of [`FORWARDER_CRASHES`] whose message never comes back after the crash: only the
+/// reconciler can commit its record.
+pub const FORWARDER_LOST: usize = 8_650;
+
+/// The forwarder's traffic: `days` at `per_day` notifications a day from Monday 2 June 2025, 2 %
+/// re-fired once, the workers of [`FORWARDER_CRASHES`] (those below `days * per_day`) dying
+/// after their claim, [`FORWARDER_LOST`]'s message never redelivered, the reconciler on (every
+/// minute, records older than 120 s). [`forwarder_two_months`] at their volume; `sim
+/// bench-replay` at multiples of it.
+pub fn forwarder(days: u32, per_day: u32) -> Scenario {
+    let mut notifications = volume(monday(2), days, per_day, HEALTHY_REFIRE_RATE, 61);
+    for i in FORWARDER_CRASHES {
+        if let Some(n) = notifications.get_mut(i) {
+            n.crash = Some(crate::scenario::CrashStep::AfterClaim);
+            n.message_lost_after_crash = i == FORWARDER_LOST;
+        }
+    }
+    let mut s = base(
+        "forwarder-two-months",
+        "The forwarder's two months: 243 notifications a day for 61 days, 2 % re-fired, six \
+         workers crashing after the claim, one of whose messages never comes back.",
+        notifications,
+    );
+    s.start = monday(2);
+    s
+}
+
+/// The forwarder's two months at their volume (issue 24): 14,823 notifications over 61 days (243
+/// a day), 2 % re-fired, six crashes after the claim, one message lost; see [`forwarder`].
+pub fn forwarder_two_months() -> Scenario {
+    forwarder(FORWARDER_DAYS, FORWARDER_VOLUME_PER_DAY)
 }
 
 /// A valid ISO 6346 equipment number for `n` (owner `GTEU`, serial `n`).
@@ -426,6 +487,7 @@ pub fn by_name(name: &str) -> Result<Option<Scenario>, ScenarioError> {
         "key-broken-for-a-week" => key_broken_for_a_week(),
         "three-terminals" => three_terminals(),
         "webhook-retries" => webhook_retries(),
+        "forwarder-two-months" => forwarder_two_months(),
         _ => return Ok(None),
     }))
 }

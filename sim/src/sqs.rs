@@ -14,6 +14,8 @@
 //! The queue is generic over what a copy carries (`T`): the replay keeps the body text and its
 //! scenario notification, the DST an index into its schedule's bodies.
 
+use std::collections::BTreeSet;
+
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -97,8 +99,13 @@ pub enum ReceiveOrder<'a> {
 /// The queue.
 #[derive(Debug)]
 pub struct Queue<T> {
-    /// Every copy ever sent, in send order; an index into it names a copy.
+    /// Every copy ever sent, in send order; an index into it names a copy. Read it freely; change
+    /// it only through the methods, which keep the index of live copies.
     pub msgs: Vec<Msg<T>>,
+    /// The live copies (state [`MsgState::Live`]) by `(visible_at, index)`: what
+    /// [`Queue::receive`] and [`Queue::next_visible`] read, so their cost does not grow with
+    /// every copy ever sent.
+    live: BTreeSet<(i64, usize)>,
     visibility_ms: i64,
     max_receive: u32,
     deliveries: u64,
@@ -110,6 +117,7 @@ impl<T: Clone> Queue<T> {
     pub fn new(visibility_ms: i64, max_receive: u32) -> Self {
         Self {
             msgs: Vec::new(),
+            live: BTreeSet::new(),
             visibility_ms,
             max_receive: max_receive.max(1),
             deliveries: 0,
@@ -119,6 +127,7 @@ impl<T: Clone> Queue<T> {
     /// Sends a copy of `body` under `id`, visible from `at_ms` (epoch ms). Sending twice under
     /// one id makes two independent copies, as SQS's own duplicate delivery does.
     pub fn send(&mut self, id: String, body: T, at_ms: i64) {
+        self.live.insert((at_ms, self.msgs.len()));
         self.msgs.push(Msg {
             id,
             body,
@@ -165,11 +174,7 @@ impl<T: Clone> Queue<T> {
 
     /// The earliest time a live copy is visible.
     pub fn next_visible(&self) -> Option<i64> {
-        self.msgs
-            .iter()
-            .filter(|m| m.state == MsgState::Live)
-            .map(|m| m.visible_at)
-            .min()
+        self.live.first().map(|(visible_at, _)| *visible_at)
     }
 
     /// Whether any copy is in the dead-letter queue.
@@ -179,7 +184,7 @@ impl<T: Clone> Queue<T> {
 
     /// Whether any copy is still on the queue.
     pub fn any_live(&self) -> bool {
-        self.msgs.iter().any(|m| m.state == MsgState::Live)
+        !self.live.is_empty()
     }
 
     /// Receives up to `max` visible copies at `now` (epoch ms) in `order`; they become invisible
@@ -187,16 +192,16 @@ impl<T: Clone> Queue<T> {
     /// DLQ instead (and does not count towards `max`). Returns `(index, receipt)` pairs; the
     /// receipt is the receive count, which [`Queue::delete`] must present.
     pub fn receive(&mut self, now: i64, max: usize, order: ReceiveOrder<'_>) -> Vec<(usize, u32)> {
+        // Oldest first is the index's own order; a shuffle starts from send order, as it did when
+        // this was a scan of every copy (so a seed's schedule stays what it was).
         let mut visible: Vec<usize> = self
-            .msgs
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.state == MsgState::Live && m.visible_at <= now)
-            .map(|(i, _)| i)
+            .live
+            .range(..=(now, usize::MAX))
+            .map(|(_, i)| *i)
             .collect();
-        match order {
-            ReceiveOrder::Oldest => visible.sort_by_key(|&i| (self.msgs[i].visible_at, i)),
-            ReceiveOrder::Shuffled(rng) => visible.shuffle(rng),
+        if let ReceiveOrder::Shuffled(rng) = order {
+            visible.sort_unstable();
+            visible.shuffle(rng);
         }
         let mut out = Vec::new();
         for i in visible {
@@ -204,6 +209,7 @@ impl<T: Clone> Queue<T> {
                 break;
             }
             let m = &mut self.msgs[i];
+            self.live.remove(&(m.visible_at, i));
             if m.receives >= self.max_receive {
                 m.state = MsgState::Dead;
                 continue;
@@ -211,6 +217,7 @@ impl<T: Clone> Queue<T> {
             m.receives += 1;
             m.receive_ends.push(ReceiveEnd::Open);
             m.visible_at = now + self.visibility_ms;
+            self.live.insert((m.visible_at, i));
             self.deliveries += 1;
             out.push((i, m.receives));
         }
@@ -222,6 +229,7 @@ impl<T: Clone> Queue<T> {
         match self.msgs.get_mut(index) {
             Some(m) if m.state == MsgState::Live && m.receives == receipt => {
                 m.state = MsgState::Deleted;
+                self.live.remove(&(m.visible_at, index));
                 true
             }
             _ => false,
@@ -233,6 +241,7 @@ impl<T: Clone> Queue<T> {
         if let Some(m) = self.msgs.get_mut(index) {
             if m.state == MsgState::Live {
                 m.state = MsgState::Purged;
+                self.live.remove(&(m.visible_at, index));
             }
         }
     }
@@ -244,10 +253,7 @@ impl<T: Clone> Queue<T> {
 
     /// Copies still on the queue (visible or in flight to a consumer).
     pub fn remaining(&self) -> usize {
-        self.msgs
-            .iter()
-            .filter(|m| m.state == MsgState::Live)
-            .count()
+        self.live.len()
     }
 
     /// Receives so far (each one record in an event).
@@ -356,6 +362,61 @@ mod tests {
         assert_eq!(q.msgs[1].id, "m1-r1");
         assert_eq!(q.msgs[1].redriven_from, Some(0));
         assert_eq!(q.receive(2_000, 1, ReceiveOrder::Oldest), vec![(1, 1)]);
+    }
+
+    /// The receive order and the dead-lettering of the scan the queue did before it kept an
+    /// index of live copies: every live copy visible at `now`, oldest first.
+    fn scanned_visible(q: &Queue<u32>, now: i64) -> Vec<usize> {
+        let mut visible: Vec<usize> = (0..q.msgs.len())
+            .filter(|&i| q.msgs[i].state == MsgState::Live && q.msgs[i].visible_at <= now)
+            .collect();
+        visible.sort_by_key(|&i| (q.msgs[i].visible_at, i));
+        visible
+    }
+
+    #[test]
+    fn the_live_index_answers_as_a_scan_of_every_copy_after_any_operations() {
+        use rand::Rng;
+        for seed in 0..50 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut q: Queue<u32> = Queue::new(30_000, 3);
+            let mut now = 0i64;
+            let mut received: Vec<(usize, u32)> = Vec::new();
+            for step in 0..300u32 {
+                match rng.random_range(0..6) {
+                    0 | 1 => q.send(format!("m{step}"), step, now + rng.random_range(0..60_000)),
+                    2 => {
+                        let max = rng.random_range(1..5);
+                        let want: Vec<usize> = scanned_visible(&q, now);
+                        let got = q.receive(now, max, ReceiveOrder::Oldest);
+                        // The copies handed out are the first `max` of the scan that were not
+                        // dead-lettered on the way.
+                        let handed: Vec<usize> = got.iter().map(|(i, _)| *i).collect();
+                        let expected: Vec<usize> = want
+                            .into_iter()
+                            .filter(|&i| q.msgs[i].state != MsgState::Dead)
+                            .take(handed.len())
+                            .collect();
+                        assert_eq!(handed, expected, "seed {seed} step {step}");
+                        received.extend(got);
+                    }
+                    3 if !received.is_empty() => {
+                        let (i, receipt) =
+                            received.swap_remove(rng.random_range(0..received.len()));
+                        q.delete(i, receipt);
+                    }
+                    4 if !q.msgs.is_empty() => q.purge(rng.random_range(0..q.msgs.len())),
+                    5 if rng.random_bool(0.1) => {
+                        q.redrive(now);
+                    }
+                    _ => now += rng.random_range(0..20_000),
+                }
+                let live = q.msgs.iter().filter(|m| m.state == MsgState::Live);
+                assert_eq!(q.next_visible(), live.clone().map(|m| m.visible_at).min());
+                assert_eq!(q.remaining(), live.clone().count());
+                assert_eq!(q.any_live(), q.remaining() > 0);
+            }
+        }
     }
 
     #[test]

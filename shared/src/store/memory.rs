@@ -2,6 +2,11 @@
 //! embedded default, tests and deterministic simulation. The same conformance suite runs against
 //! both. It refuses what DynamoDB refuses ([`crate::store::limits`]): a label named like a store
 //! attribute, and a write that would make an item larger than DynamoDB's item limit.
+//!
+//! Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
+//! DynamoDB keeps its sparse GSIs (`index`), so they cost O(answer), not O(table).
+
+mod index;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +17,8 @@ use async_trait::async_trait;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry,
-    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -22,6 +27,16 @@ struct Tables {
     bookings: HashMap<String, BusinessRow>,
     /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
     natural_keys: HashMap<String, String>,
+    /// `InFlight` and `MultiSlot`, as the records are now ([`Tables::reindex`] after each write).
+    index: index::Indexes,
+}
+
+impl Tables {
+    /// Brings the indexes up to date with record `pk` after a write of it. Every write of a
+    /// record calls it (a property test compares the indexes with a full scan).
+    fn reindex(&mut self, pk: &str) {
+        self.index.reindex(pk, self.records.get(pk));
+    }
 }
 
 /// An in-memory idempotency table and TMS bookings table. Every method is atomic (one lock), as
@@ -60,6 +75,11 @@ impl MemoryStore {
         self.lock().records.values().cloned().collect()
     }
 
+    /// Whether a record `pk` is stored (expired or not), without copying the table.
+    pub(crate) fn has_record(&self, pk: &str) -> bool {
+        self.lock().records.contains_key(pk)
+    }
+
     /// Every TMS booking, in no particular order.
     pub fn bookings(&self) -> Vec<BusinessRow> {
         self.lock().bookings.values().cloned().collect()
@@ -74,7 +94,10 @@ impl MemoryStore {
     /// Overwrites a record as is, with no condition: for tests that need a particular state
     /// (e.g. an expired record, a stranded lease).
     pub fn put_raw(&self, record: IdempotencyRecord) {
-        self.lock().records.insert(record.pk.clone(), record);
+        let mut t = self.lock();
+        let pk = record.pk.clone();
+        t.records.insert(pk.clone(), record);
+        t.reindex(&pk);
     }
 }
 
@@ -110,6 +133,7 @@ impl IdempotencyStore for MemoryStore {
             }
             _ => {
                 t.records.insert(record.pk.clone(), record.clone());
+                t.reindex(&record.pk);
                 // A new item, as DynamoDB's PutItem writes it: without the old one's history.
                 self.audit
                     .lock()
@@ -145,7 +169,9 @@ impl IdempotencyStore for MemoryStore {
         r.lease_owner = Some(new_owner.to_string());
         r.lease_until_ms = Some(lease_until_ms);
         r.updated_at_ms = now_ms;
-        Ok(TakeOver::Taken(Box::new(r.clone())))
+        let taken = TakeOver::Taken(Box::new(r.clone()));
+        t.reindex(pk);
+        Ok(taken)
     }
 
     async fn commit(
@@ -211,6 +237,7 @@ impl IdempotencyStore for MemoryStore {
         r.inflight_shard = None;
         r.request = Vec::new();
         r.updated_at_ms = now_ms;
+        t.reindex(pk);
         Ok(match collision {
             Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
             None => CommitOutcome::Committed,
@@ -225,6 +252,7 @@ impl IdempotencyStore for MemoryStore {
                 r.updated_at_ms = now_ms;
             }
         }
+        t.reindex(pk);
         Ok(())
     }
 
@@ -261,6 +289,7 @@ impl IdempotencyStore for MemoryStore {
         after.updated_at_ms = now_ms;
         fits(&after)?;
         *r = after;
+        t.reindex(pk);
         Ok(FinishOutcome::Finished)
     }
 
@@ -273,6 +302,7 @@ impl IdempotencyStore for MemoryStore {
                 r.lease_until_ms = None;
                 r.inflight_shard = None;
                 r.updated_at_ms = now_ms;
+                t.reindex(pk);
                 Ok(true)
             }
             _ => Ok(false),
@@ -293,7 +323,9 @@ impl IdempotencyStore for MemoryStore {
                 after.updated_at_ms = now_ms;
                 fits(&after)?;
                 *r = after;
-                Ok(Some(r.clone()))
+                let after = r.clone();
+                t.reindex(pk);
+                Ok(Some(after))
             }
             None => Ok(None),
         }
@@ -311,12 +343,7 @@ impl IdempotencyStore for MemoryStore {
 #[async_trait]
 impl InFlightIndex for MemoryStore {
     async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        Ok(self
-            .lock()
-            .records
-            .values()
-            .filter(|r| r.slot_ids.len() > 1)
-            .count())
+        Ok(self.lock().index.multi_slot_count())
     }
 
     async fn stale_in_flight(
@@ -327,36 +354,7 @@ impl InFlightIndex for MemoryStore {
         limit: usize,
     ) -> Result<InFlightPage, StoreError> {
         let t = self.lock();
-        let mut matching: Vec<&IdempotencyRecord> = t
-            .records
-            .values()
-            .filter(|r| r.inflight_shard.as_deref() == Some(shard))
-            .filter(|r| r.created_at_ms < created_before_ms)
-            .collect();
-        matching.sort_by(|a, b| (a.created_at_ms, &a.pk).cmp(&(b.created_at_ms, &b.pk)));
-        let start = match cursor {
-            Some(c) => matching
-                .iter()
-                .position(|r| r.pk == c)
-                .map_or(matching.len(), |p| p + 1),
-            None => 0,
-        };
-        let limit = limit.max(1);
-        let page: Vec<InFlightEntry> = matching
-            .iter()
-            .skip(start)
-            .take(limit)
-            .map(|r| InFlightEntry::from(*r))
-            .collect();
-        let cursor = if start + page.len() < matching.len() {
-            page.last().map(|r| r.pk.clone())
-        } else {
-            None
-        };
-        Ok(InFlightPage {
-            entries: page,
-            unreadable: Vec::new(),
-            cursor,
-        })
+        Ok(t.index
+            .stale_in_flight(&t.records, shard, created_before_ms, cursor, limit))
     }
 }

@@ -691,7 +691,11 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
         .into_iter()
         .filter(|s| s.method == "POST")
         .collect();
-    assert_eq!(claims.len(), 6, "five deliveries and the reconciler's re-send");
+    assert_eq!(
+        claims.len(),
+        6,
+        "five deliveries and the reconciler's re-send"
+    );
     assert_eq!(
         claims[5].header("idempotency-key"),
         claims[0].header("idempotency-key")

@@ -58,6 +58,7 @@
 mod check;
 mod driver;
 mod observe;
+mod pg_faults;
 mod ports;
 pub mod schedule;
 mod shared;

@@ -104,10 +104,12 @@ async fn serve(client: TcpStream, upstream: SocketAddr, counts: Arc<WireCounts>)
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
+            // Counted before the client can see them: a delivery's round trips are all counted
+            // when its answer arrives.
+            parser.feed(&buf[..n], |t| counts.saw(t));
             if client_write.write_all(&buf[..n]).await.is_err() {
                 return;
             }
-            parser.feed(&buf[..n], |t| counts.saw(t));
         }
     };
     tokio::select! {
@@ -169,7 +171,11 @@ mod tests {
             for chunk in stream.chunks(split) {
                 f.feed(chunk, |t| types.push(t));
             }
-            assert_eq!(types, vec![b'1', b'2', b'D', b'C', b'Z'], "chunks of {split}");
+            assert_eq!(
+                types,
+                vec![b'1', b'2', b'D', b'C', b'Z'],
+                "chunks of {split}"
+            );
         }
     }
 }

@@ -209,8 +209,7 @@ impl IdempotencyStore for Timed {
     }
 
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.time("booking", self.inner.booking(source_event))
-            .await
+        self.time("booking", self.inner.booking(source_event)).await
     }
 }
 
@@ -472,15 +471,7 @@ async fn dynamo_run(
         .map_err(|e| e.to_string())?;
     let timed = Arc::new(Timed::new(Arc::new(DynamoStore::new(client, idem, book))));
     let gate = gate_over(Arc::clone(&timed), tag);
-    let (n, d) = measure(
-        &gate,
-        &timed,
-        tag,
-        plan,
-        window,
-        &Counter::Sdk(&recorder),
-    )
-    .await?;
+    let (n, d) = measure(&gate, &timed, tag, plan, window, &Counter::Sdk(&recorder)).await?;
     Ok((n.figures(&n), d.figures(&d)))
 }
 
@@ -504,7 +495,11 @@ pub async fn run(
         }
         for store in order {
             let tag = format!("{stamp}-s{run}-{}", &store[..2]);
-            eprintln!("bench: stores: run {} of {}: {store} ...", run + 1, plan.runs);
+            eprintln!(
+                "bench: stores: run {} of {}: {store} ...",
+                run + 1,
+                plan.runs
+            );
             let (new, duplicate) = if store == "postgresql" {
                 postgres_run(database_url, &tag, plan, window).await?
             } else {

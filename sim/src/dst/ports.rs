@@ -319,7 +319,9 @@ impl IdempotencyStore for SimStore {
         self.before("record_slot_id", false).await?;
         let store = &self.shared.store;
         let r = self
-            .pg_attempts("record_slot_id", || store.record_slot_id(pk, slot_id, now_ms))
+            .pg_attempts("record_slot_id", || {
+                store.record_slot_id(pk, slot_id, now_ms)
+            })
             .await?;
         match self.after("record_slot_id:ack", "record_slot_id").await {
             Answer::Delivered => r,

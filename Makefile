@@ -80,5 +80,6 @@ bench: tools
 # docs/BENCHMARKS.md, section 8). Not part of `make bench` (it needs PostgreSQL).
 STORES_ARGS ?= --runs 5
 bench-stores: tools
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(CARGO) build --release -p gate-bench --bin gate-bench
 	scripts/with-postgres.sh target/release/gate-bench --parts stores $(STORES_ARGS)

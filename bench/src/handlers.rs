@@ -438,7 +438,7 @@ async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'s
         Ok(Reservation::Conflict(_)) => return "duplicate",
         Err(_) => return "failed",
     }
-    let slot = match gate.integration.call(record).await {
+    let slot = match gate.integration.call(&gate::Held::for_tests(record)).await {
         ClaimOutcome::Claimed(c) => c.slot_id,
         _ => return "failed",
     };

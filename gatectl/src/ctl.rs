@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use gate::consumer::{Gate, Invocation, RecordOutcome};
 use gate::manual::ManualItem;
-use gate::operator::{rfc3339_ms, AuditEntry, AuditLog, OperatorError, OPERATOR_LEASE_MS};
+use gate::operator::{rfc3339_ms, AuditEntry, AuditLog, OperatorError, Refusal, OPERATOR_LEASE_MS};
 use gate::reconciler::ReconcileReport;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
 use gate::store::dynamo::{record_from_item, DynamoStore, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
@@ -255,6 +255,21 @@ impl Ctl {
             .await
             .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?
             .ok_or_else(|| CtlError::NotFound(format!("no record {pk}")))
+    }
+
+    /// The record of `event_key` and the effect its server holds under its key, read-only
+    /// through the gate ([`Gate::operator_lookup`]: no lease taken, nothing sent).
+    async fn look_up(
+        &self,
+        event_key: &str,
+    ) -> Result<(IdempotencyRecord, LookupOutcome), CtlError> {
+        let pk = record_pk(&self.targets.gate.integration, event_key);
+        self.gate.operator_lookup(&pk).await.map_err(|e| match e {
+            OperatorError::Refused(Refusal::NotFound { pk }) => {
+                CtlError::NotFound(format!("no record {pk}"))
+            }
+            other => self.refusal(other, "dynamodb:GetItem"),
+        })
     }
 
     async fn audit(&self, pk: &str, action: &str, detail: String) -> Result<(), CtlError> {
@@ -956,8 +971,8 @@ impl Ctl {
 
     async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
         self.need_terminal("lookup")?;
-        let r = self.record(&event_key_arg(key)?).await?;
-        match self.gate.integration.lookup(&r).await {
+        let (r, found) = self.look_up(&event_key_arg(key)?).await?;
+        match found {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.slot_id.as_deref()) {
                     (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
@@ -1043,7 +1058,7 @@ impl Ctl {
             ),
             None => {
                 self.need_terminal("finish --from-terminal")?;
-                match self.gate.integration.lookup(&r).await {
+                match self.look_up(&r.event_key).await?.1 {
                     LookupOutcome::Found(slot) => (slot, "found at the terminal"),
                     LookupOutcome::NotFound => {
                         return Err(CtlError::NotFound(format!(
@@ -1247,11 +1262,7 @@ impl Ctl {
         let invocation = self.invocation();
         let report = self
             .gate
-            .reconcile_entry(
-                &self.targets.reconciler,
-                InFlightEntry::from(&r),
-                &invocation,
-            )
+            .reconcile_entry(InFlightEntry::from(&r), &invocation)
             .await;
         let words = Self::report_words(&report);
         if report.live_lease == 0 {
@@ -1318,10 +1329,7 @@ impl Ctl {
                 ..base.for_record(i)
             };
             let pk = entry.pk.clone();
-            let report = self
-                .gate
-                .reconcile_entry(&self.targets.reconciler, entry, &invocation)
-                .await;
+            let report = self.gate.reconcile_entry(entry, &invocation).await;
             if report.live_lease == 0 {
                 self.audit(&pk, "reconcile", Self::report_words(&report))
                     .await?;

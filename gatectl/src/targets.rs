@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use gate::consumer::GateConfig;
+use gate::lambda::StoreConfig;
 use gate::reconciler::ReconcilerConfig;
 use truck_slot::config::FunctionConfig;
 use truck_slot::terminal::several::TerminalSpec;
@@ -140,19 +141,30 @@ impl Targets {
         .map_err(|e| CtlError::Config(format!("{source}: {e}")))?
         .for_reconciler();
         let optional = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
+        let StoreConfig::DynamoDb {
+            idempotency_table,
+            business_table,
+            ..
+        } = config.lambda.store
+        else {
+            return Err(CtlError::Config(format!(
+                "{source}: STORE: gatectl works on the DynamoDB tables only (STORE=dynamodb)"
+            )));
+        };
+        let terminals = config.integration;
         Ok(Self {
-            idempotency_table: config.idempotency_table,
-            bookings_table: config.bookings_table,
-            manual_queue_url: config.manual_queue_url,
+            idempotency_table,
+            bookings_table: business_table,
+            manual_queue_url: config.lambda.manual_queue_url,
             notification_queue_url: optional(NOTIFICATION_QUEUE_URL),
             dead_letter_queue_url: optional(DEAD_LETTER_QUEUE_URL),
-            gate: config.gate,
-            reconciler: config.reconciler,
-            terminal: has_terminal.then_some(config.terminal),
-            terminals: config.terminals,
-            known_terminals: config.known_terminals,
-            policies: config.policies,
-            token_secret_arn: config.token_secret_arn,
+            gate: config.lambda.gate,
+            reconciler: config.lambda.reconciler,
+            terminal: has_terminal.then_some(terminals.terminal),
+            terminals: terminals.terminals,
+            known_terminals: terminals.known_terminals,
+            policies: terminals.policies,
+            token_secret_arn: terminals.token_secret_arn,
             source: source.to_string(),
         })
     }

@@ -183,7 +183,13 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     let record = w
         .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
         .await;
-    let ClaimOutcome::Claimed(slot) = w.ctl.gate.integration.call(&record).await else {
+    let ClaimOutcome::Claimed(slot) = w
+        .ctl
+        .gate
+        .integration
+        .call(&gate::Held::for_tests(&record))
+        .await
+    else {
         panic!("claim")
     };
     w.clock.advance_ms(15 * 60_000);

@@ -33,8 +33,9 @@ pub struct SlotClaim {
 /// renderings (issue 13: a terminal echoes what it was sent, in any case and encoding):
 ///
 /// * `Display` and `Debug` give the **summary** only: our own words with the status, the
-///   answer's length in bytes and its keyed SHA-256 digest (`answer_digest` (the client's)), never a character
-///   of the answer. This is what log lines, `Retry` outcomes and reports carry.
+///   answer's content type, its length in bytes and its keyed SHA-256 digest
+///   ([`crate::idempotency_key::describe`]), never a character of the answer. This is what log
+///   lines, `Retry` outcomes and reports carry.
 /// * [`AnswerDetail::quoted`] adds the **excerpt**: a problem's `detail` or `title`, or the
 ///   answer's first `DETAIL_MAX` (300) characters, with secret-looking JSON keys redacted and every
 ///   secret the client knows (the token; the PIN of the request the answer is about) cut out in
@@ -110,16 +111,19 @@ impl From<String> for AnswerDetail {
     }
 }
 
-/// How a slot claim ended, as the gate must act on it.
+/// How a slot claim ended, as the gate must act on it. An HTTP server's answers are classified
+/// into it by [`crate::idempotency_key::classify_call`], whose table gives every status its
+/// variant and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
     /// `2xx` with a slot id: commit it.
     Claimed(SlotClaim),
-    /// `5xx`, `408`, `425`, `429`, `401` (the token refused), `3xx` (never followed), timeouts,
-    /// connection errors, a `2xx` without a usable slot id: the outcome is unknown or not the
-    /// event's fault; retry later with the same key and bytes (see the module's notes).
+    /// `5xx`, `408`, `421`, `423`, `425`, `429`, `401`/`407` (credentials refused), `1xx`,
+    /// `3xx` (never followed), timeouts, connection errors, a `2xx` without a usable id: the
+    /// outcome is unknown or not the event's fault; retry later with the same key and bytes.
     Transient(AnswerDetail),
-    /// Another `4xx` (`400`, `403`, ...): will never succeed; `failed` and the manual queue.
+    /// Another `4xx` (`400`, `402`, `403`, `404`, ...): will never succeed; `failed` and the
+    /// manual queue.
     Permanent {
         /// The HTTP status; `0` when nothing was sent (a stored request the terminal's API shape
         /// cannot carry, [`several::appointments_v2_body`]).
@@ -134,7 +138,7 @@ pub enum ClaimOutcome {
     KeyInFlight,
 }
 
-/// How a lookup by key ended.
+/// How a lookup by key ended ([`crate::idempotency_key::classify_lookup`] for an HTTP server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LookupOutcome {
     /// A slot is held under the key.

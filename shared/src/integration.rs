@@ -6,7 +6,14 @@
 //! * the strict parse of a body ([`Integration::parse`]): an [`Event`] (the key material, the
 //!   business fields, the request bytes, the labels, the event's end) or a typed [`Rejection`];
 //! * the side effect and its lookup by key ([`Integration::call`], [`Integration::lookup`]),
-//!   under the per-operation `Idempotency-Key` the gate derives;
+//!   under the per-operation `Idempotency-Key` the gate derives, each called only with a
+//!   [`Held`]: the proof, which only the gate can make, that the record is reserved and its lease
+//!   held (the forwarder's review rule "the line above every call reserves a key", as a type);
+//! * what its server can do, per record: honour the key
+//!   ([`Integration::supports_idempotency_key`]), look an effect up by key
+//!   ([`Integration::supports_lookup`]), and for how long it keeps a key
+//!   ([`Integration::claim_horizon_ms`]); the gate's one decision for a held record
+//!   ([`crate::decision`]) reads them;
 //! * the business row the commit writes with the record ([`Integration::business_row`]) and,
 //!   optionally, the event's natural key (signal 4, [`Integration::natural_key`]).
 //!
@@ -121,6 +128,62 @@ pub enum Parsed {
     },
 }
 
+/// The proof that the gate holds a record's reservation: the record is in the store and this
+/// holder's lease on it is live (the consumer after its reserve or its take-over, the reconciler
+/// and an operator's command after a take-over), or, for a read-only lookup only, the record was
+/// read back from the store ([`crate::Gate::operator_lookup`]). [`Integration::call`] and
+/// [`Integration::lookup`] take one, and only the gate can make one: its field is private and it
+/// has no public constructor, so code that calls a server without a reservation does not
+/// compile.
+///
+/// ```compile_fail,E0451
+/// // An integration author (or a handler) reaching the server without the gate's reservation:
+/// // a `Held` cannot be written down outside the gate.
+/// async fn sneak(integration: &dyn gate::Integration, record: &gate::record::IdempotencyRecord) {
+///     let held = gate::Held { record };
+///     integration.call(&held).await;
+/// }
+/// ```
+///
+/// ```compile_fail,E0308
+/// // Nor can the record itself stand in for the proof.
+/// async fn sneak(integration: &dyn gate::Integration, record: &gate::record::IdempotencyRecord) {
+///     integration.call(record).await;
+/// }
+/// ```
+///
+/// ```compile_fail,E0624
+/// // Nor is the gate's own constructor reachable.
+/// async fn sneak(integration: &dyn gate::Integration, record: &gate::record::IdempotencyRecord) {
+///     integration.call(&gate::Held::new(record)).await;
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Held<'a> {
+    record: &'a IdempotencyRecord,
+}
+
+impl<'a> Held<'a> {
+    /// Made by the gate only, where it holds the lease of `record` (or reads it back from the
+    /// store for a lookup).
+    pub(crate) fn new(record: &'a IdempotencyRecord) -> Self {
+        Self { record }
+    }
+
+    /// The held record: its `op_key` (the `Idempotency-Key`), its stored `request` bytes, its
+    /// labels.
+    pub fn record(&self) -> &'a IdempotencyRecord {
+        self.record
+    }
+
+    /// A `Held` for a test or a benchmark that reserved `record` itself (or plays a worker that
+    /// called the server and died): feature `testkit` only, which no function enables.
+    #[cfg(feature = "testkit")]
+    pub fn for_tests(record: &'a IdempotencyRecord) -> Self {
+        Self { record }
+    }
+}
+
 /// One integration: the parse, the side effect, and the business row. See the module docs.
 #[async_trait]
 pub trait Integration: Send + Sync {
@@ -133,15 +196,30 @@ pub trait Integration: Send + Sync {
     /// ended is a [`Rejection`]; never panics.
     fn parse(&self, body: &str, now_ms: i64) -> Parsed;
 
-    /// Step 3: the side effect for `record`, sending its stored `request` bytes under
-    /// `Idempotency-Key: {record.op_key}` (its labels say where, e.g. which terminal). Must
-    /// classify every answer: an unknown outcome is [`ClaimOutcome::Transient`].
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome;
+    /// Step 3: the side effect for the held record (`held.record()`), sending its stored
+    /// `request` bytes under `Idempotency-Key: {record.op_key}` (its labels say where, e.g. which
+    /// terminal). Must classify every answer: an unknown outcome is [`ClaimOutcome::Transient`].
+    /// Only the gate calls it (see [`Held`]).
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome;
 
-    /// Which effect is held under `record.op_key` (the reconciler's and the late consumer's
-    /// lookup). The stored request is for the secrets an answer must be scrubbed of; it need not
-    /// be sent.
-    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome;
+    /// Which effect is held under `held.record().op_key` (the reconciler's and the late
+    /// consumer's lookup, past the claim horizon or after the event's end). The stored request is
+    /// for the secrets an answer must be scrubbed of; it need not be sent. Never called when
+    /// [`Integration::supports_lookup`] is `false` for the record (the body may then say so
+    /// with [`LookupOutcome::Transient`]).
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome;
+
+    /// Whether the server of `record`'s side effect can say which effect it holds under a key
+    /// (a lookup by key). Default `true`. `false` (a payments API without one, e.g. Stripe):
+    /// [`Integration::lookup`] is never called; inside the claim horizon the gate re-sends the
+    /// stored request under the same key (the server's replay of its first answer is the
+    /// lookup), and past the horizon or after the event's end the record goes to a person with
+    /// what is known ("the server has no lookup by key; whether the effect happened is unknown").
+    /// Never answer [`LookupOutcome::NotFound`] for a server that cannot look up: it is untrue.
+    fn supports_lookup(&self, record: &IdempotencyRecord) -> bool {
+        let _ = record;
+        true
+    }
 
     /// Whether the server of `record`'s side effect honours `Idempotency-Key`, when the
     /// integration knows per record (several servers); `None`: `GateConfig`'s setting. Without
@@ -152,8 +230,9 @@ pub trait Integration: Send + Sync {
     }
 
     /// The claim horizon for `record`, **milliseconds** (its server's key retention minus a
-    /// margin), when the integration knows per record; `None`: `GateConfig::claim_horizon_ms`
-    /// (the reconciler: its own). Past it the effect is only looked up, never called again.
+    /// margin), when the integration knows per record; `None`: `GateConfig::claim_horizon_ms`.
+    /// The consumer, the reconciler and `gatectl` read this one horizon. Past it the effect is
+    /// only looked up, never called again.
     fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
         let _ = record;
         None

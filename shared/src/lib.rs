@@ -5,29 +5,38 @@
 //! Modules (`docs/ARCHITECTURE.md` gives the picture):
 //! * [`integration`]: the [`Integration`] trait (parse, key material, business fields, request
 //!   bytes, the side effect and its lookup, the business row); [`effect`]: the side effect's
-//!   answers as the gate acts on them;
+//!   answers as the gate acts on them; [`idempotency_key`]: the `Idempotency-Key` HTTP contract
+//!   (the header, every answer classified, the summaries; its reqwest client with feature `http`);
 //! * [`keys`]: event key, operation key, fingerprint (step 1);
 //! * [`record`]: the idempotency record, its labels, the business row; [`store`]: the store port,
 //!   split by caller (`IdempotencyStore`, the write path; `InFlightIndex`, the read side) with its
 //!   adapters (`store::memory`, `store::dynamo`);
 //! * [`manual`]: the `ManualQueue` port with its adapters (`manual::memory`, `manual::sqs`);
 //!   [`clock`]: the `Clock` port;
-//! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`routing`]: routing to a
-//!   person exactly once; [`reconciler`]: stranded records finished;
+//! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`decision`]: the one
+//!   decision for a record the gate holds (call, look up, or a person), for the consumer, the
+//!   reconciler and `gatectl`; [`routing`]: routing to a person exactly once; [`reconciler`]:
+//!   stranded records finished;
 //! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
 //! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
 //!   exact numbers); [`logging`]: the functions' JSON logs (feature `aws`);
+//! * `lambda` (feature `lambda`): the Lambda wiring, any integration as the consumer, the
+//!   reconciler and the metrics function from a `main.rs` of a few lines;
 //! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
 pub mod alarm_stats;
 pub mod clock;
 #[cfg(feature = "testkit")]
 pub mod conformance;
 pub mod consumer;
+pub mod decision;
 pub mod effect;
+pub mod idempotency_key;
 pub mod ijson;
 pub mod integration;
 pub mod keys;
+#[cfg(feature = "lambda")]
+pub mod lambda;
 #[cfg(feature = "aws")]
 pub mod logging;
 pub mod manual;
@@ -42,4 +51,4 @@ pub mod strict_json;
 pub mod testkit;
 
 pub use consumer::{Delivery, Gate, GateConfig, Invocation, RecordOutcome};
-pub use integration::{Event, Integration, Parsed, Rejection};
+pub use integration::{Event, Held, Integration, Parsed, Rejection};

@@ -11,7 +11,7 @@
 //! responses. Raising a function's `ApplicationLogLevel` to debug something must not put PINs
 //! into CloudWatch Logs. The gate's own events never hold a secret (`Debug` of every type that
 //! holds one redacts it; terminal answers are scrubbed, see `truck_slot::terminal`), and
-//! `LOG_SENSITIVE_BODIES` is refused by the configuration (`truck_slot::config`).
+//! `LOG_SENSITIVE_BODIES` is refused by the configuration (`crate::lambda::config`, feature `lambda`).
 
 use tracing::{Level, Metadata};
 use tracing_subscriber::filter::{filter_fn, EnvFilter, LevelFilter};

@@ -9,7 +9,10 @@
 //!   routes any record (`failed`, reason [`ManualReason::Cancelled`]): mark first (fenced by the
 //!   lease), send the stored claim request to the manual-booking queue (the person who books by
 //!   hand needs its PIN: nothing lost silently), confirm (the record leaves the `InFlight` index);
-//! * [`Gate::operator_check`]: the refusals both share, before anything is written.
+//! * [`Gate::operator_check`]: the refusals both share, before anything is written;
+//! * [`Gate::operator_lookup`]: the effect the server holds under a record's key, read-only
+//!   (no lease taken, nothing sent);
+//! * [`Gate::next_step`]: what the gate does next with a record, in words (`gatectl show`).
 //!
 //! Each write an operator makes leaves an [`AuditEntry`] (who, what, when) in the record's
 //! history ([`AuditLog`]): a list attribute `history` on the DynamoDB item, beside the fields of
@@ -22,7 +25,9 @@ use async_trait::async_trait;
 
 use crate::clock::ms_to_s;
 use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
-use crate::effect::{ClaimOutcome, SlotClaim};
+use crate::decision::{decide, Holder};
+use crate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use crate::integration::Held;
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::routing::is_routing_record;
@@ -131,6 +136,13 @@ pub enum Refusal {
         given: String,
         /// The recorded slot ids.
         slot_ids: Vec<String>,
+    },
+    /// A lookup asked of a server that has no lookup by key
+    /// ([`crate::Integration::supports_lookup`]).
+    #[error("the server has no lookup by key: whether an effect exists under Idempotency-Key {op_key} is unknown to the gate; ask the server's operators")]
+    NoLookup {
+        /// The record's `Idempotency-Key`.
+        op_key: String,
     },
     /// The take-over was refused: someone took the record meanwhile, or finished it.
     #[error(
@@ -294,86 +306,82 @@ impl Gate {
             .await)
     }
 
-    /// What the gate will do next with `record` at `now_ms` (epoch ms), in words for a person:
-    /// the reconciler's and a redelivery's view of it ([`crate::reconciler`]).
+    /// What the gate will do next with `record` at `now_ms` (epoch ms), in words for a person
+    /// (`gatectl show`): nothing for a finished record, its holder's work under a live lease,
+    /// otherwise when the reconciler takes it over (its minimum age in `reconciler`) and the one
+    /// decision it then carries out ([`crate::decision::decide`] for
+    /// [`Holder::Reconciler`], [`crate::decision::NextStep::describe`]).
     pub fn next_step(
         &self,
         record: &IdempotencyRecord,
         reconciler: &crate::reconciler::ReconcilerConfig,
         now_ms: i64,
     ) -> String {
-        let age = now_ms.saturating_sub(record.created_at_ms);
-        if record.route_pending {
-            return if record.lease_is_live(now_ms) {
-                "its holder sends its item to the manual-booking queue now".into()
-            } else {
-                "the reconciler's next run sends its stored item to the manual-booking queue \
-                 (or `gatectl reconcile`)"
-                    .into()
+        if !record.has_work() {
+            return match record.status {
+                RecordStatus::Committed => {
+                    "nothing: committed; a redelivery is acknowledged as a duplicate".into()
+                }
+                _ => "nothing: routed to a person; a redelivery is acknowledged as a duplicate"
+                    .into(),
             };
         }
-        match record.status {
-            RecordStatus::Committed => "nothing: committed; a redelivery is acknowledged as a \
-                                        duplicate"
-                .into(),
-            RecordStatus::Failed | RecordStatus::Manual => "nothing: routed to a person; a \
-                                                           redelivery is acknowledged as a \
-                                                           duplicate"
-                .into(),
-            RecordStatus::InFlight if record.lease_is_live(now_ms) => format!(
+        if record.lease_is_live(now_ms) {
+            return format!(
                 "its holder {} works on it until {}",
                 record.lease_owner.as_deref().unwrap_or("?"),
                 rfc3339_ms(record.lease_until_ms.unwrap_or_default())
-            ),
-            RecordStatus::InFlight if is_routing_record(record) => {
-                "the reconciler sends its item to the manual-booking queue".into()
-            }
-            RecordStatus::InFlight => {
-                let when = if age < reconciler.min_age_ms {
-                    format!(
-                        "in {} s (the reconciler waits until it is {} s old)",
-                        (reconciler.min_age_ms - age) / 1000,
-                        reconciler.min_age_ms / 1000
-                    )
-                } else {
-                    "at its next run (every minute)".to_string()
-                };
-                // Several terminals: each its own key support and retention.
-                let horizon = self
-                    .integration
-                    .claim_horizon_ms(record)
-                    .unwrap_or(reconciler.claim_horizon_ms());
-                let then = if !self.supports_idempotency_key(record) {
-                    "routes it to the manual-booking queue (the terminal does not honour \
-                     Idempotency-Key)"
-                        .to_string()
-                } else if age >= horizon {
-                    format!(
-                        "looks up the slot under its operation key and commits it; finding none, \
-                         routes it to the manual-booking queue (past_key_retention: {} h old, the \
-                         terminal may have forgotten the key)",
-                        age / 3_600_000
-                    )
-                } else if self.event_ended(record, now_ms) {
-                    "looks up the slot under its operation key and commits it; finding none, \
-                     routes it to the manual-booking queue (window_ended)"
-                        .to_string()
-                } else {
-                    "looks up the slot under its operation key and commits it; finding none, \
-                     claims again with the same Idempotency-Key and commits the answer"
-                        .to_string()
-                };
-                let expired = if record.is_expired(now_ms) {
-                    format!(
-                        " (its TTL passed at {}: finished like any other)",
-                        rfc3339_ms(record.expires_at_s.saturating_mul(1000))
-                    )
-                } else {
-                    String::new()
-                };
-                format!("the reconciler takes it over {when}, {then}{expired}")
-            }
+            );
         }
+        let age = now_ms.saturating_sub(record.created_at_ms);
+        let when = if age < reconciler.min_age_ms {
+            format!(
+                "in {} s (the reconciler waits until it is {} s old)",
+                (reconciler.min_age_ms - age) / 1000,
+                reconciler.min_age_ms / 1000
+            )
+        } else {
+            "at its next run (every minute)".to_string()
+        };
+        let policy = self.policy(record);
+        let then =
+            decide(record, now_ms, &policy, Holder::Reconciler).describe(record, &policy, now_ms);
+        let expired = if record.is_expired(now_ms) {
+            format!(
+                " (its TTL passed at {}: finished like any other)",
+                rfc3339_ms(record.expires_at_s.saturating_mul(1000))
+            )
+        } else {
+            String::new()
+        };
+        format!("the reconciler takes it over {when}, {then}{expired}")
+    }
+
+    /// An operator's read-only lookup (`gatectl lookup`, `gatectl finish --from-terminal`): the
+    /// record `pk` read back from the store (one consistent read: it is reserved), then the
+    /// effect its server holds under its `Idempotency-Key`, without taking its lease (a lookup
+    /// changes nothing at the server). Never sends the request.
+    ///
+    /// # Errors
+    /// [`Refusal::NotFound`] without such a record; [`Refusal::NoLookup`] when its server has no
+    /// lookup by key ([`crate::Integration::supports_lookup`]); a store error of the read.
+    pub async fn operator_lookup(
+        &self,
+        pk: &str,
+    ) -> Result<(IdempotencyRecord, LookupOutcome), OperatorError> {
+        let record = self
+            .store
+            .get(pk)
+            .await?
+            .ok_or_else(|| Refusal::NotFound { pk: pk.to_string() })?;
+        if !self.integration.supports_lookup(&record) {
+            return Err(Refusal::NoLookup {
+                op_key: record.op_key.clone(),
+            }
+            .into());
+        }
+        let outcome = self.integration.lookup(&Held::new(&record)).await;
+        Ok((record, outcome))
     }
 }
 
@@ -525,7 +533,6 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use crate::consumer::{derive_keys, GateConfig};
-    use crate::effect::LookupOutcome;
     use crate::integration::{Event, Integration, Parsed};
     use crate::manual::MemoryManualQueue;
     use crate::reconciler::ReconcilerConfig;
@@ -562,10 +569,10 @@ mod tests {
                 subject: "CSQU3054383".into(),
             })
         }
-        async fn call(&self, _record: &IdempotencyRecord) -> ClaimOutcome {
+        async fn call(&self, _held: &Held<'_>) -> ClaimOutcome {
             ClaimOutcome::Transient("not called".into())
         }
-        async fn lookup(&self, _record: &IdempotencyRecord) -> LookupOutcome {
+        async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
             LookupOutcome::Transient("not called".into())
         }
         fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
@@ -818,8 +825,9 @@ mod tests {
         assert_eq!(
             w.gate.next_step(&record, &config, now),
             "the reconciler takes it over in 80 s (the reconciler waits until it is 120 s old), \
-             looks up the slot under its operation key and commits it; finding none, claims \
-             again with the same Idempotency-Key and commits the answer"
+             sends the stored request under its Idempotency-Key and commits the answer (if the \
+             first send reached the server, its replay of the first answer is the lookup: no \
+             second effect)"
         );
         let live = IdempotencyRecord {
             lease_until_ms: Some(now + 5_000),
@@ -829,10 +837,26 @@ mod tests {
             w.gate.next_step(&live, &config, now),
             "its holder inv-1#0 works on it until 2026-06-01T06:00:45Z"
         );
-        let old = now + config.claim_horizon_ms();
-        assert!(w
-            .gate
-            .next_step(&record, &config, old)
-            .contains("past_key_retention: 23 h old"));
+        // The gate's one horizon (23 h by default): past it, looked up, never sent.
+        let old = T0 + w.gate.config.claim_horizon_ms;
+        assert_eq!(
+            w.gate.next_step(&record, &config, old),
+            "the reconciler takes it over at its next run (every minute), looks the effect up \
+             under its Idempotency-Key and commits it, never sends it again; finding none, routes \
+             it to a person (past_key_retention: 23 h old, past the claim horizon of 23 h, the \
+             server may have forgotten the key); if the lookup fails, routes it to a person \
+             (past_key_retention: 23 h old, past the claim horizon of 23 h, the server may have \
+             forgotten the key)"
+        );
+        // After the event's end (10:00), before the horizon: looked up; a failed lookup is
+        // tried again at the next run.
+        let ended = T0 + 5 * 3_600_000;
+        assert_eq!(
+            w.gate.next_step(&record, &config, ended),
+            "the reconciler takes it over at its next run (every minute), looks the effect up \
+             under its Idempotency-Key and commits it, never sends it again; finding none, routes \
+             it to a person (window_ended: the event ended at 2026-06-01T10:00:00Z); if the \
+             lookup fails, tries again later"
+        );
     }
 }

@@ -1,26 +1,27 @@
-//! The reconciler: finishes stranded `in_flight` records (a worker died between the slot claim and
-//! the commit and its message is not coming back). Runs every minute; never claims a second slot.
+//! The reconciler: finishes stranded `in_flight` records (a worker died between the side effect
+//! and the commit and its message is not coming back). Runs every minute; never makes a second
+//! effect.
 //!
 //! Per record of the sparse GSI `InFlight` (16 shards, paginated), older than the minimum age and
 //! with an expired lease: take the lease (a conditional update, so two reconcilers, or a
-//! reconciler and a slow consumer, never both hold it); ask the terminal for the slot held under
-//! the record's operation key; if there is one, commit it exactly as the consumer does; if there
-//! is none and the record is still inside the terminal's key retention (minus a margin), resend
-//! the stored request bytes with the same key and commit the answer; past the retention, never
-//! claim: route to the manual queue. A routing record (a poison body, a mismatch or an ended
-//! window on its way to the manual queue, see `crate::consumer`, "Routing to a person exactly once")
-//! is finished by sending the item it stores, never claimed. This is the "completer" of
-//! Stripe-style idempotency (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
-//! Postgres", 2017): minimum age, lease timeout, never a live lease.
+//! reconciler and a slow consumer, never both hold it), then act on the one decision for a held
+//! record ([`crate::decision`]), as the consumer does: inside the claim horizon (the server's key
+//! retention minus a margin) and before the event's end, re-send the stored request bytes under
+//! the same key and commit the answer (the server's replay of its first answer is the lookup);
+//! past the horizon or after the event's end, never send: look the effect up under the key and
+//! commit it, or without one (or without a lookup at the server) route the record to a person.
+//! A routing record (a poison body, a mismatch or an ended event on its way to the manual
+//! queue, see `crate::consumer`, "Routing to a person exactly once") is finished by sending the
+//! item it stores, never sent to the server. This is the "completer" of Stripe-style idempotency
+//! (Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres", 2017): minimum age,
+//! lease timeout, never a live lease.
 
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
 use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
-use crate::effect::{ClaimOutcome, LookupOutcome};
-use crate::manual::ManualReason;
-use crate::record::{IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
-use crate::routing::is_routing_record;
+use crate::decision::Holder;
+use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
 
 /// The reconciler's settings. Durations in **milliseconds**.
@@ -29,19 +30,22 @@ pub struct ReconcilerConfig {
     /// Only records created at least this long ago are examined (default 120 000 ms): younger ones
     /// belong to their consumer.
     pub min_age_ms: i64,
-    /// How long the terminal keeps a key (default 24 h, the terminal's published key expiry, see
-    /// the IETF Idempotency-Key draft).
+    /// How long the server keeps a key (default 24 h, the server's published key expiry, see
+    /// the IETF Idempotency-Key draft). The wiring sets `GateConfig::claim_horizon_ms` from this
+    /// and the margin ([`ReconcilerConfig::claim_horizon_ms`]); the reconciler itself decides
+    /// with the gate's horizon, the one the consumer and `gatectl` read.
     pub key_retention_ms: i64,
-    /// Safety margin before the retention ends (default 1 h): past `retention - margin` the
-    /// reconciler never claims.
+    /// Safety margin before the retention ends (default 1 h): past `retention - margin` nothing
+    /// is sent again.
     pub retention_margin_ms: i64,
     /// Records per GSI page (DynamoDB `Limit`), default 25.
     pub page_size: usize,
 }
 
 impl ReconcilerConfig {
-    /// How old a record may be and still be claimed, **milliseconds**: the key retention minus
-    /// the margin. The consumer's `GateConfig::claim_horizon_ms` is set from this.
+    /// How old a record may be and still be sent, **milliseconds**: the key retention minus
+    /// the margin. `GateConfig::claim_horizon_ms` is set from this (the one horizon the consumer,
+    /// the reconciler and `gatectl` decide with).
     pub fn claim_horizon_ms(&self) -> i64 {
         self.key_retention_ms - self.retention_margin_ms
     }
@@ -63,9 +67,12 @@ impl Default for ReconcilerConfig {
 pub struct ReconcileReport {
     /// Stale `in_flight` records read from the index.
     pub examined: usize,
-    /// Committed by this run (slot found by lookup, or claimed with the same key).
+    /// Committed by this run (the stored request re-sent under the same key inside the claim
+    /// horizon, or the effect found by a lookup past it or after the event's end).
     pub reconciled: usize,
-    /// Of those, how many were found by lookup (the claim had reached the terminal).
+    /// Of those, how many were found by a lookup (past the claim horizon or after the event's
+    /// end: the first send had reached the server). A re-send inside the horizon is not counted
+    /// here, though the server's replay answers it.
     pub found_by_lookup: usize,
     /// Someone else committed first.
     pub already_committed: usize,
@@ -74,7 +81,8 @@ pub struct ReconcileReport {
     /// Of the examined, records past their TTL that still had work (not yet deleted by
     /// DynamoDB): worked on like the others (a reserve never replaces them), and counted here.
     pub expired: usize,
-    /// Routed to the manual queue (past retention, no key support, permanent errors).
+    /// Routed to the manual queue (past the horizon or the event's end without an effect found,
+    /// no key support, permanent errors).
     pub manual: usize,
     /// Transient failures; the next run retries.
     pub transient: usize,
@@ -140,7 +148,7 @@ impl Gate {
                 let outcomes: Vec<Step> = stream::iter(page.entries.into_iter().enumerate())
                     .map(|(i, entry)| {
                         let held_as = invocation.for_record(first + i);
-                        async move { self.reconcile_record(config, entry, &held_as).await }
+                        async move { self.reconcile_record(entry, &held_as).await }
                     })
                     .buffer_unordered(concurrency)
                     .collect()
@@ -164,7 +172,6 @@ impl Gate {
     /// entry of a pass with its own audit line).
     pub async fn reconcile_entry(
         &self,
-        config: &ReconcilerConfig,
         entry: InFlightEntry,
         invocation: &Invocation,
     ) -> ReconcileReport {
@@ -173,7 +180,7 @@ impl Gate {
             expired: usize::from(entry.is_expired(self.clock.now_ms())),
             ..ReconcileReport::default()
         };
-        report.add(self.reconcile_record(config, entry, invocation).await);
+        report.add(self.reconcile_record(entry, invocation).await);
         report
     }
 
@@ -184,12 +191,7 @@ impl Gate {
             >= invocation.deadline_ms
     }
 
-    async fn reconcile_record(
-        &self,
-        config: &ReconcilerConfig,
-        record: InFlightEntry,
-        invocation: &Invocation,
-    ) -> Step {
+    async fn reconcile_record(&self, record: InFlightEntry, invocation: &Invocation) -> Step {
         if self.deadline_near(invocation) {
             return Step::Left;
         }
@@ -219,7 +221,7 @@ impl Gate {
                 return Step::Transient;
             }
         };
-        // The manual queue gets the stored claim request (the SQS body is not kept).
+        // The manual queue gets the stored request (the SQS body is not kept).
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = format!("reconciler:{owner}");
         let d = Delivery {
@@ -227,105 +229,10 @@ impl Gate {
             message_id: &message_id,
             invocation,
         };
-        if held.route_pending || is_routing_record(&held) {
-            // A routing whose sender died before confirming it: send its stored item, never
-            // claim.
-            let outcome = match self.resume_routing(&held, &message_id, invocation).await {
-                Ok(reason) => RecordOutcome::Manual(reason),
-                Err(e) => RecordOutcome::Retry(e),
-            };
-            return Step::from_outcome(outcome, false);
-        }
-        if !self.supports_idempotency_key(&held) {
-            let outcome = self
-                .route_held_record(
-                    &held,
-                    RecordStatus::Manual,
-                    ManualReason::NoIdempotencySupport,
-                    "stranded in_flight; the terminal does not honour Idempotency-Key".into(),
-                    d,
-                )
-                .await;
-            return Step::from_outcome(outcome, false);
-        }
-        let age = now - held.created_at_ms;
-        // Several terminals: each its own key retention (the integration's, per record).
-        let horizon = self
-            .integration
-            .claim_horizon_ms(&held)
-            .unwrap_or(config.claim_horizon_ms());
-        let past_retention = age >= horizon;
-        // Past the key's retention nothing is claimed again: without a slot under the key (none,
-        // or a lookup that keeps failing: a terminal that is down or answers garbage, not retried
-        // every minute until the record's TTL) a person gets it.
-        let (outcome, by_lookup) = match self.integration.lookup(&held).await {
-            LookupOutcome::Found(slot) => (ClaimOutcome::Claimed(slot), true),
-            LookupOutcome::Transient(why) if past_retention => {
-                let detail = format!(
-                    "stranded in_flight for {} s, past the terminal's key retention minus margin, \
-                     and the lookup failed ({}); a slot may exist under Idempotency-Key {}: ask \
-                     the terminal before booking",
-                    age / 1000,
-                    why.quoted(),
-                    held.op_key
-                );
-                return self.route_past_retention(&held, detail, d).await;
-            }
-            LookupOutcome::NotFound if past_retention => {
-                let detail = format!(
-                    "stranded in_flight for {} s, past the terminal's key retention minus margin, \
-                     and no slot under Idempotency-Key {}: look the key up at the terminal before \
-                     booking by hand (a new claim could make a second slot)",
-                    age / 1000,
-                    held.op_key
-                );
-                return self.route_past_retention(&held, detail, d).await;
-            }
-            // After the window's end nothing is claimed either: a person decides.
-            LookupOutcome::NotFound if self.event_ended(&held, now) => {
-                let outcome = self
-                    .route_held_record(
-                        &held,
-                        RecordStatus::Manual,
-                        ManualReason::WindowEnded,
-                        format!(
-                            "stranded in_flight when its window ended ({}); no slot under \
-                             Idempotency-Key {}: never claimed after the window's end",
-                            self.event_end_text(&held),
-                            held.op_key
-                        ),
-                        d,
-                    )
-                    .await;
-                return Step::from_outcome(outcome, false);
-            }
-            LookupOutcome::Transient(why) => (ClaimOutcome::Transient(why), false),
-            LookupOutcome::NotFound => (self.integration.call(&held).await, false),
-        };
-        let outcome = self.settle_claim(&held, outcome, d).await;
+        // The one decision for a held record (`crate::decision`), as the consumer's.
+        let (outcome, by_lookup) = self.proceed(&held, Holder::Reconciler, now, d).await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)
-    }
-}
-
-impl Gate {
-    /// Ends a stranded record past the key's retention as `manual` (`past_key_retention`).
-    async fn route_past_retention(
-        &self,
-        held: &IdempotencyRecord,
-        detail: String,
-        d: Delivery<'_>,
-    ) -> Step {
-        let outcome = self
-            .route_held_record(
-                held,
-                RecordStatus::Manual,
-                ManualReason::PastKeyRetention,
-                detail,
-                d,
-            )
-            .await;
-        Step::from_outcome(outcome, false)
     }
 }
 

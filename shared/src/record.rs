@@ -148,6 +148,14 @@ impl IdempotencyRecord {
         self.status == RecordStatus::InFlight || self.route_pending
     }
 
+    /// Whether the record is `committed` by `owner` with `effect_id`: what the retry of a commit
+    /// that landed meets (its answer lost), which must count as committed, not as refused.
+    pub fn is_committed_by(&self, owner: &str, effect_id: &str) -> bool {
+        self.status == RecordStatus::Committed
+            && self.lease_owner.as_deref() == Some(owner)
+            && self.slot_id.as_deref() == Some(effect_id)
+    }
+
     /// Whether `self` (what the store holds) is the reservation `written`, made by the same
     /// acquisition: same lease owner (a lease token unique per acquisition), status, fingerprint,
     /// operation key and creation time. This is what the client's retry of a reserve whose write
@@ -180,8 +188,9 @@ pub fn inflight_shard(event_key: &str) -> String {
 /// The integration's labels of an event: name to text (e.g. `container`, `terminal`,
 /// `window_start`, `window_end` on the truck-slot path). Each is stored as a string attribute of
 /// its name on the record, on the business row and (a subset) on the natural-key item, so a name
-/// must not be one of the store's own attribute names (`pk`, `status`, `slot_id`, ...; see
-/// `store::dynamo::RECORD_ATTRIBUTES`).
+/// must not be one of the store's own attribute names (`pk`, `status`, `slot_id`, ...:
+/// [`crate::store::limits::RESERVED_NAMES`]); every store refuses such a label, and an item over
+/// DynamoDB's item limit ([`crate::store::limits`]).
 pub type Labels = BTreeMap<String, String>;
 
 /// A row of the business table the commit writes in the same transaction as the record (the TMS

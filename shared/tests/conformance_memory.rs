@@ -12,20 +12,37 @@ gate::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
 /// written and then never run.
 #[test]
 fn every_case_is_in_the_case_list() {
-    let source = include_str!("../src/conformance.rs");
-    let list_start = source
+    let list_file = include_str!("../src/conformance/mod.rs");
+    let sources = [
+        list_file,
+        include_str!("../src/conformance/reserve.rs"),
+        include_str!("../src/conformance/lease.rs"),
+        include_str!("../src/conformance/commit.rs"),
+        include_str!("../src/conformance/commit_conditions.rs"),
+        include_str!("../src/conformance/concurrency.rs"),
+        include_str!("../src/conformance/finish.rs"),
+        include_str!("../src/conformance/index.rs"),
+        include_str!("../src/conformance/limits.rs"),
+    ];
+    // Every file of the folder is read above (a new concern's file must be added here too).
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/conformance"))
+        .expect("the conformance folder")
+        .count();
+    assert_eq!(files, sources.len(), "a conformance file is not read here");
+    let list_start = list_file
         .find("macro_rules! __with_conformance_cases")
         .expect("the case list macro");
-    let list_end = list_start + source[list_start..].find("\n}\n").expect("its end");
-    let list = &source[list_start..list_end];
+    let list_end = list_start + list_file[list_start..].find("\n}\n").expect("its end");
+    let list = &list_file[list_start..list_end];
     // Every public async function but `run_all` is a case (helpers are plain `fn`s).
-    let cases: Vec<&str> = source
-        .lines()
+    let cases: Vec<&str> = sources
+        .iter()
+        .flat_map(|source| source.lines())
         .filter_map(|l| l.strip_prefix("pub async fn "))
         .filter_map(|rest| rest.split('(').next())
         .filter(|name| *name != "run_all")
         .collect();
-    assert!(cases.len() >= 15, "found only {cases:?}");
+    assert!(cases.len() >= 18, "found only {cases:?}");
     let missing: Vec<&&str> = cases
         .iter()
         .filter(|c| !list.contains(&format!("{c},")) && !list.contains(&format!("{c}\n")))

@@ -327,8 +327,9 @@ pub const THREE_TERMINALS: [&str; 3] = ["ECT-DELTA", "APMT-MV2", "RWG"];
 /// calls overlap; every 4th re-fired 30 s later, every 5th also delivered twice by SQS (same
 /// message id). The two keyed terminals fail 10 % of claims before taking the key (503) and lose
 /// 15 % of answers after making the slot (504); notification 1's worker (APMT) crashes after the
-/// claim and its message is lost (the reconciler finds the slot by the v2 lookup), notification
-/// 12's worker (ECT Delta) crashes after the claim and its message is redelivered. Expected: one
+/// claim and its message is lost (the reconciler re-sends under the same key and the terminal
+/// replays the slot), notification 12's worker (ECT Delta) crashes after the claim and its
+/// message is redelivered. Expected: one
 /// slot and one booking per container at ECT Delta and at APMT, none at RWG, whose 30
 /// notifications each reach the manual
 /// queue once (`no_idempotency_support`).

@@ -245,7 +245,11 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
         .gate
         .new_record(&truck_slot::event(&n).expect("event"), &keys, &dead, T0);
     w.store.reserve(&record, T0).await.unwrap();
-    let first = w.gate.integration.call(&record).await;
+    let first = w
+        .gate
+        .integration
+        .call(&gate::Held::for_tests(&record))
+        .await;
     let ClaimOutcome::Claimed(first_slot) = first else {
         panic!("claim failed: {first:?}")
     };

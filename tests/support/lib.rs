@@ -122,7 +122,9 @@ pub mod fault_proxy;
 pub mod field_cases;
 pub mod lambda_watch;
 pub mod pg_proxy;
+pub mod probe;
 pub mod reconciler_cases;
+pub mod token_double;
 
 /// Writes an `InFlight` index item this code could not have written (status `"exploded"`) into
 /// `store`'s idempotency table: `pk`, shard `shard`, `created_at` epoch **milliseconds**.

@@ -120,15 +120,53 @@ impl World {
     }
 }
 
-/// Stranded after the claim: the lookup finds the slot; committed with that same slot, no new
-/// claim.
-pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
+/// Stranded after the claim, inside the claim horizon: the reconciler re-sends the stored request
+/// under the same key and the terminal replays its first answer (the replay is the lookup);
+/// committed with that same slot, no second slot.
+pub async fn stranded_after_claim_is_answered_by_the_replay(w: &World) {
     let body = World::body("R-1", "CSQU3054383");
     let record = w.strand(&body, "inv-dead", T0 + 30_000).await;
-    let ClaimOutcome::Claimed(slot) = w.gate.integration.call(&record).await else {
+    let ClaimOutcome::Claimed(slot) = w
+        .gate
+        .integration
+        .call(&gate::Held::for_tests(&record))
+        .await
+    else {
         panic!("claim failed")
     };
     w.clock.advance_ms(180_000);
+    let report = w
+        .gate
+        .reconcile(
+            w.store.as_ref(),
+            &World::reconciler_config(),
+            &w.reconciler_invocation("rec-1"),
+        )
+        .await;
+    assert_eq!(report.reconciled, 1, "{report:?}");
+    assert_eq!(report.found_by_lookup, 0, "re-sent, not looked up");
+    let after = w.store.get(&record.pk).await.unwrap().unwrap();
+    assert_eq!(after.status, RecordStatus::Committed);
+    assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
+    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    assert_eq!(booking.effect_id, slot.slot_id);
+    assert_eq!(w.core.slots_issued(), 1);
+}
+
+/// Stranded after the claim, found past the claim horizon: never claimed again; the lookup
+/// finds the slot under the key and it is committed.
+pub async fn stranded_after_claim_past_the_horizon_is_found_by_lookup(w: &World) {
+    let body = World::body("R-6", "MWCU6059784");
+    let record = w.strand(&body, "inv-dead", T0 + 30_000).await;
+    let ClaimOutcome::Claimed(slot) = w
+        .gate
+        .integration
+        .call(&gate::Held::for_tests(&record))
+        .await
+    else {
+        panic!("claim failed")
+    };
+    w.clock.advance_ms(23 * 3_600_000 + 1);
     let report = w
         .gate
         .reconcile(
@@ -142,8 +180,6 @@ pub async fn stranded_after_claim_is_found_by_lookup(w: &World) {
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
     assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.effect_id, slot.slot_id);
     assert_eq!(w.core.slots_issued(), 1);
 }
 
@@ -347,7 +383,9 @@ where
     F: Fn(&'static str) -> Fut,
     Fut: std::future::Future<Output = World>,
 {
-    stranded_after_claim_is_found_by_lookup(&make_world("after-claim").await).await;
+    stranded_after_claim_is_answered_by_the_replay(&make_world("after-claim").await).await;
+    stranded_after_claim_past_the_horizon_is_found_by_lookup(&make_world("after-horizon").await)
+        .await;
     stranded_before_claim_is_claimed_once_with_the_same_key(&make_world("before-claim").await)
         .await;
     racing_a_slow_consumer_makes_one_slot_and_one_booking(&make_world("race").await).await;

@@ -476,3 +476,13 @@ async fn the_ingress_binary_queues_the_sample_event() {
     let _ = std::fs::remove_dir_all(&events);
     let _ = std::fs::remove_dir_all(&logs);
 }
+
+/// The ingress refuses (`413`) exactly the bodies the consumer's integration would reject for
+/// their size: its limit is truck-slot's, which it no longer depends on.
+#[test]
+fn the_ingress_limit_is_the_consumers() {
+    assert_eq!(
+        ingress::handler::MAX_BODY_BYTES,
+        truck_slot::notification::MAX_BODY_BYTES
+    );
+}

@@ -230,7 +230,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     let _ = std::fs::remove_dir_all(&events);
 }
 
-/// Every variable the functions read (`truck_slot::config`), removed from the watcher's environment
+/// Every variable the functions read (`gate::lambda::config`, `truck_slot::config`), removed from the watcher's environment
 /// so that a developer's own exports cannot configure the function under test.
 const CONFIG_VARIABLES: &[&str] = &[
     "INTEGRATION_NAME",
@@ -329,7 +329,7 @@ fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_va
 }
 
 /// The watcher's output, followed line by line, with the time each function binary started
-/// (cargo's `Running `target/debug/NAME`` line).
+/// (cargo's `Running `target/debug/NAME`` line, the target directory wherever it is).
 #[derive(Clone, Default)]
 struct WatchLog(Arc<Mutex<Followed>>);
 
@@ -348,10 +348,13 @@ impl WatchLog {
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines().map_while(Result::ok) {
                     let mut inner = log.0.lock().unwrap();
+                    // `target/debug/NAME`, or under `CARGO_TARGET_DIR` (`/some/dir/debug/NAME`).
                     if let Some(binary) = line
                         .trim()
-                        .strip_prefix("Running `target/debug/")
+                        .strip_prefix("Running `")
                         .and_then(|rest| rest.strip_suffix('`'))
+                        .and_then(|path| path.rsplit_once("debug/"))
+                        .map(|(_, name)| name)
                     {
                         inner.1.push((binary.to_string(), Instant::now()));
                     }

@@ -502,7 +502,12 @@ async fn strand(
         ("OOLU200000", Lookup::Echo500, 200_000, Claim::Slot),
         ("OOLU300000", Lookup::NotFound, 200_000, Claim::Echo503),
         ("OOLU400000", Lookup::NotFound, 24 * 3_600_000, Claim::Slot),
-        ("OOLU500000", Lookup::FoundQuotingPin, 200_000, Claim::Slot),
+        (
+            "OOLU500000",
+            Lookup::FoundQuotingPin,
+            200_000,
+            Claim::SlotIdQuotesPin,
+        ),
         ("OOLU600000", Lookup::Echo500, 24 * 3_600_000, Claim::Slot),
     ];
     for (i, (prefix, lookup, age, claim)) in cases.iter().enumerate() {
@@ -635,7 +640,7 @@ async fn the_handlers_log_no_secret_at_trace() {
     let behaviour = Arc::new(Mutex::new(Behaviour::default()));
     let terminal = support::spawn(hostile(behaviour.clone())).await;
 
-    // Wired as `truck_slot::lambda::build_consumer` wires it: the token from Secrets Manager.
+    // Wired as `truck_slot::lambda::build` wires it: the token from Secrets Manager.
     let secrets = aws_sdk_secretsmanager::Client::new(&sdk_config().await);
     let mut terminal_config = HttpTerminalConfig::new(terminal.base_url.clone());
     terminal_config.token = Some(fetch_api_token(&secrets, &aws.secret_arn).await.unwrap());
@@ -696,11 +701,13 @@ async fn the_handlers_log_no_secret_at_trace() {
         .await;
     reports.push_str(&format!("{run:?}\n"));
     // Of six stranded records, the consumer finished the one past retention without a slot;
-    // the reconciler commits the one found, routes the one past retention whose lookup fails,
-    // and retries three (a lookup that fails, a claim that fails, a slot id quoting the PIN).
+    // the reconciler re-sends the four inside the claim horizon under their keys (the re-send is
+    // the lookup: their lookup behaviours are never asked) and commits two, retries two (a claim
+    // that fails with an echo, a slot id quoting the PIN), and routes the one past retention
+    // whose lookup fails with an echo.
     assert_eq!(
         (run.examined, run.reconciled, run.manual, run.transient),
-        (5, 1, 1, 3),
+        (5, 2, 1, 2),
         "{run:?}"
     );
 
@@ -845,7 +852,8 @@ async fn the_binaries_log_no_secret_at_trace() {
             &run["manual"],
             &run["transient"]
         ),
-        (&json!(5), &json!(1), &json!(1), &json!(3)),
+        // As in `the_handlers_log_no_secret_at_trace`: two re-sends committed, two retried.
+        (&json!(5), &json!(2), &json!(1), &json!(2)),
         "{run}"
     );
     // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).

@@ -429,3 +429,94 @@ async fn the_incident_replays_through_postgres_with_the_same_figures() {
         "PostgreSQL and the memory store give the same report"
     );
 }
+
+/// The consumer's store selected by configuration (`STORE=postgres`, `DATABASE_URL`, the
+/// migrations at cold start) and built by the wiring (`gate::lambda::build_store`) processes
+/// an event: the slot is claimed once and committed with its booking; the duplicate is absorbed.
+#[tokio::test]
+async fn the_wiring_builds_the_postgres_store_from_configuration() {
+    use gate::clock::{Clock, ManualClock};
+    use gate::consumer::{Invocation, RecordOutcome};
+    use gate::lambda::{build_store, fixed_env, Config, DatabaseUrl, StoreConfig};
+    use gate::manual::MemoryManualQueue;
+    use integration_tests::field_cases::{gate, terminal_core, LOST_ANSWER_BODY, T0};
+    use integration_tests::{sqs_event, unique};
+    use sim::dst::CoreTerminal;
+
+    let url = database_url();
+    let integration = unique("pg-wiring");
+    let config = Config::<()>::from_env(fixed_env(&[
+        ("INTEGRATION_NAME", integration.as_str()),
+        (
+            "MANUAL_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/1/manual",
+        ),
+        ("STORE", "postgres"),
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_POOL_SIZE", "2"),
+        ("DATABASE_RUN_MIGRATIONS", "true"),
+    ]))
+    .expect("configuration");
+    let StoreConfig::Postgres(settings) = &config.lambda.store else {
+        panic!(
+            "STORE=postgres selects PostgreSQL: {:?}",
+            config.lambda.store
+        );
+    };
+    assert!(matches!(settings.url, DatabaseUrl::Local(_)));
+    // No AWS call is made: the connection string is local (`DATABASE_URL`), the queue unused.
+    let aws = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let (store, _index) = build_store(&config.lambda.store, &aws)
+        .await
+        .expect("store built, migrated");
+    let clock = Arc::new(ManualClock::new(T0));
+    let core = terminal_core(&clock);
+    let manual = Arc::new(MemoryManualQueue::new());
+    let gate = gate(
+        store.clone(),
+        &integration,
+        Arc::new(CoreTerminal::new(core.clone())),
+        manual.clone(),
+        clock.clone() as Arc<dyn Clock>,
+    );
+    let deliver = |message: &'static str, request: &'static str| {
+        let invocation = Invocation {
+            request_id: request.into(),
+            deadline_ms: clock.now_ms() + 60_000,
+        };
+        let gate = &gate;
+        async move {
+            gate.handle_batch(sqs_event(&[(message, LOST_ANSWER_BODY)]), &invocation)
+                .await
+        }
+    };
+    let first = deliver("m-pg-1", "inv-pg-1").await;
+    let slot = core
+        .slots()
+        .first()
+        .map(|s| s.slot_id.clone())
+        .expect("a slot");
+    assert_eq!(
+        first.records[0].outcome,
+        RecordOutcome::Committed {
+            slot_id: slot,
+            natural_key_collision: None,
+        }
+    );
+    assert!(first.response.batch_item_failures.is_empty());
+    let second = deliver("m-pg-2", "inv-pg-2").await;
+    assert_eq!(
+        second.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Committed)
+    );
+    assert_eq!(core.slots_issued(), 1);
+    assert!(manual.items().is_empty());
+    let event_key = first.records[0].event_key.clone().expect("event key");
+    assert!(store
+        .get(&gate::record::record_pk(&integration, &event_key))
+        .await
+        .expect("get")
+        .is_some_and(|r| r.status == RecordStatus::Committed));
+}

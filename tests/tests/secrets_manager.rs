@@ -30,7 +30,7 @@ async fn the_token_is_read_by_arn_and_trimmed() {
     let client = client().await;
     let arn = secret_string(&client, &format!("{TOKEN}\n")).await;
     // The ARN passes the configuration's check, as the template's parameter would.
-    assert!(truck_slot::config::secret_arn_valid(&arn), "{arn}");
+    assert!(gate::lambda::secret_arn_valid(&arn), "{arn}");
     let token = fetch_api_token(&client, &arn).await.unwrap();
     assert_eq!(token.expose(), TOKEN);
     assert_eq!(format!("{token:?}"), "ApiToken([redacted])");
@@ -65,7 +65,7 @@ async fn failures_name_the_secret_never_the_value() {
     assert!(
         matches!(
             err,
-            SecretError::BadToken {
+            SecretError::Unusable {
                 problem: TokenError::BadCharacter(3),
                 ..
             }
@@ -77,7 +77,7 @@ async fn failures_name_the_secret_never_the_value() {
     let blank = secret_string(&client, "  \n").await;
     assert!(matches!(
         fetch_api_token(&client, &blank).await.unwrap_err(),
-        SecretError::BadToken {
+        SecretError::Unusable {
             problem: TokenError::Empty,
             ..
         }
@@ -102,7 +102,7 @@ async fn failures_name_the_secret_never_the_value() {
 
 #[tokio::test]
 async fn the_cold_start_reads_the_secret_named_by_the_configuration() {
-    // The same path as `truck_slot::lambda::build_consumer`: configuration from the environment (the
+    // The same path as `truck_slot::lambda::build`: configuration from the environment (the
     // ARN only), then the token from Secrets Manager, into the terminal client's settings.
     let client = client().await;
     let arn = secret_string(&client, TOKEN).await;
@@ -117,9 +117,9 @@ async fn the_cold_start_reads_the_secret_named_by_the_configuration() {
         }
     };
     let config = FunctionConfig::from_env(env).unwrap();
-    assert!(config.terminal.token.is_none());
-    let arn_from_config = config.token_secret_arn.clone().unwrap();
-    let mut terminal = config.terminal.clone();
+    assert!(config.integration.terminal.token.is_none());
+    let arn_from_config = config.integration.token_secret_arn.clone().unwrap();
+    let mut terminal = config.integration.terminal.clone();
     terminal.token = Some(fetch_api_token(&client, &arn_from_config).await.unwrap());
     assert_eq!(terminal.token.as_ref().unwrap().expose(), TOKEN);
     assert!(!format!("{terminal:?} {config:?}").contains("PLUGH"));

@@ -65,10 +65,9 @@ async fn store_signals_are_read_from_the_indexes_and_published() {
     let config = sdk_config().await;
     let cloudwatch = aws_sdk_cloudwatch::Client::new(&config);
     let clock = ManualClock::new(now);
-    let published =
-        truck_slot::lambda::handle_metrics(store.as_ref(), &cloudwatch, &integration, &clock)
-            .await
-            .unwrap();
+    let published = gate::lambda::handle_metrics(store.as_ref(), &cloudwatch, &integration, &clock)
+        .await
+        .unwrap();
     assert_eq!(published, expected);
 
     let dimension = Dimension::builder()

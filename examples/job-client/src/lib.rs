@@ -1,7 +1,7 @@
 //! A second side effect on the gate's core, and the model for a new integration: a client of an
 //! Idempotency-Key job server (IETF draft `draft-ietf-httpapi-idempotency-key-header`):
 //!
-//! * `POST {base}/jobs` with `Idempotency-Key: K` and the job's payload creates a job and answers
+//! * `POST {base}/jobs` with `Idempotency-Key: "K"` and the job's payload creates a job and answers
 //!   `201 {"id": "..."}`; the same key with the same body replays that answer; the same key with
 //!   another body is `409` (or `422`) with problem type `idempotency_mismatch`; the same key
 //!   while the first request is still processing is another `409`;
@@ -15,8 +15,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
-use gate::integration::{Event, Integration, Parsed, Rejection};
+use gate::effect::{ClaimOutcome, LookupOutcome};
+use gate::idempotency_key::{client, JsonIdAt};
+use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::record::{IdempotencyRecord, Labels};
 use serde_json::Value;
 
@@ -25,6 +26,15 @@ pub const POST_JOB: &str = "post-job";
 
 /// Largest body accepted, bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// Where the job server's answers hold the job's id: `201 {"id"}` to a call, `200 {"id"}` to a
+/// lookup. Every status is classified by the core's Idempotency-Key table
+/// (`gate::idempotency_key::classify`), summaries in the core's words, no excerpt of the answer.
+const JOB_SERVER: JsonIdAt = JsonIdAt {
+    server: "job server",
+    effect_at: "/id",
+    found_at: "/id",
+};
 
 /// The job server's client.
 #[derive(Debug, Clone)]
@@ -39,9 +49,8 @@ impl JobClient {
     /// # Errors
     /// If the HTTP client cannot be built.
     pub fn new(base: impl Into<String>) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        let http = client::builder(concat!("job-client/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(5))
-            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Self {
             base: base.into(),
@@ -56,21 +65,6 @@ fn reject(code: &'static str, detail: &str) -> Parsed {
         detail: detail.to_string(),
         ended: false,
     })
-}
-
-/// Our words for an answer (status and length, never its text: a server echoes what it gets).
-fn summary(status: u16, body: &[u8]) -> AnswerDetail {
-    AnswerDetail::new(format!(
-        "job server answered {status} ({} bytes)",
-        body.len()
-    ))
-}
-
-fn job_id(body: &[u8], pointer: &str) -> Option<String> {
-    let value: Value = serde_json::from_slice(body).ok()?;
-    let id = value.pointer(pointer)?.as_str()?;
-    let printable = !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic());
-    printable.then(|| id.to_string())
 }
 
 #[async_trait]
@@ -108,62 +102,23 @@ impl Integration for JobClient {
         })
     }
 
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
-        let sent = self
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
+        let request = self
             .http
             .post(format!("{}/jobs", self.base))
-            .header("Idempotency-Key", format!("\"{}\"", record.op_key))
             .header("Content-Type", "application/json")
-            .body(record.request.clone())
-            .send()
-            .await;
-        let answer = match sent {
-            Ok(answer) => answer,
-            Err(e) => return ClaimOutcome::Transient(AnswerDetail::new(format!("no answer: {e}"))),
-        };
-        let status = answer.status().as_u16();
-        let body = answer.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
-        let mismatch = job_id(&body, "/type").is_some_and(|t| t.contains("idempotency_mismatch"));
-        match status {
-            200..=299 => match job_id(&body, "/id") {
-                Some(id) => ClaimOutcome::Claimed(SlotClaim {
-                    slot_id: id,
-                    equipment_number: None,
-                }),
-                // A job was probably made: ask again under the same key, never call it permanent.
-                None => ClaimOutcome::Transient(summary(status, &body)),
-            },
-            422 => ClaimOutcome::KeyMismatch(summary(status, &body)),
-            409 if mismatch => ClaimOutcome::KeyMismatch(summary(status, &body)),
-            409 => ClaimOutcome::KeyInFlight,
-            401 | 408 | 425 | 429 | 500..=599 => ClaimOutcome::Transient(summary(status, &body)),
-            _ => ClaimOutcome::Permanent {
-                status,
-                detail: summary(status, &body),
-            },
-        }
+            .body(record.request.clone());
+        client::call(request, &record.op_key, &JOB_SERVER).await
     }
 
-    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
-        let sent = self
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let record = held.record();
+        let request = self
             .http
             .get(format!("{}/jobs", self.base))
-            .query(&[("idempotency_key", record.op_key.as_str())])
-            .send()
-            .await;
-        let Ok(answer) = sent else {
-            return LookupOutcome::Transient(AnswerDetail::new("lookup: no answer"));
-        };
-        let status = answer.status().as_u16();
-        let body = answer.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
-        match (status, job_id(&body, "/id")) {
-            (200, Some(id)) => LookupOutcome::Found(SlotClaim {
-                slot_id: id,
-                equipment_number: None,
-            }),
-            (404, _) => LookupOutcome::NotFound,
-            _ => LookupOutcome::Transient(summary(status, &body)),
-        }
+            .query(&[("idempotency_key", record.op_key.as_str())]);
+        client::lookup(request, &JOB_SERVER).await
     }
 
     /// A job does not end: its record lives the key TTL from its reservation.

@@ -1,4 +1,5 @@
-//! The SQS-triggered consumer Lambda. All decisions live in the `gate` library; `truck_slot` wires it to the slot terminal.
+//! The SQS-triggered consumer Lambda: the gate's wiring (`gate::lambda`) around the truck-slot
+//! integration (`truck_slot::lambda::build`).
 
 // One thread: a Lambda sandbox runs one invocation at a time, and the records of a batch run
 // concurrently on this one task (I/O-bound). Measured against the multi-thread runtime
@@ -6,5 +7,5 @@
 // RSS, no measurable change in CPU per batch.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    truck_slot::lambda::run_consumer().await
+    gate::lambda::run_consumer(truck_slot::lambda::build).await
 }

@@ -1,5 +1,5 @@
 //! The ingress's configuration, read once at cold start from environment variables; every
-//! problem is reported together (`truck_slot::config::ConfigErrors`, the consumer's format).
+//! problem is reported together (`gate::lambda::ConfigErrors`, the consumer's format).
 //!
 //! | variable | meaning | default |
 //! | --- | --- | --- |
@@ -8,7 +8,7 @@
 //! | `WEBHOOK_SECRETS` | the same JSON document itself, **local runs only**; refused together with the ARN | one of the two |
 //! | `INTEGRATION_NAME` | the metrics' `Integration` dimension | `ect-delta-slots` |
 
-use truck_slot::config::{ConfigError, ConfigErrors};
+use gate::lambda::{secret_arn_valid, ConfigError, ConfigErrors};
 
 use crate::signature::SecretSet;
 
@@ -64,7 +64,7 @@ impl IngressConfig {
                 );
                 None
             }
-            (Some(arn), None) if truck_slot::config::secret_arn_valid(arn.trim()) => {
+            (Some(arn), None) if secret_arn_valid(arn.trim()) => {
                 Some(SecretsConfig::SecretsManager {
                     arn: arn.trim().to_string(),
                 })

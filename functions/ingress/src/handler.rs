@@ -5,7 +5,7 @@
 //! | check | answer | reason |
 //! | --- | --- | --- |
 //! | a body API Gateway marked base64 decodes | `400` | `invalid_body` |
-//! | body at most [`truck_slot::notification::MAX_BODY_BYTES`] (64 KiB, the gate's limit) | `413` | `body_too_large` |
+//! | body at most [`MAX_BODY_BYTES`] (64 KiB, the consumer's limit) | `413` | `body_too_large` |
 //! | `Content-Type: application/json` (parameters allowed; a `charset` must be UTF-8) | `415` | `unsupported_media_type` |
 //! | a body at all | `400` | `empty_body` |
 //! | the three `webhook-*` headers present | `401` | `missing_signature_headers` |
@@ -35,7 +35,6 @@ use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpR
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use gate::clock::Clock;
-use truck_slot::notification::MAX_BODY_BYTES;
 
 use crate::problem::{self, Problem, Reason};
 use crate::signature::{self, SecretSet, SignatureHeaders, VerifyError};
@@ -43,6 +42,12 @@ use crate::signature::{self, SecretSet, SignatureHeaders, VerifyError};
 /// The least time between two reads of the secrets prompted by a failed verification,
 /// milliseconds (a prober cannot make the function call Secrets Manager more often than this).
 pub const SECRETS_REFRESH_INTERVAL_MS: i64 = 60_000;
+
+/// Largest body accepted, bytes: the consumer's integration's limit (truck-slot's
+/// `notification::MAX_BODY_BYTES`, 64 KiB; SQS allows 256 KiB), so that a body the consumer would
+/// reject for its size is refused here with a `413` the sender sees, not queued.
+/// `tests/tests/ingress.rs` checks the two limits agree.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The name of the SQS message attribute that carries the `webhook-id`.
 pub const WEBHOOK_ID_ATTRIBUTE: &str = "webhook-id";

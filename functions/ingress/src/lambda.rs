@@ -1,6 +1,6 @@
 //! The Lambda wiring: JSON logs (`gate::logging`), configuration, the SDK clients and the secrets
 //! once per cold start, the EMF recorder, then one [`Ingress::respond`] per API Gateway event. A
-//! start that fails is reported to the Runtime API (`truck_slot::lambda::report_init_error`) and the
+//! start that fails is reported to the Runtime API (`gate::lambda::init_error::start`) and the
 //! process exits, as the other functions do.
 
 use std::sync::Arc;
@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use gate::clock::{Clock, SystemClock};
+use gate::lambda::init_error::start;
+use gate::lambda::init_metrics;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use truck_slot::lambda::{init_metrics, report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
 
 use crate::config::{IngressConfig, SecretsConfig};
 use crate::handler::{Ingress, SecretSource, Secrets};
@@ -65,25 +66,13 @@ pub async fn build(config: &IngressConfig, aws: &aws_config::SdkConfig) -> Resul
 /// A failed start (reported first), or the runtime's own errors.
 pub async fn run() -> Result<(), Error> {
     gate::logging::init();
-    let config = match IngressConfig::from_env(|k| std::env::var(k).ok()) {
-        Ok(config) => config,
-        Err(e) => {
-            report_init_error(INVALID_CONFIGURATION, &e.to_string()).await;
-            return Err(e.into());
-        }
-    };
-    let started = async {
+    let (config, metrics, ingress) = start(async {
+        let config = IngressConfig::from_env(|k| std::env::var(k).ok())?;
         let metrics = init_metrics(&config.integration)?;
         let ingress = build(&config, &aws_loader().load().await).await?;
-        Ok::<_, Error>((metrics, ingress))
-    };
-    let (metrics, ingress) = match started.await {
-        Ok(started) => started,
-        Err(e) => {
-            report_init_error(INIT_ERROR, &e.to_string()).await;
-            return Err(e);
-        }
-    };
+        Ok((config, metrics, ingress))
+    })
+    .await?;
     tracing::info!(integration = %config.integration, "ingress starting");
     let ingress = &ingress;
     metrics_cloudwatch_embedded::lambda::service::run(

@@ -29,7 +29,7 @@ pub enum Reason {
     /// `400`: a body API Gateway marked base64 that does not decode, or (signed) a body SQS
     /// cannot carry: not UTF-8, or characters outside SQS's allowed set.
     InvalidBody,
-    /// `413`: the body is larger than the gate's limit (`truck_slot::notification::MAX_BODY_BYTES`).
+    /// `413`: the body is larger than the consumer's limit (`crate::handler::MAX_BODY_BYTES`).
     BodyTooLarge,
     /// `415`: the content type is not `application/json` (UTF-8).
     UnsupportedMediaType,

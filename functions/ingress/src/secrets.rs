@@ -2,10 +2,10 @@
 //! `{"active": ["whsec_...", "whsec_..."]}` (`crate::signature::SecretSet::parse_json`). Read at
 //! cold start, before the runtime loop (a start that cannot read them fails and is reported, as
 //! the consumer's token), and again after a signature no active secret matches, at most once a
-//! minute (`crate::handler::SECRETS_REFRESH_INTERVAL_MS`). Errors name the ARN, never a value.
+//! minute (`crate::handler::SECRETS_REFRESH_INTERVAL_MS`), with the gate's generic fetch
+//! (`gate::lambda::fetch_secret`). Errors name the ARN, never a value.
 
 use async_trait::async_trait;
-use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use aws_sdk_secretsmanager::Client;
 
 use crate::handler::{SecretSource, SecretSourceError};
@@ -31,28 +31,8 @@ impl SecretsManagerSource {
 #[async_trait]
 impl SecretSource for SecretsManagerSource {
     async fn fetch(&self) -> Result<SecretSet, SecretSourceError> {
-        let arn = &self.arn;
-        let out = self
-            .client
-            .get_secret_value()
-            .secret_id(arn)
-            .send()
+        gate::lambda::fetch_secret(&self.client, &self.arn, SecretSet::parse_json)
             .await
-            .map_err(|e| {
-                SecretSourceError(format!(
-                    "GetSecretValue on {arn}: {}",
-                    DisplayErrorContext(&e)
-                ))
-            })?;
-        let raw = out.secret_string().ok_or_else(|| {
-            SecretSourceError(format!(
-                "secret {arn} has no SecretString (binary secrets are not supported)"
-            ))
-        })?;
-        SecretSet::parse_json(raw).map_err(|e| {
-            SecretSourceError(format!(
-                "secret {arn} does not hold usable webhook secrets: {e}"
-            ))
-        })
+            .map_err(|e| SecretSourceError(e.to_string()))
     }
 }

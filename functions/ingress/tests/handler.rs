@@ -12,6 +12,7 @@ use aws_lambda_events::encodings::Body;
 use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use gate::clock::{Clock, ManualClock};
 use ingress::event::SignedWebhook;
+use ingress::handler::MAX_BODY_BYTES;
 use ingress::handler::{
     Ingress, NotificationQueue, QueueError, SecretSource, SecretSourceError, Secrets,
     SECRETS_REFRESH_INTERVAL_MS,
@@ -19,7 +20,6 @@ use ingress::handler::{
 use ingress::problem::Reason;
 use ingress::signature::{SecretSet, WebhookSecret};
 use serde_json::{json, Value};
-use truck_slot::notification::MAX_BODY_BYTES;
 
 /// 2027-01-15T08:00:00Z.
 const NOW_S: i64 = 1_800_000_000;

@@ -1,119 +1,47 @@
-//! The functions' configuration (the consumer and the reconciler share it), read and validated
-//! once at cold start from environment variables. Every missing or invalid variable is found in
-//! one pass and reported together ([`ConfigErrors`]): a function that cannot start says so once,
-//! naming each variable, instead of one variable per attempt.
+//! The truck-slot integration's own configuration ([`TerminalConfig`]), read at cold start after
+//! the gate's generic variables (`gate::lambda::config`: tables, manual queue, lease, TTL, key
+//! retention and margin, concurrency, deadline margin, reconciler; every problem of both is
+//! reported in one message, this integration's first). [`FunctionConfig`] is the whole.
+//!
+//! Past 600 lines only with its tests (about 330 lines: every variable's refusal, several
+//! terminals, the documented messages word for word); the code is under 300.
 //!
 //! | variable | meaning | unit | default |
 //! | --- | --- | --- | --- |
-//! | `INTEGRATION_NAME` | record key prefix | | `ect-delta-slots` |
-//! | `IDEMPOTENCY_TABLE` | idempotency table name | | required |
-//! | `BOOKINGS_TABLE` | TMS bookings table name | | required |
-//! | `MANUAL_QUEUE_URL` | manual-booking queue URL | | required |
+//! | `INTEGRATION_NAME` | (the gate's) its default here | | `ect-delta-slots` |
 //! | `TERMINAL_BASE_URL` | terminal API base URL | | required |
 //! | `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY` | `true` or `false` | | `true` |
 //! | `KNOWN_TERMINALS` | comma-separated terminal codes | | `ECT-DELTA` |
-//! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
-//! | `LEASE_FLOOR_MS` | shortest lease | milliseconds | `30000` |
-//! | `MAX_CONCURRENCY` | records at once per batch | | `10` |
-//! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least `TERMINAL_REQUEST_TIMEOUT_MS` + [`COMMIT_ALLOWANCE_MS`] (the reconciler: twice the timeout + the allowance) | milliseconds | `12000` |
 //! | `TERMINAL_CONNECT_TIMEOUT_MS` | connect timeout | milliseconds | `2000` |
-//! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout | milliseconds | `10000` |
+//! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout; the gate's `DEADLINE_MARGIN_MS` is raised to at least this + `gate::lambda::COMMIT_ALLOWANCE_MS` (the reconciler: twice this + the allowance) | milliseconds | `10000` |
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
 //! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
-//! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
-//! | `TERMINAL_KEY_RETENTION_SECONDS` | consumer and reconciler: the terminal's key retention | seconds | `86400` |
-//! | `RETENTION_MARGIN_SECONDS` | consumer and reconciler: never claim this close to the retention's end | seconds | `3600` |
-//! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
+//! | `TERMINAL_KEY_RETENTION_SECONDS` | (the gate's) the terminal's key retention | seconds | `86400` |
 //! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
 //! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them (set but empty: none may be read) | | unset (not checked) |
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
-use reqwest::Url;
-
-use gate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
-use gate::reconciler::ReconcilerConfig;
+use gate::consumer::GateConfig;
+use gate::lambda::{secret_arn_valid, Env, IntegrationConfig, LambdaConfig};
 
 use crate::terminal::several::{
     parse_terminals, policies, TerminalLimits, TerminalPolicy, TerminalSpec,
 };
-use crate::terminal::{ApiToken, HttpTerminalConfig};
+use crate::terminal::{base_url_allowed, ApiToken, HttpTerminalConfig};
 
-/// What [`FunctionConfig`] reserves for the commit (and the store calls around it) after the
-/// terminal calls of one record, milliseconds.
-pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
+/// The functions' whole configuration: the gate's and the terminals'.
+pub type FunctionConfig = gate::lambda::Config<TerminalConfig>;
 
-/// The least deadline margin for a record that makes `calls` terminal requests of at most
-/// `request_timeout` each and then commits, milliseconds: `calls × timeout + COMMIT_ALLOWANCE_MS`.
-fn terminal_calls_margin_ms(request_timeout: Duration, calls: i64) -> i64 {
-    i64::try_from(request_timeout.as_millis())
-        .unwrap_or(i64::MAX)
-        .saturating_mul(calls)
-        .saturating_add(COMMIT_ALLOWANCE_MS)
-}
-
-/// A configuration error: the variable's name and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{variable}: {problem}")]
-pub struct ConfigError {
-    /// The environment variable.
-    pub variable: &'static str,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
-/// Every problem of one configuration, in the order the variables are read (never empty).
-/// Displayed as `invalid configuration: 2 problems: TERMINAL_BASE_URL: missing (required);
-/// IDEMPOTENCY_TABLE: missing (required)`; it quotes values, never a token (a refused
-/// `TERMINAL_API_TOKEN` is described, not quoted).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ConfigErrors(pub Vec<ConfigError>);
-
-impl ConfigErrors {
-    /// The variables named, in order (a variable with two problems is named twice).
-    pub fn variables(&self) -> Vec<&'static str> {
-        self.0.iter().map(|e| e.variable).collect()
-    }
-}
-
-impl std::fmt::Display for ConfigErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0.len();
-        write!(
-            f,
-            "invalid configuration: {n} problem{}: ",
-            if n == 1 { "" } else { "s" }
-        )?;
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{e}")?;
-        }
-        Ok(())
-    }
-}
-
-/// The functions' configuration.
+/// The truck-slot integration's configuration: its terminals.
 #[derive(Debug, Clone)]
-pub struct FunctionConfig {
-    /// The gate's settings.
-    pub gate: GateConfig,
-    /// The reconciler's settings (unused by the consumer).
-    pub reconciler: ReconcilerConfig,
-    /// The idempotency table's name.
-    pub idempotency_table: String,
-    /// The TMS bookings table's name.
-    pub bookings_table: String,
-    /// The manual-booking queue's URL.
-    pub manual_queue_url: String,
+pub struct TerminalConfig {
     /// `KNOWN_TERMINALS`: the terminal codes the integration books at (comma-separated).
     pub known_terminals: Vec<String>,
     /// The terminal client's settings (the token is redacted in `Debug`). `terminal.token` is
     /// set here only from `TERMINAL_API_TOKEN` (local runs); in the cloud it is filled in at cold
-    /// start from [`FunctionConfig::token_secret_arn`] (`crate::lambda`).
+    /// start from [`TerminalConfig::token_secret_arn`] (`crate::lambda::build`).
     pub terminal: HttpTerminalConfig,
     /// `TERMINAL_API_TOKEN_SECRET_ARN`: the Secrets Manager secret whose `SecretString` is the
     /// terminal's bearer token, read once per cold start. Not a secret itself.
@@ -129,185 +57,47 @@ pub struct FunctionConfig {
     pub policies: BTreeMap<String, TerminalPolicy>,
 }
 
-/// Reads variables through a lookup and collects every problem instead of stopping at the first:
-/// an accessor that finds a problem records it and returns the default (or `None`), so the
-/// caller reads on and [`Env::finish`] reports them all.
-struct Env<F: Fn(&str) -> Option<String>> {
-    lookup: F,
-    problems: std::cell::RefCell<Vec<ConfigError>>,
-}
-
-impl<F: Fn(&str) -> Option<String>> Env<F> {
-    fn new(lookup: F) -> Self {
-        Self {
-            lookup,
-            problems: std::cell::RefCell::new(Vec::new()),
-        }
-    }
-
-    fn problem(&self, variable: &'static str, problem: impl Into<String>) {
-        self.problems.borrow_mut().push(ConfigError {
+/// With `TERMINALS` set: records a problem if `variable`, which `TERMINALS` replaces, is set too
+/// (a forgotten single-terminal variable must not silently configure a terminal).
+fn replaced_by_terminals(env: &Env<'_>, variable: &'static str) {
+    if env.optional(variable).is_some() {
+        env.problem(
             variable,
-            problem: problem.into(),
-        });
-    }
-
-    fn optional(&self, variable: &'static str) -> Option<String> {
-        (self.lookup)(variable).filter(|v| !v.trim().is_empty())
-    }
-
-    /// The value, or `None` with the problem `missing (required)` recorded.
-    fn required(&self, variable: &'static str) -> Option<String> {
-        let value = self.optional(variable);
-        if value.is_none() {
-            self.problem(variable, "missing (required)");
-        }
-        value
-    }
-
-    /// The integer in `min..=max`, `default` when unset; `None` with the problem recorded when
-    /// set to anything else.
-    fn number(&self, variable: &'static str, default: i64, min: i64, max: i64) -> Option<i64> {
-        let Some(raw) = self.optional(variable) else {
-            return Some(default);
-        };
-        let Ok(value) = raw.trim().parse::<i64>() else {
-            self.problem(variable, format!("{raw:?} is not an integer"));
-            return None;
-        };
-        if !(min..=max).contains(&value) {
-            self.problem(variable, format!("{value} is outside {min}..={max}"));
-            return None;
-        }
-        Some(value)
-    }
-
-    /// With `TERMINALS` set: records a problem if `variable`, which `TERMINALS` replaces, is set
-    /// too (a forgotten single-terminal variable must not silently configure a terminal).
-    fn replaced_by_terminals(&self, variable: &'static str) {
-        if self.optional(variable).is_some() {
-            self.problem(
-                variable,
-                "set together with TERMINALS, which configures every terminal; unset it",
-            );
-        }
-    }
-
-    /// `true` or `false`, `default` when unset or (with the problem recorded) anything else.
-    fn boolean(&self, variable: &'static str, default: bool) -> bool {
-        match self.optional(variable).as_deref().map(str::trim) {
-            None => default,
-            Some("true") => true,
-            Some("false") => false,
-            Some(other) => {
-                self.problem(variable, format!("{other:?} is not `true` or `false`"));
-                default
-            }
-        }
-    }
-
-    /// `value` when no problem was recorded, else every problem.
-    fn finish<T>(self, value: impl FnOnce() -> T) -> Result<T, ConfigErrors> {
-        let problems = self.problems.into_inner();
-        if problems.is_empty() {
-            Ok(value())
-        } else {
-            Err(ConfigErrors(problems))
-        }
+            "set together with TERMINALS, which configures every terminal; unset it",
+        );
     }
 }
 
-/// Whether `url` may be used as the terminal's base URL: `https://` with a host, or `http://` to
-/// a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`) for local runs and tests. The URL is
-/// parsed (WHATWG URL rules, as reqwest sends it), so `http://127.0.0.1:80@evil.example` is a
-/// request to `evil.example` and refused. Never allowed: user info (`user:password@`, a
-/// credential in a URL ends up in logs and error messages), a query or a fragment (the client
-/// appends `/slots` and its own query), white space or a control character anywhere (the parser
-/// strips a trailing space that the client, appending `/slots`, would send as `%20`).
-pub fn base_url_allowed(url: &str) -> bool {
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return false;
-    }
-    let Ok(parsed) = Url::parse(url) else {
-        return false;
-    };
-    if !parsed.username().is_empty()
-        || parsed.password().is_some()
-        || parsed.query().is_some()
-        || parsed.fragment().is_some()
-    {
-        return false;
-    }
-    let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
-        return false;
-    };
-    match parsed.scheme() {
-        "https" => true,
-        "http" => {
-            host.eq_ignore_ascii_case("localhost")
-                || host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }
-        _ => false,
-    }
-}
-
-/// Whether `arn` looks like a Secrets Manager secret ARN
-/// (`arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`).
-pub fn secret_arn_valid(arn: &str) -> bool {
-    let parts: Vec<&str> = arn.splitn(7, ':').collect();
-    parts.len() == 7
-        && parts[0] == "arn"
-        && parts[1].starts_with("aws")
-        && parts[2] == "secretsmanager"
-        && !parts[3].is_empty()
-        && parts[4].len() == 12
-        && parts[4].bytes().all(|b| b.is_ascii_digit())
-        && parts[5] == "secret"
-        && !parts[6].is_empty()
-        && arn.bytes().all(|b| b.is_ascii_graphic())
-}
-
-impl FunctionConfig {
+impl TerminalConfig {
     /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
     /// policy's, else `gate.terminal_supports_idempotency_key`.
-    pub fn supports_idempotency_key(&self, terminal: &str) -> bool {
+    pub fn supports_idempotency_key(&self, gate: &GateConfig, terminal: &str) -> bool {
         self.policies
             .get(terminal)
-            .map_or(self.gate.terminal_supports_idempotency_key, |p| {
+            .map_or(gate.terminal_supports_idempotency_key, |p| {
                 p.supports_idempotency_key
             })
     }
 
     /// The claim horizon at the terminal `terminal`, **milliseconds**: its policy's, else
     /// `gate.claim_horizon_ms`.
-    pub fn claim_horizon_for(&self, terminal: &str) -> i64 {
+    pub fn claim_horizon_for(&self, gate: &GateConfig, terminal: &str) -> i64 {
         self.policies
             .get(terminal)
-            .map_or(self.gate.claim_horizon_ms, |p| p.claim_horizon_ms)
+            .map_or(gate.claim_horizon_ms, |p| p.claim_horizon_ms)
+    }
+}
+
+impl IntegrationConfig for TerminalConfig {
+    /// The record key prefix of stacks deployed without `INTEGRATION_NAME`.
+    const DEFAULT_NAME: Option<&'static str> = Some("ect-delta-slots");
+
+    /// One claim (or lookup) is at most the terminal's request timeout.
+    fn call_timeout_ms(&self) -> i64 {
+        i64::try_from(self.terminal.request_timeout.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// The reconciler's configuration: as read, with the deadline margin raised to fit a lookup
-    /// and a claim (two terminal requests) and the commit of one record, since the reconciler may
-    /// make both before committing.
-    #[must_use]
-    pub fn for_reconciler(mut self) -> Self {
-        self.gate.deadline_margin_ms = self
-            .gate
-            .deadline_margin_ms
-            .max(terminal_calls_margin_ms(self.terminal.request_timeout, 2));
-        self
-    }
-
-    /// Reads the configuration through `lookup` (e.g. `|k| std::env::var(k).ok()`).
-    ///
-    /// # Errors
-    /// [`ConfigErrors`]: every missing or invalid variable, each named, in one error.
-    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
-        let env = Env::new(lookup);
+    fn from_env(env: &Env<'_>, lambda: &mut LambdaConfig) -> Self {
         let terminals_raw = env.optional("TERMINALS");
         let several = terminals_raw.is_some();
         if several {
@@ -319,7 +109,7 @@ impl FunctionConfig {
                 "KNOWN_TERMINALS",
                 "TERMINAL_KEY_RETENTION_SECONDS",
             ] {
-                env.replaced_by_terminals(variable);
+                replaced_by_terminals(env, variable);
             }
         }
         let base_url = if several {
@@ -345,24 +135,8 @@ impl FunctionConfig {
         if known_terminals.is_empty() {
             env.problem("KNOWN_TERMINALS", "no terminal code given");
         }
-        let mut gate = GateConfig::new(
-            env.optional("INTEGRATION_NAME")
-                .unwrap_or_else(|| "ect-delta-slots".into()),
-        );
-        gate.terminal_supports_idempotency_key =
+        lambda.gate.terminal_supports_idempotency_key =
             several || env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
-        // The default (21 days) outlives every redelivery horizon; 1 hour is the floor for tests
-        // and local runs (`DEFAULT_KEY_TTL_S`; the template refuses less than 19 days).
-        gate.key_ttl_s = env
-            .number("KEY_TTL_SECONDS", DEFAULT_KEY_TTL_S, 3_600, 366 * 86_400)
-            .unwrap_or(DEFAULT_KEY_TTL_S);
-        gate.lease_floor_ms = env
-            .number("LEASE_FLOOR_MS", 30_000, 1_000, 900_000)
-            .unwrap_or(30_000);
-        gate.max_concurrency = env.number("MAX_CONCURRENCY", 10, 1, 10_000).unwrap_or(10) as usize;
-        gate.deadline_margin_ms = env
-            .number("DEADLINE_MARGIN_MS", 12_000, 0, 900_000)
-            .unwrap_or(12_000);
         let mut terminal = HttpTerminalConfig::new(base_url.unwrap_or_default());
         terminal.connect_timeout = Duration::from_millis(
             env.number("TERMINAL_CONNECT_TIMEOUT_MS", 2_000, 1, 60_000)
@@ -372,13 +146,6 @@ impl FunctionConfig {
             env.number("TERMINAL_REQUEST_TIMEOUT_MS", 10_000, 1, 900_000)
                 .unwrap_or(10_000) as u64,
         );
-        // A record started just before the margin must finish its claim (up to the request
-        // timeout) and its commit before Lambda's deadline, or Lambda ends the invocation mid-claim
-        // and the whole batch comes back: the margin is raised to that if set lower (not refused:
-        // a function that cannot start would send every notification to the dead-letter queue).
-        gate.deadline_margin_ms = gate
-            .deadline_margin_ms
-            .max(terminal_calls_margin_ms(terminal.request_timeout, 1));
         // The token: in the cloud from AWS Secrets Manager (the ARN here, the value read once at
         // cold start by `crate::lambda`); `TERMINAL_API_TOKEN` is for local runs only. Both at once
         // is refused rather than ranked: a forgotten local variable must not silently override the
@@ -413,38 +180,20 @@ impl FunctionConfig {
                 None
             }
         };
-        // The AWS SDK logs request and response bodies at TRACE when this is set; the manual
-        // queue's messages hold the PIN.
-        if env
-            .optional("LOG_SENSITIVE_BODIES")
-            .is_some_and(|v| !v.trim().eq_ignore_ascii_case("false"))
-        {
-            env.problem(
-                "LOG_SENSITIVE_BODIES",
-                "would let the AWS SDK log request bodies, which hold release PINs; unset it",
-            );
-        }
-        let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
-        let mut retention_s = if several {
-            Some(86_400)
-        } else {
-            env.number("TERMINAL_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400)
-        };
-        let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
-        let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
+        let margin_s = lambda.reconciler.retention_margin_ms / 1000;
         let mut terminal_policies = BTreeMap::new();
-        let terminals = match (&terminals_raw, margin_s) {
-            (Some(raw), Some(margin)) => {
+        let terminals = match &terminals_raw {
+            Some(raw) => {
                 let limits = TerminalLimits {
-                    key_ttl_s: gate.key_ttl_s,
-                    retention_margin_s: margin,
+                    key_ttl_s: lambda.gate.key_ttl_s,
+                    retention_margin_s: margin_s,
                 };
                 // Set but empty is a list too (the template's `!Join` of an empty
                 // `TerminalTokenSecretArns`): the role may read no secret.
-                let readable = (env.lookup)("TERMINAL_TOKEN_SECRET_ARNS");
+                let readable = env.raw("TERMINAL_TOKEN_SECRET_ARNS");
                 match parse_terminals(raw, limits) {
                     Ok(specs) => {
-                        check_readable_secrets(&env, &specs, readable.as_deref());
+                        check_readable_secrets(env, &specs, readable.as_deref());
                         specs
                     }
                     Err(problems) => {
@@ -455,62 +204,34 @@ impl FunctionConfig {
                     }
                 }
             }
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         if several {
             known_terminals = terminals.iter().map(|t| t.code.clone()).collect();
-            terminal_policies = policies(&terminals, margin_s.unwrap_or(3_600) * 1000);
-            // What a record of a terminal no longer configured is held to: the shortest retention.
-            retention_s = terminals
+            terminal_policies = policies(&terminals, margin_s * 1000);
+            // What a record of a terminal no longer configured is held to: the shortest retention
+            // (`TERMINAL_KEY_RETENTION_SECONDS` is refused next to `TERMINALS`).
+            lambda.reconciler.key_retention_ms = terminals
                 .iter()
                 .filter_map(|t| t.key_retention_s)
                 .min()
-                .or(retention_s);
+                .unwrap_or(86_400)
+                * 1000;
         }
-        if let (false, Some(retention), Some(margin)) = (several, retention_s, margin_s) {
-            if margin >= retention {
-                env.problem(
-                    "RETENTION_MARGIN_SECONDS",
-                    format!(
-                        "{margin} must be less than TERMINAL_KEY_RETENTION_SECONDS ({retention})"
-                    ),
-                );
-            }
-        }
-        let reconciler = ReconcilerConfig {
-            min_age_ms: min_age_s.unwrap_or(120) * 1000,
-            key_retention_ms: retention_s.unwrap_or(86_400) * 1000,
-            retention_margin_ms: margin_s.unwrap_or(3_600) * 1000,
-            page_size: page_size.unwrap_or(25) as usize,
-        };
-        // The consumer resumes stale records too: it never claims past the same horizon.
-        gate.claim_horizon_ms = reconciler.claim_horizon_ms();
-        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
-        let bookings_table = env.required("BOOKINGS_TABLE");
-        let manual_queue_url = env.required("MANUAL_QUEUE_URL");
-        env.finish(|| Self {
-            gate,
-            reconciler,
-            idempotency_table: idempotency_table.unwrap_or_default(),
-            bookings_table: bookings_table.unwrap_or_default(),
-            manual_queue_url: manual_queue_url.unwrap_or_default(),
+        Self {
             known_terminals,
             terminal,
             token_secret_arn,
             terminals,
             policies: terminal_policies,
-        })
+        }
     }
 }
 
 /// With `TERMINAL_TOKEN_SECRET_ARNS` set, even empty (the template passes the secrets the role
 /// may read, `""` for none): records a problem for every terminal whose `token_secret_arn` is not
 /// among them, which would otherwise fail at cold start with an access denied.
-fn check_readable_secrets<F: Fn(&str) -> Option<String>>(
-    env: &Env<F>,
-    specs: &[TerminalSpec],
-    readable: Option<&str>,
-) {
+fn check_readable_secrets(env: &Env<'_>, specs: &[TerminalSpec], readable: Option<&str>) {
     let Some(readable) = readable else {
         return;
     };
@@ -537,46 +258,10 @@ fn check_readable_secrets<F: Fn(&str) -> Option<String>>(
     }
 }
 
-/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required) and `INTEGRATION_NAME`
-/// (default `ect-delta-slots`, the metrics' `Integration` dimension).
-#[derive(Debug, Clone)]
-pub struct MetricsConfig {
-    /// The idempotency table's name (its GSIs `InFlight` and `MultiSlot` are read).
-    pub idempotency_table: String,
-    /// The integration's name.
-    pub integration: String,
-}
-
-impl MetricsConfig {
-    /// Reads the configuration through `lookup`.
-    ///
-    /// # Errors
-    /// [`ConfigErrors`] naming the missing variable.
-    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
-        let env = Env::new(lookup);
-        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
-        let integration = env
-            .optional("INTEGRATION_NAME")
-            .unwrap_or_else(|| "ect-delta-slots".into());
-        env.finish(|| Self {
-            idempotency_table: idempotency_table.unwrap_or_default(),
-            integration,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use gate::lambda::fixed_env as env;
 
     const BASE: &[(&str, &str)] = &[
         ("IDEMPOTENCY_TABLE", "idem"),
@@ -591,13 +276,16 @@ mod tests {
     #[test]
     fn defaults_apply() {
         let c = FunctionConfig::from_env(env(BASE)).unwrap();
-        assert_eq!(c.gate.key_ttl_s, 1_814_400);
-        assert_eq!(c.known_terminals, vec!["ECT-DELTA".to_string()]);
-        assert!(c.gate.terminal_supports_idempotency_key);
-        assert_eq!(c.terminal.request_timeout, Duration::from_secs(10));
-        assert_eq!(c.reconciler.min_age_ms, 120_000);
-        assert_eq!(c.reconciler.key_retention_ms, 86_400_000);
-        assert_eq!(c.reconciler.retention_margin_ms, 3_600_000);
+        assert_eq!(c.lambda.gate.key_ttl_s, 1_814_400);
+        assert_eq!(c.integration.known_terminals, vec!["ECT-DELTA".to_string()]);
+        assert!(c.lambda.gate.terminal_supports_idempotency_key);
+        assert_eq!(
+            c.integration.terminal.request_timeout,
+            Duration::from_secs(10)
+        );
+        assert_eq!(c.lambda.reconciler.min_age_ms, 120_000);
+        assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
+        assert_eq!(c.lambda.reconciler.retention_margin_ms, 3_600_000);
     }
 
     #[test]
@@ -644,10 +332,6 @@ mod tests {
             "invalid configuration: 4 problems: TERMINAL_BASE_URL: missing (required); \
              IDEMPOTENCY_TABLE: missing (required); BOOKINGS_TABLE: missing (required); \
              MANUAL_QUEUE_URL: missing (required)"
-        );
-        assert_eq!(
-            MetricsConfig::from_env(env(&[])).unwrap_err().to_string(),
-            "invalid configuration: 1 problem: IDEMPOTENCY_TABLE: missing (required)"
         );
     }
 
@@ -732,10 +416,10 @@ mod tests {
         let c = FunctionConfig::from_env(env(&with_token)).unwrap();
         assert!(!format!("{c:?}").contains("XYZZY"));
         assert_eq!(
-            c.terminal.token.as_ref().map(|t| t.expose()),
+            c.integration.terminal.token.as_ref().map(|t| t.expose()),
             Some("tok-XYZZY-secret")
         );
-        assert_eq!(c.token_secret_arn, None);
+        assert_eq!(c.integration.token_secret_arn, None);
     }
 
     /// A deadline margin shorter than a claim plus its commit is raised to fit one (the consumer)
@@ -745,17 +429,20 @@ mod tests {
         let mut slow = BASE.to_vec();
         slow.push(("TERMINAL_REQUEST_TIMEOUT_MS", "30000"));
         let c = FunctionConfig::from_env(env(&slow)).unwrap();
-        assert_eq!(c.gate.deadline_margin_ms, 32_000);
-        assert_eq!(c.for_reconciler().gate.deadline_margin_ms, 62_000);
+        assert_eq!(c.lambda.gate.deadline_margin_ms, 32_000);
+        assert_eq!(c.for_reconciler().lambda.gate.deadline_margin_ms, 62_000);
 
         let defaults = FunctionConfig::from_env(env(BASE)).unwrap();
-        assert_eq!(defaults.gate.deadline_margin_ms, 12_000);
-        assert_eq!(defaults.for_reconciler().gate.deadline_margin_ms, 22_000);
+        assert_eq!(defaults.lambda.gate.deadline_margin_ms, 12_000);
+        assert_eq!(
+            defaults.for_reconciler().lambda.gate.deadline_margin_ms,
+            22_000
+        );
 
         let mut long = BASE.to_vec();
         long.push(("DEADLINE_MARGIN_MS", "40000"));
         let c = FunctionConfig::from_env(env(&long)).unwrap();
-        assert_eq!(c.for_reconciler().gate.deadline_margin_ms, 40_000);
+        assert_eq!(c.for_reconciler().lambda.gate.deadline_margin_ms, 40_000);
     }
 
     const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf";
@@ -765,8 +452,11 @@ mod tests {
         let mut cloud = BASE.to_vec();
         cloud.push(("TERMINAL_API_TOKEN_SECRET_ARN", ARN));
         let c = FunctionConfig::from_env(env(&cloud)).unwrap();
-        assert_eq!(c.token_secret_arn.as_deref(), Some(ARN));
-        assert!(c.terminal.token.is_none(), "read at cold start, not here");
+        assert_eq!(c.integration.token_secret_arn.as_deref(), Some(ARN));
+        assert!(
+            c.integration.terminal.token.is_none(),
+            "read at cold start, not here"
+        );
 
         let mut both = cloud.clone();
         both.push(("TERMINAL_API_TOKEN", "tok-XYZZY-secret"));
@@ -791,21 +481,6 @@ mod tests {
         let err = FunctionConfig::from_env(env(&bad_token)).unwrap_err();
         assert_eq!(err.variables(), ["TERMINAL_API_TOKEN"]);
         assert!(!err.to_string().contains("XYZZY"), "{err}");
-    }
-
-    #[test]
-    fn sensitive_sdk_body_logging_is_refused() {
-        let mut logging = BASE.to_vec();
-        logging.push(("LOG_SENSITIVE_BODIES", "true"));
-        assert_eq!(
-            FunctionConfig::from_env(env(&logging))
-                .unwrap_err()
-                .variables(),
-            ["LOG_SENSITIVE_BODIES"]
-        );
-        let mut off = BASE.to_vec();
-        off.push(("LOG_SENSITIVE_BODIES", "false"));
-        assert!(FunctionConfig::from_env(env(&off)).is_ok());
     }
 
     const TERMINALS: &str = r#"[
@@ -834,21 +509,42 @@ mod tests {
     #[test]
     fn several_terminals_configure_each_its_own_policy() {
         let c = FunctionConfig::from_env(env(&several())).unwrap();
-        assert_eq!(c.known_terminals, ["ECT-DELTA", "APMT-MV2", "RWG"]);
-        assert_eq!(c.terminals.len(), 3);
-        assert!(c.supports_idempotency_key("ECT-DELTA"));
-        assert!(c.supports_idempotency_key("APMT-MV2"));
-        assert!(!c.supports_idempotency_key("RWG"));
-        assert_eq!(c.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
-        assert_eq!(c.claim_horizon_for("APMT-MV2"), 47 * 3_600_000);
-        assert_eq!(c.reconciler.key_retention_ms, 86_400_000);
-        assert_eq!(c.token_secret_arn, None);
-        assert!(c.terminal.base_url.is_empty());
+        assert_eq!(
+            c.integration.known_terminals,
+            ["ECT-DELTA", "APMT-MV2", "RWG"]
+        );
+        assert_eq!(c.integration.terminals.len(), 3);
+        assert!(c
+            .integration
+            .supports_idempotency_key(&c.lambda.gate, "ECT-DELTA"));
+        assert!(c
+            .integration
+            .supports_idempotency_key(&c.lambda.gate, "APMT-MV2"));
+        assert!(!c
+            .integration
+            .supports_idempotency_key(&c.lambda.gate, "RWG"));
+        assert_eq!(
+            c.integration.claim_horizon_for(&c.lambda.gate, "ECT-DELTA"),
+            23 * 3_600_000
+        );
+        assert_eq!(
+            c.integration.claim_horizon_for(&c.lambda.gate, "APMT-MV2"),
+            47 * 3_600_000
+        );
+        assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
+        assert_eq!(c.integration.token_secret_arn, None);
+        assert!(c.integration.terminal.base_url.is_empty());
         // One terminal (no TERMINALS): no per-terminal policy, the single settings apply.
         let one = FunctionConfig::from_env(env(BASE)).unwrap();
-        assert!(one.terminals.is_empty() && one.policies.is_empty());
-        assert!(one.supports_idempotency_key("ECT-DELTA"));
-        assert_eq!(one.claim_horizon_for("ECT-DELTA"), 23 * 3_600_000);
+        assert!(one.integration.terminals.is_empty() && one.integration.policies.is_empty());
+        assert!(one
+            .integration
+            .supports_idempotency_key(&one.lambda.gate, "ECT-DELTA"));
+        assert_eq!(
+            one.integration
+                .claim_horizon_for(&one.lambda.gate, "ECT-DELTA"),
+            23 * 3_600_000
+        );
     }
 
     /// The single-terminal variables are refused next to `TERMINALS`; a bad terminal is named
@@ -875,12 +571,13 @@ mod tests {
         ));
         bad.push(("KEY_TTL_SECONDS", "14d"));
         let err = FunctionConfig::from_env(env(&bad)).unwrap_err();
-        assert_eq!(err.variables(), ["KEY_TTL_SECONDS", "TERMINALS"]);
+        // The integration's problems first, then the gate's (`gate::lambda::Config::from_env`).
+        assert_eq!(err.variables(), ["TERMINALS", "KEY_TTL_SECONDS"]);
         assert_eq!(
             err.to_string(),
-            "invalid configuration: 2 problems: KEY_TTL_SECONDS: \"14d\" is not an integer; \
-             TERMINALS: terminal \"APMT-MV2\": key_retention_seconds: missing (required with key \
-             support)"
+            "invalid configuration: 2 problems: TERMINALS: terminal \"APMT-MV2\": \
+             key_retention_seconds: missing (required with key support); KEY_TTL_SECONDS: \
+             \"14d\" is not an integer"
         );
     }
 
@@ -934,23 +631,5 @@ mod tests {
              arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-delta/token-AbCdEf",
         ));
         assert!(FunctionConfig::from_env(env(&vars)).is_ok());
-    }
-
-    #[test]
-    fn secret_arns_are_recognised() {
-        assert!(secret_arn_valid(ARN));
-        assert!(secret_arn_valid(
-            "arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:a-AbCdEf"
-        ));
-        assert!(!secret_arn_valid("ect-delta/token"));
-        assert!(!secret_arn_valid(
-            "arn:aws:secretsmanager:eu-west-1:1234:secret:x"
-        ));
-        assert!(!secret_arn_valid(
-            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
-        ));
-        assert!(!secret_arn_valid(
-            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:a b"
-        ));
     }
 }

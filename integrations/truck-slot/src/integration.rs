@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::effect::{ClaimOutcome, LookupOutcome};
-use gate::integration::{Event, Integration, Parsed, Rejection};
+use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
 use crate::keys::{claim_request, key_material, SLOT_CLAIM};
@@ -179,13 +179,15 @@ impl Integration for TruckSlot {
     }
 
     /// The claim at the record's terminal (label `terminal`).
-    async fn call(&self, record: &IdempotencyRecord) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
         self.terminal
             .claim_at(record.label("terminal"), &record.op_key, &record.request)
             .await
     }
 
-    async fn lookup(&self, record: &IdempotencyRecord) -> LookupOutcome {
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let record = held.record();
         self.terminal
             .lookup_at(record.label("terminal"), &record.op_key, &record.request)
             .await

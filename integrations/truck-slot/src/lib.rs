@@ -10,8 +10,10 @@
 //!   token scrubber);
 //! * the business row: the TMS booking ([`booking`]) and the natural key (equipment number and
 //!   window start);
-//! * the Lambda functions' wiring ([`lambda`], [`config`], [`secrets`]; feature `aws`), which the
-//!   three functions in `functions/` call from a thin `main`.
+//! * its part of the gate's Lambda wiring (feature `aws`): the terminals' configuration
+//!   ([`config`]), the token from Secrets Manager ([`secrets`]) and [`lambda::build`], which the
+//!   consumer's and the reconciler's `main` hand to `gate::lambda::run_consumer` and
+//!   `gate::lambda::run_reconciler`.
 
 pub mod booking;
 #[cfg(feature = "aws")]

@@ -629,8 +629,9 @@ async fn an_unreadable_container_in_the_answer_is_routed_as_invalid() {
 }
 
 /// A terminal that answers garbage forever: every redelivery asks again with the same key and the
-/// same bytes (never a new key), the reconciler's lookups are transient too, and once the key's
-/// retention has passed a person gets the record, told that a slot may exist. Bounded, not silent.
+/// same bytes (never a new key), the reconciler's re-send under that key is transient too, and
+/// once the key's retention has passed a person gets the record, told that whether the effect
+/// happened is unknown (a slot may exist). Bounded, not silent.
 #[tokio::test]
 async fn garbage_forever_is_bounded_and_ends_with_a_person() {
     let (w, terminal) = scripted_world(|seen| {
@@ -675,7 +676,8 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
         );
         assert_eq!(c.body, claims[0].body);
     }
-    // The reconciler, within the retention: lookup unreadable, transient, nothing claimed.
+    // The reconciler, within the retention: it re-sends the stored bytes under the same key (the
+    // server's replay is the lookup, `gate::decision`); the answer is unreadable again: transient.
     let config = ReconcilerConfig::default();
     w.clock.advance_ms(600_000);
     let run = w
@@ -684,6 +686,17 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
         .await;
     assert_eq!(run.transient, 1, "{run:?}");
     assert_eq!(run.manual, 0, "{run:?}");
+    let claims: Vec<Seen> = terminal
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(claims.len(), 6, "five deliveries and the reconciler's re-send");
+    assert_eq!(
+        claims[5].header("idempotency-key"),
+        claims[0].header("idempotency-key")
+    );
+    assert_eq!(claims[5].body, claims[0].body);
     // Past the retention (24 h minus the 1 h margin): a person gets it.
     w.clock.set_ms(T0 + 23 * 3_600_000 + 600_000);
     let run = w
@@ -698,7 +711,7 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::PastKeyRetention);
     assert!(
-        items[0].detail.contains("a slot may exist"),
+        items[0].detail.contains("happened is unknown"),
         "{}",
         items[0].detail
     );
@@ -716,5 +729,5 @@ async fn garbage_forever_is_bounded_and_ends_with_a_person() {
         .into_iter()
         .filter(|s| s.method == "POST")
         .count();
-    assert_eq!(posts, 5, "no claim after the retention");
+    assert_eq!(posts, 6, "no claim after the retention");
 }

@@ -26,6 +26,7 @@ use futures::stream::{self, StreamExt};
 use tracing::info;
 
 use crate::clock::Clock;
+use crate::decision::Holder;
 use crate::integration::{Event, Integration, Parsed, Rejection};
 use crate::manual::{ManualItem, ManualQueue, ManualReason};
 use crate::record::IdempotencyRecord;
@@ -282,7 +283,10 @@ impl Gate {
                     Err(e) => RecordOutcome::Retry(e),
                 }
             }
-            _ => self.claim_and_commit(&record, d).await,
+            _ => {
+                let now = self.clock.now_ms();
+                self.proceed(&record, Holder::Consumer, now, d).await.0
+            }
         };
         report
     }
@@ -349,6 +353,16 @@ impl Gate {
                 original_body_cut: None,
             };
             make_routing_record(&mut fresh, &item);
+        }
+        // What the store would refuse every time (a label named like a store attribute, an item
+        // over DynamoDB's limit in any state the gate writes it in) is rejected before the
+        // reserve with its typed reason and routed to a person once: never a retry loop.
+        let row = self.integration.business_row(&fresh, "", now_ms);
+        let natural_key = self.integration.natural_key(&row, &fresh);
+        if let Err(refusal) =
+            crate::store::limits::check_new_event(&fresh, &row, natural_key.as_ref())
+        {
+            return Err(self.route_rejection(refusal.rejection(), d, now_ms).await);
         }
         match reserve(self.store.as_ref(), &fresh, now_ms).await {
             Ok(Reservation::Reserved) => Ok((fresh, false)),

@@ -182,7 +182,11 @@ impl Gate {
                 };
             }
             Ok(CommitOutcome::Refused(existing)) => *existing,
-            Err(StoreError::Corrupt(detail)) => {
+            Err(e @ (StoreError::Corrupt(_) | StoreError::Refused(_))) => {
+                let detail = match e {
+                    StoreError::Corrupt(detail) => detail,
+                    other => other.to_string(),
+                };
                 return self
                     .route_held_record(
                         record,
@@ -194,7 +198,7 @@ impl Gate {
                         ),
                         d,
                     )
-                    .await
+                    .await;
             }
             Err(e) => return self.release(record, owner, e.to_string()).await,
         };

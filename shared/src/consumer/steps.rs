@@ -1,17 +1,18 @@
 //! The four steps as functions ([`derive_keys`], [`reserve`], [`claim`], [`commit`]) and what
-//! the consumer does between them: the record it reserves, the conflicts of step 2, and the
-//! choice between a claim and a lookup (the claim horizon, the window's end).
+//! the consumer does between them: the record it reserves, the conflicts of step 2, and the one
+//! decision for a held record ([`crate::decision`]) carried out ([`Gate::proceed`]) for the
+//! consumer and the reconciler.
 
 use tracing::{info, warn};
 
 use super::{Delivery, Gate, Invocation, RecordOutcome};
 use crate::clock::ms_to_s;
-use crate::effect::{ClaimOutcome, LookupOutcome};
-use crate::integration::{Event, Integration};
+use crate::decision::{decide, Handover, Holder, IfFailed, NextStep, Policy};
+use crate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome};
+use crate::integration::{Event, Held, Integration};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
-use crate::routing::is_routing_record;
 use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
 
 /// The keys of step 1.
@@ -57,9 +58,10 @@ pub async fn reserve(
     store.reserve(record, now_ms).await
 }
 
-/// Step 3: calls the side effect with the record's stored request bytes under its operation key.
-pub async fn claim(integration: &dyn Integration, record: &IdempotencyRecord) -> ClaimOutcome {
-    integration.call(record).await
+/// Step 3: calls the side effect with the held record's stored request bytes under its
+/// operation key. Only with the gate's proof that the record's lease is held ([`Held`]).
+pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> ClaimOutcome {
+    integration.call(held).await
 }
 
 /// Step 4: commits the effect `slot_id`, the integration's business row and its natural key (if
@@ -131,43 +133,25 @@ impl Gate {
         from + self.config.key_ttl_s
     }
 
-    /// Whether the server of `record`'s side effect honours `Idempotency-Key`: the integration's
-    /// answer for the record ([`Integration::supports_idempotency_key`]), else
-    /// `config.terminal_supports_idempotency_key`.
-    pub(crate) fn supports_idempotency_key(&self, record: &IdempotencyRecord) -> bool {
-        self.integration
-            .supports_idempotency_key(record)
-            .unwrap_or(self.config.terminal_supports_idempotency_key)
-    }
-
-    /// The claim horizon of `record`, **milliseconds**: the integration's for the record
-    /// ([`Integration::claim_horizon_ms`], e.g. its terminal's key retention minus the margin),
-    /// else `config.claim_horizon_ms`.
-    pub(crate) fn claim_horizon_ms(&self, record: &IdempotencyRecord) -> i64 {
-        self.integration
-            .claim_horizon_ms(record)
-            .unwrap_or(self.config.claim_horizon_ms)
-    }
-
-    /// Whether the event `record` guards has ended at `now_ms` (epoch ms): no side effect is
-    /// ever started after it, only a lookup. `false` for a record without an end (a routing
-    /// record).
-    pub(crate) fn event_ended(&self, record: &IdempotencyRecord, now_ms: i64) -> bool {
-        self.integration
-            .ends_at_ms(record)
-            .is_some_and(|end| end <= now_ms)
-    }
-
-    /// The end of the event `record` guards as RFC 3339 UTC (`2025-06-09T10:00:00Z`), for a
-    /// person's detail; `unknown` without one.
-    pub(crate) fn event_end_text(&self, record: &IdempotencyRecord) -> String {
-        self.integration
-            .ends_at_ms(record)
-            .and_then(chrono::DateTime::from_timestamp_millis)
-            .map_or_else(
-                || "unknown".to_string(),
-                |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-            )
+    /// What the integration says about the server of `record` ([`Policy`]): its key support
+    /// ([`Integration::supports_idempotency_key`], else
+    /// `config.terminal_supports_idempotency_key`), its lookup support
+    /// ([`Integration::supports_lookup`]), its claim horizon ([`Integration::claim_horizon_ms`],
+    /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
+    /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
+    pub fn policy(&self, record: &IdempotencyRecord) -> Policy {
+        Policy {
+            supports_key: self
+                .integration
+                .supports_idempotency_key(record)
+                .unwrap_or(self.config.terminal_supports_idempotency_key),
+            supports_lookup: self.integration.supports_lookup(record),
+            claim_horizon_ms: self
+                .integration
+                .claim_horizon_ms(record)
+                .unwrap_or(self.config.claim_horizon_ms),
+            ends_at_ms: self.integration.ends_at_ms(record),
+        }
     }
 
     /// Builds the record that step 2 reserves for `event`.
@@ -262,78 +246,82 @@ impl Gate {
         }
     }
 
-    /// From a record we hold the lease of: manual routing without key support, step 3, step 4.
-    pub(crate) async fn claim_and_commit(
+    /// From a record `d` holds the lease of, at `now_ms` (epoch ms): the one decision for
+    /// `holder` ([`decide`]) carried out: the routing resumed, step 3 (or the lookup) and step 4,
+    /// or the record handed to a person. Returns the outcome and whether the effect was found
+    /// by a lookup. Shared by the consumer and the reconciler.
+    pub(crate) async fn proceed(
         &self,
         record: &IdempotencyRecord,
+        holder: Holder,
+        now_ms: i64,
+        d: Delivery<'_>,
+    ) -> (RecordOutcome, bool) {
+        // The lease is ours here: the reserve or the take-over that gave us `record`.
+        let held = Held::new(record);
+        let policy = self.policy(record);
+        let step = decide(record, now_ms, &policy, holder);
+        let outcome = match step {
+            NextStep::ResumeRouting => {
+                match self
+                    .resume_routing(record, d.message_id, d.invocation)
+                    .await
+                {
+                    Ok(reason) => RecordOutcome::Manual(reason),
+                    Err(e) => RecordOutcome::Retry(e),
+                }
+            }
+            NextStep::ToPerson(handover) => {
+                self.hand_over(record, handover, &policy, now_ms, None, d)
+                    .await
+            }
+            // Step 3.
+            NextStep::Call => {
+                let outcome = claim(self.integration.as_ref(), &held).await;
+                self.settle_claim(record, outcome, d).await
+            }
+            NextStep::LookUp {
+                if_not_found,
+                if_failed,
+            } => match self.integration.lookup(&held).await {
+                LookupOutcome::Found(effect) => {
+                    let outcome = self
+                        .settle_claim(record, ClaimOutcome::Claimed(effect), d)
+                        .await;
+                    return (outcome, true);
+                }
+                LookupOutcome::NotFound => {
+                    self.hand_over(record, if_not_found, &policy, now_ms, None, d)
+                        .await
+                }
+                LookupOutcome::Transient(why) => match if_failed {
+                    IfFailed::Retry => {
+                        self.settle_claim(record, ClaimOutcome::Transient(why), d)
+                            .await
+                    }
+                    IfFailed::ToPerson(handover) => {
+                        self.hand_over(record, handover, &policy, now_ms, Some(&why), d)
+                            .await
+                    }
+                },
+            },
+        };
+        (outcome, false)
+    }
+
+    /// Routes a held record to a person as `manual` with the hand-over's reason and text
+    /// ([`Handover::detail`]; `failure`: a failed lookup's answer).
+    async fn hand_over(
+        &self,
+        record: &IdempotencyRecord,
+        handover: Handover,
+        policy: &Policy,
+        now_ms: i64,
+        failure: Option<&AnswerDetail>,
         d: Delivery<'_>,
     ) -> RecordOutcome {
-        let Delivery {
-            message_id,
-            invocation,
-            ..
-        } = d;
-        if record.route_pending || is_routing_record(record) {
-            return match self.resume_routing(record, message_id, invocation).await {
-                Ok(reason) => RecordOutcome::Manual(reason),
-                Err(e) => RecordOutcome::Retry(e),
-            };
-        }
-        if !self.supports_idempotency_key(record) {
-            return self
-                .route_held_record(
-                    record,
-                    RecordStatus::Manual,
-                    ManualReason::NoIdempotencySupport,
-                    "the terminal does not honour Idempotency-Key; book by hand".into(),
-                    d,
-                )
-                .await;
-        }
-        let now = self.clock.now_ms();
-        let age = now.saturating_sub(record.created_at_ms);
-        let past_horizon = age >= self.claim_horizon_ms(record);
-        let ended = self.event_ended(record, now);
-        if past_horizon || ended {
-            // A record resumed days later (a redelivery after the terminal's key retention), or
-            // after its window ended: never claim again; find the slot the key may hold, or hand
-            // it to a person.
-            let outcome = match self.integration.lookup(record).await {
-                LookupOutcome::Found(slot) => ClaimOutcome::Claimed(slot),
-                LookupOutcome::Transient(why) => ClaimOutcome::Transient(why),
-                LookupOutcome::NotFound => {
-                    let (reason, detail) = if past_horizon {
-                        (
-                            ManualReason::PastKeyRetention,
-                            format!(
-                                "in_flight for {} s, past the terminal's key retention minus \
-                                 margin, and no slot under Idempotency-Key {}: look the key up \
-                                 at the terminal before booking by hand (a new claim could make \
-                                 a second slot)",
-                                age / 1000,
-                                record.op_key
-                            ),
-                        )
-                    } else {
-                        (
-                            ManualReason::WindowEnded,
-                            format!(
-                                "in_flight when its window ended ({}); no slot under \
-                                 Idempotency-Key {}: never claimed after the window's end",
-                                self.event_end_text(record),
-                                record.op_key
-                            ),
-                        )
-                    };
-                    return self
-                        .route_held_record(record, RecordStatus::Manual, reason, detail, d)
-                        .await;
-                }
-            };
-            return self.settle_claim(record, outcome, d).await;
-        }
-        // Step 3.
-        let outcome = claim(self.integration.as_ref(), record).await;
-        self.settle_claim(record, outcome, d).await
+        let detail = handover.detail(record, policy, now_ms, failure);
+        self.route_held_record(record, RecordStatus::Manual, handover.reason(), detail, d)
+            .await
     }
 }

@@ -1,6 +1,7 @@
 //! `MemoryStore`: an in-memory [`IdempotencyStore`] and [`InFlightIndex`] that behaves as the DynamoDB one does, for the
 //! embedded default, tests and deterministic simulation. The same conformance suite runs against
-//! both.
+//! both. It refuses what DynamoDB refuses ([`crate::store::limits`]): a label named like a store
+//! attribute, and a write that would make an item larger than DynamoDB's item limit.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,6 +10,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
     natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry,
     InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
@@ -76,6 +78,22 @@ impl MemoryStore {
     }
 }
 
+fn refused(refusal: ItemRefusal) -> StoreError {
+    StoreError::Refused(refusal)
+}
+
+/// What DynamoDB refuses of an update: the record as it would be after it over the item limit.
+fn fits(record: &IdempotencyRecord) -> Result<(), StoreError> {
+    let bytes = limits::record_item_bytes(record);
+    if bytes > limits::MAX_ITEM_BYTES {
+        return Err(refused(ItemRefusal::TooLarge {
+            bytes,
+            limit: limits::MAX_ITEM_BYTES,
+        }));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl IdempotencyStore for MemoryStore {
     async fn reserve(
@@ -83,6 +101,7 @@ impl IdempotencyStore for MemoryStore {
         record: &IdempotencyRecord,
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
+        limits::check_record(record).map_err(refused)?;
         let mut t = self.lock();
         match t.records.get(&record.pk) {
             Some(existing) if existing.is_same_reservation(record) => Ok(Reservation::Reserved),
@@ -138,6 +157,7 @@ impl IdempotencyStore for MemoryStore {
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
+        limits::check_commit(pk, booking, natural_key).map_err(refused)?;
         let mut t = self.lock();
         let Some(r) = t.records.get(pk) else {
             return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
@@ -151,6 +171,11 @@ impl IdempotencyStore for MemoryStore {
             }
             return Ok(CommitOutcome::Refused(Box::new(r.clone())));
         }
+        let mut after = r.clone();
+        after.slot_id = Some(slot_id.to_string());
+        after.slot_ids.insert(slot_id.to_string());
+        after.request = Vec::new();
+        fits(&after)?;
         if let Some(existing) = t.bookings.get(&booking.source_event) {
             // The booking's condition failed: the whole transaction is cancelled. This happens
             // only when a booking outlived its record (expired and re-reserved).
@@ -228,11 +253,14 @@ impl IdempotencyStore for MemoryStore {
             }
             return Ok(FinishOutcome::Refused(Some(Box::new(r.clone()))));
         }
-        r.status = status;
-        r.error = Some(error.to_string());
-        r.request = item.to_vec();
-        r.route_pending = true;
-        r.updated_at_ms = now_ms;
+        let mut after = r.clone();
+        after.status = status;
+        after.error = Some(error.to_string());
+        after.request = item.to_vec();
+        after.route_pending = true;
+        after.updated_at_ms = now_ms;
+        fits(&after)?;
+        *r = after;
         Ok(FinishOutcome::Finished)
     }
 
@@ -260,8 +288,11 @@ impl IdempotencyStore for MemoryStore {
         let mut t = self.lock();
         match t.records.get_mut(pk) {
             Some(r) => {
-                r.slot_ids.insert(slot_id.to_string());
-                r.updated_at_ms = now_ms;
+                let mut after = r.clone();
+                after.slot_ids.insert(slot_id.to_string());
+                after.updated_at_ms = now_ms;
+                fits(&after)?;
+                *r = after;
                 Ok(Some(r.clone()))
             }
             None => Ok(None),

@@ -6,12 +6,18 @@
 //!
 //! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
 //! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
+//! What an item may hold (reserved label names, DynamoDB's item size limit) is written once for
+//! every adapter: [`limits`].
 
 #[cfg(feature = "aws")]
 pub mod dynamo;
+pub mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod unknown_commit;
+
+pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
 
@@ -178,8 +184,8 @@ pub struct InFlightPage {
     pub cursor: Option<String>,
 }
 
-/// A store failure. All but [`StoreError::Corrupt`] are transient: the record goes into
-/// `batchItemFailures` and SQS redelivers it.
+/// A store failure. All but [`StoreError::Corrupt`] and [`StoreError::Refused`] are transient:
+/// the record goes into `batchItemFailures` and SQS redelivers it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// Throttled after the SDK's own retries.
@@ -194,6 +200,11 @@ pub enum StoreError {
     /// A stored item cannot be read as a record: needs a person.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The write was refused for what it would store, before anything was written: a label
+    /// named like a store attribute, or an item over the size limit ([`limits`]). Permanent:
+    /// the same write is refused every time, so it is never retried.
+    #[error("item refused: {0}")]
+    Refused(limits::ItemRefusal),
 }
 
 /// The write path of the idempotency table and the TMS bookings table: what the consumer and the

@@ -30,7 +30,17 @@
 //! * the reconciler racing a consumer: it runs every simulated minute while records are in
 //!   flight, sometimes invoked twice for one tick;
 //! * store throttling and transaction conflicts: failures before a call applies, or after it
-//!   applied (an error on a write that happened);
+//!   applied (an error on a write that happened); a write that meets a running transaction
+//!   (`store_transaction_conflict`: the reserve `PutItem` or the take-over `UpdateItem` answered
+//!   `TransactionConflictException`, the commit cancelled `[None, TransactionConflict, None]`
+//!   after the adapter's retries): nothing written, the record retried as a batch item failure;
+//! * a write applied whose answer is lost, retried by the client with the same request
+//!   (`{write}_answer_lost_retried`, every write kind); for the commit also retried with its items
+//!   built again under the same `ClientRequestToken` (a later `updated_at`), within DynamoDB's
+//!   10-minute token window (`commit_answer_lost_rebuilt_retry_within_10_min`:
+//!   `IdempotentParameterMismatchException`, settled by one consistent read) or after it
+//!   (`commit_answer_lost_rebuilt_retry_after_10_min`: the token is new, the transaction runs
+//!   again and meets the first one's commit);
 //! * PostgreSQL's semantics where they differ from DynamoDB's, in a third of the schedules
 //!   (`pg_faults`, drawn from their own RNG stream): serialization failures and deadlocks on any
 //!   write, retried by the adapter and surfaced as a transaction conflict when its retries are

@@ -7,16 +7,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
+use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex, InFlightPage,
-    Reservation, StoreError, TakeOver,
+    settle_unknown_commit, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver, UnknownCommit,
 };
 use rand::Rng;
 use truck_slot::terminal::{
-    classify_claim, classify_lookup, idempotency_key_header, ClaimOutcome, LookupOutcome,
-    SlotTerminal,
+    classify_claim, classify_lookup, AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal,
 };
 
 use super::check::{identity_of_item, pk_of_item};
@@ -41,7 +41,15 @@ impl CoreTerminal {
 #[async_trait]
 impl SlotTerminal for CoreTerminal {
     async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
-        let header = idempotency_key_header(op_key);
+        let header = match header_value(op_key) {
+            Ok(header) => header,
+            Err(why) => {
+                return ClaimOutcome::Permanent {
+                    status: 0,
+                    detail: AnswerDetail::new(format!("nothing sent: {why}")),
+                }
+            }
+        };
         let r = self
             .core
             .handle("POST", "/slots", None, Some(&header), request)
@@ -95,7 +103,11 @@ impl SimStore {
                     "store_throttled",
                     StoreError::Throttled(format!("{label}: simulated throttling")),
                 ),
-                1 if commit => (
+                // A write that met a running transaction: the commit's cancellation
+                // `[None, TransactionConflict, None]` after the adapter's retries, or the reserve
+                // `PutItem` / take-over `UpdateItem` answered `TransactionConflictException`.
+                // Nothing was written; the gate retries the record (a batch item failure).
+                1 if commit || matches!(label, "reserve" | "take_over") => (
                     "store_transaction_conflict",
                     StoreError::TransactionConflict(format!("{label}: simulated conflict")),
                 ),
@@ -114,7 +126,10 @@ impl SimStore {
     /// error (a timeout after the write); [`Answer::LostThenRetried`]: the answer is lost and the
     /// client (the SDK) sends the same request again, which meets the write it repeats; the
     /// caller gets the retry's answer. `kind` names the write in the fault table
-    /// (`{kind}_answer_lost_retried`).
+    /// (`{kind}_answer_lost_retried`). A commit's lost answer is, in a third of the cases each,
+    /// followed by a retry built again ([`Answer::LostThenRebuilt`]) within or after DynamoDB's
+    /// 10-minute token window (`commit_answer_lost_rebuilt_retry_within_10_min`,
+    /// `commit_answer_lost_rebuilt_retry_after_10_min`).
     async fn after(&self, label: &'static str, kind: &str) -> Answer {
         let (latency, answer) = {
             let mut st = self.shared.state();
@@ -122,15 +137,42 @@ impl SimStore {
             let q = st.profile.store_lost_retried;
             let answer = if st.fault(p, "store_applied_then_error") {
                 Answer::Error
-            } else if st.lost_answer_fault(q, &format!("{kind}_answer_lost_retried")) {
-                Answer::LostThenRetried
+            } else if st.lost_answer_draw(q) {
+                // The variant comes from the lost-answer stream too: the main one draws exactly
+                // what it drew before.
+                let variant = if kind == "commit" {
+                    st.lost_answer_rng.random_range(0..3u8)
+                } else {
+                    0
+                };
+                match variant {
+                    0 => {
+                        st.count(&format!("{kind}_answer_lost_retried"));
+                        Answer::LostThenRetried
+                    }
+                    1 => {
+                        st.count("commit_answer_lost_rebuilt_retry_within_10_min");
+                        Answer::LostThenRebuilt {
+                            after_token_window: false,
+                        }
+                    }
+                    _ => {
+                        st.count("commit_answer_lost_rebuilt_retry_after_10_min");
+                        Answer::LostThenRebuilt {
+                            after_token_window: true,
+                        }
+                    }
+                }
             } else {
                 Answer::Delivered
             };
             (st.between(1, 5), answer)
         };
         self.shared.park(self.task, label, latency).await;
-        if answer == Answer::LostThenRetried {
+        if matches!(
+            answer,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. }
+        ) {
             // The SDK's attempt timeout, then the retry in transit (its own stream, see above).
             let latency = self
                 .shared
@@ -156,7 +198,25 @@ enum Answer {
     Error,
     /// The answer is lost; the client's retry of the same request answers instead.
     LostThenRetried,
+    /// A commit's answer is lost; the same holder sends the commit again with its items built
+    /// again (a later `updated_at` and `booked_at`; on DynamoDB also maps in another order)
+    /// under the same `ClientRequestToken`. Within 10 minutes of the first, DynamoDB answers
+    /// `IdempotentParameterMismatchException` and the adapter settles the outcome with one
+    /// consistent read ([`gate::store::settle_unknown_commit`]); after them the token is new
+    /// and the request runs again.
+    LostThenRebuilt {
+        /// Whether the retry comes after the 10-minute token window.
+        after_token_window: bool,
+    },
 }
+
+/// How much later than the first the rebuilt commit is built, ms: 11 minutes, past DynamoDB's
+/// 10-minute `ClientRequestToken` window (only the request's timestamps move; the simulation
+/// does not wait that long, so the holder's lease and deadline are as they were).
+const REBUILT_AFTER_WINDOW_MS: i64 = 11 * 60_000;
+
+/// How much later the rebuilt commit within the window is built, ms.
+const REBUILT_WITHIN_WINDOW_MS: i64 = 2_000;
 
 #[async_trait]
 impl IdempotencyStore for SimStore {
@@ -173,7 +233,9 @@ impl IdempotencyStore for SimStore {
         match self.after("reserve:ack", "reserve").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("reserve")),
-            Answer::LostThenRetried => store.reserve(record, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.reserve(record, now_ms).await
+            }
         }
     }
 
@@ -195,7 +257,7 @@ impl IdempotencyStore for SimStore {
         match self.after("take_over:ack", "take_over").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("take_over")),
-            Answer::LostThenRetried => {
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
                 store
                     .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
                     .await
@@ -229,6 +291,35 @@ impl IdempotencyStore for SimStore {
                     .commit(pk, owner, slot_id, booking, natural_key, now_ms)
                     .await
             }
+            Answer::LostThenRebuilt { after_token_window } => {
+                let later = now_ms
+                    + if after_token_window {
+                        REBUILT_AFTER_WINDOW_MS
+                    } else {
+                        REBUILT_WITHIN_WINDOW_MS
+                    };
+                let rebuilt = BusinessRow {
+                    booked_at_ms: later,
+                    ..booking.clone()
+                };
+                if after_token_window {
+                    // A new token: the transaction runs again and meets what the first did.
+                    return store
+                        .commit(pk, owner, slot_id, &rebuilt, natural_key, later)
+                        .await;
+                }
+                // `IdempotentParameterMismatchException`: the adapter settles the outcome.
+                match settle_unknown_commit(store.as_ref(), pk, owner, slot_id).await? {
+                    UnknownCommit::Ours => Ok(CommitOutcome::Committed),
+                    // Not landed: sent once more under a new token.
+                    UnknownCommit::StillHeld => {
+                        store
+                            .commit(pk, owner, slot_id, &rebuilt, natural_key, later)
+                            .await
+                    }
+                    UnknownCommit::Refused(record) => Ok(CommitOutcome::Refused(record)),
+                }
+            }
         }
     }
 
@@ -241,7 +332,9 @@ impl IdempotencyStore for SimStore {
         match self.after("release_lease:ack", "release_lease").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("release_lease")),
-            Answer::LostThenRetried => store.release_lease(pk, owner, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.release_lease(pk, owner, now_ms).await
+            }
         }
     }
 
@@ -266,7 +359,7 @@ impl IdempotencyStore for SimStore {
         match self.after("finish:ack", "finish").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("finish")),
-            Answer::LostThenRetried => {
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
                 store
                     .finish(pk, owner, status, error, item, guard, now_ms)
                     .await
@@ -306,7 +399,9 @@ impl IdempotencyStore for SimStore {
         match self.after("routed:ack", "routed").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("routed")),
-            Answer::LostThenRetried => store.routed(pk, owner, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.routed(pk, owner, now_ms).await
+            }
         }
     }
 
@@ -326,7 +421,9 @@ impl IdempotencyStore for SimStore {
         match self.after("record_slot_id:ack", "record_slot_id").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("record_slot_id")),
-            Answer::LostThenRetried => store.record_slot_id(pk, slot_id, now_ms).await,
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.record_slot_id(pk, slot_id, now_ms).await
+            }
         }
     }
 

@@ -186,17 +186,10 @@ impl State {
         }
     }
 
-    /// As [`State::fault`], drawn from the lost-answer stream.
-    pub fn lost_answer_fault(&mut self, p: f64, kind: &str) -> bool {
-        if !self.faults_on || p <= 0.0 {
-            return false;
-        }
-        if self.lost_answer_rng.random::<f64>() < p {
-            self.count(kind);
-            true
-        } else {
-            false
-        }
+    /// Draws `p` from the lost-answer stream while faults are on, without counting: the caller
+    /// draws the variant from the same stream and counts it.
+    pub fn lost_answer_draw(&mut self, p: f64) -> bool {
+        self.faults_on && p > 0.0 && self.lost_answer_rng.random::<f64>() < p
     }
 
     /// Draws `p` while faults are on, without counting.

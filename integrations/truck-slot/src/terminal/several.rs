@@ -53,11 +53,11 @@ use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
 use super::{
-    AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, HttpTerminalError,
-    LookupOutcome, SlotTerminal,
+    base_url_allowed, AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig,
+    HttpTerminalError, LookupOutcome, SlotTerminal,
 };
-use crate::config::{base_url_allowed, secret_arn_valid};
 use crate::notification::MAX_TERMINAL_CHARS;
+use gate::lambda::secret_arn_valid;
 
 /// What the gate needs to know of a terminal to decide before calling it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -185,30 +185,25 @@ pub fn booking_from_item(
     })
 }
 
-/// The attributes of a record item that are the store's own; every other string attribute is a
-/// label ([`crate::record::Labels`]). A label must not take one of these names.
-pub const RECORD_ATTRIBUTES: [&str; 18] = [
-    "pk",
-    "event_key",
-    "status",
-    "fingerprint",
-    "request",
-    "op_key",
-    "lease_owner",
-    "lease_until",
-    "created_at",
-    "updated_at",
-    "expires_at",
-    "slot_id",
-    "slot_ids",
-    "inflight_shard",
-    "error",
-    "route_pending",
-    "multi_slot",
-    "booked_at",
-];
+/// The attributes of the store's own items; every other string attribute is a label
+/// ([`crate::record::Labels`]). One list for every adapter: [`crate::store::limits::RESERVED_NAMES`].
+pub use crate::store::limits::RESERVED_NAMES as RECORD_ATTRIBUTES;
 
-/// Writes each label as a string attribute of its name, never over one of the item's own.
+/// [`record_to_item`] of a record the store may write: refused ([`StoreError::Refused`]) when a
+/// label is named like a store attribute or the item is over DynamoDB's item limit, before any
+/// request (never a label silently dropped).
+///
+/// # Errors
+/// [`StoreError::Refused`].
+pub(crate) fn checked_record_item(
+    record: &IdempotencyRecord,
+) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    crate::store::limits::check_record(record).map_err(StoreError::Refused)?;
+    Ok(record_to_item(record))
+}
+
+/// Writes each label as a string attribute of its name, never over one of the item's own (the
+/// checked writes refuse such a label first: [`checked_record_item`], `crate::store::limits::check_commit`).
 fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {
     for (name, value) in labels {
         if !RECORD_ATTRIBUTES.contains(&name.as_str()) {
@@ -293,4 +288,100 @@ pub(crate) fn opt_n(
 
 pub(crate) fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<i64, StoreError> {
     opt_n(item, name)?.ok_or_else(|| missing(item, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> IdempotencyRecord {
+        IdempotencyRecord {
+            pk: "ect#ab".into(),
+            event_key: "ab".into(),
+            status: RecordStatus::InFlight,
+            fingerprint: "f".into(),
+            request: b"{\"pin\":\"4711\"}".to_vec(),
+            op_key: "op".into(),
+            lease_owner: Some("req-1".into()),
+            lease_until_ms: Some(1_749_441_630_000),
+            created_at_ms: 1_749_441_600_000,
+            updated_at_ms: 1_749_441_600_000,
+            expires_at_s: 1_750_651_200,
+            slot_id: None,
+            slot_ids: BTreeSet::new(),
+            inflight_shard: Some("11".into()),
+            error: None,
+            route_pending: false,
+            labels: Labels::from([
+                ("container".to_string(), "CSQU3054383".to_string()),
+                ("terminal".to_string(), "ECT-DELTA".to_string()),
+                (
+                    "window_start".to_string(),
+                    "2025-06-09T08:00:00Z".to_string(),
+                ),
+                ("window_end".to_string(), "2025-06-09T10:00:00Z".to_string()),
+            ]),
+        }
+    }
+
+    #[test]
+    fn record_round_trips_with_units() {
+        let r = record();
+        let item = record_to_item(&r);
+        assert_eq!(item["expires_at"], AttributeValue::N("1750651200".into()));
+        assert_eq!(
+            item["lease_until"],
+            AttributeValue::N("1749441630000".into())
+        );
+        assert!(matches!(item["request"], AttributeValue::B(_)));
+        assert!(!item.contains_key("slot_ids"));
+        assert!(!item.contains_key("error"));
+        assert_eq!(record_from_item(&item).unwrap(), r);
+
+        let mut full = r;
+        full.status = RecordStatus::Committed;
+        full.slot_id = Some("S1".into());
+        full.slot_ids = ["S1".to_string(), "S2".to_string()].into();
+        full.error = Some("e".into());
+        full.lease_owner = None;
+        full.lease_until_ms = None;
+        full.inflight_shard = None;
+        let item = record_to_item(&full);
+        assert!(matches!(&item["slot_ids"], AttributeValue::Ss(v) if v.len() == 2));
+        assert_eq!(record_from_item(&item).unwrap(), full);
+    }
+
+    #[test]
+    fn unreadable_items_are_corrupt() {
+        let mut item = record_to_item(&record());
+        item.insert("status".into(), s("pending"));
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+        let mut item = record_to_item(&record());
+        item.insert("created_at".into(), s("yesterday"));
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+        let mut item = record_to_item(&record());
+        item.remove("fingerprint");
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn cursor_round_trips() {
+        let key = HashMap::from([
+            ("pk".to_string(), s("ect#ab")),
+            ("inflight_shard".to_string(), s("07")),
+            ("created_at".to_string(), num(42)),
+        ]);
+        let c = encode_cursor(&key).unwrap();
+        assert_eq!(decode_cursor(&c).unwrap(), key);
+        assert!(matches!(decode_cursor("nope"), Err(StoreError::Corrupt(_))));
+    }
 }

@@ -23,26 +23,97 @@ pub(crate) const THROTTLING_CODES: &[&str] = &[
     "RequestLimitExceeded",
 ];
 
-/// What a cancelled commit transaction means, from its `CancellationReasons` (item 0: the
-/// record's update, item 1: the booking's put, item 2: the natural-key item's put).
+/// What one item of the commit transaction is. The commit builds its items with their roles
+/// side by side ([`super::commit`]), and a cancellation's reasons, which DynamoDB returns in the
+/// order of the request's items (AWS, `TransactWriteItems`, `TransactionCanceledException`), are
+/// read through the role of the item at the same index: never through a fixed position, so a
+/// build that orders the items otherwise classifies the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ItemRole {
+    /// The record's update (fenced by the lease).
+    Record,
+    /// The business row's put (`attribute_not_exists(source_event)`).
+    Booking,
+    /// The natural-key item's put (signal 4).
+    NaturalKey,
+}
+
+/// What a cancelled commit transaction means, from its `CancellationReasons` read item by item
+/// ([`ItemRole`]).
+#[derive(Debug)]
 pub(crate) enum Cancelled {
-    NotInFlight(Option<HashMap<String, AttributeValue>>),
+    /// The record's condition failed: its old item (`ALL_OLD`), if the reason carries it, and
+    /// the event key holding the natural-key item when that condition failed too (from its
+    /// reason's old item), so a commit that meets its own earlier commit still reports a
+    /// collision that commit had.
+    NotInFlight {
+        item: Option<HashMap<String, AttributeValue>>,
+        natural_key_holder: Option<String>,
+    },
+    /// Only the booking's condition failed (or it and the natural key's): a business row exists
+    /// for the event; its effect id, if the reason carries the old row.
     BookingExists(Option<String>),
+    /// Only the natural-key item's condition failed: another event key holds it (the reason's
+    /// old item, if any).
     NaturalKeyTaken(Option<HashMap<String, AttributeValue>>),
+    /// Some item met a running transaction (`TransactionConflict`) and no item's condition
+    /// failed on the record: nothing was written, the transaction can be sent again.
     Conflict,
+    /// Throttled (one of [`THROTTLING_CODES`]).
     Throttled(String),
+    /// Anything else (a validation error, reasons that do not match the items).
     Other(String),
 }
 
-pub(crate) fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled {
-    let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+const CONDITION_FAILED: &str = "ConditionalCheckFailed";
+
+/// Classifies a cancellation of the commit transaction whose items had `roles` (in request
+/// order) from its `reasons` (the same order). Precedence, whatever the order of the items:
+///
+/// 1. the record's `ConditionalCheckFailed`: [`Cancelled::NotInFlight`] (the record decides;
+///    never a retry without the natural key while the record refused);
+/// 2. any `TransactionConflict`: [`Cancelled::Conflict`] (a write met a running transaction;
+///    nothing was written);
+/// 3. any throttling code: [`Cancelled::Throttled`];
+/// 4. the booking's `ConditionalCheckFailed`: [`Cancelled::BookingExists`];
+/// 5. the natural-key item's `ConditionalCheckFailed` alone: [`Cancelled::NaturalKeyTaken`];
+/// 6. anything else, or as many reasons as items: [`Cancelled::Other`].
+pub(crate) fn classify_cancellation(
+    roles: &[ItemRole],
+    reasons: &[CancellationReason],
+) -> Cancelled {
     let codes = reasons
         .iter()
         .map(|r| r.code().unwrap_or("None"))
         .collect::<Vec<_>>()
         .join(", ");
-    if code(0) == "ConditionalCheckFailed" {
-        return Cancelled::NotInFlight(reasons.first().and_then(|r| r.item()).cloned());
+    if reasons.len() != roles.len() {
+        return Cancelled::Other(format!(
+            "[{codes}]: {} reasons for {} items",
+            reasons.len(),
+            roles.len()
+        ));
+    }
+    let reason_of = |role: ItemRole| {
+        roles
+            .iter()
+            .position(|r| *r == role)
+            .and_then(|i| reasons.get(i))
+    };
+    let failed =
+        |role: ItemRole| reason_of(role).is_some_and(|r| r.code() == Some(CONDITION_FAILED));
+    let old_item = |role: ItemRole| reason_of(role).and_then(|r| r.item()).cloned();
+    let nk_holder = || {
+        failed(ItemRole::NaturalKey)
+            .then(|| old_item(ItemRole::NaturalKey))
+            .flatten()
+            .and_then(|item| item.get("event_key").and_then(|v| v.as_s().ok()).cloned())
+    };
+    if failed(ItemRole::Record) {
+        return Cancelled::NotInFlight {
+            item: old_item(ItemRole::Record),
+            natural_key_holder: nk_holder(),
+        };
     }
     if reasons
         .iter()
@@ -56,17 +127,18 @@ pub(crate) fn classify_cancellation(reasons: &[CancellationReason]) -> Cancelled
     {
         return Cancelled::Throttled(codes);
     }
-    if code(1) == "ConditionalCheckFailed" {
-        let slot = reasons
-            .get(1)
-            .and_then(|r| r.item())
-            .and_then(|item| item.get("slot_id"))
-            .and_then(|v| v.as_s().ok())
-            .cloned();
+    if failed(ItemRole::Booking) {
+        let slot = old_item(ItemRole::Booking)
+            .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
         return Cancelled::BookingExists(slot);
     }
-    if code(2) == "ConditionalCheckFailed" {
-        return Cancelled::NaturalKeyTaken(reasons.get(2).and_then(|r| r.item()).cloned());
+    let others_clean = roles
+        .iter()
+        .zip(reasons)
+        .filter(|(role, _)| **role != ItemRole::NaturalKey)
+        .all(|(_, r)| matches!(r.code(), None | Some("None")));
+    if failed(ItemRole::NaturalKey) && others_clean {
+        return Cancelled::NaturalKeyTaken(old_item(ItemRole::NaturalKey));
     }
     Cancelled::Other(format!("[{codes}]"))
 }
@@ -103,5 +175,165 @@ where
         Some(c) if THROTTLING_CODES.contains(&c) => StoreError::Throttled(detail),
         Some("TransactionConflictException") => StoreError::TransactionConflict(detail),
         _ => StoreError::Unavailable(detail),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROLES: [ItemRole; 3] = [ItemRole::Record, ItemRole::Booking, ItemRole::NaturalKey];
+
+    /// A reason with `code`; a refused item carries its old item (`ALL_OLD`): the record's with
+    /// `pk`, the booking's with `slot_id`, the natural-key item's with `event_key`.
+    fn reason(role: ItemRole, code: &str) -> CancellationReason {
+        let b = CancellationReason::builder().code(code);
+        if code != CONDITION_FAILED {
+            return b.build();
+        }
+        let s = |v: &str| AttributeValue::S(v.to_string());
+        match role {
+            ItemRole::Record => b.item("pk", s("ect#ab")),
+            ItemRole::Booking => b.item("slot_id", s("SLOT-OLD")),
+            ItemRole::NaturalKey => b.item("event_key", s("other-key")),
+        }
+        .build()
+    }
+
+    /// Classifies the codes given per role (record, booking, natural key) with the items in
+    /// request order `order` (indexes into [`ROLES`]).
+    fn classify(codes: [&str; 3], order: [usize; 3]) -> Cancelled {
+        let roles: Vec<ItemRole> = order.iter().map(|i| ROLES[*i]).collect();
+        let reasons: Vec<CancellationReason> =
+            order.iter().map(|i| reason(ROLES[*i], codes[*i])).collect();
+        classify_cancellation(&roles, &reasons)
+    }
+
+    /// A comparable summary of a classification.
+    fn summary(c: &Cancelled) -> String {
+        match c {
+            Cancelled::NotInFlight {
+                item,
+                natural_key_holder,
+            } => format!(
+                "not_in_flight(item: {}, holder: {natural_key_holder:?})",
+                item.is_some()
+            ),
+            Cancelled::BookingExists(slot) => format!("booking_exists({slot:?})"),
+            Cancelled::NaturalKeyTaken(item) => format!("natural_key_taken({})", item.is_some()),
+            Cancelled::Conflict => "conflict".into(),
+            Cancelled::Throttled(_) => "throttled".into(),
+            Cancelled::Other(_) => "other".into(),
+        }
+    }
+
+    const ORDERS: [[usize; 3]; 3] = [[0, 1, 2], [2, 1, 0], [1, 2, 0]];
+
+    /// Each condition of the commit fails alone and in pairs (and all three), in three orders
+    /// of the items: the classification is the same in every order, and the record's refusal
+    /// wins over everything, the booking's over the natural key's.
+    #[test]
+    fn each_condition_alone_and_in_pairs_classifies_by_item_in_any_order() {
+        let ccf = CONDITION_FAILED;
+        let cases: [([&str; 3], &str); 7] = [
+            (
+                [ccf, "None", "None"],
+                "not_in_flight(item: true, holder: None)",
+            ),
+            (["None", ccf, "None"], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (["None", "None", ccf], "natural_key_taken(true)"),
+            (
+                [ccf, ccf, "None"],
+                "not_in_flight(item: true, holder: None)",
+            ),
+            (
+                [ccf, "None", ccf],
+                "not_in_flight(item: true, holder: Some(\"other-key\"))",
+            ),
+            (["None", ccf, ccf], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (
+                [ccf, ccf, ccf],
+                "not_in_flight(item: true, holder: Some(\"other-key\"))",
+            ),
+        ];
+        for (codes, want) in cases {
+            for order in ORDERS {
+                assert_eq!(
+                    summary(&classify(codes, order)),
+                    want,
+                    "{codes:?} in {order:?}"
+                );
+            }
+        }
+    }
+
+    /// A write that met a running transaction on any item is a conflict (retried), unless the
+    /// record refused; throttling likewise; never a natural-key collision.
+    #[test]
+    fn conflicts_and_throttling_by_item_in_any_order() {
+        let ccf = CONDITION_FAILED;
+        let cases: [([&str; 3], &str); 6] = [
+            (["None", "TransactionConflict", "None"], "conflict"),
+            (["TransactionConflict", "None", "None"], "conflict"),
+            (["None", "None", "TransactionConflict"], "conflict"),
+            (["None", "TransactionConflict", ccf], "conflict"),
+            (
+                [ccf, "TransactionConflict", "None"],
+                "not_in_flight(item: true, holder: None)",
+            ),
+            (["None", "ThrottlingError", ccf], "throttled"),
+        ];
+        for (codes, want) in cases {
+            for order in ORDERS {
+                assert_eq!(
+                    summary(&classify(codes, order)),
+                    want,
+                    "{codes:?} in {order:?}"
+                );
+            }
+        }
+    }
+
+    /// Two items (no natural key) in both orders; a reason list that does not match the items
+    /// is not guessed at.
+    #[test]
+    fn two_items_and_mismatched_reason_lists() {
+        let two = [ItemRole::Record, ItemRole::Booking];
+        let two_reversed = [ItemRole::Booking, ItemRole::Record];
+        let r = |role, code| reason(role, code);
+        let c = classify_cancellation(
+            &two,
+            &[
+                r(ItemRole::Record, "None"),
+                r(ItemRole::Booking, CONDITION_FAILED),
+            ],
+        );
+        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        let c = classify_cancellation(
+            &two_reversed,
+            &[
+                r(ItemRole::Booking, CONDITION_FAILED),
+                r(ItemRole::Record, "None"),
+            ],
+        );
+        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        let c = classify_cancellation(
+            &two_reversed,
+            &[
+                r(ItemRole::Booking, "None"),
+                r(ItemRole::Record, CONDITION_FAILED),
+            ],
+        );
+        assert_eq!(summary(&c), "not_in_flight(item: true, holder: None)");
+        let c = classify_cancellation(&two, &[r(ItemRole::Record, CONDITION_FAILED)]);
+        assert_eq!(summary(&c), "other");
+        let c = classify_cancellation(
+            &two,
+            &[
+                r(ItemRole::Record, "ValidationError"),
+                r(ItemRole::Booking, "None"),
+            ],
+        );
+        assert_eq!(summary(&c), "other");
     }
 }

@@ -14,12 +14,15 @@
 //!
 //! Calls per operation: `reserve` is one `PutItem` (a conflict comes back in the same call through
 //! `ReturnValuesOnConditionCheckFailure=ALL_OLD`; only if the service leaves the old item out of the
-//! error does a consistent `GetItem` follow); `commit` is one `TransactWriteItems` (retried here
-//! only on `TransactionConflict`); every other operation is one call.
+//! error does a consistent `GetItem` follow); `commit` is one `TransactWriteItems` (`commit.rs`:
+//! retried here on `TransactionConflict`, without the natural key after a collision, and once after
+//! a token mismatch whose record is still ours; a consistent `GetItem` only when its outcome is
+//! unknown); every other operation is one call. [`DynamoStore::verify_conditional_writes`] is the
+//! cold-start check that the backend honours conditions (`canary.rs`).
 //!
 //! Retries of throttling and transient errors belong to the SDK's retry configuration where the
 //! client is built (e.g. `RetryConfig::standard().with_max_attempts(..)`); this module retries
-//! nothing by hand except a cancelled commit transaction whose reason is `TransactionConflict`.
+//! nothing by hand except a cancelled commit transaction (see `commit.rs`).
 //!
 //! ## A write that landed and lost its answer
 //!
@@ -31,41 +34,39 @@
 //! * take-over (`UpdateItem`): the old item returned on the failed condition already carries our
 //!   lease: taken;
 //! * commit (`TransactWriteItems`): an explicit `ClientRequestToken` ([`commit_request_token`])
-//!   makes DynamoDB answer a retry within 10 minutes as the first request; where it does not (or
-//!   after 10 minutes) the cancellation returns the record committed by us with our slot:
-//!   committed;
+//!   makes DynamoDB answer the SDK's retry within 10 minutes as the first request; where it does
+//!   not (moto, or after 10 minutes) the cancellation returns the record committed by us with our
+//!   slot: committed; a commit built again under the same token within 10 minutes
+//!   (`IdempotentParameterMismatchException`) or whose answer never came is settled by one
+//!   consistent read ([`crate::store::settle_unknown_commit`]);
 //! * finish (`UpdateItem`): the old item is already finished by us with its routing pending;
 //! * release, routed, the slot-id `ADD` and the `multi_slot` mark: a retry meets the same
 //!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
 //!   routing whose second confirmation is refused and ignored).
 
+mod canary;
 mod codec;
+mod commit;
 mod errors;
 mod index;
 mod schema;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-    Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 
+pub use canary::{ConditionalWritesError, CANARY_PK_PREFIX};
 pub use codec::{
     booking_from_item, booking_to_item, record_from_item, record_to_item, RECORD_ATTRIBUTES,
 };
 use codec::{num, s};
+pub use commit::commit_request_token;
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
-use errors::{
-    classify_cancellation, condition_failure_item, is_update_condition_failure, map_sdk_error,
-    Cancelled,
-};
+use errors::{condition_failure_item, is_update_condition_failure, map_sdk_error};
 pub use index::DynamoIndex;
 pub use schema::{
     create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_SLOT_INDEX,
@@ -76,8 +77,8 @@ use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CON
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex, InFlightPage,
+    Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
@@ -90,6 +91,9 @@ pub struct DynamoStore {
     idempotency_table: String,
     bookings_table: String,
     index: DynamoIndex,
+    /// Build the commit transaction's items in reverse order (tests of the classification of
+    /// its cancellations, which must not depend on the order).
+    reverse_commit_items: bool,
 }
 
 impl DynamoStore {
@@ -106,7 +110,17 @@ impl DynamoStore {
             client,
             idempotency_table,
             bookings_table: bookings_table.into(),
+            reverse_commit_items: false,
         }
+    }
+
+    /// The same store, building the commit transaction's items in reverse order (the natural-key
+    /// item, the booking, then the record): a cancellation's reasons are read through the item
+    /// they belong to, so every outcome must be the same as in the usual order. For tests.
+    #[cfg(feature = "testkit")]
+    pub fn with_commit_items_reversed(mut self) -> Self {
+        self.reverse_commit_items = true;
+        self
     }
 
     /// The idempotency table's name.
@@ -127,88 +141,6 @@ impl DynamoStore {
     /// The DynamoDB client.
     pub fn client(&self) -> &Client {
         &self.client
-    }
-
-    /// The commit transaction's items: the record's update (fenced by `owner`; with
-    /// `only_our_slot`, also `attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`),
-    /// the booking's put and, with `natural_key`, the natural-key item's put (signal 4).
-    #[allow(clippy::too_many_arguments)]
-    fn commit_items(
-        &self,
-        pk: &str,
-        owner: &str,
-        slot_id: &str,
-        booking: &BusinessRow,
-        now_ms: i64,
-        only_our_slot: bool,
-        natural_key: Option<&NaturalKey>,
-    ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let condition = if only_our_slot {
-            format!(
-                "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
-                 :slot_id))"
-            )
-        } else {
-            HELD_CONDITION.to_string()
-        };
-        let update = Update::builder()
-            .table_name(&self.idempotency_table)
-            .key("pk", s(pk))
-            .update_expression(
-                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
-                 ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_until, #request",
-            )
-            .condition_expression(condition)
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#request", "request")
-            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
-            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":slot_id", s(slot_id))
-            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let put = Put::builder()
-            .table_name(&self.bookings_table)
-            .set_item(Some(booking_to_item(booking)))
-            .condition_expression("attribute_not_exists(source_event)")
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-        let mut items = vec![
-            TransactWriteItem::builder().update(update).build(),
-            TransactWriteItem::builder().put(put).build(),
-        ];
-        if let Some(key) = natural_key {
-            // Signal 4: item 2, the natural-key item, held by the first event key committed for
-            // this natural key (on the truck-slot path: this container and window).
-            let mut item = HashMap::from([
-                (
-                    "pk".to_string(),
-                    s(&natural_key_pk(pk, &booking.source_event, key)),
-                ),
-                ("event_key".to_string(), s(&booking.source_event)),
-                ("expires_at".to_string(), num(key.expires_at_s)),
-            ]);
-            for (name, value) in &key.labels {
-                item.entry(name.clone()).or_insert_with(|| s(value));
-            }
-            let natural_key = Put::builder()
-                .table_name(&self.idempotency_table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
-                .expression_attribute_values(":event_key", s(&booking.source_event))
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
-                .build()
-                .map_err(|e| StoreError::Unavailable(format!("commit of {pk}: {e}")))?;
-            items.push(TransactWriteItem::builder().put(natural_key).build());
-        }
-        Ok(items)
     }
 
     /// Marks `pk` as holding two or more distinct slot ids (`multi_slot = "1"`, the sparse GSI
@@ -269,7 +201,7 @@ impl IdempotencyStore for DynamoStore {
         record: &IdempotencyRecord,
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
-        let item = record_to_item(record);
+        let item = codec::checked_record_item(record)?;
         for _ in 0..2 {
             match self.put_reserve(&item, now_ms).await? {
                 None => return Ok(Reservation::Reserved),
@@ -352,27 +284,34 @@ impl IdempotencyStore for DynamoStore {
         }
     }
 
-    /// One `TransactWriteItems`: the record's update (condition `status = in_flight AND
-    /// lease_owner = :owner`, `ALL_OLD` on failure), the booking's put (condition
-    /// `attribute_not_exists(source_event)`) and the natural-key item's put
-    /// ([`natural_key_pk`]: `event_key`, `container`, `window_start`, `expires_at`; condition
-    /// `attribute_not_exists(pk) OR event_key = :event_key`, `ALL_OLD` on failure), with a
-    /// `ClientRequestToken` derived from the record,
-    /// the owner and the slot ([`commit_request_token`]): DynamoDB treats a retry with the same
-    /// token within 10 minutes as the same request and answers it as the first (AWS,
-    /// `TransactWriteItems`, "ClientRequestToken"); our own `TransactionConflict` retries reuse it.
+    /// One `TransactWriteItems` (`commit.rs`): the record's update (condition `status =
+    /// in_flight AND lease_owner = :owner`, `ALL_OLD` on failure), the booking's put (condition
+    /// `attribute_not_exists(source_event)`) and the natural-key item's put ([`natural_key_pk`]:
+    /// `event_key`, the key's labels, `expires_at`; condition `attribute_not_exists(pk) OR
+    /// event_key = :event_key`, `ALL_OLD` on failure), under a `ClientRequestToken` derived from
+    /// the record, the owner, the slot and the attempt ([`commit_request_token`]): DynamoDB
+    /// answers the SDK's retry of an attempt within 10 minutes as the first request (AWS,
+    /// `TransactWriteItems`, "ClientRequestToken").
     ///
-    /// The cancellation reasons are read item by item: the record's `ConditionalCheckFailed` is
-    /// [`CommitOutcome::Refused`] with the old item from the reason (a consistent `GetItem`
-    /// only if the reason has none; no record at all is [`StoreError::Corrupt`]), or
+    /// The cancellation reasons are read through the item each belongs to, whatever the items'
+    /// order, and the record's refusal wins: the record's `ConditionalCheckFailed` is
+    /// [`CommitOutcome::Refused`] with the old item from the reason (a consistent `GetItem` only
+    /// if the reason has none; no record at all is [`StoreError::Corrupt`]), or
     /// [`CommitOutcome::Committed`] when that item is our own commit (committed by `owner` with
-    /// `slot_id`: a retry that met its own write where the token did not answer it); the
-    /// booking's alone is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key
-    /// item's alone is a collision: the transaction is retried once without that item, under its
-    /// own token, and answers [`CommitOutcome::CommittedCollision`] with the event key from the
-    /// cancellation's old item (a consistent `GetItem` of it only if the reason carries none);
-    /// `TransactionConflict` is retried after [`TRANSACTION_CONFLICT_BACKOFF_MS`], then
-    /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`].
+    /// `slot_id`: a retry that met its own write); then any `TransactionConflict` is retried after
+    /// [`TRANSACTION_CONFLICT_BACKOFF_MS`] under a new token, then
+    /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`]; the booking's
+    /// refusal is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key item's
+    /// refusal alone is a collision: the transaction is retried once without that item and
+    /// answers [`CommitOutcome::CommittedCollision`] with the event key from the cancellation's
+    /// old item (a consistent `GetItem` of it only if the reason carries none).
+    ///
+    /// `IdempotentParameterMismatchException` (this commit built again within 10 minutes of an
+    /// earlier one under the same token) and an answer that never came are settled by one
+    /// consistent `GetItem` ([`crate::store::settle_unknown_commit`]): our own commit is
+    /// committed (with the collision the natural-key item shows), a record still ours after a
+    /// mismatch is sent once more under a new token, any other record is refused (mismatch) or
+    /// the error stands (lost answer).
     ///
     /// The first transaction also requires that no other slot id is recorded
     /// (`attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`). When a holder that
@@ -388,157 +327,11 @@ impl IdempotencyStore for DynamoStore {
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        // First with the condition that no other slot id is recorded: the common case, one
-        // request. A record holding another slot id (recorded by a holder that lost its lease)
-        // is committed by a second transaction without it, then marked `multi_slot`: a
-        // transaction cannot count a set, and the distinct-slot signal must see the key.
-        //
-        // The natural-key item rides in the same transaction; when only its condition cancels
-        // it (another event key committed this container and window), the transaction is
-        // retried once without it and the collision is reported.
-        let mut other_slots = false;
-        let mut collision: Option<String> = None;
-        let mut items =
-            self.commit_items(pk, owner, slot_id, booking, now_ms, true, natural_key)?;
-        let mut token = commit_request_token(pk, owner, slot_id);
-        // A token names one request: each variant of the transaction has its own.
-        let token_for = |other_slots: bool, with_nk: bool| {
-            let owner = if other_slots {
-                format!("{owner}+")
-            } else {
-                owner.to_string()
-            };
-            let slot = if with_nk {
-                slot_id.to_string()
-            } else {
-                format!("{slot_id}\nwithout-nk")
-            };
-            commit_request_token(pk, &owner, &slot)
-        };
-        let committed = |collision: &Option<String>| match collision {
-            Some(other_event_key) => CommitOutcome::CommittedCollision {
-                other_event_key: other_event_key.clone(),
-            },
-            None => CommitOutcome::Committed,
-        };
-        let own = |r: &IdempotencyRecord| {
-            r.status == RecordStatus::Committed
-                && r.lease_owner.as_deref() == Some(owner)
-                && r.slot_id.as_deref() == Some(slot_id)
-        };
-        let mut backoff = TRANSACTION_CONFLICT_BACKOFF_MS.iter();
-        loop {
-            let result = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items.clone()))
-                .client_request_token(&token)
-                .send()
-                .await;
-            let err = match result {
-                Ok(_) if other_slots => {
-                    self.mark_multi_slot(pk).await?;
-                    return Ok(committed(&collision));
-                }
-                Ok(_) => return Ok(committed(&collision)),
-                Err(err) => err,
-            };
-            let cancelled = match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
-                    classify_cancellation(e.cancellation_reasons())
-                }
-                _ => return Err(map_sdk_error("commit (TransactWriteItems)", err)),
-            };
-            match cancelled {
-                Cancelled::NotInFlight(item) => {
-                    let record = match item {
-                        Some(item) => record_from_item(&item)?,
-                        None => match self.get(pk).await? {
-                            Some(record) => record,
-                            None => {
-                                return Err(StoreError::Corrupt(format!(
-                                    "no record {pk} to commit"
-                                )))
-                            }
-                        },
-                    };
-                    if own(&record) {
-                        return Ok(committed(&collision));
-                    }
-                    let ours = record.status == RecordStatus::InFlight
-                        && record.lease_owner.as_deref() == Some(owner);
-                    if ours && !other_slots && !record.slot_ids.contains(slot_id) {
-                        other_slots = true;
-                        let with_nk = collision.is_none();
-                        items = self.commit_items(
-                            pk,
-                            owner,
-                            slot_id,
-                            booking,
-                            now_ms,
-                            false,
-                            natural_key.filter(|_| with_nk),
-                        )?;
-                        token = token_for(other_slots, with_nk);
-                        continue;
-                    }
-                    return Ok(CommitOutcome::Refused(Box::new(record)));
-                }
-                Cancelled::BookingExists(existing_slot) => {
-                    return Err(StoreError::Corrupt(format!(
-                        "a business row for {} already exists with effect id {}",
-                        booking.source_event,
-                        existing_slot.as_deref().unwrap_or("?")
-                    )))
-                }
-                Cancelled::NaturalKeyTaken(item)
-                    if collision.is_none() && natural_key.is_some() =>
-                {
-                    // Another event key holds the natural key: retry once without the item.
-                    let other = match item.as_ref().and_then(|i| i.get("event_key")) {
-                        Some(v) => v.as_s().ok().cloned(),
-                        // Only on a collision, never per event.
-                        None => match natural_key {
-                            Some(key) => {
-                                self.natural_key_holder(&natural_key_pk(
-                                    pk,
-                                    &booking.source_event,
-                                    key,
-                                ))
-                                .await?
-                            }
-                            None => None,
-                        },
-                    };
-                    collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
-                    items =
-                        self.commit_items(pk, owner, slot_id, booking, now_ms, !other_slots, None)?;
-                    token = token_for(other_slots, false);
-                }
-                Cancelled::NaturalKeyTaken(_) => {
-                    return Err(StoreError::Unavailable(format!(
-                        "commit of {pk}: the natural-key condition failed on the retry without it"
-                    )))
-                }
-                Cancelled::Conflict => match backoff.next() {
-                    Some(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-                    None => {
-                        return Err(StoreError::TransactionConflict(format!(
-                            "commit of {pk}: TransactionConflict after {} attempts",
-                            TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
-                        )))
-                    }
-                },
-                Cancelled::Throttled(codes) => {
-                    return Err(StoreError::Throttled(format!("commit of {pk}: {codes}")))
-                }
-                Cancelled::Other(codes) => {
-                    return Err(StoreError::Unavailable(format!(
-                        "commit of {pk} cancelled: {codes}"
-                    )))
-                }
-            }
-        }
+        // What DynamoDB would drop or refuse is refused before any request (`store::limits`).
+        crate::store::limits::check_commit(pk, booking, natural_key)
+            .map_err(StoreError::Refused)?;
+        self.commit_in_transaction(pk, owner, slot_id, booking, natural_key, now_ms)
+            .await
     }
 
     /// One conditional `UpdateItem` setting `lease_until = 0` (epoch ms) on condition
@@ -777,152 +570,5 @@ impl DynamoStore {
             .and_then(|i| i.get("event_key"))
             .and_then(|v| v.as_s().ok())
             .cloned())
-    }
-}
-
-/// The `ClientRequestToken` of the commit of `pk` by `owner` with `slot_id`: the first 32 hex
-/// characters of SHA-256 over the three (the token may be 1 to 36 characters, AWS
-/// `TransactWriteItems`). The same commit retried gets the same token, so DynamoDB answers the
-/// retry as the first request for 10 minutes; another owner or slot gets another token.
-pub fn commit_request_token(pk: &str, owner: &str, slot_id: &str) -> String {
-    let mut digest = crate::keys::sha256_hex(format!("{pk}\n{owner}\n{slot_id}").as_bytes());
-    digest.truncate(32);
-    digest
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use aws_sdk_dynamodb::types::CancellationReason;
-
-    use super::codec::{decode_cursor, encode_cursor};
-    use super::*;
-
-    fn record() -> IdempotencyRecord {
-        IdempotencyRecord {
-            pk: "ect#ab".into(),
-            event_key: "ab".into(),
-            status: RecordStatus::InFlight,
-            fingerprint: "f".into(),
-            request: b"{\"pin\":\"4711\"}".to_vec(),
-            op_key: "op".into(),
-            lease_owner: Some("req-1".into()),
-            lease_until_ms: Some(1_749_441_630_000),
-            created_at_ms: 1_749_441_600_000,
-            updated_at_ms: 1_749_441_600_000,
-            expires_at_s: 1_750_651_200,
-            slot_id: None,
-            slot_ids: BTreeSet::new(),
-            inflight_shard: Some("11".into()),
-            error: None,
-            route_pending: false,
-            labels: crate::record::Labels::from([
-                ("container".to_string(), "CSQU3054383".to_string()),
-                ("terminal".to_string(), "ECT-DELTA".to_string()),
-                (
-                    "window_start".to_string(),
-                    "2025-06-09T08:00:00Z".to_string(),
-                ),
-                ("window_end".to_string(), "2025-06-09T10:00:00Z".to_string()),
-            ]),
-        }
-    }
-
-    #[test]
-    fn record_round_trips_with_units() {
-        let r = record();
-        let item = record_to_item(&r);
-        assert_eq!(item["expires_at"], AttributeValue::N("1750651200".into()));
-        assert_eq!(
-            item["lease_until"],
-            AttributeValue::N("1749441630000".into())
-        );
-        assert!(matches!(item["request"], AttributeValue::B(_)));
-        assert!(!item.contains_key("slot_ids"));
-        assert!(!item.contains_key("error"));
-        assert_eq!(record_from_item(&item).unwrap(), r);
-
-        let mut full = r;
-        full.status = RecordStatus::Committed;
-        full.slot_id = Some("S1".into());
-        full.slot_ids = ["S1".to_string(), "S2".to_string()].into();
-        full.error = Some("e".into());
-        full.lease_owner = None;
-        full.lease_until_ms = None;
-        full.inflight_shard = None;
-        let item = record_to_item(&full);
-        assert!(matches!(&item["slot_ids"], AttributeValue::Ss(v) if v.len() == 2));
-        assert_eq!(record_from_item(&item).unwrap(), full);
-    }
-
-    #[test]
-    fn unreadable_items_are_corrupt() {
-        let mut item = record_to_item(&record());
-        item.insert("status".into(), s("pending"));
-        assert!(matches!(
-            record_from_item(&item),
-            Err(StoreError::Corrupt(_))
-        ));
-        let mut item = record_to_item(&record());
-        item.insert("created_at".into(), s("yesterday"));
-        assert!(matches!(
-            record_from_item(&item),
-            Err(StoreError::Corrupt(_))
-        ));
-        let mut item = record_to_item(&record());
-        item.remove("fingerprint");
-        assert!(matches!(
-            record_from_item(&item),
-            Err(StoreError::Corrupt(_))
-        ));
-    }
-
-    #[test]
-    fn cursor_round_trips() {
-        let key = HashMap::from([
-            ("pk".to_string(), s("ect#ab")),
-            ("inflight_shard".to_string(), s("07")),
-            ("created_at".to_string(), num(42)),
-        ]);
-        let c = encode_cursor(&key).unwrap();
-        assert_eq!(decode_cursor(&c).unwrap(), key);
-        assert!(matches!(decode_cursor("nope"), Err(StoreError::Corrupt(_))));
-    }
-
-    #[test]
-    fn cancellation_reasons_are_read_item_by_item() {
-        let reason = |code: &str| CancellationReason::builder().code(code).build();
-        let ccf_record = CancellationReason::builder()
-            .code("ConditionalCheckFailed")
-            .item("pk", s("x"))
-            .build();
-        assert!(matches!(
-            classify_cancellation(&[ccf_record, reason("None")]),
-            Cancelled::NotInFlight(Some(_))
-        ));
-        assert!(matches!(
-            classify_cancellation(&[
-                reason("ConditionalCheckFailed"),
-                reason("ConditionalCheckFailed")
-            ]),
-            Cancelled::NotInFlight(None)
-        ));
-        assert!(matches!(
-            classify_cancellation(&[reason("None"), reason("ConditionalCheckFailed")]),
-            Cancelled::BookingExists(None)
-        ));
-        assert!(matches!(
-            classify_cancellation(&[reason("TransactionConflict"), reason("None")]),
-            Cancelled::Conflict
-        ));
-        assert!(matches!(
-            classify_cancellation(&[reason("None"), reason("ThrottlingError")]),
-            Cancelled::Throttled(_)
-        ));
-        assert!(matches!(
-            classify_cancellation(&[reason("ValidationError"), reason("None")]),
-            Cancelled::Other(_)
-        ));
     }
 }

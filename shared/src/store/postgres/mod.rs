@@ -254,6 +254,8 @@ impl IdempotencyStore for PostgresStore {
         record: &IdempotencyRecord,
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
+        // What DynamoDB refuses, every store refuses (`crate::store::limits`).
+        crate::store::limits::check_record(record).map_err(StoreError::Refused)?;
         let values = RecordParams::new(record);
         let now_s = ms_to_s(now_ms);
         let mut params: Vec<&(dyn ToSql + Sync)> = values.params(record).to_vec();
@@ -341,6 +343,8 @@ impl IdempotencyStore for PostgresStore {
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
+        crate::store::limits::check_commit(pk, booking, natural_key)
+            .map_err(StoreError::Refused)?;
         let row_labels = labels_to_json(&booking.labels);
         let nk_pk = natural_key.map(|k| natural_key_pk(pk, &booking.source_event, k));
         let nk_labels = natural_key.map(|k| labels_to_json(&k.labels));

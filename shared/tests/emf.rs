@@ -1,12 +1,12 @@
 //! The counters reach CloudWatch as embedded metric format documents: one JSON object per flush
 //! with `_aws.CloudWatchMetrics` naming the namespace, the `Integration` dimension and each metric.
-#![cfg(feature = "aws")]
+#![cfg(feature = "lambda")]
 
 use gate::signals::{Counts, NAMESPACE};
 
 #[test]
 fn counters_are_written_as_emf_documents() {
-    let collector = truck_slot::lambda::init_metrics("emf-test").expect("recorder");
+    let collector = gate::lambda::init_metrics("emf-test").expect("recorder");
     let counts = Counts {
         received: 10,
         duplicates: 3,

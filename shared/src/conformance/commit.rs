@@ -1,0 +1,475 @@
+//! Conformance cases of the commit (step 4) and of what it records: the fenced transaction with
+//! the business row, concurrent commits, effect ids recorded by a holder that lost its lease, the
+//! natural-key item (signal 4).
+
+use super::*;
+
+/// Commit writes the record (`committed`, `slot_id`, `slot_ids`, the holder kept as
+/// `lease_owner`, no `lease_until`, no `inflight_shard`, no stored request, `updated_at` = commit
+/// time, the rest unchanged) and the booking, in one call.
+pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "commit", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let booking = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 10);
+    match store
+        .commit(
+            &r.pk,
+            "owner-a",
+            "SLOT-1",
+            &booking,
+            Some(&sample_natural_key(&booking)),
+            NOW_MS + 10,
+        )
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::Committed => {
+            let c = store.get(&r.pk).await.expect("get").expect("record");
+            assert_eq!(c.pk, r.pk);
+            assert_eq!(c.fingerprint, r.fingerprint);
+            assert!(
+                c.request.is_empty(),
+                "the stored request outlived the commit"
+            );
+            assert_eq!(c.created_at_ms, r.created_at_ms);
+            assert_eq!(c.expires_at_s, r.expires_at_s);
+            assert_eq!(c.event_key, r.event_key);
+            assert_eq!(c.status, RecordStatus::Committed);
+            assert_eq!(c.slot_id.as_deref(), Some("SLOT-1"));
+            assert!(c.slot_ids.contains("SLOT-1"));
+            assert_eq!(c.lease_owner.as_deref(), Some("owner-a"));
+            assert_eq!(c.lease_until_ms, None);
+            assert_eq!(c.inflight_shard, None);
+            assert_eq!(c.updated_at_ms, NOW_MS + 10);
+        }
+        other => panic!("commit not plainly committed: {other:?}"),
+    }
+    let expected = IdempotencyRecord {
+        status: RecordStatus::Committed,
+        slot_id: Some("SLOT-1".into()),
+        slot_ids: set(&["SLOT-1"]),
+        request: Vec::new(),
+        lease_until_ms: None,
+        inflight_shard: None,
+        updated_at_ms: NOW_MS + 10,
+        ..r.clone()
+    };
+    assert_eq!(must_get(store, &r.pk).await, expected);
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(booking)
+    );
+}
+
+/// Commit is fenced by the lease: a holder whose lease was taken over is `Refused` with the
+/// record as it is (still `in_flight`, the new holder's) and writes nothing; so is a commit on a
+/// record that is no longer `in_flight` (after a commit, and after `finish`), which writes no
+/// (second) booking. The retry of a commit that landed (same holder, same slot) is `Committed`
+/// and writes nothing again. Commit without any record is `Corrupt`. A booking that outlived
+/// its record makes the whole transaction fail (`Corrupt`) and leaves the record `in_flight`.
+pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "commit-twice", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    // owner-a's lease expires and owner-b takes over: owner-a's commit is refused.
+    let taken = match store
+        .take_over(
+            &r.pk,
+            "owner-a",
+            "owner-b",
+            NOW_MS + 2 * LEASE_MS,
+            NOW_MS + LEASE_MS + 1,
+        )
+        .await
+        .expect("take_over")
+    {
+        TakeOver::Taken(t) => *t,
+        TakeOver::Refused => panic!("take-over refused"),
+    };
+    let stale = BusinessRow::for_record(&r, "SLOT-0", NOW_MS + LEASE_MS + 2);
+    match store
+        .commit(
+            &r.pk,
+            "owner-a",
+            "SLOT-0",
+            &stale,
+            Some(&sample_natural_key(&stale)),
+            NOW_MS + LEASE_MS + 2,
+        )
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::Refused(existing) => assert_eq!(*existing, taken),
+        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            panic!("a holder that lost its lease committed")
+        }
+    }
+    assert_eq!(must_get(store, &r.pk).await, taken);
+    assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+
+    let first = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + LEASE_MS + 10);
+    let out = store
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-1",
+            &first,
+            Some(&sample_natural_key(&first)),
+            NOW_MS + LEASE_MS + 10,
+        )
+        .await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    let committed = must_get(store, &r.pk).await;
+    // The retry of that very commit (its answer lost): committed, nothing written again.
+    let out = store
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-1",
+            &first,
+            Some(&sample_natural_key(&first)),
+            NOW_MS + LEASE_MS + 15,
+        )
+        .await;
+    assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
+    assert_eq!(must_get(store, &r.pk).await, committed);
+
+    let second = BusinessRow::for_record(&r, "SLOT-2", NOW_MS + LEASE_MS + 20);
+    match store
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-2",
+            &second,
+            Some(&sample_natural_key(&second)),
+            NOW_MS + LEASE_MS + 20,
+        )
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::Refused(existing) => assert_eq!(*existing, committed),
+        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            panic!("committed twice")
+        }
+    }
+    assert_eq!(must_get(store, &r.pk).await, committed);
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(first)
+    );
+
+    // A failed record.
+    let f = sample_record(prefix, "commit-failed", "owner-a", NOW_MS);
+    must_reserve(store, &f, NOW_MS).await;
+    assert_eq!(
+        store
+            .finish(
+                &f.pk,
+                "owner-a",
+                RecordStatus::Failed,
+                "terminal answered 400",
+                b"{}",
+                FinishGuard::Lease,
+                NOW_MS + 1
+            )
+            .await
+            .expect("finish"),
+        FinishOutcome::Finished
+    );
+    let failed = must_get(store, &f.pk).await;
+    let b = BusinessRow::for_record(&f, "SLOT-F", NOW_MS + 2);
+    match store
+        .commit(
+            &f.pk,
+            "owner-a",
+            "SLOT-F",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 2,
+        )
+        .await
+        .expect("commit")
+    {
+        CommitOutcome::Refused(existing) => {
+            assert_eq!(*existing, failed);
+            assert_eq!(existing.status, RecordStatus::Failed);
+        }
+        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            panic!("committed a failed record")
+        }
+    }
+    assert_eq!(store.booking(&f.event_key).await.expect("booking"), None);
+
+    // No record at all.
+    let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
+    let b = BusinessRow::for_record(&ghost, "SLOT-G", NOW_MS);
+    let out = store
+        .commit(
+            &ghost.pk,
+            "owner-a",
+            "SLOT-G",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS,
+        )
+        .await;
+    assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
+    assert_eq!(
+        store.booking(&ghost.event_key).await.expect("booking"),
+        None
+    );
+    assert_eq!(store.get(&ghost.pk).await.expect("get"), None);
+
+    // A booking without its record: the same event key under another integration (another pk).
+    let orphan = IdempotencyRecord {
+        pk: format!("{prefix}-other#{}", r.event_key),
+        ..sample_record(prefix, "commit-twice", "owner-z", NOW_MS)
+    };
+    must_reserve(store, &orphan, NOW_MS).await;
+    let b = BusinessRow::for_record(&orphan, "SLOT-Z", NOW_MS + 30);
+    let out = store
+        .commit(
+            &orphan.pk,
+            "owner-z",
+            "SLOT-Z",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 30,
+        )
+        .await;
+    assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
+    assert_eq!(
+        must_get(store, &orphan.pk).await,
+        orphan,
+        "transaction not atomic"
+    );
+    assert_eq!(
+        store
+            .booking(&r.event_key)
+            .await
+            .expect("booking")
+            .map(|b| b.effect_id),
+        Some("SLOT-1".to_string())
+    );
+}
+
+/// Two holders commit one record at once with different slots: exactly one `Committed`, the
+/// other `Refused` carrying the winner's slot (or, on a real table under contention, a
+/// `TransactionConflict` after the retries); exactly one booking, with the winner's slot.
+pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
+    let r = sample_record(prefix, "commit-race", "owner-a", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    let mut tasks = Vec::new();
+    for slot in ["SLOT-A", "SLOT-B"] {
+        let store = Arc::clone(&store);
+        let r = r.clone();
+        tasks.push(tokio::spawn(async move {
+            let booking = BusinessRow::for_record(&r, slot, NOW_MS + 10);
+            let out = store
+                .commit(
+                    &r.pk,
+                    "owner-a",
+                    slot,
+                    &booking,
+                    Some(&sample_natural_key(&booking)),
+                    NOW_MS + 10,
+                )
+                .await;
+            (slot, out)
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut losers = Vec::new();
+    for task in tasks {
+        match task.await.expect("task") {
+            (slot, Ok(CommitOutcome::Committed)) => winners.push(slot),
+            (_, Ok(CommitOutcome::Refused(existing))) => losers.push(existing.slot_id.clone()),
+            (_, Err(StoreError::TransactionConflict(_))) => losers.push(None),
+            (_, Err(e)) => panic!("commit failed: {e}"),
+            (_, Ok(CommitOutcome::CommittedCollision { other_event_key })) => {
+                panic!("one record's commits collided with {other_event_key}")
+            }
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one commit wins");
+    assert_eq!(losers.len(), 1);
+    if let Some(seen) = &losers[0] {
+        assert_eq!(seen, winners[0], "the loser sees the winner's slot");
+    }
+    let stored = must_get(store.as_ref(), &r.pk).await;
+    assert_eq!(stored.slot_id.as_deref(), Some(winners[0]));
+    assert_eq!(stored.slot_ids, set(&[winners[0]]));
+    let booking = store
+        .booking(&r.event_key)
+        .await
+        .expect("booking")
+        .expect("a booking");
+    assert_eq!(booking.effect_id, winners[0]);
+}
+
+/// `record_slot_id` accumulates distinct slot ids (a string set) whatever the state, leaves
+/// `slot_id` alone, and creates nothing for a missing record.
+pub async fn record_slot_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    let after = store
+        .record_slot_id(&r.pk, "SLOT-0", NOW_MS + 1)
+        .await
+        .expect("record_slot_id")
+        .expect("the record after the write");
+    assert_eq!(after.slot_ids, set(&["SLOT-0"]));
+    assert_eq!(after.status, RecordStatus::InFlight);
+    assert_eq!(must_get(store, &r.pk).await.slot_ids, set(&["SLOT-0"]));
+
+    let b = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 2);
+    let out = store
+        .commit(
+            &r.pk,
+            "owner-a",
+            "SLOT-1",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 2,
+        )
+        .await
+        .expect("commit");
+    assert!(matches!(out, CommitOutcome::Committed));
+    let mut counts = Vec::new();
+    for slot in ["SLOT-2", "SLOT-2", "SLOT-3", "SLOT-1"] {
+        counts.push(
+            store
+                .record_slot_id(&r.pk, slot, NOW_MS + 3)
+                .await
+                .expect("record_slot_id")
+                .map_or(0, |r| r.slot_ids.len()),
+        );
+    }
+    assert_eq!(counts, vec![3, 3, 4, 4]);
+    // The record is now found by the distinct-slot signal, without a scan.
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before + 1
+    );
+    let stored = must_get(store, &r.pk).await;
+    assert_eq!(
+        stored.slot_ids,
+        set(&["SLOT-0", "SLOT-1", "SLOT-2", "SLOT-3"])
+    );
+    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-1"));
+    assert_eq!(stored.status, RecordStatus::Committed);
+    assert_eq!(stored.updated_at_ms, NOW_MS + 3);
+
+    let missing = format!("{prefix}#no-such-key-slots");
+    let none = store
+        .record_slot_id(&missing, "SLOT-9", NOW_MS)
+        .await
+        .expect("record_slot_id");
+    assert_eq!(none, None);
+    assert_eq!(store.get(&missing).await.expect("get"), None);
+}
+
+/// Signal 4: two event keys committed for one equipment number and window start. The first
+/// commit writes the natural-key item; the second meets it, is retried without it, commits (record
+/// and booking) and names the first event key; a retried first commit is still plain `Committed`;
+/// another window of the same container is no collision.
+pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &str) {
+    let store = store.as_ref();
+    let first = sample_record(prefix, "nk-first", "owner-a", NOW_MS);
+    let second = sample_record(prefix, "nk-second", "owner-b", NOW_MS);
+    let mut other_window = sample_record(prefix, "nk-other-window", "owner-c", NOW_MS);
+    other_window.labels = sample_labels("2025-06-09T12:00:00Z", "2025-06-09T14:00:00Z");
+    assert_eq!(first.label("container"), second.label("container"));
+    for r in [&first, &second, &other_window] {
+        must_reserve(store, r, NOW_MS).await;
+    }
+    let commit = |r: &IdempotencyRecord, owner: &'static str, slot: &'static str| {
+        let booking = BusinessRow::for_record(r, slot, NOW_MS + 10);
+        let pk = r.pk.clone();
+        async move {
+            store
+                .commit(
+                    &pk,
+                    owner,
+                    slot,
+                    &booking,
+                    Some(&sample_natural_key(&booking)),
+                    NOW_MS + 10,
+                )
+                .await
+                .expect("commit")
+        }
+    };
+    assert_eq!(
+        commit(&first, "owner-a", "SLOT-A").await,
+        CommitOutcome::Committed
+    );
+    assert_eq!(
+        commit(&second, "owner-b", "SLOT-B").await,
+        CommitOutcome::CommittedCollision {
+            other_event_key: first.event_key.clone()
+        }
+    );
+    let b = must_get(store, &second.pk).await;
+    assert_eq!(b.status, RecordStatus::Committed);
+    assert_eq!(b.slot_id.as_deref(), Some("SLOT-B"));
+    assert_eq!(
+        store
+            .booking(&second.event_key)
+            .await
+            .expect("booking")
+            .map(|b| b.effect_id),
+        Some("SLOT-B".to_string())
+    );
+    // The first commit's retry recognises itself, collision-free.
+    assert_eq!(
+        commit(&first, "owner-a", "SLOT-A").await,
+        CommitOutcome::Committed
+    );
+    assert_eq!(
+        commit(&other_window, "owner-c", "SLOT-C").await,
+        CommitOutcome::Committed
+    );
+}
+
+/// A holder that lost its lease recorded its slot id on the record (`record_slot_id`); the new
+/// holder commits another slot: committed, both ids in `slot_ids`, and the key counted by
+/// `multi_slot_keys` (the terminal issued two slots for one key).
+pub async fn commit_over_another_recorded_slot_is_counted(store: Arc<dyn Store>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "two-slots", "owner-b", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    store
+        .record_slot_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .await
+        .expect("record_slot_id");
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before,
+        "one slot id is not two"
+    );
+    let b = BusinessRow::for_record(&r, "SLOT-NEW", NOW_MS + 2);
+    let out = store
+        .commit(
+            &r.pk,
+            "owner-b",
+            "SLOT-NEW",
+            &b,
+            Some(&sample_natural_key(&b)),
+            NOW_MS + 2,
+        )
+        .await
+        .expect("commit");
+    assert_eq!(out, CommitOutcome::Committed);
+    let stored = must_get(store, &r.pk).await;
+    assert_eq!(stored.status, RecordStatus::Committed);
+    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-NEW"));
+    assert_eq!(stored.slot_ids, set(&["SLOT-LOST-LEASE", "SLOT-NEW"]));
+    assert_eq!(
+        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        before + 1
+    );
+}

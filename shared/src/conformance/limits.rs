@@ -1,0 +1,138 @@
+//! Conformance cases of what an item may hold ([`crate::store::limits`]): a store refuses a label
+//! named like one of its own attributes and an item over DynamoDB's item limit, with
+//! [`StoreError::Refused`] and nothing written, so the memory store refuses what DynamoDB refuses.
+
+use super::*;
+use crate::store::limits::{record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES};
+
+/// A reserve whose record has a label named like a store attribute (each of
+/// [`RESERVED_NAMES`]: `pk`, `status`, `slot_id`, `history`, `source_event`, ...) or with an
+/// empty name is refused with [`ItemRefusal::ReservedLabel`] (the name) or
+/// [`ItemRefusal::EmptyLabelName`], and nothing is stored. A name that differs only in case
+/// (`Status`) is the integration's own: reserved and read back with its value.
+pub async fn reserved_label_names_are_refused(store: Arc<dyn Store>, prefix: &str) {
+    for name in RESERVED_NAMES {
+        let mut r = sample_record(prefix, &format!("label-{name}"), "w1#0", NOW_MS);
+        r.labels.insert(name.to_string(), "label value".to_string());
+        let out = store.reserve(&r, NOW_MS).await;
+        assert_eq!(
+            out,
+            Err(StoreError::Refused(ItemRefusal::ReservedLabel {
+                name: name.to_string()
+            })),
+            "label {name}"
+        );
+        assert_eq!(store.get(&r.pk).await.expect("get"), None, "label {name}");
+    }
+    let mut r = sample_record(prefix, "label-empty", "w1#0", NOW_MS);
+    r.labels.insert(String::new(), "label value".to_string());
+    assert_eq!(
+        store.reserve(&r, NOW_MS).await,
+        Err(StoreError::Refused(ItemRefusal::EmptyLabelName))
+    );
+    assert_eq!(store.get(&r.pk).await.expect("get"), None);
+
+    let mut r = sample_record(prefix, "label-case", "w1#0", NOW_MS);
+    r.labels
+        .insert("Status".to_string(), "label value".to_string());
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    let stored = must_get(store.as_ref(), &r.pk).await;
+    assert_eq!(stored.label("Status"), "label value");
+    assert_eq!(stored, r);
+}
+
+/// A record of exactly [`MAX_ITEM_BYTES`] (400,000 bytes as DynamoDB counts names and values;
+/// padded with a label, which every backend counts as its UTF-8 length) is reserved and read back
+/// whole; one byte more is refused with [`ItemRefusal::TooLarge`] `{bytes: 400_001, limit:
+/// 400_000}` and nothing is stored. A two-byte character counts two bytes.
+pub async fn items_over_the_size_limit_are_refused(store: Arc<dyn Store>, prefix: &str) {
+    let padded = |name: &str, extra: usize| {
+        let mut r = sample_record(prefix, name, "w1#0", NOW_MS);
+        r.labels.insert("padding".to_string(), String::new());
+        let room = MAX_ITEM_BYTES - record_item_bytes(&r);
+        r.labels
+            .insert("padding".to_string(), "x".repeat(room + extra));
+        r
+    };
+    let at_limit = padded("size-at-limit", 0);
+    assert_eq!(record_item_bytes(&at_limit), 400_000);
+    must_reserve(store.as_ref(), &at_limit, NOW_MS).await;
+    assert_eq!(must_get(store.as_ref(), &at_limit.pk).await, at_limit);
+
+    let over = padded("size-over", 1);
+    assert_eq!(
+        store.reserve(&over, NOW_MS).await,
+        Err(StoreError::Refused(ItemRefusal::TooLarge {
+            bytes: 400_001,
+            limit: 400_000
+        }))
+    );
+    assert_eq!(store.get(&over.pk).await.expect("get"), None);
+
+    // The last ASCII byte of the padding replaced by a two-byte character: 400,001 bytes.
+    let mut wide = padded("size-wide", 0);
+    if let Some(padding) = wide.labels.get_mut("padding") {
+        padding.pop();
+        padding.push('\u{e9}');
+    }
+    assert_eq!(
+        store.reserve(&wide, NOW_MS).await,
+        Err(StoreError::Refused(ItemRefusal::TooLarge {
+            bytes: 400_001,
+            limit: 400_000
+        }))
+    );
+    assert_eq!(store.get(&wide.pk).await.expect("get"), None);
+}
+
+/// A commit whose business row has a label named like a store attribute (`booked_at`), or whose
+/// natural-key item has one (`expires_at`), is refused with [`ItemRefusal::ReservedLabel`]
+/// before anything is written: the record stays `in_flight` under its holder and no row exists.
+/// The same commit with the integration's own labels then commits.
+pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, prefix: &str) {
+    let r = sample_record(prefix, "commit-labels", "w1#0", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    let owner = "w1#0";
+    let row = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 1);
+
+    let mut bad_row = row.clone();
+    bad_row
+        .labels
+        .insert("booked_at".to_string(), "yesterday".to_string());
+    let out = store
+        .commit(&r.pk, owner, "SLOT-1", &bad_row, None, NOW_MS + 1)
+        .await;
+    assert_eq!(
+        out,
+        Err(StoreError::Refused(ItemRefusal::ReservedLabel {
+            name: "booked_at".to_string()
+        }))
+    );
+
+    let mut bad_key = sample_natural_key(&row);
+    bad_key
+        .labels
+        .insert("expires_at".to_string(), "never".to_string());
+    let out = store
+        .commit(&r.pk, owner, "SLOT-1", &row, Some(&bad_key), NOW_MS + 1)
+        .await;
+    assert_eq!(
+        out,
+        Err(StoreError::Refused(ItemRefusal::ReservedLabel {
+            name: "expires_at".to_string()
+        }))
+    );
+    assert_eq!(must_get(store.as_ref(), &r.pk).await, r, "nothing written");
+    assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+
+    let key = sample_natural_key(&row);
+    let out = store
+        .commit(&r.pk, owner, "SLOT-1", &row, Some(&key), NOW_MS + 1)
+        .await
+        .expect("commit");
+    assert_eq!(out, CommitOutcome::Committed);
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(row)
+    );
+}

@@ -1,0 +1,460 @@
+//! The classification of answers under an `Idempotency-Key`: one table for a **call** (the side
+//! effect sent with the key, [`call_rule`]), one for a **lookup** by key ([`lookup_rule`]), one
+//! for a request that got no answer ([`RequestFailure`]), each row with its reason; then
+//! [`classify_call`] and [`classify_lookup`] turn a row into the gate's outcome, reading the effect
+//! id of a `2xx` through the integration's [`AnswerReader`].
+//!
+//! Every status from 0 to 65535 falls in a row the `match` names (the compiler checks the ranges
+//! cover them all): nothing is classified by a default. The rows follow the IETF draft
+//! `draft-ietf-httpapi-idempotency-key-header-07` and the terminal simulator that honours it
+//! (`sim/src/terminal.rs`):
+//!
+//! | answer to a call | outcome | why |
+//! | --- | --- | --- |
+//! | `2xx` with a usable effect id ([`AnswerReader::effect`]) | `Claimed` | the effect was made; a retry under the key replays this answer byte for byte |
+//! | `2xx` without one (not JSON, no id, an id that is empty, too long, not printable ASCII, or that the integration refuses) | `Transient` | the server has probably made the effect and stored this answer under the key: only asking again under the same key (a redelivery, the reconciler's lookup) is safe; permanent would send it to a person at once, who would make a second effect by hand |
+//! | `202 Accepted` | as any `2xx` | the server took the request under the key and stores and replays this answer, so every retry gets the same `202`: an id in it names the accepted effect (committed; what becomes of it later is the server's, looked up by its id); transient would retry until the key's retention ends and then page a person for an effect that exists. An integration whose effects must be complete refuses a `202` in [`AnswerReader::effect`] (then transient) |
+//! | `1xx` as a final answer, a status outside `100..=599` | `Transient` | not an outcome: whether the effect was made is unknown |
+//! | `3xx` | `Transient` | a redirect is never followed (the request's credentials and secrets go only to the host the configuration names), and it says nothing of whether the effect exists (RFC 9110 15.4.4: a `303` may even answer a completed `POST`). A server that honours the draft answers a keyed call itself; a redirect is its configuration or ours, for an operator to fix, never the event's fault. Asked again under the key; past the key's retention a person gets the record, told the effect may exist |
+//! | `401`, `407` | `Transient` | the credentials were refused (by the server, by a proxy): an operator fixes them, the event is not at fault |
+//! | `408`, `421`, `423`, `425`, `429` | `Transient` | timed out before processing, misdirected (RFC 9110 15.5.20), locked (RFC 4918), too early (RFC 8470), too many requests: the same request may succeed later |
+//! | `409` with problem type `idempotency_mismatch` ([`is_mismatch_type`]) | `KeyMismatch` | the key was used with another request (the simulator's answer, and many servers') |
+//! | `409` otherwise | `KeyInFlight` | draft -07, section 2.7: a request with the same key is still being processed |
+//! | `422` | `KeyMismatch` | draft -07, section 2.7: the key was reused with another request payload |
+//! | every other `4xx` (`400`, `402`, `403`, `404`, `405`, `410`, `413`, ...) | `Permanent` | the server refused the request itself (RFC 9110 15.5); the same bytes under the same key are refused again (draft -07: a missing key is `400` too) |
+//! | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells |
+//! | no answer: timeout, connect error, answer body unreadable, any other request error | `Transient` | nothing or an unknown part was done; asked again under the same key |
+//!
+//! | answer to a lookup | outcome |
+//! | --- | --- |
+//! | `200` with a usable effect id ([`AnswerReader::found`]) | `Found` |
+//! | `404` | `NotFound` (never made, failed, or forgotten past the retention) |
+//! | anything else (another `2xx`, `200` without a usable id, `1xx`, `3xx`, another `4xx`, `5xx`, no answer) | `Transient` |
+//!
+//! A summary never quotes the answer ([`super::describe`]); an integration that wants a person
+//! to read part of it supplies a scrubbed excerpt ([`AnswerReader::excerpt`]); the core has none.
+
+use serde_json::Value;
+
+use super::summary::describe;
+use crate::effect::{AnswerDetail, Effect, EffectOutcome, LookupOutcome};
+
+/// The RFC 9457 problem type (its last path segment, [`is_mismatch_type`]) of a `409` that says
+/// the key was used with another request (the terminal simulator's, and many servers').
+pub const PROBLEM_IDEMPOTENCY_MISMATCH: &str = "idempotency_mismatch";
+
+/// The RFC 9457 problem type the terminal simulator (and the test kit's server) gives a `409` for
+/// a key still being processed. The classification needs no type for it: every `409` that is not
+/// a mismatch is in flight (draft -07, section 2.7).
+pub const PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT: &str = "idempotency_key_in_flight";
+
+/// Longest effect id [`effect_id_defect`] accepts, in characters. An effect id is committed with
+/// the record, logged and written to the business row.
+pub const MAX_EFFECT_ID_CHARS: usize = 128;
+
+/// An answer as the classification reads it: the status, the `Content-Type` (only ever named from
+/// a fixed list, [`super::describe`]) and the body bytes read (a client reads up to a bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer<'a> {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<&'a str>,
+    /// The body bytes.
+    pub body: &'a [u8],
+}
+
+impl<'a> Answer<'a> {
+    /// An answer with `status` and `body` and no content type.
+    pub fn new(status: u16, body: &'a [u8]) -> Self {
+        Self {
+            status,
+            content_type: None,
+            body,
+        }
+    }
+
+    /// The same answer with `content_type`.
+    #[must_use]
+    pub fn with_content_type(self, content_type: Option<&'a str>) -> Self {
+        Self {
+            content_type,
+            ..self
+        }
+    }
+}
+
+/// A request that got no (whole) answer, by kind: what a client knows without quoting its
+/// library's or the server's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestFailure {
+    /// No answer within the client's timeout: the request may have been processed.
+    Timeout,
+    /// No connection (DNS, TCP, TLS): nothing was sent.
+    Connect,
+    /// The answer's status arrived (`status`), its body could not be read (cut, timed out).
+    Body {
+        /// The status of the answer whose body was lost.
+        status: u16,
+    },
+    /// Any other failure of the request (built, sent or read): the outcome is unknown.
+    Other,
+}
+
+/// What the integration knows about its server's answers, for [`classify_call`] and
+/// [`classify_lookup`]: where the effect id is and what makes it unusable, and, optionally, an
+/// excerpt for a person. Every text it gives must be its own words or scrubbed: the `&'static str`
+/// of a defect cannot be the server's text.
+pub trait AnswerReader {
+    /// The server's name in summaries, e.g. `"terminal"`, `"job server"` (default `"server"`).
+    fn server(&self) -> &str {
+        "server"
+    }
+
+    /// The effect a call's `2xx` answer names (`answer.status` tells a `202` from a `201`), or
+    /// what makes the answer unusable, as a phrase after "the answer" (`"is not JSON"`, `"has no
+    /// id"`): such an answer is transient (the module's table says why).
+    ///
+    /// # Errors
+    /// The defect, in the integration's words.
+    fn effect(&self, answer: &Answer<'_>) -> Result<Effect, &'static str>;
+
+    /// The effect a lookup's `200` answer names; by default read as [`AnswerReader::effect`].
+    ///
+    /// # Errors
+    /// The defect, as for [`AnswerReader::effect`].
+    fn found(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
+        self.effect(answer)
+    }
+
+    /// An excerpt of an answer that gave no effect, for the record's `error` and the manual
+    /// item's `detail` (never a log line): scrubbed of every secret the request holds and bounded
+    /// by the integration. `None` (the default): nothing of the server's text is kept.
+    fn excerpt(&self, answer: &Answer<'_>) -> Option<String> {
+        let _ = answer;
+        None
+    }
+}
+
+/// An [`AnswerReader`] for a server that answers JSON with the effect id as a string at a JSON
+/// pointer (RFC 6901): `{"id": "..."}` is `effect_at: "/id"`. The id must pass
+/// [`effect_id_defect`]; nothing is quoted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonIdAt {
+    /// The server's name in summaries.
+    pub server: &'static str,
+    /// Where a call's `2xx` answer holds the effect id.
+    pub effect_at: &'static str,
+    /// Where a lookup's `200` answer holds the effect id.
+    pub found_at: &'static str,
+}
+
+impl JsonIdAt {
+    fn read(body: &[u8], pointer: &str) -> Result<Effect, &'static str> {
+        let value: Value = serde_json::from_slice(body).map_err(|_| "is not JSON")?;
+        let id = match value.pointer(pointer) {
+            None | Some(Value::Null) => return Err("has no id"),
+            Some(Value::String(id)) => id,
+            Some(_) => return Err("has an id that is not a string"),
+        };
+        if let Some(defect) = effect_id_defect(id) {
+            return Err(defect.words());
+        }
+        Ok(Effect {
+            slot_id: id.clone(),
+            equipment_number: None,
+        })
+    }
+}
+
+impl AnswerReader for JsonIdAt {
+    fn server(&self) -> &str {
+        self.server
+    }
+
+    fn effect(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
+        Self::read(answer.body, self.effect_at)
+    }
+
+    fn found(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
+        Self::read(answer.body, self.found_at)
+    }
+}
+
+/// Why an effect id cannot be committed ([`effect_id_defect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdDefect {
+    /// Empty or only spaces.
+    Empty,
+    /// Longer than [`MAX_EFFECT_ID_CHARS`].
+    TooLong,
+    /// Holds a byte that is not printable ASCII (`0x20..=0x7E`): a control character could forge
+    /// a log line, a non-ASCII one be another id that looks the same.
+    NotPrintable,
+}
+
+impl IdDefect {
+    /// The defect as a phrase after "the answer": `"has an empty id"`, ...
+    pub fn words(self) -> &'static str {
+        match self {
+            Self::Empty => "has an empty id",
+            Self::TooLong => "has an id that is too long",
+            Self::NotPrintable => "has an id that is not printable ASCII",
+        }
+    }
+}
+
+/// What is wrong with an effect id, `None` if nothing: not blank, at most
+/// [`MAX_EFFECT_ID_CHARS`] characters, only printable ASCII (graphic or space). An integration adds
+/// its own checks (a secret quoted in the id) in its [`AnswerReader`].
+pub fn effect_id_defect(id: &str) -> Option<IdDefect> {
+    if id.trim().is_empty() {
+        Some(IdDefect::Empty)
+    } else if id.len() > MAX_EFFECT_ID_CHARS {
+        Some(IdDefect::TooLong)
+    } else if !id.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        Some(IdDefect::NotPrintable)
+    } else {
+        None
+    }
+}
+
+/// The RFC 9457 problem type of a body: the `type` member of a JSON object, if it is a string.
+/// Read whatever the `Content-Type` (some servers send problems as `application/json`).
+pub fn problem_type(body: &[u8]) -> Option<String> {
+    match serde_json::from_slice::<Value>(body).ok()? {
+        Value::Object(mut members) => match members.remove("type")? {
+            Value::String(kind) => Some(kind),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether a problem type says "the key was used with another request": its last path segment
+/// (after the last `/`, query and fragment removed) is exactly [`PROBLEM_IDEMPOTENCY_MISMATCH`].
+/// `idempotency_mismatch` and `https://errors.example/p/idempotency_mismatch` are;
+/// `not_idempotency_mismatch`, `https://x.example/idempotency_mismatch/help` and `about:blank`
+/// are not.
+pub fn is_mismatch_type(problem_type: &str) -> bool {
+    let path = problem_type.split(['?', '#']).next().unwrap_or_default();
+    path.rsplit('/').next() == Some(PROBLEM_IDEMPOTENCY_MISMATCH)
+}
+
+/// A row of a table: the class and the reason, in a few words (summaries carry it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule<C> {
+    /// What the answer means.
+    pub class: C,
+    /// Why, in our words.
+    pub why: &'static str,
+}
+
+/// What an answer to a call means, before a `2xx` is read for its effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallClass {
+    /// `2xx`: read the effect id ([`AnswerReader::effect`]); none usable is transient.
+    Effect,
+    /// Unknown or not the event's fault: ask again later under the same key with the same bytes.
+    Transient,
+    /// The request itself is refused: it will never succeed.
+    Permanent,
+    /// The key was used with another request.
+    KeyMismatch,
+    /// A request with the same key is still being processed.
+    KeyInFlight,
+}
+
+/// What an answer to a lookup by key means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupClass {
+    /// `200`: read the effect id ([`AnswerReader::found`]); none usable is transient.
+    Found,
+    /// `404`: no effect under the key.
+    NotFound,
+    /// Unknown: ask again later.
+    Transient,
+}
+
+const fn rule<C>(class: C, why: &'static str) -> Rule<C> {
+    Rule { class, why }
+}
+
+/// The row of the call table (the module's docs) for `status`, with the answer's problem type.
+pub fn call_rule(status: u16, problem_type: Option<&str>) -> Rule<CallClass> {
+    use CallClass::{Effect, KeyInFlight, KeyMismatch, Permanent, Transient};
+    match status {
+        0..=99 | 600..=u16::MAX => rule(Transient, "not an HTTP status: the outcome is unknown"),
+        100..=199 => rule(Transient, "an interim answer, not an outcome"),
+        200..=299 => rule(Effect, "the effect was made or accepted under the key"),
+        300..=399 => rule(
+            Transient,
+            "a redirect, never followed: the configuration must be fixed",
+        ),
+        401 | 407 => rule(
+            Transient,
+            "the credentials were refused: an operator must fix them",
+        ),
+        408 => rule(Transient, "the server timed out before processing"),
+        409 if problem_type.is_some_and(is_mismatch_type) => rule(
+            KeyMismatch,
+            "the key was used with another request (409 idempotency_mismatch)",
+        ),
+        409 => rule(
+            KeyInFlight,
+            "a request with this key is still being processed",
+        ),
+        421 => rule(
+            Transient,
+            "misdirected: another connection may reach the server",
+        ),
+        422 => rule(
+            KeyMismatch,
+            "the key was used with another request (422, draft -07)",
+        ),
+        423 => rule(Transient, "the target is locked for now"),
+        425 => rule(Transient, "too early: asked again later"),
+        429 => rule(Transient, "too many requests: asked again later"),
+        400 | 402..=406 | 410..=420 | 424 | 426..=428 | 430..=499 => rule(
+            Permanent,
+            "the server refused the request; the same request is refused again",
+        ),
+        500..=599 => rule(
+            Transient,
+            "the server failed, before or after making the effect",
+        ),
+    }
+}
+
+/// The row of the call table for a request that got no whole answer.
+pub fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
+    use CallClass::Transient;
+    match failure {
+        RequestFailure::Timeout => rule(
+            Transient,
+            "no answer in time: the effect may have been made",
+        ),
+        RequestFailure::Connect => rule(Transient, "no connection: nothing was sent"),
+        RequestFailure::Body { .. } => rule(
+            Transient,
+            "the answer's body was lost: the effect may have been made",
+        ),
+        RequestFailure::Other => rule(Transient, "the request failed: the outcome is unknown"),
+    }
+}
+
+/// The row of the lookup table (the module's docs) for `status`.
+pub fn lookup_rule(status: u16) -> Rule<LookupClass> {
+    use LookupClass::{Found, NotFound, Transient};
+    match status {
+        200 => rule(Found, "the effect held under the key"),
+        404 => rule(NotFound, "no effect under the key"),
+        0..=99 | 600..=u16::MAX => rule(Transient, "not an HTTP status"),
+        100..=199 => rule(Transient, "an interim answer, not an outcome"),
+        201..=299 => rule(Transient, "a lookup answers 200 or 404, not another 2xx"),
+        300..=399 => rule(Transient, "a redirect, never followed"),
+        400..=403 | 405..=499 => rule(Transient, "the lookup was refused"),
+        500..=599 => rule(Transient, "the server failed"),
+    }
+}
+
+/// Classifies an answer to a call under a key ([`call_rule`]); a `2xx` is read for its effect by
+/// `reader`. Summaries name the server, the status, the content type, the length and the keyed
+/// digest, and the row's reason; an excerpt is only what `reader` gives.
+pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> EffectOutcome {
+    let kind = problem_type(answer.body);
+    let rule = call_rule(answer.status, kind.as_deref());
+    let summary = || {
+        format!(
+            "{} answered {}: {}",
+            reader.server(),
+            describe(answer),
+            rule.why
+        )
+    };
+    let detail =
+        || AnswerDetail::with_excerpt(summary(), reader.excerpt(answer).unwrap_or_default());
+    match rule.class {
+        CallClass::Effect => match reader.effect(answer) {
+            Ok(effect) => EffectOutcome::Claimed(effect),
+            Err(defect) => EffectOutcome::Transient(AnswerDetail::new(format!(
+                "{} answered {}, but the answer {defect}; the effect may exist under the key: \
+                 asked again with the same key",
+                reader.server(),
+                describe(answer)
+            ))),
+        },
+        CallClass::Transient => EffectOutcome::Transient(detail()),
+        CallClass::Permanent => EffectOutcome::Permanent {
+            status: answer.status,
+            detail: detail(),
+        },
+        CallClass::KeyMismatch => EffectOutcome::KeyMismatch(detail()),
+        CallClass::KeyInFlight => EffectOutcome::KeyInFlight,
+    }
+}
+
+/// Classifies a call that got no whole answer ([`failure_rule`]): always transient, in our words.
+pub fn classify_call_failure<R: AnswerReader + ?Sized>(
+    failure: RequestFailure,
+    reader: &R,
+) -> EffectOutcome {
+    let rule = failure_rule(failure);
+    EffectOutcome::Transient(AnswerDetail::new(format!(
+        "call to {} failed: {}: {}",
+        reader.server(),
+        failure_words(failure),
+        rule.why
+    )))
+}
+
+/// Classifies an answer to a lookup by key ([`lookup_rule`]); a `200` is read for its effect by
+/// `reader`.
+pub fn classify_lookup<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> LookupOutcome {
+    let rule = lookup_rule(answer.status);
+    match rule.class {
+        LookupClass::Found => match reader.found(answer) {
+            Ok(effect) => LookupOutcome::Found(effect),
+            Err(defect) => LookupOutcome::Transient(AnswerDetail::new(format!(
+                "lookup: {} answered {}, but the answer {defect}",
+                reader.server(),
+                describe(answer)
+            ))),
+        },
+        LookupClass::NotFound => LookupOutcome::NotFound,
+        LookupClass::Transient => LookupOutcome::Transient(AnswerDetail::with_excerpt(
+            format!(
+                "lookup: {} answered {}: {}",
+                reader.server(),
+                describe(answer),
+                rule.why
+            ),
+            reader.excerpt(answer).unwrap_or_default(),
+        )),
+    }
+}
+
+/// Classifies a lookup that got no whole answer: transient, in our words.
+pub fn classify_lookup_failure<R: AnswerReader + ?Sized>(
+    failure: RequestFailure,
+    reader: &R,
+) -> LookupOutcome {
+    LookupOutcome::Transient(AnswerDetail::new(format!(
+        "lookup at {} failed: {}",
+        reader.server(),
+        failure_words(failure)
+    )))
+}
+
+fn failure_words(failure: RequestFailure) -> String {
+    match failure {
+        RequestFailure::Timeout => "timeout".into(),
+        RequestFailure::Connect => "connect error".into(),
+        RequestFailure::Body { status } => format!("answer {status} unreadable (body error)"),
+        RequestFailure::Other => "request error".into(),
+    }
+}
+
+#[cfg(test)]
+#[path = "classify_tests.rs"]
+mod tests;

@@ -1,0 +1,144 @@
+//! The reqwest side of the `Idempotency-Key` contract (cargo feature `http`): a client builder
+//! that follows no redirect, an answer read up to [`MAX_ANSWER_BYTES`], a failed request named by
+//! its kind only, and [`call`] / [`lookup`], which send a request and classify what came back
+//! with [`super::classify_call`] / [`super::classify_lookup`].
+//!
+//! An integration builds its request (URL, method, body, its own headers such as the bearer
+//! token, which reqwest's `bearer_auth` marks sensitive) and hands it here:
+//!
+//! ```no_run
+//! # async fn example(record: &gate::record::IdempotencyRecord) -> Result<(), reqwest::Error> {
+//! use gate::idempotency_key::{client, JsonIdAt};
+//! const JOBS: JsonIdAt = JsonIdAt { server: "job server", effect_at: "/id", found_at: "/id" };
+//! let http = client::builder("my-integration/1").build()?;
+//! let request = http.post("https://jobs.example/jobs").body(record.request.clone());
+//! let outcome = client::call(request, &record.op_key, &JOBS).await;
+//! # let _ = outcome; Ok(()) }
+//! ```
+
+use reqwest::header::CONTENT_TYPE;
+use reqwest::{RequestBuilder, Response};
+
+use super::classify::{
+    classify_call, classify_call_failure, classify_lookup, classify_lookup_failure, Answer,
+    AnswerReader, RequestFailure,
+};
+use super::{header_value, HEADER};
+use crate::effect::{AnswerDetail, EffectOutcome, LookupOutcome};
+
+/// Largest answer body read, in bytes (64 KiB); the rest is never read. A `2xx` cut there is not
+/// JSON: transient.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// A reqwest client builder for a server under `Idempotency-Key`: it sends `user_agent` and
+/// follows **no** redirect (a `3xx` is an answer, transient, never a second request that would
+/// carry the credentials and the request's secrets to a host the configuration did not name).
+/// Add the timeouts (keep the whole request well under the lease) and build.
+pub fn builder(user_agent: &str) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(user_agent)
+}
+
+/// An answer as read: status, `Content-Type` and at most [`MAX_ANSWER_BYTES`] of the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The `Content-Type` header, if it is visible ASCII.
+    pub content_type: Option<String>,
+    /// The body, cut at [`MAX_ANSWER_BYTES`].
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    /// The answer for the classification.
+    pub fn answer(&self) -> Answer<'_> {
+        Answer::new(self.status, &self.body).with_content_type(self.content_type.as_deref())
+    }
+}
+
+/// The kind of a reqwest error; nothing of its text (the URL of a lookup carries the key, a base
+/// URL is configuration, and an error's source may quote what the server sent).
+pub fn failure_of(error: &reqwest::Error, status: Option<u16>) -> RequestFailure {
+    match status {
+        Some(status) if error.is_body() || error.is_decode() || error.is_timeout() => {
+            RequestFailure::Body { status }
+        }
+        _ if error.is_timeout() => RequestFailure::Timeout,
+        _ if error.is_connect() => RequestFailure::Connect,
+        Some(status) => RequestFailure::Body { status },
+        None => RequestFailure::Other,
+    }
+}
+
+/// Sends `request` and reads its answer, at most [`MAX_ANSWER_BYTES`] of the body.
+///
+/// # Errors
+/// The [`RequestFailure`] kind when no whole answer came back.
+pub async fn exchange(request: RequestBuilder) -> Result<Received, RequestFailure> {
+    let response = request.send().await.map_err(|e| failure_of(&e, None))?;
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = read_capped(response)
+        .await
+        .map_err(|e| failure_of(&e, Some(status)))?;
+    Ok(Received {
+        status,
+        content_type,
+        body,
+    })
+}
+
+async fn read_capped(mut response: Response) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = MAX_ANSWER_BYTES - body.len();
+        if chunk.len() >= room {
+            body.extend_from_slice(&chunk[..room]);
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Sends `request` with `Idempotency-Key: "key"` ([`header_value`]) and classifies the answer
+/// ([`classify_call`]) or the failure ([`classify_call_failure`]). A key the header cannot carry
+/// is never sent: [`EffectOutcome::Permanent`] with status `0` (the key does not change, so no
+/// retry could send it; nothing was made).
+pub async fn call<R: AnswerReader + ?Sized>(
+    request: RequestBuilder,
+    key: &str,
+    reader: &R,
+) -> EffectOutcome {
+    let value = match header_value(key) {
+        Ok(value) => value,
+        Err(why) => {
+            return EffectOutcome::Permanent {
+                status: 0,
+                detail: AnswerDetail::new(format!("nothing sent to {}: {why}", reader.server())),
+            }
+        }
+    };
+    match exchange(request.header(HEADER, value)).await {
+        Ok(received) => classify_call(&received.answer(), reader),
+        Err(failure) => classify_call_failure(failure, reader),
+    }
+}
+
+/// Sends a lookup `request` (the integration puts the key where its server wants it: a query, a
+/// path segment) and classifies the answer ([`classify_lookup`]) or the failure.
+pub async fn lookup<R: AnswerReader + ?Sized>(
+    request: RequestBuilder,
+    reader: &R,
+) -> LookupOutcome {
+    match exchange(request).await {
+        Ok(received) => classify_lookup(&received.answer(), reader),
+        Err(failure) => classify_lookup_failure(failure, reader),
+    }
+}

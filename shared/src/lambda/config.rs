@@ -1,0 +1,415 @@
+//! The functions' configuration, read and validated once at cold start from environment
+//! variables: the gate's generic variables ([`LambdaConfig`]) and the integration's own
+//! ([`IntegrationConfig`]), every problem of both reported in one message ([`ConfigErrors`]).
+//!
+//! | variable | meaning | unit | default |
+//! | --- | --- | --- | --- |
+//! | `INTEGRATION_NAME` | record key prefix, the metrics' `Integration` dimension | | the integration's ([`IntegrationConfig::DEFAULT_NAME`]), else required |
+//! | `STORE`, `IDEMPOTENCY_TABLE`, `BOOKINGS_TABLE`, `VERIFY_CONDITIONAL_WRITES`, `DATABASE_*` | the store ([`StoreConfig`], `super::store_config`; the business table's name is the first integration's) | | DynamoDB; its tables required |
+//! | `MANUAL_QUEUE_URL` | manual queue URL | | required |
+//! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
+//! | `LEASE_FLOOR_MS` | shortest lease | milliseconds | `30000` |
+//! | `MAX_CONCURRENCY` | records at once per batch (the reconciler: per run) | | `10` |
+//! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least one server call ([`IntegrationConfig::call_timeout_ms`]) + [`COMMIT_ALLOWANCE_MS`] (the reconciler: two calls + the allowance) | milliseconds | `12000` |
+//! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
+//! | `TERMINAL_KEY_RETENTION_SECONDS` | how long the side effect's server keeps an `Idempotency-Key` (the name is the first integration's, kept so that deployed stacks keep working; an integration may replace it) | seconds | `86400` |
+//! | `RETENTION_MARGIN_SECONDS` | never call the server this close to the retention's end | seconds | `3600` |
+//! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
+//! | `LOG_SENSITIVE_BODIES` | refused unless `false`: the AWS SDK would log request bodies | | unset |
+
+use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
+use crate::reconciler::ReconcilerConfig;
+
+use super::env::{ConfigErrors, Env};
+pub use super::store_config::StoreConfig;
+
+/// What the deadline margin reserves for the commit (and the store calls around it) after the
+/// server calls of one record, milliseconds.
+pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
+
+/// The least deadline margin for a record that makes `calls` server calls of at most
+/// `call_timeout_ms` each and then commits, milliseconds: `calls × timeout + COMMIT_ALLOWANCE_MS`.
+pub fn min_deadline_margin_ms(call_timeout_ms: i64, calls: i64) -> i64 {
+    call_timeout_ms
+        .max(0)
+        .saturating_mul(calls)
+        .saturating_add(COMMIT_ALLOWANCE_MS)
+}
+
+/// The gate's generic configuration, shared by the consumer and the reconciler.
+#[derive(Debug, Clone)]
+pub struct LambdaConfig {
+    /// The gate's settings (`INTEGRATION_NAME`, `KEY_TTL_SECONDS`, `LEASE_FLOOR_MS`,
+    /// `MAX_CONCURRENCY`, `DEADLINE_MARGIN_MS`; the claim horizon from the reconciler's retention
+    /// and margin).
+    pub gate: GateConfig,
+    /// The reconciler's settings (unused by the consumer but for the claim horizon).
+    pub reconciler: ReconcilerConfig,
+    /// The store.
+    pub store: StoreConfig,
+    /// The manual queue's URL (`MANUAL_QUEUE_URL`).
+    pub manual_queue_url: String,
+}
+
+impl LambdaConfig {
+    /// Reads the generic variables, in the order of the module's table but the store and the
+    /// queue last; every problem is recorded on `env`, and a refused value is replaced by its
+    /// default so that the integration's variables can still be read against it.
+    pub fn read(env: &Env<'_>, default_name: Option<&str>) -> Self {
+        let integration = match default_name {
+            Some(default) => env
+                .optional("INTEGRATION_NAME")
+                .unwrap_or_else(|| default.to_string()),
+            None => env.required("INTEGRATION_NAME").unwrap_or_default(),
+        };
+        let mut gate = GateConfig::new(integration);
+        // The default (21 days) outlives every redelivery horizon; 1 hour is the floor for tests
+        // and local runs (`DEFAULT_KEY_TTL_S`; the template refuses less than 19 days).
+        gate.key_ttl_s = env
+            .number("KEY_TTL_SECONDS", DEFAULT_KEY_TTL_S, 3_600, 366 * 86_400)
+            .unwrap_or(DEFAULT_KEY_TTL_S);
+        gate.lease_floor_ms = env
+            .number("LEASE_FLOOR_MS", 30_000, 1_000, 900_000)
+            .unwrap_or(30_000);
+        gate.max_concurrency = env.number("MAX_CONCURRENCY", 10, 1, 10_000).unwrap_or(10) as usize;
+        gate.deadline_margin_ms = env
+            .number("DEADLINE_MARGIN_MS", 12_000, 0, 900_000)
+            .unwrap_or(12_000);
+        // The AWS SDK logs request and response bodies at TRACE when this is set; the stored
+        // requests and the manual queue's messages (the original body) may hold secrets.
+        if env
+            .optional("LOG_SENSITIVE_BODIES")
+            .is_some_and(|v| !v.trim().eq_ignore_ascii_case("false"))
+        {
+            env.problem(
+                "LOG_SENSITIVE_BODIES",
+                "would let the AWS SDK log request bodies, which may hold secrets (the stored \
+                 requests, the manual queue's original bodies); unset it",
+            );
+        }
+        let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
+        let retention_s = env.number("TERMINAL_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400);
+        let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
+        let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
+        if let (Some(retention), Some(margin)) = (retention_s, margin_s) {
+            if margin >= retention {
+                env.problem(
+                    "RETENTION_MARGIN_SECONDS",
+                    format!(
+                        "{margin} must be less than TERMINAL_KEY_RETENTION_SECONDS ({retention})"
+                    ),
+                );
+            }
+        }
+        let reconciler = ReconcilerConfig {
+            min_age_ms: min_age_s.unwrap_or(120) * 1000,
+            key_retention_ms: retention_s.unwrap_or(86_400) * 1000,
+            retention_margin_ms: margin_s.unwrap_or(3_600) * 1000,
+            page_size: page_size.unwrap_or(25) as usize,
+        };
+        let store = StoreConfig::read(env);
+        let manual_queue_url = env.required("MANUAL_QUEUE_URL").unwrap_or_default();
+        Self {
+            gate,
+            reconciler,
+            store,
+            manual_queue_url,
+        }
+    }
+}
+
+/// An integration's own configuration, read at cold start after the gate's
+/// ([`Config::from_env`]) and handed to its build function (`crate::lambda::run_consumer`).
+pub trait IntegrationConfig: Sized + std::fmt::Debug + Send + Sync + 'static {
+    /// `INTEGRATION_NAME` when unset (a stack deployed before the variable keeps its record
+    /// keys); `None`: the variable is required.
+    const DEFAULT_NAME: Option<&'static str> = None;
+
+    /// Reads the integration's variables through `env`, recording every problem there (they are
+    /// reported before the gate's, in one message). `lambda` is the gate's configuration as read
+    /// (a refused value replaced by its default); the integration may adjust it, e.g. its
+    /// servers' key support (`gate.terminal_supports_idempotency_key`) or key retention
+    /// (`reconciler.key_retention_ms`; the claim horizon is derived after this call). The value
+    /// returned when a problem was recorded is never used.
+    fn from_env(env: &Env<'_>, lambda: &mut LambdaConfig) -> Self;
+
+    /// The longest one call to the side effect's server may take, **milliseconds** (its request
+    /// timeout); `DEADLINE_MARGIN_MS` is raised to fit one call and the commit (the reconciler:
+    /// a lookup, a call and the commit), [`min_deadline_margin_ms`]. Default 0 (no raise beyond
+    /// the commit allowance).
+    fn call_timeout_ms(&self) -> i64 {
+        0
+    }
+}
+
+/// An integration without variables of its own.
+impl IntegrationConfig for () {
+    fn from_env(_env: &Env<'_>, _lambda: &mut LambdaConfig) -> Self {}
+}
+
+/// A function's whole configuration: the gate's and the integration's.
+#[derive(Debug, Clone)]
+pub struct Config<C> {
+    /// The gate's generic configuration.
+    pub lambda: LambdaConfig,
+    /// The integration's own.
+    pub integration: C,
+}
+
+impl<C: IntegrationConfig> Config<C> {
+    /// Reads the configuration through `lookup` (e.g. `|k| std::env::var(k).ok()`): the gate's
+    /// variables ([`LambdaConfig::read`]), then the integration's ([`IntegrationConfig::from_env`]),
+    /// then what follows from both: the claim horizon (the retention minus the margin; the
+    /// consumer resumes stale records too and never calls past it) and the deadline margin
+    /// raised to fit one server call and the commit. A margin set lower is raised, not refused:
+    /// a function that cannot start would send every event to the dead-letter queue.
+    ///
+    /// # Errors
+    /// [`ConfigErrors`]: every missing or invalid variable, each named, the integration's first.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigErrors> {
+        let generic = Env::new(&lookup);
+        let mut lambda = LambdaConfig::read(&generic, C::DEFAULT_NAME);
+        let own = Env::new(&lookup);
+        let integration = C::from_env(&own, &mut lambda);
+        lambda.gate.claim_horizon_ms = lambda.reconciler.claim_horizon_ms();
+        lambda.gate.deadline_margin_ms = lambda
+            .gate
+            .deadline_margin_ms
+            .max(min_deadline_margin_ms(integration.call_timeout_ms(), 1));
+        let mut problems = own.into_problems();
+        problems.extend(generic.into_problems());
+        if problems.is_empty() {
+            Ok(Self {
+                lambda,
+                integration,
+            })
+        } else {
+            Err(ConfigErrors(problems))
+        }
+    }
+
+    /// The reconciler's configuration: as read, with the deadline margin raised to fit a lookup
+    /// and a call (two server calls) and the commit of one record, since the reconciler may make
+    /// both before committing.
+    #[must_use]
+    pub fn for_reconciler(mut self) -> Self {
+        self.lambda.gate.deadline_margin_ms =
+            self.lambda
+                .gate
+                .deadline_margin_ms
+                .max(min_deadline_margin_ms(
+                    self.integration.call_timeout_ms(),
+                    2,
+                ));
+        self
+    }
+}
+
+/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required) and `INTEGRATION_NAME`
+/// (the metrics' `Integration` dimension; the integration's default, else required).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// The idempotency table's name (its GSIs `InFlight` and `MultiSlot` are read).
+    pub idempotency_table: String,
+    /// The integration's name.
+    pub integration: String,
+}
+
+impl MetricsConfig {
+    /// Reads the configuration through `lookup`; `default_name` as
+    /// [`IntegrationConfig::DEFAULT_NAME`].
+    ///
+    /// # Errors
+    /// [`ConfigErrors`] naming each missing variable.
+    pub fn from_env(
+        lookup: impl Fn(&str) -> Option<String>,
+        default_name: Option<&str>,
+    ) -> Result<Self, ConfigErrors> {
+        let env = Env::new(&lookup);
+        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
+        let integration = match default_name {
+            Some(default) => Some(
+                env.optional("INTEGRATION_NAME")
+                    .unwrap_or_else(|| default.to_string()),
+            ),
+            None => env.required("INTEGRATION_NAME"),
+        };
+        env.finish(|| Self {
+            idempotency_table: idempotency_table.unwrap_or_default(),
+            integration: integration.unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lambda::env::fixed_env as env;
+
+    const BASE: &[(&str, &str)] = &[
+        ("INTEGRATION_NAME", "jobs"),
+        ("IDEMPOTENCY_TABLE", "idem"),
+        ("BOOKINGS_TABLE", "book"),
+        (
+            "MANUAL_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/1/manual",
+        ),
+    ];
+
+    /// An integration with one required variable and a 5 s server call.
+    #[derive(Debug)]
+    struct Jobs {
+        url: String,
+    }
+
+    impl IntegrationConfig for Jobs {
+        fn from_env(env: &Env<'_>, lambda: &mut LambdaConfig) -> Self {
+            // Adjusts the gate's configuration: the claim horizon follows.
+            lambda.reconciler.key_retention_ms = 7_200_000;
+            Self {
+                url: env.required("JOB_SERVER_URL").unwrap_or_default(),
+            }
+        }
+
+        fn call_timeout_ms(&self) -> i64 {
+            5_000
+        }
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let c = Config::<()>::from_env(env(BASE)).unwrap();
+        let g = &c.lambda.gate;
+        assert_eq!(g.integration, "jobs");
+        assert_eq!(g.key_ttl_s, 1_814_400);
+        assert_eq!(g.lease_floor_ms, 30_000);
+        assert_eq!(g.max_concurrency, 10);
+        assert_eq!(g.deadline_margin_ms, 12_000);
+        assert_eq!(g.claim_horizon_ms, 23 * 3_600_000);
+        assert_eq!(c.lambda.reconciler.min_age_ms, 120_000);
+        assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
+        assert_eq!(c.lambda.reconciler.retention_margin_ms, 3_600_000);
+        assert_eq!(c.lambda.reconciler.page_size, 25);
+        assert_eq!(
+            c.lambda.store,
+            StoreConfig::DynamoDb {
+                idempotency_table: "idem".into(),
+                business_table: "book".into(),
+                verify_conditional_writes: true,
+            }
+        );
+        assert_eq!(
+            c.lambda.manual_queue_url,
+            "https://sqs.eu-west-1.amazonaws.com/1/manual"
+        );
+    }
+
+    /// The integration's problems come first, then the gate's in reading order; all at once.
+    #[test]
+    fn every_problem_of_both_is_named_at_once() {
+        let err = Config::<Jobs>::from_env(env(&[
+            ("KEY_TTL_SECONDS", "14d"),
+            ("MAX_CONCURRENCY", "0"),
+            ("TERMINAL_KEY_RETENTION_SECONDS", "600"),
+            ("RETENTION_MARGIN_SECONDS", "600"),
+            ("LOG_SENSITIVE_BODIES", "true"),
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: 9 problems: JOB_SERVER_URL: missing (required); \
+             INTEGRATION_NAME: missing (required); KEY_TTL_SECONDS: \"14d\" is not an integer; \
+             MAX_CONCURRENCY: 0 is outside 1..=10000; LOG_SENSITIVE_BODIES: would let the AWS SDK \
+             log request bodies, which may hold secrets (the stored requests, the manual queue's \
+             original bodies); unset it; RETENTION_MARGIN_SECONDS: 600 must be less than \
+             TERMINAL_KEY_RETENTION_SECONDS (600); IDEMPOTENCY_TABLE: missing (required); \
+             BOOKINGS_TABLE: missing (required); MANUAL_QUEUE_URL: missing (required)"
+        );
+        // A default name: INTEGRATION_NAME is no longer required.
+        struct Named;
+        impl std::fmt::Debug for Named {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("Named")
+            }
+        }
+        impl IntegrationConfig for Named {
+            const DEFAULT_NAME: Option<&'static str> = Some("named");
+            fn from_env(_: &Env<'_>, _: &mut LambdaConfig) -> Self {
+                Named
+            }
+        }
+        let unnamed: Vec<_> = BASE.iter().copied().skip(1).collect();
+        let c = Config::<Named>::from_env(env(&unnamed)).unwrap();
+        assert_eq!(c.lambda.gate.integration, "named");
+        assert_eq!(
+            Config::<()>::from_env(env(&unnamed))
+                .unwrap_err()
+                .variables(),
+            ["INTEGRATION_NAME"]
+        );
+    }
+
+    /// The integration's adjustment is seen by the claim horizon; the deadline margin fits one
+    /// server call and the commit (the reconciler: two calls), a longer one is kept.
+    #[test]
+    fn the_integration_adjusts_the_horizon_and_the_margin() {
+        let mut vars = BASE.to_vec();
+        vars.push(("JOB_SERVER_URL", "https://jobs.example"));
+        let c = Config::<Jobs>::from_env(env(&vars)).unwrap();
+        assert_eq!(c.integration.url, "https://jobs.example");
+        assert_eq!(c.lambda.gate.claim_horizon_ms, 7_200_000 - 3_600_000);
+        assert_eq!(c.lambda.gate.deadline_margin_ms, 12_000);
+        vars.push(("DEADLINE_MARGIN_MS", "1000"));
+        let c = Config::<Jobs>::from_env(env(&vars)).unwrap();
+        assert_eq!(c.lambda.gate.deadline_margin_ms, 7_000);
+        assert_eq!(c.for_reconciler().lambda.gate.deadline_margin_ms, 12_000);
+        assert_eq!(min_deadline_margin_ms(30_000, 2), 62_000);
+        let none = Config::<()>::from_env(env(&[
+            ("INTEGRATION_NAME", "x"),
+            ("IDEMPOTENCY_TABLE", "i"),
+            ("BOOKINGS_TABLE", "b"),
+            ("MANUAL_QUEUE_URL", "q"),
+            ("DEADLINE_MARGIN_MS", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(none.lambda.gate.deadline_margin_ms, COMMIT_ALLOWANCE_MS);
+    }
+
+    #[test]
+    fn sensitive_sdk_body_logging_is_refused() {
+        let mut logging = BASE.to_vec();
+        logging.push(("LOG_SENSITIVE_BODIES", "true"));
+        assert_eq!(
+            Config::<()>::from_env(env(&logging))
+                .unwrap_err()
+                .variables(),
+            ["LOG_SENSITIVE_BODIES"]
+        );
+        let mut off = BASE.to_vec();
+        off.push(("LOG_SENSITIVE_BODIES", "false"));
+        assert!(Config::<()>::from_env(env(&off)).is_ok());
+    }
+
+    #[test]
+    fn the_metrics_configuration_names_what_is_missing() {
+        assert_eq!(
+            MetricsConfig::from_env(env(&[]), Some("d"))
+                .unwrap_err()
+                .to_string(),
+            "invalid configuration: 1 problem: IDEMPOTENCY_TABLE: missing (required)"
+        );
+        assert_eq!(
+            MetricsConfig::from_env(env(&[]), None)
+                .unwrap_err()
+                .variables(),
+            ["IDEMPOTENCY_TABLE", "INTEGRATION_NAME"]
+        );
+        assert_eq!(
+            MetricsConfig::from_env(env(&[("IDEMPOTENCY_TABLE", "t")]), Some("d")).unwrap(),
+            MetricsConfig {
+                idempotency_table: "t".into(),
+                integration: "d".into()
+            }
+        );
+    }
+}

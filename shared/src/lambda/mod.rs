@@ -1,0 +1,76 @@
+//! The Lambda wiring (feature `lambda`): any [`crate::Integration`] runs as the SQS consumer
+//! ([`run_consumer`]), the scheduled reconciler ([`run_reconciler`]) and the scheduled metrics
+//! publisher ([`run_metrics`]) from a `main.rs` of a few lines. The gate reads its generic
+//! variables ([`LambdaConfig`]: the store (DynamoDB or PostgreSQL), manual queue, lease, TTL,
+//! key retention and margin, concurrency, deadline margin, reconciler age and page size,
+//! integration name) once at cold start; the integration adds its own ([`IntegrationConfig`]), and every problem of both is
+//! reported in one message ([`ConfigErrors`]) to the Runtime API's init-error endpoint
+//! (`Runtime.InvalidConfiguration`, [`report_init_error`]). Then its `build` function makes the
+//! integration from its configuration and the SDK configuration (reading a secret with
+//! [`secrets::fetch_secret`] if it needs one), and the runtime loop starts.
+//!
+//! Modules, one concern each: [`env`] (reading variables, collecting problems), [`config`] (the
+//! configuration), [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
+//! [`store_config`] (which store: DynamoDB or PostgreSQL), [`store`] (the store as configured,
+//! with its cold-start checks), [`emf`] (the EMF recorder), [`metrics`] (the metrics
+//! function), [`runner`]
+//! (the handlers and the runtime loops).
+//!
+//! The job client of `examples/job-client` wired as a consumer: its one variable, its build,
+//! its `main` (the reconciler's and the metrics function's are the same with [`run_reconciler`]
+//! and `run_metrics(None)`):
+//!
+//! ```no_run
+//! use gate::lambda::{Env, Error, IntegrationConfig, LambdaConfig, SdkConfig};
+//! use job_client::JobClient;
+//!
+//! /// `JOB_SERVER_URL`: the job server's base URL.
+//! #[derive(Debug)]
+//! struct JobServer(String);
+//!
+//! impl IntegrationConfig for JobServer {
+//!     fn from_env(env: &Env<'_>, _gate: &mut LambdaConfig) -> Self {
+//!         JobServer(env.required("JOB_SERVER_URL").unwrap_or_default())
+//!     }
+//! }
+//!
+//! async fn build(config: JobServer, _aws: SdkConfig) -> Result<JobClient, Error> {
+//!     Ok(JobClient::new(config.0)?)
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Error> {
+//!     gate::lambda::run_consumer(build).await
+//! }
+//! ```
+
+pub mod config;
+pub mod emf;
+pub mod env;
+pub mod init_error;
+pub mod metrics;
+pub mod runner;
+pub mod secrets;
+pub mod store;
+pub mod store_config;
+
+/// The SDK configuration an integration's `build` receives (for its own clients, e.g. Secrets
+/// Manager's).
+pub use aws_config::SdkConfig;
+/// The error type of the runtime and of every `build`.
+pub use lambda_runtime::Error;
+
+pub use config::{
+    min_deadline_margin_ms, Config, IntegrationConfig, LambdaConfig, MetricsConfig, StoreConfig,
+    COMMIT_ALLOWANCE_MS,
+};
+pub use emf::init_metrics;
+pub use env::{fixed_env, secret_arn_valid, ConfigError, ConfigErrors, Env};
+pub use init_error::{report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
+pub use metrics::{handle_metrics, run_metrics};
+pub use runner::{
+    build_gate, handle_reconcile, handle_sqs, run_consumer, run_reconciler, Build, ScheduledInput,
+};
+pub use secrets::{fetch_secret, fetch_secret_string, SecretError, SecretString};
+pub use store::{build_store, verify_conditional_writes};
+pub use store_config::{DatabaseUrl, PostgresSettings};

@@ -1,0 +1,238 @@
+//! The consumer's and the reconciler's whole life for any [`Integration`]: JSON logs
+//! (`crate::logging`), the configuration read once ([`Config::from_env`]; a failed start is
+//! reported, [`super::init_error`]), the SDK clients, the store and the integration built once
+//! per cold start ([`build_gate`]), the EMF recorder, then the runtime loop with the SQS handler
+//! ([`handle_sqs`]) or the scheduled reconciler ([`handle_reconcile`]).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+
+use crate::clock::{Clock, SystemClock};
+use crate::consumer::{Gate, Invocation};
+use crate::integration::Integration;
+use crate::manual::sqs::SqsManualQueue;
+use crate::reconciler::{ReconcileReport, ReconcilerConfig};
+use crate::signals::Counts;
+use crate::store::InFlightIndex;
+
+use super::config::{Config, IntegrationConfig};
+use super::emf::init_metrics;
+use super::init_error::start;
+use super::store::build_store;
+
+/// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.
+const EPOCH_MS_FLOOR: i64 = 1_000_000_000_000;
+
+/// The invocation's deadline in epoch ms from the runtime API's `Lambda-Runtime-Deadline-Ms`
+/// (`deadline`), read at `now_ms`. Lambda sends an epoch-ms instant; `cargo lambda watch` (1.9)
+/// sends the timeout as a duration (e.g. `600000`), which is taken as `now + deadline`.
+pub fn deadline_ms(deadline: u64, now_ms: i64) -> i64 {
+    let deadline = i64::try_from(deadline).unwrap_or(i64::MAX);
+    if deadline < EPOCH_MS_FLOOR {
+        now_ms.saturating_add(deadline)
+    } else {
+        deadline
+    }
+}
+
+/// The invocation of a Lambda context: the request id (lease owner) and the deadline (epoch ms).
+pub fn invocation(context: &lambda_runtime::Context) -> Invocation {
+    Invocation {
+        request_id: context.request_id.clone(),
+        deadline_ms: deadline_ms(context.deadline, SystemClock.now_ms()),
+    }
+}
+
+/// Handles one SQS event: the partial batch response (`batchItemFailures`). Never returns an
+/// error for a record's failure; an error here would make SQS retry the whole batch.
+///
+/// # Errors
+/// None in practice; the signature is `lambda_runtime`'s.
+pub async fn handle_sqs(
+    gate: &Gate,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error> {
+    let invocation = invocation(&event.context);
+    let report = gate.handle_batch(event.payload, &invocation).await;
+    Counts::of_batch(&report).emit();
+    Ok(report.response)
+}
+
+/// A scheduled function's input: the EventBridge Scheduler (`ScheduleV2`) target delivers only
+/// its `Input`, which the template sets to `{"job": "reconcile"}` (`{"job": "metrics"}`). Any
+/// other fields are ignored; a missing `job` is accepted (manual invocations).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+pub struct ScheduledInput {
+    /// The job name, `reconcile` or `metrics`.
+    #[serde(default)]
+    pub job: Option<String>,
+}
+
+/// Runs one reconciler pass for a scheduled invocation and returns its report.
+///
+/// # Errors
+/// None in practice; failures are counted in the report and retried by the next run.
+pub async fn handle_reconcile(
+    gate: &Gate,
+    index: &dyn InFlightIndex,
+    config: &ReconcilerConfig,
+    event: LambdaEvent<ScheduledInput>,
+) -> Result<ReconcileReport, Error> {
+    let invocation = invocation(&event.context);
+    let report = gate.reconcile(index, config, &invocation).await;
+    Counts::of_reconcile(&report).emit();
+    Ok(report)
+}
+
+/// The SDK configuration every function starts from: the latest behaviour version, and
+/// throttling and transient service errors retried by the SDK (standard mode, at most 4
+/// attempts), not by hand. `AWS_ENDPOINT_URL` is honoured by the SDK (local runs against moto).
+pub fn aws_loader() -> aws_config::ConfigLoader {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
+}
+
+/// An integration's build function: from its configuration `C` (read at cold start,
+/// [`IntegrationConfig`]) and the SDK configuration (for its own clients, e.g. Secrets Manager's)
+/// to the integration, once per cold start. Any `async fn(C, SdkConfig) -> Result<I, Error>`
+/// is one (e.g. `truck_slot::lambda::build`).
+pub trait Build<C> {
+    /// The integration built.
+    type Integration: Integration + 'static;
+
+    /// Builds it.
+    fn build(
+        self,
+        config: C,
+        aws: SdkConfig,
+    ) -> impl Future<Output = Result<Self::Integration, Error>>;
+}
+
+impl<C, I, F, Fut> Build<C> for F
+where
+    I: Integration + 'static,
+    F: FnOnce(C, SdkConfig) -> Fut,
+    Fut: Future<Output = Result<I, Error>>,
+{
+    type Integration = I;
+
+    fn build(self, config: C, aws: SdkConfig) -> impl Future<Output = Result<I, Error>> {
+        self(config, aws)
+    }
+}
+
+/// Builds the gate from `config`, once per cold start: the SDK configuration (operation timeouts
+/// that keep a call well inside the lease), the store ([`build_store`]), the manual queue (SQS),
+/// and the integration from its own configuration by `build` (which may read secrets with the
+/// SDK configuration it is given, [`super::secrets`]).
+///
+/// Returns the gate and the read side of its idempotency table (what the reconciler pages; the
+/// consumer ignores it).
+///
+/// # Errors
+/// `build`'s, or [`build_store`]'s (the conditional-write check failed, the database's secret
+/// or migrations).
+pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
+    config: Config<C>,
+    build: B,
+) -> Result<(Gate, Arc<dyn InFlightIndex>), Error> {
+    let aws = aws_loader()
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(std::time::Duration::from_secs(2))
+                .operation_attempt_timeout(std::time::Duration::from_secs(3))
+                .operation_timeout(std::time::Duration::from_secs(10))
+                .build(),
+        )
+        .load()
+        .await;
+    let integration = build.build(config.integration, aws.clone()).await?;
+    let (store, index) = build_store(&config.lambda.store, &aws).await?;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let gate = Gate {
+        store,
+        integration: Arc::new(integration),
+        manual: Arc::new(SqsManualQueue::new(sqs, config.lambda.manual_queue_url)),
+        clock: Arc::new(SystemClock),
+        config: config.lambda.gate,
+    };
+    Ok((gate, index))
+}
+
+/// The consumer's whole life for the integration `build` makes (from its configuration `C` and
+/// the SDK configuration): JSON logs (Lambda's `AWS_LAMBDA_LOG_FORMAT`), configuration from the
+/// environment (a failed start is reported naming every bad variable), clients built once, then
+/// the runtime loop with [`handle_sqs`] and the EMF recorder flushed after every invocation.
+///
+/// # Errors
+/// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
+pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
+    crate::logging::init();
+    let (metrics, gate) = start(async {
+        let config = Config::<C>::from_env(|k| std::env::var(k).ok())?;
+        tracing::info!(
+            integration = %config.lambda.gate.integration,
+            supports_idempotency_key = config.lambda.gate.terminal_supports_idempotency_key,
+            deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
+            integration_config = ?config.integration,
+            "consumer starting"
+        );
+        let metrics = init_metrics(&config.lambda.gate.integration)?;
+        Ok((metrics, build_gate(config, build).await?.0))
+    })
+    .await?;
+    let gate = &gate;
+    metrics_cloudwatch_embedded::lambda::service::run(
+        metrics,
+        service_fn(
+            move |event: LambdaEvent<SqsEvent>| async move { handle_sqs(gate, event).await },
+        ),
+    )
+    .await
+}
+
+/// The reconciler's whole life: as [`run_consumer`], with the reconciler's deadline margin
+/// ([`Config::for_reconciler`]) and [`handle_reconcile`] per scheduled invocation.
+///
+/// # Errors
+/// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
+pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
+    crate::logging::init();
+    let (metrics, gate, index, reconciler) = start(async {
+        let config = Config::<C>::from_env(|k| std::env::var(k).ok())?.for_reconciler();
+        tracing::info!(
+            integration = %config.lambda.gate.integration,
+            deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
+            "reconciler starting"
+        );
+        let reconciler = config.lambda.reconciler.clone();
+        let metrics = init_metrics(&config.lambda.gate.integration)?;
+        let (gate, index) = build_gate(config, build).await?;
+        Ok((metrics, gate, index, reconciler))
+    })
+    .await?;
+    let (gate, index, reconciler) = (&gate, index.as_ref(), &reconciler);
+    metrics_cloudwatch_embedded::lambda::service::run(
+        metrics,
+        service_fn(move |event: LambdaEvent<ScheduledInput>| async move {
+            handle_reconcile(gate, index, reconciler, event).await
+        }),
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_is_an_instant_or_a_duration() {
+        let now = 1_780_293_600_000;
+        assert_eq!(deadline_ms(1_780_293_630_000, now), 1_780_293_630_000);
+        assert_eq!(deadline_ms(600_000, now), now + 600_000);
+    }
+}

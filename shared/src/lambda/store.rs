@@ -1,0 +1,135 @@
+//! The store as configured ([`StoreConfig`]), built in one place for every function: the write
+//! path and the read side for the consumer and the reconciler ([`build_store`], with the
+//! cold-start checks: DynamoDB's conditional writes, PostgreSQL's connection string and
+//! migrations), the read side alone for the metrics function ([`build_index`]).
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use lambda_runtime::Error;
+
+use crate::clock::{Clock, SystemClock};
+use crate::store::dynamo::{DynamoIndex, DynamoStore};
+use crate::store::{IdempotencyStore, InFlightIndex};
+
+use super::config::StoreConfig;
+use super::store_config::PostgresSettings;
+
+/// The write path and the read side of one store.
+pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
+
+/// The store of `config` with the SDK configuration `aws`, once per cold start: the write path
+/// and the read side of its idempotency table (`InFlight`, `MultiSlot`: what the reconciler
+/// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that conditional writes
+/// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
+/// the connection string (from Secrets Manager by ARN, or `DATABASE_URL` locally) and applies
+/// the migrations when `DATABASE_RUN_MIGRATIONS=true`.
+///
+/// # Errors
+/// The check failed or could not run; the secret could not be read or holds no connection
+/// string; the migrations failed. Each message names its variable and never holds the
+/// connection string.
+pub async fn build_store(config: &StoreConfig, aws: &SdkConfig) -> Result<Stores, Error> {
+    match config {
+        StoreConfig::DynamoDb {
+            idempotency_table,
+            business_table,
+            verify_conditional_writes: verify,
+        } => {
+            let store = DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(aws),
+                idempotency_table.clone(),
+                business_table.clone(),
+            );
+            if *verify {
+                verify_conditional_writes(&store, SystemClock.now_ms()).await?;
+            } else {
+                tracing::warn!(
+                    "VERIFY_CONDITIONAL_WRITES=false: the cold-start conditional-write check is \
+                     skipped"
+                );
+            }
+            let index = Arc::new(store.index().clone());
+            Ok((Arc::new(store), index))
+        }
+        StoreConfig::Postgres(settings) => build_postgres(settings, aws).await,
+    }
+}
+
+/// The cold-start check behind `VERIFY_CONDITIONAL_WRITES`: two conditional writes on a canary
+/// key of `store`'s idempotency table ([`DynamoStore::verify_conditional_writes`]), with a
+/// random (UUID v4) nonce per execution environment, at `now_ms` (epoch milliseconds). The
+/// canary's deletion is best effort (it expires within the hour).
+///
+/// # Errors
+/// The second write was not refused (the store ignores conditions: the function must not
+/// consume anything), or the check could not run; the message starts with the variable's name.
+pub async fn verify_conditional_writes(store: &DynamoStore, now_ms: i64) -> Result<(), Error> {
+    let nonce = uuid::Uuid::new_v4().to_string();
+    store
+        .verify_conditional_writes(&nonce, now_ms)
+        .await
+        .map_err(|e| Error::from(format!("VERIFY_CONDITIONAL_WRITES: {e}")))?;
+    tracing::info!(nonce, "conditional writes are honoured (cold-start check)");
+    Ok(())
+}
+
+/// The PostgreSQL store of `settings` (see [`build_store`]).
+#[cfg(feature = "postgres")]
+async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<Stores, Error> {
+    use super::secrets::{fetch_secret, SecretString};
+    use super::store_config::{database_url_parses, DatabaseUrl};
+    use crate::store::postgres::{PostgresConfig, PostgresStore};
+
+    let url = match &settings.url {
+        DatabaseUrl::SecretArn(arn) => {
+            let client = aws_sdk_secretsmanager::Client::new(aws);
+            fetch_secret(&client, arn, |text| {
+                let text = text.trim();
+                if database_url_parses(text) {
+                    Ok(SecretString::new(text))
+                } else {
+                    Err("not a libpq connection string or postgresql:// URL")
+                }
+            })
+            .await
+            .map_err(|e| Error::from(format!("DATABASE_URL_SECRET_ARN: {e}")))?
+        }
+        DatabaseUrl::Local(url) => url.clone(),
+    };
+    let mut config = PostgresConfig::new(url.expose(), settings.pool_size);
+    if !settings.session_timeouts {
+        config.statement_timeout = None;
+        config.lock_timeout = None;
+    }
+    let variable = match settings.url {
+        DatabaseUrl::SecretArn(_) => "DATABASE_URL_SECRET_ARN",
+        DatabaseUrl::Local(_) => "DATABASE_URL",
+    };
+    let store =
+        PostgresStore::with_config(&config).map_err(|e| Error::from(format!("{variable}: {e}")))?;
+    if settings.run_migrations {
+        let applied = store
+            .migrate()
+            .await
+            .map_err(|e| Error::from(format!("DATABASE_RUN_MIGRATIONS: {e}")))?;
+        tracing::info!(?applied, schema = store.schema(), "migrations applied");
+    }
+    Ok((Arc::new(store.clone()), Arc::new(store)))
+}
+
+/// Without the feature `postgres` the configuration refuses `STORE=postgres`; this is the
+/// same refusal should a configuration be built by hand.
+#[cfg(not(feature = "postgres"))]
+async fn build_postgres(_settings: &PostgresSettings, _aws: &SdkConfig) -> Result<Stores, Error> {
+    Err("STORE: `postgres` is not built into this function (the gate's feature `postgres`)".into())
+}
+
+/// The read side only of the idempotency table `idempotency_table` (the metrics function reads
+/// its indexes, nothing else).
+pub fn build_index(idempotency_table: &str, aws: &SdkConfig) -> Arc<dyn InFlightIndex> {
+    Arc::new(DynamoIndex::new(
+        aws_sdk_dynamodb::Client::new(aws),
+        idempotency_table.to_string(),
+    ))
+}

@@ -1,0 +1,485 @@
+//! Step 4 on DynamoDB: the commit transaction (`TransactWriteItems`), its items with their roles,
+//! its `ClientRequestToken`s, and what each answer means.
+//!
+//! ## Tokens, as DynamoDB applies them
+//!
+//! A `ClientRequestToken` makes a retry of the same request within 10 minutes of the first one's
+//! completion answer as the first one; the same token with other parameters within those 10
+//! minutes is `IdempotentParameterMismatchException`; after them the token is new (AWS,
+//! `TransactWriteItems`, "ClientRequestToken"). So:
+//!
+//! * the SDK's retry of one attempt sends the same bytes under the same token: replayed;
+//! * every attempt this module makes after a cancellation (a `TransactionConflict`, the
+//!   variant without the natural key, the variant over another recorded slot id) gets a token of
+//!   its own ([`commit_request_token`] with the attempt's variant): a cancellation wrote nothing,
+//!   and a replay of it would only repeat it;
+//! * a holder that commits again with the items built again (a later `updated_at`, maps in
+//!   another order) meets its first token: `IdempotentParameterMismatchException` within 10
+//!   minutes, a new request after them. The mismatch is "outcome unknown": one consistent read
+//!   ([`settle_unknown_commit`]) finds our own commit (committed), the record still ours (not
+//!   landed: the transaction is sent once more under a fresh token) or someone else's state
+//!   (refused). After 10 minutes the request runs again and its cancellation carries our own
+//!   commit: committed.
+//!
+//! Any other error that leaves the outcome unknown (a timeout, a 5xx) is settled by the same read:
+//! our own commit is [`CommitOutcome::Committed`], anything else the error as it was.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+
+use super::codec::{booking_to_item, num, record_from_item, s};
+use super::errors::{
+    classify_cancellation, map_sdk_error, Cancelled, ItemRole, THROTTLING_CODES,
+    TRANSACTION_CONFLICT_BACKOFF_MS,
+};
+use super::schema::HELD_CONDITION;
+use super::DynamoStore;
+use crate::record::{BusinessRow, NaturalKey, RecordStatus};
+use crate::store::{
+    natural_key_pk, settle_unknown_commit, CommitOutcome, StoreError, UnknownCommit,
+};
+
+/// The commit transaction's items and, index by index, what each one is.
+pub(super) struct CommitTransaction {
+    pub items: Vec<TransactWriteItem>,
+    pub roles: Vec<ItemRole>,
+}
+
+/// What varies between the commit's attempts: each variant is another request, so each has its
+/// own `ClientRequestToken`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Variant {
+    /// Without the condition that no other slot id is recorded (the second transaction when a
+    /// holder that lost its lease recorded one).
+    other_slots: bool,
+    /// Without the natural-key item (after a collision).
+    without_natural_key: bool,
+    /// How many attempts were cancelled (or refused as a token mismatch) before this one.
+    resend: u32,
+}
+
+impl Variant {
+    fn suffix(&self) -> String {
+        let mut suffix = String::new();
+        if self.other_slots {
+            suffix.push_str("\nother-slots");
+        }
+        if self.without_natural_key {
+            suffix.push_str("\nwithout-nk");
+        }
+        if self.resend > 0 {
+            suffix.push_str(&format!("\nresend-{}", self.resend));
+        }
+        suffix
+    }
+}
+
+impl DynamoStore {
+    /// The commit transaction's items: the record's update (fenced by `owner`; with
+    /// `only_our_slot`, also `attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`),
+    /// the booking's put and, with `natural_key`, the natural-key item's put (signal 4); in that
+    /// order, or reversed when the store was built so (tests of the classification).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_transaction(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &BusinessRow,
+        now_ms: i64,
+        only_our_slot: bool,
+        natural_key: Option<&NaturalKey>,
+    ) -> Result<CommitTransaction, StoreError> {
+        let build_error = |e: aws_sdk_dynamodb::error::BuildError| {
+            StoreError::Unavailable(format!("commit of {pk}: {e}"))
+        };
+        let condition = if only_our_slot {
+            format!(
+                "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
+                 :slot_id))"
+            )
+        } else {
+            HELD_CONDITION.to_string()
+        };
+        let update = Update::builder()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression(
+                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
+                 ADD slot_ids :slot_set \
+                 REMOVE inflight_shard, lease_until, #request",
+            )
+            .condition_expression(condition)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#request", "request")
+            .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":slot_id", s(slot_id))
+            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(build_error)?;
+        let put = Put::builder()
+            .table_name(&self.bookings_table)
+            .set_item(Some(booking_to_item(booking)))
+            .condition_expression("attribute_not_exists(source_event)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(build_error)?;
+        let mut tx = CommitTransaction {
+            items: vec![
+                TransactWriteItem::builder().update(update).build(),
+                TransactWriteItem::builder().put(put).build(),
+            ],
+            roles: vec![ItemRole::Record, ItemRole::Booking],
+        };
+        if let Some(key) = natural_key {
+            // Signal 4: the natural-key item, held by the first event key committed for this
+            // natural key (on the truck-slot path: this container and window).
+            let mut item = std::collections::HashMap::from([
+                (
+                    "pk".to_string(),
+                    s(&natural_key_pk(pk, &booking.source_event, key)),
+                ),
+                ("event_key".to_string(), s(&booking.source_event)),
+                ("expires_at".to_string(), num(key.expires_at_s)),
+            ]);
+            for (name, value) in &key.labels {
+                item.entry(name.clone()).or_insert_with(|| s(value));
+            }
+            let natural_key = Put::builder()
+                .table_name(&self.idempotency_table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
+                .expression_attribute_values(":event_key", s(&booking.source_event))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(build_error)?;
+            tx.items
+                .push(TransactWriteItem::builder().put(natural_key).build());
+            tx.roles.push(ItemRole::NaturalKey);
+        }
+        if self.reverse_commit_items {
+            tx.items.reverse();
+            tx.roles.reverse();
+        }
+        Ok(tx)
+    }
+
+    /// [`crate::store::IdempotencyStore::commit`] on DynamoDB: see the trait method's docs in
+    /// `mod.rs` and this module's docs for the tokens.
+    pub(super) async fn commit_in_transaction(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot_id: &str,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
+        now_ms: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        // First with the condition that no other slot id is recorded: the common case, one
+        // request. A record holding another slot id (recorded by a holder that lost its lease)
+        // is committed by a second transaction without it, then marked `multi_slot`: a
+        // transaction cannot count a set, and the distinct-slot signal must see the key.
+        //
+        // The natural-key item rides in the same transaction; when only its condition cancels
+        // it (another event key committed this container and window), the transaction is
+        // retried once without it and the collision is reported.
+        let mut variant = Variant {
+            other_slots: false,
+            without_natural_key: false,
+            resend: 0,
+        };
+        let mut collision: Option<String> = None;
+        let mut resent_after_mismatch = false;
+        let mut backoff = TRANSACTION_CONFLICT_BACKOFF_MS.iter();
+        let our_event_key = booking.source_event.as_str();
+        // The outcome when our own commit is found: a collision this call saw, else one the
+        // natural-key item's holder shows.
+        let committed = |collision: &Option<String>, holder: Option<String>| match collision
+            .clone()
+            .or(holder.filter(|h| h != our_event_key))
+        {
+            Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
+            None => CommitOutcome::Committed,
+        };
+        loop {
+            let tx = self.commit_transaction(
+                pk,
+                owner,
+                slot_id,
+                booking,
+                now_ms,
+                !variant.other_slots,
+                natural_key.filter(|_| !variant.without_natural_key),
+            )?;
+            let token = commit_request_token_of(pk, owner, slot_id, &variant);
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(tx.items))
+                .client_request_token(&token)
+                .send()
+                .await;
+            let err = match result {
+                Ok(_) => {
+                    if variant.other_slots {
+                        self.mark_multi_slot(pk).await?;
+                    }
+                    return Ok(committed(&collision, None));
+                }
+                Err(err) => err,
+            };
+            let cancelled = match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(e)) => {
+                    classify_cancellation(&tx.roles, e.cancellation_reasons())
+                }
+                Some(TransactWriteItemsError::IdempotentParameterMismatchException(_)) => {
+                    // Our token names an earlier request with other parameters: ours, built
+                    // again. Whether it committed, the record says.
+                    match settle_unknown_commit(self, pk, owner, slot_id).await? {
+                        UnknownCommit::Ours => {
+                            if variant.other_slots {
+                                self.mark_multi_slot(pk).await?;
+                            }
+                            let holder = self.holder_if_collided(pk, booking, natural_key).await?;
+                            return Ok(committed(&collision, holder));
+                        }
+                        UnknownCommit::StillHeld if !resent_after_mismatch => {
+                            // The earlier request did not commit: send ours under a new token.
+                            resent_after_mismatch = true;
+                            variant.resend += 1;
+                            continue;
+                        }
+                        UnknownCommit::StillHeld => {
+                            return Err(StoreError::Unavailable(format!(
+                                "commit of {pk}: IdempotentParameterMismatch twice, record still \
+                                 in flight"
+                            )))
+                        }
+                        UnknownCommit::Refused(record) => {
+                            return Ok(CommitOutcome::Refused(record))
+                        }
+                    }
+                }
+                _ => {
+                    // The outcome is unknown (a timeout, a 5xx, a dropped connection) unless
+                    // the service refused the request outright.
+                    if is_refused_outright(&err) {
+                        return Err(map_sdk_error("commit (TransactWriteItems)", err));
+                    }
+                    let error = map_sdk_error("commit (TransactWriteItems)", err);
+                    return match settle_unknown_commit(self, pk, owner, slot_id).await {
+                        Ok(UnknownCommit::Ours) => {
+                            if variant.other_slots {
+                                self.mark_multi_slot(pk).await?;
+                            }
+                            let holder = self.holder_if_collided(pk, booking, natural_key).await?;
+                            Ok(committed(&collision, holder))
+                        }
+                        _ => Err(error),
+                    };
+                }
+            };
+            match cancelled {
+                Cancelled::NotInFlight {
+                    item,
+                    natural_key_holder,
+                } => {
+                    let record = match item {
+                        Some(item) => record_from_item(&item)?,
+                        // Only if the service left the old item out of the reason.
+                        None => self.get_record(pk).await?,
+                    };
+                    if record.is_committed_by(owner, slot_id) {
+                        // Our own commit, met by a retry: the distinct-slot mark is idempotent
+                        // and may not have been written if the first answer was lost.
+                        if record.slot_ids.len() > 1 {
+                            self.mark_multi_slot(pk).await?;
+                        }
+                        return Ok(committed(&collision, natural_key_holder));
+                    }
+                    let ours = record.status == RecordStatus::InFlight
+                        && record.lease_owner.as_deref() == Some(owner);
+                    if ours && !variant.other_slots && !record.slot_ids.contains(slot_id) {
+                        variant.other_slots = true;
+                        variant.resend += 1;
+                        continue;
+                    }
+                    return Ok(CommitOutcome::Refused(Box::new(record)));
+                }
+                Cancelled::BookingExists(existing_slot) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "a business row for {} already exists with effect id {}",
+                        booking.source_event,
+                        existing_slot.as_deref().unwrap_or("?")
+                    )))
+                }
+                Cancelled::NaturalKeyTaken(item)
+                    if collision.is_none() && natural_key.is_some() =>
+                {
+                    // Another event key holds the natural key: retry once without the item.
+                    let other = match item.as_ref().and_then(|i| i.get("event_key")) {
+                        Some(v) => v.as_s().ok().cloned(),
+                        // Only on a collision, never per event.
+                        None => match natural_key {
+                            Some(key) => {
+                                self.natural_key_holder(&natural_key_pk(pk, our_event_key, key))
+                                    .await?
+                            }
+                            None => None,
+                        },
+                    };
+                    collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
+                    variant.without_natural_key = true;
+                    variant.resend += 1;
+                }
+                Cancelled::NaturalKeyTaken(_) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "commit of {pk}: the natural-key condition failed on the retry without it"
+                    )))
+                }
+                Cancelled::Conflict => match backoff.next() {
+                    Some(ms) => {
+                        tokio::time::sleep(Duration::from_millis(*ms)).await;
+                        variant.resend += 1;
+                    }
+                    None => {
+                        return Err(StoreError::TransactionConflict(format!(
+                            "commit of {pk}: TransactionConflict after {} attempts",
+                            TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
+                        )))
+                    }
+                },
+                Cancelled::Throttled(codes) => {
+                    return Err(StoreError::Throttled(format!("commit of {pk}: {codes}")))
+                }
+                Cancelled::Other(codes) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "commit of {pk} cancelled: {codes}"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// After our own commit was found by a read: the event key holding the natural-key item when
+    /// it is not ours (the commit landed without it: a collision), one consistent `GetItem`;
+    /// `None` without a natural key or when ours holds it.
+    async fn holder_if_collided(
+        &self,
+        pk: &str,
+        booking: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
+    ) -> Result<Option<String>, StoreError> {
+        let Some(key) = natural_key else {
+            return Ok(None);
+        };
+        let holder = self
+            .natural_key_holder(&natural_key_pk(pk, &booking.source_event, key))
+            .await?;
+        Ok(holder.filter(|h| *h != booking.source_event))
+    }
+
+    /// One consistent read of a record that must exist.
+    async fn get_record(&self, pk: &str) -> Result<crate::record::IdempotencyRecord, StoreError> {
+        use crate::store::IdempotencyStore;
+        self.get(pk)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("no record {pk} to commit")))
+    }
+}
+
+/// Whether a `TransactWriteItems` error means the service refused the request without running
+/// it (throttling, validation, a missing table, a request the client could not build): then
+/// nothing can have been written and no read is needed. Everything else (timeouts, dispatch and
+/// response failures, 5xx) leaves the outcome unknown.
+fn is_refused_outright<R>(
+    err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>,
+) -> bool {
+    use aws_sdk_dynamodb::error::SdkError;
+    match err {
+        SdkError::ConstructionFailure(_) => true,
+        SdkError::ServiceError(_) => {
+            let code = err.code().unwrap_or_default();
+            THROTTLING_CODES.contains(&code)
+                || matches!(
+                    code,
+                    "ValidationException"
+                        | "ResourceNotFoundException"
+                        | "AccessDeniedException"
+                        | "UnrecognizedClientException"
+                        | "TransactionConflictException"
+                )
+        }
+        _ => false,
+    }
+}
+
+/// The `ClientRequestToken` of the first attempt of the commit of `pk` by `owner` with
+/// `slot_id`: the first 32 hex characters of SHA-256 over the three (a token is 1 to 36
+/// characters, AWS `TransactWriteItems`). The SDK's retry of that attempt carries the same token
+/// and bytes, so DynamoDB answers it as the first request for 10 minutes; another owner or slot
+/// gets another token; every later attempt of the same commit has a token of its own (see the
+/// module docs).
+pub fn commit_request_token(pk: &str, owner: &str, slot_id: &str) -> String {
+    commit_request_token_of(
+        pk,
+        owner,
+        slot_id,
+        &Variant {
+            other_slots: false,
+            without_natural_key: false,
+            resend: 0,
+        },
+    )
+}
+
+fn commit_request_token_of(pk: &str, owner: &str, slot_id: &str, variant: &Variant) -> String {
+    let mut digest =
+        crate::keys::sha256_hex(format!("{pk}\n{owner}\n{slot_id}{}", variant.suffix()).as_bytes());
+    digest.truncate(32);
+    digest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_attempt_has_its_own_token_and_the_first_is_stable() {
+        let first = commit_request_token("ect#ab", "req-1#0", "S1");
+        assert_eq!(first.len(), 32);
+        assert_eq!(first, commit_request_token("ect#ab", "req-1#0", "S1"));
+        assert_ne!(first, commit_request_token("ect#ab", "req-2#0", "S1"));
+        assert_ne!(first, commit_request_token("ect#ab", "req-1#0", "S2"));
+        let mut seen = std::collections::BTreeSet::from([first]);
+        for other_slots in [false, true] {
+            for without_natural_key in [false, true] {
+                for resend in 0..3 {
+                    let v = Variant {
+                        other_slots,
+                        without_natural_key,
+                        resend,
+                    };
+                    if v.suffix().is_empty() {
+                        continue;
+                    }
+                    assert!(
+                        seen.insert(commit_request_token_of("ect#ab", "req-1#0", "S1", &v)),
+                        "{v:?}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! [`DelayedStore`]: a latency model of the store, one decorator for the benchmark (tokio sleep)
+//! and the simulator's sustained-rate replay (simulated time).
+
+use async_trait::async_trait;
+
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::store::{
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
+};
+
+/// What a [`DelayedStore`] waits before each request: a tokio sleep in a benchmark, simulated
+/// time in the simulator.
+#[async_trait]
+pub trait Pause: Send + Sync {
+    /// Waits once (one request's latency).
+    async fn pause(&self);
+}
+
+/// A store that waits [`Pause::pause`] before passing each write-path request to `inner`: a
+/// latency model of DynamoDB, which serves concurrent requests in parallel. One decorator for
+/// the benchmark and the simulator's sustained-rate replay.
+pub struct DelayedStore<P> {
+    /// The store that answers.
+    pub inner: std::sync::Arc<dyn IdempotencyStore>,
+    /// What each request waits first.
+    pub pause: P,
+}
+
+#[async_trait]
+impl<P: Pause> IdempotencyStore for DelayedStore<P> {
+    async fn reserve(&self, r: &IdempotencyRecord, now: i64) -> Result<Reservation, StoreError> {
+        self.pause.pause().await;
+        self.inner.reserve(r, now).await
+    }
+    async fn take_over(
+        &self,
+        pk: &str,
+        old: &str,
+        new: &str,
+        until: i64,
+        now: i64,
+    ) -> Result<TakeOver, StoreError> {
+        self.pause.pause().await;
+        self.inner.take_over(pk, old, new, until, now).await
+    }
+    async fn commit(
+        &self,
+        pk: &str,
+        owner: &str,
+        slot: &str,
+        b: &BusinessRow,
+        natural_key: Option<&NaturalKey>,
+        now: i64,
+    ) -> Result<CommitOutcome, StoreError> {
+        self.pause.pause().await;
+        self.inner
+            .commit(pk, owner, slot, b, natural_key, now)
+            .await
+    }
+    async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
+        self.pause.pause().await;
+        self.inner.release_lease(pk, owner, now).await
+    }
+    async fn finish(
+        &self,
+        pk: &str,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        guard: FinishGuard,
+        now: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        self.pause.pause().await;
+        self.inner
+            .finish(pk, owner, status, error, item, guard, now)
+            .await
+    }
+    async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
+        self.pause.pause().await;
+        self.inner.routed(pk, owner, now).await
+    }
+    async fn record_slot_id(
+        &self,
+        pk: &str,
+        slot: &str,
+        now: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.pause.pause().await;
+        self.inner.record_slot_id(pk, slot, now).await
+    }
+    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.pause.pause().await;
+        self.inner.get(pk).await
+    }
+    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        self.pause.pause().await;
+        self.inner.booking(source_event).await
+    }
+}

@@ -1,0 +1,437 @@
+//! [`Harness`]: runs any [`Integration`] through the gate's public API ([`Gate::handle_batch`],
+//! [`Gate::reconcile`]) on simulated time ([`ManualClock`]), seeded, and checks the end state
+//! with [`exactly_once_violations`] and [`liveness_violations`].
+//!
+//! One run ([`Harness::run`]) with seed `s`:
+//!
+//! 1. `setup(s, clock)` starts the integration and its server (e.g. an [`IdempotencyServer`]
+//!    with its own faults, seeded from `s`) and gives a [`Target`];
+//! 2. every body is parsed once to know what the run delivers: an event (its event key and
+//!    fingerprint, from the gate's own [`derive_keys`]) or a rejected body;
+//! 3. the first [`HarnessConfig::stranded`] events are reserved by a worker that died right after
+//!    its reserve and whose message never comes back (only the reconciler can finish them);
+//! 4. every other body is delivered 1 to [`HarnessConfig::max_copies`] times, shuffled, in batches
+//!    of 1 to [`HarnessConfig::max_batch`], one simulated second apart; every batch item failure is
+//!    delivered again later (SQS redelivers it), and the reconciler runs every
+//!    [`HarnessConfig::reconcile_every`] batches;
+//! 5. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
+//!    land twice (a lost answer retried), workers stall past their lease while the reconciler
+//!    takes their record over ([`FaultRates`]);
+//! 6. then the reconciler runs every minute from ten minutes on, until it finds nothing.
+//!
+//! Records are handled one at a time (`max_concurrency` 1), so the requests reach the server in
+//! the same order every time: a seed replays the same run.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
+use super::invariants::{exactly_once_violations, liveness_violations, Delivered};
+use super::sqs_event;
+use crate::clock::{Clock, ManualClock};
+use crate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use crate::integration::{Event, Integration, Parsed};
+use crate::manual::{ManualItem, ManualReason, MemoryManualQueue};
+use crate::reconciler::ReconcilerConfig;
+use crate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
+use crate::store::memory::MemoryStore;
+use crate::store::IdempotencyStore;
+
+/// What a side effect's server made, by `Idempotency-Key`, in order (an [`IdempotencyServer`]
+/// counts it; a fake of another kind of server implements this).
+///
+/// [`IdempotencyServer`]: super::IdempotencyServer
+pub trait EffectLedger: Send + Sync {
+    /// Every effect made, by key, in order.
+    fn effects(&self) -> BTreeMap<String, Vec<String>>;
+}
+
+/// What one run works against: the integration, and the ledger of the effects its server made
+/// (kept alive for the run, e.g. the server itself).
+pub struct Target {
+    /// The integration under test, talking to its server.
+    pub integration: Arc<dyn Integration>,
+    /// The effects its server made.
+    pub ledger: Arc<dyn EffectLedger>,
+}
+
+/// The harness's settings. [`HarnessConfig::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct HarnessConfig {
+    /// The gate's settings (its integration name prefixes every record key); `max_concurrency`
+    /// is set to 1 (module docs).
+    pub gate: GateConfig,
+    /// The reconciler's settings.
+    pub reconciler: ReconcilerConfig,
+    /// When the run starts, epoch **milliseconds** (default 2030-01-07T08:00:00Z).
+    pub start_ms: i64,
+    /// Each body is delivered 1 to this many times (default 3).
+    pub max_copies: usize,
+    /// Each batch holds 1 to this many records (default 5).
+    pub max_batch: usize,
+    /// How many of the first events a worker reserved and died with, their message never coming
+    /// back (default 3).
+    pub stranded: usize,
+    /// The store's faults.
+    pub faults: FaultRates,
+    /// Batches between two reconciler runs while messages are delivered (default 8).
+    pub reconcile_every: usize,
+}
+
+impl HarnessConfig {
+    /// Defaults for an integration named `integration` (the record keys' prefix).
+    pub fn new(integration: &str) -> Self {
+        Self {
+            gate: GateConfig::new(integration),
+            reconciler: ReconcilerConfig::default(),
+            start_ms: 1_893_916_800_000,
+            max_copies: 3,
+            max_batch: 5,
+            stranded: 3,
+            faults: FaultRates::default(),
+            reconcile_every: 8,
+        }
+    }
+}
+
+/// The end state of one run and what happened on the way.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The seed.
+    pub seed: u64,
+    /// Every record at the end.
+    pub records: Vec<IdempotencyRecord>,
+    /// Every business row at the end.
+    pub rows: Vec<BusinessRow>,
+    /// Every item the manual queue got, in order.
+    pub manual: Vec<ManualItem>,
+    /// Every effect the server made, by key.
+    pub effects: BTreeMap<String, Vec<String>>,
+    /// What the run delivered.
+    pub delivered: Delivered,
+    /// Violations of [`exactly_once_violations`] and [`liveness_violations`] (empty: none).
+    pub violations: Vec<String>,
+    /// What the store's faults did.
+    pub faults: FaultCounts,
+    /// SQS deliveries made (redeliveries included).
+    pub deliveries: usize,
+    /// Records the reconciler committed (its runs during stalls included).
+    pub reconciled: usize,
+}
+
+impl RunReport {
+    /// How many records ended `committed`.
+    pub fn committed(&self) -> usize {
+        self.records
+            .iter()
+            .filter(|r| r.status == RecordStatus::Committed)
+            .count()
+    }
+
+    /// How many distinct cases a person got for `reason`: items counted once per
+    /// `(event key, original body)` (a repeat of one case carries the same).
+    pub fn cases(&self, reason: ManualReason) -> usize {
+        let cases: std::collections::BTreeSet<(Option<&str>, &str)> = self
+            .manual
+            .iter()
+            .filter(|i| i.reason == reason)
+            .map(|i| (i.event_key.as_deref(), i.original_body.as_str()))
+            .collect();
+        cases.len()
+    }
+}
+
+/// Runs an integration through duplicates, redeliveries, crashes, lost answers, lease expiry and
+/// the reconciler (module docs).
+#[derive(Debug, Clone)]
+pub struct Harness {
+    /// The settings.
+    pub config: HarnessConfig,
+    /// The bodies to deliver: events (several bodies of one event with other business fields
+    /// are mismatches) and bodies the integration rejects.
+    pub bodies: Vec<String>,
+}
+
+impl Harness {
+    /// A harness with [`HarnessConfig::new`]`(integration)` delivering `bodies`.
+    pub fn new(integration: &str, bodies: Vec<String>) -> Self {
+        Self {
+            config: HarnessConfig::new(integration),
+            bodies,
+        }
+    }
+
+    /// Runs every seed in `seeds` and panics at the first run with a violation, naming its
+    /// seed (run that seed alone to replay it). Returns the reports, for the caller's own checks.
+    pub async fn check_seeds<F>(&self, seeds: std::ops::Range<u64>, setup: F) -> Vec<RunReport>
+    where
+        F: AsyncFn(u64, Arc<ManualClock>) -> Target,
+    {
+        let mut reports = Vec::new();
+        for seed in seeds {
+            let report = self.run(seed, &setup).await;
+            assert!(
+                report.violations.is_empty(),
+                "seed {seed}: {:#?}",
+                report.violations
+            );
+            reports.push(report);
+        }
+        reports
+    }
+
+    /// One run with `seed` (module docs).
+    pub async fn run<F>(&self, seed: u64, setup: &F) -> RunReport
+    where
+        F: AsyncFn(u64, Arc<ManualClock>) -> Target,
+    {
+        let config = &self.config;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let clock = Arc::new(ManualClock::new(config.start_ms));
+        let target = setup(seed, Arc::clone(&clock)).await;
+        let memory = Arc::new(MemoryStore::new());
+        let store = Arc::new(FaultyStore::new(
+            Arc::clone(&memory),
+            seed,
+            config.faults,
+            "inv-",
+        ));
+        let manual = Arc::new(MemoryManualQueue::new());
+        let mut gate_config = config.gate.clone();
+        gate_config.max_concurrency = 1;
+        let gate = Gate {
+            config: gate_config,
+            store: store.clone(),
+            integration: Arc::clone(&target.integration),
+            manual: manual.clone(),
+            clock: clock.clone(),
+        };
+        let reconciled_in_stalls = Arc::new(AtomicUsize::new(0));
+        store.set_stall_hook(Some(stall_hook(
+            &gate,
+            &memory,
+            &clock,
+            &config.reconciler,
+            &reconciled_in_stalls,
+        )));
+
+        let (delivered, events) =
+            classify(target.integration.as_ref(), &self.bodies, config.start_ms);
+        let mut queue: Vec<String> = Vec::new();
+        let mut stranded = 0;
+        for body in &self.bodies {
+            if stranded < config.stranded {
+                if let Some(event) = events.get(body) {
+                    strand(&gate, &memory, event, stranded, config.start_ms).await;
+                    stranded += 1;
+                    continue;
+                }
+            }
+            for _ in 0..rng.random_range(1..=config.max_copies.max(1)) {
+                queue.push(body.clone());
+            }
+        }
+        for i in (1..queue.len()).rev() {
+            queue.swap(i, rng.random_range(0..=i));
+        }
+
+        let mut deliveries = 0;
+        let mut reconciled = 0;
+        let mut batches = 0;
+        // Each delivery can fail a bounded number of times; a run that does not settle is a
+        // violation, never a hang.
+        let limit = 50 * (queue.len() + 1);
+        while !queue.is_empty() && deliveries < limit {
+            let take = rng
+                .random_range(1..=config.max_batch.max(1))
+                .min(queue.len());
+            let batch: Vec<(String, String)> = queue
+                .drain(..take)
+                .map(|body| {
+                    deliveries += 1;
+                    (format!("m-{deliveries}"), body)
+                })
+                .collect();
+            let pairs: Vec<(&str, &str)> = batch
+                .iter()
+                .map(|(id, body)| (id.as_str(), body.as_str()))
+                .collect();
+            batches += 1;
+            clock.advance_ms(1_000);
+            let invocation = Invocation {
+                request_id: format!("inv-{batches}"),
+                deadline_ms: clock.now_ms() + 60_000,
+            };
+            let report = gate.handle_batch(sqs_event(&pairs), &invocation).await;
+            for failure in &report.response.batch_item_failures {
+                if let Some((_, body)) = batch.iter().find(|(id, _)| *id == failure.item_identifier)
+                {
+                    queue.push(body.clone());
+                }
+            }
+            if batches % config.reconcile_every.max(1) == 0 {
+                clock.advance_ms(60_000);
+                reconciled += reconcile(
+                    &gate,
+                    &memory,
+                    &clock,
+                    &config.reconciler,
+                    &format!("rec-b{batches}"),
+                )
+                .await
+                .0;
+            }
+        }
+        // The reconciler every minute from ten minutes on, until it finds nothing left.
+        clock.advance_ms(10 * 60_000);
+        for run in 0..60 {
+            clock.advance_ms(60_000);
+            let (done, examined) = reconcile(
+                &gate,
+                &memory,
+                &clock,
+                &config.reconciler,
+                &format!("rec-{run}"),
+            )
+            .await;
+            reconciled += done;
+            if examined == 0 {
+                break;
+            }
+        }
+        store.set_stall_hook(None);
+        reconciled += reconciled_in_stalls.load(Ordering::SeqCst);
+
+        let records = memory.records();
+        let rows = memory.bookings();
+        let items = manual.items();
+        let effects = target.ledger.effects();
+        let mut violations = exactly_once_violations(&records, &rows, &items, &effects);
+        violations.extend(liveness_violations(&records, &items, &delivered));
+        if !queue.is_empty() {
+            violations.push(format!(
+                "{} deliveries never settled after {deliveries} deliveries",
+                queue.len()
+            ));
+        }
+        RunReport {
+            seed,
+            records,
+            rows,
+            manual: items,
+            effects,
+            delivered,
+            violations,
+            faults: store.counts(),
+            deliveries,
+            reconciled,
+        }
+    }
+}
+
+/// Parses every body once at `now_ms`: what the run delivers, and the event of each body that
+/// has one (by body).
+fn classify(
+    integration: &dyn Integration,
+    bodies: &[String],
+    now_ms: i64,
+) -> (Delivered, BTreeMap<String, Event>) {
+    let mut delivered = Delivered::default();
+    let mut events = BTreeMap::new();
+    for body in bodies {
+        let event = match integration.parse(body, now_ms) {
+            Parsed::Event(event) | Parsed::Ended(event, _) => event,
+            Parsed::IfRecorded { event, .. } => event,
+            Parsed::Rejected(_) => {
+                delivered.rejected.insert(body.clone());
+                continue;
+            }
+        };
+        match derive_keys(&event, integration.operation()) {
+            Ok(keys) => {
+                delivered
+                    .events
+                    .entry(keys.event_key)
+                    .or_default()
+                    .entry(keys.fingerprint)
+                    .or_insert_with(|| body.clone());
+                events.insert(body.clone(), event);
+            }
+            // The gate rejects it too (`not_json`).
+            Err(_) => {
+                delivered.rejected.insert(body.clone());
+            }
+        }
+    }
+    (delivered, events)
+}
+
+/// A worker reserved `event` two minutes before `start_ms` and died; its message never comes back.
+async fn strand(gate: &Gate, memory: &MemoryStore, event: &Event, n: usize, start_ms: i64) {
+    let Ok(keys) = derive_keys(event, gate.integration.operation()) else {
+        return;
+    };
+    let dead = Invocation {
+        request_id: format!("dead-{n}"),
+        deadline_ms: start_ms - 60_000,
+    };
+    let at = start_ms - 120_000;
+    let record = gate.new_record(event, &keys, &dead, at);
+    // Straight into the store: this worker is known to have reserved. A refusal (the event's
+    // record is one the store refuses) leaves the event without a record, which the liveness
+    // check then reports.
+    let _ = memory.reserve(&record, at).await;
+}
+
+/// One reconciler run: (records committed, records examined).
+async fn reconcile(
+    gate: &Gate,
+    index: &MemoryStore,
+    clock: &ManualClock,
+    config: &ReconcilerConfig,
+    request_id: &str,
+) -> (usize, usize) {
+    let invocation = Invocation {
+        request_id: request_id.to_string(),
+        deadline_ms: clock.now_ms() + 120_000,
+    };
+    let report = gate.reconcile(index, config, &invocation).await;
+    (report.reconciled, report.examined)
+}
+
+/// What a stalled worker waits through: its lease expires (the clock moves past the longest
+/// consumer lease and the reconciler's minimum age) and the reconciler runs.
+fn stall_hook(
+    gate: &Gate,
+    memory: &Arc<MemoryStore>,
+    clock: &Arc<ManualClock>,
+    config: &ReconcilerConfig,
+    reconciled: &Arc<AtomicUsize>,
+) -> StallHook {
+    let gate = gate.clone();
+    let memory = Arc::clone(memory);
+    let clock = Arc::clone(clock);
+    let config = config.clone();
+    let reconciled = Arc::clone(reconciled);
+    let stalls = Arc::new(AtomicUsize::new(0));
+    Arc::new(move || {
+        let gate = gate.clone();
+        let memory = Arc::clone(&memory);
+        let clock = Arc::clone(&clock);
+        let config = config.clone();
+        let reconciled = Arc::clone(&reconciled);
+        let n = stalls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            // The consumer's lease lasts until its invocation's deadline (60 s in the harness),
+            // at least the lease floor; the reconciler looks at records older than its minimum age.
+            let lease = 60_000_i64.max(gate.config.lease_floor_ms);
+            clock.advance_ms(lease.max(config.min_age_ms) + 1_000);
+            let (done, _) = reconcile(&gate, &memory, &clock, &config, &format!("stall-{n}")).await;
+            reconciled.fetch_add(done, Ordering::SeqCst);
+        })
+    })
+}

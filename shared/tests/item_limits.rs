@@ -1,0 +1,219 @@
+//! An event whose record the store would refuse (a label named like a store attribute, an item
+//! over DynamoDB's item limit) is rejected before its reserve with a typed reason and reaches a
+//! person once, acknowledged: never a retry loop, never a side effect.
+//! `cargo test -p gate --features testkit --test item_limits`.
+#![cfg(feature = "testkit")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gate::clock::ManualClock;
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::integration::Held;
+use gate::manual::{ManualReason, MemoryManualQueue};
+use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use gate::store::memory::MemoryStore;
+use gate::testkit::sqs_event;
+use gate::{Event, Integration, Parsed, Rejection};
+use serde_json::Value;
+
+const T0: i64 = 1_893_916_800_000;
+
+/// Bodies `{"id", "label", "size"}`: an event labelled `label` with `size` bytes of text; with
+/// `row_label`, the business row adds that label. Counts its calls.
+#[derive(Default)]
+struct Labelled {
+    row_label: Option<&'static str>,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl Integration for Labelled {
+    fn operation(&self) -> &str {
+        "label-test"
+    }
+
+    fn parse(&self, body: &str, _now_ms: i64) -> Parsed {
+        let Ok(v) = serde_json::from_str::<Value>(body) else {
+            return Parsed::Rejected(Rejection {
+                code: "not_json",
+                detail: "not JSON".into(),
+                ended: false,
+            });
+        };
+        let id = v["id"].as_str().unwrap_or_default().to_string();
+        let label = v["label"].as_str().unwrap_or_default().to_string();
+        let size = v["size"].as_u64().unwrap_or(1) as usize;
+        Parsed::Event(Event {
+            key_material: id.clone(),
+            business_fields: v.clone(),
+            request: body.as_bytes().to_vec(),
+            labels: Labels::from([(label, "x".repeat(size))]),
+            ends_at_ms: None,
+            subject: id,
+        })
+    }
+
+    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+        let record = held.record();
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        ClaimOutcome::Claimed(SlotClaim {
+            slot_id: format!("E-{}", &record.event_key[..8]),
+            equipment_number: None,
+        })
+    }
+
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
+        LookupOutcome::NotFound
+    }
+
+    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
+        None
+    }
+
+    fn business_row(
+        &self,
+        record: &IdempotencyRecord,
+        effect_id: &str,
+        now_ms: i64,
+    ) -> BusinessRow {
+        let mut row = BusinessRow::for_record(record, effect_id, now_ms);
+        if let Some(name) = self.row_label {
+            row.labels.insert(name.to_string(), "x".into());
+        }
+        row
+    }
+}
+
+struct World {
+    gate: Gate,
+    store: Arc<MemoryStore>,
+    manual: Arc<MemoryManualQueue>,
+    integration: Arc<Labelled>,
+}
+
+fn world(integration: Labelled) -> World {
+    let store = Arc::new(MemoryStore::new());
+    let manual = Arc::new(MemoryManualQueue::new());
+    let integration = Arc::new(integration);
+    let gate = Gate {
+        config: GateConfig::new("limits"),
+        store: store.clone(),
+        integration: integration.clone(),
+        manual: manual.clone(),
+        clock: Arc::new(ManualClock::new(T0)),
+    };
+    World {
+        gate,
+        store,
+        manual,
+        integration,
+    }
+}
+
+/// Delivers `body` twice, in two invocations; the two outcomes.
+async fn twice(w: &World, body: &str) -> Vec<RecordOutcome> {
+    let mut outcomes = Vec::new();
+    for n in 0..2 {
+        let invocation = Invocation {
+            request_id: format!("inv-{n}"),
+            deadline_ms: T0 + 60_000,
+        };
+        let report = w
+            .gate
+            .handle_batch(sqs_event(&[(&format!("m-{n}"), body)]), &invocation)
+            .await;
+        assert!(
+            report.response.batch_item_failures.is_empty(),
+            "acknowledged"
+        );
+        outcomes.push(report.records[0].outcome.clone());
+    }
+    outcomes
+}
+
+fn rejected_code(outcome: &RecordOutcome) -> &'static str {
+    match outcome {
+        RecordOutcome::Rejected(r) => r.code,
+        other => panic!("not rejected: {other:?}"),
+    }
+}
+
+/// Only routing records: no record of the event itself was ever written.
+fn no_event_record(store: &MemoryStore) {
+    assert!(store
+        .records()
+        .iter()
+        .all(|r| r.status == RecordStatus::Manual && r.labels.values().all(String::is_empty)));
+}
+
+#[tokio::test]
+async fn a_label_named_like_a_store_attribute_is_rejected_once() {
+    let w = world(Labelled::default());
+    let body = r#"{"id":"e-1","label":"status","size":3}"#;
+    let outcomes = twice(&w, body).await;
+    assert_eq!(rejected_code(&outcomes[0]), "label_reserved");
+    assert_eq!(rejected_code(&outcomes[1]), "label_reserved");
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0].reason, ManualReason::Rejected);
+    assert_eq!(
+        items[0].detail,
+        "label_reserved: label \"status\" is named like one of the store's own attributes"
+    );
+    assert_eq!(items[0].original_body, body);
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+    no_event_record(&w.store);
+}
+
+/// Labels of 150,000 bytes leave no room for the manual item a routing would store (up to
+/// 261,120 bytes) under the 400,000-byte limit: rejected. 100,000 bytes fit and commit.
+#[tokio::test]
+async fn an_event_too_large_for_its_later_states_is_rejected_once() {
+    let w = world(Labelled::default());
+    let body = r#"{"id":"e-2","label":"note","size":150000}"#;
+    let outcomes = twice(&w, body).await;
+    assert_eq!(rejected_code(&outcomes[0]), "item_too_large");
+    assert_eq!(rejected_code(&outcomes[1]), "item_too_large");
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(
+        items[0]
+            .detail
+            .starts_with("item_too_large: the item takes "),
+        "{}",
+        items[0].detail
+    );
+    assert!(items[0]
+        .detail
+        .ends_with("over the store's item limit of 400000 bytes"));
+    no_event_record(&w.store);
+
+    let w = world(Labelled::default());
+    let outcomes = twice(&w, r#"{"id":"e-3","label":"note","size":100000}"#).await;
+    assert!(
+        matches!(outcomes[0], RecordOutcome::Committed { .. }),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes[1],
+        RecordOutcome::Duplicate(RecordStatus::Committed)
+    );
+    assert!(w.manual.items().is_empty());
+}
+
+/// A business row the store would refuse is seen before the reserve, not after the side effect.
+#[tokio::test]
+async fn a_reserved_label_on_the_business_row_is_rejected_before_any_call() {
+    let w = world(Labelled {
+        row_label: Some("booked_at"),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-4","label":"job","size":3}"#).await;
+    assert_eq!(rejected_code(&outcomes[0]), "label_reserved");
+    assert_eq!(w.manual.items().len(), 1);
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+    assert!(w.store.bookings().is_empty());
+}

@@ -4,7 +4,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench gatectl
+.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench bench-stores gatectl
 
 # The build shows its progress on stderr first (the first one compiles the workspace and the AWS
 # SDK crates: 10-15 minutes on 2 cores; afterwards seconds), then the replay prints only its table.
@@ -74,3 +74,12 @@ bench: tools
 		--ingress-bin target/lambda-x86_64/ingress/bootstrap \
 		--binary x86_64=target/lambda-x86_64/consumer/bootstrap \
 		--binary arm64=target/lambda-arm64/consumer/bootstrap
+
+# The store on PostgreSQL (a throwaway loopback server, scripts/with-postgres.sh) and on DynamoDB
+# (moto) side by side: round trips and latency per new event and per duplicate (issue 26, item 6;
+# docs/BENCHMARKS.md, section 9). Not part of `make bench` (it needs PostgreSQL).
+STORES_ARGS ?= --runs 5
+bench-stores: tools
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
+	$(CARGO) build --release -p gate-bench --bin gate-bench
+	scripts/with-postgres.sh target/release/gate-bench --parts stores $(STORES_ARGS)

@@ -23,7 +23,7 @@ use crate::stats;
 use crate::workload::deliveries;
 
 /// A terminal in process: one slot per key, no I/O.
-struct InProcessTerminal;
+pub(crate) struct InProcessTerminal;
 
 #[async_trait]
 impl SlotTerminal for InProcessTerminal {

@@ -25,7 +25,10 @@
 //!    the CPU share of its memory size, over moto behind a 5 ms latency floor (issue 18, item 2;
 //!    `cost.rs`);
 //! 8. `capacity`: the capacity model against the sustained-rate replay of the simulator (`sim
-//!    sustained`, issue 18, item 3).
+//!    sustained`, issue 18, item 3);
+//! 9. `stores` (not in the default parts; needs `--database-url`): the store on PostgreSQL and on
+//!    DynamoDB (moto) side by side, round trips and latency per new event and per duplicate
+//!    (issue 26, item 6; `stores.rs`).
 //!
 //! The handler `floor` (in `compare`) is the gate's two DynamoDB requests and terminal call in a
 //! bare loop (issue 18, item 4).
@@ -41,9 +44,11 @@ mod coldstart;
 mod counter;
 mod handlers;
 mod ingress;
+mod pg_wire;
 mod plot;
 mod procs;
 mod stats;
+mod stores;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -102,8 +107,8 @@ struct Args {
     /// `x86_64=target/lambda-x86_64/consumer/bootstrap`.
     #[arg(long = "binary")]
     binaries: Vec<String>,
-    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress`, `cost`, `capacity`
-    /// (comma-separated).
+    /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress`, `cost`, `capacity`,
+    /// and `stores` (not by default: it needs `--database-url`) (comma-separated).
     #[arg(
         long,
         value_delimiter = ',',
@@ -156,6 +161,17 @@ struct Args {
     /// Workload seed.
     #[arg(long, default_value_t = 8)]
     seed: u64,
+    /// The PostgreSQL server of `--parts stores`, `postgresql://user@IP:PORT/db?sslmode=disable`
+    /// (secret; `scripts/with-postgres.sh` starts a throwaway one and sets
+    /// GATE_TEST_DATABASE_URL). The harness works in a schema of its own and drops it.
+    #[arg(long, env = "GATE_TEST_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// New events per store and run in `stores` (`--runs` runs).
+    #[arg(long, default_value_t = 2000)]
+    store_events: usize,
+    /// Duplicates per store and run in `stores` (redeliveries of the first new events).
+    #[arg(long, default_value_t = 500)]
+    store_duplicates: usize,
 }
 
 /// A phase's figures without its raw latencies.
@@ -576,6 +592,35 @@ async fn main() -> Result<(), String> {
         Some(path) => vec![path.clone()],
         None => vec![python.clone(), root.join("bench/moto_server.py")],
     };
+    let stamp = format!("b{}", std::process::id());
+    if args.parts.iter().any(|p| p.trim() == "stores") {
+        let url = args.database_url.as_deref().ok_or(
+            "--parts stores needs --database-url or GATE_TEST_DATABASE_URL \
+             (scripts/with-postgres.sh starts a throwaway server)",
+        )?;
+        let moto = procs::start_moto(&moto_command).await?;
+        let plan = stores::Plan {
+            events: args.store_events,
+            duplicates: args.store_duplicates,
+            warmup: args.warmup,
+            runs: args.runs,
+        };
+        let runs = stores::run(url, &moto.endpoint, &stamp, &plan, &window()).await?;
+        stores::print(&runs, &plan);
+        let json = serde_json::to_vec_pretty(&serde_json::json!({
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "machine": machine(),
+            "runs": runs,
+        }))
+        .map_err(|e| e.to_string())?;
+        let path = out.join("stores.json");
+        std::fs::write(&path, json).map_err(|e| e.to_string())?;
+        eprintln!("bench: wrote {}", path.display());
+        drop(moto);
+        if args.parts.iter().all(|p| p.trim() == "stores") {
+            return Ok(());
+        }
+    }
     let terminal_path = args
         .terminal_sim
         .clone()
@@ -605,7 +650,6 @@ async fn main() -> Result<(), String> {
         handler_py: root.join("bench/powertools/handler.py"),
         work_dir: work_dir.clone(),
     };
-    let stamp = format!("b{}", std::process::id());
 
     let mut results = Results {
         command: std::env::args().collect::<Vec<_>>().join(" "),

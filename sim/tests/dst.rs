@@ -65,6 +65,13 @@ const KINDS: &[&str] = &[
     "replanned_notification",
     "record_replaced_after_expiry",
     "message_redriven_from_dlq",
+    // PostgreSQL's semantics (a third of the schedules, `sim::dst` docs).
+    "pg_serialization_failure_retried",
+    "pg_deadlock_retried",
+    "pg_transaction_conflict_surfaced",
+    "pg_commit_outcome_unknown_retried",
+    "pg_no_connection_retried",
+    "pg_commit_outcome_unknown_surfaced",
 ];
 
 fn chunk(n: u64) {

@@ -58,8 +58,10 @@ const SCHEDULES: &[(u64, &str)] = &[
 ];
 
 /// (seed, first 16 hex characters of the SHA-256 of the schedule's whole description) of the
-/// seeds that caught a planted bug.
-const PLANTED: &[(u64, &str)] = &[(0, "8beda703d7cf5e17"), (23, "97f6bc447660c72f")];
+/// seeds that caught a planted bug. (Seed 23 draws PostgreSQL's semantics, from their own RNG
+/// stream: its description gained their line, `postgres conflict .. outcome_unknown ..`, and
+/// nothing else; its test below still asserts the path the bug broke.)
+const PLANTED: &[(u64, &str)] = &[(0, "8beda703d7cf5e17"), (23, "8deaddf7d35cdf36")];
 
 fn schedule(seed: u64) -> Schedule {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

@@ -102,6 +102,16 @@ const LEASE_LEFT_BY: &[(&str, &str)] = &[
     ("take_over", "store_applied_then_error"),
     ("release_lease", "store_throttled"),
     ("release_lease", "store_unavailable"),
+    // The same after the PostgreSQL adapter's retry (`pg_faults`: the step is then its wait),
+    // and the adapter surfacing an error once its retries are spent: after a reserve or
+    // take-over that applied on an earlier attempt, or a release that never did.
+    ("reserve:pg_retry", "store_applied_then_error"),
+    ("take_over:pg_retry", "store_applied_then_error"),
+    ("reserve:pg_retry", "pg_commit_outcome_unknown_surfaced"),
+    ("reserve:pg_retry", "pg_transaction_conflict_surfaced"),
+    ("take_over:pg_retry", "pg_commit_outcome_unknown_surfaced"),
+    ("take_over:pg_retry", "pg_transaction_conflict_surfaced"),
+    ("release_lease:pg_retry", "pg_transaction_conflict_surfaced"),
 ];
 
 /// How long after the faults heal (or the reconciler's outage ends), or after it entered

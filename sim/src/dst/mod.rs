@@ -10,6 +10,7 @@
 //! * `shared`: the seeded RNG, parked port calls and fault bookkeeping;
 //! * `ports`: the store, terminal and manual queue decorators that park and inject faults,
 //!   [`CoreTerminal`] (the terminal core as a `SlotTerminal`) and skewed clocks;
+//! * `pg_faults`: the store decorator's PostgreSQL semantics (the adapter's retry loop);
 //! * [`crate::sqs`] (shared with the replay): SQS Standard with visibility timeouts, redelivery and a DLQ;
 //! * `driver`: the executor and event loop;
 //! * `check`: the invariants (documented there).
@@ -40,6 +41,15 @@
 //!   `IdempotentParameterMismatchException`, settled by one consistent read) or after it
 //!   (`commit_answer_lost_rebuilt_retry_after_10_min`: the token is new, the transaction runs
 //!   again and meets the first one's commit);
+//! * PostgreSQL's semantics where they differ from DynamoDB's, in a third of the schedules
+//!   (`pg_faults`, drawn from their own RNG stream): serialization failures and deadlocks on any
+//!   write, retried by the adapter and surfaced as a transaction conflict when its retries are
+//!   spent (`pg_serialization_failure_retried`, `pg_deadlock_retried`,
+//!   `pg_transaction_conflict_surfaced`), and the commit outcome unknown: the connection lost
+//!   after `COMMIT` (applied, answer lost), the adapter's retry on a new connection meeting its
+//!   own write after a failover's refused connections, or the error surfaced with the write
+//!   applied (`pg_commit_outcome_unknown_retried`, `pg_no_connection_retried`,
+//!   `pg_commit_outcome_unknown_surfaced`; crashes at `{write}:pg_retry`);
 //! * terminal 5xx (before the key is taken), responses lost after the slot was made (504),
 //!   latency beyond the lease (the client times out, the terminal runs the request 20-300 s
 //!   later), 409 in flight, stored 400 / 409 `idempotency_mismatch` answers, lookup failures;
@@ -68,6 +78,7 @@
 mod check;
 mod driver;
 mod observe;
+mod pg_faults;
 mod ports;
 pub mod schedule;
 mod shared;

@@ -227,7 +227,9 @@ impl IdempotencyStore for SimStore {
     ) -> Result<Reservation, StoreError> {
         self.before("reserve", false).await?;
         let store = &self.shared.store;
-        let r = store.reserve(record, now_ms).await;
+        let r = self
+            .pg_attempts("reserve", || store.reserve(record, now_ms))
+            .await?;
         match self.after("reserve:ack", "reserve").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("reserve")),
@@ -247,9 +249,11 @@ impl IdempotencyStore for SimStore {
     ) -> Result<TakeOver, StoreError> {
         self.before("take_over", false).await?;
         let store = &self.shared.store;
-        let r = store
-            .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
-            .await;
+        let r = self
+            .pg_attempts("take_over", || {
+                store.take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
+            })
+            .await?;
         match self.after("take_over:ack", "take_over").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("take_over")),
@@ -272,9 +276,11 @@ impl IdempotencyStore for SimStore {
     ) -> Result<CommitOutcome, StoreError> {
         self.before("commit", true).await?;
         let store = &self.shared.store;
-        let r = store
-            .commit(pk, owner, slot_id, booking, natural_key, now_ms)
-            .await;
+        let r = self
+            .pg_attempts("commit", || {
+                store.commit(pk, owner, slot_id, booking, natural_key, now_ms)
+            })
+            .await?;
         match self.after("commit:ack", "commit").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("commit")),
@@ -320,7 +326,9 @@ impl IdempotencyStore for SimStore {
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
         self.before("release_lease", false).await?;
         let store = &self.shared.store;
-        let r = store.release_lease(pk, owner, now_ms).await;
+        let r = self
+            .pg_attempts("release_lease", || store.release_lease(pk, owner, now_ms))
+            .await?;
         match self.after("release_lease:ack", "release_lease").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("release_lease")),
@@ -343,9 +351,11 @@ impl IdempotencyStore for SimStore {
         // Mark first: nothing is sent yet, so a failed finish makes no item ambiguous.
         self.before("finish", false).await?;
         let store = &self.shared.store;
-        let r = store
-            .finish(pk, owner, status, error, item, guard, now_ms)
-            .await;
+        let r = self
+            .pg_attempts("finish", || {
+                store.finish(pk, owner, status, error, item, guard, now_ms)
+            })
+            .await?;
         match self.after("finish:ack", "finish").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("finish")),
@@ -363,16 +373,29 @@ impl IdempotencyStore for SimStore {
             return Err(e);
         }
         let store = &self.shared.store;
-        let r = store.routed(pk, owner, now_ms).await;
+        // Whether an attempt's confirmation landed (a PostgreSQL retry of a landed one answers
+        // `false`).
+        let landed = std::sync::atomic::AtomicBool::new(false);
+        let r = self
+            .pg_attempts("routed", || async {
+                let r = store.routed(pk, owner, now_ms).await;
+                if matches!(r, Ok(true)) {
+                    landed.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                r
+            })
+            .await;
         {
             // The confirmation landed (or not) now, whatever the caller hears: a send confirmed
             // will not be repeated; one not confirmed may be (whoever takes it over sends again).
             let mut st = self.shared.state();
-            match r {
-                Ok(true) => st.close_sends(self.task, pk),
-                _ => st.ambiguate(self.task, Some(pk)),
+            if landed.load(std::sync::atomic::Ordering::SeqCst) {
+                st.close_sends(self.task, pk);
+            } else {
+                st.ambiguate(self.task, Some(pk));
             }
         }
+        let r = r?;
         match self.after("routed:ack", "routed").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("routed")),
@@ -390,7 +413,11 @@ impl IdempotencyStore for SimStore {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.before("record_slot_id", false).await?;
         let store = &self.shared.store;
-        let r = store.record_slot_id(pk, slot_id, now_ms).await;
+        let r = self
+            .pg_attempts("record_slot_id", || {
+                store.record_slot_id(pk, slot_id, now_ms)
+            })
+            .await?;
         match self.after("record_slot_id:ack", "record_slot_id").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("record_slot_id")),

@@ -421,6 +421,7 @@ impl Schedule {
             let scale = [0.0, 1.0, 1.0, 4.0][side.random_range(0..4)];
             0.02 * scale
         };
+        draw_pg_profile(rng, &mut profile);
         if forgetting {
             profile.crash = profile.crash.max(0.04);
             profile.purge_after_crash = profile.purge_after_crash.max(0.5);
@@ -575,6 +576,12 @@ impl Schedule {
                 .map(|t| format!("+{}m", (t - START_MS) / MINUTE))
                 .collect::<Vec<_>>()
         ));
+        if self.profile.pg_conflict > 0.0 || self.profile.pg_outcome_unknown > 0.0 {
+            out.push(format!(
+                "postgres conflict {} outcome_unknown {}",
+                self.profile.pg_conflict, self.profile.pg_outcome_unknown
+            ));
+        }
         for (i, b) in self.bodies.iter().enumerate().skip(self.base_len.0) {
             out.push(format!(
                 "body b{i} {:?}: {}",
@@ -641,6 +648,24 @@ impl Schedule {
 /// apart from the schedule's main stream.
 pub(crate) const LOST_ANSWER_STREAM: u64 = 0x4c4f_5354;
 
+/// The RNG stream the PostgreSQL semantics draw from (the profile's `pg_*` here, each write's
+/// draws in `pg_faults`), apart from the schedule's main stream.
+pub(crate) const PG_STREAM: u64 = 0x5047_5347;
+
+/// PostgreSQL's semantics in a third of the schedules (the store double behaves as the
+/// PostgreSQL adapter does where it differs from DynamoDB): serialization failures and deadlocks
+/// on any write, answers lost after `COMMIT`. From their own stream: every other draw of the
+/// schedule is what it was before they existed.
+fn draw_pg_profile(rng: &ChaCha8Rng, profile: &mut FaultProfile) {
+    let mut side = rng.clone();
+    side.set_stream(PG_STREAM);
+    if side.random_range(0..3) == 0 {
+        let scale = [1.0, 4.0][side.random_range(0..2)];
+        profile.pg_conflict = 0.02 * scale;
+        profile.pg_outcome_unknown = 0.01 * scale;
+    }
+}
+
 fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
     let scale = match rng.random_range(0..100) {
         0..=9 => 0.0,
@@ -671,5 +696,8 @@ fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
         // Drawn from its own stream in `Schedule::draw`, so that adding it left every other draw
         // (and so every schedule without this fault) as it was.
         store_lost_retried: 0.0,
+        // Drawn from their own stream (`draw_pg_profile`).
+        pg_conflict: 0.0,
+        pg_outcome_unknown: 0.0,
     }
 }

@@ -63,10 +63,21 @@ pub struct FaultProfile {
     /// After a crash, the operator purges the crashed batch's messages (only those whose own
     /// record is already durable, so only the reconciler can finish them).
     pub purge_after_crash: f64,
+    /// PostgreSQL's semantics (`pg_faults`): a write statement fails with a serialization
+    /// failure or a deadlock before it applied; the adapter retries it, and surfaces
+    /// `TransactionConflict` when its retries are spent. Drawn per write statement.
+    pub pg_conflict: f64,
+    /// PostgreSQL's semantics (`pg_faults`): the connection is lost after a write statement's
+    /// `COMMIT` (the write applied, the answer lost); the adapter retries on a new connection and
+    /// the retry meets its own write, or surfaces the error when its retries are spent. Drawn
+    /// per write statement.
+    pub pg_outcome_unknown: f64,
 }
 
 /// As `#[derive(Debug)]` would print it, with `store_lost_retried` only when it is drawn (so
-/// that schedules without it describe themselves as before it existed).
+/// that schedules without it describe themselves as before it existed), and without the
+/// PostgreSQL semantics (`pg_*`: drawn from their own stream, described on their own line by
+/// `Schedule::describe`).
 impl std::fmt::Debug for FaultProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("FaultProfile");
@@ -130,6 +141,9 @@ pub(crate) struct State {
     /// ([`super::schedule::LOST_ANSWER_STREAM`]), apart from `rng`: a schedule in which it never
     /// fires runs exactly as it did before the fault kind existed.
     pub lost_answer_rng: ChaCha8Rng,
+    /// The stream the PostgreSQL faults (`pg_faults`) draw from
+    /// ([`super::schedule::PG_STREAM`]), apart from `rng` for the same reason.
+    pub pg_rng: ChaCha8Rng,
     /// Whether faults are injected (false after the heal time).
     pub faults_on: bool,
     /// The schedule's fault probabilities.
@@ -277,6 +291,11 @@ impl Shared {
                 lost_answer_rng: {
                     let mut side = rng.clone();
                     side.set_stream(super::schedule::LOST_ANSWER_STREAM + 1);
+                    side
+                },
+                pg_rng: {
+                    let mut side = rng.clone();
+                    side.set_stream(super::schedule::PG_STREAM + 1);
                     side
                 },
                 rng,

@@ -1,0 +1,173 @@
+//! The store double with PostgreSQL's semantics where they differ from DynamoDB's (issue 26): a
+//! write statement of the PostgreSQL adapter (`gate::store::postgres`) is retried by the adapter
+//! itself, and the retry is a new statement against the table as it is then, with no request
+//! token:
+//!
+//! * a **serialization failure** (`40001`) or a **deadlock** (`40P01`) on any write (DynamoDB's
+//!   transaction conflicts hit only the commit): the statement's transaction rolled back,
+//!   nothing applied; the adapter sleeps [`RETRY_BACKOFF_MS`] and runs it again; contention
+//!   persists (each retry fails again with probability 1/2); when the retries are spent the gate
+//!   gets [`StoreError::TransactionConflict`] (fault kinds `pg_serialization_failure_retried`,
+//!   `pg_deadlock_retried`, `pg_transaction_conflict_surfaced`);
+//! * the **commit outcome unknown**: the connection is lost after the statement's `COMMIT` (the
+//!   write applied, the answer lost), noticed at once (a reset) or after the adapter's attempt
+//!   timeout (a half-open connection after a failover: the statement timeout, 5 s, plus 2 s);
+//!   the adapter retries on a new connection, which a failover may refuse for a while (each
+//!   retry finds no server with probability 1/2); the retry that runs meets the write it
+//!   repeats, possibly after other workers changed the record meanwhile, and must recognise it;
+//!   when the retries are spent the gate gets [`StoreError::Unavailable`] with the write applied
+//!   (`pg_commit_outcome_unknown_retried`, `pg_no_connection_retried`,
+//!   `pg_commit_outcome_unknown_surfaced`; a conflict on the last retry after a lost answer is
+//!   surfaced as the conflict, as the adapter returns its last failure).
+//!
+//! Each wait is a parked call (`{op}:pg_retry`), so the scheduler interleaves other workers and
+//! the reconciler with it and may crash the task there. The draws come from their own stream
+//! (`State::pg_rng`): a schedule without these faults runs exactly as before they existed.
+
+use std::future::Future;
+
+use gate::store::postgres::RETRY_BACKOFF_MS;
+use gate::store::StoreError;
+use rand::Rng;
+
+use super::ports::SimStore;
+
+/// The adapter's attempts per statement: the first and one per backoff.
+const ATTEMPTS: usize = RETRY_BACKOFF_MS.len() + 1;
+
+/// The adapter's client-side limit per attempt, ms: `PostgresConfig`'s default statement timeout
+/// (5 s) plus 2 s.
+const ATTEMPT_TIMEOUT_MS: i64 = 7_000;
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// Serialization failure or deadlock: nothing applied.
+    Conflict,
+    /// The answer was lost after the write applied, or (after that) no connection.
+    OutcomeUnknown,
+}
+
+impl SimStore {
+    /// Runs the write `op` (the statement `label`) as the PostgreSQL adapter's retry loop
+    /// would, with the faults of the module docs. `Ok(result)`: the answer of the attempt that
+    /// got one; `Err`: the error the adapter surfaces when its retries are spent. Without
+    /// PostgreSQL semantics in the schedule, `op` once, nothing drawn.
+    pub(super) async fn pg_attempts<T, F, Fut>(
+        &self,
+        label: &'static str,
+        op: F,
+    ) -> Result<Result<T, StoreError>, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let (conflict_p, unknown_p) = {
+            let st = self.shared.state();
+            (st.profile.pg_conflict, st.profile.pg_outcome_unknown)
+        };
+        if conflict_p <= 0.0 && unknown_p <= 0.0 {
+            return Ok(op().await);
+        }
+        let mut last = Failed::Conflict;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                let wait = self.pg_wait(last, attempt);
+                self.shared.park(self.task, retry_label(label), wait).await;
+            }
+            let last_attempt = attempt + 1 == ATTEMPTS;
+            let failed = {
+                let mut st = self.shared.state();
+                let after_loss = attempt > 0 && last == Failed::OutcomeUnknown;
+                let contended = attempt > 0 && last == Failed::Conflict;
+                if after_loss && pg_draw(&mut st, 0.5) {
+                    // A failover still in progress: no connection, nothing runs.
+                    if !last_attempt {
+                        st.count("pg_no_connection_retried");
+                    }
+                    Some(Failed::OutcomeUnknown)
+                } else if pg_draw(&mut st, if contended { 0.5 } else { conflict_p }) {
+                    if !last_attempt {
+                        let deadlock = st.pg_rng.random_bool(0.5);
+                        st.count(if deadlock {
+                            "pg_deadlock_retried"
+                        } else {
+                            "pg_serialization_failure_retried"
+                        });
+                    }
+                    Some(Failed::Conflict)
+                } else {
+                    None
+                }
+            };
+            if let Some(f) = failed {
+                last = f;
+                continue;
+            }
+            let r = op().await;
+            let lost = {
+                let mut st = self.shared.state();
+                let lost = pg_draw(&mut st, unknown_p);
+                if lost && !last_attempt {
+                    st.count("pg_commit_outcome_unknown_retried");
+                }
+                lost
+            };
+            if !lost {
+                return Ok(r);
+            }
+            last = Failed::OutcomeUnknown;
+        }
+        // The last failure is noticed (an unknown outcome after the attempt timeout, maybe),
+        // then surfaced.
+        let wait = self.pg_wait(last, ATTEMPTS);
+        self.shared.park(self.task, retry_label(label), wait).await;
+        self.shared.state().count(match last {
+            Failed::Conflict => "pg_transaction_conflict_surfaced",
+            Failed::OutcomeUnknown => "pg_commit_outcome_unknown_surfaced",
+        });
+        Err(match last {
+            Failed::Conflict => StoreError::TransactionConflict(format!(
+                "{label}: serialization failure or deadlock after {ATTEMPTS} attempts (simulated)"
+            )),
+            Failed::OutcomeUnknown => StoreError::Unavailable(format!(
+                "{label}: connection lost after COMMIT, no answer after {ATTEMPTS} attempts, \
+                 outcome unknown (simulated)"
+            )),
+        })
+    }
+
+    /// Simulated ms from a failed attempt to the next (number `attempt`): the failure noticed
+    /// (at once, or after the attempt timeout for a lost answer), then the adapter's backoff.
+    fn pg_wait(&self, failed: Failed, attempt: usize) -> i64 {
+        let backoff = RETRY_BACKOFF_MS
+            .get(attempt.saturating_sub(1))
+            .map_or(0, |ms| i64::try_from(*ms).unwrap_or(i64::MAX));
+        let mut st = self.shared.state();
+        let noticed = match failed {
+            Failed::Conflict => st.pg_rng.random_range(1..=5),
+            Failed::OutcomeUnknown if st.pg_rng.random_bool(0.5) => ATTEMPT_TIMEOUT_MS,
+            Failed::OutcomeUnknown => st.pg_rng.random_range(1..=20),
+        };
+        noticed + backoff
+    }
+}
+
+/// Draws `p` from the PostgreSQL stream while faults are on.
+fn pg_draw(st: &mut super::shared::State, p: f64) -> bool {
+    st.faults_on && p > 0.0 && st.pg_rng.random::<f64>() < p
+}
+
+/// The step name of the wait before an adapter's retry of `label` (a crash may fall there).
+fn retry_label(label: &'static str) -> &'static str {
+    match label {
+        "reserve" => "reserve:pg_retry",
+        "take_over" => "take_over:pg_retry",
+        "commit" => "commit:pg_retry",
+        "release_lease" => "release_lease:pg_retry",
+        "finish" => "finish:pg_retry",
+        "routed" => "routed:pg_retry",
+        "record_slot_id" => "record_slot_id:pg_retry",
+        _ => "store:pg_retry",
+    }
+}

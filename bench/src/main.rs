@@ -1,3 +1,5 @@
+// Over 600 lines: the harness's command line and the orchestration of its parts (compare, batch,
+// cold start, cost, capacity, ingress, stores) in one place; each part's work lives in its own module.
 //! `gate-bench`: the gate's cost per event side by side with the naive handler and with
 //! Powertools for AWS Lambda (Python), in one run against one moto server (issue 8). See
 //! `docs/BENCHMARKS.md` for the figures and the commands that produced them.

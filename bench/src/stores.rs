@@ -1,3 +1,5 @@
+// Over 600 lines: about 80 of them are its smoke test (from `#[cfg(test)]`); the rest is one part,
+// the two stores driven, timed and counted side by side.
 //! `gate-bench --parts stores` (issue 26, item 6): the gate's store on PostgreSQL and on
 //! DynamoDB (moto) side by side, in one run: round trips and latency per new event and per
 //! duplicate, and the reserve's and the commit's own latency, against the first gate's claim for

@@ -1,3 +1,5 @@
+// Over 600 lines: one function per gatectl subcommand over the gate's ports; splitting it by
+// subcommand is issue 22 item 11's open work (the tests start at `#[cfg(test)]`).
 //! The subcommands, over the gate's own ports: every write goes through [`gate::operator`] and
 //! the reconciler (the store's fenced, conditional writes), never a hand-written item.
 

@@ -1,3 +1,4 @@
+// Over 600 lines: 374 of them are tests (from `#[cfg(test)]`); the configuration itself is 260.
 //! The truck-slot integration's own configuration ([`TerminalConfig`]), read at cold start after
 //! the gate's generic variables (`gate::lambda::config`: tables, manual queue, lease, TTL, key
 //! retention and margin, concurrency, deadline margin, reconciler; every problem of both is

@@ -1,3 +1,5 @@
+// Over 600 lines: about 200 of them are tests (from `#[cfg(test)]`); the rest is one concern,
+// the TERMINALS configuration and the router; a split is issue 22 item 11's open work.
 //! Several terminals in one stack: the `TERMINALS` configuration, each terminal's policy for the
 //! gate, and [`TerminalRouter`], the [`SlotTerminal`] that sends each record's calls to the
 //! client of the terminal its notification names, at most `max_concurrent_calls` at once.

@@ -108,7 +108,7 @@ pub enum Refusal {
     },
     /// The record routes an item to a person (a poison body, a mismatch, an ended window), not
     /// an effect claim: `gatectl reconcile KEY` sends its item.
-    #[error("the record is a routing to the manual-booking queue, not a slot claim: run `gatectl reconcile {event_key}` to send its item")]
+    #[error("the record is a routing to the manual queue, not an effect: run `gatectl reconcile {event_key}` to send its item")]
     Routing {
         /// Its event key.
         event_key: String,
@@ -124,13 +124,13 @@ pub enum Refusal {
         left_s: i64,
     },
     /// A cancel of a record for which the server already returned an effect id.
-    #[error("the terminal already returned slot id(s) {effect_ids:?} for this record: finish it with `--slot-id`, or cancel the slot at the terminal first")]
+    #[error("the server already returned effect id(s) {effect_ids:?} for this record: finish it with `--effect-id`, or undo the effect at the server first")]
     EffectRecorded {
         /// The recorded effect ids.
         effect_ids: Vec<String>,
     },
     /// A finish with another effect than the one(s) the server already returned for the record.
-    #[error("the terminal returned slot id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
+    #[error("the server returned effect id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-server)")]
     OtherEffectRecorded {
         /// The effect id given.
         given: String,
@@ -782,8 +782,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "the terminal returned slot id(s) [\"S-9\"] for this record, not S-1: finish it with \
-             one of those (or --from-terminal)"
+            "the server returned effect id(s) [\"S-9\"] for this record, not S-1: finish it with \
+             one of those (or --from-server)"
         );
         assert_eq!(
             w.store.get(&with_effect.pk).await.unwrap().unwrap(),

@@ -197,9 +197,16 @@ impl Gate {
             } => natural_key_collision.as_deref(),
             _ => None,
         };
+        // A routing's reason in the integration's code (as its manual item carries it).
+        let detail = match &report.outcome {
+            RecordOutcome::Manual(reason) => {
+                self.integration.manual_reason_code(*reason).to_string()
+            }
+            outcome => outcome.detail(),
+        };
         info!(
             outcome = report.outcome.code(),
-            detail = %report.outcome.detail(),
+            detail = %detail,
             message_id = %report.message_id,
             event_key = report.event_key.as_deref().unwrap_or_default(),
             subject = report.subject.as_deref().unwrap_or_default(),
@@ -345,14 +352,16 @@ impl Gate {
         let mut fresh = self.new_record(event, keys, d.invocation, now_ms);
         if let Some(reason) = ended {
             let item = ManualItem {
-                reason: ManualReason::WindowEnded,
+                reason: ManualReason::EventEnded,
                 detail: format!("{}: {reason}", reason.code()),
                 original_body: d.body.to_string(),
                 event_key: Some(keys.event_key.clone()),
                 message_id: d.message_id.to_string(),
                 original_body_cut: None,
             };
-            make_routing_record(&mut fresh, &item);
+            make_routing_record(&mut fresh, &item, |r| {
+                self.integration.manual_reason_code(r)
+            });
         }
         // What the store would refuse every time (a label named like a store attribute, an item
         // over DynamoDB's limit in any state the gate writes it in) is rejected before the

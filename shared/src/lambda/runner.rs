@@ -153,10 +153,15 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     let integration = build.build(config.integration, aws.clone()).await?;
     let (store, index) = build_store(&config.lambda.store, &aws).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
+    let integration = Arc::new(integration);
+    let codes = integration.clone();
     let gate = Gate {
         store,
-        integration: Arc::new(integration),
-        manual: Arc::new(SqsManualQueue::new(sqs, config.lambda.manual_queue_url)),
+        integration,
+        manual: Arc::new(
+            SqsManualQueue::new(sqs, config.lambda.manual_queue_url)
+                .with_codes(Arc::new(move |r| codes.manual_reason_code(r))),
+        ),
         clock: Arc::new(SystemClock),
         config: config.lambda.gate,
     };

@@ -38,7 +38,7 @@ pub const EFFECT_ID_ALLOWANCE_BYTES: usize = 1024;
 /// (`pk` .. `route_pending`, the `multi_effect` mark, the audit `history`), the business row's
 /// (`source_event`, `effect_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
 /// `expires_at`). The DynamoDB codec reads every other string attribute of an item as a label.
-pub const RESERVED_NAMES: [&str; 20] = [
+pub const RESERVED_NAMES: [&str; 22] = [
     "pk",
     "event_key",
     "status",
@@ -50,6 +50,11 @@ pub const RESERVED_NAMES: [&str; 20] = [
     "created_at",
     "updated_at",
     "expires_at",
+    "effect_id",
+    "effect_ids",
+    // The names `effect_id`, `effect_ids` had on items written before the neutral vocabulary
+    // (issue 22), still read (`store::dynamo::LEGACY_EFFECT_ID`), and the stored names of the
+    // multi-effect mark and of the business row's effect id (`store::dynamo::ROW_EFFECT_ID`).
     "slot_id",
     "slot_ids",
     "inflight_shard",
@@ -179,7 +184,7 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
         + labels_bytes(&r.labels);
     size += r.lease_owner.as_deref().map_or(0, |v| s("lease_owner", v));
     size += r.lease_until_ms.map_or(0, |v| n("lease_until", v));
-    size += r.effect_id.as_deref().map_or(0, |v| s("slot_id", v));
+    size += r.effect_id.as_deref().map_or(0, |v| s("effect_id", v));
     size += r
         .inflight_shard
         .as_deref()
@@ -191,13 +196,13 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
         0
     };
     if !r.effect_ids.is_empty() {
-        size += "slot_ids".len() + r.effect_ids.iter().map(String::len).sum::<usize>();
+        size += "effect_ids".len() + r.effect_ids.iter().map(String::len).sum::<usize>();
     }
     size
 }
 
-/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `effect_id` (the effect id),
-/// `booked_at` and each label.
+/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `effect_id` (the effect id, under
+/// its stored name `store::dynamo::ROW_EFFECT_ID`), `booked_at` and each label.
 pub fn row_item_bytes(row: &BusinessRow) -> usize {
     s("source_event", &row.source_event)
         + s("slot_id", &row.effect_id)

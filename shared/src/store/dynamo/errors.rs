@@ -128,8 +128,11 @@ pub(crate) fn classify_cancellation(
         return Cancelled::Throttled(codes);
     }
     if failed(ItemRole::Booking) {
-        let effect = old_item(ItemRole::Booking)
-            .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
+        let effect = old_item(ItemRole::Booking).and_then(|item| {
+            item.get(super::schema::ROW_EFFECT_ID)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+        });
         return Cancelled::BookingExists(effect);
     }
     let others_clean = roles

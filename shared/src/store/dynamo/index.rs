@@ -7,7 +7,9 @@ use aws_sdk_dynamodb::Client;
 
 use super::codec::{decode_cursor, encode_cursor, in_flight_entry_from_item, num, opt_n, opt_s, s};
 use super::errors::map_sdk_error;
-use super::schema::{INFLIGHT_INDEX, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK};
+use super::schema::{
+    INFLIGHT_INDEX, MULTI_EFFECT_ATTRIBUTE, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK,
+};
 use crate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 
 /// The idempotency table's sparse indexes `InFlight` and `MultiEffect`, read through `client`.
@@ -39,7 +41,7 @@ impl InFlightIndex for DynamoIndex {
                 .query()
                 .table_name(&self.table)
                 .index_name(MULTI_EFFECT_INDEX)
-                .key_condition_expression("multi_slot = :one")
+                .key_condition_expression(format!("{MULTI_EFFECT_ATTRIBUTE} = :one"))
                 .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .set_exclusive_start_key(start)

@@ -253,7 +253,7 @@ pub trait Integration: Send + Sync {
     /// The code of `reason` on this integration's manual items (their `reason`, the SQS message
     /// attribute `reason`) and in the `record processed` log line's `detail`. Default: the
     /// core's ([`ManualReason::code`]). An integration whose manual-queue readers know other
-    /// codes keeps them here (truck-slot: `terminal_rejected` for
+    /// codes keeps them here (truck-slot: its legacy `terminal_rejected` for
     /// [`ManualReason::ServerRejected`]); the codes must be distinct (an item is read back by
     /// its code), lowercase ASCII letters and `_`.
     fn manual_reason_code(&self, reason: ManualReason) -> &'static str {

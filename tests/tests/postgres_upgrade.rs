@@ -1,6 +1,7 @@
-//! A PostgreSQL schema of the gate's previous release (migration 1: the columns `slot_id`,
-//! `slot_ids`, the view `multi_slot`) upgraded by `PostgresStore::migrate` (migration 2, the
-//! neutral names, issue 22): its rows are read, committed over and counted as before.
+//! A PostgreSQL schema of the gate's previous release upgraded by `PostgresStore::migrate`
+//! (migration 1: the legacy columns `slot_id`, `slot_ids`, the legacy view `multi_slot`;
+//! migration 2: the neutral vocabulary, issue 22): its rows are read, committed over and counted
+//! as before.
 //!
 //! Needs `GATE_TEST_DATABASE_URL`, as `tests/postgres.rs`: `scripts/with-postgres.sh cargo test
 //! -p integration-tests --test postgres_upgrade`.
@@ -16,7 +17,7 @@ fn database_url() -> String {
     })
 }
 
-/// Inserts `r` as migration 1 stores it (`slot_id`, `slot_ids`).
+/// Inserts `r` as migration 1 stores it (legacy `slot_id`, `slot_ids`).
 async fn insert_v1(client: &tokio_postgres::Client, schema: &str, r: &IdempotencyRecord) {
     let ids: Vec<String> = r.effect_ids.iter().cloned().collect();
     let labels = serde_json::to_string(&r.labels).expect("labels");

@@ -52,9 +52,9 @@ pub const RESERVED_NAMES: [&str; 22] = [
     "expires_at",
     "effect_id",
     "effect_ids",
-    // The names `effect_id`, `effect_ids` had on items written before the neutral vocabulary
-    // (issue 22), still read (`store::dynamo::LEGACY_EFFECT_ID`), and the stored names of the
-    // multi-effect mark and of the business row's effect id (`store::dynamo::ROW_EFFECT_ID`).
+    // The legacy names: `slot_id`, `slot_ids` (read on items written by an older gate,
+    // `store::dynamo::LEGACY_EFFECT_ID`); the business row's effect id keeps its legacy name
+    // (`store::dynamo::ROW_EFFECT_ID`), and so does the multi-effect mark (legacy `multi_slot`).
     "slot_id",
     "slot_ids",
     "inflight_shard",
@@ -201,8 +201,8 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
     size
 }
 
-/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `effect_id` (the effect id, under
-/// its stored name `store::dynamo::ROW_EFFECT_ID`), `booked_at` and each label.
+/// The size, bytes, of `row` as a DynamoDB item: `source_event`, the effect id (under
+/// its legacy stored name `slot_id`: `store::dynamo::ROW_EFFECT_ID`), `booked_at` and each label.
 pub fn row_item_bytes(row: &BusinessRow) -> usize {
     s("source_event", &row.source_event)
         + s("slot_id", &row.effect_id)

@@ -106,8 +106,9 @@ pub fn record_from_item(
         // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
         None => Vec::new(),
     };
-    // The ids under both names: an item written before the rename holds `effect_ids`, and a
-    // newer write may have added to `effect_ids` beside it (the union is the record's ids).
+    // The ids under both names, the union is the record's ids:
+    // an item written before the rename holds legacy `slot_ids`,
+    // and a newer write may have added to `effect_ids` beside the legacy set.
     let mut effect_ids = BTreeSet::new();
     for name in [EFFECT_IDS, LEGACY_EFFECT_IDS] {
         match item.get(name) {
@@ -365,8 +366,8 @@ mod tests {
         assert_eq!(record_from_item(&item).unwrap(), full);
     }
 
-    /// An item written before the neutral vocabulary (`effect_id`, `effect_ids`) reads as the same
-    /// record; one a newer gate added an id to (`effect_ids` beside `effect_ids`) holds both ids.
+    /// An item in the legacy layout (`slot_id`, `slot_ids`) reads as the same record;
+    /// one a newer gate added an id to (`effect_ids` beside legacy `slot_ids`) holds both ids.
     #[test]
     fn an_item_in_the_layout_before_the_rename_reads_the_same() {
         let mut committed = record();

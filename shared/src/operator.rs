@@ -855,7 +855,7 @@ mod tests {
             w.gate.next_step(&record, &config, ended),
             "the reconciler takes it over at its next run (every minute), looks the effect up \
              under its Idempotency-Key and commits it, never sends it again; finding none, routes \
-             it to a person (window_ended: the event ended at 2026-06-01T10:00:00Z); if the \
+             it to a person (event_ended: the event ended at 2026-06-01T10:00:00Z); if the \
              lookup fails, tries again later"
         );
     }

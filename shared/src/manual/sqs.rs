@@ -118,15 +118,15 @@ mod tests {
     fn body_has_every_field() {
         let item = ManualItem {
             reason: ManualReason::EventEnded,
-            detail: "window_ended: ...".into(),
+            detail: "event_ended: ...".into(),
             original_body: "{\"pin\":\"4711\"}".into(),
             event_key: None,
             message_id: "m1".into(),
             original_body_cut: None,
         };
         let v: serde_json::Value = serde_json::from_str(&message_body(&item)).unwrap();
-        assert_eq!(v["reason"], "window_ended");
-        assert_eq!(v["detail"], "window_ended: ...");
+        assert_eq!(v["reason"], "event_ended");
+        assert_eq!(v["detail"], "event_ended: ...");
         assert_eq!(v["original_body"], "{\"pin\":\"4711\"}");
         assert!(v["event_key"].is_null());
         assert_eq!(v["message_id"], "m1");

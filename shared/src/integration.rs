@@ -188,8 +188,9 @@ impl<'a> Held<'a> {
 /// One integration: the parse, the side effect, and the business row. See the module docs.
 #[async_trait]
 pub trait Integration: Send + Sync {
-    /// The side effect's operation name, input of its `Idempotency-Key` (`"effect-claim"`): the
-    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`).
+    /// The side effect's operation name, input of its `Idempotency-Key` (e.g. `"charge"`): the
+    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`). Never change
+    /// it on a deployed integration: every key would change.
     fn operation(&self) -> &str;
 
     /// Parses and validates one SQS body strictly at `now_ms` (epoch ms). A body over the

@@ -163,7 +163,10 @@ async fn stored_item_shape_and_units() {
     let item = raw_item(&store, &r.pk).await;
     assert_eq!(item["status"], AttributeValue::S("committed".into()));
     assert_eq!(item["effect_id"], AttributeValue::S("SLOT-1".into()));
-    assert_eq!(item["effect_ids"], AttributeValue::Ss(vec!["SLOT-1".into()]));
+    assert_eq!(
+        item["effect_ids"],
+        AttributeValue::Ss(vec!["SLOT-1".into()])
+    );
     for gone in ["inflight_shard", "lease_until", "request"] {
         assert!(!item.contains_key(gone), "{gone} must be removed on commit");
     }

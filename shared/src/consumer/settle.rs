@@ -281,7 +281,7 @@ impl Gate {
     /// Our claim returned `effect` but the record had meanwhile been finished as `failed` or
     /// `manual` by another holder (a take-over that routed it to a person, e.g. past the key's
     /// retention while our claim was still on its way): nothing will book that effect. A person gets
-    /// it once per effect ([`keys::unrecorded_effect_route_key`], reason `unbooked_effect`) to book it by
+    /// it once per effect ([`keys::unrecorded_effect_route_key`], reason `unrecorded_effect`) to book it by
     /// hand or cancel it at the server; then its id is added to the record's `effect_ids`.
     ///
     /// The routing record is reserved first: once it exists, the item is durable (a crash after

@@ -223,7 +223,7 @@ impl<C: IntegrationConfig> Config<C> {
 /// (the metrics' `Integration` dimension; the integration's default, else required).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// The idempotency table's name (its GSIs `InFlight` and `MultiEffect` are read).
+    /// The idempotency table's name (its GSIs `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`) are read).
     pub idempotency_table: String,
     /// The integration's name.
     pub integration: String,

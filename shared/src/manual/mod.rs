@@ -16,8 +16,8 @@ use async_trait::async_trait;
 /// attribute, the log line's `detail`). The core's codes and texts speak of the effect and the
 /// server; an integration whose queue readers know other codes and words gives its own
 /// ([`crate::Integration::manual_reason_code`], [`crate::Integration::manual_reason_text`]):
-/// truck-slot's `server_rejected` for [`ManualReason::ServerRejected`]. The manual item then
-/// carries the integration's code ([`ManualItem::to_json_with`]).
+/// truck-slot keeps its legacy `terminal_rejected` for [`ManualReason::ServerRejected`]. The item
+/// then carries the integration's code ([`ManualItem::to_json_with`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ManualReason {
     /// The body can never succeed (the integration's [`crate::integration::Rejection`]); the detail says why.

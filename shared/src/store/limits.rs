@@ -28,14 +28,14 @@ pub const MAX_ITEM_BYTES: usize = 400_000;
 
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
 /// the `error` text of a routing, the effect ids (`effect_id`, `effect_ids`), the `route_pending` and
-/// `multi_effect` marks and an operator's audit `history`.
+/// multi-effect marks and an operator's audit `history`.
 pub const GROWTH_ALLOWANCE_BYTES: usize = 16 * 1024;
 
 /// Room, **bytes**, a business row keeps for its effect id (unknown before the side effect).
 pub const EFFECT_ID_ALLOWANCE_BYTES: usize = 1024;
 
 /// The attribute names of the store's own items, which no label may take: the record's
-/// (`pk` .. `route_pending`, the `multi_effect` mark, the audit `history`), the business row's
+/// (`pk` .. `route_pending`, the multi-effect mark, the audit `history`), the business row's
 /// (`source_event`, `effect_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
 /// `expires_at`). The DynamoDB codec reads every other string attribute of an item as a label.
 pub const RESERVED_NAMES: [&str; 22] = [

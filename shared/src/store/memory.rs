@@ -27,7 +27,7 @@ struct Tables {
     bookings: HashMap<String, BusinessRow>,
     /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
     natural_keys: HashMap<String, String>,
-    /// `InFlight` and `MultiEffect`, as the records are now ([`Tables::reindex`] after each write).
+    /// `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`), as the records are now ([`Tables::reindex`] after each write).
     index: index::Indexes,
 }
 

@@ -312,7 +312,7 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Adds `effect_id` to the record's `effect_ids` (`ADD effect_ids`), whatever its state, and
     /// returns the record as it is after the write (`None` if there is no record). A record with
-    /// two or more distinct effect ids is marked `multi_effect` (the sparse GSI `MultiEffect`), so the
+    /// two or more distinct effect ids is marked (the sparse GSI the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`)), so the
     /// distinct-effect signal finds it without a scan ([`InFlightIndex::multi_effect_keys`]).
     /// Idempotent by nature: a retried `ADD` of a set element and a retried mark change nothing.
     async fn record_effect_id(
@@ -330,7 +330,7 @@ pub trait IdempotencyStore: Send + Sync {
 }
 
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,
-/// 16 shards) and `MultiEffect` (records with two or more distinct effect ids). The reconciler pages
+/// 16 shards) and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`) (records with two or more distinct effect ids). The reconciler pages
 /// `InFlight` for records to finish; the metrics function reads both for the store signals, and
 /// needs nothing else of the store (on DynamoDB: [`dynamo::DynamoIndex`], the table name only).
 #[async_trait]

@@ -197,7 +197,7 @@ mod tests {
         let s = |v: &str| AttributeValue::S(v.to_string());
         match role {
             ItemRole::Record => b.item("pk", s("ect#ab")),
-            ItemRole::Booking => b.item("slot_id", s("SLOT-OLD")),
+            ItemRole::Booking => b.item("slot_id", s("EFFECT-OLD")),
             ItemRole::NaturalKey => b.item("event_key", s("other-key")),
         }
         .build()
@@ -243,7 +243,10 @@ mod tests {
                 [ccf, "None", "None"],
                 "not_in_flight(item: true, holder: None)",
             ),
-            (["None", ccf, "None"], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (
+                ["None", ccf, "None"],
+                "booking_exists(Some(\"EFFECT-OLD\"))",
+            ),
             (["None", "None", ccf], "natural_key_taken(true)"),
             (
                 [ccf, ccf, "None"],
@@ -253,7 +256,7 @@ mod tests {
                 [ccf, "None", ccf],
                 "not_in_flight(item: true, holder: Some(\"other-key\"))",
             ),
-            (["None", ccf, ccf], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (["None", ccf, ccf], "booking_exists(Some(\"EFFECT-OLD\"))"),
             (
                 [ccf, ccf, ccf],
                 "not_in_flight(item: true, holder: Some(\"other-key\"))",
@@ -311,7 +314,7 @@ mod tests {
                 r(ItemRole::Booking, CONDITION_FAILED),
             ],
         );
-        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        assert_eq!(summary(&c), "booking_exists(Some(\"EFFECT-OLD\"))");
         let c = classify_cancellation(
             &two_reversed,
             &[
@@ -319,7 +322,7 @@ mod tests {
                 r(ItemRole::Record, "None"),
             ],
         );
-        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        assert_eq!(summary(&c), "booking_exists(Some(\"EFFECT-OLD\"))");
         let c = classify_cancellation(
             &two_reversed,
             &[

@@ -1,4 +1,4 @@
-//! The `InFlight` and `MultiEffect` indexes on DynamoDB: the read side of the store the reconciler
+//! The `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`) indexes on DynamoDB: the read side of the store the reconciler
 //! and the metrics function query ([`InFlightIndex`]). [`DynamoIndex`] needs only the idempotency
 //! table's name, so the metrics function reads the indexes without building a whole store.
 
@@ -12,7 +12,7 @@ use super::schema::{
 };
 use crate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 
-/// The idempotency table's sparse indexes `InFlight` and `MultiEffect`, read through `client`.
+/// The idempotency table's sparse indexes `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`), read through `client`.
 #[derive(Debug, Clone)]
 pub struct DynamoIndex {
     client: Client,
@@ -20,7 +20,7 @@ pub struct DynamoIndex {
 }
 
 impl DynamoIndex {
-    /// The indexes of `idempotency_table` (GSIs `InFlight` and `MultiEffect`), through `client`.
+    /// The indexes of `idempotency_table` (GSIs `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`)), through `client`.
     pub fn new(client: Client, idempotency_table: impl Into<String>) -> Self {
         Self {
             client,
@@ -31,7 +31,7 @@ impl DynamoIndex {
 
 #[async_trait]
 impl InFlightIndex for DynamoIndex {
-    /// `Query` of the sparse GSI `MultiEffect` (`multi_effect = "1"`, `Select=COUNT`), paginated.
+    /// `Query` of the sparse GSI multi-effect (`MULTI_EFFECT_INDEX`) (`multi_effect = "1"`, `Select=COUNT`), paginated.
     async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
         let mut total = 0usize;
         let mut start = None;

@@ -390,7 +390,9 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                 "{} reached the manual queue {} times (allowed {allowed}): reasons {:?}",
                 short_id(id),
                 its.len(),
-                its.iter().map(|(_, i)| i.reason.code()).collect::<Vec<_>>()
+                its.iter()
+                    .map(|(_, i)| truck_slot::manual_reason_code(i.reason))
+                    .collect::<Vec<_>>()
             ));
         }
     }
@@ -557,7 +559,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                         .gen_at(&pk, *at)
                         .is_some_and(|(_, g)| g.fingerprint == booked.fingerprint)
             })
-            .map(|(_, i)| i.reason.code())
+            .map(|(_, i)| truck_slot::manual_reason_code(i.reason))
             .collect();
         if !same.is_empty() {
             v.push(format!(

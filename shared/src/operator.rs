@@ -107,7 +107,7 @@ pub enum Refusal {
         error: Option<String>,
     },
     /// The record routes an item to a person (a poison body, a mismatch, an ended window), not
-    /// an effect claim: `gatectl reconcile KEY` sends its item.
+    /// a call of the side effect: `gatectl reconcile KEY` sends its item.
     #[error("the record is a routing to the manual queue, not an effect: run `gatectl reconcile {event_key}` to send its item")]
     Routing {
         /// Its event key.

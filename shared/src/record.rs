@@ -201,7 +201,7 @@ pub type Labels = BTreeMap<String, String>;
 pub struct BusinessRow {
     /// The event key.
     pub source_event: String,
-    /// The id the side effect returned (the effect id on the truck-slot path; stored as `effect_id`).
+    /// The id the side effect returned (the business row keeps it under `store::dynamo::ROW_EFFECT_ID`).
     pub effect_id: String,
     /// The integration's labels (usually the record's, see [`BusinessRow::for_record`]).
     pub labels: Labels,

@@ -349,7 +349,7 @@ pub(crate) fn stored_item(
 
 /// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
 /// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
-/// JSON), never an effect claim. It is born `manual` with its routing pending (the mark comes
+/// JSON), never a call of the side effect. It is born `manual` with its routing pending (the mark comes
 /// first, see [`Gate::route_held_record`]), keeping its lease and `InFlight` shard until the send
 /// is confirmed.
 pub(crate) fn make_routing_record(

@@ -256,8 +256,7 @@ pub trait IdempotencyStore: Send + Sync {
     /// whose lease was taken over cannot commit), and writes the business row `booking` on
     /// condition that no row exists for its event. A refusal that finds the record committed by
     /// `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
-    /// `effect_id` is the effect id (the effect id on the truck-slot path; the attribute keeps that
-    /// name).
+    /// `effect_id` is the id the side effect returned.
     ///
     /// With a `natural_key`, the same transaction writes the natural-key item
     /// ([`natural_key_pk`]: `event_key`, the key's labels, its `expires_at`) on condition

@@ -48,8 +48,9 @@ use crate::signature::{self, SecretSet, SignatureHeaders, VerifyError};
 pub const SECRETS_REFRESH_INTERVAL_MS: i64 = 60_000;
 
 /// Largest body accepted, bytes: the consumer's integration's limit (truck-slot's
-/// `notification::MAX_BODY_BYTES`, 64 KiB; SQS allows 256 KiB), so that a body the consumer would
-/// reject for its size is refused here with a `413` the sender sees, not queued.
+/// `notification::MAX_BODY_BYTES`, 64 KiB; SQS allows 1 MiB since August 2025, a DynamoDB item
+/// 400 KB), so that a body the consumer would reject for its size (a 300 KB one, say) is refused
+/// here with a `413` the sender sees, not queued.
 /// `tests/tests/ingress.rs` checks the two limits agree.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 

@@ -855,6 +855,33 @@ mod tests {
         assert!(w.store.history("it#none").await.unwrap().is_empty());
     }
 
+    /// A history holds at most `MAX_HISTORY_ENTRIES` lines, each cut to its field limits, so a
+    /// record's audit trail cannot grow its item past DynamoDB's limit.
+    #[tokio::test]
+    async fn the_history_is_bounded_in_lines_and_in_bytes() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        let long = AuditEntry {
+            at_ms: T0,
+            who: "w".repeat(500),
+            action: "a".repeat(500),
+            detail: "é".repeat(500),
+        };
+        for _ in 0..limits::MAX_HISTORY_ENTRIES {
+            w.store.append_history(&record.pk, &long).await.unwrap();
+        }
+        assert_eq!(
+            w.store.append_history(&record.pk, &long).await,
+            Err(StoreError::Refused(limits::ItemRefusal::HistoryFull { limit: 20 }))
+        );
+        let history = w.store.history(&record.pk).await.unwrap();
+        assert_eq!(history.len(), 20);
+        assert_eq!(history[0].who.len(), 64);
+        assert_eq!(history[0].action.len(), 16);
+        // 128 two-byte characters: cut at a character boundary.
+        assert_eq!(history[0].detail, "é".repeat(128));
+    }
+
     #[tokio::test]
     async fn the_next_step_says_what_the_gate_will_do() {
         let w = world();

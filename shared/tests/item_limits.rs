@@ -276,3 +276,29 @@ async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
         assert!(record_bytes_at_most(&records[0]) < MAX_ITEM_BYTES);
     }
 }
+
+/// A record takes at most `MAX_EFFECT_IDS` distinct effect ids: a further one is not added (the
+/// record is returned as it is), so the set cannot grow the item past the limit.
+#[tokio::test]
+async fn a_record_keeps_at_most_max_effect_ids() {
+    use gate::store::limits::MAX_EFFECT_IDS;
+    use gate::store::IdempotencyStore;
+    let w = world(Labelled::default());
+    let outcomes = twice(&w, r#"{"id":"e-6","label":"note","size":1}"#).await;
+    assert!(matches!(outcomes[0], RecordOutcome::Committed { .. }));
+    let pk = w.store.records()[0].pk.clone();
+    // The committed effect id is the first.
+    assert_eq!(w.store.records()[0].slot_ids.len(), 1);
+    for i in 0..MAX_EFFECT_IDS + 4 {
+        let after = w
+            .store
+            .record_slot_id(&pk, &format!("E-{i:03}"), T0)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(after.slot_ids.len(), (i + 2).min(MAX_EFFECT_IDS));
+    }
+    let kept = w.store.records()[0].slot_ids.clone();
+    assert_eq!(kept.len(), 16);
+    assert!(kept.contains("E-000") && kept.contains("E-014") && !kept.contains("E-015"));
+}

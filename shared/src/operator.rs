@@ -872,7 +872,9 @@ mod tests {
         }
         assert_eq!(
             w.store.append_history(&record.pk, &long).await,
-            Err(StoreError::Refused(limits::ItemRefusal::HistoryFull { limit: 20 }))
+            Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
+                limit: 20
+            }))
         );
         let history = w.store.history(&record.pk).await.unwrap();
         assert_eq!(history.len(), 20);

@@ -221,7 +221,11 @@ async fn a_reserved_label_on_the_business_row_is_rejected_before_any_call() {
 /// A body of `bytes` bytes exactly: `{"id", "label", "size": 1}` padded with JSON whitespace.
 fn body_of(id: &str, bytes: usize) -> String {
     let base = format!(r#"{{"id":"{id}","label":"note","size":1}}"#);
-    format!("{}{}}}", &base[..base.len() - 1], " ".repeat(bytes - base.len()))
+    format!(
+        "{}{}}}",
+        &base[..base.len() - 1],
+        " ".repeat(bytes - base.len())
+    )
 }
 
 /// An integration with no body limit of its own, and notifications of 450 KB and 1,000 KB (SQS
@@ -243,7 +247,8 @@ async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
             };
             assert_eq!(r.code, "item_too_large");
             assert!(
-                r.detail.ends_with("over the store's item limit of 400000 bytes"),
+                r.detail
+                    .ends_with("over the store's item limit of 400000 bytes"),
                 "{}",
                 r.detail
             );
@@ -264,7 +269,10 @@ async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
         assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(items[0].reason, ManualReason::Rejected);
         assert!(items[0].detail.starts_with("item_too_large: "));
-        let cut = items[0].original_body_cut.clone().expect("cut, and says so");
+        let cut = items[0]
+            .original_body_cut
+            .clone()
+            .expect("cut, and says so");
         assert_eq!(cut.bytes, bytes);
         assert_eq!(cut.sha256, gate::keys::sha256_hex(body.as_bytes()));
         assert!(body.starts_with(&items[0].original_body));

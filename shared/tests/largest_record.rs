@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 
 use gate::manual::MAX_ITEM_JSON_BYTES;
 use gate::operator::AuditEntry;
-use gate::record::{inflight_shard, record_pk, BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use gate::record::{
+    inflight_shard, record_pk, BusinessRow, IdempotencyRecord, Labels, RecordStatus,
+};
 use gate::store::limits::{
     check_new_event, history_bytes, multi_mark_bytes, record_item_bytes, MAX_AUDIT_ACTION_BYTES,
     MAX_AUDIT_DETAIL_BYTES, MAX_AUDIT_WHO_BYTES, MAX_EFFECT_IDS, MAX_EFFECT_ID_BYTES,
@@ -103,7 +105,11 @@ fn label_strategy() -> impl Strategy<Value = Labels> {
             m.into_iter()
                 .map(|(name, (len, wide))| {
                     // Two-byte characters count twice, as in DynamoDB (UTF-8 length).
-                    let value = if wide { "é".repeat(len / 2) } else { "v".repeat(len) };
+                    let value = if wide {
+                        "é".repeat(len / 2)
+                    } else {
+                        "v".repeat(len)
+                    };
                     (name, value)
                 })
                 .collect()

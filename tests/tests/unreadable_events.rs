@@ -121,7 +121,10 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         &std::fs::read_to_string(events.join("webhook-portbase.json")).unwrap(),
     )
     .unwrap();
-    let id = sample["headers"]["webhook-id"].as_str().unwrap().to_string();
+    let id = sample["headers"]["webhook-id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let cases = [
         ("webhook-signature", "\u{1}", "header `webhook-signature`"),
         ("webhook-id", "\u{0}", "header `webhook-id`"),
@@ -135,7 +138,10 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         markers.push(marker);
         let answer = invoke_with(&format!("ingress-{n}.json"), &event, "ingress").await;
         assert_eq!(answer["statusCode"], 400, "{header}: {answer}");
-        assert_eq!(answer["headers"]["content-type"], "application/problem+json");
+        assert_eq!(
+            answer["headers"]["content-type"],
+            "application/problem+json"
+        );
         let problem: Value = serde_json::from_str(answer["body"].as_str().unwrap()).unwrap();
         assert_eq!(problem["reason"], "invalid_header");
         assert_eq!(problem["status"], 400);
@@ -149,10 +155,9 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
     assert_eq!(drain(&sqs, &notifications_url).await, Vec::<String>::new());
 
     // --- the consumer -----------------------------------------------------------------------
-    let notification: Value = serde_json::from_str(
-        &std::fs::read_to_string(events.join("notification.json")).unwrap(),
-    )
-    .unwrap();
+    let notification: Value =
+        serde_json::from_str(&std::fs::read_to_string(events.join("notification.json")).unwrap())
+            .unwrap();
     let mut record = notification["Records"][0].clone();
     let body = record["body"].as_str().unwrap().to_string();
     let pin = serde_json::from_str::<Value>(&body).unwrap()["pin"]
@@ -181,7 +186,12 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
 
     // --- the reconciler ---------------------------------------------------------------------
     markers.push("SCHEDULEMARKER".into());
-    let report = invoke_with("reconciler.json", &json!("SCHEDULEMARKER\u{1}"), "reconciler").await;
+    let report = invoke_with(
+        "reconciler.json",
+        &json!("SCHEDULEMARKER\u{1}"),
+        "reconciler",
+    )
+    .await;
     assert_eq!(report["reconciled"], 0, "the pass ran: {report}");
 
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -192,7 +202,10 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         std::fs::read_to_string(&stderr_path).unwrap_or_default()
     );
     for marker in &markers {
-        assert!(!text.contains(marker.as_str()), "the output holds {marker:?}:\n{text}");
+        assert!(
+            !text.contains(marker.as_str()),
+            "the output holds {marker:?}:\n{text}"
+        );
     }
     let lines: Vec<Value> = text
         .lines()

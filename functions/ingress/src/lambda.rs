@@ -80,11 +80,9 @@ pub async fn run() -> Result<(), Error> {
         metrics,
         // The event as any JSON: the ingress reads it itself (`crate::read`), so a header the
         // typed deserialiser refuses is a counted `400`, not a runtime error quoting it.
-        service_fn(
-            move |event: LambdaEvent<serde_json::Value>| async move {
-                Ok::<ApiGatewayV2httpResponse, Error>(ingress.respond_event(event.payload).await)
-            },
-        ),
+        service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+            Ok::<ApiGatewayV2httpResponse, Error>(ingress.respond_event(event.payload).await)
+        }),
     )
     .await
 }

@@ -109,7 +109,10 @@ pub fn read_event(event: Value) -> Result<ApiGatewayV2httpRequest, Unreadable> {
         .and_then(Value::as_str)
         .filter(|id| id.len() <= 128 && id.chars().all(|c| c.is_ascii_graphic()))
         .map(str::to_string);
-    let body_bytes = event.get("body").and_then(Value::as_str).map_or(0, str::len);
+    let body_bytes = event
+        .get("body")
+        .and_then(Value::as_str)
+        .map_or(0, str::len);
     let unreadable = |reason, detail| Unreadable {
         reason,
         detail,
@@ -195,7 +198,10 @@ mod tests {
     fn other_unreadable_events_are_invalid_request() {
         let mut bad_name = event();
         bad_name["headers"]["bad name"] = Value::String("x".into());
-        assert_eq!(read_event(bad_name).unwrap_err().reason, Reason::InvalidHeader);
+        assert_eq!(
+            read_event(bad_name).unwrap_err().reason,
+            Reason::InvalidHeader
+        );
         let mut bad_type = event();
         bad_type["isBase64Encoded"] = Value::String("SECRET".into());
         let u = read_event(bad_type).unwrap_err();
@@ -203,7 +209,9 @@ mod tests {
         assert!(!u.detail.contains("SECRET"));
         assert_eq!(u.webhook_id.as_deref(), Some("msg_1"));
         assert_eq!(
-            read_event(Value::String("SECRET".into())).unwrap_err().reason,
+            read_event(Value::String("SECRET".into()))
+                .unwrap_err()
+                .reason,
             Reason::InvalidRequest
         );
     }

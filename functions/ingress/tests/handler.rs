@@ -492,7 +492,11 @@ async fn a_control_character_in_a_header_is_400_invalid_header() {
     let p = problem(&response);
     assert_eq!(p["reason"], Reason::InvalidHeader.code());
     let detail = p["detail"].as_str().unwrap();
-    assert!(detail.starts_with("the value of header `webhook-signature` is not a valid HTTP field value"), "{detail}");
+    assert!(
+        detail
+            .starts_with("the value of header `webhook-signature` is not a valid HTTP field value"),
+        "{detail}"
+    );
     assert!(!detail.contains("SECRET"));
     assert!(queue.sent.lock().unwrap().is_empty());
 }

@@ -233,7 +233,10 @@ async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
         assert_eq!(untouched.calls.load(Ordering::SeqCst), 0);
         let items = w.manual.items();
         assert_eq!(items.len(), 1, "one case for two deliveries");
-        let cut = items[0].original_body_cut.clone().expect("cut, and says so");
+        let cut = items[0]
+            .original_body_cut
+            .clone()
+            .expect("cut, and says so");
         assert_eq!(cut.bytes, bytes);
         assert_eq!(cut.sha256, truck_slot::keys::sha256_hex(body.as_bytes()));
         assert!(body.starts_with(&items[0].original_body));
@@ -245,7 +248,10 @@ async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
         let records = w.store.records();
         assert_eq!(records.len(), 1, "the routing record only");
         assert_eq!(records[0].status, RecordStatus::Manual);
-        assert!(gate::store::limits::record_item_bytes(&records[0]) < gate::store::limits::MAX_ITEM_BYTES);
+        assert!(
+            gate::store::limits::record_item_bytes(&records[0])
+                < gate::store::limits::MAX_ITEM_BYTES
+        );
     }
 }
 

@@ -64,7 +64,10 @@ impl std::fmt::Debug for UnreadableRecord {
         f.debug_struct("UnreadableRecord")
             .field("position", &self.position)
             .field("message_id", &self.message_id)
-            .field("body", &format_args!("[redacted {} bytes]", self.body.len()))
+            .field(
+                "body",
+                &format_args!("[redacted {} bytes]", self.body.len()),
+            )
             .field("field", &self.field)
             .finish()
     }

@@ -291,7 +291,10 @@ mod tests {
     fn any_json_is_a_scheduled_input() {
         let read = |text: &str| serde_json::from_str::<ScheduledInput>(text).unwrap();
         let input = read(r#"{"job": "reconcile", "other": 1}"#);
-        assert_eq!((input.job.as_deref(), input.unexpected), (Some("reconcile"), None));
+        assert_eq!(
+            (input.job.as_deref(), input.unexpected),
+            (Some("reconcile"), None)
+        );
         let input = read("{}");
         assert_eq!((input.job, input.unexpected), (None, None));
         let input = read(r#"{"job": ["SECRET"]}"#);

@@ -282,7 +282,11 @@ pub fn history_bytes(entries: &[crate::operator::AuditEntry]) -> usize {
         return 0;
     }
     let entry = |e: &crate::operator::AuditEntry| {
-        3 + 4 + n("at", e.at_ms) + s("who", &e.who) + s("action", &e.action) + s("detail", &e.detail)
+        3 + 4
+            + n("at", e.at_ms)
+            + s("who", &e.who)
+            + s("action", &e.action)
+            + s("detail", &e.detail)
     };
     "history".len() + 3 + entries.len() + entries.iter().map(entry).sum::<usize>()
 }

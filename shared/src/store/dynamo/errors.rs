@@ -226,8 +226,14 @@ mod tests {
             "Item size has exceeded the maximum allowed size",
             "The provided key element does not match the schema",
         ] {
-            let e = map_sdk_error("reserve (PutItem)", service_error("ValidationException", message));
-            assert!(matches!(&e, StoreError::Invalid(d) if d.contains(message)), "{e:?}");
+            let e = map_sdk_error(
+                "reserve (PutItem)",
+                service_error("ValidationException", message),
+            );
+            assert!(
+                matches!(&e, StoreError::Invalid(d) if d.contains(message)),
+                "{e:?}"
+            );
             assert!(!e.is_transient());
         }
         let throttled = map_sdk_error(

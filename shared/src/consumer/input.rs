@@ -127,7 +127,7 @@ fn bad_field(record: &serde_json::Map<String, Value>) -> Option<&'static str> {
                 (*field).to_string(),
                 v.clone(),
             )]));
-            serde_json::from_value::<SqsMessage>(alone).is_err()
+            SqsMessage::deserialize(&alone).is_err()
         })
     })
 }
@@ -161,7 +161,7 @@ impl SqsInput {
             }
         };
         for (position, record) in records.into_iter().enumerate() {
-            match serde_json::from_value::<SqsMessage>(record.clone()) {
+            match SqsMessage::deserialize(&record) {
                 Ok(message) => input.records.push(message),
                 Err(_) => {
                     let message_id = record

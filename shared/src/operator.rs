@@ -18,6 +18,9 @@
 //! history ([`AuditLog`]): a list attribute `history` on the DynamoDB item, beside the fields of
 //! [`IdempotencyRecord`], which no write of the gate removes (updates never touch it; only a new
 //! reservation of an expired, finished key replaces the item, and with it its history).
+//!
+//! (Over 600 lines: the operator's actions on one record, the audit history they write and its
+//! two stores are one concern, and their tests sit beside them.)
 
 use std::collections::BTreeMap;
 

@@ -47,6 +47,9 @@
 //! An SQS body is always a string of Unicode characters, so "not UTF-8" reaches the gate either as
 //! U+FFFD (decoded lossily upstream) or as an escape that is not a character (`"\ud800"`, a lone
 //! surrogate), which the JSON reader rejects (`not_json`).
+//!
+//! (Over 600 lines: the strict parse, its table of limits and the tests of every limit are one
+//! concern.)
 
 use std::fmt;
 

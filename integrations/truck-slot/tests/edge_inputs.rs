@@ -7,6 +7,8 @@
 //!   key: the same key is asked again, never a new one), bounded by SQS's `maxReceiveCount` for
 //!   the message and by the key's retention for the record, after which a person gets it; an
 //!   answer for another container is permanent (`terminal_answer_invalid`).
+//!
+//! (Over 600 lines: one short test per edge, kept in one file so the edges are read together.)
 
 mod support;
 

@@ -24,8 +24,8 @@ fn record(age_ms: i64) -> IdempotencyRecord {
         created_at_ms: NOW - age_ms,
         updated_at_ms: NOW,
         expires_at_s: NOW / 1000 + 21 * 24 * 3600,
-        slot_id: None,
-        slot_ids: Default::default(),
+        effect_id: None,
+        effect_ids: Default::default(),
         inflight_shard: Some("00".into()),
         error: None,
         route_pending: false,
@@ -62,8 +62,8 @@ fn each_hand_over_keeps_its_wire_reason() {
             "past_key_retention",
             "past_key_retention",
             "past_key_retention",
-            "window_ended",
-            "window_ended",
+            "event_ended",
+            "event_ended",
         ]
     );
 }

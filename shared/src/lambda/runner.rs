@@ -203,10 +203,15 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     let integration = build.build(config.integration, aws.clone()).await?;
     let (store, index) = build_store(&config.lambda.store, &aws).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
+    let integration = Arc::new(integration);
+    let codes = integration.clone();
     let gate = Gate {
         store,
-        integration: Arc::new(integration),
-        manual: Arc::new(SqsManualQueue::new(sqs, config.lambda.manual_queue_url)),
+        integration,
+        manual: Arc::new(
+            SqsManualQueue::new(sqs, config.lambda.manual_queue_url)
+                .with_codes(Arc::new(move |r| codes.manual_reason_code(r))),
+        ),
         clock: Arc::new(SystemClock),
         config: config.lambda.gate,
     };
@@ -226,7 +231,7 @@ pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?;
         tracing::info!(
             integration = %config.lambda.gate.integration,
-            supports_idempotency_key = config.lambda.gate.terminal_supports_idempotency_key,
+            supports_idempotency_key = config.lambda.gate.server_supports_idempotency_key,
             deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
             integration_config = ?config.integration,
             "consumer starting"

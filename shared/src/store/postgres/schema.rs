@@ -20,11 +20,18 @@ pub struct Migration {
 }
 
 /// The migrations, in order. A shipped migration is never edited: a change is a new file.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_neutral_names.sql",
+        sql: include_str!("migrations/0002_neutral_names.sql"),
+    },
+];
 
 /// The table recording applied migrations (in the store's schema).
 pub const MIGRATIONS_TABLE: &str = "gate_schema_migrations";
@@ -103,11 +110,11 @@ pub(crate) struct Statements {
     pub release: String,
     pub finish: String,
     pub routed: String,
-    pub record_slot_id: String,
+    pub record_effect_id: String,
     pub get: String,
     pub booking: String,
     pub natural_key_holder: String,
-    pub multi_slot_keys: String,
+    pub multi_effect_keys: String,
     pub stale_in_flight: String,
 }
 
@@ -160,9 +167,9 @@ impl Statements {
             // $7 booked_at (ms), $8 natural-key pk or NULL, $9 its labels, $10 its expires_at (s).
             commit: format!(
                 "WITH rec AS ( \
-                   UPDATE {t} SET status = 'committed', slot_id = $3, \
-                     slot_ids = CASE WHEN $3 = ANY(slot_ids) THEN slot_ids \
-                                     ELSE array_append(slot_ids, $3) END, \
+                   UPDATE {t} SET status = 'committed', effect_id = $3, \
+                     effect_ids = CASE WHEN $3 = ANY(effect_ids) THEN effect_ids \
+                                     ELSE array_append(effect_ids, $3) END, \
                      lease_until_ms = NULL, inflight_shard = NULL, request = '\\x'::bytea, \
                      updated_at_ms = $4 \
                    WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
@@ -189,13 +196,13 @@ impl Statements {
                 "UPDATE {t} SET lease_until_ms = 0, updated_at_ms = $3 \
                  WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2"
             ),
-            // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-slot guard.
+            // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-effect guard.
             finish: format!(
                 "WITH done AS ( \
                    UPDATE {t} SET status = $3, error = $4, request = $5, route_pending = true, \
                      updated_at_ms = $6 \
                    WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
-                     AND (NOT $7::boolean OR cardinality(slot_ids) = 0) \
+                     AND (NOT $7::boolean OR cardinality(effect_ids) = 0) \
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM done) AS finished, e.* FROM {}",
                 existing_unless("done")
@@ -207,10 +214,10 @@ impl Statements {
                  WHERE pk = $1 AND route_pending AND lease_owner = $2 RETURNING 1"
             ),
             // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
-            record_slot_id: format!(
-                "UPDATE {t} SET slot_ids = CASE WHEN $2 = ANY(slot_ids) \
-                                                OR cardinality(slot_ids) >= {max_ids} THEN slot_ids \
-                                              ELSE array_append(slot_ids, $2) END, \
+            record_effect_id: format!(
+                "UPDATE {t} SET effect_ids = CASE WHEN $2 = ANY(effect_ids) \
+                                          OR cardinality(effect_ids) >= {max_ids} THEN effect_ids \
+                                        ELSE array_append(effect_ids, $2) END, \
                    updated_at_ms = $3 \
                  WHERE pk = $1 RETURNING {cols}",
                 max_ids = crate::store::limits::MAX_EFFECT_IDS
@@ -218,7 +225,7 @@ impl Statements {
             get: format!("SELECT {cols} FROM {t} WHERE pk = $1"),
             booking: format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1"),
             natural_key_holder: format!("SELECT event_key FROM {n} WHERE pk = $1"),
-            multi_slot_keys: format!("SELECT count(*) FROM {schema}.multi_slot"),
+            multi_effect_keys: format!("SELECT count(*) FROM {schema}.multi_effect"),
             // $1 shard, $2 created before (ms), $3/$4 the cursor (created_at_ms, pk), $5 limit.
             stale_in_flight: format!(
                 "SELECT {IN_FLIGHT_COLUMNS} FROM {schema}.in_flight \

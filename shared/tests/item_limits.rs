@@ -13,7 +13,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
 use gate::integration::Held;
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use gate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::testkit::sqs_event;
 use gate::{Event, Integration, Parsed, Rejection};
@@ -26,6 +26,10 @@ const T0: i64 = 1_893_916_800_000;
 #[derive(Default)]
 struct Labelled {
     row_label: Option<&'static str>,
+    /// The text the label repeats `size` times (default `"x"`).
+    fill: Option<&'static str>,
+    /// With `Some(n)`, the event's natural key is `n` bytes long.
+    natural_key_bytes: Option<usize>,
     calls: AtomicUsize,
 }
 
@@ -50,7 +54,7 @@ impl Integration for Labelled {
             key_material: id.clone(),
             business_fields: v.clone(),
             request: body.as_bytes().to_vec(),
-            labels: Labels::from([(label, "x".repeat(size))]),
+            labels: Labels::from([(label, self.fill.unwrap_or("x").repeat(size))]),
             ends_at_ms: None,
             subject: id,
         })
@@ -84,6 +88,14 @@ impl Integration for Labelled {
             row.labels.insert(name.to_string(), "x".into());
         }
         row
+    }
+
+    fn natural_key(&self, _row: &BusinessRow, _record: &IdempotencyRecord) -> Option<NaturalKey> {
+        self.natural_key_bytes.map(|n| NaturalKey {
+            key: "k".repeat(n),
+            labels: Labels::new(),
+            expires_at_s: T0 / 1000 + 86_400,
+        })
     }
 }
 
@@ -309,4 +321,54 @@ async fn a_record_keeps_at_most_max_effect_ids() {
     let kept = w.store.records()[0].slot_ids.clone();
     assert_eq!(kept.len(), 16);
     assert!(kept.contains("E-000") && kept.contains("E-014") && !kept.contains("E-015"));
+}
+
+/// Labels are sized in UTF-8 bytes, not characters: 75,000 `é` (150,000 bytes) are as large as
+/// 150,000 `x`, and rejected the same way.
+#[tokio::test]
+async fn labels_are_sized_in_bytes_not_characters() {
+    let w = world(Labelled {
+        fill: Some("é"),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-u","label":"note","size":75000}"#).await;
+    assert_eq!(rejected_code(&outcomes[0]), "item_too_large");
+    assert_eq!(w.manual.items().len(), 1);
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+    no_event_record(&w.store);
+}
+
+/// A natural key whose item's `pk` would be longer than DynamoDB's 2,048-byte partition key
+/// (AWS, DynamoDB quotas: "partition key value: 2048 bytes") is refused every time by the commit,
+/// after the side effect: rejected before the reserve instead (`key_too_long`), no call. A key
+/// whose `pk` is exactly 2,048 bytes commits.
+#[tokio::test]
+async fn a_natural_key_longer_than_a_partition_key_is_rejected_before_any_call() {
+    let prefix = "limits#nk#".len();
+    let w = world(Labelled {
+        natural_key_bytes: Some(2049 - prefix),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-nk","label":"job","size":3}"#).await;
+    assert_eq!(rejected_code(&outcomes[0]), "key_too_long");
+    assert_eq!(rejected_code(&outcomes[1]), "key_too_long");
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(
+        items[0].detail,
+        "key_too_long: a key of the item takes 2049 bytes, over the store's partition key limit of 2048 bytes"
+    );
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+    assert!(w.store.bookings().is_empty());
+    no_event_record(&w.store);
+
+    let w = world(Labelled {
+        natural_key_bytes: Some(2048 - prefix),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-nk2","label":"job","size":3}"#).await;
+    assert!(
+        matches!(outcomes[0], RecordOutcome::Committed { .. }),
+        "{outcomes:?}"
+    );
 }

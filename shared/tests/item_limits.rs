@@ -30,6 +30,8 @@ struct Labelled {
     fill: Option<&'static str>,
     /// With `Some(n)`, the event's natural key is `n` bytes long.
     natural_key_bytes: Option<usize>,
+    /// With `Some(id)`, the effect id every call answers.
+    effect_id: Option<&'static str>,
     calls: AtomicUsize,
 }
 
@@ -64,7 +66,9 @@ impl Integration for Labelled {
         let record = held.record();
         self.calls.fetch_add(1, Ordering::SeqCst);
         ClaimOutcome::Claimed(SlotClaim {
-            slot_id: format!("E-{}", &record.event_key[..8]),
+            slot_id: self
+                .effect_id
+                .map_or_else(|| format!("E-{}", &record.event_key[..8]), str::to_string),
             equipment_number: None,
         })
     }
@@ -371,4 +375,41 @@ async fn a_natural_key_longer_than_a_partition_key_is_rejected_before_any_call()
         matches!(outcomes[0], RecordOutcome::Committed { .. }),
         "{outcomes:?}"
     );
+}
+
+/// An empty effect id cannot be stored (DynamoDB refuses an empty string in a string set, the
+/// record's `slot_ids`: a `ValidationException` at the commit, every time): the effect is made,
+/// so the record goes to a person (`terminal_answer_invalid`), never committed, no business row.
+#[tokio::test]
+async fn an_empty_effect_id_goes_to_a_person_not_to_the_commit() {
+    let w = world(Labelled {
+        effect_id: Some(""),
+        ..Labelled::default()
+    });
+    let invocation = Invocation {
+        request_id: "inv-e".into(),
+        deadline_ms: T0 + 60_000,
+    };
+    let report = w
+        .gate
+        .handle_batch(
+            sqs_event(&[("m-e", r#"{"id":"e-empty","label":"job","size":3}"#)]),
+            &invocation,
+        )
+        .await;
+    assert!(report.response.batch_item_failures.is_empty());
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid)
+    );
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 1);
+    assert!(w.store.bookings().is_empty());
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0].reason, ManualReason::TerminalAnswerInvalid);
+    assert!(w
+        .store
+        .records()
+        .iter()
+        .all(|r| r.status != RecordStatus::Committed && r.slot_ids.is_empty()));
 }

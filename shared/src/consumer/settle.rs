@@ -67,12 +67,15 @@ impl Gate {
                     .await
             }
         };
-        if slot.slot_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES {
-            // An effect was made, but its id is longer than a record keeps (the record's size is
-            // bounded, `crate::store::limits`): never committed, never recorded; a person
-            // decides. The id is not quoted (the server's answer).
+        if slot.slot_id.is_empty() || slot.slot_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES
+        {
+            // An effect was made, but its id is empty (DynamoDB refuses an empty string in the
+            // record's `slot_ids` set: a `ValidationException` every time) or longer than a
+            // record keeps (the record's size is bounded, `crate::store::limits`): never
+            // committed, never recorded; a person decides. The id is not quoted (the server's
+            // answer).
             let detail = format!(
-                "terminal answered an effect id of {} bytes, more than the {} the gate records",
+                "terminal answered an effect id of {} bytes; the gate records 1 to {}",
                 slot.slot_id.len(),
                 crate::store::limits::MAX_EFFECT_ID_BYTES
             );

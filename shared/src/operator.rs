@@ -501,35 +501,6 @@ mod dynamo_audit {
         crate::store::dynamo::map_sdk_error(op, err)
     }
 
-    #[cfg(test)]
-    mod tests {
-        use aws_sdk_dynamodb::error::{ErrorMetadata, SdkError};
-        use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-
-        use super::*;
-
-        /// An append the service refuses as invalid (the item would pass 400 KB) is not
-        /// transient; a throttled one is.
-        #[test]
-        fn a_refused_history_append_is_not_transient() {
-            let error = |code: &str| {
-                let meta = ErrorMetadata::builder()
-                    .code(code)
-                    .message("Item size to update has exceeded the maximum allowed size")
-                    .build();
-                SdkError::service_error(UpdateItemError::generic(meta), ())
-            };
-            let e = store_error("history (UpdateItem)", error("ValidationException"));
-            assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
-            assert!(!e.is_transient());
-            let e = store_error(
-                "history (UpdateItem)",
-                error("ProvisionedThroughputExceededException"),
-            );
-            assert!(e.is_transient(), "{e:?}");
-        }
-    }
-
     /// `history` is a list of maps `{at: N (epoch ms), who: S, action: S, detail: S}`.
     #[async_trait]
     impl AuditLog for DynamoStore {
@@ -597,6 +568,35 @@ mod dynamo_audit {
                 Some(AttributeValue::L(entries)) => entries.iter().map(entry_from).collect(),
                 Some(_) => Err(StoreError::Corrupt(format!("{pk}: history is not a list"))),
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use aws_sdk_dynamodb::error::{ErrorMetadata, SdkError};
+        use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
+        use super::*;
+
+        /// An append the service refuses as invalid (the item would pass 400 KB) is not
+        /// transient; a throttled one is.
+        #[test]
+        fn a_refused_history_append_is_not_transient() {
+            let error = |code: &str| {
+                let meta = ErrorMetadata::builder()
+                    .code(code)
+                    .message("Item size to update has exceeded the maximum allowed size")
+                    .build();
+                SdkError::service_error(UpdateItemError::generic(meta), ())
+            };
+            let e = store_error("history (UpdateItem)", error("ValidationException"));
+            assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+            assert!(!e.is_transient());
+            let e = store_error(
+                "history (UpdateItem)",
+                error("ProvisionedThroughputExceededException"),
+            );
+            assert!(e.is_transient(), "{e:?}");
         }
     }
 }

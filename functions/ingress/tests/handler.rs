@@ -3,6 +3,9 @@
 //! status and problem and nothing queued, a queue that fails answering `503`, a rotation with two
 //! active secrets, and a secret added at the source picked up after a failed verification. (The
 //! same against SQS and Secrets Manager on moto: `tests/tests/ingress.rs`.)
+//!
+//! (Over 600 lines: every answer of the ingress, hostile events included (`mod hostile`), on the
+//! same fixtures: one concern.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -448,7 +448,7 @@ mod dynamo_audit {
     use std::collections::HashMap;
 
     use async_trait::async_trait;
-    use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata};
+    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     use super::{AuditEntry, AuditLog};
@@ -492,11 +492,13 @@ mod dynamo_audit {
         })
     }
 
+    /// The store's own mapping (`crate::store::dynamo::map_sdk_error`): a `ValidationException`
+    /// (a history that would take the item over 400 KB) is permanent, never "unavailable".
     fn store_error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug>(
         op: &str,
         err: aws_sdk_dynamodb::error::SdkError<E, R>,
     ) -> StoreError {
-        StoreError::Unavailable(format!("{op}: {}", DisplayErrorContext(&err)))
+        crate::store::dynamo::map_sdk_error(op, err)
     }
 
     /// `history` is a list of maps `{at: N (epoch ms), who: S, action: S, detail: S}`.
@@ -566,6 +568,35 @@ mod dynamo_audit {
                 Some(AttributeValue::L(entries)) => entries.iter().map(entry_from).collect(),
                 Some(_) => Err(StoreError::Corrupt(format!("{pk}: history is not a list"))),
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use aws_sdk_dynamodb::error::{ErrorMetadata, SdkError};
+        use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
+        use super::*;
+
+        /// An append the service refuses as invalid (the item would pass 400 KB) is not
+        /// transient; a throttled one is.
+        #[test]
+        fn a_refused_history_append_is_not_transient() {
+            let error = |code: &str| {
+                let meta = ErrorMetadata::builder()
+                    .code(code)
+                    .message("Item size to update has exceeded the maximum allowed size")
+                    .build();
+                SdkError::service_error(UpdateItemError::generic(meta), ())
+            };
+            let e = store_error("history (UpdateItem)", error("ValidationException"));
+            assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+            assert!(!e.is_transient());
+            let e = store_error(
+                "history (UpdateItem)",
+                error("ProvisionedThroughputExceededException"),
+            );
+            assert!(e.is_transient(), "{e:?}");
         }
     }
 }

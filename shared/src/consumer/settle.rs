@@ -64,12 +64,16 @@ impl Gate {
                     .await
             }
         };
-        if effect.effect_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES {
-            // An effect was made, but its id is longer than a record keeps (the record's size is
-            // bounded, `crate::store::limits`): never committed, never recorded; a person
-            // decides. The id is not quoted (the server's answer).
+        if effect.effect_id.is_empty()
+            || effect.effect_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES
+        {
+            // An effect was made, but its id is empty (DynamoDB refuses an empty string in the
+            // record's `effect_ids` set: a `ValidationException` every time) or longer than a
+            // record keeps (the record's size is bounded, `crate::store::limits`): never
+            // committed, never recorded; a person decides. The id is not quoted (the server's
+            // answer).
             let detail = format!(
-                "server answered an effect id of {} bytes, more than the {} the gate records",
+                "server answered an effect id of {} bytes; the gate records 1 to {}",
                 effect.effect_id.len(),
                 crate::store::limits::MAX_EFFECT_ID_BYTES
             );

@@ -26,6 +26,11 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 /// the tests use (moto) refuses above 405,000 bytes.
 pub const MAX_ITEM_BYTES: usize = 400_000;
 
+/// DynamoDB's partition key limit, **bytes**: a partition key value is at most 2,048 bytes (AWS,
+/// DynamoDB "Service, account, and table quotas": partition key length). A longer `pk` (a long
+/// natural key, [`crate::store::natural_key_pk`]) is a `ValidationException` every time.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
 /// the `error` text of a routing (at most [`MAX_ERROR_BYTES`]), the effect ids (`effect_id` and at
 /// most [`MAX_EFFECT_IDS`] in `effect_ids`, each at most [`MAX_EFFECT_ID_BYTES`]), a longer lease
@@ -137,6 +142,14 @@ pub enum ItemRefusal {
         /// [`MAX_HISTORY_ENTRIES`].
         limit: usize,
     },
+    /// The item's `pk` is longer than [`MAX_PARTITION_KEY_BYTES`].
+    #[error("a key of the item takes {bytes} bytes, over the store's partition key limit of {limit} bytes")]
+    KeyTooLong {
+        /// The key's length, bytes.
+        bytes: usize,
+        /// [`MAX_PARTITION_KEY_BYTES`].
+        limit: usize,
+    },
     /// The item is over [`MAX_ITEM_BYTES`] (for a new event: in the largest state the gate may
     /// write it in, see [`check_new_event`]).
     #[error("the item takes {bytes} bytes, over the store's item limit of {limit} bytes")]
@@ -150,12 +163,13 @@ pub enum ItemRefusal {
 
 impl ItemRefusal {
     /// The stable code, as a [`crate::integration::Rejection`] carries it: `label_reserved`,
-    /// `label_name_empty`, `history_full`, `item_too_large`.
+    /// `label_name_empty`, `history_full`, `key_too_long`, `item_too_large`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::ReservedLabel { .. } => "label_reserved",
             Self::EmptyLabelName => "label_name_empty",
             Self::HistoryFull { .. } => "history_full",
+            Self::KeyTooLong { .. } => "key_too_long",
             Self::TooLarge { .. } => "item_too_large",
         }
     }
@@ -334,13 +348,19 @@ pub fn check_row(row: &BusinessRow) -> Result<(), ItemRefusal> {
 /// labels and the item's size.
 ///
 /// # Errors
-/// A reserved or empty label name; over [`MAX_ITEM_BYTES`].
+/// A reserved or empty label name; a `pk` over [`MAX_PARTITION_KEY_BYTES`]; over [`MAX_ITEM_BYTES`].
 pub fn check_natural_key(
     item_pk: &str,
     event_key: &str,
     key: &NaturalKey,
 ) -> Result<(), ItemRefusal> {
     check_labels(&key.labels)?;
+    if item_pk.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(ItemRefusal::KeyTooLong {
+            bytes: item_pk.len(),
+            limit: MAX_PARTITION_KEY_BYTES,
+        });
+    }
     within(natural_key_item_bytes(item_pk, event_key, key))
 }
 

@@ -65,8 +65,9 @@ pub use codec::{
 };
 use codec::{num, s};
 pub use commit::commit_request_token;
+pub(crate) use errors::map_sdk_error;
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
-use errors::{condition_failure_item, is_update_condition_failure, map_sdk_error};
+use errors::{condition_failure_item, is_update_condition_failure};
 pub use index::DynamoIndex;
 pub use schema::{
     create_tables, EFFECT_ID, EFFECT_IDS, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,

@@ -63,7 +63,7 @@ pub enum DatabaseUrl {
 pub fn database_url_parses(url: &str) -> bool {
     #[cfg(feature = "postgres")]
     {
-        url.parse::<tokio_postgres::Config>().is_ok()
+        crate::store::postgres::connection_string_parses(url)
     }
     #[cfg(not(feature = "postgres"))]
     {

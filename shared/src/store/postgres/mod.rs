@@ -49,6 +49,7 @@ mod codec;
 mod config;
 mod errors;
 mod schema;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -57,8 +58,9 @@ use deadpool_postgres::{Object, Pool};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-pub use config::PostgresConfig;
+pub use config::{connection_string_parses, PostgresConfig};
 pub use errors::RETRY_BACKOFF_MS;
+pub use tls::{Roots, SslMode};
 pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
 
 use codec::{

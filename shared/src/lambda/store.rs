@@ -98,6 +98,7 @@ async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<
         DatabaseUrl::Local(url) => url.clone(),
     };
     let mut config = PostgresConfig::new(url.expose(), settings.pool_size);
+    config.ca_bundle = settings.ca_bundle.clone();
     if !settings.session_timeouts {
         config.statement_timeout = None;
         config.lock_timeout = None;
@@ -108,6 +109,12 @@ async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<
     };
     let store =
         PostgresStore::with_config(&config).map_err(|e| Error::from(format!("{variable}: {e}")))?;
+    tracing::info!(
+        sslmode = config.ssl_mode().map(|m| m.as_str()).unwrap_or("?"),
+        ca_bundle = ?config.ca_bundle,
+        pool_size = config.pool_size,
+        "PostgreSQL store"
+    );
     if settings.run_migrations {
         let applied = store
             .migrate()

@@ -11,6 +11,7 @@
 //! | `DATABASE_URL` | PostgreSQL: the connection string, **local runs only**; refused together with the ARN | | none |
 //! | `DATABASE_POOL_SIZE` | PostgreSQL: connections per execution environment | connections | `1` |
 //! | `DATABASE_RUN_MIGRATIONS` | PostgreSQL: apply the shipped migrations at cold start | | `false` |
+//! | `DATABASE_CA_BUNDLE` | PostgreSQL: path of a PEM file of the CA certificates that sign the server's certificate (RDS/Aurora: AWS's `global-bundle.pem`, shipped in the deployment package, e.g. `/var/task/global-bundle.pem`, or a layer, `/opt/...`); unset: the connection string's `sslrootcert`, else the system's roots (enough for RDS Proxy). The connection string's `sslmode` (default `verify-full`) says what is checked: `gate::store::postgres::tls` | | none |
 //! | `DATABASE_SESSION_TIMEOUTS` | PostgreSQL: `SET statement_timeout` (5 s) and `lock_timeout` (2 s) on each new connection; `false` behind RDS Proxy (a `SET` pins the proxy's session: set them on the role instead) | | `true` |
 
 use super::env::{secret_arn_valid, Env};
@@ -47,6 +48,9 @@ pub struct PostgresSettings {
     pub run_migrations: bool,
     /// `DATABASE_SESSION_TIMEOUTS`: set the statement and lock timeouts on each connection.
     pub session_timeouts: bool,
+    /// `DATABASE_CA_BUNDLE`: the PEM file of CA certificates for TLS (`None`: the connection
+    /// string's `sslrootcert`, else the system's roots). Checked to be a file at start.
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 /// The source of the connection string (it holds the password: `Debug` redacts it).
@@ -156,11 +160,27 @@ impl PostgresSettings {
         let pool_size = env.number("DATABASE_POOL_SIZE", 1, 1, 100).unwrap_or(1) as usize;
         let run_migrations = env.boolean("DATABASE_RUN_MIGRATIONS", false);
         let session_timeouts = env.boolean("DATABASE_SESSION_TIMEOUTS", true);
+        let ca_bundle = env
+            .optional("DATABASE_CA_BUNDLE")
+            .map(|p| std::path::PathBuf::from(p.trim()));
+        if let Some(path) = &ca_bundle {
+            if !path.is_file() {
+                env.problem(
+                    "DATABASE_CA_BUNDLE",
+                    format!(
+                        "no file at {} (the PEM bundle of CA certificates, shipped in the \
+                         deployment package or a layer)",
+                        path.display()
+                    ),
+                );
+            }
+        }
         Self {
             url: url.unwrap_or(DatabaseUrl::Local(SecretString::new(""))),
             pool_size,
             run_migrations,
             session_timeouts,
+            ca_bundle,
         }
     }
 }
@@ -227,6 +247,7 @@ mod tests {
                 pool_size: 1,
                 run_migrations: false,
                 session_timeouts: true,
+                ca_bundle: None,
             }))
         );
         assert_eq!(
@@ -242,6 +263,7 @@ mod tests {
                 pool_size: 4,
                 run_migrations: true,
                 session_timeouts: false,
+                ca_bundle: None,
             }))
         );
     }
@@ -271,6 +293,14 @@ mod tests {
                 ("DATABASE_URL", "host=db port=seventy")
             ]),
             Err(vec!["DATABASE_URL"])
+        );
+        assert_eq!(
+            read(&[
+                ("STORE", "postgres"),
+                ("DATABASE_URL", URL),
+                ("DATABASE_CA_BUNDLE", "/nonexistent/global-bundle.pem"),
+            ]),
+            Err(vec!["DATABASE_CA_BUNDLE"])
         );
         assert_eq!(
             read(&[

@@ -138,7 +138,7 @@ impl PostgresStore {
             .pool
             .get()
             .await
-            .map_err(|e| StoreError::Unavailable(format!("migrate: no connection: {e}")))?;
+            .map_err(|e| StoreError::Unavailable(format!("migrate: no connection: {}", pool_error(&e))))?;
         schema::migrate(&mut client, &self.schema)
             .await
             .map_err(|f| f.into_store_error("migrate"))
@@ -227,10 +227,20 @@ impl PostgresStore {
     }
 }
 
+/// The pool's error as text; a refused server certificate says what to check.
 fn pool_error(e: &deadpool_postgres::PoolError) -> String {
-    match e {
+    let text = match e {
         deadpool_postgres::PoolError::Backend(db) => describe(db),
         other => other.to_string(),
+    };
+    if text.contains("invalid peer certificate") {
+        format!(
+            "{text} (the sslmode checks the server's certificate: name the CA bundle that \
+             signed it with DATABASE_CA_BUNDLE or sslrootcert, for RDS the global-bundle.pem, \
+             and connect to a host name the certificate names)"
+        )
+    } else {
+        text
     }
 }
 

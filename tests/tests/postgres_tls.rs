@@ -39,7 +39,10 @@ fn password() -> String {
         .map(|(userinfo, _)| userinfo.to_string())
         .expect("user:password@ in GATE_TEST_DATABASE_TLS_URL");
     let (_, password) = userinfo.split_once(':').expect("a password");
-    assert!(password.len() >= 16, "the script's password is 32 hex digits");
+    assert!(
+        password.len() >= 16,
+        "the script's password is 32 hex digits"
+    );
     password.to_string()
 }
 
@@ -57,7 +60,11 @@ fn schema(case: &str) -> String {
 }
 
 /// A store on `url` (with `query`, e.g. `sslmode=verify-full`, appended) and `ca_bundle`.
-fn tls_store(query: &str, ca_bundle: Option<PathBuf>, case: &str) -> (PostgresConfig, PostgresStore) {
+fn tls_store(
+    query: &str,
+    ca_bundle: Option<PathBuf>,
+    case: &str,
+) -> (PostgresConfig, PostgresStore) {
     store_on(&tls_url(), query, ca_bundle, case)
 }
 
@@ -147,7 +154,12 @@ impl std::io::Write for Capture {
 
 /// Neither the error, nor the log lines, nor the configuration's or the store's `Debug` hold
 /// the password; the log lines show the retries (so they were captured).
-fn assert_no_password(error: &StoreError, logs: &str, config: &PostgresConfig, store: &PostgresStore) {
+fn assert_no_password(
+    error: &StoreError,
+    logs: &str,
+    config: &PostgresConfig,
+    store: &PostgresStore,
+) {
     let password = password();
     for (what, text) in [
         ("error", error.to_string()),
@@ -156,7 +168,10 @@ fn assert_no_password(error: &StoreError, logs: &str, config: &PostgresConfig, s
         ("config Debug", format!("{config:?}")),
         ("store Debug", format!("{store:?}")),
     ] {
-        assert!(!text.contains(&password), "{what} holds the password: {text}");
+        assert!(
+            !text.contains(&password),
+            "{what} holds the password: {text}"
+        );
     }
     assert!(logs.contains("PostgreSQL statement retried"), "{logs}");
 }
@@ -200,8 +215,14 @@ async fn a_wrong_ca_is_refused_with_a_clear_error() {
     assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
     let text = error.to_string();
     assert!(text.contains("TLS handshake"), "{text}");
-    assert!(text.contains("invalid peer certificate: UnknownIssuer"), "{text}");
-    assert!(text.contains("DATABASE_CA_BUNDLE"), "the error says what to do: {text}");
+    assert!(
+        text.contains("invalid peer certificate: UnknownIssuer"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DATABASE_CA_BUNDLE"),
+        "the error says what to do: {text}"
+    );
     assert_no_password(&error, &logs, &config, &store);
     // `verify-ca` checks the chain as well.
     let (_, store) = tls_store("sslmode=verify-ca", Some(other_ca()), "wrong_ca_chain");

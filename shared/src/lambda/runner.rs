@@ -72,7 +72,8 @@ pub struct ScheduledInput {
     pub job: Option<String>,
 }
 
-/// Runs one reconciler pass for a scheduled invocation and returns its report.
+/// Runs one reconciler pass for a scheduled invocation and returns its report; then, on a store
+/// without TTL (PostgreSQL), the purge of expired rows ([`crate::purge`]).
 ///
 /// # Errors
 /// None in practice; failures are counted in the report and retried by the next run.
@@ -85,6 +86,8 @@ pub async fn handle_reconcile(
     let invocation = invocation(&event.context);
     let report = gate.reconcile(index, config, &invocation).await;
     Counts::of_reconcile(&report).emit();
+    // A store without TTL (PostgreSQL): expired rows with nothing left to do, after the pass.
+    gate.purge_expired(&invocation).await;
     Ok(report)
 }
 

@@ -78,7 +78,10 @@ impl PostgresConfig {
     /// # Errors
     /// As [`PostgresConfig::pool`].
     pub fn ssl_mode(&self) -> Result<SslMode, StoreError> {
-        Ok(split_connection_string(&self.url).map_err(unparsable)?.1.mode)
+        Ok(split_connection_string(&self.url)
+            .map_err(unparsable)?
+            .1
+            .mode)
     }
 
     /// The pool: `pool_size` connections with the TLS of `sslmode` ([`super::tls`]), recycled

@@ -36,7 +36,9 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::store::StoreError;
@@ -165,7 +167,10 @@ fn split_url(url: &str) -> (String, Vec<(&'static str, String)>) {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match TLS_KEYS.iter().find(|k| **k == key) {
-            Some(k) => found.push((*k, percent_decode_str(value).decode_utf8_lossy().into_owned())),
+            Some(k) => found.push((
+                *k,
+                percent_decode_str(value).decode_utf8_lossy().into_owned(),
+            )),
             None => kept.push(pair),
         }
     }
@@ -234,7 +239,10 @@ fn split_key_values(conn: &str) -> Result<(String, Vec<(&'static str, String)>),
 /// # Errors
 /// [`StoreError::Corrupt`] (a configuration error): the bundle cannot be read or holds no
 /// certificate, or no system root could be loaded; the message names the file.
-pub(crate) fn connector(mode: SslMode, roots: Option<&Roots>) -> Result<MakeRustlsConnect, StoreError> {
+pub(crate) fn connector(
+    mode: SslMode,
+    roots: Option<&Roots>,
+) -> Result<MakeRustlsConnect, StoreError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -379,7 +387,12 @@ impl ServerCertVerifier for Unverified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -388,7 +401,12 @@ impl ServerCertVerifier for Unverified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -407,8 +425,17 @@ mod tests {
     #[test]
     fn verify_full_is_the_default_and_the_driver_is_told_require() {
         let (url, tls) = split("postgresql://gate:pw@db.example:5432/gate");
-        assert_eq!(url, "postgresql://gate:pw@db.example:5432/gate?sslmode=require");
-        assert_eq!(tls, TlsParams { mode: SslMode::VerifyFull, roots: None });
+        assert_eq!(
+            url,
+            "postgresql://gate:pw@db.example:5432/gate?sslmode=require"
+        );
+        assert_eq!(
+            tls,
+            TlsParams {
+                mode: SslMode::VerifyFull,
+                roots: None
+            }
+        );
         let (kv, tls) = split("host=db user=gate password=pw");
         assert_eq!(kv, "host='db' user='gate' password='pw' sslmode=require");
         assert_eq!(tls.mode, SslMode::VerifyFull);
@@ -419,20 +446,34 @@ mod tests {
         let (url, tls) = split(
             "postgres://u:p@h/db?application_name=x&sslmode=verify-ca&sslrootcert=%2Fopt%2Frds.pem",
         );
-        assert_eq!(url, "postgres://u:p@h/db?application_name=x&sslmode=require");
+        assert_eq!(
+            url,
+            "postgres://u:p@h/db?application_name=x&sslmode=require"
+        );
         assert_eq!(tls.mode, SslMode::VerifyCa);
-        assert_eq!(tls.roots, Some(Roots::Bundle(PathBuf::from("/opt/rds.pem"))));
+        assert_eq!(
+            tls.roots,
+            Some(Roots::Bundle(PathBuf::from("/opt/rds.pem")))
+        );
         let (url, tls) = split("postgresql://u@h/db?sslmode=disable");
         assert_eq!(url, "postgresql://u@h/db?sslmode=disable");
         assert_eq!(tls.mode, SslMode::Disable);
         let (url, tls) = split("postgresql://u@h/db?sslmode=prefer&sslrootcert=system");
         assert_eq!(url, "postgresql://u@h/db?sslmode=prefer");
-        assert_eq!(tls, TlsParams { mode: SslMode::Prefer, roots: Some(Roots::System) });
+        assert_eq!(
+            tls,
+            TlsParams {
+                mode: SslMode::Prefer,
+                roots: Some(Roots::System)
+            }
+        );
     }
 
     #[test]
     fn key_value_quotes_and_escapes_survive() {
-        let (kv, tls) = split(r"host = db  password='it\'s \\ y' sslmode=verify-full sslrootcert='/a b/ca.pem'");
+        let (kv, tls) = split(
+            r"host = db  password='it\'s \\ y' sslmode=verify-full sslrootcert='/a b/ca.pem'",
+        );
         assert_eq!(kv, r"host='db' password='it\'s \\ y' sslmode=require");
         assert_eq!(tls.mode, SslMode::VerifyFull);
         assert_eq!(tls.roots, Some(Roots::Bundle(PathBuf::from("/a b/ca.pem"))));

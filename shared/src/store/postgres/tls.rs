@@ -114,6 +114,9 @@ pub(crate) struct TlsParams {
 
 const TLS_KEYS: [&str; 2] = ["sslmode", "sslrootcert"];
 
+/// A connection string without its TLS keys, and those keys with their (decoded) values.
+type Split = (String, Vec<(&'static str, String)>);
+
 /// Splits `conn` (a `postgresql://` URL or a libpq `key=value` string) into the connection
 /// string for tokio-postgres (its `sslmode` replaced by `disable`, `prefer` or `require`, no
 /// `sslrootcert`) and the TLS settings.
@@ -158,7 +161,7 @@ pub(crate) fn split_connection_string(conn: &str) -> Result<(String, TlsParams),
 }
 
 /// The URL without the TLS keys of its query, and their percent-decoded values.
-fn split_url(url: &str) -> (String, Vec<(&'static str, String)>) {
+fn split_url(url: &str) -> Split {
     let Some((base, query)) = url.split_once('?') else {
         return (url.to_string(), Vec::new());
     };
@@ -185,7 +188,7 @@ fn split_url(url: &str) -> (String, Vec<(&'static str, String)>) {
 /// The `key=value` string without the TLS keys (every other value re-quoted), and their values.
 /// The grammar is libpq's (and tokio-postgres'): `key = value` separated by whitespace, a value
 /// single-quoted or bare, `\` escaping the next character in either.
-fn split_key_values(conn: &str) -> Result<(String, Vec<(&'static str, String)>), String> {
+fn split_key_values(conn: &str) -> Result<Split, String> {
     let mut chars = conn.chars().peekable();
     let mut kept = Vec::new();
     let mut found = Vec::new();

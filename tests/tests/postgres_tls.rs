@@ -274,3 +274,55 @@ async fn sslmode_disable_is_refused_by_a_tls_only_server() {
     assert!(text.contains("no encryption"), "{text}");
     assert_no_password(&error, &logs, &config, &store);
 }
+
+/// The Lambda wiring end to end: `STORE=postgres`, a connection string without `sslmode` (so
+/// `verify-full`) and `DATABASE_CA_BUNDLE` build a store that migrates, reserves and commits
+/// over TLS; a `DATABASE_CA_BUNDLE` naming the wrong CA fails the first operation with the
+/// reason, not the start.
+#[tokio::test]
+async fn the_wiring_connects_with_database_ca_bundle() {
+    use gate::lambda::{build_store, fixed_env, StoreConfig};
+
+    let url = tls_url();
+    let schema = schema("wiring");
+    for (bundle, works) in [(ca(), true), (other_ca(), false)] {
+        let bundle_text = bundle.display().to_string();
+        let lookup = fixed_env(&[
+            ("STORE", "postgres"),
+            ("DATABASE_URL", url.as_str()),
+            ("DATABASE_CA_BUNDLE", bundle_text.as_str()),
+            ("DATABASE_SCHEMA", schema.as_str()),
+            ("DATABASE_RUN_MIGRATIONS", "false"),
+        ]);
+        let env = gate::lambda::Env::new(&lookup);
+        let config = StoreConfig::read(&env);
+        env.finish(|| ()).expect("configuration");
+        let StoreConfig::Postgres(settings) = &config else {
+            panic!("STORE=postgres selects PostgreSQL");
+        };
+        assert_eq!(settings.ca_bundle.as_deref(), Some(bundle.as_path()));
+        let aws = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let (store, _index) = build_store(&config, &aws).await.expect("store built");
+        let r = sample_record(
+            "wiring",
+            if works { "right-ca" } else { "wrong-ca" },
+            "owner-w",
+            NOW_MS,
+        );
+        if works {
+            // Migrate through a store on the same schema (the wiring was told not to).
+            let (_, migrating) = tls_store("", Some(ca()), "wiring");
+            migrating.migrate().await.expect("migrate");
+            assert_eq!(
+                store.reserve(&r, NOW_MS).await.expect("reserve"),
+                Reservation::Reserved
+            );
+        } else {
+            let error = store.reserve(&r, NOW_MS).await.expect_err("wrong CA");
+            assert!(error.to_string().contains("UnknownIssuer"), "{error}");
+            assert!(!error.to_string().contains(&password()), "{error}");
+        }
+    }
+}

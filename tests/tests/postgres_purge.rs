@@ -259,7 +259,7 @@ async fn the_purge_goes_in_batches() {
     assert_eq!(counts, vec![2, 2, 1, 0]);
 }
 
-/// The purge's scan can use the partial indexes of migration 2 (the planner is told to avoid a
+/// The purge's scan can use the partial indexes of its migration (the planner is told to avoid a
 /// sequential scan, as it would choose one on a table this small).
 #[tokio::test]
 async fn the_purge_reads_through_its_partial_indexes() {

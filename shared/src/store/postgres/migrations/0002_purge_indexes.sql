@@ -1,5 +1,5 @@
--- Version 2: the indexes of the expired-row purge (`PostgresStore::purge_expired`; PostgreSQL has
--- no TTL). Never edit a shipped migration: add `0003_*.sql`.
+-- The indexes of the expired-row purge (`PostgresStore::purge_expired`; PostgreSQL has
+-- no TTL). Never edit a shipped migration: add the next number.
 --
 -- Partial, on the purge's own predicate: a record that is expired AND has nothing left to do
 -- (not in_flight, no routing pending) is what the purge deletes; in_flight records and pending

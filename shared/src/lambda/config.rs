@@ -219,12 +219,17 @@ impl<C: IntegrationConfig> Config<C> {
     }
 }
 
-/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required) and `INTEGRATION_NAME`
+/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required with DynamoDB), or
+/// `STORE=postgres` and the `DATABASE_*` variables ([`super::store_config`]), and `INTEGRATION_NAME`
 /// (the metrics' `Integration` dimension; the integration's default, else required).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// The idempotency table's name (its GSIs `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`) are read).
+    /// The idempotency table's name (its GSIs `InFlight` and the multi-effect index
+    /// (`store::dynamo::MULTI_EFFECT_INDEX`) are read); empty with `STORE=postgres`.
     pub idempotency_table: String,
+    /// `STORE=postgres`: the PostgreSQL store's settings (`DATABASE_*`, as the consumer's; its
+    /// views `in_flight` and `multi_effect` are read). `None`: DynamoDB.
+    pub postgres: Option<super::store_config::PostgresSettings>,
     /// The integration's name.
     pub integration: String,
 }
@@ -240,7 +245,11 @@ impl MetricsConfig {
         default_name: Option<&str>,
     ) -> Result<Self, ConfigErrors> {
         let env = Env::new(&lookup);
-        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
+        let postgres = super::store_config::PostgresSettings::read_if_selected(&env);
+        let idempotency_table = match postgres {
+            Some(_) => Some(String::new()),
+            None => env.required("IDEMPOTENCY_TABLE"),
+        };
         let integration = match default_name {
             Some(default) => Some(
                 env.optional("INTEGRATION_NAME")
@@ -250,6 +259,7 @@ impl MetricsConfig {
         };
         env.finish(|| Self {
             idempotency_table: idempotency_table.unwrap_or_default(),
+            postgres,
             integration: integration.unwrap_or_default(),
         })
     }
@@ -424,6 +434,33 @@ mod tests {
         assert!(Config::<()>::from_env(env(&off)).is_ok());
     }
 
+    /// With `STORE=postgres` the metrics function needs the `DATABASE_*` variables, not
+    /// `IDEMPOTENCY_TABLE`.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_metrics_configuration_reads_postgres() {
+        let config = MetricsConfig::from_env(
+            env(&[
+                ("STORE", "postgres"),
+                ("DATABASE_URL", "postgresql://m@db/gate?sslmode=verify-full"),
+                ("DATABASE_SCHEMA", "gate_jobs"),
+            ]),
+            Some("d"),
+        )
+        .unwrap();
+        assert_eq!(config.idempotency_table, "");
+        assert_eq!(
+            config.postgres.map(|p| p.schema),
+            Some("gate_jobs".to_string())
+        );
+        assert_eq!(
+            MetricsConfig::from_env(env(&[("STORE", "postgres")]), Some("d"))
+                .unwrap_err()
+                .variables(),
+            ["DATABASE_URL_SECRET_ARN"]
+        );
+    }
+
     #[test]
     fn the_metrics_configuration_names_what_is_missing() {
         assert_eq!(
@@ -442,6 +479,7 @@ mod tests {
             MetricsConfig::from_env(env(&[("IDEMPOTENCY_TABLE", "t")]), Some("d")).unwrap(),
             MetricsConfig {
                 idempotency_table: "t".into(),
+                postgres: None,
                 integration: "d".into()
             }
         );

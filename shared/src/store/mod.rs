@@ -349,6 +349,33 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
+
+    /// Deletes up to `limit` records whose TTL has passed at `now_ms` (epoch ms; `expires_at <
+    /// now` in epoch seconds, as [`IdempotencyRecord::is_expired`]) **and** that have nothing
+    /// left to do (not `in_flight`, no routing pending: exactly the records a reserve may
+    /// replace), and up to `limit` expired natural-key rows. Such a record has outlived the
+    /// event it guards by the key TTL already (`expires_at = max(now, event end) + ttl`), and an
+    /// `in_flight` record or a pending routing is never deleted, expired or not: the reconciler
+    /// finishes it first. Called by the reconciler's scheduled run ([`crate::purge`]).
+    ///
+    /// `Ok(None)`: this store needs no purge (DynamoDB deletes expired items itself, by its TTL
+    /// on `expires_at`; the memory store lives as long as its process).
+    async fn purge_expired(
+        &self,
+        _now_ms: i64,
+        _limit: usize,
+    ) -> Result<Option<PurgeCount>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// What one [`IdempotencyStore::purge_expired`] call deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgeCount {
+    /// Expired idempotency records with nothing left to do.
+    pub records: usize,
+    /// Expired natural-key rows.
+    pub natural_keys: usize,
 }
 
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,

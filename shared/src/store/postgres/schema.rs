@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_neutral_names.sql",
         sql: include_str!("migrations/0002_neutral_names.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_purge_indexes.sql",
+        sql: include_str!("migrations/0003_purge_indexes.sql"),
+    },
 ];
 
 /// The table recording applied migrations (in the store's schema).
@@ -116,6 +121,8 @@ pub(crate) struct Statements {
     pub natural_key_holder: String,
     pub multi_effect_keys: String,
     pub stale_in_flight: String,
+    pub purge_records: String,
+    pub purge_natural_keys: String,
 }
 
 impl Statements {
@@ -232,6 +239,29 @@ impl Statements {
                  WHERE inflight_shard = $1 AND created_at_ms < $2 \
                    AND (created_at_ms, pk) > ($3, $4) \
                  ORDER BY created_at_ms, pk LIMIT $5"
+            ),
+            // $1 now (epoch SECONDS), $2 limit. The rows a reserve may replace (expired, nothing
+            // left to do), through the partial index `idempotency_purgeable`, oldest first; rows
+            // another transaction holds are skipped (the next batch takes them). The predicate
+            // is checked again on the row's newest version when it is locked and deleted, so a
+            // record reserved anew in the meantime (not expired) is kept.
+            purge_records: format!(
+                "WITH doomed AS ( \
+                   SELECT pk FROM {t} \
+                   WHERE expires_at_s < $1 AND status <> 'in_flight' AND NOT route_pending \
+                   ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 DELETE FROM {t} AS r USING doomed \
+                 WHERE r.pk = doomed.pk \
+                   AND r.expires_at_s < $1 AND r.status <> 'in_flight' AND NOT r.route_pending \
+                 RETURNING 1"
+            ),
+            // $1 now (epoch SECONDS), $2 limit.
+            purge_natural_keys: format!(
+                "WITH doomed AS ( \
+                   SELECT pk FROM {n} WHERE expires_at_s < $1 \
+                   ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 DELETE FROM {n} AS k USING doomed \
+                 WHERE k.pk = doomed.pk AND k.expires_at_s < $1 RETURNING 1"
             ),
         }
     }

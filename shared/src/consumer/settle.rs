@@ -47,10 +47,7 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalKeyMismatch,
-                        format!(
-                            "terminal: key reused with another body: {}",
-                            detail.quoted()
-                        ),
+                        format!("server: key reused with another body: {detail}"),
                         d,
                     )
                     .await
@@ -61,7 +58,24 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::TerminalRejected,
-                        detail.quoted(),
+                        detail.to_string(),
+                        d,
+                    )
+                    .await
+            }
+            // The effect exists, but its id may not be kept: a person, told how to see it.
+            ClaimOutcome::EffectRefused(detail) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::TerminalAnswerInvalid,
+                        format!(
+                            "{detail}; see the server's answer live with `gatectl lookup {}` \
+                             (Idempotency-Key {}), then make the effect by hand or undo it at \
+                             the server",
+                            record.event_key, record.op_key
+                        ),
                         d,
                     )
                     .await
@@ -75,9 +89,14 @@ impl Gate {
         {
             // A slot was made, but not for our container: never committed, never recorded in
             // `slot_ids` (whoever holds the record commits a recorded slot); a person decides.
+            // `other` is the server's text: named by its keyed digest only.
             let detail = format!(
-                "terminal answered slot {} for {other}, asked for {}",
-                slot.slot_id, subject
+                "the server answered effect {} for another subject (keyed SHA-256 {}), asked \
+                 for {}; see it live with `gatectl lookup {}`",
+                slot.slot_id,
+                crate::idempotency_key::answer_digest(other.as_bytes()),
+                subject,
+                record.event_key
             );
             let outcome = self
                 .route_held_record(

@@ -971,9 +971,17 @@ impl Ctl {
 
     // --- lookup ----------------------------------------------------------------------------
 
+    /// The classified lookup, then the server's answer itself, scrubbed, for this terminal only
+    /// (the one place a person reads a server's text: nothing the gate stores or logs quotes it).
     async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
         self.need_terminal("lookup")?;
         let (r, found) = self.look_up(&event_key_arg(key)?).await?;
+        let live = self
+            .gate
+            .operator_show_lookup(&r)
+            .await
+            .map(|view| format!("\n{view}\n"))
+            .unwrap_or_default();
         match found {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.slot_id.as_deref()) {
@@ -993,29 +1001,38 @@ impl Ctl {
                          the manual-booking queue, or cancel it at the terminal"
                     ),
                 };
+                // The answered container is the terminal's text: shown when it is the record's,
+                // otherwise only said to differ (the live answer below shows it scrubbed).
+                let container = r.label("container");
+                let subject = match slot.equipment_number.as_deref() {
+                    Some(e) if e == container => format!(" (for {container})"),
+                    Some(_) => format!(" (for ANOTHER container than {container})"),
+                    None => String::new(),
+                };
                 let text = format!(
-                    "the terminal holds slot {} under operation key {}{}: {verdict}\n",
-                    slot.slot_id,
-                    r.op_key,
-                    slot.equipment_number
-                        .as_deref()
-                        .map(|e| format!(" (for {e})"))
-                        .unwrap_or_default()
+                    "the terminal holds slot {} under operation key {}{subject}: {verdict}\n{live}",
+                    slot.slot_id, r.op_key,
                 );
                 Ok(Output::ok(
                     text,
                     json!({"event_key": r.event_key, "op_key": r.op_key, "found": true,
-                           "slot_id": slot.slot_id, "equipment_number": slot.equipment_number,
+                           "slot_id": slot.slot_id,
+                           "same_container": slot.equipment_number.as_deref().map(|e| e == container),
                            "record_status": r.status.as_str(), "record_slot_id": r.slot_id,
                            "verdict": verdict}),
                 ))
             }
             LookupOutcome::NotFound => Err(CtlError::NotFound(format!(
-                "the terminal holds no slot under operation key {} (record {})",
+                "the terminal holds no slot under operation key {} (record {}){live}",
                 r.op_key, r.status
             ))),
             LookupOutcome::Transient(why) => Err(CtlError::Failed(format!(
-                "terminal lookup of {}: {why}",
+                "terminal lookup of {}: {why}{live}",
+                r.op_key
+            ))),
+            LookupOutcome::EffectRefused(why) => Err(CtlError::Failed(format!(
+                "terminal lookup of {}: {why}; the slot exists, its id is not one the gate keeps: \
+                 book or cancel it by hand{live}",
                 r.op_key
             ))),
         }
@@ -1070,7 +1087,7 @@ impl Ctl {
                             r.op_key, r.event_key
                         )))
                     }
-                    LookupOutcome::Transient(why) => {
+                    LookupOutcome::Transient(why) | LookupOutcome::EffectRefused(why) => {
                         return Err(CtlError::Failed(format!("terminal lookup: {why}")))
                     }
                 }

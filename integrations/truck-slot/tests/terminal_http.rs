@@ -29,11 +29,13 @@ fn client(base_url: &str) -> HttpTerminal {
 }
 
 /// What the gate may write anywhere of a claim's outcome: what a log line gets (`Debug`) and what
-/// a record's `error` or a manual item gets (the quoted, scrubbed excerpt).
+/// a record's `error` or a manual item gets (the summary, in our words).
 fn text(outcome: &ClaimOutcome) -> String {
     let quoted = match outcome {
-        ClaimOutcome::Transient(d) | ClaimOutcome::KeyMismatch(d) => d.quoted(),
-        ClaimOutcome::Permanent { detail, .. } => detail.quoted(),
+        ClaimOutcome::Transient(d)
+        | ClaimOutcome::KeyMismatch(d)
+        | ClaimOutcome::EffectRefused(d)
+        | ClaimOutcome::Permanent { detail: d, .. } => d.to_string(),
         ClaimOutcome::Claimed(slot) => format!("{slot:?}"),
         ClaimOutcome::KeyInFlight => String::new(),
     };
@@ -43,7 +45,7 @@ fn text(outcome: &ClaimOutcome) -> String {
 /// The same for a lookup's outcome.
 fn lookup_text(outcome: &LookupOutcome) -> String {
     let quoted = match outcome {
-        LookupOutcome::Transient(d) => d.quoted(),
+        LookupOutcome::Transient(d) | LookupOutcome::EffectRefused(d) => d.to_string(),
         LookupOutcome::Found(slot) => format!("{slot:?}"),
         LookupOutcome::NotFound => String::new(),
     };
@@ -137,11 +139,19 @@ async fn reads_a_bounded_answer() {
     let ClaimOutcome::Transient(why) = &outcome else {
         panic!("{outcome:?}");
     };
-    assert!(why.quoted().len() < 1_000, "{} bytes", why.quoted().len());
+    assert!(
+        why.to_string().len() < 1_000,
+        "{} bytes",
+        why.to_string().len()
+    );
     let LookupOutcome::Transient(why) = http.lookup("key-3", &request()).await else {
         panic!("lookup must be transient");
     };
-    assert!(why.quoted().len() < 1_000, "{} bytes", why.quoted().len());
+    assert!(
+        why.to_string().len() < 1_000,
+        "{} bytes",
+        why.to_string().len()
+    );
 }
 
 #[tokio::test]

@@ -17,8 +17,9 @@ pub type Effect = SlotClaim;
 /// The generic name of [`ClaimOutcome`]: how a call of the side effect ended.
 pub type EffectOutcome = ClaimOutcome;
 
-/// The effect a call made (a slot the terminal issued, on the truck-slot path).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The effect a call made (a slot the terminal issued, on the truck-slot path). `Debug` names the
+/// server's `equipment_number` by its keyed digest only (it is the server's text).
+#[derive(Clone, PartialEq, Eq)]
 pub struct SlotClaim {
     /// The effect's id (the terminal's slot id). A classified outcome holds only an id in the
     /// format the server declared and quoting no secret ([`crate::idempotency_key::IdFormat`]).
@@ -29,6 +30,21 @@ pub struct SlotClaim {
     /// the effect is never committed: a person gets it, told the server's value only by its keyed
     /// digest (it is the server's text: never logged or stored).
     pub equipment_number: Option<String>,
+}
+
+impl fmt::Debug for SlotClaim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let subject = self.equipment_number.as_deref().map(|s| {
+            format!(
+                "keyed SHA-256 {}",
+                crate::idempotency_key::answer_digest(s.as_bytes())
+            )
+        });
+        f.debug_struct("SlotClaim")
+            .field("slot_id", &self.slot_id)
+            .field("equipment_number", &subject)
+            .finish()
+    }
 }
 
 /// What the gate may say about an answer (or a failed request) that gave no usable effect: our

@@ -268,12 +268,13 @@ fn readings(bytes: &[u8], into: &mut Vec<String>) {
         into.push(fold(&String::from_utf16_lossy(&units)));
     }
     if bytes.starts_with(&[0x1f, 0x8b]) {
+        // What inflates before an error counts too (a gzip stream cut short: a base64 run ends
+        // before its padding, an answer cut at the client's bound).
         let mut out = Vec::new();
-        if flate2::read::GzDecoder::new(bytes)
+        let _ = flate2::read::GzDecoder::new(bytes)
             .take(4 << 20)
-            .read_to_end(&mut out)
-            .is_ok()
-        {
+            .read_to_end(&mut out);
+        if !out.is_empty() {
             into.push(fold(&String::from_utf8_lossy(&out)));
         }
     }

@@ -121,9 +121,16 @@ fn forms(secret: &str) -> Vec<String> {
         // separator between every character, a split value.
         hex_of(&mixed_case(secret)),
         base64(mixed_case(secret).as_bytes()),
-        secret.chars().map(|c| format!("&#{}", u32::from(c))).collect(),
+        secret
+            .chars()
+            .map(|c| format!("&#{}", u32::from(c)))
+            .collect(),
         secret.replace('-', "&minus;"),
-        format!("{{\"first\":\"{}\",\"rest\":\"{}\"}}", &secret[..6], &secret[6..]),
+        format!(
+            "{{\"first\":\"{}\",\"rest\":\"{}\"}}",
+            &secret[..6],
+            &secret[6..]
+        ),
     ]
 }
 

@@ -371,7 +371,11 @@ impl Ingress {
         tracing::info!(
             outcome = handled.outcome(),
             status = handled.status(),
-            webhook_id = handled.webhook_id.as_deref().filter(|_| verified).unwrap_or(""),
+            webhook_id = handled
+                .webhook_id
+                .as_deref()
+                .filter(|_| verified)
+                .unwrap_or(""),
             webhook_id_digest = unverified_id.as_deref().unwrap_or(""),
             message_id = handled.message_id.as_deref().unwrap_or(""),
             secret_index = handled.secret_index.map_or(-1, |i| i as i64),

@@ -78,8 +78,15 @@ impl Needle {
     }
 }
 
-/// NFKC, lower case, letters and digits only.
+/// NFKC, lower case, letters and digits only (ASCII text is its own NFKC form: a fast path).
 pub fn fold(text: &str) -> String {
+    if text.is_ascii() {
+        return text
+            .bytes()
+            .filter(u8::is_ascii_alphanumeric)
+            .map(|b| char::from(b.to_ascii_lowercase()))
+            .collect();
+    }
     text.nfkc()
         .flat_map(char::to_lowercase)
         .filter(|c| c.is_alphanumeric())
@@ -251,10 +258,15 @@ pub fn unescape(text: &str) -> String {
     out
 }
 
-/// Readings of decoded bytes: UTF-8, UTF-16 LE and BE (lossy), and gzip when it is gzip.
+/// Readings of decoded bytes: UTF-8, UTF-16 LE and BE (lossy) when a quarter of the bytes are
+/// NUL (UTF-16 or UTF-32 of ASCII text), and gzip when it is gzip.
 fn readings(bytes: &[u8], into: &mut Vec<String>) {
     into.push(fold(&String::from_utf8_lossy(bytes)));
-    for big in [false, true] {
+    let nuls = bytes.iter().filter(|b| **b == 0).count();
+    for big in [false, true]
+        .into_iter()
+        .filter(|_| nuls * 4 >= bytes.len())
+    {
         let units: Vec<u16> = bytes
             .chunks_exact(2)
             .map(|p| {
@@ -305,13 +317,20 @@ pub fn views(text: &str) -> Vec<String> {
             }
         }
         let compact: String = layer.chars().filter(|c| !c.is_whitespace()).collect();
-        let is_b64 = |c: char| c.is_ascii_alphanumeric() || "+/-_".contains(c);
-        for run in compact.split(|c: char| !is_b64(c)).filter(|r| r.len() >= 8) {
-            for start in 0..4.min(run.len()) {
-                let tail = &run[start..];
-                let whole = &tail[..tail.len() - tail.len() % 4];
-                for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
-                    if let Ok(bytes) = engine.decode(whole) {
+        // Each alphabet's runs, decoded by its own engine at all four alignments.
+        for (engine, extra) in [(&STANDARD_NO_PAD, "+/"), (&URL_SAFE_NO_PAD, "-_")] {
+            let in_alphabet = |c: char| c.is_ascii_alphanumeric() || extra.contains(c);
+            for run in compact
+                .split(|c: char| !in_alphabet(c))
+                .filter(|r| r.len() >= 8)
+            {
+                // A run of letters and digits only is read once, by the standard alphabet.
+                if extra == "-_" && !run.contains(['-', '_']) {
+                    continue;
+                }
+                for start in 0..4.min(run.len()) {
+                    let tail = &run[start..];
+                    if let Ok(bytes) = engine.decode(&tail[..tail.len() - tail.len() % 4]) {
                         readings(&bytes, &mut out);
                     }
                 }

@@ -7,13 +7,17 @@
 //! secret (`Rls-732039`, `rls_732039`, `R-L-S-732039`) under those encodings, which an encoder of
 //! a fixed list of spellings misses (hex of `Rls-...`). On top of [`super::scrub::quotes_secret`]
 //! (every escape and entity it knows), an id also quotes a secret when it holds a **fragment**:
-//! a run of at least [`MIN_FRAGMENT_CHARS`] (and at least half) of the folded secret's
-//! characters, or the secret's longest run of digits when it has at least
-//! [`MIN_FRAGMENT_CHARS`] (`SLOT-732039` for the PIN `RLS-732039`; a PIN split over two answers).
+//! a run of at least three quarters of the folded secret's characters (and at least
+//! [`MIN_FRAGMENT_CHARS`]: `RLS-7320...` cut from `RLS-732039`), or the secret's letter prefix
+//! followed, within 40 characters, by half of its digits (`RLS_73` + `20`).
+//!
+//! Not refused: the secret's digits without its letters. A terminal that numbers its slots
+//! (`ECTD-014823`) would share a PIN's digit run by chance about once in 15,000 events
+//! (`sim`'s `forwarder-two-months` does), and each would be a slot sent to a person; an id is
+//! kept only in the terminal's declared format, and the digits alone do not say they are a PIN.
 //!
 //! A refused id is never kept: the record goes to a person, who sees the answer live with
-//! `gatectl lookup`. An innocent id that shares five characters with a PIN goes to a person too:
-//! the safe side.
+//! `gatectl lookup`.
 
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -22,7 +26,10 @@ use unicode_normalization::UnicodeNormalization;
 use super::scrub;
 
 /// The shortest fragment of a secret looked for in an id, in folded characters.
-pub const MIN_FRAGMENT_CHARS: usize = 5;
+pub const MIN_FRAGMENT_CHARS: usize = 6;
+
+/// How far after a secret's letter prefix half of its digits are looked for, in folded characters.
+pub const PREFIX_WINDOW_CHARS: usize = 40;
 
 /// `text` folded: NFKC, lower case, letters and digits only.
 fn fold(text: &str) -> String {
@@ -72,32 +79,41 @@ fn decodings(id: &str) -> Vec<String> {
     out
 }
 
-/// The fragments of `secret` an id may not hold: every run of its folded characters of at least
-/// [`MIN_FRAGMENT_CHARS`] and at least half its length, and its longest run of digits when that
-/// has at least [`MIN_FRAGMENT_CHARS`]. None for a secret folded shorter than
+/// The runs of `secret`'s folded characters an id may not hold: every run of three quarters of
+/// them (at least [`MIN_FRAGMENT_CHARS`]). None for a secret folded shorter than
 /// [`MIN_FRAGMENT_CHARS`] (the scrubber's own rules apply to it).
 fn fragments(secret: &str) -> Vec<String> {
     let folded: Vec<char> = fold(secret).chars().collect();
     let n = folded.len();
-    let mut out = Vec::new();
     if n < MIN_FRAGMENT_CHARS {
-        return out;
+        return Vec::new();
     }
-    let len = MIN_FRAGMENT_CHARS.max(n.div_ceil(2));
-    for start in 0..=n - len {
-        out.push(folded[start..start + len].iter().collect());
+    let len = MIN_FRAGMENT_CHARS.max((3 * n).div_ceil(4)).min(n);
+    (0..=n - len)
+        .map(|start| folded[start..start + len].iter().collect())
+        .collect()
+}
+
+/// Whether `folded` holds `secret`'s letter prefix (at least 3 letters) followed, within
+/// [`PREFIX_WINDOW_CHARS`], by half of its digits (at least 2).
+fn prefix_then_digits(folded: &str, secret: &str) -> bool {
+    let whole = fold(secret);
+    let prefix: String = whole.chars().take_while(|c| !c.is_ascii_digit()).collect();
+    let digits: String = whole.chars().filter(char::is_ascii_digit).collect();
+    let half = digits.len() / 2;
+    if prefix.chars().count() < 3 || half < 2 {
+        return false;
     }
-    let digits = fold(secret)
-        .split(|c: char| !c.is_ascii_digit())
-        .max_by_key(|r| r.len())
-        .unwrap_or_default()
-        .to_string();
-    if digits.len() >= MIN_FRAGMENT_CHARS {
-        out.push(digits);
-    }
-    out.sort();
-    out.dedup();
-    out
+    let parts: Vec<&str> = (0..=digits.len() - half)
+        .map(|i| &digits[i..i + half])
+        .collect();
+    folded.match_indices(prefix.as_str()).any(|(at, _)| {
+        let window: String = folded[at + prefix.len()..]
+            .chars()
+            .take(PREFIX_WINDOW_CHARS)
+            .collect();
+        parts.iter().any(|p| window.contains(p))
+    })
 }
 
 /// Whether the slot id `id` carries one of `secrets`: in any form [`scrub::quotes_secret`]
@@ -116,7 +132,9 @@ pub fn id_quotes_secret(id: &str, secrets: &[&str]) -> bool {
         let whole = fold(secret);
         let parts = fragments(secret);
         texts.iter().any(|t| {
-            (!whole.is_empty() && t.contains(&whole)) || parts.iter().any(|p| t.contains(p))
+            (!whole.is_empty() && t.contains(&whole))
+                || parts.iter().any(|p| t.contains(p))
+                || prefix_then_digits(t, secret)
         })
     })
 }
@@ -142,9 +160,9 @@ mod tests {
             format!("S-{}", b64("R-L-S-732039").trim_end_matches('=')),
             format!("S-x{}", b64("R-L-S-732039").trim_end_matches('=')),
             format!("S-xy{}", b64("R-L-S-732039").trim_end_matches('=')),
-            "SLOT-732039".to_string(),
-            "RLS-731".to_string() + "95",
-            "rls7320".to_string(),
+            "RLS-7320".to_string(),
+            "rls_732".to_string(),
+            "RLS-73203".to_string() + "...",
             "S-RLS_732039".to_string(),
         ];
         ids.push(
@@ -158,12 +176,15 @@ mod tests {
 
     #[test]
     fn innocent_ids_pass() {
+        // A numbered slot that shares the PIN's digits is not refused (the module docs say why).
         for id in [
             "SLOT-000123",
             "ECTD-20250609-0800-0042",
             "S-CSQU3054383",
             "APMT-1",
             "S-RLS-1",
+            "ECTD-732039",
+            "SLOT-7320390",
         ] {
             assert!(
                 !id_quotes_secret(id, &["RLS-732039", "tok-PLUGH-0042"]),

@@ -768,13 +768,13 @@ async fn a_hostile_terminal_gets_no_secret_into_logs_tables_or_the_manual_queue(
         }
     }
 
-    // The capture worked: every log holds the gate's lines, and the TRACE capture more than the
-    // INFO one (the gate's DEBUG and TRACE events reached it).
+    // The capture worked: every log holds the gate's lines (the TRACE capture at least the INFO
+    // one's; other crates' lines below INFO are what `gate::logging::allowed` drops).
     let sizes: Vec<usize> = w.logs.iter().map(|l| l.0.lock().unwrap().len()).collect();
-    assert!(sizes.iter().all(|n| *n > 0), "{sizes:?}");
+    assert!(sizes.iter().all(|n| *n > 10_000), "{sizes:?}");
     assert!(
-        sizes[0] > sizes[2],
-        "TRACE text {} vs INFO {}",
+        sizes[0] >= sizes[2],
+        "TRACE {} vs INFO {}",
         sizes[0],
         sizes[2]
     );

@@ -974,9 +974,17 @@ impl Ctl {
 
     // --- lookup ----------------------------------------------------------------------------
 
+    /// The classified lookup, then the server's answer itself, scrubbed, for this terminal only
+    /// (the one place a person reads a server's text: nothing the gate stores or logs quotes it).
     async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
         self.need_terminal("lookup")?;
         let (r, found) = self.look_up(&event_key_arg(key)?).await?;
+        let live = self
+            .gate
+            .operator_show_lookup(&r)
+            .await
+            .map(|view| format!("\n{view}\n"))
+            .unwrap_or_default();
         match found {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.effect_id.as_deref()) {
@@ -996,29 +1004,38 @@ impl Ctl {
                          the manual-booking queue, or cancel it at the terminal"
                     ),
                 };
+                // The answered container is the terminal's text: shown when it is the record's,
+                // otherwise only said to differ (the live answer below shows it scrubbed).
+                let container = r.label("container");
+                let subject = match slot.subject.as_deref() {
+                    Some(e) if e == container => format!(" (for {container})"),
+                    Some(_) => format!(" (for ANOTHER container than {container})"),
+                    None => String::new(),
+                };
                 let text = format!(
-                    "the terminal holds slot {} under operation key {}{}: {verdict}\n",
-                    slot.effect_id,
-                    r.op_key,
-                    slot.subject
-                        .as_deref()
-                        .map(|e| format!(" (for {e})"))
-                        .unwrap_or_default()
+                    "the terminal holds slot {} under operation key {}{subject}: {verdict}\n{live}",
+                    slot.effect_id, r.op_key,
                 );
                 Ok(Output::ok(
                     text,
                     json!({"event_key": r.event_key, "op_key": r.op_key, "found": true,
-                           "slot_id": slot.effect_id, "equipment_number": slot.subject,
+                           "slot_id": slot.effect_id,
+                           "same_container": slot.subject.as_deref().map(|e| e == container),
                            "record_status": r.status.as_str(), "record_effect_id": r.effect_id,
                            "verdict": verdict}),
                 ))
             }
             LookupOutcome::NotFound => Err(CtlError::NotFound(format!(
-                "the terminal holds no slot under operation key {} (record {})",
+                "the terminal holds no slot under operation key {} (record {}){live}",
                 r.op_key, r.status
             ))),
             LookupOutcome::Transient(why) => Err(CtlError::Failed(format!(
-                "terminal lookup of {}: {why}",
+                "terminal lookup of {}: {why}{live}",
+                r.op_key
+            ))),
+            LookupOutcome::EffectRefused(why) => Err(CtlError::Failed(format!(
+                "terminal lookup of {}: {why}; the slot exists, its id is not one the gate keeps: \
+                 book or cancel it by hand{live}",
                 r.op_key
             ))),
         }
@@ -1073,7 +1090,7 @@ impl Ctl {
                             r.op_key, r.event_key
                         )))
                     }
-                    LookupOutcome::Transient(why) => {
+                    LookupOutcome::Transient(why) | LookupOutcome::EffectRefused(why) => {
                         return Err(CtlError::Failed(format!("terminal lookup: {why}")))
                     }
                 }

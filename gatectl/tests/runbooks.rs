@@ -227,6 +227,13 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
         .await
         .unwrap();
     assert_eq!(found.json["slot_id"], slot.effect_id.as_str());
+    assert_eq!(found.json["same_container"], true);
+    // The terminal's answer itself, live, for the operator only (issue 25), without the PIN.
+    assert!(
+        found.text.contains("the terminal answered 200 (") && !found.text.contains(PIN),
+        "{}",
+        found.text
+    );
 
     let dry = w
         .ctl

@@ -29,6 +29,8 @@
 //! | `key_retention_seconds` | how long the terminal keeps a key; past it minus `RETENTION_MARGIN_SECONDS` nothing is claimed again; must be less than `KEY_TTL_SECONDS` (the record outlives the key) | seconds | required with key support |
 //! | `max_concurrent_calls` | calls in flight to this terminal at once, per execution environment (the consumer's `MAX_CONCURRENCY` records share them) | calls | required with key support |
 //! | `api` | `slots` (`POST {base}/slots`, the default) or `appointments-v2` (`POST {base}/v2/appointments`), see [`TerminalApi`] | | optional |
+//! | `slot_id_pattern` | the format of the terminal's slot ids: a regular expression (the `regex` crate's syntax) the whole id must match; a slot id outside it is never kept, the record goes to a person (issue 25) | | optional (default `[A-Za-z0-9_.:-]+`) |
+//! | `slot_id_max_chars` | the longest slot id, `1..=128` | characters | optional (default 64) |
 //!
 //! Every problem is reported at once, each naming the terminal and the field, as
 //! `TERMINALS: terminal "APMT-MV2": key_retention_seconds: missing (required with key support)`
@@ -59,6 +61,7 @@ use super::{
     HttpTerminalError, LookupOutcome, SlotTerminal,
 };
 use crate::notification::MAX_TERMINAL_CHARS;
+use gate::idempotency_key::{IdFormat, IdFormatError, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN};
 use gate::lambda::secret_arn_valid;
 
 /// What the gate needs to know of a terminal to decide before calling it.
@@ -199,6 +202,9 @@ pub struct TerminalSpec {
     pub max_concurrent_calls: Option<usize>,
     /// The API shape.
     pub api: TerminalApi,
+    /// The format of the terminal's slot ids (`slot_id_pattern`, `slot_id_max_chars`; the
+    /// strict default [`IdFormat::default`] when neither is given).
+    pub slot_id_format: IdFormat,
 }
 
 /// The bounds [`parse_terminals`] checks a terminal against, from the rest of the configuration.
@@ -225,6 +231,8 @@ const FIELDS: &[&str] = &[
     "key_retention_seconds",
     "max_concurrent_calls",
     "api",
+    "slot_id_pattern",
+    "slot_id_max_chars",
 ];
 
 /// Parses and validates `TERMINALS` (the module docs give the shape).
@@ -510,6 +518,11 @@ fn parse_one(
             TerminalApi::Slots
         }
     };
+    let slot_id_format = slot_id_format(
+        required("slot_id_pattern"),
+        required("slot_id_max_chars"),
+        &mut problem,
+    );
     if keyed {
         for (field, given) in [
             ("base_url", required("base_url").is_some()),
@@ -538,7 +551,54 @@ fn parse_one(
         key_retention_s,
         max_concurrent_calls: max_calls.map(|n| n as usize),
         api,
+        slot_id_format: slot_id_format?,
     })
+}
+
+/// The declared slot-id format of one terminal: `pattern` (a regular expression the whole id
+/// must match; default [`DEFAULT_ID_PATTERN`]) and `max_chars` (`1..=`[`super::MAX_SLOT_ID_CHARS`];
+/// default [`DEFAULT_ID_MAX_CHARS`]). Problems are pushed; `None` when any was found.
+fn slot_id_format(
+    pattern: Option<&Value>,
+    max_chars: Option<&Value>,
+    problem: &mut impl FnMut(&str, String),
+) -> Option<IdFormat> {
+    let pattern = match pattern {
+        None => DEFAULT_ID_PATTERN,
+        Some(Value::String(p)) => p.as_str(),
+        Some(_) => {
+            problem("slot_id_pattern", "not a string".into());
+            return None;
+        }
+    };
+    let max_chars = match max_chars {
+        None => DEFAULT_ID_MAX_CHARS,
+        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) => n,
+            None => {
+                problem(
+                    "slot_id_max_chars",
+                    format!("{v} is not a positive integer"),
+                );
+                return None;
+            }
+        },
+    };
+    // Both fields are checked, each problem named with its field.
+    let length_ok = (1..=super::MAX_SLOT_ID_CHARS).contains(&max_chars);
+    if !length_ok {
+        problem(
+            "slot_id_max_chars",
+            IdFormatError::BadLength(max_chars).to_string(),
+        );
+    }
+    match IdFormat::new(pattern, max_chars.clamp(1, super::MAX_SLOT_ID_CHARS)) {
+        Ok(format) => length_ok.then_some(format),
+        Err(e) => {
+            problem("slot_id_pattern", e.to_string());
+            None
+        }
+    }
 }
 
 /// The gate's policy per terminal code: key support and claim horizon (key retention minus
@@ -584,6 +644,7 @@ pub fn http_router(
         config.connect_timeout = shared.connect_timeout;
         config.request_timeout = shared.request_timeout;
         config.api = spec.api;
+        config.slot_id_format = spec.slot_id_format.clone();
         config.token = tokens.remove(&spec.code);
         router = router.with(
             spec.code.clone(),
@@ -767,6 +828,14 @@ impl SlotTerminal for TerminalRouter {
         .await
         .unwrap_or_else(LookupOutcome::Transient)
     }
+
+    async fn show_lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> Option<String> {
+        self.limited(terminal, |client| async move {
+            client.show_lookup_at(terminal, op_key, request).await
+        })
+        .await
+        .unwrap_or_else(|why| Some(format!("not asked: {why}")))
+    }
 }
 
 #[cfg(test)]
@@ -792,6 +861,28 @@ mod tests {
         .to_string()
     }
 
+    /// Each terminal declares its slot-id format; a bad one is named with the terminal and the
+    /// field.
+    #[test]
+    fn a_terminal_declares_its_slot_id_format() {
+        let raw = r#"[{"code": "ECT-DELTA", "supports_idempotency_key": true,
+            "base_url": "https://slots.ect.example/api", "key_retention_seconds": 86400,
+            "max_concurrent_calls": 4, "slot_id_pattern": "ECTD-[0-9]{4}",
+            "slot_id_max_chars": 9}]"#;
+        let specs = parse_terminals(raw, LIMITS).unwrap();
+        assert_eq!(
+            specs[0].slot_id_format,
+            IdFormat::new("ECTD-[0-9]{4}", 9).unwrap()
+        );
+        let bad = raw
+            .replace("ECTD-[0-9]{4}", "ECTD-[0-9")
+            .replace("\"slot_id_max_chars\": 9", "\"slot_id_max_chars\": 200");
+        let problems = parse_terminals(&bad, LIMITS).unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("terminal \"ECT-DELTA\": slot_id_max_chars: "));
+        assert!(problems[1].starts_with("terminal \"ECT-DELTA\": slot_id_pattern: "));
+    }
+
     #[test]
     fn three_terminals_parse_with_their_own_settings() {
         let specs = parse_terminals(&three(), LIMITS).unwrap();
@@ -806,6 +897,7 @@ mod tests {
                 key_retention_s: Some(86_400),
                 max_concurrent_calls: Some(4),
                 api: TerminalApi::Slots,
+                slot_id_format: IdFormat::default(),
             }
         );
         assert_eq!(specs[1].api, TerminalApi::AppointmentsV2);
@@ -838,7 +930,7 @@ mod tests {
             vec![
                 "terminal \"ECT-DELTA\": colour: unknown field (known: code, \
                  supports_idempotency_key, base_url, token_secret_arn, key_retention_seconds, \
-                 max_concurrent_calls, api)",
+                 max_concurrent_calls, api, slot_id_pattern, slot_id_max_chars)",
                 "terminal \"ECT-DELTA\": base_url: must be https:// (http:// only to a loopback \
                  host), without user info, query, fragment or white space",
                 "terminal \"ECT-DELTA\": max_concurrent_calls: 0 is outside 1..=1000",

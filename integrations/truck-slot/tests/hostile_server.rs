@@ -707,7 +707,7 @@ async fn a_hostile_terminal_gets_no_secret_into_logs_tables_or_the_manual_queue(
         records
             .iter()
             .find(|r| r.labels.get("container").map(String::as_str) == Some(c.as_str()))
-            .map(|r| ((r.status, r.slot_id.clone()), r.error.clone()))
+            .map(|r| ((r.status, r.effect_id.clone()), r.error.clone()))
             .expect("a record per mode")
     };
     for (k, kind) in KINDS.iter().enumerate() {

@@ -299,7 +299,10 @@ fn reserved(amount: i64) -> Reserved {
 fn assert_reserved_identity(record: &IdempotencyRecord, r: &Reserved) {
     assert_eq!(record.pk, r.pk);
     assert_eq!(record.op_key, r.op_key, "the operation key of the reserve");
-    assert_eq!(record.fingerprint, r.fingerprint, "the fingerprint of the reserve");
+    assert_eq!(
+        record.fingerprint, r.fingerprint,
+        "the fingerprint of the reserve"
+    );
 }
 
 #[tokio::test]
@@ -315,7 +318,10 @@ async fn a_commit_keeps_the_reserved_identity_and_a_fresh_process_sees_a_duplica
     let record = w.record(&r).await;
     assert_eq!(record.status, RecordStatus::Committed);
     assert_reserved_identity(&record, &r);
-    assert_eq!(w.server.calls(), vec![(r.op_key.clone(), first.into_bytes())]);
+    assert_eq!(
+        w.server.calls(),
+        vec![(r.op_key.clone(), first.into_bytes())]
+    );
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
     assert_eq!(booking.effect_id, "E-1");
 
@@ -374,7 +380,10 @@ async fn a_routing_keeps_the_fingerprint_and_a_fresh_process_sees_a_duplicate() 
     let w = World::new();
     w.server.set(Mode::Refused);
     let outcome = w.deliver(&body(4200, "first copy", None)).await;
-    assert_eq!(outcome, RecordOutcome::Manual(ManualReason::TerminalRejected));
+    assert_eq!(
+        outcome,
+        RecordOutcome::Manual(ManualReason::TerminalRejected)
+    );
     let r = reserved(4200);
     let record = w.record(&r).await;
     assert_eq!(record.status, RecordStatus::Failed);
@@ -385,7 +394,10 @@ async fn a_routing_keeps_the_fingerprint_and_a_fresh_process_sees_a_duplicate() 
     assert_eq!(again, RecordOutcome::Duplicate(RecordStatus::Failed));
     let items = w.manual.items();
     assert_eq!(items.len(), 1, "{items:?}");
-    assert_eq!(items[0].event_key.as_deref(), Some(record.event_key.as_str()));
+    assert_eq!(
+        items[0].event_key.as_deref(),
+        Some(record.event_key.as_str())
+    );
     assert_eq!(w.server.calls().len(), 1);
 }
 
@@ -396,7 +408,11 @@ async fn the_reconciler_resends_under_the_reserved_key_and_a_fresh_process_sees_
     w.server.set(Mode::EffectAnswerLost);
     let outcome = w.deliver(&first).await;
     assert!(matches!(outcome, RecordOutcome::Retry(_)), "{outcome:?}");
-    assert_eq!(w.server.effects(), 1, "the effect was made, its answer lost");
+    assert_eq!(
+        w.server.effects(),
+        1,
+        "the effect was made, its answer lost"
+    );
 
     w.server.set(Mode::Effect);
     w.clock.advance_ms(180_000);
@@ -408,11 +424,18 @@ async fn the_reconciler_resends_under_the_reserved_key_and_a_fresh_process_sees_
     assert_eq!(record.slot_id.as_deref(), Some("E-1"));
     assert_reserved_identity(&record, &r);
     assert!(
-        w.server.calls().iter().all(|(key, bytes)| *key == r.op_key && *bytes == first.as_bytes()),
+        w.server
+            .calls()
+            .iter()
+            .all(|(key, bytes)| *key == r.op_key && *bytes == first.as_bytes()),
         "{:?}",
         w.server.calls()
     );
-    assert_eq!(w.server.effects(), 1, "the re-send was answered by the replay");
+    assert_eq!(
+        w.server.effects(),
+        1,
+        "the re-send was answered by the replay"
+    );
 
     let again = w.deliver(&first).await;
     assert_eq!(again, RecordOutcome::Duplicate(RecordStatus::Committed));
@@ -420,8 +443,7 @@ async fn the_reconciler_resends_under_the_reserved_key_and_a_fresh_process_sees_
 }
 
 #[tokio::test]
-async fn past_the_horizon_the_lookup_uses_the_reserved_key_and_the_routing_keeps_the_fingerprint()
-{
+async fn past_the_horizon_the_lookup_uses_the_reserved_key_and_the_routing_keeps_the_fingerprint() {
     let w = World::new();
     w.server.set(Mode::Unavailable);
     let outcome = w.deliver(&body(4200, "first copy", None)).await;
@@ -469,6 +491,9 @@ async fn an_ended_event_keeps_its_fingerprint_on_its_routing_record() {
     let other = w.deliver(&body(9900, "first copy", Some(T0 - HOUR))).await;
     assert_eq!(other, RecordOutcome::Mismatch);
     let reasons: Vec<ManualReason> = w.manual.items().iter().map(|i| i.reason).collect();
-    assert_eq!(reasons, vec![ManualReason::WindowEnded, ManualReason::Mismatch]);
+    assert_eq!(
+        reasons,
+        vec![ManualReason::WindowEnded, ManualReason::Mismatch]
+    );
     assert!(w.server.calls().is_empty(), "an ended event is never sent");
 }

@@ -102,7 +102,11 @@ pub async fn killed_after_its_call_then_run_again(w: &World) {
         }
         () = reached.notified() => {}
     }
-    assert_eq!(w.core.slots_issued(), 1, "the first execution's call made the slot");
+    assert_eq!(
+        w.core.slots_issued(),
+        1,
+        "the first execution's call made the slot"
+    );
     let held = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(held.status, RecordStatus::InFlight);
     let first_token = held.lease_owner.clone().expect("a lease");
@@ -129,7 +133,11 @@ pub async fn killed_after_its_call_then_run_again(w: &World) {
     let third_token = third.for_record(0).request_id;
     assert_eq!(done.lease_owner.as_deref(), Some(third_token.as_str()));
     assert_ne!(third_token, first_token);
-    assert_eq!(w.core.slots_issued(), 1, "the re-send was answered by the replay");
+    assert_eq!(
+        w.core.slots_issued(),
+        1,
+        "the re-send was answered by the replay"
+    );
     assert_eq!(done.slot_ids.len(), 1);
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
     assert_eq!(Some(booking.effect_id), done.slot_id);
@@ -157,8 +165,16 @@ pub async fn at_once_neither_takes_the_others_lease(w: &World) {
         w.gate.reconcile(&index, &config, &b)
     );
     assert_eq!((ra.examined, rb.examined), (1, 1), "{ra:?} / {rb:?}");
-    assert_eq!(ra.reconciled + rb.reconciled, 1, "one commit: {ra:?} / {rb:?}");
-    assert_eq!(ra.live_lease + rb.live_lease, 1, "one refused: {ra:?} / {rb:?}");
+    assert_eq!(
+        ra.reconciled + rb.reconciled,
+        1,
+        "one commit: {ra:?} / {rb:?}"
+    );
+    assert_eq!(
+        ra.live_lease + rb.live_lease,
+        1,
+        "one refused: {ra:?} / {rb:?}"
+    );
     assert_eq!(ra.already_committed + rb.already_committed, 0);
     assert_eq!(ra.transient + rb.transient + ra.manual + rb.manual, 0);
     assert_eq!(w.core.slots_issued(), 1);

@@ -63,7 +63,10 @@ pub async fn the_reserved_identity_survives_every_write(store: Arc<dyn Store>, p
     // Committed: reserve, release, take-over, effect id recorded, commit.
     let c = sample_record(prefix, "identity-commit", "owner-a", t);
     must_reserve(store, &c, t).await;
-    store.release_lease(&c.pk, "owner-a", t + 1).await.expect("release");
+    store
+        .release_lease(&c.pk, "owner-a", t + 1)
+        .await
+        .expect("release");
     assert_identity(store, &c, "release").await;
     let taken = store
         .take_over(&c.pk, "owner-a", "owner-b", t + 2 + LEASE_MS, t + 2)
@@ -111,7 +114,10 @@ pub async fn the_reserved_identity_survives_every_write(store: Arc<dyn Store>, p
         .expect("finish");
     assert_eq!(finished, FinishOutcome::Finished);
     assert_identity(store, &m, "the routing mark").await;
-    assert!(store.routed(&m.pk, "owner-c", later + 2).await.expect("routed"));
+    assert!(store
+        .routed(&m.pk, "owner-c", later + 2)
+        .await
+        .expect("routed"));
     assert_identity(store, &m, "the routing confirmation").await;
     redelivery_meets_the_reserved_fingerprint(store, &m, later + 3).await;
 

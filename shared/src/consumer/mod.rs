@@ -428,7 +428,9 @@ mod tests {
             assert!(nonce.bytes().all(|b| b.is_ascii_hexdigit()), "{nonce}");
         }
         assert_eq!(
-            Invocation::with_nonce("r", "n1", 5).for_record(3).request_id,
+            Invocation::with_nonce("r", "n1", 5)
+                .for_record(3)
+                .request_id,
             "r/n1#3"
         );
     }

@@ -230,13 +230,17 @@ impl IdempotencyStore for SimStore {
         let r = self
             .pg_attempts("reserve", || store.reserve(record, now_ms))
             .await?;
-        match self.after("reserve:ack", "reserve").await {
+        let answer = match self.after("reserve:ack", "reserve").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("reserve")),
             Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
                 store.reserve(record, now_ms).await
             }
+        };
+        if let (Ok(Reservation::Reserved), Some(token)) = (&answer, &record.lease_owner) {
+            self.shared.state().acquired(token, self.task);
         }
+        answer
     }
 
     async fn take_over(
@@ -254,7 +258,7 @@ impl IdempotencyStore for SimStore {
                 store.take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
             })
             .await?;
-        match self.after("take_over:ack", "take_over").await {
+        let answer = match self.after("take_over:ack", "take_over").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("take_over")),
             Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
@@ -262,7 +266,11 @@ impl IdempotencyStore for SimStore {
                     .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
                     .await
             }
+        };
+        if let Ok(TakeOver::Taken(_)) = &answer {
+            self.shared.state().acquired(new_owner, self.task);
         }
+        answer
     }
 
     async fn commit(

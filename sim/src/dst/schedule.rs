@@ -648,6 +648,10 @@ impl Schedule {
 /// apart from the schedule's main stream.
 pub(crate) const LOST_ANSWER_STREAM: u64 = 0x4c4f_5354;
 
+/// The RNG stream the "same request id twice" fault draws from (which doubled reconciler runs
+/// share one Lambda request id), apart from the schedule's main stream.
+pub(crate) const SAME_REQUEST_STREAM: u64 = 0x5351_4944;
+
 /// The RNG stream the PostgreSQL semantics draw from (the profile's `pg_*` here, each write's
 /// draws in `pg_faults`), apart from the schedule's main stream.
 pub(crate) const PG_STREAM: u64 = 0x5047_5347;

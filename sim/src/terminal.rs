@@ -1,3 +1,6 @@
+//! Over 600 lines: the terminal simulator's HTTP layer and its idempotency core with their tests; a
+//! split into terminal/{claims,lookups,keys,wire,http} is on a branch.
+//!
 //! The terminal simulator: a container terminal's slot-booking HTTP API with IETF
 //! `Idempotency-Key` semantics (draft-ietf-httpapi-idempotency-key-header-07): the terminal
 //! contract `truck_slot::terminal` relies on.

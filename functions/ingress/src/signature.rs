@@ -1,3 +1,6 @@
+//! Over 600 lines because its unit tests (the Standard Webhooks vectors and every refusal) sit
+//! beside the verifier; the verifier itself is about 250.
+//!
 //! Standard Webhooks signatures (<https://www.standardwebhooks.com/>, spec
 //! `standard-webhooks.md`, "Verifying webhook authenticity"): the sender signs
 //! `{webhook-id}.{webhook-timestamp}.{body}` with HMAC-SHA256 under a shared secret and sends

@@ -1,3 +1,6 @@
+//! Over 600 lines because the strict parser and its field-by-field tests are one concern: every
+//! refusal's test sits beside the rule it checks.
+//!
 //! The notification: the SQS message body that asks for a truck slot, and its strict parser.
 //!
 //! Shape (JSON object; other fields are kept for the fingerprint but not interpreted):

@@ -1,3 +1,6 @@
+//! Over 600 lines because the single-threaded executor, its event queue and the crash/kill rules
+//! are one state machine that reads best whole.
+//!
 //! The driver: a hand-rolled single-threaded executor on simulated time. Tasks are Lambda
 //! invocations (consumer batches through the real [`Gate::handle_batch`], reconciler runs through
 //! the real [`Gate::reconcile`]); every port call parks, and the driver repeatedly takes the

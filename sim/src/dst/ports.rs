@@ -1,3 +1,6 @@
+//! Over 600 lines: one decorator per port (store, server, manual queue), each small; they share the
+//! parking and fault plumbing.
+//!
 //! The gate's ports as the simulation provides them: the terminal core in process
 //! ([`CoreTerminal`]), and per-task decorators of the store, the terminal and the manual queue
 //! that park at every call (so the scheduler interleaves them) and inject the seed's faults.

@@ -57,9 +57,16 @@ fn decodings(id: &str) -> Vec<String> {
             }
         }
     }
-    // Base64: over the id as given (case matters), both alphabets.
+    // Base64: over the id as given (case matters), both alphabets, and over the id with every
+    // other character removed (base64 cut into short groups by `.` or `:`, which the format
+    // allows: `UkxT.LTcz.MjAz.OTQ4`).
     let is_b64 = |c: char| c.is_ascii_alphanumeric() || "+/-_".contains(c);
-    for run in id.split(|c: char| !is_b64(c)).filter(|r| r.len() >= 8) {
+    let joined: String = id.chars().filter(|c| is_b64(*c)).collect();
+    let mut runs: Vec<&str> = id.split(|c: char| !is_b64(c)).collect();
+    if joined != id {
+        runs.push(&joined);
+    }
+    for run in runs.into_iter().filter(|r| r.len() >= 8) {
         for start in 0..4.min(run.len()) {
             let tail = &run[start..];
             let whole = &tail[..tail.len() - tail.len() % 4];
@@ -73,6 +80,8 @@ fn decodings(id: &str) -> Vec<String> {
             }
         }
     }
+    // The id read backwards (`84930237-SLR`).
+    out.push(skeleton.chars().rev().collect());
     out.push(skeleton);
     out.sort();
     out.dedup();
@@ -164,6 +173,9 @@ mod tests {
             "rls_732".to_string(),
             "RLS-73203".to_string() + "...",
             "S-RLS_732039".to_string(),
+            // base64 cut into groups by a separator the format allows, and the PIN backwards.
+            "UkxT.LTcz.MjAz.OQ".to_string(),
+            "S-930237-SLR".to_string(),
         ];
         ids.push(
             base64::engine::general_purpose::URL_SAFE_NO_PAD

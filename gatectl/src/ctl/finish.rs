@@ -2,9 +2,9 @@
 //! through the gate's fenced writes.
 
 use gate::consumer::RecordOutcome;
+use gate::effect::{LookupOutcome, SlotClaim};
 use gate::operator::OperatorError;
 use serde_json::json;
-use truck_slot::terminal::{LookupOutcome, SlotClaim};
 
 use super::{approve, event_key_arg, Confirm, Ctl, Output};
 use crate::error::CtlError;
@@ -21,7 +21,7 @@ impl Ctl {
     pub(super) async fn finish(
         &self,
         key: &str,
-        slot_id: Option<&str>,
+        effect_id: Option<&str>,
         dry_run: bool,
         confirm: &mut dyn Confirm,
     ) -> Result<Output, CtlError> {
@@ -30,13 +30,20 @@ impl Ctl {
         self.gate
             .operator_check(&r, "finish", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
-        let (slot, source) = match slot_id {
-            Some(id) if !slot_id_acceptable(id) => {
+        let words = self.words();
+        let (effect, server) = (words.effect, words.server);
+        let given = format!("given with --{}", words.effect_id_flag);
+        let found = format!("found at the {server}");
+        let (slot, source) = match effect_id {
+            Some(id) if !self.view.effect_id_acceptable(id) => {
                 return Err(CtlError::Refused(format!(
-                    "--slot-id {:?} is not a slot id: 1 to {} printable ASCII characters, not \
-                     blank (as the gate accepts from a terminal); nothing written",
+                    "--{} {:?} is not {} {effect} id: 1 to {} printable ASCII characters, not \
+                     blank (as the gate accepts from {} {server}); nothing written",
+                    words.effect_id_flag,
                     cut(id, 40),
-                    truck_slot::terminal::MAX_SLOT_ID_CHARS
+                    article(effect),
+                    gate::idempotency_key::MAX_EFFECT_ID_CHARS,
+                    article(server),
                 )))
             }
             Some(id) => (
@@ -44,22 +51,22 @@ impl Ctl {
                     slot_id: id.to_string(),
                     equipment_number: None,
                 },
-                "given with --slot-id",
+                given.as_str(),
             ),
             None => {
-                self.need_terminal("finish --from-terminal")?;
+                self.need_server(&format!("finish --{}", words.from_server_flag))?;
                 match self.look_up(&r.event_key).await?.1 {
-                    LookupOutcome::Found(slot) => (slot, "found at the terminal"),
+                    LookupOutcome::Found(slot) => (slot, found.as_str()),
                     LookupOutcome::NotFound => {
                         return Err(CtlError::NotFound(format!(
-                            "the terminal holds no slot under operation key {}: nothing to \
-                             finish; `gatectl reconcile {}` claims with the same key, or \
+                            "the {server} holds no {effect} under operation key {}: nothing to \
+                             finish; `gatectl reconcile {}` calls with the same key, or \
                              `gatectl cancel` hands it to a person",
                             r.op_key, r.event_key
                         )))
                     }
                     LookupOutcome::Transient(why) => {
-                        return Err(CtlError::Failed(format!("terminal lookup: {why}")))
+                        return Err(CtlError::Failed(format!("{server} lookup: {why}")))
                     }
                 }
             }
@@ -67,18 +74,16 @@ impl Ctl {
         gate::operator::operator_check_slot(&r, &slot.slot_id)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let plan = format!(
-            "finish {}: take over the lease of {} (expired), commit slot {} ({source}) and write \
-             the TMS booking for {} at {} ({} .. {}); the record leaves the InFlight index",
+            "finish {}: take over the lease of {} (expired), commit {effect} {} ({source}) and \
+             write the {} for {}; the record leaves the InFlight index",
             r.event_key,
             r.lease_owner.as_deref().unwrap_or("nobody"),
             slot.slot_id,
-            r.label("container"),
-            r.label("terminal"),
-            r.label("window_start"),
-            r.label("window_end")
+            words.business_row,
+            self.view.event_words(&r),
         );
-        let plan_json = json!({"action": "finish", "event_key": r.event_key, "slot_id": slot.slot_id,
-                               "source": source, "dry_run": dry_run});
+        let mut plan_json = json!({"action": "finish", "event_key": r.event_key, "source": source, "dry_run": dry_run});
+        plan_json[words.effect_id_key] = json!(slot.slot_id);
         if let Some(dry_run) = approve(&plan, plan_json, dry_run, confirm)? {
             return Ok(dry_run);
         }
@@ -94,7 +99,7 @@ impl Ctl {
                 natural_key_collision,
             } => (
                 format!(
-                    "committed slot {slot_id} ({source}){}",
+                    "committed {effect} {slot_id} ({source}){}",
                     natural_key_collision
                         .as_deref()
                         .map(|k| format!("; natural-key collision with event key {k}"))
@@ -104,7 +109,7 @@ impl Ctl {
             ),
             other => {
                 let d = format!(
-                    "finish of slot {} ended as {} {}",
+                    "finish of {effect} {} ended as {} {}",
                     slot.slot_id,
                     other.code(),
                     other.detail()
@@ -114,11 +119,15 @@ impl Ctl {
         };
         self.audit(&r.pk, "finish", detail.clone()).await?;
         match result {
-            Ok(()) => Ok(Output::ok(
-                format!("{detail}; lease token {}\n", invocation.request_id),
-                json!({"action": "finish", "event_key": r.event_key, "outcome": outcome.code(),
-                       "slot_id": slot.slot_id, "owner": invocation.request_id}),
-            )),
+            Ok(()) => {
+                let mut json = json!({"action": "finish", "event_key": r.event_key,
+                                      "outcome": outcome.code(), "owner": invocation.request_id});
+                json[words.effect_id_key] = json!(slot.slot_id);
+                Ok(Output::ok(
+                    format!("{detail}; lease token {}\n", invocation.request_id),
+                    json,
+                ))
+            }
             Err(d) if matches!(outcome, RecordOutcome::Retry(_)) => Err(CtlError::Failed(d)),
             Err(d) => Err(CtlError::Refused(d)),
         }
@@ -144,13 +153,16 @@ impl Ctl {
                 .to_string(),
             ));
         }
+        let words = self.words();
         let detail = format!("cancelled by {}: {reason}", self.who);
         let plan = format!(
             "cancel {}: take over the lease of {} (expired), mark it failed ({detail}), send its \
-             stored claim request to the manual-booking queue (reason cancelled, to book by hand \
-             or drop) and take it out of the InFlight index",
+             stored {} to the {} (reason cancelled, to do by hand or drop) and take it out of \
+             the InFlight index",
             r.event_key,
-            r.lease_owner.as_deref().unwrap_or("nobody")
+            r.lease_owner.as_deref().unwrap_or("nobody"),
+            words.request,
+            words.manual_queue,
         );
         let plan_json = json!({"action": "cancel", "event_key": r.event_key, "error": detail,
                                "dry_run": dry_run});
@@ -165,7 +177,10 @@ impl Ctl {
             .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
         let ok = matches!(outcome, RecordOutcome::Manual(_));
         let audit = if ok {
-            format!("marked failed and sent to the manual-booking queue: {reason}")
+            format!(
+                "marked failed and sent to the {}: {reason}",
+                words.manual_queue
+            )
         } else {
             format!("cancel ended as {} {}", outcome.code(), outcome.detail())
         };
@@ -184,11 +199,10 @@ impl Ctl {
     }
 }
 
-/// Whether `--slot-id` could be a slot id: the rules the gate applies to a terminal's answer
-/// (`truck_slot::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
-/// pasted line break, an empty argument or a whole paragraph is not committed and booked.
-fn slot_id_acceptable(slot_id: &str) -> bool {
-    !slot_id.trim().is_empty()
-        && slot_id.len() <= truck_slot::terminal::MAX_SLOT_ID_CHARS
-        && slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+/// `"a"` or `"an"` before `word` (by its first letter: "an effect", "a slot").
+fn article(word: &str) -> &'static str {
+    match word.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
+        _ => "a",
+    }
 }

@@ -1,12 +1,9 @@
-//! `list in-flight`, `list multi-slot`, `list manual`: the InFlight index, the keys with two or
+//! `list in-flight`, `list multi-effect`, `list manual`: the InFlight index, the keys with two or
 //! more effect ids, the manual queue's items (left in place).
 
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::AttributeValue;
 use gate::manual::ManualItem;
 use gate::record::{RecordStatus, INFLIGHT_SHARDS};
-use gate::store::dynamo::{MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
+use gate::store::dynamo::MULTI_SLOT_INDEX;
 use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
 use serde_json::{json, Value};
 
@@ -91,47 +88,23 @@ impl Ctl {
         Ok(Output::ok(text, Value::Array(rows)))
     }
 
-    pub(super) async fn list_multi_slot(&self) -> Result<Output, CtlError> {
-        let index = format!("{}/index/{MULTI_SLOT_INDEX}", self.table());
-        let mut pks = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let out = self
-                .store
-                .client()
-                .query()
-                .table_name(self.table())
-                .index_name(MULTI_SLOT_INDEX)
-                .key_condition_expression("multi_slot = :one")
-                .expression_attribute_values(":one", AttributeValue::S(MULTI_SLOT_MARK.into()))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| {
-                    CtlError::from_text(
-                        aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
-                        "dynamodb:Query",
-                        &index,
-                    )
-                })?;
-            pks.extend(
-                out.items()
-                    .iter()
-                    .filter_map(|i| i.get("pk").and_then(|v| v.as_s().ok()).cloned()),
-            );
-            match out.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
-            }
-        }
-        let bar = progress(pks.len() as u64, "multi-slot records", self.progress);
-        let mut t = table(&[
-            "event key",
-            "container",
-            "status",
-            "committed slot",
-            "cancel at the terminal",
-        ]);
+    pub(super) async fn list_multi_effect(&self) -> Result<Output, CtlError> {
+        let pks = self.store.index().multi_slot_pks().await.map_err(|e| {
+            CtlError::store(
+                e,
+                "dynamodb:Query",
+                &format!("{}/index/{MULTI_SLOT_INDEX}", self.table()),
+            )
+        })?;
+        let words = self.words();
+        let bar = progress(
+            pks.len() as u64,
+            &format!("{} records", words.multi_list),
+            self.progress,
+        );
+        let committed = format!("committed {}", words.effect);
+        let cancel = format!("cancel at the {}", words.server);
+        let mut t = table(&["event key", words.subject, "status", &committed, &cancel]);
         let mut rows = Vec::new();
         for pk in &pks {
             let Some(r) = self
@@ -150,7 +123,7 @@ impl Ctl {
                 .collect();
             t.add_row(vec![
                 cut(&r.event_key, 16),
-                r.label("container").to_string(),
+                words.subject_of(&r).to_string(),
                 r.status.to_string(),
                 r.slot_id.clone().unwrap_or_else(|| "none".into()),
                 others
@@ -159,22 +132,30 @@ impl Ctl {
                     .collect::<Vec<_>>()
                     .join(", "),
             ]);
-            rows.push(json!({
-                "event_key": r.event_key, "container": r.label("container"), "status": r.status.as_str(),
-                "slot_id": r.slot_id, "slot_ids": r.slot_ids, "cancel": others,
-            }));
+            let mut row = serde_json::Map::new();
+            row.insert("event_key".into(), json!(r.event_key));
+            row.insert(words.subject.into(), json!(words.subject_of(&r)));
+            row.insert("status".into(), json!(r.status.as_str()));
+            row.insert(words.effect_id_key.into(), json!(r.slot_id));
+            row.insert(words.effect_ids_key(), json!(r.slot_ids));
+            row.insert("cancel".into(), json!(others));
+            rows.push(Value::Object(row));
         }
         bar.finish_and_clear();
         let text = format!(
-            "{t}\n{} key(s) with two or more slot ids; the committed slot is the one in the TMS \
-             booking, cancel the others at the terminal\n",
-            rows.len()
+            "{t}\n{} key(s) with two or more {effect} ids; the committed {effect} is the one in the \
+             {row}, cancel the others at the {server}\n",
+            rows.len(),
+            effect = words.effect,
+            row = words.business_row,
+            server = words.server,
         );
         Ok(Output::ok(text, Value::Array(rows)))
     }
     pub(super) async fn list_manual(&self) -> Result<Output, CtlError> {
         let url = self.targets.manual_queue_url.clone();
-        let messages = self.peek(&url, "manual-booking queue", 30).await?;
+        let words = self.words();
+        let messages = self.peek(&url, words.manual_queue, 30).await?;
         self.unhide(&url, &messages).await?;
         let now = self.now();
         let mut t = table(&["message id", "waiting", "reason", "event key", "detail"]);
@@ -195,7 +176,7 @@ impl Ctl {
                 cut(event_key.as_deref().unwrap_or("-"), 16),
                 cut(&detail, 80),
             ]);
-            // Never the original body: it holds the release PIN.
+            // Never the original body: it holds the request's secrets.
             rows.push(json!({
                 "message_id": m.message_id(), "sent_at_ms": sent,
                 "waiting_s": sent.map(|s| (now - s) / 1000), "reason": reason,
@@ -205,9 +186,11 @@ impl Ctl {
             }));
         }
         let text = format!(
-            "{t}\n{} item(s) in the manual-booking queue (left in place; the original bodies, \
-             with their PINs, are not shown)\n",
-            rows.len()
+            "{t}\n{} item(s) in the {} (left in place; the original bodies, with {}, are not \
+             shown)\n",
+            rows.len(),
+            words.manual_queue,
+            words.request_secret,
         );
         Ok(Output::ok(text, Value::Array(rows)))
     }

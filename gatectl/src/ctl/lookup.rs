@@ -1,37 +1,40 @@
 //! `lookup`: the effect the server holds under a record's operation key, read-only.
 
+use gate::effect::LookupOutcome;
 use gate::record::RecordStatus;
 use serde_json::json;
-use truck_slot::terminal::LookupOutcome;
 
 use super::{event_key_arg, Ctl, Output};
 use crate::error::CtlError;
 
 impl Ctl {
     pub(super) async fn lookup(&self, key: &str) -> Result<Output, CtlError> {
-        self.need_terminal("lookup")?;
+        self.need_server("lookup")?;
+        let words = self.words();
+        let (effect, server) = (words.effect, words.server);
         let (r, found) = self.look_up(&event_key_arg(key)?).await?;
         match found {
             LookupOutcome::Found(slot) => {
                 let verdict = match (r.status, r.slot_id.as_deref()) {
                     (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
-                        "the committed slot".to_string()
+                        format!("the committed {effect}")
                     }
                     (RecordStatus::Committed, committed) => format!(
-                        "NOT the committed slot ({}): cancel it at the terminal",
+                        "NOT the committed {effect} ({}): cancel it at the {server}",
                         committed.unwrap_or("none")
                     ),
                     (RecordStatus::InFlight, _) => format!(
-                        "not committed yet: `gatectl finish {} --from-terminal` commits it",
-                        r.event_key
+                        "not committed yet: `gatectl finish {} --{}` commits it",
+                        r.event_key, words.from_server_flag
                     ),
                     (status, _) => format!(
-                        "the record is {status}: nothing books this slot; book it by hand from \
-                         the manual-booking queue, or cancel it at the terminal"
+                        "the record is {status}: nothing records this {effect}; do it by hand \
+                         from the {}, or cancel it at the {server}",
+                        words.manual_queue
                     ),
                 };
                 let text = format!(
-                    "the terminal holds slot {} under operation key {}{}: {verdict}\n",
+                    "the {server} holds {effect} {} under operation key {}{}: {verdict}\n",
                     slot.slot_id,
                     r.op_key,
                     slot.equipment_number
@@ -39,20 +42,29 @@ impl Ctl {
                         .map(|e| format!(" (for {e})"))
                         .unwrap_or_default()
                 );
-                Ok(Output::ok(
-                    text,
-                    json!({"event_key": r.event_key, "op_key": r.op_key, "found": true,
-                           "slot_id": slot.slot_id, "equipment_number": slot.equipment_number,
-                           "record_status": r.status.as_str(), "record_slot_id": r.slot_id,
-                           "verdict": verdict}),
-                ))
+                let mut json = json!({"event_key": r.event_key, "op_key": r.op_key,
+                                      "found": true, "record_status": r.status.as_str(),
+                                      "verdict": verdict});
+                if let serde_json::Value::Object(map) = &mut json {
+                    let id_key = words.effect_id_key;
+                    map.insert(id_key.into(), json!(slot.slot_id));
+                    map.insert(format!("record_{id_key}"), json!(r.slot_id));
+                    // The subject the server named (truck-slot: `equipment_number`, as before).
+                    let subject_key = if words.subject == "container" {
+                        "equipment_number"
+                    } else {
+                        words.subject
+                    };
+                    map.insert(subject_key.into(), json!(slot.equipment_number));
+                }
+                Ok(Output::ok(text, json))
             }
             LookupOutcome::NotFound => Err(CtlError::NotFound(format!(
-                "the terminal holds no slot under operation key {} (record {})",
+                "the {server} holds no {effect} under operation key {} (record {})",
                 r.op_key, r.status
             ))),
             LookupOutcome::Transient(why) => Err(CtlError::Failed(format!(
-                "terminal lookup of {}: {why}",
+                "{server} lookup of {}: {why}",
                 r.op_key
             ))),
         }

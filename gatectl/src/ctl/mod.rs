@@ -12,23 +12,22 @@ mod show;
 
 use confirm::approve;
 pub use confirm::{Confirm, Prompt, Yes};
-pub use redrive::event_key_of_body;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use gate::consumer::{Gate, Invocation};
+use gate::effect::LookupOutcome;
 use gate::operator::{AuditEntry, AuditLog, OperatorError, Refusal, OPERATOR_LEASE_MS};
 use gate::record::{record_pk, IdempotencyRecord};
 use gate::store::dynamo::DynamoStore;
 use gate::store::IdempotencyStore;
 use serde_json::Value;
-use truck_slot::iso6346::EquipmentNumber;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
 
 use crate::error::{exit, CtlError};
 
 use crate::targets::Targets;
+pub use crate::words::Query;
+use crate::words::{is_event_key, View, Words};
 
 /// What a command printed: a text for a person, the same as JSON for scripts, and its exit code
 /// ([`crate::error::exit`]; a command that did its work but refused part of it, e.g. a redrive
@@ -53,22 +52,9 @@ impl Output {
     }
 }
 
-/// A terminal that is not configured: every call is transient with that reason. Commands that
-/// need the terminal check [`Ctl::terminal_ready`] first, so this only answers if one forgot.
-pub struct NoTerminal;
-
-#[async_trait]
-impl SlotTerminal for NoTerminal {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
-    }
-    async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
-        LookupOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
-    }
-}
-
-/// Everything a command needs: the gate over the stack's tables, queues and terminal, the
-/// DynamoDB store itself (scans, the audit history), SQS, and who is acting.
+/// Everything a command needs: the gate over the stack's tables, queues and integration, the
+/// DynamoDB store itself (scans, the audit history), SQS, the integration's view and words, and
+/// who is acting.
 pub struct Ctl {
     /// The gate: its store is [`Ctl::store`], its manual queue the stack's, its clock the time
     /// every age is computed at.
@@ -79,10 +65,13 @@ pub struct Ctl {
     pub sqs: aws_sdk_sqs::Client,
     /// Where everything is.
     pub targets: Targets,
+    /// How the integration's records, queries and messages read, in its words.
+    pub view: Arc<dyn View>,
     /// `gatectl:{user}`: the audit line's `who` and the prefix of the lease tokens taken.
     pub who: String,
-    /// Whether `gate.terminal` is a real terminal client.
-    pub terminal_ready: bool,
+    /// Whether `gate.integration` has a client of its server ([`crate::Stack::connect`]);
+    /// without one, the commands that ask the server refuse.
+    pub server_ready: bool,
     /// Whether to draw progress bars.
     pub progress: bool,
 }
@@ -90,27 +79,27 @@ pub struct Ctl {
 /// What a subcommand is asked to do (the parsed command line, see `crate::cli`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// `show QUERY`.
-    Show(Query),
+    /// `show QUERY` (read by [`View::query`]).
+    Show(String),
     /// `list in-flight [--older-than]` (milliseconds).
     ListInFlight {
         /// Only records older than this, **milliseconds**.
         older_than_ms: i64,
     },
-    /// `list multi-slot`.
-    ListMultiSlot,
+    /// `list multi-effect` (truck-slot: `list multi-slot`).
+    ListMultiEffect,
     /// `list manual`.
     ListManual,
     /// `list dead-letters`.
     ListDeadLetters,
     /// `lookup KEY`.
     Lookup(String),
-    /// `finish KEY --slot-id ID | --from-terminal`.
+    /// `finish KEY --effect-id ID | --from-server` (truck-slot: `--slot-id`, `--from-terminal`).
     Finish {
         /// The event key.
         key: String,
-        /// The slot id given, or `None` for `--from-terminal`.
-        slot_id: Option<String>,
+        /// The effect id given, or `None` to commit the one the server holds.
+        effect_id: Option<String>,
     },
     /// `cancel KEY --reason TEXT`.
     Cancel {
@@ -125,41 +114,13 @@ pub enum Action {
     Redrive,
 }
 
-/// How `show` finds records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Query {
-    /// An event key (64 hex characters): one `GetItem`.
-    EventKey(String),
-    /// An equipment number (ISO 6346): a scan of the idempotency table for its records.
-    Container(String),
-    /// A notificationId: a scan, each record tested for `SHA-256(id:container) = event key`.
-    NotificationId(String),
-}
-
-impl Query {
-    /// Reads a query the way a person types it: 64 hex characters are an event key, a valid
-    /// ISO 6346 equipment number (any case, spaces allowed) a container, anything else a
-    /// notificationId.
-    pub fn parse(text: &str) -> Self {
-        let t = text.trim();
-        if t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Self::EventKey(t.to_ascii_lowercase());
-        }
-        match EquipmentNumber::parse(t) {
-            Ok(n) => Self::Container(n.as_str().to_string()),
-            Err(_) => Self::NotificationId(t.to_string()),
-        }
-    }
-}
-
 fn event_key_arg(key: &str) -> Result<String, CtlError> {
     let k = key.trim().to_ascii_lowercase();
-    if k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if is_event_key(&k) {
         Ok(k)
     } else {
         Err(CtlError::NotFound(format!(
-            "{key:?} is not an event key (64 hex characters); `gatectl show` finds it by \
-             equipment number or notificationId"
+            "{key:?} is not an event key (64 hex characters); `gatectl show` finds its record"
         )))
     }
 }
@@ -167,6 +128,10 @@ fn event_key_arg(key: &str) -> Result<String, CtlError> {
 impl Ctl {
     fn now(&self) -> i64 {
         self.gate.clock.now_ms()
+    }
+
+    fn words(&self) -> &Words {
+        self.view.words()
     }
 
     fn table(&self) -> &str {
@@ -186,14 +151,14 @@ impl Ctl {
         }
     }
 
-    fn need_terminal(&self, what: &str) -> Result<(), CtlError> {
-        if self.terminal_ready {
+    fn need_server(&self, what: &str) -> Result<(), CtlError> {
+        if self.server_ready {
             Ok(())
         } else {
+            let words = self.words();
             Err(CtlError::Config(format!(
-                "{what} asks the terminal: set TERMINAL_BASE_URL and its token \
-                 (TERMINAL_API_TOKEN_SECRET_ARN, or TERMINAL_API_TOKEN locally), or TERMINALS for \
-                 several terminals, or use --stack"
+                "{what} asks the {}: {}",
+                words.server, words.configure_server
             )))
         }
     }
@@ -254,48 +219,18 @@ impl Ctl {
         match action {
             Action::Show(query) => self.show(query).await,
             Action::ListInFlight { older_than_ms } => self.list_in_flight(*older_than_ms).await,
-            Action::ListMultiSlot => self.list_multi_slot().await,
+            Action::ListMultiEffect => self.list_multi_effect().await,
             Action::ListManual => self.list_manual().await,
             Action::ListDeadLetters => self.list_dead_letters().await,
             Action::Lookup(key) => self.lookup(key).await,
-            Action::Finish { key, slot_id } => {
-                self.finish(key, slot_id.as_deref(), dry_run, confirm).await
+            Action::Finish { key, effect_id } => {
+                self.finish(key, effect_id.as_deref(), dry_run, confirm)
+                    .await
             }
             Action::Cancel { key, reason } => self.cancel(key, reason, dry_run, confirm).await,
             Action::Reconcile(Some(key)) => self.reconcile_one(key, dry_run, confirm).await,
             Action::Reconcile(None) => self.reconcile_all(dry_run, confirm).await,
             Action::Redrive => self.redrive(dry_run, confirm).await,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_query_is_read_as_a_person_types_it() {
-        let key = "a".repeat(64);
-        assert_eq!(Query::parse(&key), Query::EventKey(key.clone()));
-        assert_eq!(
-            Query::parse("csqu3054383"),
-            Query::Container("CSQU3054383".into())
-        );
-        // A wrong check digit is no equipment number: a notificationId.
-        assert_eq!(
-            Query::parse("CSQU3054384"),
-            Query::NotificationId("CSQU3054384".into())
-        );
-        assert_eq!(Query::parse("N-1"), Query::NotificationId("N-1".into()));
-    }
-
-    #[test]
-    fn the_event_key_of_a_body_is_the_gates() {
-        let body = r#"{"notificationId":"N-1","equipment_number":"CSQU3054383","pin":"1"}"#;
-        assert_eq!(
-            event_key_of_body(body),
-            Some(truck_slot::keys::sha256_hex(b"N-1:CSQU3054383"))
-        );
-        assert_eq!(event_key_of_body("{bad"), None);
     }
 }

@@ -11,14 +11,15 @@ use crate::error::{exit, CtlError};
 use crate::render::{human_ms, progress};
 
 impl Ctl {
-    pub(super) fn report_words(report: &ReconcileReport) -> String {
+    pub(super) fn report_words(&self, report: &ReconcileReport) -> String {
+        let manual = format!("routed to the {}", self.words().manual_queue);
         let mut parts = Vec::new();
         for (n, word) in [
             (report.reconciled, "committed"),
             (report.found_by_lookup, "of them found by lookup"),
             (report.already_committed, "already committed"),
             (report.live_lease, "skipped (live lease)"),
-            (report.manual, "routed to the manual-booking queue"),
+            (report.manual, manual.as_str()),
             (report.transient, "failed (transient)"),
             (report.expired, "past their TTL"),
             (report.natural_key_collisions, "natural-key collisions"),
@@ -40,7 +41,7 @@ impl Ctl {
         dry_run: bool,
         confirm: &mut dyn Confirm,
     ) -> Result<Output, CtlError> {
-        self.need_terminal("reconcile")?;
+        self.need_server("reconcile")?;
         let r = self.record(&event_key_arg(key)?).await?;
         let now = self.now();
         if !r.has_work() {
@@ -80,23 +81,25 @@ impl Ctl {
             .gate
             .reconcile_entry(InFlightEntry::from(&r), &invocation)
             .await;
-        let words = Self::report_words(&report);
+        let said = self.report_words(&report);
         if report.live_lease == 0 {
-            self.audit(&r.pk, "reconcile", words.clone()).await?;
+            self.audit(&r.pk, "reconcile", said.clone()).await?;
         }
+        let words = self.words();
         let after = self.record(&r.event_key).await?;
         let text = format!(
-            "{}: {words}; now {}{}\n",
+            "{}: {said}; now {}{}\n",
             r.event_key,
             after.status,
             after
                 .slot_id
                 .as_deref()
-                .map(|s| format!(" with slot {s}"))
+                .map(|s| format!(" with {} {s}", words.effect))
                 .unwrap_or_default()
         );
-        let json = json!({"action": "reconcile", "event_key": r.event_key, "report": report,
-                          "status": after.status.as_str(), "slot_id": after.slot_id});
+        let mut json = json!({"action": "reconcile", "event_key": r.event_key, "report": report,
+                              "status": after.status.as_str()});
+        json[words.effect_id_key] = json!(after.slot_id);
         Ok(Output {
             text,
             json,
@@ -115,7 +118,7 @@ impl Ctl {
         dry_run: bool,
         confirm: &mut dyn Confirm,
     ) -> Result<Output, CtlError> {
-        self.need_terminal("reconcile")?;
+        self.need_server("reconcile")?;
         let now = self.now();
         let entries = self
             .in_flight_entries(now - self.targets.reconciler.min_age_ms)
@@ -147,14 +150,14 @@ impl Ctl {
             let pk = entry.pk.clone();
             let report = self.gate.reconcile_entry(entry, &invocation).await;
             if report.live_lease == 0 {
-                self.audit(&pk, "reconcile", Self::report_words(&report))
+                self.audit(&pk, "reconcile", self.report_words(&report))
                     .await?;
             }
             merge(&mut total, &report);
             bar.inc(1);
         }
         bar.finish_and_clear();
-        let text = format!("reconciled: {}\n", Self::report_words(&total));
+        let text = format!("reconciled: {}\n", self.report_words(&total));
         Ok(Output {
             text,
             json: json!({"action": "reconcile", "report": total}),

@@ -6,8 +6,6 @@ use gate::operator::{AuditEntry, AuditLog};
 use gate::record::record_pk;
 use gate::store::IdempotencyStore;
 use serde_json::{json, Value};
-use truck_slot::iso6346::EquipmentNumber;
-use truck_slot::keys::event_key_of;
 
 use super::{
     queues::{receive_count, sent_ms},
@@ -23,10 +21,10 @@ impl Ctl {
     /// outlive it).
     pub(super) async fn redrive_limit_ms(&self) -> Result<(i64, i64), CtlError> {
         let url = self.targets.notification_queue_url.clone().ok_or_else(|| {
-            CtlError::Config(
-                "the notification queue is unknown: use --stack, or set NOTIFICATION_QUEUE_URL"
-                    .into(),
-            )
+            CtlError::Config(format!(
+                "the {} is unknown: use --stack, or set NOTIFICATION_QUEUE_URL",
+                self.words().event_queue
+            ))
         })?;
         let retention_s = self
             .sqs
@@ -88,7 +86,7 @@ impl Ctl {
         let horizon_ms = self.now().saturating_add(retention_s.saturating_mul(1000));
         let mut ids = Vec::new();
         for m in messages {
-            let Some(key) = m.body().and_then(event_key_of_body) else {
+            let Some(key) = m.body().and_then(|b| self.view.event_key_of_body(b)) else {
                 continue;
             };
             let pk = record_pk(&self.targets.gate.integration, &key);
@@ -116,7 +114,7 @@ impl Ctl {
         for m in messages {
             let sent = sent_ms(m);
             let age = sent.map(|s| now - s);
-            let key = m.body().and_then(event_key_of_body);
+            let key = m.body().and_then(|b| self.view.event_key_of_body(b));
             let record_first = outlived
                 .iter()
                 .any(|id| Some(id.as_str()) == m.message_id());
@@ -132,10 +130,10 @@ impl Ctl {
                 match redrivable {
                     Some(true) => "yes".to_string(),
                     Some(false) if record_first => {
-                        "no: its record expires first, book by hand".to_string()
+                        "no: its record expires first, do it by hand".to_string()
                     }
                     Some(false) => format!(
-                        "no: older than {}, book by hand",
+                        "no: older than {}, do it by hand",
                         human_ms(limit_ms.unwrap_or_default())
                     ),
                     None => "?".to_string(),
@@ -177,13 +175,14 @@ impl Ctl {
         } else {
             format!(
                 "refused: {} message(s) older than {} (KEY_TTL_SECONDS {} s minus the \
-                 notification queue's retention {} s), or whose record expires within that \
-                 retention: their records may expire before a redriven copy does; book them by \
-                 hand from their bodies, then delete them from the dead-letter queue\n\
+                 {}'s retention {} s), or whose record expires within that retention: their \
+                 records may expire before a redriven copy does; do them by hand from their \
+                 bodies, then delete them from the dead-letter queue\n\
                  {old_table}\n",
                 old.len(),
                 human_ms(limit_ms),
                 self.targets.gate.key_ttl_s,
+                self.words().event_queue,
                 retention_s
             )
         };
@@ -250,7 +249,7 @@ impl Ctl {
                         )
                     })?;
             }
-            if let Some(key) = event_key_of_body(body) {
+            if let Some(key) = self.view.event_key_of_body(body) {
                 let pk = record_pk(&self.targets.gate.integration, &key);
                 // A record exists only if the gate got that far; no record, no history.
                 match self
@@ -262,8 +261,9 @@ impl Ctl {
                             who: self.who.clone(),
                             action: "redrive".into(),
                             detail: format!(
-                                "dead letter {} sent back to the notification queue",
-                                m.message_id().unwrap_or_default()
+                                "dead letter {} sent back to the {}",
+                                m.message_id().unwrap_or_default(),
+                                self.words().event_queue
                             ),
                         },
                     )
@@ -284,13 +284,4 @@ impl Ctl {
             code,
         })
     }
-}
-
-/// The event key of a notification body (`notificationId` and the equipment number, canonical
-/// ISO 6346), without the strict parser's other checks; `None` for a body without them.
-pub fn event_key_of_body(body: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(body).ok()?;
-    let id = v.get("notificationId")?.as_str()?;
-    let number = EquipmentNumber::parse(v.get("equipment_number")?.as_str()?).ok()?;
-    Some(event_key_of(id, number.as_str()))
 }

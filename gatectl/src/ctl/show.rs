@@ -1,77 +1,40 @@
 //! `show`: a record (or the records a query finds) for a person and as JSON.
 
-use std::collections::HashMap;
-
-use aws_sdk_dynamodb::types::AttributeValue;
 use gate::operator::{rfc3339_ms, AuditLog};
 use gate::record::IdempotencyRecord;
-use gate::store::dynamo::record_from_item;
 use gate::store::IdempotencyStore;
 use serde_json::{json, Value};
-use truck_slot::keys::event_key_of;
 
 use super::{Ctl, Output, Query};
 use crate::error::CtlError;
 use crate::render::{human_ms, human_s, progress};
+use crate::words::Words;
 
 impl Ctl {
+    /// The records a scan of the idempotency table finds: with `label`, those whose label
+    /// `name` is `value`; then those `keep` keeps.
     pub(super) async fn scan(
         &self,
         keep: impl Fn(&IdempotencyRecord) -> bool,
-        filter: Option<(&str, &str)>,
+        label: Option<(&str, &str)>,
     ) -> Result<Vec<IdempotencyRecord>, CtlError> {
         let bar = progress(0, "scanning the idempotency table", self.progress);
-        let mut found = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let mut req = self
-                .store
-                .client()
-                .scan()
-                .table_name(self.table())
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take());
-            if let Some((attr, value)) = filter {
-                req = req
-                    .filter_expression("#a = :v")
-                    .expression_attribute_names("#a", attr)
-                    .expression_attribute_values(":v", AttributeValue::S(value.to_string()));
-            }
-            let out = req.send().await.map_err(|e| {
-                CtlError::from_text(
-                    aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
-                    "dynamodb:Scan",
-                    self.table(),
-                )
-            })?;
-            bar.inc(u64::try_from(out.scanned_count()).unwrap_or(0));
-            // Natural-key items and anything else that is not a record are skipped.
-            found.extend(
-                out.items()
-                    .iter()
-                    .filter_map(|i| record_from_item(i).ok())
-                    .filter(|r| keep(r)),
-            );
-            match out.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
-            }
-        }
+        let found = self
+            .store
+            .index()
+            .scan_records(label, &mut |n| bar.inc(n))
+            .await
+            .map_err(|e| CtlError::store(e, "dynamodb:Scan", self.table()))?;
         bar.finish_and_clear();
-        Ok(found)
+        Ok(found.into_iter().filter(|r| keep(r)).collect())
     }
 
-    pub(super) async fn show(&self, query: &Query) -> Result<Output, CtlError> {
-        let records = match query {
+    pub(super) async fn show(&self, text: &str) -> Result<Output, CtlError> {
+        let query = self.view.query(text);
+        let records = match &query {
             Query::EventKey(k) => vec![self.record(k).await?],
-            Query::Container(c) => self.scan(|_| true, Some(("container", c))).await?,
-            Query::NotificationId(id) => {
-                self.scan(
-                    |r| event_key_of(id, r.label("container")) == r.event_key,
-                    None,
-                )
-                .await?
-            }
+            Query::Label { name, value } => self.scan(|_| true, Some((name, value))).await?,
+            Query::Text(t) => self.scan(|r| self.view.matches(t, r), None).await?,
         };
         if records.is_empty() {
             return Err(CtlError::NotFound(format!("no record for {query:?}")));
@@ -86,14 +49,16 @@ impl Ctl {
         Ok(Output::ok(texts.join("\n"), Value::Array(jsons)))
     }
 
-    /// One record for a person and as JSON: status, ages in human units, lease, operation key,
-    /// slot ids, the TMS booking, the history and what the gate does next; never the stored
-    /// request (it holds the release PIN).
+    /// One record for a person and as JSON, in the integration's words: status, the event (its
+    /// labels, [`crate::View::record_lines`]), ages in human units, lease, operation key, effect
+    /// ids, the business row, the history and what the gate does next; never the stored
+    /// request (it holds [`Words::request_secret`]).
     pub(super) async fn describe(
         &self,
         r: &IdempotencyRecord,
     ) -> Result<(String, Value), CtlError> {
         let now = self.now();
+        let words: &Words = self.words();
         let booking =
             self.store.booking(&r.event_key).await.map_err(|e| {
                 CtlError::store(e, "dynamodb:GetItem", &self.targets.bookings_table)
@@ -120,7 +85,7 @@ impl Ctl {
             (Some(owner), _) => format!("{owner} (last holder)"),
             (None, _) => "none".to_string(),
         };
-        let slot_ids: Vec<&String> = r.slot_ids.iter().collect();
+        let effect_ids: Vec<&String> = r.slot_ids.iter().collect();
         let mut lines = vec![
             format!("event key     {}", r.event_key),
             format!(
@@ -136,17 +101,13 @@ impl Ctl {
         if let Some(e) = &r.error {
             lines.push(format!("error         {e}"));
         }
+        lines.extend(
+            self.view
+                .record_lines(r)
+                .into_iter()
+                .map(|(heading, value)| format!("{heading:<13} {value}")),
+        );
         lines.extend([
-            format!(
-                "container     {} at {}",
-                r.label("container"),
-                r.label("terminal")
-            ),
-            format!(
-                "window        {} .. {}",
-                r.label("window_start"),
-                r.label("window_end")
-            ),
             format!(
                 "created       {} ({} ago)",
                 rfc3339_ms(r.created_at_ms),
@@ -166,15 +127,17 @@ impl Ctl {
             format!("operation key {}", r.op_key),
             format!("fingerprint   {}", r.fingerprint),
             format!(
-                "slot          {}",
+                "{:<13} {}",
+                words.effect,
                 r.slot_id.as_deref().unwrap_or("none committed")
             ),
             format!(
-                "slot ids      {}",
-                if slot_ids.is_empty() {
+                "{:<13} {}",
+                format!("{} ids", words.effect),
+                if effect_ids.is_empty() {
                     "none".to_string()
                 } else {
-                    slot_ids
+                    effect_ids
                         .iter()
                         .map(|s| s.as_str())
                         .collect::<Vec<_>>()
@@ -182,21 +145,25 @@ impl Ctl {
                 }
             ),
             format!(
-                "TMS booking   {}",
+                "{:<13} {}",
+                words.business_row,
                 booking.as_ref().map_or("none".to_string(), |b| format!(
-                    "slot {} booked {} ago",
+                    "{} {} booked {} ago",
+                    words.effect,
                     b.effect_id,
                     human_ms(now - b.booked_at_ms)
                 ))
             ),
             format!(
-                "claim request {}",
+                "{:<13} {}",
+                words.request,
                 if r.request.is_empty() {
                     "none (removed when the record left in_flight)".to_string()
                 } else {
                     format!(
-                        "[redacted: {} bytes, holds the release PIN]",
-                        r.request.len()
+                        "[redacted: {} bytes, holds {}]",
+                        r.request.len(),
+                        words.request_secret
                     )
                 }
             ),
@@ -211,16 +178,12 @@ impl Ctl {
                 h.detail
             ));
         }
-        let json = json!({
+        let mut json = json!({
             "pk": r.pk,
             "event_key": r.event_key,
             "status": r.status.as_str(),
             "route_pending": r.route_pending,
             "error": r.error,
-            "container": r.label("container"),
-            "terminal": r.label("terminal"),
-            "window_start": r.label("window_start"),
-            "window_end": r.label("window_end"),
             "created_at_ms": r.created_at_ms,
             "age_s": (now - r.created_at_ms) / 1000,
             "updated_at_ms": r.updated_at_ms,
@@ -230,18 +193,30 @@ impl Ctl {
             "lease_live": r.has_work() && r.lease_is_live(now),
             "op_key": r.op_key,
             "fingerprint": r.fingerprint,
-            "slot_id": r.slot_id,
-            "slot_ids": slot_ids,
             "in_flight_index": r.inflight_shard.is_some(),
             "request": if r.request.is_empty() { Value::Null } else { json!(format!("[redacted {} bytes]", r.request.len())) },
-            "booking": booking.map(|b| json!({
-                "slot_id": b.effect_id, "container": b.label("container"), "terminal": b.label("terminal"),
-                "window_start": b.label("window_start"), "window_end": b.label("window_end"),
-                "booked_at_ms": b.booked_at_ms,
-            })),
             "history": history,
             "next": next,
         });
+        // The integration's words: its effect id's key (`slot_id`), its labels (`container`,
+        // ...) and its business row's key (`booking`).
+        if let Value::Object(map) = &mut json {
+            map.insert(words.effect_id_key.into(), json!(r.slot_id));
+            map.insert(words.effect_ids_key(), json!(effect_ids));
+            for (name, value) in &r.labels {
+                map.insert(name.clone(), json!(value));
+            }
+            let row = booking.map(|b| {
+                let mut row = serde_json::Map::new();
+                row.insert(words.effect_id_key.into(), json!(b.effect_id));
+                for (name, value) in &b.labels {
+                    row.insert(name.clone(), json!(value));
+                }
+                row.insert("booked_at_ms".into(), json!(b.booked_at_ms));
+                Value::Object(row)
+            });
+            map.insert(words.business_row_key.into(), json!(row));
+        }
         Ok((lines.join("\n") + "\n", json))
     }
 }

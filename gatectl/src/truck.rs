@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::truck_slot::config::TerminalConfig;
 use ::truck_slot::iso6346::EquipmentNumber;
 use ::truck_slot::keys::event_key_of;
-use ::truck_slot::terminal::{ClaimOutcome, HttpTerminal, LookupOutcome, SlotTerminal};
+use ::truck_slot::terminal::{CallOutcome, HttpTerminal, LookupOutcome, SlotTerminal};
 use ::truck_slot::TruckSlot;
 use async_trait::async_trait;
 use gate::lambda::SdkConfig;
@@ -208,8 +208,8 @@ pub struct NoTerminal;
 
 #[async_trait]
 impl SlotTerminal for NoTerminal {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())

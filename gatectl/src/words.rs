@@ -13,8 +13,8 @@ use gate::Integration;
 pub struct Words {
     /// The side effect, singular (`"slot"`; neutral `"effect"`).
     pub effect: &'static str,
-    /// The effect id's JSON key (`"slot_id"`; neutral `"effect_id"`); its list is the key with
-    /// an `s` (`"slot_ids"`).
+    /// The effect id's JSON key (`"effect_id"`; neutral `"effect_id"`); its list is the key with
+    /// an `s` (`"effect_ids"`).
     pub effect_id_key: &'static str,
     /// The `finish` flag that gives an effect id, without the dashes (`"slot-id"`; neutral
     /// `"effect-id"`, always accepted as well).
@@ -69,7 +69,7 @@ impl Words {
         configure_server: "configure the server's variables, or use --stack",
     };
 
-    /// The JSON key of the effect ids' list (`"slot_ids"`).
+    /// The JSON key of the effect ids' list (`"effect_ids"`).
     pub fn effect_ids_key(&self) -> String {
         format!("{}s", self.effect_id_key)
     }

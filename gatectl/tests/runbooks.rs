@@ -177,10 +177,10 @@ impl World {
     }
 }
 
-fn finish(key: &str, slot_id: Option<&str>) -> Action {
+fn finish(key: &str, effect_id: Option<&str>) -> Action {
     Action::Finish {
         key: key.into(),
-        effect_id: slot_id.map(str::to_string),
+        effect_id: effect_id.map(str::to_string),
     }
 }
 
@@ -443,7 +443,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
         String::from_utf8_lossy(&done.stderr)
     );
     let after = store.get(&stranded.pk).await.unwrap().unwrap();
-    assert_eq!(after.slot_id.as_deref(), Some("S-9"));
+    assert_eq!(after.effect_id.as_deref(), Some("S-9"));
     assert!(after.lease_owner.unwrap().starts_with("gatectl:bob#"));
     let missing = run(&["finish", &"0".repeat(64), "--slot-id", "S-9"]);
     assert_eq!(missing.status.code(), Some(i32::from(exit::NOT_FOUND)));
@@ -607,11 +607,11 @@ async fn a_redrive_refuses_a_young_message_whose_record_expires_first() {
 }
 
 /// The slow holder, while the operator reads the plan: records the slot id its claim returned
-/// (`ADD slot_ids`, which no lease fences: a slot id is never lost), then lets the operator go on.
+/// (`ADD effect_ids`, which no lease fences: a slot id is never lost), then lets the operator go on.
 struct SlowHolderRecords {
     store: Arc<DynamoStore>,
     pk: String,
-    slot_id: String,
+    effect_id: String,
     now_ms: i64,
 }
 
@@ -620,12 +620,12 @@ impl Confirm for SlowHolderRecords {
         let (store, pk, slot, now) = (
             self.store.clone(),
             self.pk.clone(),
-            self.slot_id.clone(),
+            self.effect_id.clone(),
             self.now_ms,
         );
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(async move {
-                store.record_slot_id(&pk, &slot, now).await.unwrap();
+                store.record_effect_id(&pk, &slot, now).await.unwrap();
             })
         });
         true
@@ -652,7 +652,7 @@ async fn finish_rechecks_the_slot_ids_under_its_lease() {
     let mut slow = SlowHolderRecords {
         store: w.store.clone(),
         pk: record.pk.clone(),
-        slot_id: "SLOT-LATE".into(),
+        effect_id: "SLOT-LATE".into(),
         now_ms: w.clock.now_ms(),
     };
     let err = w
@@ -668,7 +668,7 @@ async fn finish_rechecks_the_slot_ids_under_its_lease() {
     assert!(err.to_string().contains("SLOT-LATE"), "{err}");
     let after = w.get(&record.pk).await;
     assert_eq!(after.status, RecordStatus::InFlight);
-    assert_eq!(after.slot_id, None);
+    assert_eq!(after.effect_id, None);
     assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
     // The lease is handed back: the reconciler (or `finish --slot-id SLOT-LATE`) may go on now.
     assert!(!after.lease_is_live(w.clock.now_ms()), "{after:?}");

@@ -2,7 +2,7 @@
 //! through the gate's fenced writes.
 
 use gate::consumer::RecordOutcome;
-use gate::effect::{LookupOutcome, SlotClaim};
+use gate::effect::{Effect, LookupOutcome};
 use gate::operator::OperatorError;
 use serde_json::json;
 
@@ -47,9 +47,9 @@ impl Ctl {
                 )))
             }
             Some(id) => (
-                SlotClaim {
-                    slot_id: id.to_string(),
-                    equipment_number: None,
+                Effect {
+                    effect_id: id.to_string(),
+                    subject: None,
                 },
                 given.as_str(),
             ),
@@ -71,19 +71,19 @@ impl Ctl {
                 }
             }
         };
-        gate::operator::operator_check_slot(&r, &slot.slot_id)
+        gate::operator::operator_check_effect(&r, &slot.effect_id)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let plan = format!(
             "finish {}: take over the lease of {} (expired), commit {effect} {} ({source}) and \
              write the {} for {}; the record leaves the InFlight index",
             r.event_key,
             r.lease_owner.as_deref().unwrap_or("nobody"),
-            slot.slot_id,
+            slot.effect_id,
             words.business_row,
             self.view.event_words(&r),
         );
         let mut plan_json = json!({"action": "finish", "event_key": r.event_key, "source": source, "dry_run": dry_run});
-        plan_json[words.effect_id_key] = json!(slot.slot_id);
+        plan_json[words.effect_id_key] = json!(slot.effect_id);
         if let Some(dry_run) = approve(&plan, plan_json, dry_run, confirm)? {
             return Ok(dry_run);
         }
@@ -95,11 +95,11 @@ impl Ctl {
             .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
         let (detail, result) = match &outcome {
             RecordOutcome::Committed {
-                slot_id,
+                effect_id,
                 natural_key_collision,
             } => (
                 format!(
-                    "committed {effect} {slot_id} ({source}){}",
+                    "committed {effect} {effect_id} ({source}){}",
                     natural_key_collision
                         .as_deref()
                         .map(|k| format!("; natural-key collision with event key {k}"))
@@ -110,7 +110,7 @@ impl Ctl {
             other => {
                 let d = format!(
                     "finish of {effect} {} ended as {} {}",
-                    slot.slot_id,
+                    slot.effect_id,
                     other.code(),
                     other.detail()
                 );
@@ -122,7 +122,7 @@ impl Ctl {
             Ok(()) => {
                 let mut json = json!({"action": "finish", "event_key": r.event_key,
                                       "outcome": outcome.code(), "owner": invocation.request_id});
-                json[words.effect_id_key] = json!(slot.slot_id);
+                json[words.effect_id_key] = json!(slot.effect_id);
                 Ok(Output::ok(
                     format!("{detail}; lease token {}\n", invocation.request_id),
                     json,
@@ -145,10 +145,10 @@ impl Ctl {
         self.gate
             .operator_check(&r, "cancel", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
-        if !r.slot_ids.is_empty() {
+        if !r.effect_ids.is_empty() {
             return Err(CtlError::Refused(
-                gate::operator::Refusal::SlotRecorded {
-                    slot_ids: r.slot_ids.iter().cloned().collect(),
+                gate::operator::Refusal::EffectRecorded {
+                    effect_ids: r.effect_ids.iter().cloned().collect(),
                 }
                 .to_string(),
             ));

@@ -3,7 +3,7 @@
 
 use gate::manual::ManualItem;
 use gate::record::{RecordStatus, INFLIGHT_SHARDS};
-use gate::store::dynamo::MULTI_SLOT_INDEX;
+use gate::store::dynamo::MULTI_EFFECT_INDEX;
 use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
 use serde_json::{json, Value};
 
@@ -89,11 +89,11 @@ impl Ctl {
     }
 
     pub(super) async fn list_multi_effect(&self) -> Result<Output, CtlError> {
-        let pks = self.store.index().multi_slot_pks().await.map_err(|e| {
+        let pks = self.store.index().multi_effect_pks().await.map_err(|e| {
             CtlError::store(
                 e,
                 "dynamodb:Query",
-                &format!("{}/index/{MULTI_SLOT_INDEX}", self.table()),
+                &format!("{}/index/{MULTI_EFFECT_INDEX}", self.table()),
             )
         })?;
         let words = self.words();
@@ -117,15 +117,15 @@ impl Ctl {
             };
             bar.inc(1);
             let others: Vec<&String> = r
-                .slot_ids
+                .effect_ids
                 .iter()
-                .filter(|s| Some(s.as_str()) != r.slot_id.as_deref())
+                .filter(|s| Some(s.as_str()) != r.effect_id.as_deref())
                 .collect();
             t.add_row(vec![
                 cut(&r.event_key, 16),
                 words.subject_of(&r).to_string(),
                 r.status.to_string(),
-                r.slot_id.clone().unwrap_or_else(|| "none".into()),
+                r.effect_id.clone().unwrap_or_else(|| "none".into()),
                 others
                     .iter()
                     .map(|s| s.as_str())
@@ -136,8 +136,8 @@ impl Ctl {
             row.insert("event_key".into(), json!(r.event_key));
             row.insert(words.subject.into(), json!(words.subject_of(&r)));
             row.insert("status".into(), json!(r.status.as_str()));
-            row.insert(words.effect_id_key.into(), json!(r.slot_id));
-            row.insert(words.effect_ids_key(), json!(r.slot_ids));
+            row.insert(words.effect_id_key.into(), json!(r.effect_id));
+            row.insert(words.effect_ids_key(), json!(r.effect_ids));
             row.insert("cancel".into(), json!(others));
             rows.push(Value::Object(row));
         }

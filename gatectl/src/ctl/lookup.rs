@@ -15,8 +15,8 @@ impl Ctl {
         let (r, found) = self.look_up(&event_key_arg(key)?).await?;
         match found {
             LookupOutcome::Found(slot) => {
-                let verdict = match (r.status, r.slot_id.as_deref()) {
-                    (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
+                let verdict = match (r.status, r.effect_id.as_deref()) {
+                    (RecordStatus::Committed, Some(s)) if s == slot.effect_id => {
                         format!("the committed {effect}")
                     }
                     (RecordStatus::Committed, committed) => format!(
@@ -35,9 +35,9 @@ impl Ctl {
                 };
                 let text = format!(
                     "the {server} holds {effect} {} under operation key {}{}: {verdict}\n",
-                    slot.slot_id,
+                    slot.effect_id,
                     r.op_key,
-                    slot.equipment_number
+                    slot.subject
                         .as_deref()
                         .map(|e| format!(" (for {e})"))
                         .unwrap_or_default()
@@ -47,15 +47,15 @@ impl Ctl {
                                       "verdict": verdict});
                 if let serde_json::Value::Object(map) = &mut json {
                     let id_key = words.effect_id_key;
-                    map.insert(id_key.into(), json!(slot.slot_id));
-                    map.insert(format!("record_{id_key}"), json!(r.slot_id));
+                    map.insert(id_key.into(), json!(slot.effect_id));
+                    map.insert(format!("record_{id_key}"), json!(r.effect_id));
                     // The subject the server named (truck-slot: `equipment_number`, as before).
                     let subject_key = if words.subject == "container" {
                         "equipment_number"
                     } else {
                         words.subject
                     };
-                    map.insert(subject_key.into(), json!(slot.equipment_number));
+                    map.insert(subject_key.into(), json!(slot.subject));
                 }
                 Ok(Output::ok(text, json))
             }

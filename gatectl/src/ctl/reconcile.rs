@@ -92,14 +92,14 @@ impl Ctl {
             r.event_key,
             after.status,
             after
-                .slot_id
+                .effect_id
                 .as_deref()
                 .map(|s| format!(" with {} {s}", words.effect))
                 .unwrap_or_default()
         );
         let mut json = json!({"action": "reconcile", "event_key": r.event_key, "report": report,
                               "status": after.status.as_str()});
-        json[words.effect_id_key] = json!(after.slot_id);
+        json[words.effect_id_key] = json!(after.effect_id);
         Ok(Output {
             text,
             json,
@@ -181,6 +181,8 @@ fn merge(total: &mut ReconcileReport, one: &ReconcileReport) {
     total.transient += one.transient;
     total.unreadable += one.unreadable;
     total.left_for_next_run |= one.left_for_next_run;
-    total.max_distinct_slot_ids = total.max_distinct_slot_ids.max(one.max_distinct_slot_ids);
+    total.max_distinct_effect_ids = total
+        .max_distinct_effect_ids
+        .max(one.max_distinct_effect_ids);
     total.natural_key_collisions += one.natural_key_collisions;
 }

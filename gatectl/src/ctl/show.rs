@@ -85,7 +85,7 @@ impl Ctl {
             (Some(owner), _) => format!("{owner} (last holder)"),
             (None, _) => "none".to_string(),
         };
-        let effect_ids: Vec<&String> = r.slot_ids.iter().collect();
+        let effect_ids: Vec<&String> = r.effect_ids.iter().collect();
         let mut lines = vec![
             format!("event key     {}", r.event_key),
             format!(
@@ -129,7 +129,7 @@ impl Ctl {
             format!(
                 "{:<13} {}",
                 words.effect,
-                r.slot_id.as_deref().unwrap_or("none committed")
+                r.effect_id.as_deref().unwrap_or("none committed")
             ),
             format!(
                 "{:<13} {}",
@@ -198,10 +198,10 @@ impl Ctl {
             "history": history,
             "next": next,
         });
-        // The integration's words: its effect id's key (`slot_id`), its labels (`container`,
+        // The integration's words: its effect id's key (`effect_id`), its labels (`container`,
         // ...) and its business row's key (`booking`).
         if let Value::Object(map) = &mut json {
-            map.insert(words.effect_id_key.into(), json!(r.slot_id));
+            map.insert(words.effect_id_key.into(), json!(r.effect_id));
             map.insert(words.effect_ids_key(), json!(effect_ids));
             for (name, value) in &r.labels {
                 map.insert(name.clone(), json!(value));

@@ -174,7 +174,7 @@ pub fn finish(key: &str, effect_id: Option<&str>) -> Action {
 pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
     let w = World::<F>::new("gc-finish").await;
     let record = w.strand(1, "inv-dead#0", T0 + 1_000).await;
-    let gate::effect::ClaimOutcome::Claimed(effect) = w
+    let gate::effect::CallOutcome::Done(effect) = w
         .ctl
         .gate
         .integration
@@ -218,11 +218,11 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
         .run(Action::Lookup(record.event_key.clone()))
         .await
         .unwrap();
-    assert_eq!(found.json[words.effect_id_key], effect.slot_id.as_str());
+    assert_eq!(found.json[words.effect_id_key], effect.effect_id.as_str());
     assert!(
         found.text.starts_with(&format!(
             "the {} holds {} {} under operation key",
-            words.server, words.effect, effect.slot_id
+            words.server, words.effect, effect.effect_id
         )),
         "{}",
         found.text
@@ -234,7 +234,7 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
         .await
         .unwrap();
     assert_eq!(dry.json["dry_run"], true);
-    assert_eq!(dry.json[words.effect_id_key], effect.slot_id.as_str());
+    assert_eq!(dry.json[words.effect_id_key], effect.effect_id.as_str());
     assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
     let refused = w
         .ctl
@@ -249,10 +249,10 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
     assert_eq!(done.json["outcome"], "Committed");
     let after = w.get(&record.pk).await;
     assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.slot_id.as_deref(), Some(effect.slot_id.as_str()));
+    assert_eq!(after.effect_id.as_deref(), Some(effect.effect_id.as_str()));
     assert!(after.inflight_shard.is_none() && after.request.is_empty());
     let row = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(row.effect_id, effect.slot_id);
+    assert_eq!(row.effect_id, effect.effect_id);
     assert_eq!(row.booked_at_ms, T0 + 15 * 60_000);
     assert_eq!(w.fixture.effects_made(), 1, "no second effect");
     let history = w.store.history(&record.pk).await.unwrap();
@@ -263,7 +263,7 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
         history[0].detail,
         format!(
             "committed {} {} (found at the {})",
-            words.effect, effect.slot_id, words.server
+            words.effect, effect.effect_id, words.server
         )
     );
 
@@ -407,7 +407,7 @@ pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>() {
     .unwrap();
     assert_eq!(committed, gate::store::CommitOutcome::Committed);
     w.store
-        .record_slot_id(&record.pk, "EFFECT-B", T0 + 5_000)
+        .record_effect_id(&record.pk, "EFFECT-B", T0 + 5_000)
         .await
         .unwrap();
     let words = w.words().clone();

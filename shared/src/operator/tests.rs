@@ -43,8 +43,8 @@ impl Integration for Unreachable {
             subject: "CSQU3054383".into(),
         })
     }
-    async fn call(&self, _held: &Held<'_>) -> ClaimOutcome {
-        ClaimOutcome::Transient("not called".into())
+    async fn call(&self, _held: &Held<'_>) -> CallOutcome {
+        CallOutcome::Transient("not called".into())
     }
     async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         LookupOutcome::Transient("not called".into())
@@ -119,9 +119,9 @@ async fn a_live_lease_refuses_and_names_its_holder_and_end() {
         .gate
         .operator_finish(
             &record,
-            SlotClaim {
-                slot_id: "S-1".into(),
-                equipment_number: None,
+            Effect {
+                effect_id: "S-1".into(),
+                subject: None,
             },
             &operator(&w),
         )
@@ -139,7 +139,7 @@ async fn a_live_lease_refuses_and_names_its_holder_and_end() {
 }
 
 #[tokio::test]
-async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
+async fn finish_commits_the_given_effect_fenced_by_the_operators_lease() {
     let w = world();
     let record = strand(&w, "inv-1#0", T0 + 1_000).await;
     w.clock.advance_ms(60_000);
@@ -147,9 +147,9 @@ async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
         .gate
         .operator_finish(
             &record,
-            SlotClaim {
-                slot_id: "S-1".into(),
-                equipment_number: None,
+            Effect {
+                effect_id: "S-1".into(),
+                subject: None,
             },
             &operator(&w),
         )
@@ -158,7 +158,7 @@ async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
     assert_eq!(
         outcome,
         RecordOutcome::Committed {
-            slot_id: "S-1".into(),
+            effect_id: "S-1".into(),
             natural_key_collision: None
         }
     );
@@ -179,9 +179,9 @@ async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
         .gate
         .operator_finish(
             &after,
-            SlotClaim {
-                slot_id: "S-2".into(),
-                equipment_number: None,
+            Effect {
+                effect_id: "S-2".into(),
+                subject: None,
             },
             &operator(&w),
         )
@@ -194,7 +194,7 @@ async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
 }
 
 #[tokio::test]
-async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_slot() {
+async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_effect() {
     let w = world();
     let record = strand(&w, "inv-1#0", T0 + 1_000).await;
     w.clock.advance_ms(60_000);
@@ -222,33 +222,33 @@ async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_slot
 
     let w = world();
     let record = strand(&w, "inv-1#0", T0 + 1_000).await;
-    let with_slot = w
+    let with_effect = w
         .store
-        .record_slot_id(&record.pk, "S-9", T0)
+        .record_effect_id(&record.pk, "S-9", T0)
         .await
         .unwrap()
         .unwrap();
     w.clock.advance_ms(60_000);
     let err = w
         .gate
-        .operator_cancel(&with_slot, "x", &operator(&w))
+        .operator_cancel(&with_effect, "x", &operator(&w))
         .await
         .unwrap_err();
     assert_eq!(
         err,
-        OperatorError::Refused(Refusal::SlotRecorded {
-            slot_ids: vec!["S-9".into()]
+        OperatorError::Refused(Refusal::EffectRecorded {
+            effect_ids: vec!["S-9".into()]
         })
     );
     assert!(w.manual.items().is_empty());
-    // Nor is a finish with another slot than the recorded one.
+    // Nor is a finish with another effect than the recorded one.
     let err = w
         .gate
         .operator_finish(
-            &with_slot,
-            SlotClaim {
-                slot_id: "S-1".into(),
-                equipment_number: None,
+            &with_effect,
+            Effect {
+                effect_id: "S-1".into(),
+                subject: None,
             },
             &operator(&w),
         )
@@ -260,8 +260,8 @@ async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_slot
          one of those (or --from-terminal)"
     );
     assert_eq!(
-        w.store.get(&with_slot.pk).await.unwrap().unwrap(),
-        with_slot
+        w.store.get(&with_effect.pk).await.unwrap().unwrap(),
+        with_effect
     );
 }
 

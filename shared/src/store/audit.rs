@@ -16,7 +16,7 @@ pub struct AuditEntry {
     pub who: String,
     /// What: the subcommand (`finish`, `cancel`, `reconcile`, `redrive`).
     pub action: String,
-    /// The outcome in words, e.g. `committed slot S-1 (from the terminal)` or the cancel's reason.
+    /// The outcome in words, e.g. `committed effect S-1 (from the server)` or the cancel's reason.
     pub detail: String,
 }
 

@@ -255,18 +255,18 @@ impl TerminalCore {
         if chrono::DateTime::parse_from_rfc3339(&req.window_end).is_err() {
             return bad("window_end is not an RFC 3339 date-time");
         }
-        let slot_id = format!("{}-{:06}", self.config.slot_prefix, st.slots.len() + 1);
+        let effect_id = format!("{}-{:06}", self.config.slot_prefix, st.slots.len() + 1);
         st.slots.push(IssuedSlot {
-            slot_id: slot_id.clone(),
+            effect_id: effect_id.clone(),
             equipment_number: req.equipment_number.clone(),
             window_start: req.window_start.clone(),
             window_end: req.window_end.clone(),
             idempotency_key: key.map(str::to_string),
             issued_at_ms: self.clock.now_ms(),
         });
-        tracing::debug!(%slot_id, "slot issued");
+        tracing::debug!(%effect_id, "slot issued");
         let view = SlotView {
-            slot_id,
+            effect_id,
             equipment_number: req.equipment_number,
             window_start: req.window_start,
             window_end: req.window_end,

@@ -19,7 +19,7 @@ impl TerminalCore {
                 .slots
                 .iter()
                 .map(|s| ListedSlot {
-                    slot_id: &s.slot_id,
+                    effect_id: &s.effect_id,
                     equipment_number: &s.equipment_number,
                     window_start: &s.window_start,
                     window_end: &s.window_end,

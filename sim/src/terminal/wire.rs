@@ -18,7 +18,7 @@ pub(super) struct Problem<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IssuedSlot {
     /// The slot id, e.g. `ECTD-000001`.
-    pub slot_id: String,
+    pub effect_id: String,
     /// The equipment (container) number as sent by the client.
     pub equipment_number: String,
     /// Window start, the RFC 3339 string as sent by the client.
@@ -34,7 +34,7 @@ pub struct IssuedSlot {
 /// The slot object of the `201` body and of the lookup's `{"slot": ...}`.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct SlotView {
-    pub(super) slot_id: String,
+    pub(super) effect_id: String,
     pub(super) equipment_number: String,
     pub(super) window_start: String,
     pub(super) window_end: String,
@@ -50,7 +50,7 @@ pub(super) struct SlotEnvelope<'a> {
 /// One entry of the listing `{"slots": [...]}`: the slot object plus key and issue time (epoch ms).
 #[derive(Serialize)]
 pub(super) struct ListedSlot<'a> {
-    pub(super) slot_id: &'a str,
+    pub(super) effect_id: &'a str,
     pub(super) equipment_number: &'a str,
     pub(super) window_start: &'a str,
     pub(super) window_end: &'a str,
@@ -117,7 +117,7 @@ impl AppointmentEnvelope {
     pub(super) fn of(slot: &SlotView) -> Self {
         Self {
             appointment: AppointmentView {
-                id: slot.slot_id.clone(),
+                id: slot.effect_id.clone(),
                 container: AppointmentContainer {
                     number: slot.equipment_number.clone(),
                 },

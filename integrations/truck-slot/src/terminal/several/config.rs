@@ -38,9 +38,9 @@ pub struct TerminalLimits {
     pub retention_margin_s: i64,
 }
 
-/// Longest accepted key retention, seconds (366 days, as `TERMINAL_KEY_RETENTION_SECONDS`).
+/// Longest accepted key retention, seconds (366 days, as `SERVER_KEY_RETENTION_SECONDS`).
 pub const MAX_KEY_RETENTION_S: i64 = 366 * 86_400;
-/// Shortest accepted key retention, seconds (as `TERMINAL_KEY_RETENTION_SECONDS`).
+/// Shortest accepted key retention, seconds (as `SERVER_KEY_RETENTION_SECONDS`).
 pub const MIN_KEY_RETENTION_S: i64 = 60;
 /// Most calls in flight to one terminal per execution environment.
 pub const MAX_CONCURRENT_CALLS: i64 = 1_000;

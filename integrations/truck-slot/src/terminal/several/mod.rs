@@ -37,7 +37,7 @@
 //!
 //! A terminal's calls (claims and lookups) wait for one of its `max_concurrent_calls` permits. The
 //! wait and the call together are bounded by the request timeout: a call that cannot start in time
-//! is [`ClaimOutcome::Transient`](crate::terminal::ClaimOutcome::Transient) (nothing was sent; the record is retried later with the same key),
+//! is [`CallOutcome::Transient`](crate::terminal::CallOutcome::Transient) (nothing was sent; the record is retried later with the same key),
 //! so a record's deadline arithmetic (`crate::config`, the deadline margin) still holds. The limit
 //! is per execution environment: at most `max_concurrent_calls` × the consumer's concurrent
 //! environments (`MaximumConcurrency` of its SQS event source) + the reconciler's reach a terminal.
@@ -114,7 +114,7 @@ mod tests {
 
     use super::*;
 
-    use crate::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
+    use crate::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
 
     const LIMITS: TerminalLimits = TerminalLimits {
         key_ttl_s: 1_814_400,
@@ -241,14 +241,14 @@ mod tests {
 
     #[async_trait]
     impl SlotTerminal for Counting {
-        async fn claim(&self, op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        async fn claim(&self, op_key: &str, _request: &[u8]) -> CallOutcome {
             let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
             self.max.fetch_max(n, Ordering::SeqCst);
             tokio::time::sleep(self.hold).await;
             self.now.fetch_sub(1, Ordering::SeqCst);
-            ClaimOutcome::Claimed(crate::terminal::SlotClaim {
-                slot_id: format!("S-{op_key}"),
-                equipment_number: None,
+            CallOutcome::Done(crate::terminal::Effect {
+                effect_id: format!("S-{op_key}"),
+                subject: None,
             })
         }
 
@@ -281,9 +281,7 @@ mod tests {
             }
         });
         let outcomes = futures::future::join_all(calls).await;
-        assert!(outcomes
-            .iter()
-            .all(|o| matches!(o, ClaimOutcome::Claimed(_))));
+        assert!(outcomes.iter().all(|o| matches!(o, CallOutcome::Done(_))));
         assert_eq!(a.max.load(Ordering::SeqCst), 2);
         assert_eq!(b.max.load(Ordering::SeqCst), 5);
         assert_eq!(router.most_calls_at_once("A"), Some(2));
@@ -302,21 +300,18 @@ mod tests {
             router.claim_at("A", "k2", b"{}")
         );
         // The first holds the permit past the timeout: cut (transient); the second never got it.
-        let ClaimOutcome::Transient(why) = second else {
+        let CallOutcome::Transient(why) = second else {
             panic!("{second:?}");
         };
         assert!(why.summary().contains("busy"), "{why}");
-        assert!(matches!(first, ClaimOutcome::Transient(_)), "{first:?}");
+        assert!(matches!(first, CallOutcome::Transient(_)), "{first:?}");
         assert_eq!(slow.max.load(Ordering::SeqCst), 1);
-        let ClaimOutcome::Transient(why) = router.claim_at("RWG", "k", b"{}").await else {
+        let CallOutcome::Transient(why) = router.claim_at("RWG", "k", b"{}").await else {
             panic!("unknown terminal");
         };
         assert!(why.summary().contains("no client"), "{why}");
         // One terminal: a call without a code goes to it.
         let one = TerminalRouter::new(Duration::from_secs(1)).with("A", counting(0), 1);
-        assert!(matches!(
-            one.claim("k", b"{}").await,
-            ClaimOutcome::Claimed(_)
-        ));
+        assert!(matches!(one.claim("k", b"{}").await, CallOutcome::Done(_)));
     }
 }

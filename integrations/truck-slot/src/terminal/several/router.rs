@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 
 use super::config::TerminalSpec;
 use crate::terminal::{
-    AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, HttpTerminalError,
+    AnswerDetail, ApiToken, CallOutcome, HttpTerminal, HttpTerminalConfig, HttpTerminalError,
     LookupOutcome, SlotTerminal,
 };
 
@@ -188,10 +188,10 @@ pub(super) const NO_TERMINAL_NAMED: &str =
 #[async_trait]
 impl SlotTerminal for TerminalRouter {
     /// Without a terminal code: the only terminal's client, if the router has exactly one.
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         match self.only() {
             Some(code) => self.claim_at(code, op_key, request).await,
-            None => ClaimOutcome::Transient(NO_TERMINAL_NAMED.into()),
+            None => CallOutcome::Transient(NO_TERMINAL_NAMED.into()),
         }
     }
 
@@ -203,12 +203,12 @@ impl SlotTerminal for TerminalRouter {
         }
     }
 
-    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> CallOutcome {
         self.limited(terminal, |client| async move {
             client.claim_at(terminal, op_key, request).await
         })
         .await
-        .unwrap_or_else(ClaimOutcome::Transient)
+        .unwrap_or_else(CallOutcome::Transient)
     }
 
     async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {

@@ -1,51 +1,15 @@
 //! The audit history on DynamoDB ([`AuditLog`] for [`DynamoStore`]): the list attribute
 //! `history` of the record's item, each line a map `{at: N (epoch ms), who: S, action: S,
-//! detail: S}`.
-use std::collections::HashMap;
+//! detail: S}`; the layout is in `super::codec`, with the rest of the item.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_dynamodb::types::AttributeValue;
 
+use super::codec::{audit_entry_from_value, audit_entry_to_value};
 use crate::store::audit::{AuditEntry, AuditLog};
 use crate::store::dynamo::DynamoStore;
 use crate::store::StoreError;
-
-fn entry_item(entry: &AuditEntry) -> AttributeValue {
-    AttributeValue::M(HashMap::from([
-        ("at".to_string(), AttributeValue::N(entry.at_ms.to_string())),
-        ("who".to_string(), AttributeValue::S(entry.who.clone())),
-        (
-            "action".to_string(),
-            AttributeValue::S(entry.action.clone()),
-        ),
-        (
-            "detail".to_string(),
-            AttributeValue::S(entry.detail.clone()),
-        ),
-    ]))
-}
-
-fn entry_from(value: &AttributeValue) -> Result<AuditEntry, StoreError> {
-    let bad = || StoreError::Corrupt("history: an entry is not {at, who, action, detail}".into());
-    let m = value.as_m().map_err(|_| bad())?;
-    let text = |k: &str| {
-        m.get(k)
-            .and_then(|v| v.as_s().ok())
-            .cloned()
-            .ok_or_else(bad)
-    };
-    Ok(AuditEntry {
-        at_ms: m
-            .get("at")
-            .and_then(|v| v.as_n().ok())
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(bad)?,
-        who: text("who")?,
-        action: text("action")?,
-        detail: text("detail")?,
-    })
-}
 
 fn store_error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug>(
     op: &str,
@@ -69,7 +33,10 @@ impl AuditLog for DynamoStore {
             .update_expression("SET history = list_append(if_not_exists(history, :empty), :entry)")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
-            .expression_attribute_values(":entry", AttributeValue::L(vec![entry_item(entry)]))
+            .expression_attribute_values(
+                ":entry",
+                AttributeValue::L(vec![audit_entry_to_value(entry)]),
+            )
             .send()
             .await;
         match result {
@@ -99,7 +66,9 @@ impl AuditLog for DynamoStore {
             .map_err(|e| store_error("history (GetItem)", e))?;
         match out.item().and_then(|i| i.get("history")) {
             None => Ok(Vec::new()),
-            Some(AttributeValue::L(entries)) => entries.iter().map(entry_from).collect(),
+            Some(AttributeValue::L(entries)) => {
+                entries.iter().map(audit_entry_from_value).collect()
+            }
             Some(_) => Err(StoreError::Corrupt(format!("{pk}: history is not a list"))),
         }
     }

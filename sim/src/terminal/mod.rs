@@ -17,7 +17,7 @@
 //!
 //! * `POST /slots` with JSON `{"equipment_number", "window_start", "window_end", "pin"}` (the
 //!   windows RFC 3339 strings, `pin` non-empty): `201` with
-//!   `{"effect_id", "equipment_number", "window_start", "window_end", "terminal"}`; `400` problem
+//!   `{"slot_id", "equipment_number", "window_start", "window_end", "terminal"}`; `400` problem
 //!   for a bad body.
 //! * `GET /slots?idempotency_key=K`: `200 {"slot": {...}}` (the same object as the `201` body) if a
 //!   successful claim is stored under `K` and within retention, else `404` problem.

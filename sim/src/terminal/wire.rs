@@ -17,7 +17,8 @@ pub(super) struct Problem<'a> {
 /// A slot the simulator issued (every one, with or without a key).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IssuedSlot {
-    /// The slot id, e.g. `ECTD-000001`.
+    /// The slot id, e.g. `ECTD-000001` (`slot_id` on the wire: the terminal's word).
+    #[serde(rename = "slot_id")]
     pub effect_id: String,
     /// The equipment (container) number as sent by the client.
     pub equipment_number: String,
@@ -34,6 +35,7 @@ pub struct IssuedSlot {
 /// The slot object of the `201` body and of the lookup's `{"slot": ...}`.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct SlotView {
+    #[serde(rename = "slot_id")]
     pub(super) effect_id: String,
     pub(super) equipment_number: String,
     pub(super) window_start: String,
@@ -50,6 +52,7 @@ pub(super) struct SlotEnvelope<'a> {
 /// One entry of the listing `{"slots": [...]}`: the slot object plus key and issue time (epoch ms).
 #[derive(Serialize)]
 pub(super) struct ListedSlot<'a> {
+    #[serde(rename = "slot_id")]
     pub(super) effect_id: &'a str,
     pub(super) equipment_number: &'a str,
     pub(super) window_start: &'a str,

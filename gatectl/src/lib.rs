@@ -83,11 +83,13 @@ pub async fn connect<S: Stack>(stack: &S, cli: &Cli) -> Result<Ctl, CtlError> {
     let gate = Gate {
         config: targets.gate.clone(),
         store: store.clone(),
-        integration,
-        manual: Arc::new(SqsManualQueue::new(
-            sqs.clone(),
-            targets.manual_queue_url.clone(),
-        )),
+        integration: integration.clone(),
+        // The manual items carry the integration's own reason codes.
+        manual: Arc::new(
+            SqsManualQueue::new(sqs.clone(), targets.manual_queue_url.clone()).with_codes(
+                Arc::new(move |reason| integration.manual_reason_code(reason)),
+            ),
+        ),
         clock: Arc::new(SystemClock),
     };
     Ok(Ctl {

@@ -93,14 +93,14 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
     let r = sample_record(prefix, "commit-labels", "w1#0", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let owner = "w1#0";
-    let row = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 1);
+    let row = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 1);
 
     let mut bad_row = row.clone();
     bad_row
         .labels
         .insert("booked_at".to_string(), "yesterday".to_string());
     let out = store
-        .commit(&r.pk, owner, "SLOT-1", &bad_row, None, NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &bad_row, None, NOW_MS + 1)
         .await;
     assert_eq!(
         out,
@@ -114,7 +114,7 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         .labels
         .insert("expires_at".to_string(), "never".to_string());
     let out = store
-        .commit(&r.pk, owner, "SLOT-1", &row, Some(&bad_key), NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &row, Some(&bad_key), NOW_MS + 1)
         .await;
     assert_eq!(
         out,
@@ -127,7 +127,7 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
 
     let key = sample_natural_key(&row);
     let out = store
-        .commit(&r.pk, owner, "SLOT-1", &row, Some(&key), NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &row, Some(&key), NOW_MS + 1)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);
@@ -135,4 +135,34 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         store.booking(&r.event_key).await.expect("booking"),
         Some(row)
     );
+}
+
+/// A record holds at most [`crate::store::limits::MAX_EFFECT_IDS`] distinct effect ids: a further
+/// one is not added and the record is returned as it is (a known id is still idempotent), so the
+/// set cannot grow the item past DynamoDB's limit.
+pub async fn record_effect_id_keeps_at_most_max_effect_ids(store: Arc<dyn Store>, prefix: &str) {
+    use crate::store::limits::MAX_EFFECT_IDS;
+    let r = sample_record(prefix, "max-ids", "owner-a", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    for i in 0..MAX_EFFECT_IDS + 2 {
+        let after = store
+            .record_effect_id(&r.pk, &format!("E-{i:03}"), NOW_MS + 1)
+            .await
+            .expect("record_effect_id")
+            .expect("the record");
+        assert_eq!(
+            after.effect_ids.len(),
+            (i + 1).min(MAX_EFFECT_IDS),
+            "id {i}"
+        );
+    }
+    let again = store
+        .record_effect_id(&r.pk, "E-000", NOW_MS + 2)
+        .await
+        .expect("record_effect_id")
+        .expect("the record");
+    assert_eq!(again.effect_ids.len(), MAX_EFFECT_IDS);
+    let kept = must_get(store.as_ref(), &r.pk).await.effect_ids;
+    assert_eq!(kept.len(), MAX_EFFECT_IDS);
+    assert!(kept.contains("E-015") && !kept.contains("E-016") && !kept.contains("E-017"));
 }

@@ -46,8 +46,8 @@ pub fn event_key(prefix: &str, name: &str) -> String {
     hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
 }
 
-/// The labels of the sample records: the truck-slot path's four (`subject`, `server`,
-/// `window_start`, `window_end`, RFC 3339), with the window given.
+/// The labels of the sample records: the truck-slot integration's four (`truck_slot::LABELS`, the
+/// window's two in RFC 3339), with the window given.
 pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     Labels::from([
         ("container".to_string(), "CSQU3054383".to_string()),
@@ -57,8 +57,9 @@ pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     ])
 }
 
-/// The natural key of a sample row, as the truck-slot path builds it: `"{subject}#{window
-/// start}"`, labelled with both, expiring [`natural_key_expires_at_s`] after the window's end.
+/// The natural key of a sample row, as the truck-slot integration builds it (its first label,
+/// `#`, the window's start), labelled with both, expiring [`natural_key_expires_at_s`] after the
+/// window's end.
 pub fn sample_natural_key(row: &BusinessRow) -> NaturalKey {
     let end_ms = chrono::DateTime::parse_from_rfc3339(row.label("window_end"))
         .ok()
@@ -174,6 +175,7 @@ macro_rules! __with_conformance_cases {
             concurrent_natural_key_one_holder,
             reserved_label_names_are_refused,
             items_over_the_size_limit_are_refused,
+            record_effect_id_keeps_at_most_max_effect_ids,
             commit_refuses_reserved_row_and_key_labels,
             stale_in_flight_paginates
         }

@@ -60,8 +60,8 @@ pub enum Refusal {
         error: Option<String>,
     },
     /// The record routes an item to a person (a poison body, a mismatch, an ended window), not
-    /// an effect claim: `gatectl reconcile KEY` sends its item.
-    #[error("the record is a routing to the manual-booking queue, not a slot claim: run `gatectl reconcile {event_key}` to send its item")]
+    /// a call of the side effect: `gatectl reconcile KEY` sends its item.
+    #[error("the record is a routing to the manual queue, not an effect: run `gatectl reconcile {event_key}` to send its item")]
     Routing {
         /// Its event key.
         event_key: String,
@@ -77,13 +77,13 @@ pub enum Refusal {
         left_s: i64,
     },
     /// A cancel of a record for which the server already returned an effect id.
-    #[error("the terminal already returned slot id(s) {effect_ids:?} for this record: finish it with `--slot-id`, or cancel the slot at the terminal first")]
+    #[error("the server already returned effect id(s) {effect_ids:?} for this record: finish it with `--effect-id`, or undo the effect at the server first")]
     EffectRecorded {
         /// The recorded effect ids.
         effect_ids: Vec<String>,
     },
     /// A finish with another effect than the one(s) the server already returned for the record.
-    #[error("the terminal returned slot id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
+    #[error("the server returned effect id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-server)")]
     OtherEffectRecorded {
         /// The effect id given.
         given: String,

@@ -10,7 +10,7 @@ use crate::manual::MemoryManualQueue;
 use crate::reconciler::ReconcilerConfig;
 use crate::record::Labels;
 use crate::store::memory::MemoryStore;
-use crate::store::{IdempotencyStore, Reservation};
+use crate::store::{limits, IdempotencyStore, Reservation};
 use async_trait::async_trait;
 
 /// 2026-06-01T06:00:00Z.
@@ -256,8 +256,8 @@ async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_effe
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the terminal returned slot id(s) [\"S-9\"] for this record, not S-1: finish it with \
-         one of those (or --from-terminal)"
+        "the server returned effect id(s) [\"S-9\"] for this record, not S-1: finish it with \
+         one of those (or --from-server)"
     );
     assert_eq!(
         w.store.get(&with_effect.pk).await.unwrap().unwrap(),
@@ -286,6 +286,35 @@ async fn the_history_is_appended_to_an_existing_record_only() {
         Err(StoreError::Corrupt(_))
     ));
     assert!(w.store.history("it#none").await.unwrap().is_empty());
+}
+
+/// A history holds at most `MAX_HISTORY_ENTRIES` lines, each cut to its field limits, so a
+/// record's audit trail cannot grow its item past DynamoDB's limit.
+#[tokio::test]
+async fn the_history_is_bounded_in_lines_and_in_bytes() {
+    let w = world();
+    let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+    let long = AuditEntry {
+        at_ms: T0,
+        who: "w".repeat(500),
+        action: "a".repeat(500),
+        detail: "é".repeat(500),
+    };
+    for _ in 0..limits::MAX_HISTORY_ENTRIES {
+        w.store.append_history(&record.pk, &long).await.unwrap();
+    }
+    assert_eq!(
+        w.store.append_history(&record.pk, &long).await,
+        Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
+            limit: 20
+        }))
+    );
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history.len(), 20);
+    assert_eq!(history[0].who.len(), 64);
+    assert_eq!(history[0].action.len(), 16);
+    // 128 two-byte characters: cut at a character boundary.
+    assert_eq!(history[0].detail, "é".repeat(128));
 }
 
 #[tokio::test]
@@ -329,7 +358,7 @@ async fn the_next_step_says_what_the_gate_will_do() {
         w.gate.next_step(&record, &config, ended),
         "the reconciler takes it over at its next run (every minute), looks the effect up \
          under its Idempotency-Key and commits it, never sends it again; finding none, routes \
-         it to a person (window_ended: the event ended at 2026-06-01T10:00:00Z); if the \
+         it to a person (event_ended: the event ended at 2026-06-01T10:00:00Z); if the \
          lookup fails, tries again later"
     );
 }

@@ -28,7 +28,7 @@ struct Tables {
     bookings: HashMap<String, BusinessRow>,
     /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
     natural_keys: HashMap<String, String>,
-    /// `InFlight` and `MultiEffect`, as the records are now ([`Tables::reindex`] after each write).
+    /// `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`), as the records are now ([`Tables::reindex`] after each write).
     index: index::Indexes,
 }
 
@@ -320,7 +320,10 @@ impl IdempotencyStore for MemoryStore {
         match t.records.get_mut(pk) {
             Some(r) => {
                 let mut after = r.clone();
-                after.effect_ids.insert(effect_id.to_string());
+                // At most MAX_EFFECT_IDS distinct ids (crate::store::limits), as every adapter.
+                if after.effect_ids.len() < crate::store::limits::MAX_EFFECT_IDS {
+                    after.effect_ids.insert(effect_id.to_string());
+                }
                 after.updated_at_ms = now_ms;
                 fits(&after)?;
                 *r = after;

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use crate::store::audit::{AuditEntry, AuditLog};
 use crate::store::memory::MemoryStore;
-use crate::store::StoreError;
+use crate::store::{limits, StoreError};
 
 #[async_trait]
 impl AuditLog for MemoryStore {
@@ -15,7 +15,13 @@ impl AuditLog for MemoryStore {
             return Err(StoreError::Corrupt(format!("no record {pk} to audit")));
         }
         let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        audit.entry(pk.to_string()).or_default().push(entry.clone());
+        let lines = audit.entry(pk.to_string()).or_default();
+        if lines.len() >= limits::MAX_HISTORY_ENTRIES {
+            return Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
+                limit: limits::MAX_HISTORY_ENTRIES,
+            }));
+        }
+        lines.push(entry.bounded());
         Ok(())
     }
 

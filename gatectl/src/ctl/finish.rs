@@ -65,7 +65,7 @@ impl Ctl {
                             r.op_key, r.event_key
                         )))
                     }
-                    LookupOutcome::Transient(why) => {
+                    LookupOutcome::Transient(why) | LookupOutcome::EffectRefused(why) => {
                         return Err(CtlError::Failed(format!("{server} lookup: {why}")))
                     }
                 }

@@ -219,6 +219,20 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
         .await
         .unwrap();
     assert_eq!(found.json[words.effect_id_key], effect.effect_id.as_str());
+    // Whether the server named the record's subject (null: it named none); its own text is not
+    // echoed.
+    let same_subject = &found.json[format!("same_{}", words.subject)];
+    assert_ne!(*same_subject, json!(false), "{}", found.json);
+    // The server's answer itself, live, for the operator only (issue 25), without the secret.
+    w.assert_no_secret(&found);
+    if words.server == "terminal" {
+        assert_eq!(*same_subject, true);
+        assert!(
+            found.text.contains("the terminal answered 200 ("),
+            "{}",
+            found.text
+        );
+    }
     assert!(
         found.text.starts_with(&format!(
             "the {} holds {} {} under operation key",

@@ -17,6 +17,8 @@
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
 //! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
 //! | `SERVER_KEY_RETENTION_SECONDS` | (the gate's) the terminal's key retention | seconds | `86400` |
+//! | `TERMINAL_SLOT_ID_PATTERN` | the format of the terminal's slot ids: a regular expression (the `regex` crate's syntax) the whole id must match; a slot id outside it is never kept, the record goes to a person (issue 25) | | `[A-Za-z0-9_.:-]+` |
+//! | `TERMINAL_SLOT_ID_MAX_CHARS` | the longest slot id, `1..=128` | characters | `64` |
 //! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `SERVER_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
 //! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them (set but empty: none may be read) | | unset (not checked) |
 
@@ -24,6 +26,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gate::consumer::GateConfig;
+use gate::idempotency_key::{
+    IdFormat, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN, MAX_EFFECT_ID_CHARS,
+};
 use gate::lambda::{secret_arn_valid, Env, IntegrationConfig, LambdaConfig};
 
 use crate::terminal::several::{
@@ -109,6 +114,8 @@ impl IntegrationConfig for TerminalConfig {
                 "KNOWN_TERMINALS",
                 "SERVER_KEY_RETENTION_SECONDS",
                 gate::lambda::config::LEGACY_KEY_RETENTION_VARIABLE,
+                "TERMINAL_SLOT_ID_PATTERN",
+                "TERMINAL_SLOT_ID_MAX_CHARS",
             ] {
                 replaced_by_terminals(env, variable);
             }
@@ -147,6 +154,23 @@ impl IntegrationConfig for TerminalConfig {
             env.number("TERMINAL_REQUEST_TIMEOUT_MS", 10_000, 1, 900_000)
                 .unwrap_or(10_000) as u64,
         );
+        if !several {
+            let pattern = env
+                .optional("TERMINAL_SLOT_ID_PATTERN")
+                .unwrap_or_else(|| DEFAULT_ID_PATTERN.to_string());
+            let max_chars = env
+                .number(
+                    "TERMINAL_SLOT_ID_MAX_CHARS",
+                    DEFAULT_ID_MAX_CHARS as i64,
+                    1,
+                    MAX_EFFECT_ID_CHARS as i64,
+                )
+                .unwrap_or(DEFAULT_ID_MAX_CHARS as i64) as usize;
+            match IdFormat::new(&pattern, max_chars) {
+                Ok(format) => terminal.slot_id_format = format,
+                Err(e) => env.problem("TERMINAL_SLOT_ID_PATTERN", e.to_string()),
+            }
+        }
         // The token: in the cloud from AWS Secrets Manager (the ARN here, the value read once at
         // cold start by `crate::lambda`); `TERMINAL_API_TOKEN` is for local runs only. Both at once
         // is refused rather than ranked: a forgotten local variable must not silently override the

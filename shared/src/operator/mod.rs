@@ -336,6 +336,17 @@ impl Gate {
         let outcome = self.integration.lookup(&Held::new(&record)).await;
         Ok((record, outcome))
     }
+
+    /// The server's answer to a lookup under `record`'s key, as the integration renders it for
+    /// an operator's server ([`crate::Integration::show_lookup`]: secrets cut out), for
+    /// `gatectl lookup` to print: never logged or stored. `None` when the integration cannot show
+    /// it or the server has no lookup by key.
+    pub async fn operator_show_lookup(&self, record: &IdempotencyRecord) -> Option<String> {
+        if !self.integration.supports_lookup(record) {
+            return None;
+        }
+        self.integration.show_lookup(&Held::new(record)).await
+    }
 }
 
 /// The refusal of a finish of `record` with `effect_id` when the server already returned other

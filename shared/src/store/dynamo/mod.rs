@@ -1,3 +1,6 @@
+//! Just over 600 lines: the DynamoDB adapter's port methods in one place; the item layout lives in
+//! codec.rs and schema.rs.
+//!
 //! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
 //!
 //! Two tables:

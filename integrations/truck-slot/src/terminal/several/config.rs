@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::{TerminalApi, TerminalPolicy};
 use crate::notification::MAX_TERMINAL_CHARS;
 use crate::terminal::base_url_allowed;
+use gate::idempotency_key::{IdFormat, IdFormatError, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN};
 use gate::lambda::secret_arn_valid;
 
 /// One terminal of `TERMINALS`, validated (see the module docs for each field).
@@ -27,6 +28,9 @@ pub struct TerminalSpec {
     pub max_concurrent_calls: Option<usize>,
     /// The API shape.
     pub api: TerminalApi,
+    /// The format of the terminal's slot ids (`slot_id_pattern`, `slot_id_max_chars`; the
+    /// strict default [`IdFormat::default`] when neither is given).
+    pub slot_id_format: IdFormat,
 }
 
 /// The bounds [`parse_terminals`] checks a terminal against, from the rest of the configuration.
@@ -53,6 +57,8 @@ pub(super) const FIELDS: &[&str] = &[
     "key_retention_seconds",
     "max_concurrent_calls",
     "api",
+    "slot_id_pattern",
+    "slot_id_max_chars",
 ];
 
 /// Parses and validates `TERMINALS` (the module docs give the shape).
@@ -338,6 +344,11 @@ pub(super) fn parse_one(
             TerminalApi::Slots
         }
     };
+    let slot_id_format = slot_id_format(
+        required("slot_id_pattern"),
+        required("slot_id_max_chars"),
+        &mut problem,
+    );
     if keyed {
         for (field, given) in [
             ("base_url", required("base_url").is_some()),
@@ -366,7 +377,56 @@ pub(super) fn parse_one(
         key_retention_s,
         max_concurrent_calls: max_calls.map(|n| n as usize),
         api,
+        slot_id_format: slot_id_format?,
     })
+}
+
+/// The declared slot-id format of one terminal: `pattern` (a regular expression the whole id
+/// must match; default [`DEFAULT_ID_PATTERN`]) and `max_chars`
+/// (`1..=`[`crate::terminal::MAX_SLOT_ID_CHARS`]; default [`DEFAULT_ID_MAX_CHARS`]). Problems are
+/// pushed; `None` when any was found.
+fn slot_id_format(
+    pattern: Option<&Value>,
+    max_chars: Option<&Value>,
+    problem: &mut impl FnMut(&str, String),
+) -> Option<IdFormat> {
+    use crate::terminal::MAX_SLOT_ID_CHARS;
+    let pattern = match pattern {
+        None => DEFAULT_ID_PATTERN,
+        Some(Value::String(p)) => p.as_str(),
+        Some(_) => {
+            problem("slot_id_pattern", "not a string".into());
+            return None;
+        }
+    };
+    let max_chars = match max_chars {
+        None => DEFAULT_ID_MAX_CHARS,
+        Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(n) => n,
+            None => {
+                problem(
+                    "slot_id_max_chars",
+                    format!("{v} is not a positive integer"),
+                );
+                return None;
+            }
+        },
+    };
+    // Both fields are checked, each problem named with its field.
+    let length_ok = (1..=MAX_SLOT_ID_CHARS).contains(&max_chars);
+    if !length_ok {
+        problem(
+            "slot_id_max_chars",
+            IdFormatError::BadLength(max_chars).to_string(),
+        );
+    }
+    match IdFormat::new(pattern, max_chars.clamp(1, MAX_SLOT_ID_CHARS)) {
+        Ok(format) => length_ok.then_some(format),
+        Err(e) => {
+            problem("slot_id_pattern", e.to_string());
+            None
+        }
+    }
 }
 
 /// The gate's policy per terminal code: key support and claim horizon (key retention minus

@@ -27,6 +27,8 @@
 //! | `key_retention_seconds` | how long the terminal keeps a key; past it minus `RETENTION_MARGIN_SECONDS` nothing is claimed again; must be less than `KEY_TTL_SECONDS` (the record outlives the key) | seconds | required with key support |
 //! | `max_concurrent_calls` | calls in flight to this terminal at once, per execution environment (the consumer's `MAX_CONCURRENCY` records share them) | calls | required with key support |
 //! | `api` | `slots` (`POST {base}/slots`, the default) or `appointments-v2` (`POST {base}/v2/appointments`), see [`TerminalApi`] | | optional |
+//! | `slot_id_pattern` | the format of the terminal's slot ids: a regular expression (the `regex` crate's syntax) the whole id must match; a slot id outside it is never kept, the record goes to a person (issue 25) | | optional (default `[A-Za-z0-9_.:-]+`) |
+//! | `slot_id_max_chars` | the longest slot id, `1..=128` | characters | optional (default 64) |
 //!
 //! Every problem is reported at once, each naming the terminal and the field, as
 //! `TERMINALS: terminal "APMT-MV2": key_retention_seconds: missing (required with key support)`
@@ -115,6 +117,7 @@ mod tests {
     use super::*;
 
     use crate::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
+    use gate::idempotency_key::IdFormat;
 
     const LIMITS: TerminalLimits = TerminalLimits {
         key_ttl_s: 1_814_400,
@@ -136,6 +139,26 @@ mod tests {
     }
 
     #[test]
+    fn a_terminal_declares_its_slot_id_format() {
+        let raw = r#"[{"code": "ECT-DELTA", "supports_idempotency_key": true,
+            "base_url": "https://slots.ect.example/api", "key_retention_seconds": 86400,
+            "max_concurrent_calls": 4, "slot_id_pattern": "ECTD-[0-9]{4}",
+            "slot_id_max_chars": 9}]"#;
+        let specs = parse_terminals(raw, LIMITS).unwrap();
+        assert_eq!(
+            specs[0].slot_id_format,
+            IdFormat::new("ECTD-[0-9]{4}", 9).unwrap()
+        );
+        let bad = raw
+            .replace("ECTD-[0-9]{4}", "ECTD-[0-9")
+            .replace("\"slot_id_max_chars\": 9", "\"slot_id_max_chars\": 200");
+        let problems = parse_terminals(&bad, LIMITS).unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("terminal \"ECT-DELTA\": slot_id_max_chars: "));
+        assert!(problems[1].starts_with("terminal \"ECT-DELTA\": slot_id_pattern: "));
+    }
+
+    #[test]
     fn three_terminals_parse_with_their_own_settings() {
         let specs = parse_terminals(&three(), LIMITS).unwrap();
         assert_eq!(specs.len(), 3);
@@ -149,6 +172,7 @@ mod tests {
                 key_retention_s: Some(86_400),
                 max_concurrent_calls: Some(4),
                 api: TerminalApi::Slots,
+                slot_id_format: IdFormat::default(),
             }
         );
         assert_eq!(specs[1].api, TerminalApi::AppointmentsV2);
@@ -181,7 +205,7 @@ mod tests {
             vec![
                 "terminal \"ECT-DELTA\": colour: unknown field (known: code, \
                  supports_idempotency_key, base_url, token_secret_arn, key_retention_seconds, \
-                 max_concurrent_calls, api)",
+                 max_concurrent_calls, api, slot_id_pattern, slot_id_max_chars)",
                 "terminal \"ECT-DELTA\": base_url: must be https:// (http:// only to a loopback \
                  host), without user info, query, fragment or white space",
                 "terminal \"ECT-DELTA\": max_concurrent_calls: 0 is outside 1..=1000",

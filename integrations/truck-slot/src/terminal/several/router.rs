@@ -35,6 +35,7 @@ pub fn http_router(
         config.connect_timeout = shared.connect_timeout;
         config.request_timeout = shared.request_timeout;
         config.api = spec.api;
+        config.slot_id_format = spec.slot_id_format.clone();
         config.token = tokens.remove(&spec.code);
         router = router.with(
             spec.code.clone(),
@@ -217,5 +218,13 @@ impl SlotTerminal for TerminalRouter {
         })
         .await
         .unwrap_or_else(LookupOutcome::Transient)
+    }
+
+    async fn show_lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> Option<String> {
+        self.limited(terminal, |client| async move {
+            client.show_lookup_at(terminal, op_key, request).await
+        })
+        .await
+        .unwrap_or_else(|why| Some(format!("not asked: {why}")))
     }
 }

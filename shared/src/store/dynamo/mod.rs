@@ -47,6 +47,7 @@
 //!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
 //!   routing whose second confirmation is refused and ignored).
 
+mod audit;
 mod canary;
 mod codec;
 mod commit;

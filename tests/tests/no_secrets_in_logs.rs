@@ -938,8 +938,10 @@ async fn the_binaries_log_no_secret_at_trace() {
     assert_clean("the invoke answers", &format!("{answer} {run} {published}"));
     let errors = record_errors(&aws.idempotency).await;
     assert!(
-        errors.contains("terminal answered 400") && errors.contains("lookup failed"),
-        "the records' errors quote the scrubbed answers: {errors}"
+        errors.contains("terminal answered 400")
+            && errors.contains("failed (lookup: terminal answered 500"),
+        "the records' errors describe the answers in our words (status, type, length, digest): \
+         {errors}"
     );
     assert_clean("the records' errors", &errors);
     let details: Vec<String> = manual_bodies

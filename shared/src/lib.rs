@@ -24,6 +24,7 @@
 //! * `lambda` (feature `lambda`): the Lambda wiring, any integration as the consumer, the
 //!   reconciler and the metrics function from a `main.rs` of a few lines;
 //! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
+#![warn(missing_docs)]
 pub mod alarm_stats;
 pub mod clock;
 #[cfg(feature = "testkit")]

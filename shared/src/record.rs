@@ -22,7 +22,7 @@ pub const INFLIGHT_SHARDS: u8 = 16;
 pub enum RecordStatus {
     /// Reserved; the claim may or may not have reached the server. Carries a lease.
     InFlight,
-    /// The effect is claimed and the TMS booking written (in one transaction).
+    /// The effect is made and the business row written (in one transaction).
     Committed,
     /// A permanent error; replayed to duplicates, the event sits in the manual queue.
     Failed,
@@ -60,7 +60,7 @@ impl fmt::Display for RecordStatus {
 }
 
 /// One row of the idempotency table (partition key `pk = "{integration}#{event_key}"`).
-/// `Debug` redacts `request`, which holds the release PIN.
+/// `Debug` redacts `request`, which may hold secrets (the release PIN on the truck-slot path).
 #[derive(Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
     /// `"{integration}#{event_key}"`.
@@ -71,7 +71,8 @@ pub struct IdempotencyRecord {
     pub status: RecordStatus,
     /// SHA-256 hex of the RFC 8785 canonical business fields.
     pub fingerprint: String,
-    /// The exact claim request body, built once at reservation. Secret (holds the PIN).
+    /// The exact request body of the side effect, built once at reservation and re-sent byte
+    /// for byte by whoever resumes the record. Secret (it may hold credentials).
     pub request: Vec<u8>,
     /// The `Idempotency-Key` sent to the server.
     pub op_key: String,

@@ -4,7 +4,7 @@
 //! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
 //! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
 //! 3. [`claim`]: the effect claimed with the operation key in the `Idempotency-Key` header;
-//! 4. [`commit`]: the outcome and the TMS booking written in one transaction.
+//! 4. [`commit`]: the outcome and the business row written in one transaction.
 //!
 //! ## A write that landed and lost its answer
 //!
@@ -45,7 +45,10 @@ pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 /// again under a key the server forgot long ago.
 pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
 
-/// The gate's settings.
+/// The gate's generic settings, the same for every integration: the record keys' prefix, the
+/// server's key support, the record TTL (**seconds**), the lease floor, the deadline margin and the
+/// claim horizon (**milliseconds**), the concurrency within a batch. [`GateConfig::new`] gives
+/// the defaults; in a deployment `gate::lambda` reads them from the environment at cold start.
 #[derive(Debug, Clone)]
 pub struct GateConfig {
     /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
@@ -63,7 +66,7 @@ pub struct GateConfig {
     /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
     /// never less than this, even when the invocation has no time left.
     pub lease_floor_ms: i64,
-    /// Records processed at once within a batch.
+    /// Records processed at once within a batch (0 counts as 1); each holds its own lease.
     pub max_concurrency: usize,
     /// No new record is started when less than this many **milliseconds** remain before the
     /// invocation's deadline (keep it above the server's request timeout plus a commit).
@@ -96,15 +99,16 @@ impl GateConfig {
 /// The gate and its ports, built once per cold start.
 #[derive(Clone)]
 pub struct Gate {
-    /// Settings.
+    /// The generic settings (TTL, lease floor, deadline margin, claim horizon, concurrency).
     pub config: GateConfig,
     /// The idempotency table and the business table (the write path).
     pub store: Arc<dyn IdempotencyStore>,
     /// The integration: the parse, the side effect and its lookup, the business row.
     pub integration: Arc<dyn Integration>,
-    /// The manual-booking queue.
+    /// The manual queue: where a record goes to a person ([`crate::routing`]).
     pub manual: Arc<dyn ManualQueue>,
-    /// Time.
+    /// The time every lease, TTL and horizon is measured by (epoch milliseconds): the system
+    /// clock in a deployment, a simulated one in tests and the simulation.
     pub clock: Arc<dyn Clock>,
 }
 

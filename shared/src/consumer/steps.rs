@@ -24,7 +24,8 @@ pub struct DerivedKeys {
     pub op_key: String,
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,
-    /// The claim request body (holds the PIN).
+    /// The request body for the side effect, built once here ([`Event::request`]); secret
+    /// (it may hold credentials: the release PIN on the truck-slot path).
     pub request: Vec<u8>,
 }
 

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::clock::ms_to_s;
+use crate::keys;
 
 /// Number of shards of the sparse GSI `InFlight`: `inflight_shard` is `"00"`..`"15"`.
 pub const INFLIGHT_SHARDS: u8 = 16;
@@ -248,11 +249,25 @@ pub struct NaturalKey {
     pub expires_at_s: i64,
 }
 
-/// A natural-key item's TTL, epoch **seconds**: [`crate::consumer::DEFAULT_KEY_TTL_S`] after the
+/// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
+/// person exactly once" in `crate::routing`): resuming it sends its stored item; it is never
+/// claimed at the server.
+pub(crate) fn is_routing_record(record: &IdempotencyRecord) -> bool {
+    record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
+}
+
+/// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
+/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
+/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
+/// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
+/// again under a key the server forgot long ago.
+pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
+
+/// A natural-key item's TTL, epoch **seconds**: [`DEFAULT_KEY_TTL_S`] after the
 /// later of `now_ms` (epoch ms) and the event's end `ends_at_ms` (epoch ms; `None` counts as now),
 /// as long as a redelivery of the event can still come back.
 pub fn natural_key_expires_at_s(ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
-    ms_to_s(now_ms).max(ends_at_ms.map_or(0, ms_to_s)) + crate::consumer::DEFAULT_KEY_TTL_S
+    ms_to_s(now_ms).max(ends_at_ms.map_or(0, ms_to_s)) + DEFAULT_KEY_TTL_S
 }
 
 #[cfg(test)]

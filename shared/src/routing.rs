@@ -363,10 +363,3 @@ pub(crate) fn make_routing_record(
     record.route_pending = true;
     record.error = Some(item.detail.clone());
 }
-
-/// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
-/// person exactly once" in the module docs): resuming it sends its stored item; it is never
-/// claimed at the server.
-pub(crate) fn is_routing_record(record: &IdempotencyRecord) -> bool {
-    record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
-}

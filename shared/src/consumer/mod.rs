@@ -38,12 +38,7 @@ pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};
 pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 
-/// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
-/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
-/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
-/// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
-/// again under a key the server forgot long ago.
-pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
+pub use crate::record::DEFAULT_KEY_TTL_S;
 
 /// The gate's generic settings, the same for every integration: the record keys' prefix, the
 /// server's key support, the record TTL (**seconds**), the lease floor, the deadline margin and the

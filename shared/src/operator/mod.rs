@@ -26,8 +26,8 @@ use crate::decision::{decide, Holder};
 use crate::effect::{CallOutcome, Effect, LookupOutcome};
 use crate::integration::Held;
 use crate::manual::ManualReason;
+use crate::record::is_routing_record;
 use crate::record::{IdempotencyRecord, RecordStatus};
-use crate::routing::is_routing_record;
 use crate::store::{StoreError, TakeOver};
 
 /// The prefix of every lease token an operator's command takes: `gatectl:{user}#{n}`.

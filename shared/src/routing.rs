@@ -36,8 +36,9 @@
 use tracing::{info, warn};
 
 use crate::clock::ms_to_s;
-use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::outcome::RecordOutcome;
 use crate::effect::Effect;
+use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::Rejection;
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};

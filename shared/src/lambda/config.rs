@@ -17,8 +17,9 @@
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 //! | `LOG_SENSITIVE_BODIES` | refused unless `false`: the AWS SDK would log request bodies | | unset |
 
-use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
+use crate::gate::GateConfig;
 use crate::reconciler::ReconcilerConfig;
+use crate::record::DEFAULT_KEY_TTL_S;
 
 use super::env::{ConfigErrors, Env};
 /// The name `SERVER_KEY_RETENTION_SECONDS` had before the neutral vocabulary (issue 22): read as

@@ -21,9 +21,10 @@
 //! reservation of an expired, finished key replaces the item, and with it its history).
 
 use crate::clock::ms_to_s;
-use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::outcome::RecordOutcome;
 use crate::decision::{decide, Holder};
 use crate::effect::{CallOutcome, Effect, LookupOutcome};
+use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::Held;
 use crate::manual::ManualReason;
 use crate::record::is_routing_record;

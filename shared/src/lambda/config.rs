@@ -51,7 +51,8 @@ pub struct LambdaConfig {
     pub gate: GateConfig,
     /// The reconciler's settings (unused by the consumer but for the claim horizon).
     pub reconciler: ReconcilerConfig,
-    /// The store.
+    /// Where the records and the business rows live (`STORE`: the DynamoDB tables, or PostgreSQL
+    /// with its `DATABASE_*` settings).
     pub store: StoreConfig,
     /// The manual queue's URL (`MANUAL_QUEUE_URL`).
     pub manual_queue_url: String,
@@ -167,7 +168,7 @@ impl IntegrationConfig for () {
 pub struct Config<C> {
     /// The gate's generic configuration.
     pub lambda: LambdaConfig,
-    /// The integration's own.
+    /// The integration's own variables, read by its [`IntegrationConfig::from_env`].
     pub integration: C,
 }
 
@@ -231,7 +232,8 @@ pub struct MetricsConfig {
     /// `STORE=postgres`: the PostgreSQL store's settings (`DATABASE_*`, as the consumer's; its
     /// views `in_flight` and `multi_effect` are read). `None`: DynamoDB.
     pub postgres: Option<super::store_config::PostgresSettings>,
-    /// The integration's name.
+    /// The integration's name (`INTEGRATION_NAME`, else the default given): the metrics'
+    /// `Integration` dimension.
     pub integration: String,
 }
 

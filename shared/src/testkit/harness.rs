@@ -102,7 +102,7 @@ impl HarnessConfig {
 /// The end state of one run and what happened on the way.
 #[derive(Debug, Clone)]
 pub struct RunReport {
-    /// The seed.
+    /// The seed the run was drawn from: [`Harness::run`] with it replays the same run.
     pub seed: u64,
     /// Every record at the end.
     pub records: Vec<IdempotencyRecord>,

@@ -1101,19 +1101,9 @@ impl Ctl {
             .await
             .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
         let (detail, result) = match &outcome {
-            RecordOutcome::Committed {
-                slot_id,
-                natural_key_collision,
-            } => (
-                format!(
-                    "committed slot {slot_id} ({source}){}",
-                    natural_key_collision
-                        .as_deref()
-                        .map(|k| format!("; natural-key collision with event key {k}"))
-                        .unwrap_or_default()
-                ),
-                Ok(()),
-            ),
+            RecordOutcome::Committed { slot_id } => {
+                (format!("committed slot {slot_id} ({source})"), Ok(()))
+            }
             other => {
                 let d = format!(
                     "finish of slot {} ended as {} {}",

@@ -685,7 +685,6 @@ mod tests {
             outcome,
             RecordOutcome::Committed {
                 slot_id: "S-1".into(),
-                natural_key_collision: None
             }
         );
         let after = w.store.get(&record.pk).await.unwrap().unwrap();

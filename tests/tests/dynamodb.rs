@@ -154,7 +154,6 @@ async fn stored_item_shape_and_units() {
             r.lease_owner.as_deref().unwrap(),
             "SLOT-1",
             &booking,
-            Some(&gate::conformance::sample_natural_key(&booking)),
             NOW_MS + 5,
         )
         .await
@@ -291,7 +290,6 @@ async fn gate_request_count_new_event_and_duplicate() {
         report.records[0].outcome,
         RecordOutcome::Committed {
             slot_id: "ECT-SLOT-0001".into(),
-            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());

@@ -14,9 +14,6 @@ pub enum RecordOutcome {
     Committed {
         /// The slot.
         slot_id: String,
-        /// The event key already committed for the same equipment number and window start, if
-        /// any: a natural-key collision (signal 4), two event keys for one event.
-        natural_key_collision: Option<String>,
     },
     /// Someone else committed first; `ours` is the slot the terminal gave us, if we claimed.
     AlreadyCommitted {

@@ -38,12 +38,15 @@ pub enum ManualReason {
     /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
     /// detail names who and why. Book it by hand from the original body, or drop it.
     Cancelled,
+    /// Another event key holds the event's natural key (signal 4: two event keys for one
+    /// event): the effect was not called; the detail names both event keys.
+    NaturalKeyCollision,
 }
 
 impl ManualReason {
     /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
     /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`,
-    /// `cancelled`.
+    /// `cancelled`, `natural_key_collision`.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -56,13 +59,14 @@ impl ManualReason {
             Self::TerminalAnswerInvalid => "terminal_answer_invalid",
             Self::UnbookedSlot => "unbooked_slot",
             Self::Cancelled => "cancelled",
+            Self::NaturalKeyCollision => "natural_key_collision",
         }
     }
 }
 
 impl ManualReason {
     /// Every reason, for parsing codes.
-    pub const ALL: [ManualReason; 10] = [
+    pub const ALL: [ManualReason; 11] = [
         Self::Rejected,
         Self::WindowEnded,
         Self::Mismatch,
@@ -73,6 +77,7 @@ impl ManualReason {
         Self::TerminalAnswerInvalid,
         Self::UnbookedSlot,
         Self::Cancelled,
+        Self::NaturalKeyCollision,
     ];
 
     /// The reason with this [`ManualReason::code`], if any.

@@ -11,8 +11,9 @@ use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
-    settle_unknown_commit, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore,
-    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver, UnknownCommit,
+    settle_unknown_commit, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome,
+    IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
+    UnknownCommit,
 };
 use rand::Rng;
 use truck_slot::terminal::{
@@ -271,14 +272,13 @@ impl IdempotencyStore for SimStore {
         owner: &str,
         slot_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.before("commit", true).await?;
         let store = &self.shared.store;
         let r = self
             .pg_attempts("commit", || {
-                store.commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                store.commit(pk, owner, slot_id, booking, now_ms)
             })
             .await?;
         match self.after("commit:ack", "commit").await {
@@ -286,11 +286,7 @@ impl IdempotencyStore for SimStore {
             Answer::Error => Err(Self::ambiguous_error("commit")),
             // DynamoDB would answer a retry within 10 minutes from its `ClientRequestToken`; the
             // memory store cannot, so the retry meets the committed record (the harder case).
-            Answer::LostThenRetried => {
-                store
-                    .commit(pk, owner, slot_id, booking, natural_key, now_ms)
-                    .await
-            }
+            Answer::LostThenRetried => store.commit(pk, owner, slot_id, booking, now_ms).await,
             Answer::LostThenRebuilt { after_token_window } => {
                 let later = now_ms
                     + if after_token_window {
@@ -304,21 +300,38 @@ impl IdempotencyStore for SimStore {
                 };
                 if after_token_window {
                     // A new token: the transaction runs again and meets what the first did.
-                    return store
-                        .commit(pk, owner, slot_id, &rebuilt, natural_key, later)
-                        .await;
+                    return store.commit(pk, owner, slot_id, &rebuilt, later).await;
                 }
                 // `IdempotentParameterMismatchException`: the adapter settles the outcome.
                 match settle_unknown_commit(store.as_ref(), pk, owner, slot_id).await? {
                     UnknownCommit::Ours => Ok(CommitOutcome::Committed),
                     // Not landed: sent once more under a new token.
                     UnknownCommit::StillHeld => {
-                        store
-                            .commit(pk, owner, slot_id, &rebuilt, natural_key, later)
-                            .await
+                        store.commit(pk, owner, slot_id, &rebuilt, later).await
                     }
                     UnknownCommit::Refused(record) => Ok(CommitOutcome::Refused(record)),
                 }
+            }
+        }
+    }
+
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        self.before("guard", false).await?;
+        let store = &self.shared.store;
+        let r = self
+            .pg_attempts("guard", || store.guard(record, natural_key, now_ms))
+            .await?;
+        match self.after("guard:ack", "guard").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("guard")),
+            // The client's retry meets its own item: held.
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.guard(record, natural_key, now_ms).await
             }
         }
     }

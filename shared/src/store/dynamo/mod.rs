@@ -72,13 +72,15 @@ pub use schema::{
     create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_SLOT_INDEX,
     MULTI_SLOT_MARK, ROUTE_PENDING_MARK,
 };
-use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION};
+use schema::{
+    GUARD_CONDITION, HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION,
+};
 
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex, InFlightPage,
-    Reservation, StoreError, TakeOver,
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
@@ -284,14 +286,13 @@ impl IdempotencyStore for DynamoStore {
         }
     }
 
-    /// One `TransactWriteItems` (`commit.rs`): the record's update (condition `status =
-    /// in_flight AND lease_owner = :owner`, `ALL_OLD` on failure), the booking's put (condition
-    /// `attribute_not_exists(source_event)`) and the natural-key item's put ([`natural_key_pk`]:
-    /// `event_key`, the key's labels, `expires_at`; condition `attribute_not_exists(pk) OR
-    /// event_key = :event_key`, `ALL_OLD` on failure), under a `ClientRequestToken` derived from
-    /// the record, the owner, the slot and the attempt ([`commit_request_token`]): DynamoDB
+    /// One `TransactWriteItems` (`commit.rs`) of two items: the record's update (condition
+    /// `status = in_flight AND lease_owner = :owner`, `ALL_OLD` on failure) and the booking's put
+    /// (condition `attribute_not_exists(source_event)`), under a `ClientRequestToken` derived
+    /// from the record, the owner, the slot and the attempt ([`commit_request_token`]): DynamoDB
     /// answers the SDK's retry of an attempt within 10 minutes as the first request (AWS,
-    /// `TransactWriteItems`, "ClientRequestToken").
+    /// `TransactWriteItems`, "ClientRequestToken"). 4 write units (2 per item up to 1 KB). The
+    /// natural key is not in it: its guard was put before the call ([`IdempotencyStore::guard`]).
     ///
     /// The cancellation reasons are read through the item each belongs to, whatever the items'
     /// order, and the record's refusal wins: the record's `ConditionalCheckFailed` is
@@ -301,17 +302,13 @@ impl IdempotencyStore for DynamoStore {
     /// `slot_id`: a retry that met its own write); then any `TransactionConflict` is retried after
     /// [`TRANSACTION_CONFLICT_BACKOFF_MS`] under a new token, then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`]; the booking's
-    /// refusal is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key item's
-    /// refusal alone is a collision: the transaction is retried once without that item and
-    /// answers [`CommitOutcome::CommittedCollision`] with the event key from the cancellation's
-    /// old item (a consistent `GetItem` of it only if the reason carries none).
+    /// refusal is [`StoreError::Corrupt`] (a booking outlived its record).
     ///
     /// `IdempotentParameterMismatchException` (this commit built again within 10 minutes of an
     /// earlier one under the same token) and an answer that never came are settled by one
     /// consistent `GetItem` ([`crate::store::settle_unknown_commit`]): our own commit is
-    /// committed (with the collision the natural-key item shows), a record still ours after a
-    /// mismatch is sent once more under a new token, any other record is refused (mismatch) or
-    /// the error stands (lost answer).
+    /// committed, a record still ours after a mismatch is sent once more under a new token, any
+    /// other record is refused (mismatch) or the error stands (lost answer).
     ///
     /// The first transaction also requires that no other slot id is recorded
     /// (`attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`). When a holder that
@@ -324,14 +321,70 @@ impl IdempotencyStore for DynamoStore {
         owner: &str,
         slot_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         // What DynamoDB would drop or refuse is refused before any request (`store::limits`).
-        crate::store::limits::check_commit(pk, booking, natural_key)
-            .map_err(StoreError::Refused)?;
-        self.commit_in_transaction(pk, owner, slot_id, booking, natural_key, now_ms)
+        crate::store::limits::check_row(booking).map_err(StoreError::Refused)?;
+        self.commit_in_transaction(pk, owner, slot_id, booking, now_ms)
             .await
+    }
+
+    /// One conditional `PutItem` of the natural-key item ([`natural_key_pk`]: `pk`, `event_key`,
+    /// `expires_at`, the key's labels) on condition `attribute_not_exists(pk) OR event_key =
+    /// :event_key OR expires_at < :now_s` (epoch seconds), `ALL_OLD` on a failed condition: 1
+    /// write unit (the item is under 1 KB), no index. A failed condition whose old item names
+    /// our event key (a race with our own retry) is [`GuardOutcome::Held`]; another event key is
+    /// [`GuardOutcome::Collision`]. Only when the old item is missing from the error does a
+    /// consistent `GetItem` follow.
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
+        let nk_pk = natural_key_pk(record_pk, event_key, natural_key);
+        crate::store::limits::check_natural_key(&nk_pk, event_key, natural_key)
+            .map_err(StoreError::Refused)?;
+        let mut item = HashMap::from([
+            ("pk".to_string(), s(&nk_pk)),
+            ("event_key".to_string(), s(event_key)),
+            ("expires_at".to_string(), num(natural_key.expires_at_s)),
+        ]);
+        for (name, value) in &natural_key.labels {
+            item.entry(name.clone()).or_insert_with(|| s(value));
+        }
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.idempotency_table)
+            .set_item(Some(item))
+            .condition_expression(GUARD_CONDITION)
+            .expression_attribute_values(":event_key", s(event_key))
+            .expression_attribute_values(":now_s", num(ms_to_s(now_ms)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let old = match result {
+            Ok(_) => return Ok(GuardOutcome::Held),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(e)) => e.item().cloned(),
+                _ => return Err(map_sdk_error("guard (PutItem)", err)),
+            },
+        };
+        let holder = match old {
+            Some(old) => old.get("event_key").and_then(|v| v.as_s().ok()).cloned(),
+            None => self.natural_key_holder(&nk_pk).await?,
+        };
+        match holder {
+            Some(holder) if holder != event_key => Ok(GuardOutcome::Collision {
+                other_event_key: holder,
+            }),
+            Some(_) => Ok(GuardOutcome::Held),
+            None => Err(StoreError::Corrupt(format!(
+                "natural-key item {nk_pk}: the condition failed but it names no event key"
+            ))),
+        }
     }
 
     /// One conditional `UpdateItem` setting `lease_until = 0` (epoch ms) on condition

@@ -91,9 +91,9 @@ pub struct ReconcileReport {
     pub unreadable: usize,
     /// Left for the next run because the deadline was near.
     pub left_for_next_run: bool,
-    /// The most distinct slot ids seen for one key when committing or comparing (the
-    /// distinct-slot signal; 0 when nothing was committed or compared).
-    pub max_distinct_slot_ids: usize,
+    /// The most distinct effect ids seen for one key when committing or comparing (the
+    /// distinct-effect signal; 0 when nothing was committed or compared).
+    pub max_distinct_effect_ids: usize,
     /// Records that met another event key holding their natural key before the call: sent to a
     /// person, never called (signal 4).
     pub natural_key_collisions: usize,
@@ -239,7 +239,7 @@ impl Gate {
 
 enum Step {
     Reconciled { by_lookup: bool },
-    AlreadyCommitted { distinct_slot_ids: usize },
+    AlreadyCommitted { distinct_effect_ids: usize },
     LiveLease,
     Manual { collision: bool },
     Transient,
@@ -251,8 +251,11 @@ impl Step {
         match outcome {
             RecordOutcome::Committed { .. } => Self::Reconciled { by_lookup },
             RecordOutcome::AlreadyCommitted {
-                distinct_slot_ids, ..
-            } => Self::AlreadyCommitted { distinct_slot_ids },
+                distinct_effect_ids,
+                ..
+            } => Self::AlreadyCommitted {
+                distinct_effect_ids,
+            },
             RecordOutcome::Manual(reason) => Self::Manual {
                 collision: reason == ManualReason::NaturalKeyCollision,
             },
@@ -268,14 +271,17 @@ impl ReconcileReport {
         match step {
             Step::Reconciled { by_lookup } => {
                 self.reconciled += 1;
-                self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(1);
+                self.max_distinct_effect_ids = self.max_distinct_effect_ids.max(1);
                 if by_lookup {
                     self.found_by_lookup += 1;
                 }
             }
-            Step::AlreadyCommitted { distinct_slot_ids } => {
+            Step::AlreadyCommitted {
+                distinct_effect_ids,
+            } => {
                 self.already_committed += 1;
-                self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(distinct_slot_ids);
+                self.max_distinct_effect_ids =
+                    self.max_distinct_effect_ids.max(distinct_effect_ids);
             }
             Step::LiveLease => self.live_lease += 1,
             Step::Manual { collision } => {

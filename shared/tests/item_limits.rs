@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gate::clock::ManualClock;
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
@@ -56,12 +56,12 @@ impl Integration for Labelled {
         })
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         self.calls.fetch_add(1, Ordering::SeqCst);
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: format!("E-{}", &record.event_key[..8]),
-            equipment_number: None,
+        CallOutcome::Done(Effect {
+            effect_id: format!("E-{}", &record.event_key[..8]),
+            subject: None,
         })
     }
 

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gate::effect::{ClaimOutcome, LookupOutcome};
+use gate::effect::{CallOutcome, LookupOutcome};
 use gate::idempotency_key::{client, JsonIdAt};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::record::{IdempotencyRecord, Labels};
@@ -102,7 +102,7 @@ impl Integration for JobClient {
         })
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         let request = self
             .http

@@ -19,10 +19,10 @@ async fn must_guard(
         .expect("guard")
 }
 
-/// The first event key holds the natural key; a second event key for the same container and
+/// The first event key holds the natural key; a second event key for the same subject and
 /// window meets it (`Collision` naming the first); the first's retry, a redelivery under another
 /// lease token and a take-over of its record all hold it (the same event key is the same
-/// holder); another window of the same container is another natural key; once the item has
+/// holder); another window of the same subject is another natural key; once the item has
 /// expired, another event key takes it.
 pub async fn guard_holds_the_natural_key_for_its_event_key(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();

@@ -7,7 +7,7 @@ use crate::store::limits::{record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESER
 use crate::store::GuardOutcome;
 
 /// A reserve whose record has a label named like a store attribute (each of
-/// [`RESERVED_NAMES`]: `pk`, `status`, `slot_id`, `history`, `source_event`, ...) or with an
+/// [`RESERVED_NAMES`]: `pk`, `status`, `effect_id`, `history`, `source_event`, ...) or with an
 /// empty name is refused with [`ItemRefusal::ReservedLabel`] (the name) or
 /// [`ItemRefusal::EmptyLabelName`], and nothing is stored. A name that differs only in case
 /// (`Status`) is the integration's own: reserved and read back with its value.

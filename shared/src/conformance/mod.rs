@@ -47,7 +47,7 @@ pub fn event_key(prefix: &str, name: &str) -> String {
     hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
 }
 
-/// The labels of the sample records: the truck-slot path's four (`container`, `terminal`,
+/// The labels of the sample records: the truck-slot path's four (`subject`, `server`,
 /// `window_start`, `window_end`, RFC 3339), with the window given.
 pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     Labels::from([
@@ -59,7 +59,7 @@ pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
 }
 
 /// The natural key of a sample record at `now_ms` (epoch ms), as the truck-slot path builds it:
-/// `"{container}#{window start}"`, labelled with both, expiring [`natural_key_expires_at_s`]
+/// `"{subject}#{window start}"`, labelled with both, expiring [`natural_key_expires_at_s`]
 /// after the window's end.
 pub fn sample_natural_key(record: &IdempotencyRecord, now_ms: i64) -> NaturalKey {
     let end_ms = chrono::DateTime::parse_from_rfc3339(record.label("window_end"))
@@ -103,8 +103,8 @@ pub fn sample_record(prefix: &str, name: &str, owner: &str, now_ms: i64) -> Idem
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         expires_at_s: ms_to_s(now_ms) + TTL_S,
-        slot_id: None,
-        slot_ids: BTreeSet::new(),
+        effect_id: None,
+        effect_ids: BTreeSet::new(),
         error: None,
         route_pending: false,
         labels: sample_labels("2025-06-09T08:00:00Z", "2025-06-09T10:00:00Z"),
@@ -145,7 +145,7 @@ mod reserve;
 pub use commit::*;
 pub use commit_conditions::commit_conditions_alone_and_together;
 pub use concurrency::{
-    concurrent_guard_one_holder, concurrent_record_slot_id_loses_none,
+    concurrent_guard_one_holder, concurrent_record_effect_id_loses_none,
     concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
 };
 pub use finish::*;
@@ -174,14 +174,14 @@ macro_rules! __with_conformance_cases {
             concurrent_commit_one_winner,
             release_lease_then_take_over,
             finish_rules,
-            record_slot_id_accumulates,
+            record_effect_id_accumulates,
             finished_records_hold_no_request,
-            commit_over_another_recorded_slot_is_counted,
+            commit_over_another_recorded_effect_is_counted,
             guard_holds_the_natural_key_for_its_event_key,
             guard_outlives_a_failed_or_manual_holder,
             commit_conditions_alone_and_together,
             concurrent_take_over_and_commit_one_wins,
-            concurrent_record_slot_id_loses_none,
+            concurrent_record_effect_id_loses_none,
             concurrent_reserve_over_expired_one_winner,
             concurrent_guard_one_holder,
             reserved_label_names_are_refused,

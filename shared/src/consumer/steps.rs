@@ -8,7 +8,7 @@ use tracing::{info, warn};
 use super::{Delivery, Gate, Invocation, RecordOutcome};
 use crate::clock::ms_to_s;
 use crate::decision::{decide, Handover, Holder, IfFailed, NextStep, Policy};
-use crate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome};
+use crate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
 use crate::integration::{Event, Held, Integration};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
@@ -20,9 +20,9 @@ use crate::store::{
 /// The keys of step 1.
 #[derive(Clone)]
 pub struct DerivedKeys {
-    /// Lowercase hex SHA-256 of `"{notificationId}:{equipment_number}"`.
+    /// Lowercase hex SHA-256 of `"{notificationId}:{subject}"`.
     pub event_key: String,
-    /// The slot claim's `Idempotency-Key`.
+    /// The effect claim's `Idempotency-Key`.
     pub op_key: String,
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,
@@ -62,11 +62,11 @@ pub async fn reserve(
 
 /// Step 3: calls the side effect with the held record's stored request bytes under its
 /// operation key. Only with the gate's proof that the record's lease is held ([`Held`]).
-pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> ClaimOutcome {
+pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> CallOutcome {
     integration.call(held).await
 }
 
-/// Step 4: commits the effect `slot_id` and the integration's business row in one transaction,
+/// Step 4: commits the effect `effect_id` and the integration's business row in one transaction,
 /// only while `owner` holds the record's lease (`in_flight`, `lease_owner = owner`: a holder
 /// whose lease was taken over is refused). The natural key is not part of it: it was held as a
 /// guard before the call ([`Gate::guard_natural_key`]).
@@ -78,11 +78,13 @@ pub async fn commit(
     integration: &dyn Integration,
     record: &IdempotencyRecord,
     owner: &str,
-    slot_id: &str,
+    effect_id: &str,
     now_ms: i64,
 ) -> Result<CommitOutcome, StoreError> {
-    let row = integration.business_row(record, slot_id, now_ms);
-    store.commit(&record.pk, owner, slot_id, &row, now_ms).await
+    let row = integration.business_row(record, effect_id, now_ms);
+    store
+        .commit(&record.pk, owner, effect_id, &row, now_ms)
+        .await
 }
 
 impl Gate {
@@ -128,7 +130,7 @@ impl Gate {
 
     /// What the integration says about the server of `record` ([`Policy`]): its key support
     /// ([`Integration::supports_idempotency_key`], else
-    /// `config.terminal_supports_idempotency_key`), its lookup support
+    /// `config.server_supports_idempotency_key`), its lookup support
     /// ([`Integration::supports_lookup`]), its claim horizon ([`Integration::claim_horizon_ms`],
     /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
     /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
@@ -137,7 +139,7 @@ impl Gate {
             supports_key: self
                 .integration
                 .supports_idempotency_key(record)
-                .unwrap_or(self.config.terminal_supports_idempotency_key),
+                .unwrap_or(self.config.server_supports_idempotency_key),
             supports_lookup: self.integration.supports_lookup(record),
             claim_horizon_ms: self
                 .integration
@@ -167,8 +169,8 @@ impl Gate {
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             expires_at_s: self.record_expiry_s(event.ends_at_ms, now_ms),
-            slot_id: None,
-            slot_ids: Default::default(),
+            effect_id: None,
+            effect_ids: Default::default(),
             inflight_shard: Some(inflight_shard(&keys.event_key)),
             error: None,
             route_pending: false,
@@ -282,7 +284,7 @@ impl Gate {
             } => match self.integration.lookup(&held).await {
                 LookupOutcome::Found(effect) => {
                     let outcome = self
-                        .settle_claim(record, ClaimOutcome::Claimed(effect), d)
+                        .settle_claim(record, CallOutcome::Done(effect), d)
                         .await;
                     return (outcome, true);
                 }
@@ -292,7 +294,7 @@ impl Gate {
                 }
                 LookupOutcome::Transient(why) => match if_failed {
                     IfFailed::Retry => {
-                        self.settle_claim(record, ClaimOutcome::Transient(why), d)
+                        self.settle_claim(record, CallOutcome::Transient(why), d)
                             .await
                     }
                     IfFailed::ToPerson(handover) => {

@@ -17,24 +17,24 @@ use async_trait::async_trait;
 pub enum ManualReason {
     /// The body can never succeed (the integration's [`crate::integration::Rejection`]); the detail says why.
     Rejected,
-    /// The window had already ended: no slot can be claimed.
+    /// The window had already ended: no effect can be claimed.
     WindowEnded,
     /// The same event key arrived with another fingerprint: never a duplicate.
     Mismatch,
-    /// The terminal does not honour `Idempotency-Key`: claiming would risk a second slot.
+    /// The server does not honour `Idempotency-Key`: claiming would risk a second effect.
     NoIdempotencySupport,
-    /// The terminal said the key was reused with another body (IETF draft: 422; or 409
+    /// The server said the key was reused with another body (IETF draft: 422; or 409
     /// `idempotency_mismatch`).
-    TerminalKeyMismatch,
-    /// The terminal answered another permanent error (4xx).
-    TerminalRejected,
-    /// The terminal's key retention has passed: claiming again could make a second slot.
+    ServerKeyMismatch,
+    /// The server answered another permanent error (4xx).
+    ServerRejected,
+    /// The server's key retention has passed: claiming again could make a second effect.
     PastKeyRetention,
-    /// The terminal answered for another container than the one asked.
-    TerminalAnswerInvalid,
-    /// The terminal issued a slot for a record another holder had already finished as `failed`
-    /// or `manual`: nothing booked that slot; book it by hand or cancel it at the terminal.
-    UnbookedSlot,
+    /// The server answered for another subject than the one asked.
+    ServerAnswerInvalid,
+    /// The server issued an effect for a record another holder had already finished as `failed`
+    /// or `manual`: nothing booked that effect; book it by hand or cancel it at the server.
+    UnrecordedEffect,
     /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
     /// detail names who and why. Book it by hand from the original body, or drop it.
     Cancelled,
@@ -44,8 +44,8 @@ pub enum ManualReason {
 }
 
 impl ManualReason {
-    /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
-    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`,
+    /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
+    /// `server_rejected`, `past_key_retention`, `server_answer_invalid`, `unbooked_effect`,
     /// `cancelled`, `natural_key_collision`.
     pub fn code(self) -> &'static str {
         match self {
@@ -53,11 +53,11 @@ impl ManualReason {
             Self::WindowEnded => "window_ended",
             Self::Mismatch => "mismatch",
             Self::NoIdempotencySupport => "no_idempotency_support",
-            Self::TerminalKeyMismatch => "terminal_key_mismatch",
-            Self::TerminalRejected => "terminal_rejected",
+            Self::ServerKeyMismatch => "terminal_key_mismatch",
+            Self::ServerRejected => "terminal_rejected",
             Self::PastKeyRetention => "past_key_retention",
-            Self::TerminalAnswerInvalid => "terminal_answer_invalid",
-            Self::UnbookedSlot => "unbooked_slot",
+            Self::ServerAnswerInvalid => "terminal_answer_invalid",
+            Self::UnrecordedEffect => "unbooked_slot",
             Self::Cancelled => "cancelled",
             Self::NaturalKeyCollision => "natural_key_collision",
         }
@@ -71,11 +71,11 @@ impl ManualReason {
         Self::WindowEnded,
         Self::Mismatch,
         Self::NoIdempotencySupport,
-        Self::TerminalKeyMismatch,
-        Self::TerminalRejected,
+        Self::ServerKeyMismatch,
+        Self::ServerRejected,
         Self::PastKeyRetention,
-        Self::TerminalAnswerInvalid,
-        Self::UnbookedSlot,
+        Self::ServerAnswerInvalid,
+        Self::UnrecordedEffect,
         Self::Cancelled,
         Self::NaturalKeyCollision,
     ];

@@ -27,16 +27,16 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 pub const MAX_ITEM_BYTES: usize = 400_000;
 
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
-/// the `error` text of a routing, the effect ids (`slot_id`, `slot_ids`), the `route_pending` and
-/// `multi_slot` marks and an operator's audit `history`.
+/// the `error` text of a routing, the effect ids (`effect_id`, `effect_ids`), the `route_pending` and
+/// `multi_effect` marks and an operator's audit `history`.
 pub const GROWTH_ALLOWANCE_BYTES: usize = 16 * 1024;
 
 /// Room, **bytes**, a business row keeps for its effect id (unknown before the side effect).
 pub const EFFECT_ID_ALLOWANCE_BYTES: usize = 1024;
 
 /// The attribute names of the store's own items, which no label may take: the record's
-/// (`pk` .. `route_pending`, the `multi_slot` mark, the audit `history`), the business row's
-/// (`source_event`, `slot_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
+/// (`pk` .. `route_pending`, the `multi_effect` mark, the audit `history`), the business row's
+/// (`source_event`, `effect_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
 /// `expires_at`). The DynamoDB codec reads every other string attribute of an item as a label.
 pub const RESERVED_NAMES: [&str; 20] = [
     "pk",
@@ -179,7 +179,7 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
         + labels_bytes(&r.labels);
     size += r.lease_owner.as_deref().map_or(0, |v| s("lease_owner", v));
     size += r.lease_until_ms.map_or(0, |v| n("lease_until", v));
-    size += r.slot_id.as_deref().map_or(0, |v| s("slot_id", v));
+    size += r.effect_id.as_deref().map_or(0, |v| s("slot_id", v));
     size += r
         .inflight_shard
         .as_deref()
@@ -190,13 +190,13 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
     } else {
         0
     };
-    if !r.slot_ids.is_empty() {
-        size += "slot_ids".len() + r.slot_ids.iter().map(String::len).sum::<usize>();
+    if !r.effect_ids.is_empty() {
+        size += "slot_ids".len() + r.effect_ids.iter().map(String::len).sum::<usize>();
     }
     size
 }
 
-/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `slot_id` (the effect id),
+/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `effect_id` (the effect id),
 /// `booked_at` and each label.
 pub fn row_item_bytes(row: &BusinessRow) -> usize {
     s("source_event", &row.source_event)

@@ -110,9 +110,9 @@ pub(crate) fn classify_cancellation(
         return Cancelled::Throttled(codes);
     }
     if failed(ItemRole::Booking) {
-        let slot = old_item(ItemRole::Booking)
+        let effect = old_item(ItemRole::Booking)
             .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
-        return Cancelled::BookingExists(slot);
+        return Cancelled::BookingExists(effect);
     }
     Cancelled::Other(format!("[{codes}]"))
 }
@@ -159,7 +159,7 @@ mod tests {
     const ROLES: [ItemRole; 2] = [ItemRole::Record, ItemRole::Booking];
 
     /// A reason with `code`; a refused item carries its old item (`ALL_OLD`): the record's with
-    /// `pk`, the booking's with `slot_id`.
+    /// `pk`, the booking's with `effect_id`.
     fn reason(role: ItemRole, code: &str) -> CancellationReason {
         let b = CancellationReason::builder().code(code);
         if code != CONDITION_FAILED {
@@ -186,7 +186,7 @@ mod tests {
     fn summary(c: &Cancelled) -> String {
         match c {
             Cancelled::NotInFlight { item } => format!("not_in_flight(item: {})", item.is_some()),
-            Cancelled::BookingExists(slot) => format!("booking_exists({slot:?})"),
+            Cancelled::BookingExists(effect) => format!("booking_exists({effect:?})"),
             Cancelled::Conflict => "conflict".into(),
             Cancelled::Throttled(_) => "throttled".into(),
             Cancelled::Other(_) => "other".into(),

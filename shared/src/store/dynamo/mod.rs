@@ -15,9 +15,9 @@
 //! Calls per operation: `reserve` is one `PutItem` (a conflict comes back in the same call through
 //! `ReturnValuesOnConditionCheckFailure=ALL_OLD`; only if the service leaves the old item out of the
 //! error does a consistent `GetItem` follow); `commit` is one `TransactWriteItems` (`commit.rs`:
-//! retried here on `TransactionConflict`, without the natural key after a collision, and once after
-//! a token mismatch whose record is still ours; a consistent `GetItem` only when its outcome is
-//! unknown); every other operation is one call. [`DynamoStore::verify_conditional_writes`] is the
+//! retried here on `TransactionConflict`, and once after a token mismatch whose record is still ours; a consistent `GetItem` only when its outcome is
+//! unknown); `guard` is one `PutItem` (its holder through `ALL_OLD`, the same way); every other
+//! operation is one call. [`DynamoStore::verify_conditional_writes`] is the
 //! cold-start check that the backend honours conditions (`canary.rs`).
 //!
 //! Retries of throttling and transient errors belong to the SDK's retry configuration where the

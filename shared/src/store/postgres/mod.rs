@@ -26,8 +26,10 @@
 //! * reserve: `INSERT .. ON CONFLICT (pk) DO UPDATE .. WHERE <expired with nothing left to do>`,
 //!   and, in the same statement, the record there when nothing was written (the reserve's
 //!   `ALL_OLD`);
-//! * commit: the fenced `UPDATE` of the record, the `INSERT` of the business row and the
-//!   natural-key row's upsert, as data-modifying CTEs of one statement: all or nothing;
+//! * commit: the fenced `UPDATE` of the record and the `INSERT` of the business row, as
+//!   data-modifying CTEs of one statement: all or nothing;
+//! * guard: the natural-key row's `INSERT .. ON CONFLICT DO UPDATE .. WHERE <ours or expired>`
+//!   and its holder, in one statement;
 //! * take-over, finish: the conditional `UPDATE`, and the record there when it did not apply.
 //!
 //! The record returned beside a write that did not apply is read from the statement's snapshot,

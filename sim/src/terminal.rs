@@ -13,7 +13,7 @@
 //!
 //! * `POST /slots` with JSON `{"equipment_number", "window_start", "window_end", "pin"}` (the
 //!   windows RFC 3339 strings, `pin` non-empty): `201` with
-//!   `{"effect_id", "equipment_number", "window_start", "window_end", "terminal"}`; `400` problem
+//!   `{"slot_id", "equipment_number", "window_start", "window_end", "terminal"}`; `400` problem
 //!   for a bad body.
 //! * `GET /slots?idempotency_key=K`: `200 {"slot": {...}}` (the same object as the `201` body) if a
 //!   successful claim is stored under `K` and within retention, else `404` problem.
@@ -183,7 +183,8 @@ struct Problem<'a> {
 /// A slot the simulator issued (every one, with or without a key).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IssuedSlot {
-    /// The slot id, e.g. `ECTD-000001`.
+    /// The slot id, e.g. `ECTD-000001` (`slot_id` on the wire).
+    #[serde(rename = "slot_id")]
     pub effect_id: String,
     /// The equipment (container) number as sent by the client.
     pub equipment_number: String,
@@ -200,6 +201,7 @@ pub struct IssuedSlot {
 /// The slot object of the `201` body and of the lookup's `{"slot": ...}`.
 #[derive(Debug, Clone, Serialize)]
 struct SlotView {
+    #[serde(rename = "slot_id")]
     effect_id: String,
     equipment_number: String,
     window_start: String,
@@ -216,6 +218,7 @@ struct SlotEnvelope<'a> {
 /// One entry of the listing `{"slots": [...]}`: the slot object plus key and issue time (epoch ms).
 #[derive(Serialize)]
 struct ListedSlot<'a> {
+    #[serde(rename = "slot_id")]
     effect_id: &'a str,
     equipment_number: &'a str,
     window_start: &'a str,

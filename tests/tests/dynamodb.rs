@@ -250,8 +250,8 @@ impl SlotTerminal for FixedSlot {
     }
 }
 
-/// Through the gate on DynamoDB: a new event costs exactly one `PutItem` (reserve) and one
-/// `TransactWriteItems` (commit); a duplicate exactly one `PutItem`.
+/// Through the gate on DynamoDB: a new event costs exactly two `PutItem`s (the reserve, the
+/// natural key's guard) and one `TransactWriteItems` (commit); a duplicate exactly one `PutItem`.
 #[tokio::test]
 async fn gate_request_count_new_event_and_duplicate() {
     let recorder = CallRecorder::new();
@@ -293,7 +293,10 @@ async fn gate_request_count_new_event_and_duplicate() {
         }
     );
     assert!(report.response.batch_item_failures.is_empty());
-    assert_eq!(recorder.calls(), vec!["PutItem", "TransactWriteItems"]);
+    assert_eq!(
+        recorder.calls(),
+        vec!["PutItem", "PutItem", "TransactWriteItems"]
+    );
 
     recorder.clear();
     let report = gate

@@ -48,6 +48,7 @@ mod canary;
 mod codec;
 mod commit;
 mod errors;
+mod guard;
 mod index;
 mod schema;
 
@@ -72,15 +73,13 @@ pub use schema::{
     create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_EFFECT_INDEX,
     MULTI_EFFECT_MARK, ROUTE_PENDING_MARK,
 };
-use schema::{
-    GUARD_CONDITION, HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION,
-};
+use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION};
 
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
-    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
@@ -329,7 +328,8 @@ impl IdempotencyStore for DynamoStore {
             .await
     }
 
-    /// One conditional `PutItem` of the natural-key item ([`natural_key_pk`]: `pk`, `event_key`,
+    /// One conditional `PutItem` (`guard.rs`) of the natural-key item
+    /// ([`crate::store::natural_key_pk`]: `pk`, `event_key`,
     /// `expires_at`, the key's labels) on condition `attribute_not_exists(pk) OR event_key =
     /// :event_key OR expires_at < :now_s` (epoch seconds), `ALL_OLD` on a failed condition: 1
     /// write unit (the item is under 1 KB), no index. A failed condition whose old item names
@@ -342,49 +342,7 @@ impl IdempotencyStore for DynamoStore {
         natural_key: &NaturalKey,
         now_ms: i64,
     ) -> Result<GuardOutcome, StoreError> {
-        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
-        let nk_pk = natural_key_pk(record_pk, event_key, natural_key);
-        crate::store::limits::check_natural_key(&nk_pk, event_key, natural_key)
-            .map_err(StoreError::Refused)?;
-        let mut item = HashMap::from([
-            ("pk".to_string(), s(&nk_pk)),
-            ("event_key".to_string(), s(event_key)),
-            ("expires_at".to_string(), num(natural_key.expires_at_s)),
-        ]);
-        for (name, value) in &natural_key.labels {
-            item.entry(name.clone()).or_insert_with(|| s(value));
-        }
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.idempotency_table)
-            .set_item(Some(item))
-            .condition_expression(GUARD_CONDITION)
-            .expression_attribute_values(":event_key", s(event_key))
-            .expression_attribute_values(":now_s", num(ms_to_s(now_ms)))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let old = match result {
-            Ok(_) => return Ok(GuardOutcome::Held),
-            Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(e)) => e.item().cloned(),
-                _ => return Err(map_sdk_error("guard (PutItem)", err)),
-            },
-        };
-        let holder = match old {
-            Some(old) => old.get("event_key").and_then(|v| v.as_s().ok()).cloned(),
-            None => self.natural_key_holder(&nk_pk).await?,
-        };
-        match holder {
-            Some(holder) if holder != event_key => Ok(GuardOutcome::Collision {
-                other_event_key: holder,
-            }),
-            Some(_) => Ok(GuardOutcome::Held),
-            None => Err(StoreError::Corrupt(format!(
-                "natural-key item {nk_pk}: the condition failed but it names no event key"
-            ))),
-        }
+        self.put_guard(record, natural_key, now_ms).await
     }
 
     /// One conditional `UpdateItem` setting `lease_until = 0` (epoch ms) on condition

@@ -187,7 +187,7 @@ impl Handover {
             Self::PastHorizonNotFound
             | Self::PastHorizonLookupFailed
             | Self::PastHorizonNoLookup => ManualReason::PastKeyRetention,
-            Self::EndedNotFound | Self::EndedNoLookup => ManualReason::WindowEnded,
+            Self::EndedNotFound | Self::EndedNoLookup => ManualReason::EventEnded,
         }
     }
 

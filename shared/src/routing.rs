@@ -76,7 +76,7 @@ impl Gate {
         };
         let guard = match reason {
             // Routings because no effect was found: refused if an effect id was recorded meanwhile.
-            ManualReason::PastKeyRetention | ManualReason::WindowEnded => {
+            ManualReason::PastKeyRetention | ManualReason::EventEnded => {
                 FinishGuard::LeaseAndNoEffect
             }
             _ => FinishGuard::Lease,
@@ -88,7 +88,7 @@ impl Gate {
                 &record.pk,
                 owner,
                 status,
-                &detail,
+                crate::store::limits::bounded_error(&detail),
                 &item_json,
                 guard,
                 self.clock.now_ms(),
@@ -202,7 +202,7 @@ impl Gate {
         } = d;
         let body = body.to_string();
         let manual_reason = match reason {
-            Rejection { ended: true, .. } => ManualReason::WindowEnded,
+            Rejection { ended: true, .. } => ManualReason::EventEnded,
             _ => ManualReason::Rejected,
         };
         warn!(message_id, reason = reason.code(), detail = %reason, "body rejected");

@@ -252,7 +252,7 @@ async fn a_redelivery_after_the_events_end_goes_to_a_person_unsent() {
     assert!(report.took_over);
     assert_eq!(
         report.outcome,
-        RecordOutcome::Manual(ManualReason::WindowEnded)
+        RecordOutcome::Manual(ManualReason::EventEnded)
     );
     assert_eq!(w.server.calls.load(Ordering::SeqCst), 0);
     assert_eq!(w.server.lookups.load(Ordering::SeqCst), 0);

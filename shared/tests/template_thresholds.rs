@@ -107,7 +107,7 @@ fn the_oldest_in_flight_alarm_matches() {
 #[test]
 fn the_distinct_effect_ids_alarm_matches() {
     let t = template();
-    let a = resource(&t, "DistinctSlotIdsAlarm");
+    let a = resource(&t, "DistinctEffectIdsAlarm");
     has(&a, &format!("Threshold: {DISTINCT_EFFECT_IDS_ALARM}\n"));
     has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
     has(

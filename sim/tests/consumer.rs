@@ -495,7 +495,7 @@ async fn a_window_that_already_ended_is_routed_not_claimed() {
         .handle_batch(event(&[("m1", &b)]), &invocation(&w, "inv-1"))
         .await;
     assert!(failures(&report).is_empty());
-    assert_eq!(w.manual.items()[0].reason, ManualReason::WindowEnded);
+    assert_eq!(w.manual.items()[0].reason, ManualReason::EventEnded);
     assert_eq!(w.core.slots_issued(), 0);
 }
 

@@ -139,7 +139,7 @@ fn through_the_gate(body: &str) {
     let rejected = manual
         .items()
         .iter()
-        .filter(|i| matches!(i.reason, ManualReason::Rejected | ManualReason::WindowEnded))
+        .filter(|i| matches!(i.reason, ManualReason::Rejected | ManualReason::EventEnded))
         .count();
     match parsed {
         Ok(_) => {

@@ -143,3 +143,33 @@ pub async fn commit_and_guard_refuse_reserved_labels(store: Arc<dyn Store>, pref
         Some(row)
     );
 }
+
+/// A record holds at most [`crate::store::limits::MAX_EFFECT_IDS`] distinct effect ids: a further
+/// one is not added and the record is returned as it is (a known id is still idempotent), so the
+/// set cannot grow the item past DynamoDB's limit.
+pub async fn record_effect_id_keeps_at_most_max_effect_ids(store: Arc<dyn Store>, prefix: &str) {
+    use crate::store::limits::MAX_EFFECT_IDS;
+    let r = sample_record(prefix, "max-ids", "owner-a", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    for i in 0..MAX_EFFECT_IDS + 2 {
+        let after = store
+            .record_effect_id(&r.pk, &format!("E-{i:03}"), NOW_MS + 1)
+            .await
+            .expect("record_effect_id")
+            .expect("the record");
+        assert_eq!(
+            after.effect_ids.len(),
+            (i + 1).min(MAX_EFFECT_IDS),
+            "id {i}"
+        );
+    }
+    let again = store
+        .record_effect_id(&r.pk, "E-000", NOW_MS + 2)
+        .await
+        .expect("record_effect_id")
+        .expect("the record");
+    assert_eq!(again.effect_ids.len(), MAX_EFFECT_IDS);
+    let kept = must_get(store.as_ref(), &r.pk).await.effect_ids;
+    assert_eq!(kept.len(), MAX_EFFECT_IDS);
+    assert!(kept.contains("E-015") && !kept.contains("E-016") && !kept.contains("E-017"));
+}

@@ -186,6 +186,7 @@ macro_rules! __with_conformance_cases {
             concurrent_guard_one_holder,
             reserved_label_names_are_refused,
             items_over_the_size_limit_are_refused,
+            record_effect_id_keeps_at_most_max_effect_ids,
             commit_and_guard_refuse_reserved_labels,
             stale_in_flight_paginates
         }

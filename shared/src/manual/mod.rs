@@ -18,7 +18,7 @@ pub enum ManualReason {
     /// The body can never succeed (the integration's [`crate::integration::Rejection`]); the detail says why.
     Rejected,
     /// The window had already ended: no effect can be claimed.
-    WindowEnded,
+    EventEnded,
     /// The same event key arrived with another fingerprint: never a duplicate.
     Mismatch,
     /// The server does not honour `Idempotency-Key`: claiming would risk a second effect.
@@ -50,7 +50,7 @@ impl ManualReason {
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
-            Self::WindowEnded => "window_ended",
+            Self::EventEnded => "window_ended",
             Self::Mismatch => "mismatch",
             Self::NoIdempotencySupport => "no_idempotency_support",
             Self::ServerKeyMismatch => "terminal_key_mismatch",
@@ -68,7 +68,7 @@ impl ManualReason {
     /// Every reason, for parsing codes.
     pub const ALL: [ManualReason; 11] = [
         Self::Rejected,
-        Self::WindowEnded,
+        Self::EventEnded,
         Self::Mismatch,
         Self::NoIdempotencySupport,
         Self::ServerKeyMismatch,

@@ -150,7 +150,7 @@ pub fn liveness_violations(
     }
     for body in &delivered.rejected {
         let reached = manual.iter().any(|i| {
-            matches!(i.reason, ManualReason::Rejected | ManualReason::WindowEnded)
+            matches!(i.reason, ManualReason::Rejected | ManualReason::EventEnded)
                 && i.original_body == *body
         });
         if !reached {

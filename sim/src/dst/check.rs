@@ -322,7 +322,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
             None => {
                 let routed = items.get(&event_id).is_some_and(|its| {
                     its.iter()
-                        .any(|(_, i)| i.reason == ManualReason::WindowEnded)
+                        .any(|(_, i)| i.reason == ManualReason::EventEnded)
                 });
                 if !routed && !dead_by_faults(f.msgs, &every_body) {
                     v.push(format!(
@@ -552,7 +552,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         let same: Vec<&str> = its
             .iter()
             .filter(|(at, i)| {
-                i.reason != ManualReason::WindowEnded
+                i.reason != ManualReason::EventEnded
                     && obs
                         .gen_at(&pk, *at)
                         .is_some_and(|(_, g)| g.fingerprint == booked.fingerprint)

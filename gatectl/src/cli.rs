@@ -67,15 +67,18 @@ pub enum Command {
     Finish {
         /// The event key.
         key: String,
-        /// The slot id to commit.
+        /// The effect id to commit (`--slot-id`, its name before the neutral vocabulary, is
+        /// accepted too).
         #[arg(
             long,
+            alias = "slot-id",
             required_unless_present = "from_terminal",
             conflicts_with = "from_terminal"
         )]
         effect_id: Option<String>,
-        /// Commit the slot the terminal holds under the record's operation key.
-        #[arg(long)]
+        /// Commit the effect the server holds under the record's operation key
+        /// (`--from-terminal`, its name before the neutral vocabulary, is accepted too).
+        #[arg(long = "from-server", alias = "from-terminal")]
         from_terminal: bool,
     },
     /// Marks a stranded in_flight record failed, out of the InFlight index, and sends its claim

@@ -805,11 +805,13 @@ impl Ctl {
         let mut t = table(&["message id", "waiting", "reason", "event key", "detail"]);
         let mut rows = Vec::new();
         for m in &messages {
-            let item = m.body().and_then(|b| ManualItem::from_json(b.as_bytes()));
+            let item = m.body().and_then(|b| {
+                ManualItem::from_json_with(b.as_bytes(), truck_slot::manual_reason_code)
+            });
             let sent = sent_ms(m);
             let reason = item
                 .as_ref()
-                .map(|i| i.reason.code())
+                .map(|i| truck_slot::manual_reason_code(i.reason))
                 .unwrap_or("unreadable");
             let detail = item.as_ref().map(|i| i.detail.clone()).unwrap_or_default();
             let event_key = item.as_ref().and_then(|i| i.event_key.clone());

@@ -106,10 +106,10 @@ pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
             truck_slot::TruckSlot::new(terminal, targets.known_terminals.clone())
                 .with_policies(targets.policies.clone()),
         ),
-        manual: Arc::new(SqsManualQueue::new(
-            sqs.clone(),
-            targets.manual_queue_url.clone(),
-        )),
+        manual: Arc::new(
+            SqsManualQueue::new(sqs.clone(), targets.manual_queue_url.clone())
+                .with_codes(Arc::new(truck_slot::manual_reason_code)),
+        ),
         clock: Arc::new(SystemClock),
     };
     Ok(Ctl {

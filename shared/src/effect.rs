@@ -3,8 +3,7 @@
 //! ([`LookupOutcome`]), the effect a call made ([`Effect`]: its id and, when
 //! the server said, whom it is for) and the scrubbed description of an answer that gave no effect
 //! ([`AnswerDetail`]). An integration's client ([`crate::integration::Integration::call`])
-//! classifies its server's answers into these; the names are the truck-slot path's (a claim, a
-//! effect), the meaning is any side effect's.
+//! classifies its server's answers into these.
 //!
 //! Answers follow the IETF draft `draft-ietf-httpapi-idempotency-key-header-07`: the same key with
 //! another payload is a mismatch (permanent), the same key still processing is in flight
@@ -106,7 +105,7 @@ impl From<String> for AnswerDetail {
     }
 }
 
-/// How an effect claim ended, as the gate must act on it. An HTTP server's answers are classified
+/// How a call of the side effect ended, as the gate must act on it. An HTTP server's answers are classified
 /// into it by [`crate::idempotency_key::classify_call`], whose table gives every status its
 /// variant and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,6 +25,7 @@
 use async_trait::async_trait;
 
 use crate::effect::{CallOutcome, LookupOutcome};
+use crate::manual::ManualReason;
 use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
 /// What the gate takes from a body that passed the integration's strict parse.
@@ -187,8 +188,9 @@ impl<'a> Held<'a> {
 /// One integration: the parse, the side effect, and the business row. See the module docs.
 #[async_trait]
 pub trait Integration: Send + Sync {
-    /// The side effect's operation name, input of its `Idempotency-Key` (`"effect-claim"`): the
-    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`).
+    /// The side effect's operation name, input of its `Idempotency-Key` (e.g. `"charge"`): the
+    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`). Never change
+    /// it on a deployed integration: every key would change.
     fn operation(&self) -> &str;
 
     /// Parses and validates one SQS body strictly at `now_ms` (epoch ms). A body over the
@@ -247,6 +249,22 @@ pub trait Integration: Send + Sync {
     fn subject(&self, record: &IdempotencyRecord) -> String {
         let _ = record;
         String::new()
+    }
+
+    /// The code of `reason` on this integration's manual items (their `reason`, the SQS message
+    /// attribute `reason`) and in the `record processed` log line's `detail`. Default: the
+    /// core's ([`ManualReason::code`]). An integration whose manual-queue readers know other
+    /// codes keeps them here (truck-slot: its legacy `terminal_rejected` for
+    /// [`ManualReason::ServerRejected`]); the codes must be distinct (an item is read back by
+    /// its code), lowercase ASCII letters and `_`.
+    fn manual_reason_code(&self, reason: ManualReason) -> &'static str {
+        reason.code()
+    }
+
+    /// What `reason` means, in this integration's words, for a person. Default: the core's
+    /// ([`ManualReason::text`]).
+    fn manual_reason_text(&self, reason: ManualReason) -> &'static str {
+        reason.text()
     }
 
     /// The label names every record carries: a routing record stores each with empty text (so

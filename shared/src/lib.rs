@@ -41,6 +41,7 @@ pub mod lambda;
 pub mod logging;
 pub mod manual;
 pub mod operator;
+pub mod purge;
 pub mod reconciler;
 pub mod record;
 pub mod routing;

@@ -134,8 +134,8 @@ pub enum Refusal {
         error: Option<String>,
     },
     /// The record routes an item to a person (a poison body, a mismatch, an ended window), not
-    /// an effect claim: `gatectl reconcile KEY` sends its item.
-    #[error("the record is a routing to the manual-booking queue, not a slot claim: run `gatectl reconcile {event_key}` to send its item")]
+    /// a call of the side effect: `gatectl reconcile KEY` sends its item.
+    #[error("the record is a routing to the manual queue, not an effect: run `gatectl reconcile {event_key}` to send its item")]
     Routing {
         /// Its event key.
         event_key: String,
@@ -151,13 +151,13 @@ pub enum Refusal {
         left_s: i64,
     },
     /// A cancel of a record for which the server already returned an effect id.
-    #[error("the terminal already returned slot id(s) {effect_ids:?} for this record: finish it with `--slot-id`, or cancel the slot at the terminal first")]
+    #[error("the server already returned effect id(s) {effect_ids:?} for this record: finish it with `--effect-id`, or undo the effect at the server first")]
     EffectRecorded {
         /// The recorded effect ids.
         effect_ids: Vec<String>,
     },
     /// A finish with another effect than the one(s) the server already returned for the record.
-    #[error("the terminal returned slot id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
+    #[error("the server returned effect id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-server)")]
     OtherEffectRecorded {
         /// The effect id given.
         given: String,
@@ -448,7 +448,7 @@ mod dynamo_audit {
     use std::collections::HashMap;
 
     use async_trait::async_trait;
-    use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata};
+    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     use super::{AuditEntry, AuditLog};
@@ -492,11 +492,13 @@ mod dynamo_audit {
         })
     }
 
+    /// The store's own mapping (`crate::store::dynamo::map_sdk_error`): a `ValidationException`
+    /// (a history that would take the item over 400 KB) is permanent, never "unavailable".
     fn store_error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug>(
         op: &str,
         err: aws_sdk_dynamodb::error::SdkError<E, R>,
     ) -> StoreError {
-        StoreError::Unavailable(format!("{op}: {}", DisplayErrorContext(&err)))
+        crate::store::dynamo::map_sdk_error(op, err)
     }
 
     /// `history` is a list of maps `{at: N (epoch ms), who: S, action: S, detail: S}`.
@@ -566,6 +568,35 @@ mod dynamo_audit {
                 Some(AttributeValue::L(entries)) => entries.iter().map(entry_from).collect(),
                 Some(_) => Err(StoreError::Corrupt(format!("{pk}: history is not a list"))),
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use aws_sdk_dynamodb::error::{ErrorMetadata, SdkError};
+        use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
+        use super::*;
+
+        /// An append the service refuses as invalid (the item would pass 400 KB) is not
+        /// transient; a throttled one is.
+        #[test]
+        fn a_refused_history_append_is_not_transient() {
+            let error = |code: &str| {
+                let meta = ErrorMetadata::builder()
+                    .code(code)
+                    .message("Item size to update has exceeded the maximum allowed size")
+                    .build();
+                SdkError::service_error(UpdateItemError::generic(meta), ())
+            };
+            let e = store_error("history (UpdateItem)", error("ValidationException"));
+            assert!(matches!(e, StoreError::Invalid(_)), "{e:?}");
+            assert!(!e.is_transient());
+            let e = store_error(
+                "history (UpdateItem)",
+                error("ProvisionedThroughputExceededException"),
+            );
+            assert!(e.is_transient(), "{e:?}");
         }
     }
 }
@@ -825,8 +856,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "the terminal returned slot id(s) [\"S-9\"] for this record, not S-1: finish it with \
-             one of those (or --from-terminal)"
+            "the server returned effect id(s) [\"S-9\"] for this record, not S-1: finish it with \
+             one of those (or --from-server)"
         );
         assert_eq!(
             w.store.get(&with_effect.pk).await.unwrap().unwrap(),
@@ -927,7 +958,7 @@ mod tests {
             w.gate.next_step(&record, &config, ended),
             "the reconciler takes it over at its next run (every minute), looks the effect up \
              under its Idempotency-Key and commits it, never sends it again; finding none, routes \
-             it to a person (window_ended: the event ended at 2026-06-01T10:00:00Z); if the \
+             it to a person (event_ended: the event ended at 2026-06-01T10:00:00Z); if the \
              lookup fails, tries again later"
         );
     }

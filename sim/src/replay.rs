@@ -687,7 +687,9 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
             .items()
             .iter()
             .fold(BTreeMap::new(), |mut by_reason, item| {
-                *by_reason.entry(item.reason.code().to_string()).or_insert(0) += 1;
+                *by_reason
+                    .entry(truck_slot::manual_reason_code(item.reason).to_string())
+                    .or_insert(0) += 1;
                 by_reason
             }),
         still_in_flight,

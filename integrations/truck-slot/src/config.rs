@@ -109,6 +109,7 @@ impl IntegrationConfig for TerminalConfig {
                 "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
                 "KNOWN_TERMINALS",
                 "SERVER_KEY_RETENTION_SECONDS",
+                gate::lambda::config::LEGACY_KEY_RETENTION_VARIABLE,
             ] {
                 replaced_by_terminals(env, variable);
             }

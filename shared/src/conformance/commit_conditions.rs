@@ -41,7 +41,7 @@ async fn commit_with(store: &dyn IdempotencyStore, prefix: &str, name: &str, ref
             TakeOver::Refused => panic!("{name}: take-over refused"),
         };
     }
-    let orphan_effect = format!("SLOT-ORPHAN-{name}");
+    let orphan_effect = format!("EFFECT-ORPHAN-{name}");
     if refusals.booking {
         // A business row for the same event key, committed under another integration (another
         // pk, another natural key, one per case): the booking's condition fails for ours.
@@ -58,7 +58,7 @@ async fn commit_with(store: &dyn IdempotencyStore, prefix: &str, name: &str, ref
             .expect("commit of the orphan's row");
         assert_eq!(out, CommitOutcome::Committed, "{name}");
     }
-    let effect = format!("SLOT-{name}");
+    let effect = format!("EFFECT-{name}");
     let row = BusinessRow::for_record(&r, &effect, now);
     let out = store.commit(&r.pk, "owner-a", &effect, &row, now).await;
     let booking = store

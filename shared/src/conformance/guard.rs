@@ -106,9 +106,9 @@ pub async fn guard_outlives_a_failed_or_manual_holder(store: Arc<dyn Store>, pre
         must_reserve(store, &other, NOW_MS).await;
         assert_eq!(must_guard(store, &holder, NOW_MS).await, GuardOutcome::Held);
         if status == RecordStatus::Committed {
-            let row = BusinessRow::for_record(&holder, "SLOT-H", NOW_MS + 1);
+            let row = BusinessRow::for_record(&holder, "EFFECT-H", NOW_MS + 1);
             let out = store
-                .commit(&holder.pk, "owner-a", "SLOT-H", &row, NOW_MS + 1)
+                .commit(&holder.pk, "owner-a", "EFFECT-H", &row, NOW_MS + 1)
                 .await
                 .expect("commit");
             assert_eq!(out, CommitOutcome::Committed);

@@ -26,9 +26,9 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn Store>, prefix: &str) {
     must_reserve(store, &in_shard("stale-too-new", bound), NOW_MS).await;
     let committed = in_shard("stale-committed", base - 500);
     must_reserve(store, &committed, NOW_MS).await;
-    let b = BusinessRow::for_record(&committed, "SLOT-C", NOW_MS);
+    let b = BusinessRow::for_record(&committed, "EFFECT-C", NOW_MS);
     let out = store
-        .commit(&committed.pk, "owner-a", "SLOT-C", &b, NOW_MS)
+        .commit(&committed.pk, "owner-a", "EFFECT-C", &b, NOW_MS)
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));

@@ -47,8 +47,8 @@ pub fn event_key(prefix: &str, name: &str) -> String {
     hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
 }
 
-/// The labels of the sample records: the truck-slot path's four (`subject`, `server`,
-/// `window_start`, `window_end`, RFC 3339), with the window given.
+/// The labels of the sample records: the truck-slot integration's four (`truck_slot::LABELS`, the
+/// window's two in RFC 3339), with the window given.
 pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     Labels::from([
         ("container".to_string(), "CSQU3054383".to_string()),

@@ -192,9 +192,15 @@ impl Gate {
         invocation: &Invocation,
     ) -> RecordReport {
         let report = self.handle_record_steps(message, invocation).await;
+        let detail = match &report.outcome {
+            RecordOutcome::Manual(reason) => {
+                self.integration.manual_reason_code(*reason).to_string()
+            }
+            outcome => outcome.detail(),
+        };
         info!(
             outcome = report.outcome.code(),
-            detail = %report.outcome.detail(),
+            detail = %detail,
             message_id = %report.message_id,
             event_key = report.event_key.as_deref().unwrap_or_default(),
             subject = report.subject.as_deref().unwrap_or_default(),
@@ -346,7 +352,9 @@ impl Gate {
                 message_id: d.message_id.to_string(),
                 original_body_cut: None,
             };
-            make_routing_record(&mut fresh, &item);
+            make_routing_record(&mut fresh, &item, |r| {
+                self.integration.manual_reason_code(r)
+            });
         }
         // What the store would refuse every time (a label named like a store attribute, an item
         // over DynamoDB's limit in any state the gate writes it in) is rejected before the

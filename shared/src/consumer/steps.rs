@@ -22,7 +22,7 @@ use crate::store::{
 pub struct DerivedKeys {
     /// Lowercase hex SHA-256 of `"{notificationId}:{subject}"`.
     pub event_key: String,
-    /// The effect claim's `Idempotency-Key`.
+    /// The side effect's `Idempotency-Key`.
     pub op_key: String,
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,

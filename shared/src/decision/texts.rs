@@ -62,8 +62,8 @@ fn each_hand_over_keeps_its_wire_reason() {
             "past_key_retention",
             "past_key_retention",
             "past_key_retention",
-            "window_ended",
-            "window_ended",
+            "event_ended",
+            "event_ended",
         ]
     );
 }

@@ -13,7 +13,7 @@ const JOB: JsonIdAt = JsonIdAt {
 /// The simulator's problem documents (`sim/src/server.rs`), byte for byte in shape.
 const MISMATCH: &[u8] = br#"{"type":"idempotency_mismatch","title":"Conflict","status":409,"detail":"this Idempotency-Key was already used with a different request"}"#;
 const IN_FLIGHT: &[u8] = br#"{"type":"idempotency_key_in_flight","title":"Conflict","status":409,"detail":"a request with this Idempotency-Key is still being processed; retry later"}"#;
-const UNAVAILABLE: &[u8] = br#"{"type":"service_unavailable","title":"Service Unavailable","status":503,"detail":"the terminal failed before processing the request; it was not recorded"}"#;
+const UNAVAILABLE: &[u8] = br#"{"type":"service_unavailable","title":"Service Unavailable","status":503,"detail":"the server failed before processing the request; it was not recorded"}"#;
 const LOST: &[u8] = br#"{"type":"upstream_response_lost","title":"Gateway Timeout","status":504,"detail":"upstream response lost"}"#;
 const INVALID: &[u8] = br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"pin must not be empty"}"#;
 
@@ -301,7 +301,7 @@ fn lookup_row_200_with_a_usable_id_is_found() {
 
 #[test]
 fn lookup_row_404_is_not_found() {
-    let body = br#"{"type":"not_found","title":"Not Found","status":404,"detail":"no slot is stored under this idempotency key"}"#;
+    let body = br#"{"type":"not_found","title":"Not Found","status":404,"detail":"no effect is stored under this idempotency key"}"#;
     assert_eq!(
         classify_lookup(&Answer::new(404, body), &JOB),
         LookupOutcome::NotFound
@@ -366,7 +366,7 @@ fn an_excerpt_is_the_readers() {
     struct Quoting;
     impl AnswerReader for Quoting {
         fn server(&self) -> &str {
-            "terminal"
+            "server"
         }
         fn effect(&self, _: &Answer<'_>) -> Result<Effect, &'static str> {
             Err("is never read")
@@ -381,7 +381,7 @@ fn an_excerpt_is_the_readers() {
     };
     assert_eq!(detail.excerpt(), Some("scrubbed words"));
     assert!(
-        detail.summary().starts_with("terminal answered 400 "),
+        detail.summary().starts_with("server answered 400 "),
         "{detail}"
     );
     assert!(!detail.summary().contains("scrubbed"));

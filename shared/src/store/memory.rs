@@ -28,7 +28,7 @@ struct Tables {
     /// Natural-key items (the guards): [`natural_key_pk`] to the event key that holds it and
     /// the item's TTL, epoch seconds.
     natural_keys: HashMap<String, (String, i64)>,
-    /// `InFlight` and `MultiEffect`, as the records are now ([`Tables::reindex`] after each write).
+    /// `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`), as the records are now ([`Tables::reindex`] after each write).
     index: index::Indexes,
 }
 

@@ -613,7 +613,7 @@ impl ManualQueue for SimManual {
             format!(
                 "T{} manual.send {} {}",
                 self.task,
-                item.reason.code(),
+                truck_slot::manual_reason_code(item.reason),
                 short(&identity)
             )
         });

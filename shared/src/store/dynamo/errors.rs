@@ -121,8 +121,11 @@ pub(crate) fn classify_cancellation(
         return Cancelled::Invalid(codes);
     }
     if failed(ItemRole::Booking) {
-        let effect = old_item(ItemRole::Booking)
-            .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
+        let effect = old_item(ItemRole::Booking).and_then(|item| {
+            item.get(super::schema::ROW_EFFECT_ID)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+        });
         return Cancelled::BookingExists(effect);
     }
     Cancelled::Other(format!("[{codes}]"))
@@ -239,7 +242,7 @@ mod tests {
         let s = |v: &str| AttributeValue::S(v.to_string());
         match role {
             ItemRole::Record => b.item("pk", s("ect#ab")),
-            ItemRole::Booking => b.item("slot_id", s("SLOT-OLD")),
+            ItemRole::Booking => b.item("slot_id", s("EFFECT-OLD")),
         }
         .build()
     }
@@ -274,7 +277,7 @@ mod tests {
         let ccf = CONDITION_FAILED;
         let cases: [([&str; 2], &str); 3] = [
             ([ccf, "None"], "not_in_flight(item: true)"),
-            (["None", ccf], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (["None", ccf], "booking_exists(Some(\"EFFECT-OLD\"))"),
             ([ccf, ccf], "not_in_flight(item: true)"),
         ];
         for (codes, want) in cases {
@@ -325,7 +328,7 @@ mod tests {
                 r(ItemRole::Booking, CONDITION_FAILED),
             ],
         );
-        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        assert_eq!(summary(&c), "booking_exists(Some(\"EFFECT-OLD\"))");
         let c = classify_cancellation(
             &two_reversed,
             &[
@@ -333,7 +336,7 @@ mod tests {
                 r(ItemRole::Record, "None"),
             ],
         );
-        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        assert_eq!(summary(&c), "booking_exists(Some(\"EFFECT-OLD\"))");
         let c = classify_cancellation(
             &two_reversed,
             &[

@@ -211,6 +211,16 @@ pub trait Integration: Send + Sync {
     /// with [`LookupOutcome::Transient`]).
     async fn lookup(&self, held: &Held<'_>) -> LookupOutcome;
 
+    /// The server's answer to a lookup under `held.record().op_key`, rendered for an operator's
+    /// server (`gatectl lookup`) with every secret the integration knows cut out: the one place
+    /// a person reads what a server chose to say. It is printed and forgotten: never logged,
+    /// stored, or put in a record's `error` or a manual item's `detail` (issue 25). `None` (the
+    /// default): the integration cannot show it.
+    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
+        let _ = held;
+        None
+    }
+
     /// Whether the server of `record`'s side effect can say which effect it holds under a key
     /// (a lookup by key). Default `true`. `false` (a payments API without one, e.g. Stripe):
     /// [`Integration::lookup`] is never called; inside the claim horizon the gate re-sends the

@@ -1,3 +1,5 @@
+//! Over 600 lines: the replay loop with its report assembly; a split along the report is planned.
+//!
 //! The incident replay: a scenario through the consumer handler (or the naive handler), the
 //! terminal simulator over HTTP on loopback and the at-least-once delivery simulator, on
 //! simulated time.

@@ -124,6 +124,7 @@ pub mod lambda_watch;
 pub mod pg_proxy;
 pub mod probe;
 pub mod reconciler_cases;
+pub mod same_request_id;
 pub mod signals_cases;
 pub mod token_double;
 

@@ -108,7 +108,11 @@ async fn rows_of_the_previous_layout_are_read_committed_over_and_counted() {
         .expect("a version-1 business row");
     drop(client);
 
-    assert_eq!(store.migrate().await.expect("migrate"), vec![2]);
+    assert_eq!(
+        store.migrate().await.expect("migrate"),
+        vec![2, 3],
+        "from version 1: the neutral names (2), then the purge indexes (3)"
+    );
 
     assert_eq!(store.get(&two.pk).await.expect("get"), Some(two.clone()));
     assert_eq!(

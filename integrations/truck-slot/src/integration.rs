@@ -227,6 +227,13 @@ impl Integration for TruckSlot {
             .await
     }
 
+    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
+        let record = held.record();
+        self.terminal
+            .show_lookup_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
+    }
+
     /// The record's terminal's policy, with several terminals; `None` otherwise (the gate's
     /// setting). A record of a terminal since removed from `TERMINALS` goes on to the terminal
     /// port, which has no client for it and answers transient: looked up, never claimed, and past

@@ -11,10 +11,10 @@
 //! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
 //!
 //! The cases live by concern: `reserve`, `lease` (take-over, release), `guard` (the natural
-//! key held before the call, signal 4), `commit` (with the
-//! business row and effect ids), `commit_conditions` (the commit's
-//! conditions alone and together), `concurrency` (writes that race),
-//! `finish` (routing to a person, data minimisation), `index` (the `InFlight` pages) and `limits`
+//! key held before the call, signal 4), `commit` (with the business row and effect ids),
+//! `commit_conditions` (the commit's conditions alone and together), `concurrency` (writes that
+//! race), `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is
+//! kept by every later write), `index` (the `InFlight` pages) and `limits`
 //! (reserved label names, the item size limit); every case is re-exported here, where the one
 //! case list below names it.
 
@@ -137,6 +137,7 @@ mod commit_conditions;
 mod concurrency;
 mod finish;
 mod guard;
+mod identity;
 mod index;
 mod lease;
 mod limits;
@@ -150,6 +151,7 @@ pub use concurrency::{
 };
 pub use finish::*;
 pub use guard::*;
+pub use identity::the_reserved_identity_survives_every_write;
 pub use index::*;
 pub use lease::*;
 pub use limits::*;
@@ -176,6 +178,7 @@ macro_rules! __with_conformance_cases {
             finish_rules,
             record_effect_id_accumulates,
             finished_records_hold_no_request,
+            the_reserved_identity_survives_every_write,
             commit_over_another_recorded_effect_is_counted,
             guard_holds_the_natural_key_for_its_event_key,
             guard_outlives_a_failed_or_manual_holder,

@@ -47,7 +47,7 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::ServerKeyMismatch,
-                        format!("server: key reused with another body: {}", detail.quoted()),
+                        format!("server: key reused with another body: {detail}"),
                         d,
                     )
                     .await
@@ -58,7 +58,24 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::ServerRejected,
-                        detail.quoted(),
+                        detail.to_string(),
+                        d,
+                    )
+                    .await
+            }
+            // The effect exists, but its id may not be kept: a person, told how to see it.
+            CallOutcome::EffectRefused(detail) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::ServerAnswerInvalid,
+                        format!(
+                            "{detail}; see the server's answer live with `gatectl lookup {}` \
+                             (Idempotency-Key {}), then make the effect by hand or undo it at \
+                             the server",
+                            record.event_key, record.op_key
+                        ),
                         d,
                     )
                     .await
@@ -95,9 +112,14 @@ impl Gate {
         {
             // An effect was made, but not for our subject: never committed, never recorded in
             // `effect_ids` (whoever holds the record commits a recorded effect); a person decides.
+            // `other` is the server's text: named by its keyed digest only.
             let detail = format!(
-                "server answered effect {} for {other}, asked for {}",
-                effect.effect_id, subject
+                "the server answered effect {} for another subject (keyed SHA-256 {}), asked \
+                 for {}; see it live with `gatectl lookup {}`",
+                effect.effect_id,
+                crate::idempotency_key::answer_digest(other.as_bytes()),
+                subject,
+                record.event_key
             );
             let outcome = self
                 .route_held_record(

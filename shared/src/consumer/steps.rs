@@ -288,6 +288,10 @@ impl Gate {
                         .await;
                     return (outcome, true);
                 }
+                LookupOutcome::EffectRefused(why) => {
+                    self.settle_claim(record, CallOutcome::EffectRefused(why), d)
+                        .await
+                }
                 LookupOutcome::NotFound => {
                     self.hand_over(record, if_not_found, &policy, now_ms, None, d)
                         .await

@@ -39,12 +39,14 @@ pub fn deadline_ms(deadline: u64, now_ms: i64) -> i64 {
     }
 }
 
-/// The invocation of a Lambda context: the request id (lease owner) and the deadline (epoch ms).
+/// The invocation of a Lambda context: this execution of the request id, with its own nonce
+/// (the stem of its lease tokens, [`Invocation::new`]: two executions of one request id never
+/// share a lease), and the deadline (epoch ms).
 pub fn invocation(context: &lambda_runtime::Context) -> Invocation {
-    Invocation {
-        request_id: context.request_id.clone(),
-        deadline_ms: deadline_ms(context.deadline, SystemClock.now_ms()),
-    }
+    Invocation::new(
+        &context.request_id,
+        deadline_ms(context.deadline, SystemClock.now_ms()),
+    )
 }
 
 /// Handles one SQS event, read leniently ([`SqsInput`]: a record the typed deserialiser refuses

@@ -6,6 +6,7 @@
 //! Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
 //! DynamoDB keeps its sparse GSIs (`index`), so they cost O(answer), not O(table).
 
+mod audit;
 mod index;
 
 use std::collections::{BTreeMap, HashMap};
@@ -48,8 +49,8 @@ impl Tables {
 pub struct MemoryStore {
     tables: Mutex<Tables>,
     calls: AtomicU64,
-    /// Each record's audit history (`crate::operator::AuditLog`).
-    pub(crate) audit: crate::operator::AuditTable,
+    /// Each record's audit history (`crate::store::audit::AuditLog`).
+    pub(crate) audit: audit::AuditTable,
 }
 
 impl std::fmt::Debug for MemoryStore {

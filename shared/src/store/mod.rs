@@ -9,6 +9,7 @@
 //! What an item may hold (reserved label names, DynamoDB's item size limit) is written once for
 //! every adapter: [`limits`].
 
+pub mod audit;
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod limits;

@@ -1,5 +1,6 @@
 //! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`BusinessRow`] as
-//! DynamoDB items and back, and the `InFlight` query's opaque cursor.
+//! DynamoDB items and back, a line of a record's audit history ([`AuditEntry`], the list
+//! attribute `history`), and the `InFlight` query's opaque cursor.
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds**; `lease_until`, `created_at`,
 //! `updated_at` and `booked_at` are **epoch milliseconds**.
@@ -14,6 +15,7 @@ use super::schema::{
     EFFECT_ID, EFFECT_IDS, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, ROUTE_PENDING_MARK, ROW_EFFECT_ID,
 };
 use crate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use crate::store::audit::AuditEntry;
 use crate::store::{InFlightEntry, StoreError};
 
 /// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
@@ -231,6 +233,48 @@ fn labels_of(item: &HashMap<String, AttributeValue>, own: &[&str]) -> Labels {
         })
         .filter_map(|(name, value)| value.as_s().ok().map(|v| (name.clone(), v.clone())))
         .collect()
+}
+
+/// One line of a record's audit history (the list attribute `history`) as a DynamoDB map
+/// `{at: N (epoch ms), who: S, action: S, detail: S}`.
+pub(crate) fn audit_entry_to_value(entry: &AuditEntry) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("at".to_string(), AttributeValue::N(entry.at_ms.to_string())),
+        ("who".to_string(), AttributeValue::S(entry.who.clone())),
+        (
+            "action".to_string(),
+            AttributeValue::S(entry.action.clone()),
+        ),
+        (
+            "detail".to_string(),
+            AttributeValue::S(entry.detail.clone()),
+        ),
+    ]))
+}
+
+/// A line of the `history` list read back.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when it is not such a map.
+pub(crate) fn audit_entry_from_value(value: &AttributeValue) -> Result<AuditEntry, StoreError> {
+    let bad = || StoreError::Corrupt("history: an entry is not {at, who, action, detail}".into());
+    let m = value.as_m().map_err(|_| bad())?;
+    let text = |k: &str| {
+        m.get(k)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .ok_or_else(bad)
+    };
+    Ok(AuditEntry {
+        at_ms: m
+            .get("at")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(bad)?,
+        who: text("who")?,
+        action: text("action")?,
+        detail: text("detail")?,
+    })
 }
 
 pub(crate) fn s(v: &str) -> AttributeValue {

@@ -1,3 +1,6 @@
+//! Just over 600 lines: the DynamoDB adapter's port methods in one place; the item layout lives in
+//! codec.rs and schema.rs.
+//!
 //! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
 //!
 //! Two tables:
@@ -44,6 +47,7 @@
 //!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
 //!   routing whose second confirmation is refused and ignored).
 
+mod audit;
 mod canary;
 mod codec;
 mod commit;
@@ -120,8 +124,8 @@ impl DynamoStore {
         }
     }
 
-    /// The same store, building the commit transaction's items in reverse order (the natural-key
-    /// item, the booking, then the record): a cancellation's reasons are read through the item
+    /// The same store, building the commit transaction's items in reverse order (the booking,
+    /// then the record): a cancellation's reasons are read through the item
     /// they belong to, so every outcome must be the same as in the usual order. For tests.
     #[cfg(feature = "testkit")]
     pub fn with_commit_items_reversed(mut self) -> Self {

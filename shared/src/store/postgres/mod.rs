@@ -1,3 +1,6 @@
+//! Over 600 lines: the PostgreSQL adapter's port methods in one place (statements in schema.rs,
+//! rows in codec.rs, TLS in tls.rs).
+//!
 //! `PostgresStore`: the [`IdempotencyStore`] and [`InFlightIndex`] on PostgreSQL (feature
 //! `postgres`), for teams whose business tables already live there (RDS, Aurora): the commit of
 //! the record and the business row is a plain local transaction.

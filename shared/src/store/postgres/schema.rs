@@ -68,6 +68,12 @@ pub fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 /// Returns the versions applied now (empty when the schema is current).
 pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32>, Failure> {
     let tx = client.transaction().await?;
+    // A migration may build an index over a large table: the session's statement and lock
+    // timeouts (`DATABASE_SESSION_TIMEOUTS`, a few seconds, meant for the gate's own statements)
+    // are lifted for this transaction only, so an upgrade neither rolls back half-way nor fails
+    // every cold start; the wait for the table's lock stays bounded (one minute).
+    tx.batch_execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '60s'")
+        .await?;
     // The lock key: the schema name's hash (PostgreSQL's own `hashtext`), so that two schemas
     // migrate independently.
     tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])

@@ -150,7 +150,12 @@ pub(crate) fn split_connection_string(conn: &str) -> Result<(String, TlsParams),
     }
     let driver = format!("sslmode={}", params.mode.driver());
     let rebuilt = if is_url {
-        let separator = if kept.contains('?') { '&' } else { '?' };
+        let after_userinfo = kept.find('@').map_or(0, |at| at + 1);
+        let separator = if kept[after_userinfo..].contains('?') {
+            '&'
+        } else {
+            '?'
+        };
         format!("{kept}{separator}{driver}")
     } else if kept.is_empty() {
         driver
@@ -162,9 +167,14 @@ pub(crate) fn split_connection_string(conn: &str) -> Result<(String, TlsParams),
 
 /// The URL without the TLS keys of its query, and their percent-decoded values.
 fn split_url(url: &str) -> Split {
-    let Some((base, query)) = url.split_once('?') else {
+    // The query starts at the first `?` after the authority's userinfo: a password may hold a
+    // raw `?` (Secrets Manager's generated passwords can), and tokio-postgres reads the
+    // credentials up to the first `@` (its `parse_credentials`), as this does.
+    let after_userinfo = url.find('@').map_or(0, |at| at + 1);
+    let Some(q) = url[after_userinfo..].find('?') else {
         return (url.to_string(), Vec::new());
     };
+    let (base, query) = (&url[..after_userinfo + q], &url[after_userinfo + q + 1..]);
     let mut kept = Vec::new();
     let mut found = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -470,6 +480,25 @@ mod tests {
                 roots: Some(Roots::System)
             }
         );
+    }
+
+    #[test]
+    fn a_question_mark_in_the_password_is_not_the_query() {
+        // Secrets Manager may generate `?` and `&` in a password; the default stays verify-full
+        // and the driver is told `require`, after the path (its own reading).
+        let (url, tls) = split("postgresql://gate:p?w&x@db.example/gate");
+        assert_eq!(
+            url,
+            "postgresql://gate:p?w&x@db.example/gate?sslmode=require"
+        );
+        assert_eq!(tls.mode, SslMode::VerifyFull);
+        let cfg: tokio_postgres::Config = url.parse().unwrap();
+        assert_eq!(cfg.get_password(), Some(&b"p?w&x"[..]));
+        assert_eq!(cfg.get_dbname(), Some("gate"));
+        assert_eq!(cfg.get_ssl_mode(), tokio_postgres::config::SslMode::Require);
+        let (url, tls) = split("postgresql://gate:p?w@db.example/gate?sslmode=verify-ca");
+        assert_eq!(url, "postgresql://gate:p?w@db.example/gate?sslmode=require");
+        assert_eq!(tls.mode, SslMode::VerifyCa);
     }
 
     #[test]

@@ -246,7 +246,7 @@ def lowest_value(value, parameters):
 # The operators' managed policy (issue 17, gatectl). Reads: anything in OPERATOR_READS. Writes:
 # exactly these (action, resource) pairs, each needed by a subcommand: finish, cancel and
 # reconcile go through the gate's own writes (UpdateItem: take-over, release, finish, routed,
-# slot ids, the audit history; PutItem: the commit's natural-key item and booking, a routing
+# slot ids, the audit history; PutItem: the natural-key guard and the booking, a routing
 # record of an unbooked slot; SendMessage: a routing to a person); redrive sends dead letters
 # back and deletes them.
 OPERATOR_READS = {

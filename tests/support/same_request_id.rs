@@ -82,13 +82,14 @@ pub async fn killed_after_its_call_then_run_again(w: &World) {
     w.clock.advance_ms(180_000);
     let config = World::reconciler_config();
 
-    // The first execution: its second write-path request (take-over, then commit) never returns.
+    // The first execution: its third write-path request (take-over, the natural key's guard,
+    // then commit) never returns.
     let reached = Arc::new(Notify::new());
     let killed = Gate {
         store: Arc::new(DelayedStore {
             inner: w.store.clone(),
             pause: KilledAt {
-                n: 2,
+                n: 3,
                 seen: AtomicUsize::new(0),
                 reached: reached.clone(),
             },

@@ -112,12 +112,19 @@ impl IdempotencyStore for FailFirstFinish {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.inner
-            .commit(pk, owner, effect_id, booking, natural_key, now_ms)
+            .commit(pk, owner, effect_id, booking, now_ms)
             .await
+    }
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<gate::store::GuardOutcome, StoreError> {
+        self.inner.guard(record, natural_key, now_ms).await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
         self.inner.release_lease(pk, owner, now_ms).await
@@ -328,14 +335,7 @@ async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
     let booking = gate::record::BusinessRow::for_record(&record, "S-2", T0 + 2);
     assert_eq!(
         store
-            .commit(
-                &record.pk,
-                "inv-b#0",
-                "S-2",
-                &booking,
-                Some(&gate::conformance::sample_natural_key(&booking)),
-                T0 + 2,
-            )
+            .commit(&record.pk, "inv-b#0", "S-2", &booking, T0 + 2,)
             .await
             .expect("commit"),
         CommitOutcome::Committed
@@ -417,7 +417,6 @@ async fn lost_take_over_answer_on_dynamodb() {
         report.records[0].outcome,
         RecordOutcome::Committed {
             effect_id: "S-7".into(),
-            natural_key_collision: None,
         },
         "{ops:?}"
     );

@@ -5,7 +5,9 @@
 //! notificationId) and every record must end in exactly one `record processed` line carrying the
 //! outcome and the fields the runbooks name (`docs/OPERATING.md`, "Runbooks"): `fields.outcome`,
 //! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.subject`,
-//! `fields.effect_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
+//! `fields.effect_id`; the notification under a new notificationId is held back by the natural
+//! key's guard before any call (`Manual`, `natural_key_collision`) with a WARN line naming both
+//! event keys (`fields.other_event_key`). Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
 
 #[path = "../../integrations/truck-slot/tests/support/mod.rs"]
 mod support;
@@ -23,6 +25,9 @@ use truck_slot::keys::event_key_of;
 
 const A: &str = "CSQU3054383";
 const REFUSED: &str = "MWCU6059784";
+/// The WARN line of a natural-key collision held back by the guard (quoted by the runbooks).
+const NATURAL_KEY_COLLISION_LINE: &str =
+    "natural-key collision: another event key holds this natural key; to a person, not called";
 
 fn window(days_ahead: i64) -> Value {
     let start = chrono::Utc::now().date_naive() + chrono::Duration::days(days_ahead);
@@ -167,7 +172,6 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert_eq!(new["event_key"], key_a.as_str());
     assert_eq!(new["subject"], A);
     assert!(new["effect_id"].as_str().unwrap().starts_with("S-"));
-    assert_eq!(new["other_event_key"], "");
 
     // DuplicateRatioHigh: `fields.outcome = "Duplicate"`, with the event key repeated.
     let dup = by_message("m-redelivery");
@@ -189,16 +193,29 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert!(retry["detail"].as_str().unwrap().contains("503"), "{retry}");
     assert_eq!(retry["subject"], REFUSED);
 
-    // NaturalKeyCollisions: the committing line names the other event key, and a WARN line
-    // names both with the container and the window.
+    // NaturalKeyCollisions: the second event key for the same container and window is guarded
+    // before its call and goes to a person (never claimed); a WARN line names both event keys
+    // with the container.
     let collided = by_message("m-new-id");
-    assert_eq!(collided["outcome"], "Committed");
+    assert_eq!(collided["outcome"], "Manual");
+    assert_eq!(collided["detail"], "natural_key_collision");
     assert_eq!(collided["event_key"], key_a_new_id.as_str());
-    assert_eq!(collided["other_event_key"], key_a.as_str());
-    let warned = lines(
-        &stdout,
-        "natural-key collision: another event key committed this event",
+    assert_eq!(collided["subject"], A);
+    assert_eq!(collided["effect_id"], "", "never called, so no slot");
+    let claims_for_a = terminal
+        .seen()
+        .iter()
+        .filter(|seen| seen.method == "POST")
+        .filter(|seen| {
+            serde_json::from_slice::<Value>(&seen.body).unwrap_or(Value::Null)["equipment_number"]
+                == A
+        })
+        .count();
+    assert_eq!(
+        claims_for_a, 1,
+        "one claim for container A: the first event key's"
     );
+    let warned = lines(&stdout, NATURAL_KEY_COLLISION_LINE);
     assert_eq!(warned.len(), 1, "{stdout}");
     assert_eq!(warned[0]["event_key"], key_a_new_id.as_str());
     assert_eq!(warned[0]["other_event_key"], key_a.as_str());
@@ -243,10 +260,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
             "docs/OPERATING.md cites {outcome:?}, the logs have none"
         );
     }
-    for quoted in [
-        "record processed",
-        "natural-key collision: another event key committed this event",
-    ] {
+    for quoted in ["record processed", NATURAL_KEY_COLLISION_LINE] {
         assert!(
             runbooks.contains(quoted),
             "docs/OPERATING.md quotes {quoted:?}"

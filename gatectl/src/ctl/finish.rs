@@ -94,19 +94,9 @@ impl Ctl {
             .await
             .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
         let (detail, result) = match &outcome {
-            RecordOutcome::Committed {
-                effect_id,
-                natural_key_collision,
-            } => (
-                format!(
-                    "committed {effect} {effect_id} ({source}){}",
-                    natural_key_collision
-                        .as_deref()
-                        .map(|k| format!("; natural-key collision with event key {k}"))
-                        .unwrap_or_default()
-                ),
-                Ok(()),
-            ),
+            RecordOutcome::Committed { effect_id } => {
+                (format!("committed {effect} {effect_id} ({source})"), Ok(()))
+            }
             other => {
                 let d = format!(
                     "finish of {effect} {} ended as {} {}",

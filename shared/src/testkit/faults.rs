@@ -23,7 +23,8 @@ use sha2::{Digest, Sha256};
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::memory::MemoryStore;
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
+    StoreError, TakeOver,
 };
 
 /// What the harness runs while a worker stalls (it advances the clock past the lease and runs
@@ -248,15 +249,24 @@ impl IdempotencyStore for FaultyStore {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.maybe_stall(owner).await;
         self.write(owner, || {
-            self.inner
-                .commit(pk, owner, effect_id, booking, natural_key, now_ms)
+            self.inner.commit(pk, owner, effect_id, booking, now_ms)
         })
         .await
+    }
+
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        let token = record.lease_owner.clone().unwrap_or_default();
+        self.write(&token, || self.inner.guard(record, natural_key, now_ms))
+            .await
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {

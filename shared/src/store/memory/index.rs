@@ -337,14 +337,7 @@ mod tests {
                     booked_at_ms: now,
                 };
                 let _ = store
-                    .commit(
-                        &pk(key),
-                        &owner(o),
-                        &format!("S-{effect}"),
-                        &booking,
-                        None,
-                        now,
-                    )
+                    .commit(&pk(key), &owner(o), &format!("S-{effect}"), &booking, now)
                     .await;
             }
             Op::Release { key, owner: o } => {
@@ -509,7 +502,7 @@ mod tests {
             assert_eq!(page.entries.len(), 1);
             let booking = BusinessRow::for_record(&r, "S-1", now);
             store
-                .commit(&r.pk, &owner(0), "S-1", &booking, None, now)
+                .commit(&r.pk, &owner(0), "S-1", &booking, now)
                 .await
                 .unwrap();
             let page = store

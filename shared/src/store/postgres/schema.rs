@@ -118,6 +118,7 @@ pub(crate) struct Statements {
     pub reserve: String,
     pub take_over: String,
     pub commit: String,
+    pub guard: String,
     pub release: String,
     pub finish: String,
     pub routed: String,
@@ -173,11 +174,11 @@ impl Statements {
                  SELECT false AS taken, {cols} FROM {t} \
                    WHERE pk = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
             ),
-            // One statement, so one transaction: the fenced update of the record, the business
+            // One statement, so one transaction: the fenced update of the record and the business
             // row (a plain insert: a row that outlived its record aborts the whole statement
-            // with a unique violation), the natural-key row (written if absent or ours).
+            // with a unique violation).
             // $1 pk, $2 owner, $3 effect id, $4 now (ms), $5 event key, $6 row labels,
-            // $7 booked_at (ms), $8 natural-key pk or NULL, $9 its labels, $10 its expires_at (s).
+            // $7 booked_at (ms).
             commit: format!(
                 "WITH rec AS ( \
                    UPDATE {t} SET status = 'committed', effect_id = $3, \
@@ -189,20 +190,26 @@ impl Statements {
                    RETURNING pk), \
                  booked AS ( \
                    INSERT INTO {b} ({BUSINESS_ROW_COLUMNS}) \
-                   SELECT $5, $3, $6, $7 FROM rec RETURNING source_event), \
-                 nk AS ( \
-                   INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
-                   SELECT $8::text, $5, $9::jsonb, $10::bigint FROM rec WHERE $8::text IS NOT NULL \
-                   ON CONFLICT (pk) DO UPDATE SET labels = EXCLUDED.labels, \
-                     expires_at_s = EXCLUDED.expires_at_s \
-                   WHERE k.event_key = EXCLUDED.event_key \
-                   RETURNING pk) \
+                   SELECT $5, $3, $6, $7 FROM rec RETURNING source_event) \
                  SELECT (SELECT count(*) FROM rec) AS committed, \
                         (SELECT count(*) FROM booked) AS booked, \
-                        (SELECT count(*) FROM nk) AS nk_written, \
-                        (SELECT event_key FROM {n} WHERE pk = $8::text) AS nk_holder, \
                         e.* FROM {}",
                 existing_unless("rec")
+            ),
+            // The guard: the natural-key row, written when absent, held by this event key or
+            // expired; else the holder (`held` = 0; `holder` NULL when the row was committed
+            // after this statement's snapshot: read again).
+            // $1 natural-key pk, $2 event key, $3 labels, $4 expires_at (s), $5 now (s).
+            guard: format!(
+                "WITH g AS ( \
+                   INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
+                   VALUES ($1, $2, $3::jsonb, $4) \
+                   ON CONFLICT (pk) DO UPDATE SET event_key = EXCLUDED.event_key, \
+                     labels = EXCLUDED.labels, expires_at_s = EXCLUDED.expires_at_s \
+                   WHERE k.event_key = EXCLUDED.event_key OR k.expires_at_s < $5 \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM g) AS held, \
+                        (SELECT event_key FROM {n} WHERE pk = $1) AS holder"
             ),
             // $1 pk, $2 owner, $3 now (ms).
             release: format!(

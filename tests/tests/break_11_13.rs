@@ -13,12 +13,10 @@ use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualQueue, ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
-use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
-use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, Store, StoreError,
-    TakeOver,
-};
+use gate::store::{CommitOutcome, IdempotencyStore, Reservation, Store};
+use gate::testkit::{FaultRates, FaultyStore};
 use integration_tests::fault_proxy::{store_via, FaultProxy};
 use integration_tests::field_cases::T0;
 use integration_tests::{moto_endpoint, sqs_event, unique};
@@ -78,90 +76,6 @@ impl SlotTerminal for Scripted {
     }
 }
 
-/// A store whose first `finish` fails with `Unavailable` without writing (a throttled or
-/// unreachable DynamoDB after the SDK's retries).
-struct FailFirstFinish {
-    inner: Arc<dyn IdempotencyStore>,
-    left: AtomicUsize,
-}
-
-#[async_trait]
-impl IdempotencyStore for FailFirstFinish {
-    async fn reserve(
-        &self,
-        record: &IdempotencyRecord,
-        now_ms: i64,
-    ) -> Result<Reservation, StoreError> {
-        self.inner.reserve(record, now_ms).await
-    }
-    async fn take_over(
-        &self,
-        pk: &str,
-        old_owner: &str,
-        new_owner: &str,
-        lease_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<TakeOver, StoreError> {
-        self.inner
-            .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
-            .await
-    }
-    async fn commit(
-        &self,
-        pk: &str,
-        owner: &str,
-        effect_id: &str,
-        booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
-        now_ms: i64,
-    ) -> Result<CommitOutcome, StoreError> {
-        self.inner
-            .commit(pk, owner, effect_id, booking, natural_key, now_ms)
-            .await
-    }
-    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
-        self.inner.release_lease(pk, owner, now_ms).await
-    }
-    async fn finish(
-        &self,
-        pk: &str,
-        owner: &str,
-        status: RecordStatus,
-        error: &str,
-        item: &[u8],
-        guard: FinishGuard,
-        now_ms: i64,
-    ) -> Result<FinishOutcome, StoreError> {
-        if self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Err(StoreError::Unavailable("injected: finish failed".into()));
-        }
-        self.inner
-            .finish(pk, owner, status, error, item, guard, now_ms)
-            .await
-    }
-    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
-        self.inner.routed(pk, owner, now_ms).await
-    }
-    async fn record_effect_id(
-        &self,
-        pk: &str,
-        effect_id: &str,
-        now_ms: i64,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record_effect_id(pk, effect_id, now_ms).await
-    }
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.get(pk).await
-    }
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.booking(source_event).await
-    }
-}
-
 /// FINDING (high). A claim answered with a slot for another container: `settle_claim` adds that
 /// slot id to the record's `effect_ids` (unfenced, before its fenced `finish`). When the finish
 /// does not land (a store error, or the lease was lost), the record stays `in_flight` holding a
@@ -189,10 +103,10 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
     });
-    let failing: Arc<dyn IdempotencyStore> = Arc::new(FailFirstFinish {
-        inner: store.clone(),
-        left: AtomicUsize::new(1),
-    });
+    // Its first finish fails without writing (a throttled or unreachable store after the SDK's
+    // retries).
+    let failing = Arc::new(FaultyStore::new(store.clone(), 0, FaultRates::NONE, "inv-"));
+    failing.fail_finishes(1);
     let consumer = gate_over(
         failing,
         integration,

@@ -52,7 +52,7 @@ impl Drop for Watch {
 /// PORT` in the workspace root on a free loopback port (built once, not rebuilt when files change
 /// while the test runs), stdin closed, in its own process group (so [`Watch`] stops it and the
 /// function processes it runs). The functions' environment is the test's unless set through
-/// [`Self::command`] or [`Self::against_moto`].
+/// [`Self::command`], [`Self::against_moto`], [`Self::consumer_of`] or [`Self::json_logs`].
 pub struct WatchCommand {
     command: Command,
     port: u16,
@@ -97,6 +97,38 @@ impl WatchCommand {
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_REGION", REGION);
+        self
+    }
+
+    /// The consumer's and reconciler's wiring: the store and manual queue of `moto`
+    /// (`IDEMPOTENCY_TABLE`, `BOOKINGS_TABLE`, `MANUAL_QUEUE_URL`), `INTEGRATION_NAME`
+    /// `integration`, `TERMINAL_BASE_URL` `terminal_base_url`.
+    pub fn consumer_of(
+        &mut self,
+        moto: &MotoStore,
+        integration: &str,
+        terminal_base_url: &str,
+    ) -> &mut Self {
+        self.command
+            .env("IDEMPOTENCY_TABLE", &moto.idempotency)
+            .env("BOOKINGS_TABLE", &moto.bookings)
+            .env("MANUAL_QUEUE_URL", &moto.manual_url)
+            .env("INTEGRATION_NAME", integration)
+            .env("TERMINAL_BASE_URL", terminal_base_url);
+        self
+    }
+
+    /// JSON log lines as Lambda's `LoggingConfig: JSON` gives them (`AWS_LAMBDA_LOG_FORMAT=JSON`)
+    /// at `level` (`AWS_LAMBDA_LOG_LEVEL`; `None`: unset, the functions' default), `RUST_LOG`
+    /// unset so the test's own does not reach them.
+    pub fn json_logs(&mut self, level: Option<&str>) -> &mut Self {
+        self.command
+            .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+            .env_remove("RUST_LOG");
+        match level {
+            Some(level) => self.command.env("AWS_LAMBDA_LOG_LEVEL", level),
+            None => self.command.env_remove("AWS_LAMBDA_LOG_LEVEL"),
+        };
         self
     }
 
@@ -191,16 +223,6 @@ impl MotoStore {
             bookings,
             manual_url,
         }
-    }
-
-    /// The variables the functions read them from: `IDEMPOTENCY_TABLE`, `BOOKINGS_TABLE`,
-    /// `MANUAL_QUEUE_URL` (for [`Command::envs`]).
-    pub fn env(&self) -> [(&'static str, &str); 3] {
-        [
-            ("IDEMPOTENCY_TABLE", &self.idempotency),
-            ("BOOKINGS_TABLE", &self.bookings),
-            ("MANUAL_QUEUE_URL", &self.manual_url),
-        ]
     }
 }
 

@@ -354,16 +354,14 @@ async fn the_ingress_binary_queues_the_sample_event() {
     let port = watch.port();
     watch
         .against_moto()
+        .json_logs(Some("TRACE"))
         .command()
-        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
-        .env_remove("RUST_LOG")
         .env("NOTIFICATION_QUEUE_URL", &queue_url)
         .env(
             "WEBHOOK_SECRETS",
             json!({ "active": [ingress::event::LOCAL_SAMPLE_SECRET] }).to_string(),
         )
-        .env_remove("WEBHOOK_SECRET_ARN")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON");
+        .env_remove("WEBHOOK_SECRET_ARN");
     let watch = watch.spawn_logged(&logs);
 
     let events = dated_events("ingress-events");

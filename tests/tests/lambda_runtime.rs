@@ -31,10 +31,8 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     let port = watch.port();
     watch
         .against_moto()
+        .consumer_of(&moto, "lambda-test", &format!("http://{terminal_addr}"))
         .command()
-        .envs(moto.env())
-        .env("TERMINAL_BASE_URL", format!("http://{terminal_addr}"))
-        .env("INTEGRATION_NAME", "lambda-test")
         .env("AWS_LAMBDA_LOG_FORMAT", "JSON");
     let _watch = watch.spawn(Stdio::null(), Stdio::null());
 

@@ -833,15 +833,11 @@ async fn the_binaries_log_no_secret_at_trace() {
     let port = watch.port();
     watch
         .against_moto()
+        .consumer_of(&aws.moto, "logs-bin", &terminal.base_url)
+        .json_logs(Some("TRACE"))
         .command()
-        .envs(aws.moto.env())
-        .env("TERMINAL_BASE_URL", &terminal.base_url)
         .env("TERMINAL_API_TOKEN_SECRET_ARN", &aws.secret_arn)
         .env_remove("TERMINAL_API_TOKEN")
-        .env("INTEGRATION_NAME", "logs-bin")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
-        .env_remove("RUST_LOG")
         .env_remove("LOG_SENSITIVE_BODIES");
     let watch = watch.spawn_logged(&dir);
 

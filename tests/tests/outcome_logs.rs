@@ -93,13 +93,8 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     let port = watch.port();
     watch
         .against_moto()
-        .command()
-        .envs(moto.env())
-        .env("TERMINAL_BASE_URL", &terminal.base_url)
-        .env("INTEGRATION_NAME", "outcomes")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env_remove("AWS_LAMBDA_LOG_LEVEL")
-        .env_remove("RUST_LOG");
+        .consumer_of(&moto, "outcomes", &terminal.base_url)
+        .json_logs(None);
     let watch = watch.spawn_logged(&dir);
 
     let mut answers = Vec::new();

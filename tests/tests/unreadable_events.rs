@@ -52,14 +52,11 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
     let port = watch.port();
     watch
         .against_moto()
+        .json_logs(Some("TRACE"))
+        // The terminal is never called: the only readable record below is routed before any
+        // claim.
+        .consumer_of(&moto, "unreadable-test", "http://127.0.0.1:9")
         .command()
-        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env_remove("RUST_LOG")
-        .envs(moto.env())
-        // Never called: the only readable record below is routed before any claim.
-        .env("TERMINAL_BASE_URL", "http://127.0.0.1:9")
-        .env("INTEGRATION_NAME", "unreadable-test")
         .env("NOTIFICATION_QUEUE_URL", &notifications_url)
         .env(
             "WEBHOOK_SECRETS",

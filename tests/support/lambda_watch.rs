@@ -52,7 +52,8 @@ impl Drop for Watch {
 /// PORT` in the workspace root on a free loopback port (built once, not rebuilt when files change
 /// while the test runs), stdin closed, in its own process group (so [`Watch`] stops it and the
 /// function processes it runs). The functions' environment is the test's unless set through
-/// [`Self::command`], [`Self::against_moto`], [`Self::consumer_of`] or [`Self::json_logs`].
+/// [`Self::command`], [`Self::against_moto`], [`Self::consumer_of`], [`Self::ingress_to`] or
+/// [`Self::json_logs`].
 pub struct WatchCommand {
     command: Command,
     port: u16,
@@ -118,6 +119,20 @@ impl WatchCommand {
         self
     }
 
+    /// The ingress's wiring: it queues to `queue_url` (`NOTIFICATION_QUEUE_URL`) and verifies
+    /// with the sample events' local secret (`WEBHOOK_SECRETS`,
+    /// [`ingress::event::LOCAL_SAMPLE_SECRET`]; `WEBHOOK_SECRET_ARN` unset).
+    pub fn ingress_to(&mut self, queue_url: &str) -> &mut Self {
+        self.command
+            .env("NOTIFICATION_QUEUE_URL", queue_url)
+            .env(
+                "WEBHOOK_SECRETS",
+                serde_json::json!({ "active": [ingress::event::LOCAL_SAMPLE_SECRET] }).to_string(),
+            )
+            .env_remove("WEBHOOK_SECRET_ARN");
+        self
+    }
+
     /// JSON log lines as Lambda's `LoggingConfig: JSON` gives them (`AWS_LAMBDA_LOG_FORMAT=JSON`)
     /// at `level` (`AWS_LAMBDA_LOG_LEVEL`; `None`: unset, the functions' default), `RUST_LOG`
     /// unset so the test's own does not reach them.
@@ -147,11 +162,12 @@ impl WatchCommand {
     }
 
     /// Starts the watcher with its stdout and stderr written to the files `watch.stdout` and
-    /// `watch.stderr` in `dir` (which must exist), read back by [`LoggedWatch::stop`].
+    /// `watch.stderr` in `dir` (created if missing), read back by [`LoggedWatch::stop`].
     ///
     /// # Panics
     /// When a file cannot be created or `cargo` cannot be started.
     pub fn spawn_logged(self, dir: &Path) -> LoggedWatch {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let (stdout, stderr) = (dir.join("watch.stdout"), dir.join("watch.stderr"));
         let create = |path: &Path| {
             std::fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

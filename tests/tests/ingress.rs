@@ -349,19 +349,12 @@ async fn the_ingress_binary_queues_the_sample_event() {
     let sqs = sqs_client().await;
     let queue_url = fresh_queue(&sqs, "ingress-binary").await;
     let logs = std::env::temp_dir().join(unique("ingress-watch"));
-    std::fs::create_dir_all(&logs).unwrap();
     let mut watch = WatchCommand::new();
     let port = watch.port();
     watch
         .against_moto()
         .json_logs(Some("TRACE"))
-        .command()
-        .env("NOTIFICATION_QUEUE_URL", &queue_url)
-        .env(
-            "WEBHOOK_SECRETS",
-            json!({ "active": [ingress::event::LOCAL_SAMPLE_SECRET] }).to_string(),
-        )
-        .env_remove("WEBHOOK_SECRET_ARN");
+        .ingress_to(&queue_url);
     let watch = watch.spawn_logged(&logs);
 
     let events = dated_events("ingress-events");

@@ -47,7 +47,6 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
     let sqs = &moto.sqs;
     let notifications_url = fresh_queue(sqs, "unreadable-notifications").await;
     let logs = std::env::temp_dir().join(unique("unreadable-watch"));
-    std::fs::create_dir_all(&logs).unwrap();
     let mut watch = WatchCommand::new();
     let port = watch.port();
     watch
@@ -56,13 +55,7 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         // The terminal is never called: the only readable record below is routed before any
         // claim.
         .consumer_of(&moto, "unreadable-test", "http://127.0.0.1:9")
-        .command()
-        .env("NOTIFICATION_QUEUE_URL", &notifications_url)
-        .env(
-            "WEBHOOK_SECRETS",
-            json!({ "active": [ingress::event::LOCAL_SAMPLE_SECRET] }).to_string(),
-        )
-        .env_remove("WEBHOOK_SECRET_ARN");
+        .ingress_to(&notifications_url);
     let watch = watch.spawn_logged(&logs);
     let events = dated_events("unreadable-events");
     let invoke_with = |name: &str, event: &Value, function: &'static str| {

@@ -360,25 +360,7 @@ mod tests {
     async fn fail_finishes_refuses_that_many_finishes_without_writing() {
         let inner = Arc::new(MemoryStore::new());
         let store = FaultyStore::new(inner.clone(), 1, FaultRates::NONE, "inv-");
-        let record = IdempotencyRecord {
-            pk: "t#k".into(),
-            event_key: "k".into(),
-            status: RecordStatus::InFlight,
-            fingerprint: "f".into(),
-            request: Vec::new(),
-            op_key: "op-k".into(),
-            lease_owner: Some("inv-1#0".into()),
-            lease_until_ms: Some(60_000),
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            expires_at_s: 86_400,
-            effect_id: None,
-            effect_ids: Default::default(),
-            inflight_shard: Some("00".into()),
-            error: None,
-            route_pending: false,
-            labels: Default::default(),
-        };
+        let record = crate::conformance::sample_record("t", "finish", "inv-1#0", 0);
         assert_eq!(
             store.reserve(&record, 0).await.unwrap(),
             Reservation::Reserved
@@ -386,7 +368,7 @@ mod tests {
         store.fail_finishes(1);
         let finish = || {
             store.finish(
-                "t#k",
+                &record.pk,
                 "inv-1#0",
                 RecordStatus::Failed,
                 "e",
@@ -399,10 +381,10 @@ mod tests {
             finish().await,
             Err(StoreError::Unavailable(m)) if m == "injected: finish failed"
         ));
-        let held = inner.get("t#k").await.unwrap().unwrap();
+        let held = inner.get(&record.pk).await.unwrap().unwrap();
         assert_eq!(held.status, RecordStatus::InFlight, "nothing written");
         assert!(matches!(finish().await, Ok(FinishOutcome::Finished)));
-        let done = inner.get("t#k").await.unwrap().unwrap();
+        let done = inner.get(&record.pk).await.unwrap().unwrap();
         assert_eq!(done.status, RecordStatus::Failed);
         assert_eq!(store.counts(), FaultCounts::default());
     }

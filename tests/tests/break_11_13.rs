@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Invocation, RecordOutcome};
 use gate::manual::{ManualQueue, ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
-use gate::store::{CommitOutcome, IdempotencyStore, Reservation, Store};
+use gate::store::{CommitOutcome, Reservation, Store};
 use gate::testkit::{FaultRates, FaultyStore};
 use integration_tests::fault_proxy::{store_via, FaultProxy};
-use integration_tests::field_cases::T0;
+use integration_tests::field_cases::{gate, T0};
 use integration_tests::{moto_endpoint, sqs_event, unique};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
@@ -37,25 +37,6 @@ fn body(id: &str) -> String {
         "pin": "RLS-104233"
     })
     .to_string()
-}
-
-fn gate_over(
-    store: Arc<dyn IdempotencyStore>,
-    integration: &str,
-    terminal: Arc<dyn SlotTerminal>,
-    manual: Arc<dyn ManualQueue>,
-    clock: Arc<dyn Clock>,
-) -> Gate {
-    Gate {
-        config: GateConfig::new(integration),
-        store,
-        integration: Arc::new(truck_slot::TruckSlot::new(
-            terminal,
-            vec!["ECT-DELTA".into()],
-        )),
-        manual,
-        clock,
-    }
 }
 
 /// A terminal that answers every claim with `claim` and every lookup with `lookup`.
@@ -107,7 +88,7 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
     // retries).
     let failing = Arc::new(FaultyStore::new(store.clone(), 0, FaultRates::NONE, "inv-"));
     failing.fail_finishes(1);
-    let consumer = gate_over(
+    let consumer = gate(
         failing,
         integration,
         consumer_terminal.clone(),
@@ -148,7 +129,7 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
     // 3. Ten minutes later (past the 23 h claim horizon) the reconciler runs; the terminal's
     //    lookup endpoint fails.
     clock.advance_ms(10 * 60_000);
-    let reconciler = gate_over(
+    let reconciler = gate(
         store.clone(),
         integration,
         Arc::new(Scripted {
@@ -207,7 +188,7 @@ async fn foreign_slot_is_never_committed_on_dynamodb() {
 /// the alarm meant for exactly that stays silent.
 async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
     let clock = Arc::new(ManualClock::new(T0));
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         integration,
         Arc::new(Scripted {
@@ -293,7 +274,7 @@ async fn lost_take_over_answer_on_dynamodb() {
         claims: AtomicUsize::new(0),
     });
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         &integration,
         terminal.clone(),
@@ -352,7 +333,7 @@ async fn lost_finish_answer_on_dynamodb() {
     let integration = unique("lostfin");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
-    let mut g = gate_over(
+    let mut g = gate(
         store.clone(),
         &integration,
         Arc::new(Scripted {
@@ -399,7 +380,7 @@ async fn lost_poison_routing_answer_on_dynamodb() {
     let integration = unique("lostpoi");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         &integration,
         Arc::new(Scripted {
@@ -437,7 +418,7 @@ async fn lost_poison_routing_answer_on_dynamodb() {
 async fn huge_negative_exponent_is_rejected_not_a_panic() {
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         Arc::new(MemoryStore::new()),
         "exp-mem",
         Arc::new(Scripted {
@@ -495,7 +476,7 @@ async fn ended_window_is_never_claimed_on_take_over() {
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
     });
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         "ended-mem",
         terminal.clone(),
@@ -574,7 +555,7 @@ async fn expired_pending_routing_is_still_sent() {
         inner: items.clone(),
         down: true.into(),
     });
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         "expired-route",
         Arc::new(Scripted {
@@ -671,7 +652,7 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
     let created = T0 - (23 * HOUR_MS - 30_000);
     let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
-    let consumer = gate_over(
+    let consumer = gate(
         store.clone(),
         integration,
         Arc::new(PausedForeignClaim { land: land.clone() }),
@@ -718,7 +699,7 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let reconciler = gate_over(
+    let reconciler = gate(
         store.clone(),
         integration,
         Arc::new(LookupLetsClaimLand {
@@ -823,7 +804,7 @@ async fn lost_answers_on_past_retention_routing_on_dynamodb() {
         claims: AtomicUsize::new(0),
     });
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         &integration,
         terminal.clone(),

@@ -14,6 +14,8 @@
 //!   [`store_conformance_tests!`](crate::store_conformance_tests);
 //! * [`sqs_event`]: a Lambda SQS event from `(message id, body)` pairs;
 //! * [`DelayedStore`]: a latency model of the store (benchmarks, the sustained-rate replay);
+//! * [`RacedIndex`]: the reconciler's index with a race between a page's read and its use
+//!   ([`AfterRead`]: another holder takes the records over, or a second reconciler reads too);
 //! * [`CallRecorder`] (with feature `aws`): an SDK interceptor that records every request's
 //!   operation name, retries included, for round-trip counts in tests and benchmarks.
 //!
@@ -66,6 +68,7 @@ mod delay;
 mod faults;
 mod harness;
 mod invariants;
+mod race;
 #[cfg(feature = "aws")]
 mod recorder;
 mod server;
@@ -77,6 +80,7 @@ pub use delay::{DelayedStore, Pause};
 pub use faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
 pub use harness::{EffectLedger, Harness, HarnessConfig, RunReport, Target};
 pub use invariants::{exactly_once_violations, liveness_violations, Delivered};
+pub use race::{AfterRead, RacedIndex};
 #[cfg(feature = "aws")]
 pub use recorder::CallRecorder;
 pub use server::{

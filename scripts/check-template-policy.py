@@ -327,7 +327,8 @@ def check_operator_policy(problem, resources):
                 granted.add((a, n))
                 if a in OPERATOR_READS:
                     if a == "secretsmanager:GetSecretValue" and n not in (
-                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns"):
+                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns",
+                            "DatabaseUrlSecretArn"):
                         problem(f"{name}/{sid}: GetSecretValue on {n}")
                 elif (a, n) not in OPERATOR_WRITES:
                     problem(f"{name}/{sid}: writes {a} on {n}, which no gatectl subcommand writes")

@@ -499,8 +499,21 @@ async fn the_stack_says_where_everything_is() {
     let (t, c) = Targets::from_stack(&TruckSlotStack, &cfn, &name)
         .await
         .expect("targets");
-    assert_eq!(t.idempotency_table, store.idempotency_table());
-    assert_eq!(t.bookings_table, store.bookings_table());
+    assert_eq!(
+        t.store,
+        gate::lambda::StoreConfig::DynamoDb {
+            idempotency_table: store.idempotency_table().to_string(),
+            business_table: store.bookings_table().to_string(),
+            verify_conditional_writes: true,
+        }
+    );
+    assert_eq!(
+        t.call(gatectl::targets::StoreCall::InFlight),
+        (
+            "dynamodb:Query".to_string(),
+            format!("{}/index/InFlight", store.idempotency_table())
+        )
+    );
     assert_eq!(t.manual_queue_url, manual);
     assert_eq!(t.dead_letter_queue_url.as_deref(), Some(dlq.as_str()));
     assert!(t.notification_queue_url.is_some());

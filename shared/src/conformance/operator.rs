@@ -1,12 +1,13 @@
-//! Conformance cases of the operator's port ([`OperatorStore`]: [`RecordScan`] and
-//! [`AuditLog`]): what gatectl reads and writes besides the gate's own path. They run on every
-//! adapter beside the store cases ([`crate::operator_store_conformance_tests!`]); tables may be
-//! shared, so each case looks only at the keys of its own `prefix`.
+//! Conformance cases of the operator's port ([`OperatorStore`]: [`crate::store::RecordScan`]
+//! and [`crate::store::audit::AuditLog`]): what gatectl reads and writes besides the gate's own
+//! path. They run on every adapter beside the store cases
+//! ([`crate::operator_store_conformance_tests!`]); tables may be shared, so each case looks only
+//! at the keys of its own `prefix`.
 
 use super::*;
-use crate::store::audit::{AuditEntry, AuditLog};
+use crate::store::audit::AuditEntry;
 use crate::store::limits::{self, ItemRefusal};
-use crate::store::{OperatorStore, RecordScan};
+use crate::store::OperatorStore;
 
 /// The records of run `prefix` among `records`.
 fn own(records: Vec<IdempotencyRecord>, prefix: &str) -> Vec<IdempotencyRecord> {
@@ -160,7 +161,10 @@ pub async fn audit_history_appends_in_order_within_its_bounds(
             .await
             .expect("append below the limit");
     }
-    match store.append_history(&r.pk, &line(99, "one too many".into())).await {
+    match store
+        .append_history(&r.pk, &line(99, "one too many".into()))
+        .await
+    {
         Err(StoreError::Refused(ItemRefusal::HistoryFull { limit })) => {
             assert_eq!(limit, limits::MAX_HISTORY_ENTRIES)
         }

@@ -14,8 +14,8 @@ use super::errors::map_sdk_error;
 use super::schema::{
     INFLIGHT_INDEX, MULTI_EFFECT_ATTRIBUTE, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK,
 };
-use crate::record::IdempotencyRecord;
 use super::DynamoStore;
+use crate::record::IdempotencyRecord;
 use crate::store::records::RecordScan;
 use crate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 

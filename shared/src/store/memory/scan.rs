@@ -21,7 +21,11 @@ impl RecordScan for MemoryStore {
         scanned(u64::try_from(records.len()).unwrap_or(u64::MAX));
         Ok(records
             .into_iter()
-            .filter(|r| label.is_none_or(|(name, value)| r.labels.get(name).map(String::as_str) == Some(value)))
+            .filter(|r| {
+                label.is_none_or(|(name, value)| {
+                    r.labels.get(name).map(String::as_str) == Some(value)
+                })
+            })
             .collect())
     }
 

@@ -49,7 +49,10 @@ impl RecordScan for PostgresStore {
                 .try_get("pk")
                 .map_err(|e| StoreError::Corrupt(format!("scan_records: column pk: {e}")))?;
             let full = i64::try_from(rows.len()).unwrap_or(i64::MAX) >= SCAN_PAGE_ROWS;
-            found.extend(rows.iter().filter_map(|r| record_from_row(r).ok().flatten()));
+            found.extend(
+                rows.iter()
+                    .filter_map(|r| record_from_row(r).ok().flatten()),
+            );
             if !full {
                 return Ok(found);
             }
@@ -111,9 +114,8 @@ impl AuditLog for PostgresStore {
             .map_err(|f| Self::err("history", f))?;
         rows.iter()
             .map(|r| {
-                let col = |e: tokio_postgres::Error| {
-                    StoreError::Corrupt(format!("history of {pk}: {e}"))
-                };
+                let col =
+                    |e: tokio_postgres::Error| StoreError::Corrupt(format!("history of {pk}: {e}"));
                 Ok(AuditEntry {
                     at_ms: r.try_get("at_ms").map_err(col)?,
                     who: r.try_get("who").map_err(col)?,

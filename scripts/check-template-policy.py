@@ -278,6 +278,8 @@ OPERATOR_MUST_READ = {
     ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
     ("secretsmanager:GetSecretValue", "TerminalApiTokenSecretArn"),
     ("secretsmanager:GetSecretValue", "TerminalTokenSecretArns"),
+    # Store=postgres: gatectl connects with the functions' connection string.
+    ("secretsmanager:GetSecretValue", "DatabaseUrlSecretArn"),
 }
 
 

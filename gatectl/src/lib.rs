@@ -9,7 +9,8 @@
 //! calling [`main`] with its own `Stack`.
 //!
 //! * [`cli`]: the command line (clap), in the integration's words;
-//! * [`targets`]: where the tables and queues are (stack outputs or environment);
+//! * [`targets`]: where the store (DynamoDB or PostgreSQL) and the queues are (stack outputs and
+//!   parameters, or environment), opened by [`open_store`] through the core's operator port;
 //! * [`ctl`]: the subcommands; [`stack`], [`words`]: what the integration gives;
 //! * [`error`]: errors and exit codes; [`render`]: human units, tables, progress bars.
 

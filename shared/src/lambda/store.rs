@@ -2,7 +2,7 @@
 //! path and the read side for the consumer and the reconciler ([`build_store`], with the
 //! cold-start checks: DynamoDB's conditional writes, PostgreSQL's connection string and
 //! migrations), the read side alone for the metrics function ([`build_index`]), and the store an
-//! operator's tool opens ([`open_operator_store`]), chosen in the same place ([`open`]).
+//! operator's tool opens ([`open_operator_store`]), chosen in the same place (`open`).
 
 use std::sync::Arc;
 

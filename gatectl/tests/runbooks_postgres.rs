@@ -138,3 +138,42 @@ async fn the_binary_operates_a_postgres_stack_named_by_its_parameters() {
         .collect();
     assert_eq!(keys, vec![record.event_key.as_str()]);
 }
+
+/// A failed call on PostgreSQL names the SQL operation and the relation, as one on DynamoDB
+/// names the IAM action and the table: here a schema the migrations never created, read by
+/// `list in-flight` (exit 1, transient), its message never holding the connection string.
+#[tokio::test]
+async fn a_failed_call_names_the_sql_operation_and_the_relation() {
+    let url = std::env::var("GATE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh)"));
+    let schema = format!(
+        "s{}",
+        unique("gc_unmigrated").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    )
+    .to_ascii_lowercase();
+    let manual = fresh_queue(&sqs_client().await, "gc-pg-err-manual").await;
+    let out = Command::new(env!("CARGO_BIN_EXE_gatectl"))
+        .args(["list", "in-flight"])
+        .env("AWS_ENDPOINT_URL", moto_endpoint())
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("STORE", "postgres")
+        .env("DATABASE_URL", &url)
+        .env("DATABASE_SCHEMA", &schema)
+        .env("MANUAL_QUEUE_URL", &manual)
+        .env("INTEGRATION_NAME", unique("gatectl-pg-err"))
+        .env_remove("IDEMPOTENCY_TABLE")
+        .env_remove("TERMINAL_BASE_URL")
+        .env_remove("GATECTL_STACK")
+        .output()
+        .expect("gatectl runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("failed: SELECT on {schema}.in_flight: ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("run the migrations"), "{stderr}");
+    assert!(!stderr.contains(&url), "the connection string was printed");
+}

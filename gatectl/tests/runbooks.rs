@@ -4,7 +4,8 @@
 //! KEY`), instantiated for truck-slot (with the terminal simulator over HTTP) and job-client
 //! (with the test kit's Idempotency-Key server) by `runbooks!`; and truck-slot's own: a redrive
 //! that refuses an old message, the binary's exit codes, the stack's outputs. Run with
-//! `scripts/with-moto.sh cargo test -p gatectl`.
+//! `scripts/with-moto.sh cargo test -p gatectl --test runbooks` (the same cases on PostgreSQL:
+//! `runbooks_postgres.rs`, under `scripts/with-postgres.sh` as well).
 //!
 //! Time is a `ManualClock` (2026-06-01T06:00Z), except where SQS's own `SentTimestamp` or the
 //! binary's system clock is compared: there the test places the clock relative to the real send

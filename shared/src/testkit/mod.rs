@@ -11,7 +11,8 @@
 //!   [`liveness_violations`] (every event ends committed, failed or with a person; nothing stays
 //!   `in_flight`); [`FaultyStore`] is its store;
 //! * the store conformance suite is [`crate::conformance`], its one-line test generator
-//!   [`store_conformance_tests!`](crate::store_conformance_tests);
+//!   [`store_conformance_tests!`](crate::store_conformance_tests) (and, for a store an operator's
+//!   tool uses, [`operator_store_conformance_tests!`](crate::operator_store_conformance_tests));
 //! * [`sqs_event`]: a Lambda SQS event from `(message id, body)` pairs;
 //! * [`DelayedStore`]: a latency model of the store (benchmarks, the sustained-rate replay);
 //! * [`RacedIndex`]: the reconciler's index with a race between a page's read and its use

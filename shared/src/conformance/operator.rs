@@ -40,16 +40,14 @@ pub async fn scan_records_finds_every_record_and_filters_on_a_label(
     for r in [&a, &b, &other] {
         must_reserve(store.as_ref(), r, NOW_MS).await;
     }
+    // The guard writes the natural-key item the scan must skip.
+    store
+        .guard(&a, &sample_natural_key(&a, NOW_MS), NOW_MS)
+        .await
+        .expect("guard");
     let row = BusinessRow::for_record(&a, "EFFECT-SCAN", NOW_MS);
     let out = store
-        .commit(
-            &a.pk,
-            "owner-a",
-            "EFFECT-SCAN",
-            &row,
-            Some(&sample_natural_key(&row)),
-            NOW_MS,
-        )
+        .commit(&a.pk, "owner-a", "EFFECT-SCAN", &row, NOW_MS)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);
@@ -185,7 +183,7 @@ pub async fn a_new_reservation_starts_an_empty_history(
     must_reserve(store.as_ref(), &old, NOW_MS).await;
     let row = BusinessRow::for_record(&old, "EFFECT-OLD", NOW_MS);
     let out = store
-        .commit(&old.pk, "owner-a", "EFFECT-OLD", &row, None, NOW_MS)
+        .commit(&old.pk, "owner-a", "EFFECT-OLD", &row, NOW_MS)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);

@@ -71,7 +71,7 @@ pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> CallOutcom
 /// Step 4: commits the effect `effect_id` and the integration's business row in one transaction,
 /// only while `owner` holds the record's lease (`in_flight`, `lease_owner = owner`: a holder
 /// whose lease was taken over is refused). The natural key is not part of it: it was held as a
-/// guard before the call ([`Gate::guard_natural_key`]).
+/// guard before the call (`Gate::guard_natural_key`, [`IdempotencyStore::guard`]).
 ///
 /// # Errors
 /// A transient [`StoreError`], or [`StoreError::Corrupt`] when a row exists without its record.

@@ -131,6 +131,18 @@ pub enum ClaimOutcome {
         /// The summary and the scrubbed problem detail or body excerpt (never the request).
         detail: AnswerDetail,
     },
+    /// A permanent refusal the integration names with its own code (a payments API's `402`: the
+    /// card was declined, `card_declined`): `failed`, and a person gets it under
+    /// [`crate::manual::ManualReason::Integration`]`(code)` instead of the generic refusal. An
+    /// integration makes it from the [`ClaimOutcome::Permanent`] the core classified (e.g. for one
+    /// status). `code`: `[a-z0-9_]{1,64}` and none of the core's reason codes
+    /// ([`crate::manual::is_integration_code`]; another is routed as the generic refusal).
+    Refused {
+        /// The integration's reason code, e.g. `card_declined`.
+        code: &'static str,
+        /// The summary and the scrubbed problem detail or body excerpt (never the request).
+        detail: AnswerDetail,
+    },
     /// The key was used with another body (`422`, or `409` with problem type
     /// `idempotency_mismatch`): permanent.
     KeyMismatch(AnswerDetail),

@@ -55,6 +55,21 @@ impl Gate {
                     )
                     .await
             }
+            ClaimOutcome::Refused { code, detail } => {
+                let reason = match ManualReason::parse(code) {
+                    Some(reason @ ManualReason::Integration(_)) => reason,
+                    _ => ManualReason::TerminalRejected,
+                };
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        reason,
+                        format!("{code}: {}", detail.quoted()),
+                        d,
+                    )
+                    .await;
+            }
             ClaimOutcome::Permanent { detail, .. } => {
                 return self
                     .route_held_record(

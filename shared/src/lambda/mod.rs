@@ -57,6 +57,9 @@ pub mod store_config;
 /// The SDK configuration an integration's `build` receives (for its own clients, e.g. Secrets
 /// Manager's).
 pub use aws_config::SdkConfig;
+/// The Secrets Manager client an integration's `build` reads its secret with
+/// ([`fetch_secret_string`], [`fetch_secret`]): `SecretsClient::new(&aws)`.
+pub use aws_sdk_secretsmanager::Client as SecretsClient;
 /// The error type of the runtime and of every `build`.
 pub use lambda_runtime::Error;
 

@@ -38,12 +38,52 @@ pub enum ManualReason {
     /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
     /// detail names who and why. Book it by hand from the original body, or drop it.
     Cancelled,
+    /// The server refused the request permanently for a reason the integration names (its
+    /// [`crate::effect::ClaimOutcome::Refused`]): the code is the integration's own (e.g.
+    /// `card_declined` for a payments API's `402`), so a person reads the business reason, not a
+    /// generic refusal. A code is 1 to [`MAX_INTEGRATION_CODE_LEN`] characters of `a-z`, `0-9`
+    /// and `_`, and never one of the core's codes ([`ManualReason::ALL`]): such a code is read
+    /// back as the core's reason ([`ManualReason::parse`]).
+    Integration(&'static str),
+}
+
+/// Longest integration-defined reason code ([`ManualReason::Integration`]), characters.
+pub const MAX_INTEGRATION_CODE_LEN: usize = 64;
+
+/// Distinct integration codes one process reads back from JSON ([`ManualReason::parse`]) at
+/// most: each is kept once for the process's life (a `&'static str`), so the set must be bounded.
+/// Past it an unknown code is unreadable (the item is then routed as `rejected` with its stored
+/// bytes as the body: nothing is lost).
+const MAX_INTERNED_CODES: usize = 256;
+
+/// Whether `code` has the form of an integration code (`[a-z0-9_]{1,64}`).
+pub fn is_integration_code(code: &str) -> bool {
+    (1..=MAX_INTEGRATION_CODE_LEN).contains(&code.len())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `code` as a `&'static str`, kept once per distinct code (bounded, [`MAX_INTERNED_CODES`]).
+fn intern(code: &str) -> Option<&'static str> {
+    static CODES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut codes = CODES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(known) = codes.get(code) {
+        return Some(known);
+    }
+    if codes.len() >= MAX_INTERNED_CODES {
+        return None;
+    }
+    let kept: &'static str = Box::leak(code.to_string().into_boxed_str());
+    codes.insert(kept);
+    Some(kept)
 }
 
 impl ManualReason {
     /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
     /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`,
-    /// `cancelled`.
+    /// `cancelled`, or the integration's own code.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -56,12 +96,13 @@ impl ManualReason {
             Self::TerminalAnswerInvalid => "terminal_answer_invalid",
             Self::UnbookedSlot => "unbooked_slot",
             Self::Cancelled => "cancelled",
+            Self::Integration(code) => code,
         }
     }
 }
 
 impl ManualReason {
-    /// Every reason, for parsing codes.
+    /// Every reason of the core (not the integrations' own, [`ManualReason::Integration`]).
     pub const ALL: [ManualReason; 10] = [
         Self::Rejected,
         Self::WindowEnded,
@@ -75,9 +116,18 @@ impl ManualReason {
         Self::Cancelled,
     ];
 
-    /// The reason with this [`ManualReason::code`], if any.
+    /// The reason with this [`ManualReason::code`]: the core's, else an integration's code of the
+    /// right form ([`is_integration_code`]), else `None`.
     pub fn parse(code: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.code() == code)
+        Self::ALL
+            .into_iter()
+            .find(|r| r.code() == code)
+            .or_else(|| {
+                is_integration_code(code)
+                    .then(|| intern(code))
+                    .flatten()
+                    .map(Self::Integration)
+            })
     }
 }
 
@@ -275,9 +325,33 @@ mod tests {
                 assert_eq!(ManualItem::from_json(&item.to_json()), Some(item));
             }
         }
-        assert_eq!(ManualReason::parse("nope"), None);
+        assert_eq!(ManualReason::parse("Nope!"), None);
+        assert_eq!(ManualReason::parse(""), None);
+        assert_eq!(ManualReason::parse(&"x".repeat(65)), None);
         assert_eq!(ManualItem::from_json(b"{}"), None);
         assert_eq!(ManualItem::from_json(b"not json"), None);
+    }
+
+    /// An integration's own code (a declined card) is written and read back as itself.
+    #[test]
+    fn an_integration_code_round_trips() {
+        let reason = ManualReason::Integration("card_declined");
+        assert_eq!(reason.code(), "card_declined");
+        assert_eq!(ManualReason::parse("card_declined"), Some(reason));
+        let item = ManualItem {
+            reason,
+            detail: "card_declined: payments API answered 402".into(),
+            original_body: "{}".into(),
+            event_key: None,
+            message_id: "m-1".into(),
+            original_body_cut: None,
+        };
+        assert_eq!(ManualItem::from_json(&item.to_json()), Some(item));
+        // A core code is the core's reason.
+        assert_eq!(
+            ManualReason::parse("cancelled"),
+            Some(ManualReason::Cancelled)
+        );
     }
 
     /// 200 KiB of `"` (each escaped to 2 bytes) would make a 400 KiB item: over SQS's limit and,

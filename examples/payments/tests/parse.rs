@@ -1,0 +1,93 @@
+//! The invoice event's parse: a good event's key, fingerprint material, request and labels; every
+//! malformed or oversized event rejected with its typed reason; the card token a secret (in the
+//! request only, never in the fingerprint, the labels or any `Debug`).
+
+use gate::integration::{Integration, Parsed};
+use gate::lambda::SecretString;
+use payments::Payments;
+use serde_json::{json, Value};
+
+fn client() -> Payments {
+    Payments::new(
+        "http://127.0.0.1:9",
+        SecretString::new("sk_live_do_not_log"),
+    )
+    .unwrap()
+}
+
+fn body(patch: &[(&str, Value)]) -> String {
+    let mut v = json!({"invoice_id": "INV-1", "customer": "cus_1", "amount_minor": 12500,
+        "currency": "EUR", "payment_method": "pm_card_secret_4242"});
+    for (k, x) in patch {
+        if x.is_null() {
+            v.as_object_mut().unwrap().remove(*k);
+        } else {
+            v[*k] = x.clone();
+        }
+    }
+    v.to_string()
+}
+
+fn code(body: &str) -> &'static str {
+    match client().parse(body, 0) {
+        Parsed::Rejected(r) => r.code,
+        other => panic!("accepted: {other:?}"),
+    }
+}
+
+#[test]
+fn a_good_invoice_is_one_charge() {
+    let Parsed::Event(e) = client().parse(&body(&[]), 0) else {
+        panic!()
+    };
+    assert_eq!(e.key_material, "invoice:INV-1");
+    assert_eq!(
+        e.business_fields,
+        json!({"invoice_id": "INV-1", "customer": "cus_1", "amount": 12500, "currency": "EUR"})
+    );
+    let request: Value = serde_json::from_slice(&e.request).unwrap();
+    assert_eq!(request["payment_method"], "pm_card_secret_4242");
+    assert_eq!(request["amount"], 12500);
+    assert_eq!(request["metadata"]["invoice_id"], "INV-1");
+    assert_eq!(e.labels["amount_minor"], "12500");
+    assert_eq!(e.ends_at_ms, None);
+    // The token is a secret: not in the fingerprint's material, the labels, or any Debug.
+    let debug = format!("{e:?} {:?}", client());
+    for shown in [
+        e.business_fields.to_string(),
+        format!("{:?}", e.labels),
+        debug,
+    ] {
+        assert!(!shown.contains("pm_card_secret"), "{shown}");
+        assert!(!shown.contains("sk_live"), "{shown}");
+    }
+}
+
+#[test]
+fn every_malformed_event_has_its_typed_reason() {
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("{{\"pad\":\"{}\"}}", "x".repeat(8 * 1024)),
+            "body_too_large",
+        ),
+        ("{not json".into(), "not_json"),
+        ("[1]".into(), "not_json"),
+        (r#"{"invoice_id":"A","invoice_id":"B"}"#.into(), "not_json"),
+        (body(&[("payment_method", Value::Null)]), "bad_fields"),
+        (body(&[("note", json!("x"))]), "bad_fields"),
+        (body(&[("invoice_id", json!(""))]), "bad_id"),
+        (body(&[("customer", json!("cus 1"))]), "bad_id"),
+        (body(&[("invoice_id", json!("I".repeat(65)))]), "bad_id"),
+        (body(&[("amount_minor", json!(0))]), "bad_amount"),
+        (body(&[("amount_minor", json!(125.5))]), "bad_amount"),
+        (body(&[("amount_minor", json!(100_000_000))]), "bad_amount"),
+        (body(&[("amount_minor", json!("12500"))]), "bad_amount"),
+        (body(&[("currency", json!("eur"))]), "bad_currency"),
+        (body(&[("currency", json!("EURO"))]), "bad_currency"),
+        (body(&[("payment_method", json!(""))]), "bad_payment_method"),
+        (body(&[("payment_method", json!(7))]), "bad_payment_method"),
+    ];
+    for (body, want) in cases {
+        assert_eq!(code(&body), want, "{body:.80}");
+    }
+}

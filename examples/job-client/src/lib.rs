@@ -30,11 +30,7 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Where the job server's answers hold the job's id: `201 {"id"}` to a call, `200 {"id"}` to a
 /// lookup. Every status is classified by the core's Idempotency-Key table
 /// (`gate::idempotency_key::classify`), summaries in the core's words, no excerpt of the answer.
-const JOB_SERVER: JsonIdAt = JsonIdAt {
-    server: "job server",
-    effect_at: "/id",
-    found_at: "/id",
-};
+const JOB_SERVER: JsonIdAt = JsonIdAt::new("job server", "/id");
 
 /// The job server's client.
 #[derive(Debug, Clone)]

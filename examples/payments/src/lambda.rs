@@ -3,15 +3,16 @@
 //!
 //! | variable | meaning |
 //! | --- | --- |
-//! | `PAYMENTS_API_URL` | the API's base URL, `https://` (`http://` only for a loopback host: local runs) |
-//! | `PAYMENTS_API_KEY_SECRET_ARN` | the Secrets Manager secret whose `SecretString` is the API key |
+//! | `PAYMENTS_API_URL` | the API's base URL, `https://` (`http://` only to a loopback host: local runs) |
+//! | `PAYMENTS_KEY_SECRET_ARN` | the Secrets Manager secret whose `SecretString` is the API key |
 //!
 //! The gate's own variables are `gate::lambda::LambdaConfig`'s (docs/DEPLOYING.md); the key
 //! retention is the API's, 24 hours ([`crate::KEY_RETENTION_MS`]), whatever
 //! `TERMINAL_KEY_RETENTION_SECONDS` says.
 
-use gate::lambda::{fetch_secret_string, secret_arn_valid, Env, Error, IntegrationConfig};
-use gate::lambda::{LambdaConfig, SdkConfig, SecretsClient};
+use gate::idempotency_key::client;
+use gate::lambda::{fetch_secret_string, Env, Error, IntegrationConfig, LambdaConfig};
+use gate::lambda::{SdkConfig, SecretsClient};
 
 use crate::{Payments, KEY_RETENTION_MS};
 
@@ -19,9 +20,9 @@ use crate::{Payments, KEY_RETENTION_MS};
 #[derive(Debug, Clone)]
 pub struct PaymentsConfig {
     /// `PAYMENTS_API_URL`.
-    pub api_url: String,
-    /// `PAYMENTS_API_KEY_SECRET_ARN`.
-    pub api_key_secret_arn: String,
+    pub url: String,
+    /// `PAYMENTS_KEY_SECRET_ARN`.
+    pub secret: String,
 }
 
 impl IntegrationConfig for PaymentsConfig {
@@ -29,26 +30,11 @@ impl IntegrationConfig for PaymentsConfig {
 
     fn from_env(env: &Env<'_>, lambda: &mut LambdaConfig) -> Self {
         lambda.reconciler.key_retention_ms = KEY_RETENTION_MS;
-        let api_url = env.required("PAYMENTS_API_URL").unwrap_or_default();
-        let local = ["http://127.0.0.1", "http://localhost"]
-            .iter()
-            .any(|p| api_url.starts_with(p));
-        if !api_url.is_empty() && !api_url.starts_with("https://") && !local {
-            env.problem("PAYMENTS_API_URL", "must be an https:// URL");
-        }
-        let api_key_secret_arn = env
-            .required("PAYMENTS_API_KEY_SECRET_ARN")
+        let url = env.base_url("PAYMENTS_API_URL").unwrap_or_default();
+        let secret = env
+            .secret_arn("PAYMENTS_KEY_SECRET_ARN")
             .unwrap_or_default();
-        if !api_key_secret_arn.is_empty() && !secret_arn_valid(&api_key_secret_arn) {
-            env.problem(
-                "PAYMENTS_API_KEY_SECRET_ARN",
-                "not the full ARN of a Secrets Manager secret",
-            );
-        }
-        Self {
-            api_url,
-            api_key_secret_arn,
-        }
+        Self { url, secret }
     }
 
     /// One charge takes at most the client's 10 s timeout.
@@ -62,7 +48,8 @@ impl IntegrationConfig for PaymentsConfig {
 /// # Errors
 /// The secret cannot be read, or the HTTP client cannot be built.
 pub async fn build(config: PaymentsConfig, aws: SdkConfig) -> Result<Payments, Error> {
-    let secrets = SecretsClient::new(&aws);
-    let api_key = fetch_secret_string(&secrets, &config.api_key_secret_arn).await?;
-    Ok(Payments::new(config.api_url, api_key)?)
+    let key = fetch_secret_string(&SecretsClient::new(&aws), &config.secret).await?;
+    let (url, timeout) = (config.url, std::time::Duration::from_secs(10));
+    let http = client::builder("payments/0.1").timeout(timeout).build()?;
+    Ok(Payments { url, key, http })
 }

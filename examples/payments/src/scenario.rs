@@ -97,7 +97,7 @@ pub fn payments_api(seed: u64) -> ServerConfig {
         })
 }
 
-/// The HTTP client of the runs: as [`Payments::new`] builds it.
+/// The HTTP client of the runs: as [`crate::lambda::build`] builds it.
 ///
 /// # Panics
 /// If the HTTP client cannot be built.
@@ -122,8 +122,11 @@ pub async fn run(harness: &Harness, http: &reqwest::Client, seed: u64) -> RunRep
         let server = IdempotencyServer::start(payments_api(seed), clock)
             .await
             .expect("a loopback port for the test server");
-        let key = SecretString::new("sk_test_scenario");
-        let client = Payments::with_http(server.url(), key, http.clone());
+        let client = Payments {
+            url: server.url().to_string(),
+            key: SecretString::new("sk_test_scenario"),
+            http: http.clone(),
+        };
         Target {
             integration: Arc::new(client),
             ledger: Arc::new(server),

@@ -8,11 +8,11 @@ use payments::Payments;
 use serde_json::{json, Value};
 
 fn client() -> Payments {
-    Payments::new(
-        "http://127.0.0.1:9",
-        SecretString::new("sk_live_do_not_log"),
-    )
-    .unwrap()
+    Payments {
+        url: "http://127.0.0.1:9".into(),
+        key: SecretString::new("sk_live_do_not_log"),
+        http: reqwest::Client::new(),
+    }
 }
 
 fn body(patch: &[(&str, Value)]) -> String {
@@ -28,9 +28,10 @@ fn body(patch: &[(&str, Value)]) -> String {
     v.to_string()
 }
 
-fn code(body: &str) -> &'static str {
+/// The code and the detail of a rejected body.
+fn rejected(body: &str) -> (&'static str, String) {
     match client().parse(body, 0) {
-        Parsed::Rejected(r) => r.code,
+        Parsed::Rejected(r) => (r.code, r.detail),
         other => panic!("accepted: {other:?}"),
     }
 }
@@ -49,7 +50,7 @@ fn a_good_invoice_is_one_charge() {
     assert_eq!(request["payment_method"], "pm_card_secret_4242");
     assert_eq!(request["amount"], 12500);
     assert_eq!(request["metadata"]["invoice_id"], "INV-1");
-    assert_eq!(e.labels["amount_minor"], "12500");
+    assert_eq!(e.labels["invoice"], "INV-1");
     assert_eq!(e.ends_at_ms, None);
     // The token is a secret: not in the fingerprint's material, the labels, or any Debug.
     let debug = format!("{e:?} {:?}", client());
@@ -63,31 +64,95 @@ fn a_good_invoice_is_one_charge() {
     }
 }
 
+/// Each malformed event: its code and the field its detail names; no detail quotes the body.
 #[test]
 fn every_malformed_event_has_its_typed_reason() {
-    let cases: Vec<(String, &str)> = vec![
+    let cases: Vec<(String, &str, &str)> = vec![
         (
             format!("{{\"pad\":\"{}\"}}", "x".repeat(8 * 1024)),
             "body_too_large",
+            "over 8192",
         ),
-        ("{not json".into(), "not_json"),
-        ("[1]".into(), "not_json"),
-        (r#"{"invoice_id":"A","invoice_id":"B"}"#.into(), "not_json"),
-        (body(&[("payment_method", Value::Null)]), "bad_fields"),
-        (body(&[("note", json!("x"))]), "bad_fields"),
-        (body(&[("invoice_id", json!(""))]), "bad_id"),
-        (body(&[("customer", json!("cus 1"))]), "bad_id"),
-        (body(&[("invoice_id", json!("I".repeat(65)))]), "bad_id"),
-        (body(&[("amount_minor", json!(0))]), "bad_amount"),
-        (body(&[("amount_minor", json!(125.5))]), "bad_amount"),
-        (body(&[("amount_minor", json!(100_000_000))]), "bad_amount"),
-        (body(&[("amount_minor", json!("12500"))]), "bad_amount"),
-        (body(&[("currency", json!("eur"))]), "bad_currency"),
-        (body(&[("currency", json!("EURO"))]), "bad_currency"),
-        (body(&[("payment_method", json!(""))]), "bad_payment_method"),
-        (body(&[("payment_method", json!(7))]), "bad_payment_method"),
+        ("{not json".into(), "not_json", "JSON object"),
+        ("[1]".into(), "not_json", "JSON object"),
+        (
+            r#"{"invoice_id":"A","invoice_id":"B"}"#.into(),
+            "not_json",
+            "unique keys",
+        ),
+        (
+            body(&[("payment_method", Value::Null)]),
+            "missing_field",
+            "payment_method",
+        ),
+        (
+            body(&[("note_pm_x", json!("x"))]),
+            "unknown_field",
+            "a field other than",
+        ),
+        (
+            body(&[("invoice_id", json!(""))]),
+            "bad_field",
+            "invoice_id",
+        ),
+        (
+            body(&[("customer", json!("cus 1"))]),
+            "bad_field",
+            "customer",
+        ),
+        (
+            body(&[("invoice_id", json!("I".repeat(65)))]),
+            "bad_field",
+            "invoice_id",
+        ),
+        (
+            body(&[("amount_minor", json!(0))]),
+            "bad_field",
+            "amount_minor",
+        ),
+        (
+            body(&[("amount_minor", json!(125.5))]),
+            "bad_field",
+            "amount_minor",
+        ),
+        (
+            body(&[("amount_minor", json!(100_000_000))]),
+            "bad_field",
+            "amount_minor",
+        ),
+        (
+            body(&[("amount_minor", json!("12500"))]),
+            "bad_field",
+            "amount_minor",
+        ),
+        (
+            body(&[("currency", json!("eur"))]),
+            "bad_field",
+            "currency: not 3 upper-case",
+        ),
+        (
+            body(&[("currency", json!("EURO"))]),
+            "bad_field",
+            "currency",
+        ),
+        (
+            body(&[("payment_method", json!(""))]),
+            "bad_field",
+            "payment_method",
+        ),
+        (
+            body(&[("payment_method", json!(7))]),
+            "bad_field",
+            "payment_method",
+        ),
     ];
-    for (body, want) in cases {
-        assert_eq!(code(&body), want, "{body:.80}");
+    for (body, want, names) in cases {
+        let (code, detail) = rejected(&body);
+        assert_eq!(code, want, "{body:.80}");
+        assert!(detail.contains(names), "{detail:?} does not name {names:?}");
+        assert!(
+            !detail.contains("pm_card") && !detail.contains("note_pm"),
+            "{detail}"
+        );
     }
 }

@@ -33,7 +33,9 @@ fn client(base_url: &str) -> HttpTerminal {
 fn text(outcome: &ClaimOutcome) -> String {
     let quoted = match outcome {
         ClaimOutcome::Transient(d) | ClaimOutcome::KeyMismatch(d) => d.quoted(),
-        ClaimOutcome::Permanent { detail, .. } => detail.quoted(),
+        ClaimOutcome::Permanent { detail, .. } | ClaimOutcome::Refused { detail, .. } => {
+            detail.quoted()
+        }
         ClaimOutcome::Claimed(slot) => format!("{slot:?}"),
         ClaimOutcome::KeyInFlight => String::new(),
     };

@@ -127,6 +127,16 @@ pub trait AnswerReader {
         self.effect(answer)
     }
 
+    /// The integration's own reason code for a permanent refusal with `status` (a payments API's
+    /// `402`: `card_declined`): the call is then [`EffectOutcome::Refused`] with that code, and a
+    /// person gets it under that reason, instead of [`EffectOutcome::Permanent`]. Asked only for
+    /// a status the table classifies as permanent (a mismatch, an in-flight or a transient status
+    /// stays what it is). `None` (the default): the generic refusal.
+    fn refusal(&self, status: u16) -> Option<&'static str> {
+        let _ = status;
+        None
+    }
+
     /// An excerpt of an answer that gave no effect, for the record's `error` and the manual
     /// item's `detail` (never a log line): scrubbed of every secret the request holds and bounded
     /// by the integration. `None` (the default): nothing of the server's text is kept.
@@ -138,7 +148,16 @@ pub trait AnswerReader {
 
 /// An [`AnswerReader`] for a server that answers JSON with the effect id as a string at a JSON
 /// pointer (RFC 6901): `{"id": "..."}` is `effect_at: "/id"`. The id must pass
-/// [`effect_id_defect`]; nothing is quoted.
+/// [`effect_id_defect`]; nothing is quoted. `refusals` names permanent refusals by status
+/// ([`AnswerReader::refusal`]).
+///
+/// ```
+/// use gate::idempotency_key::{AnswerReader, JsonIdAt};
+///
+/// const API: JsonIdAt = JsonIdAt::new("payments API", "/id").refusing(&[(402, "card_declined")]);
+/// assert_eq!(API.refusal(402), Some("card_declined"));
+/// assert_eq!(API.refusal(400), None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JsonIdAt {
     /// The server's name in summaries.
@@ -147,9 +166,27 @@ pub struct JsonIdAt {
     pub effect_at: &'static str,
     /// Where a lookup's `200` answer holds the effect id.
     pub found_at: &'static str,
+    /// Permanent refusals the integration names: `(status, reason code)`.
+    pub refusals: &'static [(u16, &'static str)],
 }
 
 impl JsonIdAt {
+    /// A server named `server` whose call and lookup answers hold the id at `pointer`, with no
+    /// refusal of its own.
+    pub const fn new(server: &'static str, pointer: &'static str) -> Self {
+        Self {
+            server,
+            effect_at: pointer,
+            found_at: pointer,
+            refusals: &[],
+        }
+    }
+
+    /// The same reader naming the permanent refusals `refusals`: `(status, reason code)`.
+    pub const fn refusing(self, refusals: &'static [(u16, &'static str)]) -> Self {
+        Self { refusals, ..self }
+    }
+
     fn read(body: &[u8], pointer: &str) -> Result<Effect, &'static str> {
         let value: Value = serde_json::from_slice(body).map_err(|_| "is not JSON")?;
         let id = match value.pointer(pointer) {
@@ -178,6 +215,13 @@ impl AnswerReader for JsonIdAt {
 
     fn found(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
         Self::read(answer.body, self.found_at)
+    }
+
+    fn refusal(&self, status: u16) -> Option<&'static str> {
+        self.refusals
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, code)| *code)
     }
 }
 
@@ -385,9 +429,15 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
             ))),
         },
         CallClass::Transient => EffectOutcome::Transient(detail()),
-        CallClass::Permanent => EffectOutcome::Permanent {
-            status: answer.status,
-            detail: detail(),
+        CallClass::Permanent => match reader.refusal(answer.status) {
+            Some(code) => EffectOutcome::Refused {
+                code,
+                detail: detail(),
+            },
+            None => EffectOutcome::Permanent {
+                status: answer.status,
+                detail: detail(),
+            },
         },
         CallClass::KeyMismatch => EffectOutcome::KeyMismatch(detail()),
         CallClass::KeyInFlight => EffectOutcome::KeyInFlight,

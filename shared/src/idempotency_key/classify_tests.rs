@@ -8,6 +8,7 @@ const JOB: JsonIdAt = JsonIdAt {
     server: "job server",
     effect_at: "/id",
     found_at: "/job/id",
+    refusals: &[],
 };
 
 /// The simulator's problem documents (`sim/src/terminal.rs`), byte for byte in shape.
@@ -214,6 +215,38 @@ fn row_other_4xx_is_permanent() {
         assert_eq!(s, status);
         assert!(detail.summary().contains("refused the request"), "{detail}");
     }
+}
+
+/// A reader may name a permanent refusal (a declined card): that status alone becomes
+/// `Refused` with its code and the same detail; a status of another class stays what it is.
+#[test]
+fn a_named_refusal_is_refused_with_its_code() {
+    const PAY: JsonIdAt = JsonIdAt::new("payments API", "/id").refusing(&[
+        (402, "card_declined"),
+        (409, "never"),
+        (503, "never"),
+    ]);
+    let EffectOutcome::Refused { code, detail } = classify_call(&Answer::new(402, INVALID), &PAY)
+    else {
+        panic!("402 must be refused");
+    };
+    assert_eq!(code, "card_declined");
+    assert!(
+        detail.summary().starts_with("payments API answered 402"),
+        "{detail}"
+    );
+    assert!(matches!(
+        classify_call(&Answer::new(400, INVALID), &PAY),
+        EffectOutcome::Permanent { status: 400, .. }
+    ));
+    assert_eq!(
+        classify_call(&Answer::new(409, IN_FLIGHT), &PAY),
+        EffectOutcome::KeyInFlight
+    );
+    assert!(matches!(
+        classify_call(&Answer::new(503, UNAVAILABLE), &PAY),
+        EffectOutcome::Transient(_)
+    ));
 }
 
 #[test]

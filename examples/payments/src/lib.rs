@@ -20,8 +20,8 @@
 //!
 //! Size, as issue 22 counts it: the integration is this file and `src/lambda.rs`, counted as
 //! their non-blank lines that are not comments (`//` or `//!` or `///`); `src/bin/*` (the mains)
-//! and `src/scenario.rs` (the exactly-once scenario of the tests and the `payments-seeds`
-//! benchmark, feature `testkit`) are not the integration.
+//! and `src/scenario.rs` (the exactly-once scenario of the tests and of `sim check
+//! --integration payments`, feature `testkit`) are not the integration.
 
 pub mod lambda;
 #[cfg(feature = "testkit")]
@@ -97,7 +97,8 @@ impl Integration for Payments {
 
     async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
         let record = held.record();
-        let request = (self.http.post(format!("{}/v1/charges", self.url)))
+        let url = format!("{}/v1/charges", self.url);
+        let request = reqwest::Client::post(&self.http, url)
             .bearer_auth(self.key.expose())
             .header("Content-Type", "application/json")
             .body(record.request.clone());

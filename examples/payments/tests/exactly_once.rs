@@ -1,9 +1,10 @@
 //! The payments integration's exactly-once proof: 1,000 seeded runs of its scenario
 //! (`payments::scenario`: the test kit's harness against the test kit's Idempotency-Key server
 //! shaped like the payments API: 402 for a declined card, 409 on a mismatch, no lookup by key,
-//! keys kept 24 hours) with 0 violations; more seeds: the `payments-seeds` benchmark.
+//! keys kept 24 hours) with 0 violations; more seeds: `sim check --integration payments --seeds N`.
 
 use gate::testkit::RunReport;
+use payments::scenario::{DECLINED, INVOICES, MISMATCHED, REJECTED};
 
 /// Seeds `make test` runs (a debug build: well under a minute on 2 cores).
 const SEEDS: u64 = 1_000;
@@ -13,18 +14,25 @@ const SEEDS: u64 = 1_000;
 /// `card_declined`; each mismatch and each rejected body to a person; nothing else).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_invoice_is_charged_once_across_1000_seeds() {
-    let harness = payments::scenario::harness();
-    let http = payments::scenario::http();
-    let mut reports: Vec<RunReport> = Vec::new();
-    for seed in 0..SEEDS {
-        let report = payments::scenario::run(&harness, &http, seed).await;
+    let reports = payments::scenario::run_seeds(0..SEEDS, 8).await;
+    assert_eq!(reports.len() as u64, SEEDS);
+    for r in &reports {
         assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:#?}",
-            report.violations
+            r.violations.is_empty(),
+            "seed {}: {:#?}",
+            r.seed,
+            r.violations
         );
-        reports.push(report);
     }
+    let totals = payments::scenario::Totals::of(&reports);
+    assert!(totals.failures.is_empty());
+    // Every good card charged once a run, every declined card, mismatch and rejected body to a
+    // person once a run (figures of the scenario's module docs).
+    let good = (INVOICES - DECLINED.len()) * SEEDS as usize;
+    assert_eq!(totals.charges, good);
+    assert_eq!(totals.committed, good);
+    let cases = DECLINED.len() + MISMATCHED.len() + REJECTED;
+    assert_eq!(totals.to_a_person, cases * SEEDS as usize);
     // The faults happened (not runs that passed because nothing went wrong).
     let sum = |f: fn(&RunReport) -> usize| reports.iter().map(f).sum::<usize>();
     assert!(sum(|r| r.faults.crashes) > 0, "no worker crashed");

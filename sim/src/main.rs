@@ -90,7 +90,8 @@ enum Command {
         /// Which integration: `truck-slot` (the deterministic simulation above) or `payments`
         /// (examples/payments through the test kit's harness, `gate::testkit::Harness`: its
         /// exactly-once and liveness checkers and the scenario's own, on the kit's Idempotency-Key
-        /// server shaped like the payments API; not the simulation's SQS and Lambda model).
+        /// server shaped like the payments API; not the simulation's SQS and Lambda model;
+        /// `--jobs` and `--trace` are the simulation's).
         #[arg(long, default_value = "truck-slot", value_parser = ["truck-slot", "payments"])]
         integration: String,
     },
@@ -269,10 +270,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             seed,
             seeds,
             first,
-            jobs,
-            trace,
             list,
             integration,
+            ..
         } if integration == "payments" => check_payments(seed, seeds, first, list).await?,
         Command::Check {
             seed,

@@ -15,7 +15,6 @@ pub mod http;
 pub mod scrub;
 pub mod several;
 
-
 use async_trait::async_trait;
 
 pub use answer::{classify_claim, classify_lookup, MAX_SLOT_ID_CHARS};

@@ -18,6 +18,9 @@
 //! history ([`AuditLog`]): a list attribute `history` on the DynamoDB item, beside the fields of
 //! [`IdempotencyRecord`], which no write of the gate removes (updates never touch it; only a new
 //! reservation of an expired, finished key replaces the item, and with it its history).
+//!
+//! (Over 600 lines: the operator's actions on one record, the audit history they write and its
+//! two stores are one concern, and their tests sit beside them.)
 
 use std::collections::BTreeMap;
 
@@ -32,7 +35,7 @@ use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::routing::is_routing_record;
 use crate::store::memory::MemoryStore;
-use crate::store::{StoreError, TakeOver};
+use crate::store::{limits, StoreError, TakeOver};
 
 /// The prefix of every lease token an operator's command takes: `gatectl:{user}#{n}`.
 pub const OPERATOR_OWNER_PREFIX: &str = "gatectl:";
@@ -55,11 +58,29 @@ pub struct AuditEntry {
     pub detail: String,
 }
 
-/// A record's audit history (the `history` attribute of its item).
+impl AuditEntry {
+    /// The entry as a history keeps it: `who`, `action` and `detail` cut (at a character
+    /// boundary) to [`limits::MAX_AUDIT_WHO_BYTES`], [`limits::MAX_AUDIT_ACTION_BYTES`] and
+    /// [`limits::MAX_AUDIT_DETAIL_BYTES`], so that a full history ([`limits::MAX_HISTORY_ENTRIES`]
+    /// lines) fits the record's growth allowance.
+    pub fn bounded(&self) -> AuditEntry {
+        AuditEntry {
+            at_ms: self.at_ms,
+            who: limits::cut_to(&self.who, limits::MAX_AUDIT_WHO_BYTES).to_string(),
+            action: limits::cut_to(&self.action, limits::MAX_AUDIT_ACTION_BYTES).to_string(),
+            detail: limits::cut_to(&self.detail, limits::MAX_AUDIT_DETAIL_BYTES).to_string(),
+        }
+    }
+}
+
+/// A record's audit history (the `history` attribute of its item): at most
+/// [`limits::MAX_HISTORY_ENTRIES`] lines, each [`AuditEntry::bounded`].
 #[async_trait]
 pub trait AuditLog: Send + Sync {
-    /// Appends `entry` to the history of record `pk`. Refused with [`StoreError::Corrupt`] when
-    /// there is no such record (the history never creates an item).
+    /// Appends `entry` ([`AuditEntry::bounded`]) to the history of record `pk`. Refused with
+    /// [`StoreError::Corrupt`] when there is no such record (the history never creates an item),
+    /// and with [`StoreError::Refused`] ([`limits::ItemRefusal::HistoryFull`]) when the history
+    /// already holds [`limits::MAX_HISTORY_ENTRIES`] lines.
     async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError>;
 
     /// The history of record `pk`, oldest first; empty when it has none (or no record).
@@ -73,7 +94,13 @@ impl AuditLog for MemoryStore {
             return Err(StoreError::Corrupt(format!("no record {pk} to audit")));
         }
         let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        audit.entry(pk.to_string()).or_default().push(entry.clone());
+        let lines = audit.entry(pk.to_string()).or_default();
+        if lines.len() >= limits::MAX_HISTORY_ENTRIES {
+            return Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
+                limit: limits::MAX_HISTORY_ENTRIES,
+            }));
+        }
+        lines.push(entry.bounded());
         Ok(())
     }
 
@@ -426,7 +453,7 @@ mod dynamo_audit {
 
     use super::{AuditEntry, AuditLog};
     use crate::store::dynamo::DynamoStore;
-    use crate::store::StoreError;
+    use crate::store::{limits, StoreError};
 
     fn entry_item(entry: &AuditEntry) -> AttributeValue {
         AttributeValue::M(HashMap::from([
@@ -476,8 +503,10 @@ mod dynamo_audit {
     #[async_trait]
     impl AuditLog for DynamoStore {
         /// One `UpdateItem`: `SET history = list_append(if_not_exists(history, []), [entry])` on
-        /// condition `attribute_exists(pk)`. Not idempotent: the SDK's retry of an append that
-        /// landed appends the line twice (an audit line too many, never one too few).
+        /// condition `attribute_exists(pk)` and fewer than [`limits::MAX_HISTORY_ENTRIES`] lines
+        /// (a refused condition returns the old item, which tells the two apart). Not
+        /// idempotent: the SDK's retry of an append that landed appends the line twice (an audit
+        /// line too many, never one too few).
         async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError> {
             let result = self
                 .client()
@@ -487,21 +516,36 @@ mod dynamo_audit {
                 .update_expression(
                     "SET history = list_append(if_not_exists(history, :empty), :entry)",
                 )
-                .condition_expression("attribute_exists(pk)")
+                .condition_expression(
+                    "attribute_exists(pk) AND (attribute_not_exists(history) OR size(history) < :max)",
+                )
                 .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
-                .expression_attribute_values(":entry", AttributeValue::L(vec![entry_item(entry)]))
+                .expression_attribute_values(
+                    ":entry",
+                    AttributeValue::L(vec![entry_item(&entry.bounded())]),
+                )
+                .expression_attribute_values(
+                    ":max",
+                    AttributeValue::N(limits::MAX_HISTORY_ENTRIES.to_string()),
+                )
+                .return_values_on_condition_check_failure(
+                    aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+                )
                 .send()
                 .await;
             match result {
                 Ok(_) => Ok(()),
-                Err(err)
-                    if err
-                        .as_service_error()
-                        .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-                {
-                    Err(StoreError::Corrupt(format!("no record {pk} to audit")))
-                }
-                Err(err) => Err(store_error("history (UpdateItem)", err)),
+                Err(err) => match err.as_service_error() {
+                    Some(
+                        aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(e),
+                    ) => match e.item() {
+                        Some(_) => Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
+                            limit: limits::MAX_HISTORY_ENTRIES,
+                        })),
+                        None => Err(StoreError::Corrupt(format!("no record {pk} to audit"))),
+                    },
+                    _ => Err(store_error("history (UpdateItem)", err)),
+                },
             }
         }
 
@@ -812,6 +856,35 @@ mod tests {
             Err(StoreError::Corrupt(_))
         ));
         assert!(w.store.history("it#none").await.unwrap().is_empty());
+    }
+
+    /// A history holds at most `MAX_HISTORY_ENTRIES` lines, each cut to its field limits, so a
+    /// record's audit trail cannot grow its item past DynamoDB's limit.
+    #[tokio::test]
+    async fn the_history_is_bounded_in_lines_and_in_bytes() {
+        let w = world();
+        let record = strand(&w, "inv-1#0", T0 + 1_000).await;
+        let long = AuditEntry {
+            at_ms: T0,
+            who: "w".repeat(500),
+            action: "a".repeat(500),
+            detail: "é".repeat(500),
+        };
+        for _ in 0..limits::MAX_HISTORY_ENTRIES {
+            w.store.append_history(&record.pk, &long).await.unwrap();
+        }
+        assert_eq!(
+            w.store.append_history(&record.pk, &long).await,
+            Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
+                limit: 20
+            }))
+        );
+        let history = w.store.history(&record.pk).await.unwrap();
+        assert_eq!(history.len(), 20);
+        assert_eq!(history[0].who.len(), 64);
+        assert_eq!(history[0].action.len(), 16);
+        // 128 two-byte characters: cut at a character boundary.
+        assert_eq!(history[0].detail, "é".repeat(128));
     }
 
     #[tokio::test]

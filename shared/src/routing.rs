@@ -88,7 +88,7 @@ impl Gate {
                 &record.pk,
                 owner,
                 status,
-                &detail,
+                crate::store::limits::bounded_error(&detail),
                 &item_json,
                 guard,
                 self.clock.now_ms(),

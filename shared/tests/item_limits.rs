@@ -217,3 +217,96 @@ async fn a_reserved_label_on_the_business_row_is_rejected_before_any_call() {
     assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
     assert!(w.store.bookings().is_empty());
 }
+
+/// A body of `bytes` bytes exactly: `{"id", "label", "size": 1}` padded with JSON whitespace.
+fn body_of(id: &str, bytes: usize) -> String {
+    let base = format!(r#"{{"id":"{id}","label":"note","size":1}}"#);
+    format!(
+        "{}{}}}",
+        &base[..base.len() - 1],
+        " ".repeat(bytes - base.len())
+    )
+}
+
+/// An integration with no body limit of its own, and notifications of 450 KB and 1,000 KB (SQS
+/// carries up to 1 MiB): the stored request alone is over DynamoDB's 400 KB item, so the core's
+/// check rejects the event before the reserve (`item_too_large`), on every delivery, with no side
+/// effect; exactly one manual item, cut to the manual queue's message limit and saying so (the
+/// whole body's size and SHA-256); the only record is the routing record, under the item limit.
+#[tokio::test]
+async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
+    use gate::store::limits::{record_bytes_at_most, record_item_bytes, MAX_ITEM_BYTES};
+    for bytes in [450_000, 1_000_000] {
+        let w = world(Labelled::default());
+        let body = body_of("e-5", bytes);
+        assert_eq!(body.len(), bytes);
+        let outcomes = twice(&w, &body).await;
+        for outcome in &outcomes {
+            let RecordOutcome::Rejected(r) = outcome else {
+                panic!("{bytes}: {outcome:?}")
+            };
+            assert_eq!(r.code, "item_too_large");
+            assert!(
+                r.detail
+                    .ends_with("over the store's item limit of 400000 bytes"),
+                "{}",
+                r.detail
+            );
+            // The record the gate would have reserved: its size as DynamoDB counts it is what
+            // the rejection reports.
+            let taken: usize = r
+                .detail
+                .trim_start_matches("the item takes ")
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(taken > bytes && taken > MAX_ITEM_BYTES, "{taken}");
+        }
+        assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+        let items = w.manual.items();
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0].reason, ManualReason::Rejected);
+        assert!(items[0].detail.starts_with("item_too_large: "));
+        let cut = items[0]
+            .original_body_cut
+            .clone()
+            .expect("cut, and says so");
+        assert_eq!(cut.bytes, bytes);
+        assert_eq!(cut.sha256, gate::keys::sha256_hex(body.as_bytes()));
+        assert!(body.starts_with(&items[0].original_body));
+        assert!(items[0].to_json().len() <= gate::manual::MAX_ITEM_JSON_BYTES);
+        no_event_record(&w.store);
+        let records = w.store.records();
+        assert_eq!(records.len(), 1, "the routing record only");
+        assert!(record_item_bytes(&records[0]) < MAX_ITEM_BYTES);
+        assert!(record_bytes_at_most(&records[0]) < MAX_ITEM_BYTES);
+    }
+}
+
+/// A record takes at most `MAX_EFFECT_IDS` distinct effect ids: a further one is not added (the
+/// record is returned as it is), so the set cannot grow the item past the limit.
+#[tokio::test]
+async fn a_record_keeps_at_most_max_effect_ids() {
+    use gate::store::limits::MAX_EFFECT_IDS;
+    use gate::store::IdempotencyStore;
+    let w = world(Labelled::default());
+    let outcomes = twice(&w, r#"{"id":"e-6","label":"note","size":1}"#).await;
+    assert!(matches!(outcomes[0], RecordOutcome::Committed { .. }));
+    let pk = w.store.records()[0].pk.clone();
+    // The committed effect id is the first.
+    assert_eq!(w.store.records()[0].slot_ids.len(), 1);
+    for i in 0..MAX_EFFECT_IDS + 4 {
+        let after = w
+            .store
+            .record_slot_id(&pk, &format!("E-{i:03}"), T0)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(after.slot_ids.len(), (i + 2).min(MAX_EFFECT_IDS));
+    }
+    let kept = w.store.records()[0].slot_ids.clone();
+    assert_eq!(kept.len(), 16);
+    assert!(kept.contains("E-000") && kept.contains("E-014") && !kept.contains("E-015"));
+}

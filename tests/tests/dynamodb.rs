@@ -234,6 +234,49 @@ async fn missing_table_is_unavailable() {
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
 }
 
+/// A `ValidationException` (here: the table's key is not `pk`, so every request names a key that
+/// does not match the schema) is the permanent `Invalid`, never the transient `Unavailable` that
+/// would retry the message until its dead-letter queue as if DynamoDB were down. moto raises it
+/// as DynamoDB does; the item-size case is refused by the codec before any request
+/// (`StoreError::Refused`), and the mapping of the service's own answer is unit-tested in
+/// `gate::store::dynamo::errors`.
+#[tokio::test]
+async fn a_validation_exception_is_permanent_not_unavailable() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let client = dynamo_client().await;
+    let table = integration_tests::unique("wrong-key");
+    client
+        .create_table()
+        .table_name(&table)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("CreateTable");
+    let store = DynamoStore::new(client, table.clone(), table);
+    let r = sample_record("wrong-key", "one", "owner-a", NOW_MS);
+    let err = store.reserve(&r, NOW_MS).await.unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+    assert!(!err.is_transient());
+    let err = store.get(&r.pk).await.unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err:?}");
+}
+
 /// A terminal that always issues the same slot.
 struct FixedSlot;
 

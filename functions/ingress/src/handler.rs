@@ -16,6 +16,10 @@
 //! | the body is UTF-8 of characters SQS accepts | `400` | `invalid_body` |
 //! | `SendMessage` succeeds | `503` | `queue_unavailable` |
 //!
+//! Before these, the event itself is read by the ingress ([`crate::read`]): a header whose name
+//! or value is not valid HTTP (a control character) is `400` `invalid_header`, an event that is
+//! not an HTTP API request `400` `invalid_request`; both logged and counted like the others.
+//!
 //! and then `202`. The body is queued byte for byte as received (after API Gateway's base64, if
 //! any, is undone), with the `webhook-id` as the message attribute `webhook-id`; the ingress
 //! never parses it (the consumer's strict parser does, and routes a bad one to the manual queue).
@@ -44,8 +48,9 @@ use crate::signature::{self, SecretSet, SignatureHeaders, VerifyError};
 pub const SECRETS_REFRESH_INTERVAL_MS: i64 = 60_000;
 
 /// Largest body accepted, bytes: the consumer's integration's limit (truck-slot's
-/// `notification::MAX_BODY_BYTES`, 64 KiB; SQS allows 256 KiB), so that a body the consumer would
-/// reject for its size is refused here with a `413` the sender sees, not queued.
+/// `notification::MAX_BODY_BYTES`, 64 KiB; SQS allows 1 MiB since August 2025, a DynamoDB item
+/// 400 KB), so that a body the consumer would reject for its size (a 300 KB one, say) is refused
+/// here with a `413` the sender sees, not queued.
 /// `tests/tests/ingress.rs` checks the two limits agree.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
@@ -348,33 +353,63 @@ impl Ingress {
         }
     }
 
+    /// Answers one invocation's event, read by the ingress itself ([`crate::read::read_event`]):
+    /// a request that reads is [`Ingress::respond`]ed; one whose headers (or shape) the typed
+    /// deserialiser would refuse is answered `400` (`invalid_header` or `invalid_request`),
+    /// logged and counted the same way, and never quoted.
+    pub async fn respond_event(&self, event: serde_json::Value) -> ApiGatewayV2httpResponse {
+        let started = Instant::now();
+        match crate::read::read_event(event) {
+            Ok(request) => self.respond(&request).await,
+            Err(unreadable) => {
+                let handled = Handled {
+                    response: Problem::new(unreadable.reason, unreadable.detail).response(),
+                    rejected: Some(unreadable.reason),
+                    webhook_id: unreadable.webhook_id,
+                    message_id: None,
+                    secret_index: None,
+                    body_bytes: unreadable.body_bytes,
+                };
+                let request_id = unreadable.api_request_id.unwrap_or_default();
+                record(&handled, started, &request_id);
+                handled.response
+            }
+        }
+    }
+
     /// Answers one request, logs its one line (outcome, status, `webhook-id` when valid, SQS
     /// message id, the secret's index, body bytes, latency in ms) and counts it: `WebhooksAccepted`,
     /// or `WebhooksRejected` with `Reason`.
     pub async fn respond(&self, request: &ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
         let started = Instant::now();
         let handled = self.handle(request).await;
-        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         let request_id = request.request_context.request_id.as_deref().unwrap_or("");
-        tracing::info!(
-            outcome = handled.outcome(),
-            status = handled.status(),
-            webhook_id = handled.webhook_id.as_deref().unwrap_or(""),
-            message_id = handled.message_id.as_deref().unwrap_or(""),
-            secret_index = handled.secret_index.map_or(-1, |i| i as i64),
-            body_bytes = handled.body_bytes,
-            latency_ms = (latency_ms * 1000.0).round() / 1000.0,
-            api_request_id = request_id,
-            "webhook"
-        );
-        match handled.rejected {
-            None => metrics::counter!(METRIC_ACCEPTED).increment(1),
-            Some(reason) => {
-                metrics::counter!(METRIC_REJECTED, METRIC_REASON_DIMENSION => reason.code())
-                    .increment(1)
-            }
-        }
+        record(&handled, started, request_id);
         handled.response
+    }
+}
+
+/// Logs the one line of a request answered since `started` and counts it (see
+/// [`Ingress::respond`]).
+fn record(handled: &Handled, started: Instant, api_request_id: &str) {
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(
+        outcome = handled.outcome(),
+        status = handled.status(),
+        webhook_id = handled.webhook_id.as_deref().unwrap_or(""),
+        message_id = handled.message_id.as_deref().unwrap_or(""),
+        secret_index = handled.secret_index.map_or(-1, |i| i as i64),
+        body_bytes = handled.body_bytes,
+        latency_ms = (latency_ms * 1000.0).round() / 1000.0,
+        api_request_id,
+        "webhook"
+    );
+    match handled.rejected {
+        None => metrics::counter!(METRIC_ACCEPTED).increment(1),
+        Some(reason) => {
+            metrics::counter!(METRIC_REJECTED, METRIC_REASON_DIMENSION => reason.code())
+                .increment(1)
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! The Lambda wiring: JSON logs (`gate::logging`), configuration, the SDK clients and the secrets
-//! once per cold start, the EMF recorder, then one [`Ingress::respond`] per API Gateway event. A
+//! once per cold start, the EMF recorder, then one [`Ingress::respond_event`] per API Gateway
+//! event (read by the ingress itself, [`crate::read`]). A
 //! start that fails is reported to the Runtime API (`gate::lambda::init_error::start`) and the
 //! process exits, as the other functions do.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_lambda_events::event::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::event::apigw::ApiGatewayV2httpResponse;
 use gate::clock::{Clock, SystemClock};
 use gate::lambda::init_error::start;
 use gate::lambda::init_metrics;
@@ -77,11 +78,11 @@ pub async fn run() -> Result<(), Error> {
     let ingress = &ingress;
     metrics_cloudwatch_embedded::lambda::service::run(
         metrics,
-        service_fn(
-            move |event: LambdaEvent<ApiGatewayV2httpRequest>| async move {
-                Ok::<ApiGatewayV2httpResponse, Error>(ingress.respond(&event.payload).await)
-            },
-        ),
+        // The event as any JSON: the ingress reads it itself (`crate::read`), so a header the
+        // typed deserialiser refuses is a counted `400`, not a runtime error quoting it.
+        service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+            Ok::<ApiGatewayV2httpResponse, Error>(ingress.respond_event(event.payload).await)
+        }),
     )
     .await
 }

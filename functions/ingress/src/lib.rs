@@ -8,6 +8,8 @@
 //!   several active secrets, 5 minutes' tolerance) and the local signer's primitives;
 //! * [`handler`]: one request, its checks in order, the log line and the EMF counters;
 //! * [`event`]: signed webhooks as API Gateway events (the local signer, the sample event);
+//! * [`read`]: the invocation's event read by the ingress itself (a header the typed
+//!   deserialiser would refuse is a counted `400`, never a runtime error quoting it);
 //! * [`problem`]: the answers (RFC 9457 problem documents) and the reason codes;
 //! * [`config`], [`secrets`], [`sqs`], [`lambda`]: the wiring (environment, Secrets Manager, SQS,
 //!   the runtime loop). `src/main.rs` only calls [`lambda::run`].
@@ -16,6 +18,7 @@ pub mod event;
 pub mod handler;
 pub mod lambda;
 pub mod problem;
+pub mod read;
 pub mod secrets;
 pub mod signature;
 pub mod sqs;

@@ -35,11 +35,19 @@ pub enum Reason {
     UnsupportedMediaType,
     /// `503`: `SendMessage` failed; the sender retries.
     QueueUnavailable,
+    /// `400`: a header's name or value is not valid HTTP (a control character such as NUL,
+    /// U+0001 or a line break in the value; RFC 9110 §5.5): the event is read by the ingress
+    /// itself, never by the typed deserialiser, which would fail the invocation
+    /// (`crate::read`).
+    InvalidHeader,
+    /// `400`: the event is not an API Gateway HTTP API request the ingress can read (a field of
+    /// another type than payload format 2.0 gives it).
+    InvalidRequest,
 }
 
 impl Reason {
     /// Every reason, for documentation and tests.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 12] = [
         Reason::MissingSignatureHeaders,
         Reason::InvalidSignature,
         Reason::InvalidWebhookId,
@@ -50,6 +58,8 @@ impl Reason {
         Reason::BodyTooLarge,
         Reason::UnsupportedMediaType,
         Reason::QueueUnavailable,
+        Reason::InvalidHeader,
+        Reason::InvalidRequest,
     ];
 
     /// The code (`snake_case`), as logged and as the metric dimension.
@@ -65,6 +75,8 @@ impl Reason {
             Reason::BodyTooLarge => "body_too_large",
             Reason::UnsupportedMediaType => "unsupported_media_type",
             Reason::QueueUnavailable => "queue_unavailable",
+            Reason::InvalidHeader => "invalid_header",
+            Reason::InvalidRequest => "invalid_request",
         }
     }
 
@@ -76,7 +88,9 @@ impl Reason {
             | Reason::InvalidTimestamp
             | Reason::StaleTimestamp
             | Reason::EmptyBody
-            | Reason::InvalidBody => 400,
+            | Reason::InvalidBody
+            | Reason::InvalidHeader
+            | Reason::InvalidRequest => 400,
             Reason::BodyTooLarge => 413,
             Reason::UnsupportedMediaType => 415,
             Reason::QueueUnavailable => 503,
@@ -96,6 +110,8 @@ impl Reason {
             Reason::BodyTooLarge => "Body too large",
             Reason::UnsupportedMediaType => "Unsupported media type",
             Reason::QueueUnavailable => "Notification queue unavailable",
+            Reason::InvalidHeader => "Invalid header",
+            Reason::InvalidRequest => "Request cannot be read",
         }
     }
 
@@ -218,6 +234,8 @@ mod tests {
                 ("body_too_large", 413),
                 ("unsupported_media_type", 415),
                 ("queue_unavailable", 503),
+                ("invalid_header", 400),
+                ("invalid_request", 400),
             ]
         );
         for r in Reason::ALL {

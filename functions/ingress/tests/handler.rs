@@ -454,3 +454,49 @@ async fn a_secret_added_at_the_source_is_picked_up_within_a_minute() {
     assert_eq!(source.reads.load(Ordering::SeqCst), 1);
     assert_eq!(queue.sent.lock().unwrap().len(), 1);
 }
+
+/// A signed webhook of 300 KB (SQS would carry it, the consumer would reject it for its size):
+/// `413` with its problem, through the event path the function runs (`respond_event`, the event
+/// as JSON), never a `500`; nothing queued. The limit is the consumer's, so the ingress queues
+/// exactly what the consumer accepts.
+#[tokio::test]
+async fn a_300_kb_body_is_413_with_a_problem_and_nothing_is_queued() {
+    let s = secret(1);
+    let (ingress, queue, _) = ingress(Secrets::fixed(SecretSet::new(vec![s.clone()]).unwrap()));
+    let body = format!("{}{}", BODY, " ".repeat(300_000 - BODY.len()));
+    assert_eq!(body.len(), 300_000);
+    let response = ingress
+        .respond_event(signed(std::slice::from_ref(&s), "msg_300k", NOW_S, &body))
+        .await;
+    assert_eq!(response.status_code, 413);
+    let p = problem(&response);
+    assert_eq!(p["reason"], "body_too_large");
+    assert_eq!(p["status"], 413);
+    assert_eq!(
+        p["detail"],
+        format!("the body has 300000 bytes; the limit is {MAX_BODY_BYTES}")
+    );
+    assert!(queue.sent.lock().unwrap().is_empty());
+}
+
+/// A header the typed deserialiser refuses (a control character) is a `400` `invalid_header`
+/// through the same path, naming the header and quoting nothing; nothing queued.
+#[tokio::test]
+async fn a_control_character_in_a_header_is_400_invalid_header() {
+    let s = secret(1);
+    let (ingress, queue, _) = ingress(Secrets::fixed(SecretSet::new(vec![s.clone()]).unwrap()));
+    let mut e = signed(std::slice::from_ref(&s), "msg_1", NOW_S, BODY);
+    e["headers"]["webhook-signature"] = json!("v1,SECRET\u{1}");
+    let response = ingress.respond_event(e).await;
+    assert_eq!(response.status_code, 400);
+    let p = problem(&response);
+    assert_eq!(p["reason"], Reason::InvalidHeader.code());
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail
+            .starts_with("the value of header `webhook-signature` is not a valid HTTP field value"),
+        "{detail}"
+    );
+    assert!(!detail.contains("SECRET"));
+    assert!(queue.sent.lock().unwrap().is_empty());
+}

@@ -17,7 +17,7 @@
 //!
 //! | limit | value | reason code |
 //! | --- | --- | --- |
-//! | body size | [`MAX_BODY_BYTES`] (64 KiB; SQS allows 256 KiB) | `body_too_large` |
+//! | body size | [`MAX_BODY_BYTES`] (64 KiB; SQS allows 1 MiB, a DynamoDB item 400 KB) | `body_too_large` |
 //! | one reading only | no object names a key twice ([`gate::strict_json`]) | `duplicate_key` |
 //! | `notificationId` | at most [`MAX_NOTIFICATION_ID_CHARS`] characters | `field_too_long` |
 //! | `equipment_number` | at most [`MAX_EQUIPMENT_NUMBER_CHARS`] characters | `field_too_long` |
@@ -47,6 +47,9 @@
 //! An SQS body is always a string of Unicode characters, so "not UTF-8" reaches the gate either as
 //! U+FFFD (decoded lossily upstream) or as an escape that is not a character (`"\ud800"`, a lone
 //! surrogate), which the JSON reader rejects (`not_json`).
+//!
+//! (Over 600 lines: the strict parse, its table of limits and the tests of every limit are one
+//! concern.)
 
 use std::fmt;
 
@@ -58,8 +61,11 @@ use gate::ijson::NumberDefect;
 use gate::strict_json::{from_str_strict, StrictJsonError};
 
 /// Largest body accepted, in bytes (64 KiB). A Portbase notification is about 1 KiB; SQS allows
-/// 256 KiB. The limit also keeps the manual-queue message (the original body, JSON-escaped, plus
-/// the reason) under SQS's 256 KiB.
+/// 1 MiB since August 2025 (256 KiB before), and a DynamoDB item holds at most 400 KB, so a larger
+/// body is rejected by its size before the reserve (`body_too_large`, routed to a person once).
+/// The limit also keeps the manual-queue message (the original body, JSON-escaped, plus the
+/// reason) whole under [`gate::manual::MAX_ITEM_JSON_BYTES`]; a larger body is cut there and the
+/// item says so (`gate::manual::ManualItem::to_json`).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Longest `notificationId`, in characters.
 pub const MAX_NOTIFICATION_ID_CHARS: usize = 128;

@@ -7,6 +7,8 @@
 //!   key: the same key is asked again, never a new one), bounded by SQS's `maxReceiveCount` for
 //!   the message and by the key's retention for the record, after which a person gets it; an
 //!   answer for another container is permanent (`terminal_answer_invalid`).
+//!
+//! (Over 600 lines: one short test per edge, kept in one file so the edges are read together.)
 
 mod support;
 
@@ -189,6 +191,70 @@ async fn an_oversized_body_is_routed_whole_or_cut_to_fit() {
     let item = assert_rejected(Some(&sqs_max), "body_too_large").await;
     assert!(item.original_body_cut.is_some());
     assert!(item.to_json().len() <= gate::manual::MAX_ITEM_JSON_BYTES);
+}
+
+/// A body of `bytes` bytes exactly: the good notification padded with spaces before its last
+/// brace (JSON whitespace), so only its size is wrong.
+fn body_of(bytes: usize) -> String {
+    let base = good().to_string();
+    let pad = bytes - base.len();
+    format!("{}{}}}", &base[..base.len() - 1], " ".repeat(pad))
+}
+
+/// SQS carries messages of up to 1 MiB (since August 2025); a DynamoDB item holds at most
+/// 400 KB. Notifications of 450 KB and 1,000 KB: rejected by their size before the reserve
+/// (`body_too_large`, the integration's 64 KiB), acknowledged on every delivery, exactly one
+/// manual item, which says it is cut (full size and SHA-256 of the whole body) because the body
+/// does not fit a manual-queue message; the only record is the routing record, under the item
+/// limit.
+#[tokio::test]
+async fn notifications_of_450_kb_and_1000_kb_are_rejected_before_the_reserve() {
+    for bytes in [450_000, 1_000_000] {
+        let body = body_of(bytes);
+        assert_eq!(body.len(), bytes);
+        let untouched = Arc::new(Untouched::default());
+        let w = world(untouched.clone());
+        for n in 0..2 {
+            let report = w
+                .gate
+                .handle_batch(
+                    event(&format!("m-{n}"), Some(&body)),
+                    &invocation(&w, &format!("inv-{n}")),
+                )
+                .await;
+            let RecordOutcome::Rejected(reason) = &report.records[0].outcome else {
+                panic!("{bytes}: {:?}", report.records[0].outcome);
+            };
+            assert_eq!(reason.code(), "body_too_large");
+            assert_eq!(
+                reason.detail,
+                format!("body has {bytes} bytes, more than the limit of {MAX_BODY_BYTES}")
+            );
+            assert!(failures(&report).is_empty(), "acknowledged");
+        }
+        assert_eq!(untouched.calls.load(Ordering::SeqCst), 0);
+        let items = w.manual.items();
+        assert_eq!(items.len(), 1, "one case for two deliveries");
+        let cut = items[0]
+            .original_body_cut
+            .clone()
+            .expect("cut, and says so");
+        assert_eq!(cut.bytes, bytes);
+        assert_eq!(cut.sha256, truck_slot::keys::sha256_hex(body.as_bytes()));
+        assert!(body.starts_with(&items[0].original_body));
+        let json = items[0].to_json();
+        assert!(json.len() <= gate::manual::MAX_ITEM_JSON_BYTES);
+        let message: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(message["original_body_truncated"], true);
+        assert_eq!(message["original_body_bytes"], bytes);
+        let records = w.store.records();
+        assert_eq!(records.len(), 1, "the routing record only");
+        assert_eq!(records[0].status, RecordStatus::Manual);
+        assert!(
+            gate::store::limits::record_item_bytes(&records[0])
+                < gate::store::limits::MAX_ITEM_BYTES
+        );
+    }
 }
 
 #[tokio::test]

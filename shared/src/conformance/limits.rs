@@ -136,3 +136,29 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         Some(row)
     );
 }
+
+/// A record holds at most [`crate::store::limits::MAX_EFFECT_IDS`] distinct effect ids: a further
+/// one is not added and the record is returned as it is (a known id is still idempotent), so the
+/// set cannot grow the item past DynamoDB's limit.
+pub async fn record_slot_id_keeps_at_most_max_effect_ids(store: Arc<dyn Store>, prefix: &str) {
+    use crate::store::limits::MAX_EFFECT_IDS;
+    let r = sample_record(prefix, "max-ids", "owner-a", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    for i in 0..MAX_EFFECT_IDS + 2 {
+        let after = store
+            .record_slot_id(&r.pk, &format!("E-{i:03}"), NOW_MS + 1)
+            .await
+            .expect("record_slot_id")
+            .expect("the record");
+        assert_eq!(after.slot_ids.len(), (i + 1).min(MAX_EFFECT_IDS), "id {i}");
+    }
+    let again = store
+        .record_slot_id(&r.pk, "E-000", NOW_MS + 2)
+        .await
+        .expect("record_slot_id")
+        .expect("the record");
+    assert_eq!(again.slot_ids.len(), MAX_EFFECT_IDS);
+    let kept = must_get(store.as_ref(), &r.pk).await.slot_ids;
+    assert_eq!(kept.len(), MAX_EFFECT_IDS);
+    assert!(kept.contains("E-015") && !kept.contains("E-016") && !kept.contains("E-017"));
+}

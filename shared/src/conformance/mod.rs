@@ -174,6 +174,7 @@ macro_rules! __with_conformance_cases {
             concurrent_natural_key_one_holder,
             reserved_label_names_are_refused,
             items_over_the_size_limit_are_refused,
+            record_slot_id_keeps_at_most_max_effect_ids,
             commit_refuses_reserved_row_and_key_labels,
             stale_in_flight_paginates
         }

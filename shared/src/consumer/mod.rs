@@ -14,6 +14,7 @@
 //! take-over that meets its own lease is taken, a commit that meets the record committed by its
 //! token with its slot is committed, a mark that meets its own mark is marked; a release, a
 //! confirmation and a slot-id `ADD` are idempotent by nature.
+mod input;
 mod outcome;
 mod settle;
 mod steps;
@@ -33,6 +34,7 @@ use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
 use crate::store::{IdempotencyStore, Reservation};
 
+pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};
 pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 
@@ -370,7 +372,23 @@ impl Gate {
                 .resolve_conflict(*existing, keys, d, now_ms)
                 .await
                 .map(|record| (record, true)),
+            // Refused by the service as invalid (DynamoDB's `ValidationException`, e.g. an item
+            // the pre-check above did not size as DynamoDB does): the same write is refused every
+            // time, so the event goes to a person once instead of retrying until its DLQ.
+            Err(e) if !e.is_transient() => {
+                let reason = Rejection {
+                    code: STORE_REFUSED,
+                    detail: e.to_string(),
+                    ended: false,
+                };
+                Err(self.route_rejection(reason, d, now_ms).await)
+            }
             Err(e) => Err(RecordOutcome::Retry(e.to_string())),
         }
     }
 }
+
+/// The rejection code of an event whose reserve the store refused for good
+/// ([`crate::store::StoreError::is_transient`] is `false`: a `ValidationException`, an item it
+/// refuses).
+pub const STORE_REFUSED: &str = "store_refused";

@@ -82,6 +82,25 @@ impl Gate {
                     .await
             }
         };
+        if slot.slot_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES {
+            // An effect was made, but its id is longer than a record keeps (the record's size is
+            // bounded, `crate::store::limits`): never committed, never recorded; a person
+            // decides. The id is not quoted (the server's answer).
+            let detail = format!(
+                "terminal answered an effect id of {} bytes, more than the {} the gate records",
+                slot.slot_id.len(),
+                crate::store::limits::MAX_EFFECT_ID_BYTES
+            );
+            return self
+                .route_held_record(
+                    record,
+                    RecordStatus::Failed,
+                    ManualReason::TerminalAnswerInvalid,
+                    detail,
+                    d,
+                )
+                .await;
+        }
         let subject = self.integration.subject(record);
         if let Some(other) = slot
             .equipment_number
@@ -197,7 +216,7 @@ impl Gate {
                 };
             }
             Ok(CommitOutcome::Refused(existing)) => *existing,
-            Err(e @ (StoreError::Corrupt(_) | StoreError::Refused(_))) => {
+            Err(e @ (StoreError::Corrupt(_) | StoreError::Refused(_) | StoreError::Invalid(_))) => {
                 let detail = match e {
                     StoreError::Corrupt(detail) => detail,
                     other => other.to_string(),

@@ -8,11 +8,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use aws_config::SdkConfig;
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::SqsBatchResponse;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::clock::{Clock, SystemClock};
-use crate::consumer::{Gate, Invocation};
+use crate::consumer::{Gate, Invocation, SqsInput};
 use crate::integration::Integration;
 use crate::manual::sqs::SqsManualQueue;
 use crate::reconciler::{ReconcileReport, ReconcilerConfig};
@@ -47,29 +47,73 @@ pub fn invocation(context: &lambda_runtime::Context) -> Invocation {
     }
 }
 
-/// Handles one SQS event: the partial batch response (`batchItemFailures`). Never returns an
-/// error for a record's failure; an error here would make SQS retry the whole batch.
+/// Handles one SQS event, read leniently ([`SqsInput`]: a record the typed deserialiser refuses
+/// is routed to a person, never logged): the partial batch response (`batchItemFailures`). Never
+/// returns an error for a record's failure; an error here would make SQS retry the whole batch.
 ///
 /// # Errors
-/// None in practice; the signature is `lambda_runtime`'s.
+/// Only an event that is not an SQS event at all, or holds a record without a readable
+/// `messageId` ([`SqsInput::whole_event_error`]): the message names its shape, never a value.
 pub async fn handle_sqs(
     gate: &Gate,
-    event: LambdaEvent<SqsEvent>,
+    event: LambdaEvent<SqsInput>,
 ) -> Result<SqsBatchResponse, Error> {
+    if let Some(why) = &event.payload.whole_event_error {
+        tracing::error!(error = %why, "the event cannot be handled: the whole batch is retried");
+        return Err(Error::from(why.clone()));
+    }
     let invocation = invocation(&event.context);
-    let report = gate.handle_batch(event.payload, &invocation).await;
+    let report = gate.handle_input(event.payload, &invocation).await;
     Counts::of_batch(&report).emit();
     Ok(report.response)
 }
 
 /// A scheduled function's input: the EventBridge Scheduler (`ScheduleV2`) target delivers only
-/// its `Input`, which the template sets to `{"job": "reconcile"}` (`{"job": "metrics"}`). Any
-/// other fields are ignored; a missing `job` is accepted (manual invocations).
-#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+/// its `Input`, which the template sets to `{"job": "reconcile"}` (`{"job": "metrics"}`). Read
+/// leniently: any JSON is accepted (so `lambda_runtime` never fails the invocation with the
+/// input quoted in its error line), `job` is taken when it is a string, and anything else is
+/// ignored (a manual invocation may send `{}`). [`ScheduledInput::unexpected`] names the shape of
+/// an input that is not an object, for the log line.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ScheduledInput {
     /// The job name, `reconcile` or `metrics`.
-    #[serde(default)]
     pub job: Option<String>,
+    /// Set when the input was not a JSON object, or its `job` not a string: what it was (a JSON
+    /// type's name, never the value).
+    #[serde(skip)]
+    pub unexpected: Option<&'static str>,
+}
+
+impl<'de> serde::Deserialize<'de> for ScheduledInput {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        use serde_json::Value;
+        let kind = |v: &Value| match v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        };
+        let value = Value::deserialize(de)?;
+        Ok(match &value {
+            Value::Object(map) => match map.get("job") {
+                None | Some(Value::Null) => Self::default(),
+                Some(Value::String(job)) => Self {
+                    job: Some(job.clone()),
+                    unexpected: None,
+                },
+                Some(other) => Self {
+                    job: None,
+                    unexpected: Some(kind(other)),
+                },
+            },
+            other => Self {
+                job: None,
+                unexpected: Some(kind(other)),
+            },
+        })
+    }
 }
 
 /// Runs one reconciler pass for a scheduled invocation and returns its report.
@@ -82,6 +126,12 @@ pub async fn handle_reconcile(
     config: &ReconcilerConfig,
     event: LambdaEvent<ScheduledInput>,
 ) -> Result<ReconcileReport, Error> {
+    if let Some(kind) = event.payload.unexpected {
+        tracing::warn!(
+            input = kind,
+            "the scheduled input is not an object with a string `job`; running the pass anyway"
+        );
+    }
     let invocation = invocation(&event.context);
     let report = gate.reconcile(index, config, &invocation).await;
     Counts::of_reconcile(&report).emit();
@@ -189,7 +239,7 @@ pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result
     metrics_cloudwatch_embedded::lambda::service::run(
         metrics,
         service_fn(
-            move |event: LambdaEvent<SqsEvent>| async move { handle_sqs(gate, event).await },
+            move |event: LambdaEvent<SqsInput>| async move { handle_sqs(gate, event).await },
         ),
     )
     .await
@@ -234,5 +284,24 @@ mod tests {
         let now = 1_780_293_600_000;
         assert_eq!(deadline_ms(1_780_293_630_000, now), 1_780_293_630_000);
         assert_eq!(deadline_ms(600_000, now), now + 600_000);
+    }
+
+    /// Any JSON is a scheduled input: the job when it is a string, else the shape named.
+    #[test]
+    fn any_json_is_a_scheduled_input() {
+        let read = |text: &str| serde_json::from_str::<ScheduledInput>(text).unwrap();
+        let input = read(r#"{"job": "reconcile", "other": 1}"#);
+        assert_eq!(
+            (input.job.as_deref(), input.unexpected),
+            (Some("reconcile"), None)
+        );
+        let input = read("{}");
+        assert_eq!((input.job, input.unexpected), (None, None));
+        let input = read(r#"{"job": ["SECRET"]}"#);
+        assert_eq!((input.job, input.unexpected), (None, Some("an array")));
+        let input = read(r#""SECRET\u0001""#);
+        assert_eq!((input.job, input.unexpected), (None, Some("a string")));
+        let input = read("null");
+        assert_eq!((input.job, input.unexpected), (None, Some("null")));
     }
 }

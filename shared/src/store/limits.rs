@@ -27,12 +27,64 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 pub const MAX_ITEM_BYTES: usize = 400_000;
 
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
-/// the `error` text of a routing, the effect ids (`slot_id`, `slot_ids`), the `route_pending` and
-/// `multi_slot` marks and an operator's audit `history`.
+/// the `error` text of a routing (at most [`MAX_ERROR_BYTES`]), the effect ids (`slot_id` and at
+/// most [`MAX_EFFECT_IDS`] in `slot_ids`, each at most [`MAX_EFFECT_ID_BYTES`]), a longer lease
+/// token (at most [`MAX_LEASE_OWNER_BYTES`]), the `route_pending` and `multi_slot` marks and an
+/// operator's audit `history` (at most [`MAX_HISTORY_ENTRIES`] bounded lines): about 11.9 KB at
+/// their largest together (`shared/tests/largest_record.rs` proves the whole record stays under
+/// [`MAX_ITEM_BYTES`]).
 pub const GROWTH_ALLOWANCE_BYTES: usize = 16 * 1024;
 
 /// Room, **bytes**, a business row keeps for its effect id (unknown before the side effect).
 pub const EFFECT_ID_ALLOWANCE_BYTES: usize = 1024;
+
+/// Longest `error` text a record keeps, **bytes** (UTF-8; cut at a character boundary by
+/// [`bounded_error`]). The manual item keeps its own `detail` (`crate::manual::MAX_DETAIL_CHARS`).
+pub const MAX_ERROR_BYTES: usize = 2048;
+
+/// Longest effect id the gate records, in characters: the core's
+/// [`crate::idempotency_key::MAX_EFFECT_ID_CHARS`] (printable ASCII, so also bytes).
+pub const MAX_EFFECT_ID_BYTES: usize = crate::idempotency_key::MAX_EFFECT_ID_CHARS;
+
+/// Most distinct effect ids the gate records on one record (`slot_ids`): two already raise the
+/// distinct-effect signal; past this many a further one is logged, not stored (the consumer,
+/// `crate::consumer`), so the set cannot outgrow the record's [`GROWTH_ALLOWANCE_BYTES`].
+pub const MAX_EFFECT_IDS: usize = 16;
+
+/// Most lines a record's audit `history` holds (`crate::operator::AuditLog`); an append past
+/// it is refused ([`ItemRefusal::HistoryFull`]).
+pub const MAX_HISTORY_ENTRIES: usize = 20;
+
+/// Longest `who` of an audit line, **bytes** (cut by [`crate::operator::AuditEntry::bounded`]).
+pub const MAX_AUDIT_WHO_BYTES: usize = 64;
+
+/// Longest `action` of an audit line, **bytes**.
+pub const MAX_AUDIT_ACTION_BYTES: usize = 16;
+
+/// Longest `detail` of an audit line, **bytes**.
+pub const MAX_AUDIT_DETAIL_BYTES: usize = 256;
+
+/// Longest lease token the gate writes (`lease_owner`), **bytes**: a Lambda request id (a UUID,
+/// 36) or the reconciler's `reconciler:{request id}`, with the record's `#{n}` suffix. Used to
+/// size a record's later states; a longer token only costs part of the growth allowance.
+pub const MAX_LEASE_OWNER_BYTES: usize = 128;
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub fn cut_to(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `text` cut to [`MAX_ERROR_BYTES`]: what a record's `error` attribute keeps.
+pub fn bounded_error(text: &str) -> &str {
+    cut_to(text, MAX_ERROR_BYTES)
+}
 
 /// The attribute names of the store's own items, which no label may take: the record's
 /// (`pk` .. `route_pending`, the `multi_slot` mark, the audit `history`), the business row's
@@ -74,6 +126,12 @@ pub enum ItemRefusal {
     /// A label has an empty name (DynamoDB refuses empty attribute names).
     #[error("a label has an empty name")]
     EmptyLabelName,
+    /// The record's audit history already holds [`MAX_HISTORY_ENTRIES`] lines.
+    #[error("the record's audit history is full ({limit} lines)")]
+    HistoryFull {
+        /// [`MAX_HISTORY_ENTRIES`].
+        limit: usize,
+    },
     /// The item is over [`MAX_ITEM_BYTES`] (for a new event: in the largest state the gate may
     /// write it in, see [`check_new_event`]).
     #[error("the item takes {bytes} bytes, over the store's item limit of {limit} bytes")]
@@ -87,11 +145,12 @@ pub enum ItemRefusal {
 
 impl ItemRefusal {
     /// The stable code, as a [`crate::integration::Rejection`] carries it: `label_reserved`,
-    /// `label_name_empty`, `item_too_large`.
+    /// `label_name_empty`, `history_full`, `item_too_large`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::ReservedLabel { .. } => "label_reserved",
             Self::EmptyLabelName => "label_name_empty",
+            Self::HistoryFull { .. } => "history_full",
             Self::TooLarge { .. } => "item_too_large",
         }
     }
@@ -212,6 +271,29 @@ pub fn natural_key_item_bytes(item_pk: &str, event_key: &str, key: &NaturalKey) 
         + s("event_key", event_key)
         + n("expires_at", key.expires_at_s)
         + labels_bytes(&key.labels)
+}
+
+/// The size, bytes, of an audit `history` list attribute of `entries` as DynamoDB counts it: the
+/// name, 3 bytes for the list plus 1 per element, and each element a map of 3 bytes plus 1 per
+/// member (`at` a number, `who`, `action`, `detail` strings) with its members' names and values
+/// (AWS, DynamoDB Developer Guide, "Item sizes and formats").
+pub fn history_bytes(entries: &[crate::operator::AuditEntry]) -> usize {
+    if entries.is_empty() {
+        return 0;
+    }
+    let entry = |e: &crate::operator::AuditEntry| {
+        3 + 4
+            + n("at", e.at_ms)
+            + s("who", &e.who)
+            + s("action", &e.action)
+            + s("detail", &e.detail)
+    };
+    "history".len() + 3 + entries.len() + entries.iter().map(entry).sum::<usize>()
+}
+
+/// The size, bytes, of the `multi_slot` mark (`"1"`), written once a record holds two effect ids.
+pub fn multi_mark_bytes() -> usize {
+    s("multi_slot", "1")
 }
 
 fn within(bytes: usize) -> Result<(), ItemRefusal> {

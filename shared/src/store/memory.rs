@@ -319,7 +319,10 @@ impl IdempotencyStore for MemoryStore {
         match t.records.get_mut(pk) {
             Some(r) => {
                 let mut after = r.clone();
-                after.slot_ids.insert(slot_id.to_string());
+                // At most MAX_EFFECT_IDS distinct ids (crate::store::limits), as every adapter.
+                if after.slot_ids.len() < crate::store::limits::MAX_EFFECT_IDS {
+                    after.slot_ids.insert(slot_id.to_string());
+                }
                 after.updated_at_ms = now_ms;
                 fits(&after)?;
                 *r = after;

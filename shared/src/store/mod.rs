@@ -184,8 +184,11 @@ pub struct InFlightPage {
     pub cursor: Option<String>,
 }
 
-/// A store failure. All but [`StoreError::Corrupt`] and [`StoreError::Refused`] are transient:
-/// the record goes into `batchItemFailures` and SQS redelivers it.
+/// A store failure. All but [`StoreError::Corrupt`], [`StoreError::Refused`] and
+/// [`StoreError::Invalid`] are transient ([`StoreError::is_transient`]): the record goes into
+/// `batchItemFailures` and SQS redelivers it. The permanent ones are never retried by the gate:
+/// a new event the store refuses is routed to a person before anything is written, a commit it
+/// refuses routes the held record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// Throttled after the SDK's own retries.
@@ -205,6 +208,23 @@ pub enum StoreError {
     /// the same write is refused every time, so it is never retried.
     #[error("item refused: {0}")]
     Refused(limits::ItemRefusal),
+    /// The service refused the request itself as invalid (DynamoDB's `ValidationException`: an
+    /// item over 400 KB, a key that does not match the table's key schema, an expression the
+    /// service rejects). Permanent: the same request is refused every time, so it is never
+    /// retried as if the service were unavailable. Carries the service's message.
+    #[error("store refused the request as invalid: {0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    /// Whether the same call may succeed later (throttling, a transaction conflict, an outage):
+    /// `false` for [`StoreError::Corrupt`], [`StoreError::Refused`] and [`StoreError::Invalid`].
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Throttled(_) | Self::TransactionConflict(_) | Self::Unavailable(_)
+        )
+    }
 }
 
 /// The write path of the idempotency table and the TMS bookings table: what the consumer and the
@@ -315,6 +335,9 @@ pub trait IdempotencyStore: Send + Sync {
     /// two or more distinct slot ids is marked `multi_slot` (the sparse GSI `MultiSlot`), so the
     /// distinct-slot signal finds it without a scan ([`InFlightIndex::multi_slot_keys`]).
     /// Idempotent by nature: a retried `ADD` of a set element and a retried mark change nothing.
+    /// A record holds at most [`limits::MAX_EFFECT_IDS`] distinct ids: past that a new id is not
+    /// added (the record is returned as it is; the caller logs the id), so the set cannot grow the
+    /// item past DynamoDB's limit.
     async fn record_slot_id(
         &self,
         pk: &str,

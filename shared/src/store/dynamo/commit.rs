@@ -363,6 +363,11 @@ impl DynamoStore {
                 Cancelled::Throttled(codes) => {
                     return Err(StoreError::Throttled(format!("commit of {pk}: {codes}")))
                 }
+                Cancelled::Invalid(codes) => {
+                    return Err(StoreError::Invalid(format!(
+                        "commit of {pk} cancelled: {codes}"
+                    )))
+                }
                 Cancelled::Other(codes) => {
                     return Err(StoreError::Unavailable(format!(
                         "commit of {pk} cancelled: {codes}"

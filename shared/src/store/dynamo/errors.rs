@@ -61,11 +61,18 @@ pub(crate) enum Cancelled {
     Conflict,
     /// Throttled (one of [`THROTTLING_CODES`]).
     Throttled(String),
+    /// An item was refused as invalid (`ValidationError`: e.g. over the 400 KB item limit): the
+    /// same transaction is refused every time ([`StoreError::Invalid`], never retried).
+    Invalid(String),
     /// Anything else (a validation error, reasons that do not match the items).
     Other(String),
 }
 
 const CONDITION_FAILED: &str = "ConditionalCheckFailed";
+
+/// The `CancellationReason` code of an item DynamoDB refused as invalid (AWS,
+/// `TransactWriteItems`: "ValidationError", e.g. an item over the size limit).
+const VALIDATION_ERROR: &str = "ValidationError";
 
 /// Classifies a cancellation of the commit transaction whose items had `roles` (in request
 /// order) from its `reasons` (the same order). Precedence, whatever the order of the items:
@@ -75,9 +82,10 @@ const CONDITION_FAILED: &str = "ConditionalCheckFailed";
 /// 2. any `TransactionConflict`: [`Cancelled::Conflict`] (a write met a running transaction;
 ///    nothing was written);
 /// 3. any throttling code: [`Cancelled::Throttled`];
-/// 4. the booking's `ConditionalCheckFailed`: [`Cancelled::BookingExists`];
-/// 5. the natural-key item's `ConditionalCheckFailed` alone: [`Cancelled::NaturalKeyTaken`];
-/// 6. anything else, or as many reasons as items: [`Cancelled::Other`].
+/// 4. any `ValidationError`: [`Cancelled::Invalid`] (permanent);
+/// 5. the booking's `ConditionalCheckFailed`: [`Cancelled::BookingExists`];
+/// 6. the natural-key item's `ConditionalCheckFailed` alone: [`Cancelled::NaturalKeyTaken`];
+/// 7. anything else, or not as many reasons as items: [`Cancelled::Other`].
 pub(crate) fn classify_cancellation(
     roles: &[ItemRole],
     reasons: &[CancellationReason],
@@ -127,6 +135,9 @@ pub(crate) fn classify_cancellation(
     {
         return Cancelled::Throttled(codes);
     }
+    if reasons.iter().any(|r| r.code() == Some(VALIDATION_ERROR)) {
+        return Cancelled::Invalid(codes);
+    }
     if failed(ItemRole::Booking) {
         let slot = old_item(ItemRole::Booking)
             .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
@@ -162,8 +173,10 @@ pub(crate) fn is_update_condition_failure<R>(err: &SdkError<UpdateItemError, R>)
 }
 
 /// Maps an SDK error (after the SDK's own retries) to a [`StoreError`]: throttling codes to
-/// `Throttled`, `TransactionConflictException` to `TransactionConflict`, everything else
-/// (service, dispatch, timeout, response errors) to `Unavailable`.
+/// `Throttled`, `TransactionConflictException` to `TransactionConflict`, `ValidationException`
+/// (an item over 400 KB, a wrong key, a refused expression: the same request is refused every
+/// time) to `Invalid` (permanent, never retried),
+/// everything else (service, dispatch, timeout, response errors) to `Unavailable`.
 pub(crate) fn map_sdk_error<E, R>(op: &str, err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -174,15 +187,73 @@ where
     match code.as_deref() {
         Some(c) if THROTTLING_CODES.contains(&c) => StoreError::Throttled(detail),
         Some("TransactionConflictException") => StoreError::TransactionConflict(detail),
+        Some(VALIDATION_EXCEPTION) => StoreError::Invalid(detail),
         _ => StoreError::Unavailable(detail),
     }
 }
+
+/// DynamoDB's error code for a request it refuses as invalid (AWS, DynamoDB API Reference,
+/// "Common Errors": `ValidationException`, HTTP 400, "do not retry"): among others "Item size has
+/// exceeded the maximum allowed size" and "The provided key element does not match the schema".
+pub(crate) const VALIDATION_EXCEPTION: &str = "ValidationException";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const ROLES: [ItemRole; 3] = [ItemRole::Record, ItemRole::Booking, ItemRole::NaturalKey];
+
+    /// A service error with `code` as the SDK hands it over after its own retries.
+    fn service_error(
+        code: &str,
+        message: &str,
+    ) -> SdkError<aws_sdk_dynamodb::operation::put_item::PutItemError, ()> {
+        let meta = aws_sdk_dynamodb::error::ErrorMetadata::builder()
+            .code(code)
+            .message(message)
+            .build();
+        SdkError::service_error(
+            aws_sdk_dynamodb::operation::put_item::PutItemError::generic(meta),
+            (),
+        )
+    }
+
+    /// `ValidationException` (an item over 400 KB, a key that does not match the schema) is
+    /// permanent, never "unavailable"; throttling and conflicts stay transient.
+    #[test]
+    fn a_validation_exception_is_permanent() {
+        for message in [
+            "Item size has exceeded the maximum allowed size",
+            "The provided key element does not match the schema",
+        ] {
+            let e = map_sdk_error(
+                "reserve (PutItem)",
+                service_error("ValidationException", message),
+            );
+            assert!(
+                matches!(&e, StoreError::Invalid(d) if d.contains(message)),
+                "{e:?}"
+            );
+            assert!(!e.is_transient());
+        }
+        let throttled = map_sdk_error(
+            "reserve (PutItem)",
+            service_error("ProvisionedThroughputExceededException", "slow down"),
+        );
+        assert!(matches!(throttled, StoreError::Throttled(_)));
+        assert!(throttled.is_transient());
+        let conflict = map_sdk_error(
+            "reserve (PutItem)",
+            service_error("TransactionConflictException", "busy"),
+        );
+        assert!(matches!(conflict, StoreError::TransactionConflict(_)));
+        let other = map_sdk_error(
+            "reserve (PutItem)",
+            service_error("InternalServerError", "oops"),
+        );
+        assert!(matches!(other, StoreError::Unavailable(_)));
+        assert!(other.is_transient());
+    }
 
     /// A reason with `code`; a refused item carries its old item (`ALL_OLD`): the record's with
     /// `pk`, the booking's with `slot_id`, the natural-key item's with `event_key`.
@@ -223,6 +294,7 @@ mod tests {
             Cancelled::NaturalKeyTaken(item) => format!("natural_key_taken({})", item.is_some()),
             Cancelled::Conflict => "conflict".into(),
             Cancelled::Throttled(_) => "throttled".into(),
+            Cancelled::Invalid(_) => "invalid".into(),
             Cancelled::Other(_) => "other".into(),
         }
     }
@@ -332,6 +404,14 @@ mod tests {
             &[
                 r(ItemRole::Record, "ValidationError"),
                 r(ItemRole::Booking, "None"),
+            ],
+        );
+        assert_eq!(summary(&c), "invalid");
+        let c = classify_cancellation(
+            &two,
+            &[
+                r(ItemRole::Record, "None"),
+                r(ItemRole::Booking, "SomethingNew"),
             ],
         );
         assert_eq!(summary(&c), "other");

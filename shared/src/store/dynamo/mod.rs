@@ -453,6 +453,8 @@ impl IdempotencyStore for DynamoStore {
 
     /// One `UpdateItem` (`ADD slot_ids`, `ReturnValues=ALL_NEW`); when the set then holds two
     /// or more ids, a second `UpdateItem` sets `multi_slot = "1"` (the sparse GSI `MultiSlot`).
+    /// A set that already holds [`crate::store::limits::MAX_EFFECT_IDS`] ids takes no new one
+    /// (the condition returns the record as it is).
     /// This path runs only when the terminal returned another slot id than the committed one.
     async fn record_slot_id(
         &self,
@@ -466,9 +468,18 @@ impl IdempotencyStore for DynamoStore {
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression("ADD slot_ids :slot_set SET updated_at = :now_ms")
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(slot_ids) \
+                 OR size(slot_ids) < :max_ids OR contains(slot_ids, :slot))",
+            )
             .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":slot", s(slot_id))
+            .expression_attribute_values(
+                ":max_ids",
+                num(crate::store::limits::MAX_EFFECT_IDS as i64),
+            )
             .expression_attribute_values(":now_ms", num(now_ms))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             // ALL_NEW, not UPDATED_NEW: an ADD of an id already in the set changes nothing, and
             // then UPDATED_NEW may leave `slot_ids` out (moto does).
             .return_values(ReturnValue::AllNew)
@@ -476,7 +487,12 @@ impl IdempotencyStore for DynamoStore {
             .await;
         let out = match result {
             Ok(out) => out,
-            Err(err) if is_update_condition_failure(&err) => return Ok(None),
+            // The set is full (MAX_EFFECT_IDS distinct ids): the record as it is, the id not added.
+            Err(err) if is_update_condition_failure(&err) => {
+                return condition_failure_item(&err)
+                    .map(record_from_item)
+                    .transpose()
+            }
             Err(err) => return Err(map_sdk_error("record_slot_id (UpdateItem)", err)),
         };
         let Some(record) = out.attributes().map(record_from_item).transpose()? else {

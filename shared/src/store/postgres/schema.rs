@@ -208,10 +208,12 @@ impl Statements {
             ),
             // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
             record_slot_id: format!(
-                "UPDATE {t} SET slot_ids = CASE WHEN $2 = ANY(slot_ids) THEN slot_ids \
+                "UPDATE {t} SET slot_ids = CASE WHEN $2 = ANY(slot_ids) \
+                                                OR cardinality(slot_ids) >= {max_ids} THEN slot_ids \
                                               ELSE array_append(slot_ids, $2) END, \
                    updated_at_ms = $3 \
-                 WHERE pk = $1 RETURNING {cols}"
+                 WHERE pk = $1 RETURNING {cols}",
+                max_ids = crate::store::limits::MAX_EFFECT_IDS
             ),
             get: format!("SELECT {cols} FROM {t} WHERE pk = $1"),
             booking: format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1"),

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use gate::consumer::Gate;
 use gate::store::memory::MemoryStore;
 use serde::Serialize;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
 use crate::counter::CallRecorder;
 use crate::handlers::{build_gate, invocation, sqs_event, Env};
@@ -27,10 +27,10 @@ pub(crate) struct InProcessTerminal;
 
 #[async_trait]
 impl SlotTerminal for InProcessTerminal {
-    async fn claim(&self, op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: format!("MEM-{}", op_key.get(..12).unwrap_or(op_key)),
-            equipment_number: None,
+    async fn claim(&self, op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Done(Effect {
+            effect_id: format!("MEM-{}", op_key.get(..12).unwrap_or(op_key)),
+            subject: None,
         })
     }
 

@@ -430,7 +430,7 @@ fn floor_records(
 /// One delivery of the floor: reserve, claim, commit through the gate's own store and
 /// integration (its natural-key item included), nothing else.
 async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'static str {
-    use gate::effect::ClaimOutcome;
+    use gate::effect::CallOutcome;
     use gate::store::Reservation;
     let now = SystemClock.now_ms();
     match gate.store.reserve(record, now).await {
@@ -439,7 +439,7 @@ async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'s
         Err(_) => return "failed",
     }
     let slot = match gate.integration.call(&gate::Held::for_tests(record)).await {
-        ClaimOutcome::Claimed(c) => c.slot_id,
+        CallOutcome::Done(c) => c.effect_id,
         _ => return "failed",
     };
     let owner = record.lease_owner.as_deref().unwrap_or_default();

@@ -159,14 +159,14 @@ impl IdempotencyStore for Timed {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         let f = self
             .inner
-            .commit(pk, owner, slot_id, booking, natural_key, now_ms);
+            .commit(pk, owner, effect_id, booking, natural_key, now_ms);
         self.time("commit", f).await
     }
 
@@ -196,14 +196,14 @@ impl IdempotencyStore for Timed {
             .await
     }
 
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let f = self.inner.record_slot_id(pk, slot_id, now_ms);
-        self.time("record_slot_id", f).await
+        let f = self.inner.record_effect_id(pk, effect_id, now_ms);
+        self.time("record_effect_id", f).await
     }
 
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {

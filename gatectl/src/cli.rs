@@ -73,7 +73,7 @@ pub enum Command {
             required_unless_present = "from_terminal",
             conflicts_with = "from_terminal"
         )]
-        slot_id: Option<String>,
+        effect_id: Option<String>,
         /// Commit the slot the terminal holds under the record's operation key.
         #[arg(long)]
         from_terminal: bool,
@@ -130,9 +130,9 @@ impl Command {
                 ListCommand::DeadLetters => Action::ListDeadLetters,
             },
             Self::Lookup { key } => Action::Lookup(key.clone()),
-            Self::Finish { key, slot_id, .. } => Action::Finish {
+            Self::Finish { key, effect_id, .. } => Action::Finish {
                 key: key.clone(),
-                slot_id: slot_id.clone(),
+                effect_id: effect_id.clone(),
             },
             Self::Cancel { key, reason } => Action::Cancel {
                 key: key.clone(),

@@ -15,12 +15,12 @@ use gate::manual::ManualItem;
 use gate::operator::{rfc3339_ms, AuditEntry, AuditLog, OperatorError, Refusal, OPERATOR_LEASE_MS};
 use gate::reconciler::ReconcileReport;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus, INFLIGHT_SHARDS};
-use gate::store::dynamo::{record_from_item, DynamoStore, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
+use gate::store::dynamo::{record_from_item, DynamoStore, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK};
 use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
 use serde_json::{json, Value};
 use truck_slot::iso6346::EquipmentNumber;
 use truck_slot::keys::event_key_of;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
 use crate::error::{exit, CtlError};
 use crate::render::{cut, human_ms, human_s, progress, table};
@@ -111,8 +111,8 @@ pub struct NoTerminal;
 
 #[async_trait]
 impl SlotTerminal for NoTerminal {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         LookupOutcome::Transient("no terminal configured (TERMINAL_BASE_URL or TERMINALS)".into())
@@ -162,7 +162,7 @@ pub enum Action {
         /// The event key.
         key: String,
         /// The slot id given, or `None` for `--from-terminal`.
-        slot_id: Option<String>,
+        effect_id: Option<String>,
     },
     /// `cancel KEY --reason TEXT`.
     Cancel {
@@ -310,8 +310,9 @@ impl Ctl {
             Action::ListManual => self.list_manual().await,
             Action::ListDeadLetters => self.list_dead_letters().await,
             Action::Lookup(key) => self.lookup(key).await,
-            Action::Finish { key, slot_id } => {
-                self.finish(key, slot_id.as_deref(), dry_run, confirm).await
+            Action::Finish { key, effect_id } => {
+                self.finish(key, effect_id.as_deref(), dry_run, confirm)
+                    .await
             }
             Action::Cancel { key, reason } => self.cancel(key, reason, dry_run, confirm).await,
             Action::Reconcile(Some(key)) => self.reconcile_one(key, dry_run, confirm).await,
@@ -424,7 +425,7 @@ impl Ctl {
             (Some(owner), _) => format!("{owner} (last holder)"),
             (None, _) => "none".to_string(),
         };
-        let slot_ids: Vec<&String> = r.slot_ids.iter().collect();
+        let effect_ids: Vec<&String> = r.effect_ids.iter().collect();
         let mut lines = vec![
             format!("event key     {}", r.event_key),
             format!(
@@ -471,14 +472,14 @@ impl Ctl {
             format!("fingerprint   {}", r.fingerprint),
             format!(
                 "slot          {}",
-                r.slot_id.as_deref().unwrap_or("none committed")
+                r.effect_id.as_deref().unwrap_or("none committed")
             ),
             format!(
                 "slot ids      {}",
-                if slot_ids.is_empty() {
+                if effect_ids.is_empty() {
                     "none".to_string()
                 } else {
-                    slot_ids
+                    effect_ids
                         .iter()
                         .map(|s| s.as_str())
                         .collect::<Vec<_>>()
@@ -534,8 +535,8 @@ impl Ctl {
             "lease_live": r.has_work() && r.lease_is_live(now),
             "op_key": r.op_key,
             "fingerprint": r.fingerprint,
-            "slot_id": r.slot_id,
-            "slot_ids": slot_ids,
+            "slot_id": r.effect_id,
+            "slot_ids": effect_ids,
             "in_flight_index": r.inflight_shard.is_some(),
             "request": if r.request.is_empty() { Value::Null } else { json!(format!("[redacted {} bytes]", r.request.len())) },
             "booking": booking.map(|b| json!({
@@ -625,7 +626,7 @@ impl Ctl {
     }
 
     async fn list_multi_slot(&self) -> Result<Output, CtlError> {
-        let index = format!("{}/index/{MULTI_SLOT_INDEX}", self.table());
+        let index = format!("{}/index/{MULTI_EFFECT_INDEX}", self.table());
         let mut pks = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         loop {
@@ -634,9 +635,9 @@ impl Ctl {
                 .client()
                 .query()
                 .table_name(self.table())
-                .index_name(MULTI_SLOT_INDEX)
+                .index_name(MULTI_EFFECT_INDEX)
                 .key_condition_expression("multi_slot = :one")
-                .expression_attribute_values(":one", AttributeValue::S(MULTI_SLOT_MARK.into()))
+                .expression_attribute_values(":one", AttributeValue::S(MULTI_EFFECT_MARK.into()))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -677,15 +678,15 @@ impl Ctl {
             };
             bar.inc(1);
             let others: Vec<&String> = r
-                .slot_ids
+                .effect_ids
                 .iter()
-                .filter(|s| Some(s.as_str()) != r.slot_id.as_deref())
+                .filter(|s| Some(s.as_str()) != r.effect_id.as_deref())
                 .collect();
             t.add_row(vec![
                 cut(&r.event_key, 16),
                 r.label("container").to_string(),
                 r.status.to_string(),
-                r.slot_id.clone().unwrap_or_else(|| "none".into()),
+                r.effect_id.clone().unwrap_or_else(|| "none".into()),
                 others
                     .iter()
                     .map(|s| s.as_str())
@@ -694,7 +695,7 @@ impl Ctl {
             ]);
             rows.push(json!({
                 "event_key": r.event_key, "container": r.label("container"), "status": r.status.as_str(),
-                "slot_id": r.slot_id, "slot_ids": r.slot_ids, "cancel": others,
+                "slot_id": r.effect_id, "slot_ids": r.effect_ids, "cancel": others,
             }));
         }
         bar.finish_and_clear();
@@ -976,8 +977,8 @@ impl Ctl {
         let (r, found) = self.look_up(&event_key_arg(key)?).await?;
         match found {
             LookupOutcome::Found(slot) => {
-                let verdict = match (r.status, r.slot_id.as_deref()) {
-                    (RecordStatus::Committed, Some(s)) if s == slot.slot_id => {
+                let verdict = match (r.status, r.effect_id.as_deref()) {
+                    (RecordStatus::Committed, Some(s)) if s == slot.effect_id => {
                         "the committed slot".to_string()
                     }
                     (RecordStatus::Committed, committed) => format!(
@@ -995,9 +996,9 @@ impl Ctl {
                 };
                 let text = format!(
                     "the terminal holds slot {} under operation key {}{}: {verdict}\n",
-                    slot.slot_id,
+                    slot.effect_id,
                     r.op_key,
-                    slot.equipment_number
+                    slot.subject
                         .as_deref()
                         .map(|e| format!(" (for {e})"))
                         .unwrap_or_default()
@@ -1005,8 +1006,8 @@ impl Ctl {
                 Ok(Output::ok(
                     text,
                     json!({"event_key": r.event_key, "op_key": r.op_key, "found": true,
-                           "slot_id": slot.slot_id, "equipment_number": slot.equipment_number,
-                           "record_status": r.status.as_str(), "record_slot_id": r.slot_id,
+                           "slot_id": slot.effect_id, "equipment_number": slot.subject,
+                           "record_status": r.status.as_str(), "record_effect_id": r.effect_id,
                            "verdict": verdict}),
                 ))
             }
@@ -1033,7 +1034,7 @@ impl Ctl {
     async fn finish(
         &self,
         key: &str,
-        slot_id: Option<&str>,
+        effect_id: Option<&str>,
         dry_run: bool,
         confirm: &mut dyn Confirm,
     ) -> Result<Output, CtlError> {
@@ -1042,7 +1043,7 @@ impl Ctl {
         self.gate
             .operator_check(&r, "finish", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
-        let (slot, source) = match slot_id {
+        let (slot, source) = match effect_id {
             Some(id) if !slot_id_acceptable(id) => {
                 return Err(CtlError::Refused(format!(
                     "--slot-id {:?} is not a slot id: 1 to {} printable ASCII characters, not \
@@ -1052,9 +1053,9 @@ impl Ctl {
                 )))
             }
             Some(id) => (
-                SlotClaim {
-                    slot_id: id.to_string(),
-                    equipment_number: None,
+                Effect {
+                    effect_id: id.to_string(),
+                    subject: None,
                 },
                 "given with --slot-id",
             ),
@@ -1076,20 +1077,20 @@ impl Ctl {
                 }
             }
         };
-        gate::operator::operator_check_slot(&r, &slot.slot_id)
+        gate::operator::operator_check_effect(&r, &slot.effect_id)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let plan = format!(
             "finish {}: take over the lease of {} (expired), commit slot {} ({source}) and write \
              the TMS booking for {} at {} ({} .. {}); the record leaves the InFlight index",
             r.event_key,
             r.lease_owner.as_deref().unwrap_or("nobody"),
-            slot.slot_id,
+            slot.effect_id,
             r.label("container"),
             r.label("terminal"),
             r.label("window_start"),
             r.label("window_end")
         );
-        let plan_json = json!({"action": "finish", "event_key": r.event_key, "slot_id": slot.slot_id,
+        let plan_json = json!({"action": "finish", "event_key": r.event_key, "slot_id": slot.effect_id,
                                "source": source, "dry_run": dry_run});
         if let Some(dry_run) = approve(&plan, plan_json, dry_run, confirm)? {
             return Ok(dry_run);
@@ -1102,11 +1103,11 @@ impl Ctl {
             .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
         let (detail, result) = match &outcome {
             RecordOutcome::Committed {
-                slot_id,
+                effect_id,
                 natural_key_collision,
             } => (
                 format!(
-                    "committed slot {slot_id} ({source}){}",
+                    "committed slot {effect_id} ({source}){}",
                     natural_key_collision
                         .as_deref()
                         .map(|k| format!("; natural-key collision with event key {k}"))
@@ -1117,7 +1118,7 @@ impl Ctl {
             other => {
                 let d = format!(
                     "finish of slot {} ended as {} {}",
-                    slot.slot_id,
+                    slot.effect_id,
                     other.code(),
                     other.detail()
                 );
@@ -1129,7 +1130,7 @@ impl Ctl {
             Ok(()) => Ok(Output::ok(
                 format!("{detail}; lease token {}\n", invocation.request_id),
                 json!({"action": "finish", "event_key": r.event_key, "outcome": outcome.code(),
-                       "slot_id": slot.slot_id, "owner": invocation.request_id}),
+                       "slot_id": slot.effect_id, "owner": invocation.request_id}),
             )),
             Err(d) if matches!(outcome, RecordOutcome::Retry(_)) => Err(CtlError::Failed(d)),
             Err(d) => Err(CtlError::Refused(d)),
@@ -1148,10 +1149,10 @@ impl Ctl {
         self.gate
             .operator_check(&r, "cancel", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
-        if !r.slot_ids.is_empty() {
+        if !r.effect_ids.is_empty() {
             return Err(CtlError::Refused(
-                gate::operator::Refusal::SlotRecorded {
-                    slot_ids: r.slot_ids.iter().cloned().collect(),
+                gate::operator::Refusal::EffectRecorded {
+                    effect_ids: r.effect_ids.iter().cloned().collect(),
                 }
                 .to_string(),
             ));
@@ -1276,13 +1277,13 @@ impl Ctl {
             r.event_key,
             after.status,
             after
-                .slot_id
+                .effect_id
                 .as_deref()
                 .map(|s| format!(" with slot {s}"))
                 .unwrap_or_default()
         );
         let json = json!({"action": "reconcile", "event_key": r.event_key, "report": report,
-                          "status": after.status.as_str(), "slot_id": after.slot_id});
+                          "status": after.status.as_str(), "slot_id": after.effect_id});
         Ok(Output {
             text,
             json,
@@ -1498,17 +1499,19 @@ fn merge(total: &mut ReconcileReport, one: &ReconcileReport) {
     total.transient += one.transient;
     total.unreadable += one.unreadable;
     total.left_for_next_run |= one.left_for_next_run;
-    total.max_distinct_slot_ids = total.max_distinct_slot_ids.max(one.max_distinct_slot_ids);
+    total.max_distinct_effect_ids = total
+        .max_distinct_effect_ids
+        .max(one.max_distinct_effect_ids);
     total.natural_key_collisions += one.natural_key_collisions;
 }
 
 /// Whether `--slot-id` could be a slot id: the rules the gate applies to a terminal's answer
 /// (`truck_slot::terminal`: not blank, at most `MAX_SLOT_ID_CHARS`, printable ASCII or space), so that a
 /// pasted line break, an empty argument or a whole paragraph is not committed and booked.
-fn slot_id_acceptable(slot_id: &str) -> bool {
-    !slot_id.trim().is_empty()
-        && slot_id.len() <= truck_slot::terminal::MAX_SLOT_ID_CHARS
-        && slot_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+fn slot_id_acceptable(effect_id: &str) -> bool {
+    !effect_id.trim().is_empty()
+        && effect_id.len() <= truck_slot::terminal::MAX_SLOT_ID_CHARS
+        && effect_id.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
 }
 
 /// `SentTimestamp` of a message, epoch **milliseconds** (SQS keeps a dead letter's original

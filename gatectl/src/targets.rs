@@ -48,7 +48,7 @@ pub const PARAMETER_VARIABLES: [(&str, &str); 17] = [
     ("ReconcileMinAgeSeconds", "RECONCILE_MIN_AGE_SECONDS"),
     (
         "TerminalKeyRetentionSeconds",
-        "TERMINAL_KEY_RETENTION_SECONDS",
+        "SERVER_KEY_RETENTION_SECONDS",
     ),
     ("RetentionMarginSeconds", "RETENTION_MARGIN_SECONDS"),
     ("ReconcilePageSize", "RECONCILE_PAGE_SIZE"),

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
+use truck_slot::terminal::{CallOutcome, HttpTerminal, HttpTerminalConfig};
 
 /// 2026-06-01T06:00:00Z.
 const T0: i64 = 1_780_293_600_000;
@@ -167,10 +167,10 @@ impl World {
     }
 }
 
-fn finish(key: &str, slot_id: Option<&str>) -> Action {
+fn finish(key: &str, effect_id: Option<&str>) -> Action {
     Action::Finish {
         key: key.into(),
-        slot_id: slot_id.map(str::to_string),
+        effect_id: effect_id.map(str::to_string),
     }
 }
 
@@ -183,7 +183,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     let record = w
         .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
         .await;
-    let ClaimOutcome::Claimed(slot) = w
+    let CallOutcome::Done(slot) = w
         .ctl
         .gate
         .integration
@@ -226,7 +226,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
         .run(Action::Lookup(record.event_key.clone()))
         .await
         .unwrap();
-    assert_eq!(found.json["slot_id"], slot.slot_id.as_str());
+    assert_eq!(found.json["slot_id"], slot.effect_id.as_str());
 
     let dry = w
         .ctl
@@ -234,7 +234,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
         .await
         .unwrap();
     assert_eq!(dry.json["dry_run"], true);
-    assert_eq!(dry.json["slot_id"], slot.slot_id.as_str());
+    assert_eq!(dry.json["slot_id"], slot.effect_id.as_str());
     assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
     let refused = w
         .ctl
@@ -249,7 +249,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     assert_eq!(done.json["outcome"], "Committed");
     let after = w.get(&record.pk).await;
     assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
+    assert_eq!(after.effect_id.as_deref(), Some(slot.effect_id.as_str()));
     assert!(after.inflight_shard.is_none() && after.request.is_empty());
     assert!(after
         .lease_owner
@@ -257,7 +257,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
         .unwrap()
         .starts_with("gatectl:alice#"));
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.effect_id, slot.slot_id);
+    assert_eq!(booking.effect_id, slot.effect_id);
     assert_eq!(booking.booked_at_ms, T0 + 15 * 60_000);
     assert_eq!(w.core.slots_issued(), 1, "no second claim");
     let history = w.store.history(&record.pk).await.unwrap();
@@ -267,7 +267,7 @@ async fn a_stranded_record_is_finished_from_the_terminal() {
     assert_eq!(history[0].at_ms, T0 + 15 * 60_000);
     assert_eq!(
         history[0].detail,
-        format!("committed slot {} (found at the terminal)", slot.slot_id)
+        format!("committed slot {} (found at the terminal)", slot.effect_id)
     );
 
     // Finished: a second finish is refused with the reason, and changes nothing.
@@ -419,7 +419,7 @@ async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
     assert_eq!(shown.json[0]["in_flight_index"], false);
 }
 
-/// DistinctSlotIds: the terminal returned two ids for one key. `list multi-slot` shows the key
+/// DistinctEffectIds: the terminal returned two ids for one key. `list multi-slot` shows the key
 /// with both and the one to cancel; `show` by notificationId finds it.
 #[tokio::test]
 async fn a_multi_slot_key_is_shown_with_its_ids() {
@@ -439,7 +439,7 @@ async fn a_multi_slot_key_is_shown_with_its_ids() {
     .unwrap();
     assert_eq!(committed, gate::store::CommitOutcome::Committed);
     w.store
-        .record_slot_id(&record.pk, "SLOT-B", T0 + 5_000)
+        .record_effect_id(&record.pk, "SLOT-B", T0 + 5_000)
         .await
         .unwrap();
     let listed = w.run(Action::ListMultiSlot).await.unwrap();
@@ -712,7 +712,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
         String::from_utf8_lossy(&done.stderr)
     );
     let after = store.get(&stranded.pk).await.unwrap().unwrap();
-    assert_eq!(after.slot_id.as_deref(), Some("S-9"));
+    assert_eq!(after.effect_id.as_deref(), Some("S-9"));
     assert!(after.lease_owner.unwrap().starts_with("gatectl:bob#"));
     let missing = run(&["finish", &"0".repeat(64), "--slot-id", "S-9"]);
     assert_eq!(missing.status.code(), Some(i32::from(exit::NOT_FOUND)));
@@ -874,11 +874,11 @@ async fn a_redrive_refuses_a_young_message_whose_record_expires_first() {
 }
 
 /// The slow holder, while the operator reads the plan: records the slot id its claim returned
-/// (`ADD slot_ids`, which no lease fences: a slot id is never lost), then lets the operator go on.
+/// (`ADD effect_ids`, which no lease fences: a slot id is never lost), then lets the operator go on.
 struct SlowHolderRecords {
     store: Arc<DynamoStore>,
     pk: String,
-    slot_id: String,
+    effect_id: String,
     now_ms: i64,
 }
 
@@ -887,12 +887,12 @@ impl Confirm for SlowHolderRecords {
         let (store, pk, slot, now) = (
             self.store.clone(),
             self.pk.clone(),
-            self.slot_id.clone(),
+            self.effect_id.clone(),
             self.now_ms,
         );
         tokio::task::block_in_place(|| {
             tokio::runtime::Handle::current().block_on(async move {
-                store.record_slot_id(&pk, &slot, now).await.unwrap();
+                store.record_effect_id(&pk, &slot, now).await.unwrap();
             })
         });
         true
@@ -919,7 +919,7 @@ async fn finish_rechecks_the_slot_ids_under_its_lease() {
     let mut slow = SlowHolderRecords {
         store: w.store.clone(),
         pk: record.pk.clone(),
-        slot_id: "SLOT-LATE".into(),
+        effect_id: "SLOT-LATE".into(),
         now_ms: w.clock.now_ms(),
     };
     let err = w
@@ -935,7 +935,7 @@ async fn finish_rechecks_the_slot_ids_under_its_lease() {
     assert!(err.to_string().contains("SLOT-LATE"), "{err}");
     let after = w.get(&record.pk).await;
     assert_eq!(after.status, RecordStatus::InFlight);
-    assert_eq!(after.slot_id, None);
+    assert_eq!(after.effect_id, None);
     assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
     // The lease is handed back: the reconciler (or `finish --slot-id SLOT-LATE`) may go on now.
     assert!(!after.lease_is_live(w.clock.now_ms()), "{after:?}");

@@ -54,7 +54,7 @@ pub enum Holder {
 pub struct Policy {
     /// The server honours `Idempotency-Key`
     /// ([`crate::Integration::supports_idempotency_key`], else
-    /// `GateConfig::terminal_supports_idempotency_key`).
+    /// `GateConfig::server_supports_idempotency_key`).
     pub supports_key: bool,
     /// The server can say which effect it holds under a key
     /// ([`crate::Integration::supports_lookup`]).
@@ -187,7 +187,7 @@ impl Handover {
             Self::PastHorizonNotFound
             | Self::PastHorizonLookupFailed
             | Self::PastHorizonNoLookup => ManualReason::PastKeyRetention,
-            Self::EndedNotFound | Self::EndedNoLookup => ManualReason::WindowEnded,
+            Self::EndedNotFound | Self::EndedNoLookup => ManualReason::EventEnded,
         }
     }
 

@@ -1,10 +1,10 @@
 //! The side effect's answers as the gate acts on them: what a call under an `Idempotency-Key`
-//! gave ([`ClaimOutcome`], alias [`EffectOutcome`]), what a lookup of that key gave
-//! ([`LookupOutcome`]), the effect a call made ([`SlotClaim`], alias [`Effect`]: its id and, when
+//! gave ([`CallOutcome`]), what a lookup of that key gave
+//! ([`LookupOutcome`]), the effect a call made ([`Effect`]: its id and, when
 //! the server said, whom it is for) and the scrubbed description of an answer that gave no effect
 //! ([`AnswerDetail`]). An integration's client ([`crate::integration::Integration::call`])
 //! classifies its server's answers into these; the names are the truck-slot path's (a claim, a
-//! slot), the meaning is any side effect's.
+//! effect), the meaning is any side effect's.
 //!
 //! Answers follow the IETF draft `draft-ietf-httpapi-idempotency-key-header-07`: the same key with
 //! another payload is a mismatch (permanent), the same key still processing is in flight
@@ -12,25 +12,20 @@
 
 use std::fmt;
 
-/// The generic name of [`SlotClaim`]: the effect a call made (`slot_id`: the effect's id).
-pub type Effect = SlotClaim;
-/// The generic name of [`ClaimOutcome`]: how a call of the side effect ended.
-pub type EffectOutcome = ClaimOutcome;
-
-/// The effect a call made (a slot the terminal issued, on the truck-slot path).
+/// The effect a call made (an effect the server issued, on the truck-slot path).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotClaim {
-    /// The effect's id (the terminal's slot id): non-empty, printable ASCII, quoting no secret.
-    /// Committed with the record and written to the business row (attribute `slot_id`).
-    pub slot_id: String,
-    /// Whom the server says the effect is for (the container, on the truck-slot path), if it
+pub struct Effect {
+    /// The effect's id (the server's effect id): non-empty, printable ASCII, quoting no secret.
+    /// Committed with the record and written to the business row (attribute `effect_id`).
+    pub effect_id: String,
+    /// Whom the server says the effect is for (the subject, on the truck-slot path), if it
     /// said. When it is not the record's subject ([`crate::integration::Integration::subject`])
     /// the effect is never committed: a person gets it. Kept only scrubbed of every secret.
-    pub equipment_number: Option<String>,
+    pub subject: Option<String>,
 }
 
-/// What the gate may say about an answer (or a failed request) that gave no usable slot, in two
-/// renderings (issue 13: a terminal echoes what it was sent, in any case and encoding):
+/// What the gate may say about an answer (or a failed request) that gave no usable effect, in two
+/// renderings (issue 13: a server echoes what it was sent, in any case and encoding):
 ///
 /// * `Display` and `Debug` give the **summary** only: our own words with the status, the
 ///   answer's content type, its length in bytes and its keyed SHA-256 digest
@@ -48,7 +43,7 @@ pub struct AnswerDetail {
 }
 
 impl AnswerDetail {
-    /// A detail with a summary and no excerpt (a timeout, a connection error, a test terminal).
+    /// A detail with a summary and no excerpt (a timeout, a connection error, a test server).
     /// The summary must quote nothing that came from outside.
     pub fn new(summary: impl Into<String>) -> Self {
         Self {
@@ -111,13 +106,13 @@ impl From<String> for AnswerDetail {
     }
 }
 
-/// How a slot claim ended, as the gate must act on it. An HTTP server's answers are classified
+/// How an effect claim ended, as the gate must act on it. An HTTP server's answers are classified
 /// into it by [`crate::idempotency_key::classify_call`], whose table gives every status its
 /// variant and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimOutcome {
-    /// `2xx` with a slot id: commit it.
-    Claimed(SlotClaim),
+pub enum CallOutcome {
+    /// `2xx` with an effect id: commit it.
+    Done(Effect),
     /// `5xx`, `408`, `421`, `423`, `425`, `429`, `401`/`407` (credentials refused), `1xx`,
     /// `3xx` (never followed), timeouts, connection errors, a `2xx` without a usable id: the
     /// outcome is unknown or not the event's fault; retry later with the same key and bytes.
@@ -125,7 +120,7 @@ pub enum ClaimOutcome {
     /// Another `4xx` (`400`, `402`, `403`, `404`, ...): will never succeed; `failed` and the
     /// manual queue.
     Permanent {
-        /// The HTTP status; `0` when nothing was sent (a stored request the terminal's API shape
+        /// The HTTP status; `0` when nothing was sent (a stored request the server's API shape
         /// cannot carry, [`several::appointments_v2_body`]).
         status: u16,
         /// The summary and the scrubbed problem detail or body excerpt (never the request).
@@ -134,7 +129,7 @@ pub enum ClaimOutcome {
     /// A permanent refusal the integration names with its own code (a payments API's `402`: the
     /// card was declined, `card_declined`): `failed`, and a person gets it under
     /// [`crate::manual::ManualReason::Integration`]`(code)` instead of the generic refusal. An
-    /// integration makes it from the [`ClaimOutcome::Permanent`] the core classified (e.g. for one
+    /// integration makes it from the [`CallOutcome::Permanent`] the core classified (e.g. for one
     /// status). `code`: `[a-z0-9_]{1,64}` and none of the core's reason codes
     /// ([`crate::manual::is_integration_code`]; another is routed as the generic refusal).
     Refused {
@@ -153,9 +148,9 @@ pub enum ClaimOutcome {
 /// How a lookup by key ended ([`crate::idempotency_key::classify_lookup`] for an HTTP server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LookupOutcome {
-    /// A slot is held under the key.
-    Found(SlotClaim),
-    /// No slot under the key (never claimed, failed, or forgotten after the retention).
+    /// An effect is held under the key.
+    Found(Effect),
+    /// No effect under the key (never claimed, failed, or forgotten after the retention).
     NotFound,
     /// Unknown; try again later.
     Transient(AnswerDetail),

@@ -24,7 +24,7 @@
 
 use async_trait::async_trait;
 
-use crate::effect::{ClaimOutcome, LookupOutcome};
+use crate::effect::{CallOutcome, LookupOutcome};
 use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
 /// What the gate takes from a body that passed the integration's strict parse.
@@ -34,7 +34,7 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 pub struct Event {
     /// What identifies the event, stable across redeliveries and never the SQS message id: the
     /// event key is the lowercase hex SHA-256 of these bytes (`crate::keys::event_key_of_material`).
-    /// E.g. `"{notificationId}:{canonical equipment number}"`.
+    /// E.g. `"{notificationId}:{canonical subject}"`.
     pub key_material: String,
     /// The business content: the fingerprint is the lowercase hex SHA-256 of its RFC 8785 (JCS)
     /// canonical form (`crate::keys::fingerprint_of`). The same key with another fingerprint is
@@ -51,8 +51,8 @@ pub struct Event {
     /// the later of its reservation and this end, and no side effect is ever started at or after
     /// it (only a lookup).
     pub ends_at_ms: Option<i64>,
-    /// Whom the event is for, for the `record processed` log line's `container` field and the
-    /// reports (the equipment number on the truck-slot path). Not secret.
+    /// Whom the event is for, for the `record processed` log line's `subject` field and the
+    /// reports (the subject on the truck-slot path). Not secret.
     pub subject: String,
 }
 
@@ -121,7 +121,7 @@ pub enum Parsed {
     /// A body that can never succeed.
     Rejected(Rejection),
     /// A body rejected (`rejection`) that is still its event's when that event already has a
-    /// record holding the same `label` as `event` (on the truck-slot path: a terminal removed from
+    /// record holding the same `label` as `event` (on the truck-slot path: a server removed from
     /// the configuration while its records were in flight or committed). The record then decides,
     /// as for any redelivery (`ended` as for [`Parsed::Ended`]): a committed event is a duplicate,
     /// one in flight is looked up, never called, and goes to a person once. Without such a record
@@ -133,7 +133,7 @@ pub enum Parsed {
         ended: Option<Rejection>,
         /// The rejection that stands without a record.
         rejection: Rejection,
-        /// The label the record must hold with the event's value (e.g. `terminal`).
+        /// The label the record must hold with the event's value (e.g. `server`).
         label: &'static str,
     },
 }
@@ -208,7 +208,7 @@ impl<'a> Held<'a> {
 /// One integration: the parse, the side effect, and the business row. See the module docs.
 #[async_trait]
 pub trait Integration: Send + Sync {
-    /// The side effect's operation name, input of its `Idempotency-Key` (`"slot-claim"`): the
+    /// The side effect's operation name, input of its `Idempotency-Key` (`"effect-claim"`): the
     /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`).
     fn operation(&self) -> &str;
 
@@ -219,9 +219,9 @@ pub trait Integration: Send + Sync {
 
     /// Step 3: the side effect for the held record (`held.record()`), sending its stored
     /// `request` bytes under `Idempotency-Key: {record.op_key}` (its labels say where, e.g. which
-    /// terminal). Must classify every answer: an unknown outcome is [`ClaimOutcome::Transient`].
+    /// server). Must classify every answer: an unknown outcome is [`CallOutcome::Transient`].
     /// Only the gate calls it (see [`Held`]).
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome;
+    async fn call(&self, held: &Held<'_>) -> CallOutcome;
 
     /// Which effect is held under `held.record().op_key` (the reconciler's and the late
     /// consumer's lookup, past the claim horizon or after the event's end). The stored request is

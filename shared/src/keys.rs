@@ -21,7 +21,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The event key of an event whose key material is `material`: lowercase hex SHA-256 of its
 /// UTF-8 bytes (64 characters). On the truck-slot path the material is
-/// `"{notificationId}:{canonical equipment number}"`.
+/// `"{notificationId}:{canonical subject}"`.
 pub fn event_key_of_material(material: &str) -> String {
     sha256_hex(material.as_bytes())
 }
@@ -70,9 +70,9 @@ pub fn mismatch_route_key(event_key: &str, fingerprint: &str) -> String {
 }
 
 /// The routing key of an effect that nothing committed: lowercase hex SHA-256 of
-/// `"unbooked-slot:{event_key}:{effect_id}"`. A call that returned `effect_id` after its record was
+/// `"unbooked-effect:{event_key}:{effect_id}"`. A call that returned `effect_id` after its record was
 /// finished as `failed` or `manual` by another holder reaches a person once per effect.
-pub fn unbooked_slot_route_key(event_key: &str, effect_id: &str) -> String {
+pub fn unrecorded_effect_route_key(event_key: &str, effect_id: &str) -> String {
     sha256_hex(format!("unbooked-slot:{event_key}:{effect_id}").as_bytes())
 }
 
@@ -88,7 +88,7 @@ mod tests {
             event_key,
             "24e51f427cec71da5a08a736c861eeddc3859b61671bce7d67be43d28c4df40f"
         );
-        // printf '{event_key}:slot-claim' | sha256sum
+        // printf '{event_key}:effect-claim' | sha256sum
         assert_eq!(
             operation_key(&event_key, "slot-claim"),
             "c1fc07e77581e744bf02efa1770ea6590bd5246a05553fff7f738470b546bd2e"

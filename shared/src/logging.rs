@@ -10,7 +10,7 @@
 //! original body, a DynamoDB item holds the stored claim request); its DEBUG errors print raw
 //! responses. Raising a function's `ApplicationLogLevel` to debug something must not put PINs
 //! into CloudWatch Logs. The gate's own events never hold a secret (`Debug` of every type that
-//! holds one redacts it; terminal answers are scrubbed, see `truck_slot::terminal`), and
+//! holds one redacts it; server answers are scrubbed, see `truck_slot::server`), and
 //! `LOG_SENSITIVE_BODIES` is refused by the configuration (`crate::lambda::config`, feature `lambda`).
 
 use tracing::{Level, Metadata};

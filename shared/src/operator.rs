@@ -2,8 +2,8 @@
 //! gate's own code and conditions: the `gatectl` command line calls these.
 //!
 //! * [`Gate::operator_finish`]: take the expired lease over as the operator (a lease token
-//!   `gatectl:{user}#{n}`, unique per acquisition), then settle the slot exactly as the consumer
-//!   and the reconciler do (`settle_claim`: the container check, the fenced commit with the TMS
+//!   `gatectl:{user}#{n}`, unique per acquisition), then settle the effect exactly as the consumer
+//!   and the reconciler do (`settle_claim`: the subject check, the fenced commit with the TMS
 //!   booking and the natural-key item, a refused commit re-read and acted on);
 //! * [`Gate::operator_cancel`]: take the lease over, then route the record to a person as the gate
 //!   routes any record (`failed`, reason [`ManualReason::Cancelled`]): mark first (fenced by the
@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use crate::clock::ms_to_s;
 use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
 use crate::decision::{decide, Holder};
-use crate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use crate::effect::{CallOutcome, Effect, LookupOutcome};
 use crate::integration::Held;
 use crate::manual::ManualReason;
 use crate::record::{IdempotencyRecord, RecordStatus};
@@ -54,7 +54,7 @@ pub struct AuditEntry {
     pub who: String,
     /// What: the subcommand (`finish`, `cancel`, `reconcile`, `redrive`).
     pub action: String,
-    /// The outcome in words, e.g. `committed slot S-1 (from the terminal)` or the cancel's reason.
+    /// The outcome in words, e.g. `committed effect S-1 (from the server)` or the cancel's reason.
     pub detail: String,
 }
 
@@ -134,7 +134,7 @@ pub enum Refusal {
         error: Option<String>,
     },
     /// The record routes an item to a person (a poison body, a mismatch, an ended window), not
-    /// a slot claim: `gatectl reconcile KEY` sends its item.
+    /// an effect claim: `gatectl reconcile KEY` sends its item.
     #[error("the record is a routing to the manual-booking queue, not a slot claim: run `gatectl reconcile {event_key}` to send its item")]
     Routing {
         /// Its event key.
@@ -150,19 +150,19 @@ pub enum Refusal {
         /// Seconds left.
         left_s: i64,
     },
-    /// A cancel of a record for which the terminal already returned a slot id.
-    #[error("the terminal already returned slot id(s) {slot_ids:?} for this record: finish it with `--slot-id`, or cancel the slot at the terminal first")]
-    SlotRecorded {
-        /// The recorded slot ids.
-        slot_ids: Vec<String>,
+    /// A cancel of a record for which the server already returned an effect id.
+    #[error("the terminal already returned slot id(s) {effect_ids:?} for this record: finish it with `--slot-id`, or cancel the slot at the terminal first")]
+    EffectRecorded {
+        /// The recorded effect ids.
+        effect_ids: Vec<String>,
     },
-    /// A finish with another slot than the one(s) the terminal already returned for the record.
-    #[error("the terminal returned slot id(s) {slot_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
-    OtherSlotRecorded {
-        /// The slot id given.
+    /// A finish with another effect than the one(s) the server already returned for the record.
+    #[error("the terminal returned slot id(s) {effect_ids:?} for this record, not {given}: finish it with one of those (or --from-terminal)")]
+    OtherEffectRecorded {
+        /// The effect id given.
         given: String,
-        /// The recorded slot ids.
-        slot_ids: Vec<String>,
+        /// The recorded effect ids.
+        effect_ids: Vec<String>,
     },
     /// A lookup asked of a server that has no lookup by key
     /// ([`crate::Integration::supports_lookup`]).
@@ -240,29 +240,29 @@ impl Gate {
     }
 
     /// The runbook's finish: takes the expired lease of `record` over as the operator
-    /// (`invocation.request_id`, a `gatectl:{user}#{n}` token) and commits `slot` with the TMS
-    /// booking, through the gate's own settlement of a claim (the slot must be for the record's
-    /// container when the terminal named one; a refused commit is re-read and acted on as the
+    /// (`invocation.request_id`, a `gatectl:{user}#{n}` token) and commits `effect` with the TMS
+    /// booking, through the gate's own settlement of a claim (the effect must be for the record's
+    /// subject when the server named one; a refused commit is re-read and acted on as the
     /// consumer would). Returns what happened ([`RecordOutcome::Committed`] when all went well).
-    /// Refused ([`Refusal::OtherSlotRecorded`]) when the terminal already returned another slot
-    /// id for the record: committing a second slot would leave the first unbooked.
+    /// Refused ([`Refusal::OtherEffectRecorded`]) when the server already returned another effect
+    /// id for the record: committing a second effect would leave the first unbooked.
     ///
     /// # Errors
     /// A [`Refusal`] before anything was written, or a store error of the take-over.
     pub async fn operator_finish(
         &self,
         record: &IdempotencyRecord,
-        slot: SlotClaim,
+        effect: Effect,
         invocation: &Invocation,
     ) -> Result<RecordOutcome, OperatorError> {
         self.operator_check(record, "finish", self.clock.now_ms())?;
-        operator_check_slot(record, &slot.slot_id)?;
+        operator_check_effect(record, &effect.effect_id)?;
         let held = self
             .operator_take_over(record, "finish", invocation)
             .await?;
-        // A slot id recorded between the read and the take-over (the slot-id `ADD` is not
+        // An effect id recorded between the read and the take-over (the effect-id `ADD` is not
         // fenced): checked again under our lease, which is handed back on refusal.
-        if let Err(refusal) = operator_check_slot(&held, &slot.slot_id) {
+        if let Err(refusal) = operator_check_effect(&held, &effect.effect_id) {
             self.release(&held, &invocation.request_id, String::new())
                 .await;
             return Err(refusal.into());
@@ -272,7 +272,7 @@ impl Gate {
         Ok(self
             .settle_claim(
                 &held,
-                ClaimOutcome::Claimed(slot),
+                CallOutcome::Done(effect),
                 Delivery {
                     body: &body,
                     message_id: &message_id,
@@ -282,8 +282,8 @@ impl Gate {
             .await)
     }
 
-    /// The runbook's cancel: refused when the terminal already returned a slot id for the
-    /// record ([`Refusal::SlotRecorded`]); otherwise takes the expired lease over as the operator
+    /// The runbook's cancel: refused when the server already returned an effect id for the
+    /// record ([`Refusal::EffectRecorded`]); otherwise takes the expired lease over as the operator
     /// and routes the record to a person as `failed` with reason [`ManualReason::Cancelled`]
     /// and `error` = `detail`: marked (fenced by the lease), its stored claim request sent to the
     /// manual-booking queue (with the PIN the person booking by hand needs), the routing
@@ -298,21 +298,21 @@ impl Gate {
         detail: &str,
         invocation: &Invocation,
     ) -> Result<RecordOutcome, OperatorError> {
-        if !record.slot_ids.is_empty() {
-            return Err(Refusal::SlotRecorded {
-                slot_ids: record.slot_ids.iter().cloned().collect(),
+        if !record.effect_ids.is_empty() {
+            return Err(Refusal::EffectRecorded {
+                effect_ids: record.effect_ids.iter().cloned().collect(),
             }
             .into());
         }
         let held = self
             .operator_take_over(record, "cancel", invocation)
             .await?;
-        if !held.slot_ids.is_empty() {
+        if !held.effect_ids.is_empty() {
             // Recorded between the read and the take-over: hand the lease back at once.
             self.release(&held, &invocation.request_id, String::new())
                 .await;
-            return Err(Refusal::SlotRecorded {
-                slot_ids: held.slot_ids.iter().cloned().collect(),
+            return Err(Refusal::EffectRecorded {
+                effect_ids: held.effect_ids.iter().cloned().collect(),
             }
             .into());
         }
@@ -384,7 +384,7 @@ impl Gate {
         format!("the reconciler takes it over {when}, {then}{expired}")
     }
 
-    /// An operator's read-only lookup (`gatectl lookup`, `gatectl finish --from-terminal`): the
+    /// An operator's read-only lookup (`gatectl lookup`, `gatectl finish --from-server`): the
     /// record `pk` read back from the store (one consistent read: it is reserved), then the
     /// effect its server holds under its `Idempotency-Key`, without taking its lease (a lookup
     /// changes nothing at the server). Never sends the request.
@@ -412,18 +412,18 @@ impl Gate {
     }
 }
 
-/// The refusal of a finish of `record` with `slot_id` when the terminal already returned other
-/// slot ids for it ([`Refusal::OtherSlotRecorded`]); checked by [`Gate::operator_finish`].
+/// The refusal of a finish of `record` with `effect_id` when the server already returned other
+/// effect ids for it ([`Refusal::OtherEffectRecorded`]); checked by [`Gate::operator_finish`].
 ///
 /// # Errors
 /// The [`Refusal`].
-pub fn operator_check_slot(record: &IdempotencyRecord, slot_id: &str) -> Result<(), Refusal> {
-    if record.slot_ids.is_empty() || record.slot_ids.contains(slot_id) {
+pub fn operator_check_effect(record: &IdempotencyRecord, effect_id: &str) -> Result<(), Refusal> {
+    if record.effect_ids.is_empty() || record.effect_ids.contains(effect_id) {
         return Ok(());
     }
-    Err(Refusal::OtherSlotRecorded {
-        given: slot_id.to_string(),
-        slot_ids: record.slot_ids.iter().cloned().collect(),
+    Err(Refusal::OtherEffectRecorded {
+        given: effect_id.to_string(),
+        effect_ids: record.effect_ids.iter().cloned().collect(),
     })
 }
 
@@ -613,8 +613,8 @@ mod tests {
                 subject: "CSQU3054383".into(),
             })
         }
-        async fn call(&self, _held: &Held<'_>) -> ClaimOutcome {
-            ClaimOutcome::Transient("not called".into())
+        async fn call(&self, _held: &Held<'_>) -> CallOutcome {
+            CallOutcome::Transient("not called".into())
         }
         async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
             LookupOutcome::Transient("not called".into())
@@ -689,9 +689,9 @@ mod tests {
             .gate
             .operator_finish(
                 &record,
-                SlotClaim {
-                    slot_id: "S-1".into(),
-                    equipment_number: None,
+                Effect {
+                    effect_id: "S-1".into(),
+                    subject: None,
                 },
                 &operator(&w),
             )
@@ -709,7 +709,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn finish_commits_the_given_slot_fenced_by_the_operators_lease() {
+    async fn finish_commits_the_given_effect_fenced_by_the_operators_lease() {
         let w = world();
         let record = strand(&w, "inv-1#0", T0 + 1_000).await;
         w.clock.advance_ms(60_000);
@@ -717,9 +717,9 @@ mod tests {
             .gate
             .operator_finish(
                 &record,
-                SlotClaim {
-                    slot_id: "S-1".into(),
-                    equipment_number: None,
+                Effect {
+                    effect_id: "S-1".into(),
+                    subject: None,
                 },
                 &operator(&w),
             )
@@ -728,7 +728,7 @@ mod tests {
         assert_eq!(
             outcome,
             RecordOutcome::Committed {
-                slot_id: "S-1".into(),
+                effect_id: "S-1".into(),
                 natural_key_collision: None
             }
         );
@@ -749,9 +749,9 @@ mod tests {
             .gate
             .operator_finish(
                 &after,
-                SlotClaim {
-                    slot_id: "S-2".into(),
-                    equipment_number: None,
+                Effect {
+                    effect_id: "S-2".into(),
+                    subject: None,
                 },
                 &operator(&w),
             )
@@ -764,7 +764,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_slot() {
+    async fn cancel_routes_the_claim_request_to_a_person_and_refuses_a_recorded_effect() {
         let w = world();
         let record = strand(&w, "inv-1#0", T0 + 1_000).await;
         w.clock.advance_ms(60_000);
@@ -792,33 +792,33 @@ mod tests {
 
         let w = world();
         let record = strand(&w, "inv-1#0", T0 + 1_000).await;
-        let with_slot = w
+        let with_effect = w
             .store
-            .record_slot_id(&record.pk, "S-9", T0)
+            .record_effect_id(&record.pk, "S-9", T0)
             .await
             .unwrap()
             .unwrap();
         w.clock.advance_ms(60_000);
         let err = w
             .gate
-            .operator_cancel(&with_slot, "x", &operator(&w))
+            .operator_cancel(&with_effect, "x", &operator(&w))
             .await
             .unwrap_err();
         assert_eq!(
             err,
-            OperatorError::Refused(Refusal::SlotRecorded {
-                slot_ids: vec!["S-9".into()]
+            OperatorError::Refused(Refusal::EffectRecorded {
+                effect_ids: vec!["S-9".into()]
             })
         );
         assert!(w.manual.items().is_empty());
-        // Nor is a finish with another slot than the recorded one.
+        // Nor is a finish with another effect than the recorded one.
         let err = w
             .gate
             .operator_finish(
-                &with_slot,
-                SlotClaim {
-                    slot_id: "S-1".into(),
-                    equipment_number: None,
+                &with_effect,
+                Effect {
+                    effect_id: "S-1".into(),
+                    subject: None,
                 },
                 &operator(&w),
             )
@@ -830,8 +830,8 @@ mod tests {
              one of those (or --from-terminal)"
         );
         assert_eq!(
-            w.store.get(&with_slot.pk).await.unwrap().unwrap(),
-            with_slot
+            w.store.get(&with_effect.pk).await.unwrap().unwrap(),
+            with_effect
         );
     }
 

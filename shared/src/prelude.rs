@@ -1,13 +1,13 @@
 //! What an integration's code names, in one import: `use gate::prelude::*;`.
 //!
 //! The [`Integration`] trait and what its methods take and give ([`Event`], [`Parsed`],
-//! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`ClaimOutcome`], [`LookupOutcome`]), the
+//! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`]), the
 //! body reader [`Fields`], and with feature `http` the Idempotency-Key client
 //! (`client`) beside its [`JsonIdAt`] reader; with feature `lambda` the wiring's
 //! `SecretString`. The trait's `async` methods need `#[async_trait::async_trait]` on the impl
 //! (the integration's own dependency on `async-trait`).
 
-pub use crate::effect::{ClaimOutcome, LookupOutcome};
+pub use crate::effect::{CallOutcome, LookupOutcome};
 pub use crate::fields::Fields;
 #[cfg(feature = "http")]
 pub use crate::idempotency_key::client;

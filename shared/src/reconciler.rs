@@ -90,10 +90,10 @@ pub struct ReconcileReport {
     pub unreadable: usize,
     /// Left for the next run because the deadline was near.
     pub left_for_next_run: bool,
-    /// The most distinct slot ids seen for one key when committing or comparing (the
-    /// distinct-slot signal; 0 when nothing was committed or compared).
-    pub max_distinct_slot_ids: usize,
-    /// Commits that met another event key for the same equipment number and window start
+    /// The most distinct effect ids seen for one key when committing or comparing (the
+    /// distinct-effect signal; 0 when nothing was committed or compared).
+    pub max_distinct_effect_ids: usize,
+    /// Commits that met another event key for the same subject and window start
     /// (signal 4).
     pub natural_key_collisions: usize,
 }
@@ -238,7 +238,7 @@ impl Gate {
 
 enum Step {
     Reconciled { by_lookup: bool, collision: bool },
-    AlreadyCommitted { distinct_slot_ids: usize },
+    AlreadyCommitted { distinct_effect_ids: usize },
     LiveLease,
     Manual,
     Transient,
@@ -256,8 +256,11 @@ impl Step {
                 collision: natural_key_collision.is_some(),
             },
             RecordOutcome::AlreadyCommitted {
-                distinct_slot_ids, ..
-            } => Self::AlreadyCommitted { distinct_slot_ids },
+                distinct_effect_ids,
+                ..
+            } => Self::AlreadyCommitted {
+                distinct_effect_ids,
+            },
             RecordOutcome::Manual(_) => Self::Manual,
             // The fence held: another holder took the record over and finishes it.
             RecordOutcome::LeaseLost { .. } => Self::LiveLease,
@@ -277,14 +280,17 @@ impl ReconcileReport {
                 if collision {
                     self.natural_key_collisions += 1;
                 }
-                self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(1);
+                self.max_distinct_effect_ids = self.max_distinct_effect_ids.max(1);
                 if by_lookup {
                     self.found_by_lookup += 1;
                 }
             }
-            Step::AlreadyCommitted { distinct_slot_ids } => {
+            Step::AlreadyCommitted {
+                distinct_effect_ids,
+            } => {
                 self.already_committed += 1;
-                self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(distinct_slot_ids);
+                self.max_distinct_effect_ids =
+                    self.max_distinct_effect_ids.max(distinct_effect_ids);
             }
             Step::LiveLease => self.live_lease += 1,
             Step::Manual => self.manual += 1,

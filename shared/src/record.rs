@@ -4,7 +4,7 @@
 //! `lease_until_ms`, `created_at_ms`, `updated_at_ms` and `booked_at_ms` are **epoch
 //! milliseconds**.
 //!
-//! What is the integration's own (a container, a terminal, a window on the truck-slot path; a job
+//! What is the integration's own (a subject, a server, a window on the truck-slot path; a job
 //! name on another) travels as [`Labels`]: named text the integration supplies when it parses a
 //! body ([`crate::integration::Event::labels`]), stored on the record and copied to the business
 //! row, each as a string attribute of its name.
@@ -20,13 +20,13 @@ pub const INFLIGHT_SHARDS: u8 = 16;
 /// The state of an idempotency record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordStatus {
-    /// Reserved; the claim may or may not have reached the terminal. Carries a lease.
+    /// Reserved; the claim may or may not have reached the server. Carries a lease.
     InFlight,
-    /// The slot is claimed and the TMS booking written (in one transaction).
+    /// The effect is claimed and the TMS booking written (in one transaction).
     Committed,
     /// A permanent error; replayed to duplicates, the event sits in the manual queue.
     Failed,
-    /// Routed to a person (e.g. a terminal without Idempotency-Key support).
+    /// Routed to a person (e.g. a server without Idempotency-Key support).
     Manual,
 }
 
@@ -73,7 +73,7 @@ pub struct IdempotencyRecord {
     pub fingerprint: String,
     /// The exact claim request body, built once at reservation. Secret (holds the PIN).
     pub request: Vec<u8>,
-    /// The `Idempotency-Key` sent to the terminal.
+    /// The `Idempotency-Key` sent to the server.
     pub op_key: String,
     /// Who works on it now: the Lambda invocation's request id.
     pub lease_owner: Option<String>,
@@ -85,11 +85,11 @@ pub struct IdempotencyRecord {
     pub updated_at_ms: i64,
     /// TTL, epoch **seconds**. Past it the record counts as absent even while still stored.
     pub expires_at_s: i64,
-    /// The committed slot.
-    pub slot_id: Option<String>,
-    /// Every slot id the terminal ever returned for this key; more than one is the distinct-slot
+    /// The committed effect.
+    pub effect_id: Option<String>,
+    /// Every effect id the server ever returned for this key; more than one is the distinct-effect
     /// signal.
-    pub slot_ids: BTreeSet<String>,
+    pub effect_ids: BTreeSet<String>,
     /// `"00"`..`"15"`, present only while `in_flight` (the sparse GSI's partition key).
     pub inflight_shard: Option<String>,
     /// The permanent error, for `failed` and `manual`.
@@ -120,8 +120,8 @@ impl fmt::Debug for IdempotencyRecord {
             .field("created_at_ms", &self.created_at_ms)
             .field("updated_at_ms", &self.updated_at_ms)
             .field("expires_at_s", &self.expires_at_s)
-            .field("slot_id", &self.slot_id)
-            .field("slot_ids", &self.slot_ids)
+            .field("slot_id", &self.effect_id)
+            .field("slot_ids", &self.effect_ids)
             .field("inflight_shard", &self.inflight_shard)
             .field("error", &self.error)
             .field("route_pending", &self.route_pending)
@@ -153,7 +153,7 @@ impl IdempotencyRecord {
     pub fn is_committed_by(&self, owner: &str, effect_id: &str) -> bool {
         self.status == RecordStatus::Committed
             && self.lease_owner.as_deref() == Some(owner)
-            && self.slot_id.as_deref() == Some(effect_id)
+            && self.effect_id.as_deref() == Some(effect_id)
     }
 
     /// Whether `self` (what the store holds) is the reservation `written`, made by the same
@@ -185,23 +185,23 @@ pub fn inflight_shard(event_key: &str) -> String {
     format!("{:02}", byte % INFLIGHT_SHARDS)
 }
 
-/// The integration's labels of an event: name to text (e.g. `container`, `terminal`,
+/// The integration's labels of an event: name to text (e.g. `subject`, `server`,
 /// `window_start`, `window_end` on the truck-slot path). Each is stored as a string attribute of
 /// its name on the record, on the business row and (a subset) on the natural-key item, so a name
-/// must not be one of the store's own attribute names (`pk`, `status`, `slot_id`, ...:
+/// must not be one of the store's own attribute names (`pk`, `status`, `effect_id`, ...:
 /// [`crate::store::limits::RESERVED_NAMES`]); every store refuses such a label, and an item over
 /// DynamoDB's item limit ([`crate::store::limits`]).
 pub type Labels = BTreeMap<String, String>;
 
 /// A row of the business table the commit writes in the same transaction as the record (the TMS
 /// bookings table on the truck-slot path; partition key `source_event` = the event key). On
-/// DynamoDB: `source_event` (S), `slot_id` (S, the effect id), `booked_at` (N, epoch **ms**) and
+/// DynamoDB: `source_event` (S), `effect_id` (S, the effect id), `booked_at` (N, epoch **ms**) and
 /// one string attribute per label.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusinessRow {
     /// The event key.
     pub source_event: String,
-    /// The id the side effect returned (the slot id on the truck-slot path; stored as `slot_id`).
+    /// The id the side effect returned (the effect id on the truck-slot path; stored as `effect_id`).
     pub effect_id: String,
     /// The integration's labels (usually the record's, see [`BusinessRow::for_record`]).
     pub labels: Labels,
@@ -234,14 +234,14 @@ impl IdempotencyRecord {
 }
 
 /// The natural key of an event (signal 4): what identifies the business event apart from its
-/// event key (on the truck-slot path the container and the window start). The commit writes it
+/// event key (on the truck-slot path the subject and the window start). The commit writes it
 /// as an item `"{integration}#nk#{key}"` holding the first event key committed for it, so a
 /// second event key for the same event is seen at its commit (a natural-key collision).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NaturalKey {
-    /// The key, e.g. `"{equipment number}#{window start}"`.
+    /// The key, e.g. `"{subject}#{window start}"`.
     pub key: String,
-    /// Labels stored on the item for whoever reads it (e.g. `container`, `window_start`).
+    /// Labels stored on the item for whoever reads it (e.g. `subject`, `window_start`).
     pub labels: Labels,
     /// The item's TTL, epoch **seconds** ([`natural_key_expires_at_s`]).
     pub expires_at_s: i64,

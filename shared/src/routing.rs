@@ -37,7 +37,7 @@ use tracing::{info, warn};
 
 use crate::clock::ms_to_s;
 use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
-use crate::effect::SlotClaim;
+use crate::effect::Effect;
 use crate::integration::Rejection;
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
@@ -49,9 +49,9 @@ impl Gate {
     /// pending ([`IdempotencyStore::finish`], fenced by the lease), then sends the item, then
     /// confirms ([`Gate::send_routed`]). Mark first: a holder that lost its lease sends nothing,
     /// and once marked no one can commit the record, so no committed event is ever also in the
-    /// manual queue. A routing because no slot exists ([`ManualReason::PastKeyRetention`]) is
-    /// also refused when a slot id was recorded meanwhile (a claim that was in transit when the
-    /// lease changed hands, see [`RecordOutcome::LeaseLost`]): that slot is committed instead.
+    /// manual queue. A routing because no effect exists ([`ManualReason::PastKeyRetention`]) is
+    /// also refused when an effect id was recorded meanwhile (a claim that was in transit when the
+    /// lease changed hands, see [`RecordOutcome::LeaseLost`]): that effect is committed instead.
     pub(crate) async fn route_held_record(
         &self,
         record: &IdempotencyRecord,
@@ -75,9 +75,9 @@ impl Gate {
             original_body_cut: None,
         };
         let guard = match reason {
-            // Routings because no slot was found: refused if a slot id was recorded meanwhile.
-            ManualReason::PastKeyRetention | ManualReason::WindowEnded => {
-                FinishGuard::LeaseAndNoSlot
+            // Routings because no effect was found: refused if an effect id was recorded meanwhile.
+            ManualReason::PastKeyRetention | ManualReason::EventEnded => {
+                FinishGuard::LeaseAndNoEffect
             }
             _ => FinishGuard::Lease,
         };
@@ -115,7 +115,7 @@ impl Gate {
     }
 
     /// A finish of `record` was refused; `current` is the record as the store holds it. Still
-    /// ours with a slot recorded (the routing's no-slot guard): commit that slot. Someone
+    /// ours with an effect recorded (the routing's no-effect guard): commit that effect. Someone
     /// else's: they finish it; we re-read and send nothing.
     pub(crate) async fn after_refused_finish(
         &self,
@@ -127,17 +127,17 @@ impl Gate {
         let owner = invocation.request_id.as_str();
         let ours = current.status == RecordStatus::InFlight
             && current.lease_owner.as_deref() == Some(owner);
-        if let (true, Some(slot_id)) = (ours, current.slot_ids.iter().next()) {
+        if let (true, Some(effect_id)) = (ours, current.effect_ids.iter().next()) {
             info!(
                 event_key = %record.event_key,
-                slot_id = %slot_id,
+                effect_id = %effect_id,
                 "a slot was recorded while we held the record: committed instead of routed"
             );
-            let slot = SlotClaim {
-                slot_id: slot_id.clone(),
-                equipment_number: None,
+            let effect = Effect {
+                effect_id: effect_id.clone(),
+                subject: None,
             };
-            return self.commit_slot(&current, &slot, d).await;
+            return self.commit_effect(&current, &effect, d).await;
         }
         warn!(
             event_key = %record.event_key,
@@ -145,7 +145,7 @@ impl Gate {
             holder = ?current.lease_owner,
             "lease lost before routing: nothing sent, the holder finishes it"
         );
-        RecordOutcome::LeaseLost { slot_id: None }
+        RecordOutcome::LeaseLost { effect_id: None }
     }
 
     /// Sends the manual item of a routing `owner` holds (`route_pending`, the item in
@@ -202,7 +202,7 @@ impl Gate {
         } = d;
         let body = body.to_string();
         let manual_reason = match reason {
-            Rejection { ended: true, .. } => ManualReason::WindowEnded,
+            Rejection { ended: true, .. } => ManualReason::EventEnded,
             _ => ManualReason::Rejected,
         };
         warn!(message_id, reason = reason.code(), detail = %reason, "body rejected");
@@ -251,8 +251,8 @@ impl Gate {
             created_at_ms: now,
             updated_at_ms: now,
             expires_at_s: ms_to_s(now) + self.config.key_ttl_s,
-            slot_id: None,
-            slot_ids: Default::default(),
+            effect_id: None,
+            effect_ids: Default::default(),
             inflight_shard: Some(inflight_shard(route_key)),
             error: None,
             route_pending: false,
@@ -343,7 +343,7 @@ pub(crate) fn stored_item(record: &IdempotencyRecord) -> ManualItem {
 
 /// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
 /// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
-/// JSON), never a slot claim. It is born `manual` with its routing pending (the mark comes
+/// JSON), never an effect claim. It is born `manual` with its routing pending (the mark comes
 /// first, see [`Gate::route_held_record`]), keeping its lease and `InFlight` shard until the send
 /// is confirmed.
 pub(crate) fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
@@ -356,7 +356,7 @@ pub(crate) fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualI
 
 /// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
 /// person exactly once" in the module docs): resuming it sends its stored item; it is never
-/// claimed at the terminal.
+/// claimed at the server.
 pub(crate) fn is_routing_record(record: &IdempotencyRecord) -> bool {
     record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
 }

@@ -5,8 +5,8 @@
 //! | --- | --- | --- |
 //! | duplicate ratio = conflicts on reserve / records received | 1-3 % | above 20 % with enough duplicates (an upstream misbehaves); 0 with enough traffic (the key derivation is broken): [`RATIO_ALARMS`] |
 //! | age of the oldest `in_flight` record | seconds | above 600 s |
-//! | distinct slot ids the terminal returned for one key | 1 | 2 or more |
-//! | natural-key collisions: two event keys committed for one equipment number and window start | 0 | 1 or more in a minute |
+//! | distinct effect ids the server returned for one key | 1 | 2 or more |
+//! | natural-key collisions: two event keys committed for one subject and window start | 0 | 1 or more in a minute |
 //!
 //! The false-page rates and detection times of the ratio alarms follow from the binomial
 //! distribution: [`crate::alarm_stats`] computes them (`sim alarms` prints them).
@@ -42,7 +42,7 @@ pub mod metric {
     pub const REJECTED: &str = "Rejected";
     /// Records routed to the manual queue for another reason (count).
     pub const MANUAL: &str = "Manual";
-    /// Slots committed by the consumer (count).
+    /// Effects committed by the consumer (count).
     pub const COMMITTED: &str = "Committed";
     /// Expired leases taken over by the consumer (count).
     pub const TAKEN_OVER: &str = "TakenOver";
@@ -52,16 +52,16 @@ pub mod metric {
     pub const RECONCILED: &str = "Reconciled";
     /// Transient failures, retried (count).
     pub const TRANSIENT_FAILURES: &str = "TransientFailures";
-    /// Distinct slot ids seen for a key when a slot is committed or compared (a value per event;
+    /// Distinct effect ids seen for a key when an effect is committed or compared (a value per event;
     /// the alarm reads the Maximum).
-    pub const DISTINCT_SLOT_IDS: &str = "DistinctSlotIds";
+    pub const DISTINCT_EFFECT_IDS: &str = "DistinctEffectIds";
     /// Age of the oldest `in_flight` record, seconds (metrics function).
     pub const OLDEST_IN_FLIGHT_AGE: &str = "OldestInFlightAgeSeconds";
     /// `in_flight` records older than 10 minutes (metrics function).
     pub const IN_FLIGHT_OLDER_THAN_10M: &str = "InFlightOlderThan10Minutes";
-    /// Keys for which the terminal returned more than one slot id (metrics function).
-    pub const MULTI_SLOT_KEYS: &str = "MultiSlotKeys";
-    /// Commits that found another event key committed for the same equipment number and window
+    /// Keys for which the server returned more than one effect id (metrics function).
+    pub const MULTI_EFFECT_KEYS: &str = "MultiEffectKeys";
+    /// Commits that found another event key committed for the same subject and window
     /// start (count): a broken key derivation, or an event re-sent under a new notificationId.
     pub const NATURAL_KEY_COLLISIONS: &str = "NaturalKeyCollisions";
 }
@@ -235,7 +235,7 @@ pub const RATIO_ALARMS: [RatioAlarm; 5] = [
     DUPLICATE_RATIO_ZERO_1D,
 ];
 
-/// Alarm: natural-key collisions (two event keys committed for one equipment number and window
+/// Alarm: natural-key collisions (two event keys committed for one subject and window
 /// start) in a period of [`NATURAL_KEY_COLLISIONS_PERIOD_S`], this many or more (`Sum`).
 pub const NATURAL_KEY_COLLISIONS_ALARM: u64 = 1;
 /// Period of the natural-key collision alarm, seconds.
@@ -244,8 +244,8 @@ pub const NATURAL_KEY_COLLISIONS_PERIOD_S: i64 = 60;
 pub const OLDEST_IN_FLIGHT_MAX_S: i64 = 600;
 /// Period of the store signals (the metrics function runs every minute), seconds.
 pub const STORE_SIGNALS_PERIOD_S: i64 = 60;
-/// Alarm: this many distinct slot ids for one key, or more.
-pub const DISTINCT_SLOT_IDS_ALARM: u64 = 2;
+/// Alarm: this many distinct effect ids for one key, or more.
+pub const DISTINCT_EFFECT_IDS_ALARM: u64 = 2;
 
 /// Whether a minute's natural-key collisions breach.
 pub fn natural_key_collisions_breached(collisions: u64) -> bool {
@@ -257,10 +257,10 @@ pub fn oldest_in_flight_breached(age_s: i64) -> bool {
     age_s > OLDEST_IN_FLIGHT_MAX_S
 }
 
-/// Whether the distinct-slot signal breaches: a key with 2+ slot ids seen by a worker, or
+/// Whether the distinct-effect signal breaches: a key with 2+ effect ids seen by a worker, or
 /// marked in the store.
-pub fn distinct_slot_ids_breached(max_distinct_slot_ids: u64, multi_slot_keys: u64) -> bool {
-    max_distinct_slot_ids >= DISTINCT_SLOT_IDS_ALARM || multi_slot_keys >= 1
+pub fn distinct_effect_ids_breached(max_distinct_effect_ids: u64, multi_effect_keys: u64) -> bool {
+    max_distinct_effect_ids >= DISTINCT_EFFECT_IDS_ALARM || multi_effect_keys >= 1
 }
 
 /// The counters of one invocation (or any sum of them).
@@ -287,9 +287,9 @@ pub struct Counts {
     pub reconciled: u64,
     /// Transient failures.
     pub transient_failures: u64,
-    /// The most distinct slot ids seen for one key (0 when no slot was committed or compared).
-    pub max_distinct_slot_ids: u64,
-    /// Commits that met another event key for the same equipment number and window start.
+    /// The most distinct effect ids seen for one key (0 when no effect was committed or compared).
+    pub max_distinct_effect_ids: u64,
+    /// Commits that met another event key for the same subject and window start.
     pub natural_key_collisions: u64,
 }
 
@@ -317,13 +317,14 @@ impl Counts {
                     if natural_key_collision.is_some() {
                         c.natural_key_collisions += 1;
                     }
-                    c.max_distinct_slot_ids = c.max_distinct_slot_ids.max(1);
+                    c.max_distinct_effect_ids = c.max_distinct_effect_ids.max(1);
                 }
                 RecordOutcome::AlreadyCommitted {
-                    distinct_slot_ids, ..
+                    distinct_effect_ids,
+                    ..
                 } => {
-                    c.max_distinct_slot_ids =
-                        c.max_distinct_slot_ids.max(*distinct_slot_ids as u64);
+                    c.max_distinct_effect_ids =
+                        c.max_distinct_effect_ids.max(*distinct_effect_ids as u64);
                 }
                 RecordOutcome::Duplicate(_) | RecordOutcome::DuplicateInFlight => c.duplicates += 1,
                 RecordOutcome::Mismatch => c.mismatches += 1,
@@ -342,13 +343,13 @@ impl Counts {
             reconciled: report.reconciled as u64,
             manual: report.manual as u64,
             transient_failures: report.transient as u64,
-            max_distinct_slot_ids: report.max_distinct_slot_ids as u64,
+            max_distinct_effect_ids: report.max_distinct_effect_ids as u64,
             natural_key_collisions: report.natural_key_collisions as u64,
             ..Self::default()
         }
     }
 
-    /// Adds `other` into `self` (maximum for `max_distinct_slot_ids`).
+    /// Adds `other` into `self` (maximum for `max_distinct_effect_ids`).
     pub fn add(&mut self, other: &Counts) {
         self.received += other.received;
         self.duplicates += other.duplicates;
@@ -360,7 +361,9 @@ impl Counts {
         self.lease_lost += other.lease_lost;
         self.reconciled += other.reconciled;
         self.transient_failures += other.transient_failures;
-        self.max_distinct_slot_ids = self.max_distinct_slot_ids.max(other.max_distinct_slot_ids);
+        self.max_distinct_effect_ids = self
+            .max_distinct_effect_ids
+            .max(other.max_distinct_effect_ids);
         self.natural_key_collisions += other.natural_key_collisions;
     }
 
@@ -384,9 +387,9 @@ impl Counts {
         for (name, value) in pairs {
             metrics::counter!(name).increment(value);
         }
-        if self.max_distinct_slot_ids > 0 {
-            metrics::histogram!(metric::DISTINCT_SLOT_IDS)
-                .record(self.max_distinct_slot_ids as f64);
+        if self.max_distinct_effect_ids > 0 {
+            metrics::histogram!(metric::DISTINCT_EFFECT_IDS)
+                .record(self.max_distinct_effect_ids as f64);
         }
     }
 }
@@ -398,15 +401,15 @@ pub struct StoreSignals {
     pub oldest_in_flight_age_s: i64,
     /// Live `in_flight` records older than 10 minutes.
     pub in_flight_older_than_10m: u64,
-    /// Keys with two or more distinct slot ids.
-    pub multi_slot_keys: u64,
+    /// Keys with two or more distinct effect ids.
+    pub multi_effect_keys: u64,
 }
 
 /// Page size of the `InFlight` queries of [`collect_store_signals`].
 const SIGNAL_PAGE: usize = 100;
 
 /// Reads the store signals at `now_ms` (epoch ms) from the sparse GSIs `InFlight` (16 shards,
-/// paginated, oldest first) and `MultiSlot`, without a scan. Expired records (TTL passed, not yet
+/// paginated, oldest first) and `MultiEffect`, without a scan. Expired records (TTL passed, not yet
 /// deleted) are left out: nothing will finish them and they are not stuck work.
 ///
 /// # Errors
@@ -454,6 +457,6 @@ pub async fn collect_store_signals(
     Ok(StoreSignals {
         oldest_in_flight_age_s: oldest.map_or(0, |o| ((now_ms - o) / 1000).max(0)),
         in_flight_older_than_10m: older_than_10m,
-        multi_slot_keys: store.multi_slot_keys().await? as u64,
+        multi_effect_keys: store.multi_effect_keys().await? as u64,
     })
 }

@@ -2,7 +2,7 @@
 //! an object that names one key twice is an error instead of silently keeping the last value.
 //!
 //! `{"pin": "1111", "pin": "2222"}` is ambiguous: `serde_json::Value` keeps `"2222"`, another
-//! reader (the terminal's, a person's) may take `"1111"`. A body that two readers can read two ways
+//! reader (the server's, a person's) may take `"1111"`. A body that two readers can read two ways
 //! must never be claimed, so the gate rejects it (see `RejectReason::DuplicateKey`).
 //!
 //! Everything else follows `serde_json`: RFC 8259 syntax, strings must be valid Unicode (a lone

@@ -13,7 +13,7 @@ fn counters_are_written_as_emf_documents() {
         mismatches: 1,
         rejected: 1,
         committed: 5,
-        max_distinct_slot_ids: 2,
+        max_distinct_effect_ids: 2,
         ..Counts::default()
     };
     counts.emit();
@@ -42,7 +42,7 @@ fn counters_are_written_as_emf_documents() {
     assert_eq!(values["Rejected"], 1);
     assert_eq!(values["Committed"], 5);
     assert_eq!(values["Manual"], 0, "zeros are explicit");
-    let distinct = &values["DistinctSlotIds"];
+    let distinct = &values["DistinctEffectIds"];
     assert!(
         *distinct == serde_json::json!(2.0)
             || *distinct == serde_json::json!([2.0])

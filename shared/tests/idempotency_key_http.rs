@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gate::effect::{EffectOutcome, LookupOutcome};
+use gate::effect::{CallOutcome, LookupOutcome};
 use gate::idempotency_key::client::{self, MAX_ANSWER_BYTES};
 use gate::idempotency_key::{JsonIdAt, RequestFailure};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -68,10 +68,10 @@ async fn a_call_sends_the_key_as_a_structured_field_string() {
     ))
     .await;
     let outcome = client::call(http().post(format!("{base}/jobs")), "k-1", &JOBS).await;
-    let EffectOutcome::Claimed(effect) = outcome else {
+    let CallOutcome::Done(effect) = outcome else {
         panic!("{outcome:?}");
     };
-    assert_eq!(effect.slot_id, "J-1");
+    assert_eq!(effect.effect_id, "J-1");
     let head = heads.recv().await.unwrap().to_ascii_lowercase();
     assert!(head.contains("\r\nidempotency-key: \"k-1\"\r\n"), "{head}");
     assert!(head.contains("\r\nuser-agent: gate-test/1\r\n"), "{head}");
@@ -81,7 +81,7 @@ async fn a_call_sends_the_key_as_a_structured_field_string() {
 async fn a_key_the_header_cannot_carry_is_never_sent() {
     let (base, mut heads) = scripted(raw("201 Created", "", r#"{"id":"J-1"}"#)).await;
     let outcome = client::call(http().post(format!("{base}/jobs")), "k\n1", &JOBS).await;
-    let EffectOutcome::Permanent { status: 0, detail } = outcome else {
+    let CallOutcome::Permanent { status: 0, detail } = outcome else {
         panic!("{outcome:?}");
     };
     assert!(
@@ -104,7 +104,7 @@ async fn a_redirect_is_an_answer_never_followed() {
         let location = format!("location: {elsewhere}/jobs\r\n");
         let (base, _heads) = scripted(raw(status, &location, "")).await;
         let outcome = client::call(http().post(format!("{base}/jobs")), "k-2", &JOBS).await;
-        let EffectOutcome::Transient(why) = outcome else {
+        let CallOutcome::Transient(why) = outcome else {
             panic!("{status}: {outcome:?}");
         };
         assert!(why.summary().contains(&status[..3]), "{why}");
@@ -161,7 +161,7 @@ async fn failed_requests_are_named_by_their_kind() {
     let cut = client::exchange(http().post(format!("{base}/jobs"))).await;
     assert_eq!(cut, Err(RequestFailure::Body { status: 201 }));
     let outcome = client::call(http().post(format!("{base}/jobs")), "k-3", &JOBS).await;
-    let EffectOutcome::Transient(why) = outcome else {
+    let CallOutcome::Transient(why) = outcome else {
         panic!("{outcome:?}");
     };
     assert!(why.summary().contains("answer 201 unreadable"), "{why}");

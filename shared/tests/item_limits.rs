@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gate::clock::ManualClock;
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
@@ -56,12 +56,12 @@ impl Integration for Labelled {
         })
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         self.calls.fetch_add(1, Ordering::SeqCst);
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: format!("E-{}", &record.event_key[..8]),
-            equipment_number: None,
+        CallOutcome::Done(Effect {
+            effect_id: format!("E-{}", &record.event_key[..8]),
+            subject: None,
         })
     }
 
@@ -296,17 +296,17 @@ async fn a_record_keeps_at_most_max_effect_ids() {
     assert!(matches!(outcomes[0], RecordOutcome::Committed { .. }));
     let pk = w.store.records()[0].pk.clone();
     // The committed effect id is the first.
-    assert_eq!(w.store.records()[0].slot_ids.len(), 1);
+    assert_eq!(w.store.records()[0].effect_ids.len(), 1);
     for i in 0..MAX_EFFECT_IDS + 4 {
         let after = w
             .store
-            .record_slot_id(&pk, &format!("E-{i:03}"), T0)
+            .record_effect_id(&pk, &format!("E-{i:03}"), T0)
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(after.slot_ids.len(), (i + 2).min(MAX_EFFECT_IDS));
+        assert_eq!(after.effect_ids.len(), (i + 2).min(MAX_EFFECT_IDS));
     }
-    let kept = w.store.records()[0].slot_ids.clone();
+    let kept = w.store.records()[0].effect_ids.clone();
     assert_eq!(kept.len(), 16);
     assert!(kept.contains("E-000") && kept.contains("E-014") && !kept.contains("E-015"));
 }

@@ -44,8 +44,8 @@ fn reserved(
         created_at_ms: 1_893_916_800_123,
         updated_at_ms: 1_893_916_800_123,
         expires_at_s: 1_895_731_200,
-        slot_id: None,
-        slot_ids: BTreeSet::new(),
+        effect_id: None,
+        effect_ids: BTreeSet::new(),
         inflight_shard: Some(inflight_shard(&event_key)),
         error: None,
         route_pending: false,
@@ -84,8 +84,8 @@ fn grown(record: &IdempotencyRecord) -> (IdempotencyRecord, Vec<AuditEntry>) {
     r.lease_until_ms = Some(WIDEST_NUMBER);
     r.updated_at_ms = WIDEST_NUMBER;
     r.error = Some("e".repeat(MAX_ERROR_BYTES));
-    r.slot_id = Some("S".repeat(MAX_EFFECT_ID_BYTES));
-    r.slot_ids = (0..MAX_EFFECT_IDS)
+    r.effect_id = Some("S".repeat(MAX_EFFECT_ID_BYTES));
+    r.effect_ids = (0..MAX_EFFECT_IDS)
         .map(|i| format!("{i:0width$}", width = MAX_EFFECT_ID_BYTES))
         .collect();
     r.route_pending = true;

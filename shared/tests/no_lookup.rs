@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsMessage;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
-use gate::effect::{ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
@@ -85,11 +85,11 @@ impl Integration for Payments {
         }
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         self.0.calls.fetch_add(1, Ordering::SeqCst);
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: self.0.charged(&held.record().op_key),
-            equipment_number: None,
+        CallOutcome::Done(Effect {
+            effect_id: self.0.charged(&held.record().op_key),
+            subject: None,
         })
     }
 
@@ -185,7 +185,7 @@ async fn inside_the_horizon_the_reconciler_resends_and_commits_the_servers_repla
     assert_eq!(report.found_by_lookup, 0);
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.slot_id.as_deref(), Some("ch_1"));
+    assert_eq!(after.effect_id.as_deref(), Some("ch_1"));
     assert_eq!(w.server.calls.load(Ordering::SeqCst), 1, "one re-send");
     assert_eq!(w.server.charges(), 1, "the replay made no second charge");
     assert_eq!(w.server.lookups.load(Ordering::SeqCst), 0);
@@ -252,7 +252,7 @@ async fn a_redelivery_after_the_events_end_goes_to_a_person_unsent() {
     assert!(report.took_over);
     assert_eq!(
         report.outcome,
-        RecordOutcome::Manual(ManualReason::WindowEnded)
+        RecordOutcome::Manual(ManualReason::EventEnded)
     );
     assert_eq!(w.server.calls.load(Ordering::SeqCst), 0);
     assert_eq!(w.server.lookups.load(Ordering::SeqCst), 0);

@@ -3,7 +3,7 @@
 //! `examples/payments/template.yaml` carry copies. These tests fail when they drift.
 
 use gate::signals::{
-    metric, DISTINCT_SLOT_IDS_ALARM, NAMESPACE, NATURAL_KEY_COLLISIONS_ALARM,
+    metric, DISTINCT_EFFECT_IDS_ALARM, NAMESPACE, NATURAL_KEY_COLLISIONS_ALARM,
     NATURAL_KEY_COLLISIONS_PERIOD_S, OLDEST_IN_FLIGHT_MAX_S, RATIO_ALARMS, STORE_SIGNALS_PERIOD_S,
 };
 
@@ -120,14 +120,14 @@ fn the_oldest_in_flight_alarm_matches() {
 }
 
 #[test]
-fn the_distinct_slot_ids_alarm_matches() {
+fn the_distinct_effect_ids_alarm_matches() {
     for t in templates() {
-        let a = resource(&t, "DistinctSlotIdsAlarm");
-        has(&a, &format!("Threshold: {DISTINCT_SLOT_IDS_ALARM}\n"));
+        let a = resource(&t, "DistinctEffectIdsAlarm");
+        has(&a, &format!("Threshold: {DISTINCT_EFFECT_IDS_ALARM}\n"));
         has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
         has(
             &a,
-            &format!("IF(FILL(multi, 0) >= 1, {DISTINCT_SLOT_IDS_ALARM}, 0)"),
+            &format!("IF(FILL(multi, 0) >= 1, {DISTINCT_EFFECT_IDS_ALARM}, 0)"),
         );
     }
 }
@@ -154,10 +154,10 @@ fn the_in_flight_index_projects_what_the_code_reads_and_never_the_request() {
     }
 }
 
-/// Both functions that claim slots resume stale records, so both must know how long the terminal
+/// Both functions that claim effects resume stale records, so both must know how long the server
 /// keeps a key: the consumer without it would fall back to 24 h and re-claim under a key a
-/// terminal with a shorter retention has forgotten. With several terminals each one's retention
-/// is in `TERMINALS`, which both get too.
+/// server with a shorter retention has forgotten. With several servers each one's retention
+/// is in `SERVERS`, which both get too.
 #[test]
 fn both_functions_that_claim_get_the_key_retention() {
     let t = template();
@@ -165,7 +165,7 @@ fn both_functions_that_claim_get_the_key_retention() {
         let f = resource(&t, function);
         has(
             &f,
-            "TERMINAL_KEY_RETENTION_SECONDS: !If [OneTerminal, !Ref TerminalKeyRetentionSeconds, \
+            "SERVER_KEY_RETENTION_SECONDS: !If [OneTerminal, !Ref TerminalKeyRetentionSeconds, \
              !Ref AWS::NoValue]",
         );
         has(&f, "TERMINALS: !Ref Terminals");

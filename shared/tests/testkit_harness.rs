@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
+use gate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::ManualReason;
 use gate::record::{IdempotencyRecord, Labels};
@@ -55,7 +55,7 @@ impl Integration for Orders {
         })
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         let key = match &self.fresh_keys {
             Some(n) => format!("fresh-{}", n.fetch_add(1, Ordering::SeqCst)),
@@ -69,20 +69,20 @@ impl Integration for Orders {
             .send()
             .await;
         let Ok(answer) = sent else {
-            return ClaimOutcome::Transient(AnswerDetail::new("no answer"));
+            return CallOutcome::Transient(AnswerDetail::new("no answer"));
         };
         let status = answer.status().as_u16();
         let bytes = answer.bytes().await.unwrap_or_default();
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         match (status, body["id"].as_str(), body["type"].as_str()) {
-            (201, Some(id), _) => ClaimOutcome::Claimed(SlotClaim {
-                slot_id: id.to_string(),
-                equipment_number: None,
+            (201, Some(id), _) => CallOutcome::Done(Effect {
+                effect_id: id.to_string(),
+                subject: None,
             }),
-            (422, _, _) => ClaimOutcome::KeyMismatch(detail(status)),
-            (409, _, Some("idempotency_key_in_flight")) => ClaimOutcome::KeyInFlight,
-            (500..=599, _, _) => ClaimOutcome::Transient(detail(status)),
-            _ => ClaimOutcome::Permanent {
+            (422, _, _) => CallOutcome::KeyMismatch(detail(status)),
+            (409, _, Some("idempotency_key_in_flight")) => CallOutcome::KeyInFlight,
+            (500..=599, _, _) => CallOutcome::Transient(detail(status)),
+            _ => CallOutcome::Permanent {
                 status,
                 detail: detail(status),
             },
@@ -104,9 +104,9 @@ impl Integration for Orders {
         let bytes = answer.bytes().await.unwrap_or_default();
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         match (status, body["id"].as_str()) {
-            (200, Some(id)) => LookupOutcome::Found(SlotClaim {
-                slot_id: id.to_string(),
-                equipment_number: None,
+            (200, Some(id)) => LookupOutcome::Found(Effect {
+                effect_id: id.to_string(),
+                subject: None,
             }),
             (404, _) => LookupOutcome::NotFound,
             _ => LookupOutcome::Transient(detail(status)),

@@ -179,7 +179,7 @@ pub fn signals_png(path: &Path, title: &str, summary: &SignalSummary) -> Result<
     c.draw_series(
         s.per_minute
             .iter()
-            .filter(|m| m.1 >= signals::DISTINCT_SLOT_IDS_ALARM)
+            .filter(|m| m.1 >= signals::DISTINCT_EFFECT_IDS_ALARM)
             .map(|m| Cross::new((hours(m.0), m.1 as f64), 4, SLOTS.stroke_width(2))),
     )
     .map_err(err)?
@@ -194,7 +194,7 @@ pub fn signals_png(path: &Path, title: &str, summary: &SignalSummary) -> Result<
     .map_err(err)?
     .label("natural-key collisions (alarm at 1)")
     .legend(|(x, y)| TriangleMarker::new((x + 9, y), 5, COLLISIONS.filled()));
-    let slots = signals::DISTINCT_SLOT_IDS_ALARM as f64;
+    let slots = signals::DISTINCT_EFFECT_IDS_ALARM as f64;
     c.draw_series(LineSeries::new(
         [(0.0, slots), (x_max, slots)],
         THRESHOLD.stroke_width(2),

@@ -28,7 +28,7 @@ use truck_slot::terminal::several::{
     http_router, parse_terminals, policies, TerminalLimits, TerminalRouter,
 };
 use truck_slot::terminal::{
-    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+    CallOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
 };
 use truck_slot::TruckSlot;
 
@@ -149,7 +149,7 @@ fn request_container(request: &[u8]) -> Option<String> {
 
 #[async_trait]
 impl SlotTerminal for FaultyTerminal {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         self.claim_at("", op_key, request).await
     }
 
@@ -161,7 +161,7 @@ impl SlotTerminal for FaultyTerminal {
         self.inner.lookup_at(terminal, op_key, request).await
     }
 
-    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> CallOutcome {
         let container = request_container(request);
         match &self.fault {
             WorkerFault::Crash { container: c, step } if container.as_deref() == Some(c) => {
@@ -171,7 +171,7 @@ impl SlotTerminal for FaultyTerminal {
                 self.tripped.notify_one();
                 // The process is gone: this future never completes and is dropped.
                 std::future::pending::<()>().await;
-                ClaimOutcome::Transient("unreachable".into())
+                CallOutcome::Transient("unreachable".into())
             }
             WorkerFault::Stall { container: c, .. } if container.as_deref() == Some(c) => {
                 let outcome = self.inner.claim_at(terminal, op_key, request).await;
@@ -412,7 +412,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         .unwrap_or_else(|| Arc::new(MemoryStore::new()));
     let manual = Arc::new(MemoryManualQueue::new());
     let mut config = GateConfig::new(INTEGRATION);
-    config.terminal_supports_idempotency_key = scenario.terminal.supports_idempotency_key;
+    config.server_supports_idempotency_key = scenario.terminal.supports_idempotency_key;
     let base_gate = Gate {
         config,
         store: store.clone(),

@@ -52,7 +52,7 @@ fn rows(r: &Report) -> Vec<(&'static str, String)> {
         ),
         (
             "distinct slot ids per key, max",
-            signal(r, |s| s.max_distinct_slot_ids.to_string()),
+            signal(r, |s| s.max_distinct_effect_ids.to_string()),
         ),
         (
             "natural-key collisions",

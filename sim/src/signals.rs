@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use gate::signals::{
-    self, distinct_slot_ids_breached, natural_key_collisions_breached, oldest_in_flight_breached,
+    self, distinct_effect_ids_breached, natural_key_collisions_breached, oldest_in_flight_breached,
     Counts, RatioAlarm, StoreSignals, RATIO_ALARMS,
 };
 use serde::Serialize;
@@ -39,7 +39,7 @@ pub mod alarm {
     /// The oldest `in_flight` record older than 600 s.
     pub const OLDEST_IN_FLIGHT_AGE: &str = "OldestInFlightAge";
     /// Two or more distinct slot ids for one key.
-    pub const DISTINCT_SLOT_IDS: &str = "DistinctSlotIds";
+    pub const DISTINCT_EFFECT_IDS: &str = "DistinctEffectIds";
     /// A natural-key collision in a minute.
     pub const NATURAL_KEY_COLLISIONS: &str = "NaturalKeyCollisions";
 }
@@ -69,9 +69,9 @@ pub struct SignalSummary {
     /// The oldest `in_flight` age at the last sample, seconds.
     pub final_oldest_in_flight_age_s: i64,
     /// The most distinct slot ids seen for one key.
-    pub max_distinct_slot_ids: u64,
+    pub max_distinct_effect_ids: u64,
     /// Keys marked with two or more slot ids at the last sample.
-    pub multi_slot_keys: u64,
+    pub multi_effect_keys: u64,
     /// Natural-key collisions counted by the consumer and the reconciler.
     pub natural_key_collisions: u64,
     /// Alarms that fired, each once (its first firing), in the order they first fired.
@@ -160,7 +160,7 @@ impl SignalRecorder {
         self.samples.push((at_ms, store_signals));
     }
 
-    /// The sum of every invocation's counters (maximum for `max_distinct_slot_ids`).
+    /// The sum of every invocation's counters (maximum for `max_distinct_effect_ids`).
     pub fn total(&self) -> Counts {
         let mut total = Counts::default();
         for c in self.counts.values() {
@@ -196,7 +196,7 @@ impl SignalRecorder {
             let m = out.entry(at.div_euclid(minute_ms)).or_default();
             m.oldest_in_flight_age_s = m.oldest_in_flight_age_s.max(s.oldest_in_flight_age_s);
             m.in_flight_older_than_10m = m.in_flight_older_than_10m.max(s.in_flight_older_than_10m);
-            m.multi_slot_keys = m.multi_slot_keys.max(s.multi_slot_keys);
+            m.multi_effect_keys = m.multi_effect_keys.max(s.multi_effect_keys);
         }
         out
     }
@@ -223,16 +223,17 @@ impl SignalRecorder {
             alarm::OLDEST_IN_FLIGHT_AGE,
             alarm_firings(&age, minute_ms, 1, 1),
         );
-        // DistinctSlotIds: MAX(Maximum of DistinctSlotIds, 2 if MultiSlotKeys >= 1), per minute.
+        // DistinctEffectIds: MAX(Maximum of DistinctEffectIds, 2 if MultiEffectKeys >= 1), per minute.
         let mut slots: Datapoints = minutes
             .iter()
-            .map(|(m, s)| (*m, distinct_slot_ids_breached(0, s.multi_slot_keys)))
+            .map(|(m, s)| (*m, distinct_effect_ids_breached(0, s.multi_effect_keys)))
             .collect();
         for (m, c) in self.per_period(signals::STORE_SIGNALS_PERIOD_S) {
-            *slots.entry(m).or_default() |= distinct_slot_ids_breached(c.max_distinct_slot_ids, 0);
+            *slots.entry(m).or_default() |=
+                distinct_effect_ids_breached(c.max_distinct_effect_ids, 0);
         }
         out.insert(
-            alarm::DISTINCT_SLOT_IDS,
+            alarm::DISTINCT_EFFECT_IDS,
             alarm_firings(&slots, minute_ms, 1, 1),
         );
         let collisions_ms = signals::NATURAL_KEY_COLLISIONS_PERIOD_S * 1000;
@@ -295,11 +296,11 @@ impl SignalRecorder {
         let mut minutes: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
         for (m, c) in self.per_period(60) {
             let e = minutes.entry(m).or_default();
-            e.0 = e.0.max(c.max_distinct_slot_ids);
+            e.0 = e.0.max(c.max_distinct_effect_ids);
             e.1 += c.natural_key_collisions;
         }
         for (m, s) in self.minute_samples() {
-            if s.multi_slot_keys >= 1 {
+            if s.multi_effect_keys >= 1 {
                 minutes.entry(m).or_default().0 = 2;
             }
         }
@@ -323,8 +324,8 @@ impl SignalRecorder {
                 .max()
                 .unwrap_or(0),
             final_oldest_in_flight_age_s: last.oldest_in_flight_age_s,
-            max_distinct_slot_ids: total.max_distinct_slot_ids,
-            multi_slot_keys: last.multi_slot_keys,
+            max_distinct_effect_ids: total.max_distinct_effect_ids,
+            multi_effect_keys: last.multi_effect_keys,
             natural_key_collisions: total.natural_key_collisions,
             alarms,
             firings,

@@ -64,7 +64,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use tokio::sync::{Notify, Semaphore};
 use truck_slot::iso6346::check_digit;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
 use truck_slot::TruckSlot;
 
 use crate::dst::CoreTerminal;
@@ -388,7 +388,7 @@ struct LimitedTerminal {
 
 #[async_trait]
 impl SlotTerminal for LimitedTerminal {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         let _permit = match &self.limit {
             Some(s) => s.acquire().await.ok(),
             None => None,
@@ -838,8 +838,8 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let mut slots_by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for s in &slots {
         match &s.idempotency_key {
-            Some(k) => slots_by_key.entry(k).or_default().push(&s.slot_id),
-            None => violations.push(format!("slot {} issued without a key", s.slot_id)),
+            Some(k) => slots_by_key.entry(k).or_default().push(&s.effect_id),
+            None => violations.push(format!("slot {} issued without a key", s.effect_id)),
         }
     }
     if slots.len() != events {
@@ -871,7 +871,7 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
         match by_pk.get(pk.as_str()) {
             Some(r) if r.status == RecordStatus::Committed && !r.has_work() => {
                 let booked = bookings_by_event.get(k.event_key.as_str());
-                let slot = r.slot_id.as_deref();
+                let slot = r.effect_id.as_deref();
                 if booked.map(|b| b.effect_id.as_str()) != slot || issued.first().copied() != slot {
                     violations.push(format!(
                         "event {}: record slot {slot:?}, booking {:?}, issued {issued:?}",

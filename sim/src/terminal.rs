@@ -184,7 +184,8 @@ struct Problem<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IssuedSlot {
     /// The slot id, e.g. `ECTD-000001`.
-    pub slot_id: String,
+    #[serde(rename = "slot_id")]
+    pub effect_id: String,
     /// The equipment (container) number as sent by the client.
     pub equipment_number: String,
     /// Window start, the RFC 3339 string as sent by the client.
@@ -200,7 +201,8 @@ pub struct IssuedSlot {
 /// The slot object of the `201` body and of the lookup's `{"slot": ...}`.
 #[derive(Debug, Clone, Serialize)]
 struct SlotView {
-    slot_id: String,
+    #[serde(rename = "slot_id")]
+    effect_id: String,
     equipment_number: String,
     window_start: String,
     window_end: String,
@@ -216,7 +218,8 @@ struct SlotEnvelope<'a> {
 /// One entry of the listing `{"slots": [...]}`: the slot object plus key and issue time (epoch ms).
 #[derive(Serialize)]
 struct ListedSlot<'a> {
-    slot_id: &'a str,
+    #[serde(rename = "slot_id")]
+    effect_id: &'a str,
     equipment_number: &'a str,
     window_start: &'a str,
     window_end: &'a str,
@@ -283,7 +286,7 @@ impl AppointmentEnvelope {
     fn of(slot: &SlotView) -> Self {
         Self {
             appointment: AppointmentView {
-                id: slot.slot_id.clone(),
+                id: slot.effect_id.clone(),
                 container: AppointmentContainer {
                     number: slot.equipment_number.clone(),
                 },
@@ -553,7 +556,7 @@ impl TerminalCore {
                 .slots
                 .iter()
                 .map(|s| ListedSlot {
-                    slot_id: &s.slot_id,
+                    effect_id: &s.effect_id,
                     equipment_number: &s.equipment_number,
                     window_start: &s.window_start,
                     window_end: &s.window_end,
@@ -837,18 +840,18 @@ impl TerminalCore {
         if chrono::DateTime::parse_from_rfc3339(&req.window_end).is_err() {
             return bad("window_end is not an RFC 3339 date-time");
         }
-        let slot_id = format!("{}-{:06}", self.config.slot_prefix, st.slots.len() + 1);
+        let effect_id = format!("{}-{:06}", self.config.slot_prefix, st.slots.len() + 1);
         st.slots.push(IssuedSlot {
-            slot_id: slot_id.clone(),
+            effect_id: effect_id.clone(),
             equipment_number: req.equipment_number.clone(),
             window_start: req.window_start.clone(),
             window_end: req.window_end.clone(),
             idempotency_key: key.map(str::to_string),
             issued_at_ms: self.clock.now_ms(),
         });
-        tracing::debug!(%slot_id, "slot issued");
+        tracing::debug!(%effect_id, "slot issued");
         let view = SlotView {
-            slot_id,
+            effect_id,
             equipment_number: req.equipment_number,
             window_start: req.window_start,
             window_end: req.window_end,

@@ -15,7 +15,7 @@ use serde_json::json;
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 use truck_slot::keys::{event_key_of, operation_key, SLOT_CLAIM};
 use truck_slot::terminal::{
-    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+    CallOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
 };
 
 /// 2026-06-01T06:00:00Z, before every window used here.
@@ -30,7 +30,7 @@ struct Recording {
 
 #[async_trait]
 impl SlotTerminal for Recording {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         self.claims
             .lock()
             .unwrap()
@@ -63,7 +63,7 @@ async fn world_with(terminal_config: TerminalConfig, supports_key: bool) -> Worl
     let store = Arc::new(MemoryStore::new());
     let manual = Arc::new(MemoryManualQueue::new());
     let mut config = GateConfig::new(INTEGRATION);
-    config.terminal_supports_idempotency_key = supports_key;
+    config.server_supports_idempotency_key = supports_key;
     let gate = Gate {
         config,
         store: store.clone(),
@@ -133,11 +133,11 @@ async fn a_new_event_is_claimed_once_and_committed_with_its_booking() {
         .handle_batch(event(&[("m1", &b)]), &invocation(&w, "inv-1"))
         .await;
     assert!(failures(&report).is_empty());
-    let slot = w.core.slots()[0].slot_id.clone();
+    let slot = w.core.slots()[0].effect_id.clone();
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: slot.clone(),
+            effect_id: slot.clone(),
             natural_key_collision: None,
         }
     );
@@ -148,7 +148,7 @@ async fn a_new_event_is_claimed_once_and_committed_with_its_booking() {
         .unwrap()
         .unwrap();
     assert_eq!(record.status, RecordStatus::Committed);
-    assert_eq!(record.slot_id.as_deref(), Some(slot.as_str()));
+    assert_eq!(record.effect_id.as_deref(), Some(slot.as_str()));
     assert_eq!(record.inflight_shard, None);
     assert_eq!(record.lease_until_ms, None);
     // The committer stays as the last holder (the batch's first record's lease token), and the
@@ -250,7 +250,7 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
         .integration
         .call(&gate::Held::for_tests(&record))
         .await;
-    let ClaimOutcome::Claimed(first_slot) = first else {
+    let CallOutcome::Done(first_slot) = first else {
         panic!("claim failed: {first:?}")
     };
     // The message comes back after the visibility timeout, past the lease.
@@ -264,7 +264,7 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: first_slot.slot_id.clone(),
+            effect_id: first_slot.effect_id.clone(),
             natural_key_collision: None,
         }
     );
@@ -474,7 +474,7 @@ async fn a_terminal_key_mismatch_fails_the_record_and_routes_it() {
     assert!(failures(&report).is_empty());
     assert_eq!(
         report.records[0].outcome,
-        RecordOutcome::Manual(ManualReason::TerminalKeyMismatch)
+        RecordOutcome::Manual(ManualReason::ServerKeyMismatch)
     );
     let record = w
         .store
@@ -497,7 +497,7 @@ async fn a_window_that_already_ended_is_routed_not_claimed() {
         .handle_batch(event(&[("m1", &b)]), &invocation(&w, "inv-1"))
         .await;
     assert!(failures(&report).is_empty());
-    assert_eq!(w.manual.items()[0].reason, ManualReason::WindowEnded);
+    assert_eq!(w.manual.items()[0].reason, ManualReason::EventEnded);
     assert_eq!(w.core.slots_issued(), 0);
 }
 
@@ -539,11 +539,11 @@ async fn a_lost_response_is_retried_and_commits_the_slot_made_the_first_time() {
         .gate
         .handle_batch(event(&[("m1", &b)]), &invocation(&w, "inv-2"))
         .await;
-    let slot = w.core.slots()[0].slot_id.clone();
+    let slot = w.core.slots()[0].effect_id.clone();
     assert_eq!(
         second.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: slot,
+            effect_id: slot,
             natural_key_collision: None
         }
     );
@@ -562,7 +562,7 @@ struct FinishedMeanwhile {
 
 #[async_trait]
 impl SlotTerminal for FinishedMeanwhile {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
         self.clock.advance_ms(10 * 60_000);
         let now = self.clock.now_ms();
         let taken = self
@@ -579,16 +579,16 @@ impl SlotTerminal for FinishedMeanwhile {
                 RecordStatus::Manual,
                 "past the terminal's key retention",
                 b"{}",
-                gate::store::FinishGuard::LeaseAndNoSlot,
+                gate::store::FinishGuard::LeaseAndNoEffect,
                 now,
             )
             .await
             .unwrap();
         assert_eq!(finished, gate::store::FinishOutcome::Finished);
         assert!(self.store.routed(&self.pk, "rec-1", now).await.unwrap());
-        ClaimOutcome::Claimed(truck_slot::terminal::SlotClaim {
-            slot_id: "ECT-LATE-0001".into(),
-            equipment_number: Some("CSQU3054383".into()),
+        CallOutcome::Done(truck_slot::terminal::Effect {
+            effect_id: "ECT-LATE-0001".into(),
+            subject: Some("CSQU3054383".into()),
         })
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
@@ -597,7 +597,7 @@ impl SlotTerminal for FinishedMeanwhile {
 }
 
 /// A slot that arrives for a record another holder already finished as `manual` is not
-/// acknowledged silently: nothing would book it. Its id is kept in `slot_ids`, no TMS booking is
+/// acknowledged silently: nothing would book it. Its id is kept in `effect_ids`, no TMS booking is
 /// written, and a person gets it once (reason `unbooked_slot`), also when the message comes back.
 #[tokio::test]
 async fn a_slot_for_a_record_finished_meanwhile_goes_to_a_person_once() {
@@ -620,16 +620,16 @@ async fn a_slot_for_a_record_finished_meanwhile_goes_to_a_person_once() {
         .await;
     assert_eq!(
         report.records[0].outcome,
-        RecordOutcome::Manual(ManualReason::UnbookedSlot)
+        RecordOutcome::Manual(ManualReason::UnrecordedEffect)
     );
     assert!(failures(&report).is_empty());
     let record = w.store.get(&pk).await.unwrap().unwrap();
     assert_eq!(record.status, RecordStatus::Manual);
-    assert!(record.slot_ids.contains("ECT-LATE-0001"));
+    assert!(record.effect_ids.contains("ECT-LATE-0001"));
     assert_eq!(w.store.booking(&record.event_key).await.unwrap(), None);
     let items = w.manual.items();
     assert_eq!(items.len(), 1);
-    assert_eq!(items[0].reason, ManualReason::UnbookedSlot);
+    assert_eq!(items[0].reason, ManualReason::UnrecordedEffect);
     assert!(
         items[0].detail.contains("ECT-LATE-0001"),
         "{}",

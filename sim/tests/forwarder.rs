@@ -84,9 +84,13 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
             .unwrap()
             .unwrap();
         assert_eq!(record.status, RecordStatus::Committed, "notification {i}");
-        assert_eq!(record.slot_ids.len(), 1, "notification {i}");
+        assert_eq!(record.effect_ids.len(), 1, "notification {i}");
         let booking = store.booking(&keys.event_key).await.unwrap().unwrap();
-        assert_eq!(Some(booking.effect_id), record.slot_id, "notification {i}");
+        assert_eq!(
+            Some(booking.effect_id),
+            record.effect_id,
+            "notification {i}"
+        );
     }
     // Each crashed record is finished once: by the reconciler (at least the lost one), or by the
     // redelivery taking its expired lease over.

@@ -203,7 +203,7 @@ fn a_commit_never_replaces_a_tms_booking() {
         .collect();
     assert_eq!(claims.len(), 2, "{claims:?}");
     assert!(claims[0].contains("ECTD-000006") && claims[1].contains("ECTD-000007"));
-    assert!(count(&r.trace, "Manual(TerminalAnswerInvalid)") > 0);
+    assert!(count(&r.trace, "Manual(ServerAnswerInvalid)") > 0);
 }
 
 /// Planted bug 2 (a poison or mismatched body answered as a batch item failure until it

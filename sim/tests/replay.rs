@@ -100,13 +100,13 @@ async fn lost_crashed_messages_are_finished_by_the_reconciler_with_the_pre_crash
             .find(|rec| rec.label("container") == container)
             .unwrap();
         assert_eq!(record.status, RecordStatus::Committed);
-        assert_eq!(record.slot_ids.len(), 1);
+        assert_eq!(record.effect_ids.len(), 1);
         let booking = store
             .bookings()
             .into_iter()
             .find(|b| b.label("container") == container)
             .unwrap();
-        assert_eq!(Some(booking.effect_id), record.slot_id);
+        assert_eq!(Some(booking.effect_id), record.effect_id);
         let eligible = record.created_at_ms + 120_000;
         let waited = record.updated_at_ms - eligible;
         assert!(

@@ -41,7 +41,7 @@ async fn the_incident_fires_the_hourly_high_ratio_alarm_at_six() {
     assert!(s.duplicate_ratio > 0.5);
     assert_eq!(s.max_judged_duplicate_ratio_5m, None);
     assert!(s.max_judged_duplicate_ratio_1h.unwrap() > 0.2);
-    assert_eq!(s.max_distinct_slot_ids, 1);
+    assert_eq!(s.max_distinct_effect_ids, 1);
     assert_eq!(s.natural_key_collisions, 0);
     assert!(s.max_oldest_in_flight_age_s < 600);
 }
@@ -195,9 +195,9 @@ async fn a_crash_with_the_reconciler_stays_under_the_oldest_in_flight_threshold(
 async fn a_terminal_that_forgets_keys_raises_the_distinct_slot_ids_alarm() {
     let (r, s) = gated("forgetful-terminal").await;
     let names: Vec<String> = fired(&s).into_iter().map(|(a, _)| a).collect();
-    assert_eq!(names, vec![alarm::DISTINCT_SLOT_IDS.to_string()]);
-    assert_eq!(s.max_distinct_slot_ids, 2);
-    assert_eq!(s.multi_slot_keys, 1, "the store marked the key");
+    assert_eq!(names, vec![alarm::DISTINCT_EFFECT_IDS.to_string()]);
+    assert_eq!(s.max_distinct_effect_ids, 2);
+    assert_eq!(s.multi_effect_keys, 1, "the store marked the key");
     // The terminal issued two slots for the first container's one key; one is booked.
     assert_eq!(r.slots_issued, 21);
     assert_eq!(r.max_slots_per_container, 2);

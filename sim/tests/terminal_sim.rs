@@ -130,7 +130,7 @@ async fn replays_a_201_byte_for_byte() {
     assert_eq!(retry, first, "raw bytes, status and content type identical");
     assert_eq!(sim.core.slots_issued(), 1);
     let slots = sim.core.slots();
-    assert_eq!(slots[0].slot_id, "ECTD-000001");
+    assert_eq!(slots[0].effect_id, "ECTD-000001");
     assert_eq!(slots[0].idempotency_key.as_deref(), Some("k-1"));
     assert_eq!(slots[0].issued_at_ms, T0_MS);
 

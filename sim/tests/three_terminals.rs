@@ -12,7 +12,7 @@ use sim::scenarios::THREE_TERMINALS;
 use sim::terminal::{base_path, spawn_many, TerminalConfig, TerminalCore};
 use truck_slot::terminal::several::TerminalApi;
 use truck_slot::terminal::{
-    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+    CallOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
 };
 
 /// One slot and one booking per container at each keyed terminal (ECT Delta with `slots`, APMT
@@ -132,14 +132,14 @@ async fn the_appointments_v2_client_claims_replays_and_looks_up() {
     let client = HttpTerminal::new(config).unwrap();
     let ours = request("CSQU3054383", "4711");
 
-    let ClaimOutcome::Claimed(first) = client.claim("k-1", &ours).await else {
+    let CallOutcome::Done(first) = client.claim("k-1", &ours).await else {
         panic!("claimed");
     };
-    assert_eq!(first.slot_id, "APMT-000001");
-    assert_eq!(first.equipment_number.as_deref(), Some("CSQU3054383"));
+    assert_eq!(first.effect_id, "APMT-000001");
+    assert_eq!(first.subject.as_deref(), Some("CSQU3054383"));
     assert_eq!(
         client.claim("k-1", &ours).await,
-        ClaimOutcome::Claimed(first.clone()),
+        CallOutcome::Done(first.clone()),
         "a replay under the key"
     );
     assert_eq!(v2.slots_issued(), 1);
@@ -155,7 +155,7 @@ async fn the_appointments_v2_client_claims_replays_and_looks_up() {
     let other = request("CSQU3054383", "9999");
     assert!(matches!(
         client.claim("k-1", &other).await,
-        ClaimOutcome::KeyMismatch(_)
+        CallOutcome::KeyMismatch(_)
     ));
     assert_eq!(slots.slots_issued(), 0);
     server.abort();

@@ -24,7 +24,7 @@ use sim::terminal::{TerminalConfig, TerminalCore};
 use tokio::sync::Notify;
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
 
 use crate::sqs_event;
 
@@ -107,12 +107,12 @@ pub async fn a_reserve_whose_answer_was_lost_commits_at_once(
     let report = g
         .handle_batch(sqs_event(&[("m-f13-3", LOST_ANSWER_BODY)]), &invocation)
         .await;
-    let slot = core.slots().first().map(|s| s.slot_id.clone());
+    let slot = core.slots().first().map(|s| s.effect_id.clone());
     assert_eq!(core.slots_issued(), 1, "one claim, one slot");
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: slot.clone().expect("a slot"),
+            effect_id: slot.clone().expect("a slot"),
             natural_key_collision: None,
         }
     );
@@ -125,7 +125,7 @@ pub async fn a_reserve_whose_answer_was_lost_commits_at_once(
         .expect("get")
         .expect("record");
     assert_eq!(record.status, RecordStatus::Committed);
-    assert_eq!(record.slot_id, slot);
+    assert_eq!(record.effect_id, slot);
     assert!(manual.items().is_empty());
 }
 
@@ -138,7 +138,7 @@ struct PausedClaims {
 
 #[async_trait]
 impl SlotTerminal for PausedClaims {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         self.land.notified().await;
         self.inner.claim(op_key, request).await
     }
@@ -189,7 +189,7 @@ impl Hook {
 
 #[async_trait]
 impl SlotTerminal for HookedLookup {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         self.inner.claim(op_key, request).await
     }
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
@@ -352,7 +352,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
             .expect("booking")
             .map(|b| b.effect_id),
         record,
-        slots: core.slots().into_iter().map(|s| s.slot_id).collect(),
+        slots: core.slots().into_iter().map(|s| s.effect_id).collect(),
         manual: queue
             .items()
             .into_iter()
@@ -376,11 +376,11 @@ where
     assert_eq!(
         r.consumer,
         RecordOutcome::LeaseLost {
-            slot_id: Some(r.slots[0].clone())
+            effect_id: Some(r.slots[0].clone())
         }
     );
     assert_eq!(r.record.status, RecordStatus::Committed, "{r:?}");
-    assert_eq!(r.record.slot_id.as_deref(), Some(r.slots[0].as_str()));
+    assert_eq!(r.record.effect_id.as_deref(), Some(r.slots[0].as_str()));
     assert_eq!(r.booking.as_deref(), Some(r.slots[0].as_str()));
     assert!(
         r.manual.is_empty(),
@@ -397,16 +397,19 @@ where
     assert_eq!(r.slots.len(), 1, "{r:?}");
     assert_eq!(
         r.consumer,
-        RecordOutcome::Manual(ManualReason::UnbookedSlot)
+        RecordOutcome::Manual(ManualReason::UnrecordedEffect)
     );
     assert_eq!(r.record.status, RecordStatus::Manual, "{r:?}");
-    assert!(r.record.slot_ids.contains(&r.slots[0]));
+    assert!(r.record.effect_ids.contains(&r.slots[0]));
     assert_eq!(r.booking, None);
     let mut reasons: Vec<ManualReason> = r.manual.iter().map(|(reason, _)| *reason).collect();
     reasons.sort_by_key(|r| r.code());
     assert_eq!(
         reasons,
-        [ManualReason::PastKeyRetention, ManualReason::UnbookedSlot]
+        [
+            ManualReason::PastKeyRetention,
+            ManualReason::UnrecordedEffect
+        ]
     );
     assert!(r
         .manual
@@ -465,7 +468,7 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn IdempotencyStore>, integ
     );
     assert!(matches!(
         terminal.claim(&record.op_key, &record.request).await,
-        ClaimOutcome::Claimed(_)
+        CallOutcome::Done(_)
     ));
 
     // Day 22: past the 21-day TTL counted from the reservation, inside the window's lifetime.
@@ -501,7 +504,7 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn IdempotencyStore>, integ
 /// lose their answer: each such call is
 /// applied, then sent again as the client's retry, and the caller gets the retry's answer (what
 /// the SDK does after an attempt timeout). Kinds: `reserve`, `take_over`, `commit`,
-/// `release_lease`, `finish`, `routed`, `record_slot_id`. `times` bounds how many calls get the
+/// `release_lease`, `finish`, `routed`, `record_effect_id`. `times` bounds how many calls get the
 /// fault (`usize::MAX` for all).
 pub struct LostAnswers {
     inner: Arc<dyn IdempotencyStore>,
@@ -580,7 +583,7 @@ impl IdempotencyStore for LostAnswers {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -589,7 +592,7 @@ impl IdempotencyStore for LostAnswers {
             self,
             "commit",
             self.inner
-                .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                .commit(pk, owner, effect_id, booking, natural_key, now_ms)
                 .await
         )
     }
@@ -633,16 +636,16 @@ impl IdempotencyStore for LostAnswers {
         // the retry's (`false`), which the gate treats as "confirmed or taken over".
         twice_if!(self, "routed", self.inner.routed(pk, owner, now_ms).await)
     }
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {
         twice_if!(
             self,
-            "record_slot_id",
-            self.inner.record_slot_id(pk, slot_id, now_ms).await
+            "record_effect_id",
+            self.inner.record_effect_id(pk, effect_id, now_ms).await
         )
     }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {

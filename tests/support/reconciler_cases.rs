@@ -13,7 +13,7 @@ use serde_json::json;
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{ClaimOutcome, HttpTerminal, HttpTerminalConfig};
+use truck_slot::terminal::{CallOutcome, HttpTerminal, HttpTerminalConfig};
 
 /// 2026-06-01T06:00:00Z.
 pub const T0: i64 = 1_780_293_600_000;
@@ -126,7 +126,7 @@ impl World {
 pub async fn stranded_after_claim_is_answered_by_the_replay(w: &World) {
     let body = World::body("R-1", "CSQU3054383");
     let record = w.strand(&body, "inv-dead", T0 + 30_000).await;
-    let ClaimOutcome::Claimed(slot) = w
+    let CallOutcome::Done(slot) = w
         .gate
         .integration
         .call(&gate::Held::for_tests(&record))
@@ -147,9 +147,9 @@ pub async fn stranded_after_claim_is_answered_by_the_replay(w: &World) {
     assert_eq!(report.found_by_lookup, 0, "re-sent, not looked up");
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
+    assert_eq!(after.effect_id.as_deref(), Some(slot.effect_id.as_str()));
     let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.effect_id, slot.slot_id);
+    assert_eq!(booking.effect_id, slot.effect_id);
     assert_eq!(w.core.slots_issued(), 1);
 }
 
@@ -158,7 +158,7 @@ pub async fn stranded_after_claim_is_answered_by_the_replay(w: &World) {
 pub async fn stranded_after_claim_past_the_horizon_is_found_by_lookup(w: &World) {
     let body = World::body("R-6", "MWCU6059784");
     let record = w.strand(&body, "inv-dead", T0 + 30_000).await;
-    let ClaimOutcome::Claimed(slot) = w
+    let CallOutcome::Done(slot) = w
         .gate
         .integration
         .call(&gate::Held::for_tests(&record))
@@ -179,7 +179,7 @@ pub async fn stranded_after_claim_past_the_horizon_is_found_by_lookup(w: &World)
     assert_eq!(report.found_by_lookup, 1);
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.slot_id.as_deref(), Some(slot.slot_id.as_str()));
+    assert_eq!(after.effect_id.as_deref(), Some(slot.effect_id.as_str()));
     assert_eq!(w.core.slots_issued(), 1);
 }
 
@@ -205,7 +205,10 @@ pub async fn stranded_before_claim_is_claimed_once_with_the_same_key(w: &World) 
         Some(record.op_key.as_str())
     );
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
-    assert_eq!(after.slot_id.as_deref(), Some(slots[0].slot_id.as_str()));
+    assert_eq!(
+        after.effect_id.as_deref(),
+        Some(slots[0].effect_id.as_str())
+    );
     // A second run finds nothing to do.
     w.clock.advance_ms(60_000);
     let again = w
@@ -247,7 +250,7 @@ pub async fn racing_a_slow_consumer_makes_one_slot_and_one_booking(w: &World) {
     assert_eq!(w.core.slots_issued(), 1);
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.slot_ids.len(), 1);
+    assert_eq!(after.effect_ids.len(), 1);
     assert!(w.store.booking(&record.event_key).await.unwrap().is_some());
 }
 

@@ -24,7 +24,7 @@ use integration_tests::field_cases::T0;
 use integration_tests::{moto_endpoint, sqs_event, unique};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{AnswerDetail, CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
 const HOUR_MS: i64 = 3_600_000;
 const OURS: &str = "MWCU6059784";
@@ -62,14 +62,14 @@ fn gate_over(
 
 /// A terminal that answers every claim with `claim` and every lookup with `lookup`.
 struct Scripted {
-    claim: ClaimOutcome,
+    claim: CallOutcome,
     lookup: LookupOutcome,
     claims: AtomicUsize,
 }
 
 #[async_trait]
 impl SlotTerminal for Scripted {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
         self.claims.fetch_add(1, Ordering::SeqCst);
         self.claim.clone()
     }
@@ -110,13 +110,13 @@ impl IdempotencyStore for FailFirstFinish {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.inner
-            .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+            .commit(pk, owner, effect_id, booking, natural_key, now_ms)
             .await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
@@ -146,13 +146,13 @@ impl IdempotencyStore for FailFirstFinish {
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
         self.inner.routed(pk, owner, now_ms).await
     }
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record_slot_id(pk, slot_id, now_ms).await
+        self.inner.record_effect_id(pk, effect_id, now_ms).await
     }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.get(pk).await
@@ -163,10 +163,10 @@ impl IdempotencyStore for FailFirstFinish {
 }
 
 /// FINDING (high). A claim answered with a slot for another container: `settle_claim` adds that
-/// slot id to the record's `slot_ids` (unfenced, before its fenced `finish`). When the finish
+/// slot id to the record's `effect_ids` (unfenced, before its fenced `finish`). When the finish
 /// does not land (a store error, or the lease was lost), the record stays `in_flight` holding a
 /// foreign slot id. Past the claim horizon, the reconciler's routing to a person
-/// (`FinishGuard::LeaseAndNoSlot`) is refused because a slot id is recorded, and
+/// (`FinishGuard::LeaseAndNoEffect`) is refused because a slot id is recorded, and
 /// `after_refused_finish` commits the first recorded slot id: the foreign slot is booked for our
 /// container in the TMS, and no person is told.
 ///
@@ -182,9 +182,9 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
 
     // 1. A stranded record (its worker died before claiming), 22 h 55 min old.
     let consumer_terminal = Arc::new(Scripted {
-        claim: ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "S-FOREIGN".into(),
-            equipment_number: Some(FOREIGN.into()),
+        claim: CallOutcome::Done(Effect {
+            effect_id: "S-FOREIGN".into(),
+            subject: Some(FOREIGN.into()),
         }),
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
@@ -238,7 +238,7 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
         store.clone(),
         integration,
         Arc::new(Scripted {
-            claim: ClaimOutcome::Transient(AnswerDetail::new("unused")),
+            claim: CallOutcome::Transient(AnswerDetail::new("unused")),
             lookup: LookupOutcome::Transient(AnswerDetail::new("lookup answered 503")),
             claims: AtomicUsize::new(0),
         }),
@@ -264,7 +264,7 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
         None,
         "a slot issued for {FOREIGN} was booked for {OURS}; record {:?} slot {:?}, manual {:?}",
         record.status,
-        record.slot_id,
+        record.effect_id,
         manual.items().iter().map(|i| i.reason).collect::<Vec<_>>()
     );
     assert_ne!(record.status, RecordStatus::Committed);
@@ -285,10 +285,10 @@ async fn foreign_slot_is_never_committed_on_dynamodb() {
     foreign_slot_case(Arc::new(store), &unique("foreign")).await;
 }
 
-/// FINDING (medium). A record whose `slot_ids` already holds a slot id recorded by a holder that
-/// lost its lease (`record_slot_id`, the `LeaseLost` path) and is then committed by the new
+/// FINDING (medium). A record whose `effect_ids` already holds a slot id recorded by a holder that
+/// lost its lease (`record_effect_id`, the `LeaseLost` path) and is then committed by the new
 /// holder with another slot id holds two distinct slot ids. The memory store counts it in
-/// `multi_slot_keys` (1); `DynamoStore::commit` adds to `slot_ids` but never sets `multi_slot`,
+/// `multi_effect_keys` (1); `DynamoStore::commit` adds to `effect_ids` but never sets `multi_effect`,
 /// so on DynamoDB the distinct-slot signal reads 0: the terminal issued two slots for one key and
 /// the alarm meant for exactly that stays silent.
 async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
@@ -297,7 +297,7 @@ async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
         store.clone(),
         integration,
         Arc::new(Scripted {
-            claim: ClaimOutcome::KeyInFlight,
+            claim: CallOutcome::KeyInFlight,
             lookup: LookupOutcome::NotFound,
             claims: AtomicUsize::new(0),
         }),
@@ -317,11 +317,11 @@ async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
         Reservation::Reserved
     );
     // The old holder's claim came back with S-1 after its lease was taken over by inv-b#0: its
-    // commit was refused and it recorded S-1 (what `commit_slot` does on `LeaseLost`).
+    // commit was refused and it recorded S-1 (what `commit_effect` does on `LeaseLost`).
     let after = store
-        .record_slot_id(&record.pk, "S-1", T0 + 1)
+        .record_effect_id(&record.pk, "S-1", T0 + 1)
         .await
-        .expect("record_slot_id")
+        .expect("record_effect_id")
         .expect("record");
     assert_eq!(after.status, RecordStatus::InFlight);
     // The holder's own claim returned S-2 (a terminal that ignored the key): it commits S-2.
@@ -341,9 +341,9 @@ async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
         CommitOutcome::Committed
     );
     let now = store.get(&record.pk).await.expect("get").expect("record");
-    assert_eq!(now.slot_ids.len(), 2, "{:?}", now.slot_ids);
+    assert_eq!(now.effect_ids.len(), 2, "{:?}", now.effect_ids);
     assert_eq!(
-        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        store.multi_effect_keys().await.expect("multi_effect_keys"),
         1,
         "a key with two distinct slot ids must be counted by the distinct-slot signal"
     );
@@ -371,9 +371,9 @@ async fn lost_take_over_answer_on_dynamodb() {
     let integration = unique("losttk");
     let clock = Arc::new(ManualClock::new(T0));
     let terminal = Arc::new(Scripted {
-        claim: ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "S-7".into(),
-            equipment_number: Some(OURS.into()),
+        claim: CallOutcome::Done(Effect {
+            effect_id: "S-7".into(),
+            subject: Some(OURS.into()),
         }),
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
@@ -416,7 +416,7 @@ async fn lost_take_over_answer_on_dynamodb() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: "S-7".into(),
+            effect_id: "S-7".into(),
             natural_key_collision: None,
         },
         "{ops:?}"
@@ -442,14 +442,14 @@ async fn lost_finish_answer_on_dynamodb() {
         store.clone(),
         &integration,
         Arc::new(Scripted {
-            claim: ClaimOutcome::KeyInFlight,
+            claim: CallOutcome::KeyInFlight,
             lookup: LookupOutcome::NotFound,
             claims: AtomicUsize::new(0),
         }),
         manual.clone(),
         clock.clone(),
     );
-    g.config.terminal_supports_idempotency_key = false;
+    g.config.server_supports_idempotency_key = false;
     let b = body("PCS-FIN-1");
     let report = g
         .handle_batch(
@@ -489,7 +489,7 @@ async fn lost_poison_routing_answer_on_dynamodb() {
         store.clone(),
         &integration,
         Arc::new(Scripted {
-            claim: ClaimOutcome::KeyInFlight,
+            claim: CallOutcome::KeyInFlight,
             lookup: LookupOutcome::NotFound,
             claims: AtomicUsize::new(0),
         }),
@@ -527,7 +527,7 @@ async fn huge_negative_exponent_is_rejected_not_a_panic() {
         Arc::new(MemoryStore::new()),
         "exp-mem",
         Arc::new(Scripted {
-            claim: ClaimOutcome::KeyInFlight,
+            claim: CallOutcome::KeyInFlight,
             lookup: LookupOutcome::NotFound,
             claims: AtomicUsize::new(0),
         }),
@@ -574,9 +574,9 @@ async fn ended_window_is_never_claimed_on_take_over() {
     let clock = Arc::new(ManualClock::new(window_end - HOUR_MS));
     let manual = Arc::new(MemoryManualQueue::new());
     let terminal = Arc::new(Scripted {
-        claim: ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "S-LATE".into(),
-            equipment_number: Some(OURS.into()),
+        claim: CallOutcome::Done(Effect {
+            effect_id: "S-LATE".into(),
+            subject: Some(OURS.into()),
         }),
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
@@ -664,7 +664,7 @@ async fn expired_pending_routing_is_still_sent() {
         store.clone(),
         "expired-route",
         Arc::new(Scripted {
-            claim: ClaimOutcome::KeyInFlight,
+            claim: CallOutcome::KeyInFlight,
             lookup: LookupOutcome::NotFound,
             claims: AtomicUsize::new(0),
         }),
@@ -711,11 +711,11 @@ struct PausedForeignClaim {
 
 #[async_trait]
 impl SlotTerminal for PausedForeignClaim {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
         self.land.notified().await;
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "S-FOREIGN".into(),
-            equipment_number: Some(FOREIGN.into()),
+        CallOutcome::Done(Effect {
+            effect_id: "S-FOREIGN".into(),
+            subject: Some(FOREIGN.into()),
         })
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
@@ -732,8 +732,8 @@ struct LookupLetsClaimLand {
 
 #[async_trait]
 impl SlotTerminal for LookupLetsClaimLand {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::KeyInFlight
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::KeyInFlight
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         self.land.notify_one();
@@ -835,7 +835,7 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
         None,
         "foreign slot booked: record {:?} {:?}, consumer {:?}, run {run:?}, manual {:?}",
         record.status,
-        record.slot_id,
+        record.effect_id,
         consumer_report.records[0].outcome,
         manual.items().iter().map(|i| i.reason).collect::<Vec<_>>()
     );
@@ -904,7 +904,7 @@ async fn lost_answers_on_past_retention_routing_on_dynamodb() {
     let integration = unique("lostpr");
     let clock = Arc::new(ManualClock::new(T0));
     let terminal = Arc::new(Scripted {
-        claim: ClaimOutcome::KeyInFlight,
+        claim: CallOutcome::KeyInFlight,
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
     });

@@ -25,7 +25,7 @@ use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
     put_unreadable_in_flight, sqs_client, sqs_event, CallRecorder,
 };
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
 // The store conformance suite, one test per case (the list lives once, in `gate::conformance`),
 // each case on fresh tables, plus every case in turn on one table pair.
@@ -282,10 +282,10 @@ struct FixedSlot;
 
 #[async_trait]
 impl SlotTerminal for FixedSlot {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "ECT-SLOT-0001".into(),
-            equipment_number: Some("CSQU3054383".into()),
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Done(Effect {
+            effect_id: "ECT-SLOT-0001".into(),
+            subject: Some("CSQU3054383".into()),
         })
     }
 
@@ -333,7 +333,7 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: "ECT-SLOT-0001".into(),
+            effect_id: "ECT-SLOT-0001".into(),
             natural_key_collision: None,
         }
     );
@@ -408,7 +408,7 @@ async fn finished_records_on_dynamodb_hold_no_request() {
     assert!(store.get(&pk).await.unwrap().unwrap().request.is_empty());
 
     let mut no_key = gate.clone();
-    no_key.config.terminal_supports_idempotency_key = false;
+    no_key.config.server_supports_idempotency_key = false;
     let manual = body("PCS-MIN-2");
     let report = no_key
         .handle_batch(sqs_event(&[("m2", &manual)]), &invocation)

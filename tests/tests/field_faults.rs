@@ -38,7 +38,7 @@ async fn every_consumer_write_retried_on_memory() {
             "finish",
             "routed",
             "release_lease",
-            "record_slot_id",
+            "record_effect_id",
         ],
         usize::MAX,
     ));

@@ -118,9 +118,9 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
             .unwrap()
             .unwrap_or_else(|| panic!("no record for {}", slot.equipment_number));
         assert_eq!(record.status, RecordStatus::Committed);
-        assert_eq!(record.slot_id.as_deref(), Some(slot.slot_id.as_str()));
+        assert_eq!(record.effect_id.as_deref(), Some(slot.effect_id.as_str()));
         let booking = store.booking(&key).await.unwrap().unwrap();
-        assert_eq!(booking.effect_id, slot.slot_id);
+        assert_eq!(booking.effect_id, slot.effect_id);
     }
     let scanned = dynamo.scan().table_name(&bookings).send().await.unwrap();
     assert_eq!(scanned.count(), 3);
@@ -196,7 +196,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         abcd[0].idempotency_key.as_deref(),
         Some(stranded.op_key.as_str())
     );
-    assert_eq!(after.slot_id.as_deref(), Some(abcd[0].slot_id.as_str()));
+    assert_eq!(after.effect_id.as_deref(), Some(abcd[0].effect_id.as_str()));
 
     // The metrics binary: nothing is in_flight any more, no key has two slot ids.
     let signals = tokio::task::spawn_blocking(move || {
@@ -209,7 +209,7 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         serde_json::json!({
             "oldest_in_flight_age_s": 0,
             "in_flight_older_than_10m": 0,
-            "multi_slot_keys": 0
+            "multi_effect_keys": 0
         })
     );
 
@@ -249,7 +249,7 @@ const CONFIG_VARIABLES: &[&str] = &[
     "TERMINAL_CONNECT_TIMEOUT_MS",
     "TERMINAL_REQUEST_TIMEOUT_MS",
     "RECONCILE_MIN_AGE_SECONDS",
-    "TERMINAL_KEY_RETENTION_SECONDS",
+    "SERVER_KEY_RETENTION_SECONDS",
     "RETENTION_MARGIN_SECONDS",
     "RECONCILE_PAGE_SIZE",
     "LOG_SENSITIVE_BODIES",

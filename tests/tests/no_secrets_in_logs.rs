@@ -685,7 +685,7 @@ async fn the_handlers_log_no_secret_at_trace() {
 
     // A terminal without Idempotency-Key support: manual routing.
     let mut no_key = gate.clone();
-    no_key.config.terminal_supports_idempotency_key = false;
+    no_key.config.server_supports_idempotency_key = false;
     let body = notification("PCS-lib-nokey", &container("CSQU305438")).to_string();
     let event: SqsEvent = serde_json::from_value(sqs_event(&[body])).unwrap();
     let report = no_key.handle_batch(event, &invocation("inv-2")).await;

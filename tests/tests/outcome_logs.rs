@@ -4,8 +4,8 @@
 //! poison body, a claim the terminal refuses with 503, the same container and window under a new
 //! notificationId) and every record must end in exactly one `record processed` line carrying the
 //! outcome and the fields the runbooks name (`docs/OPERATING.md`, "Runbooks"): `fields.outcome`,
-//! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.container`,
-//! `fields.slot_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
+//! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.subject`,
+//! `fields.effect_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
 
 #[path = "../../integrations/truck-slot/tests/support/mod.rs"]
 mod support;

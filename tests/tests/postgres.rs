@@ -228,7 +228,7 @@ async fn an_answer_lost_after_the_commit_is_recognised_by_the_retry() {
     assert_eq!(proxy.cuts(), 2, "the commit's answer was not cut");
     let stored = store.get(&r.pk).await.expect("get").expect("record");
     assert_eq!(stored.status, RecordStatus::Committed);
-    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-LOST-ANSWER"));
+    assert_eq!(stored.effect_id.as_deref(), Some("SLOT-LOST-ANSWER"));
     assert_eq!(
         store.booking(&r.event_key).await.expect("booking"),
         Some(booking)
@@ -496,12 +496,12 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
     let slot = core
         .slots()
         .first()
-        .map(|s| s.slot_id.clone())
+        .map(|s| s.effect_id.clone())
         .expect("a slot");
     assert_eq!(
         first.records[0].outcome,
         RecordOutcome::Committed {
-            slot_id: slot,
+            effect_id: slot,
             natural_key_collision: None,
         }
     );

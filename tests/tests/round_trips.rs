@@ -37,7 +37,7 @@ use integration_tests::{
 };
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
 /// 2026-06-01T06:00:00Z; the windows below are 08:00-10:00 the same day.
 const T0: i64 = 1_780_293_600_000;
@@ -50,32 +50,32 @@ struct KeyedTerminal {
 }
 
 impl KeyedTerminal {
-    fn slot_for(&self, op_key: &str) -> SlotClaim {
+    fn slot_for(&self, op_key: &str) -> Effect {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let n = slots.len() + 1;
-        let slot_id = slots
+        let effect_id = slots
             .entry(op_key.to_string())
             .or_insert_with(|| format!("ECTD-{n:06}"))
             .clone();
-        SlotClaim {
-            slot_id,
-            equipment_number: None,
+        Effect {
+            effect_id,
+            subject: None,
         }
     }
 }
 
 #[async_trait]
 impl SlotTerminal for KeyedTerminal {
-    async fn claim(&self, op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Claimed(self.slot_for(op_key))
+    async fn claim(&self, op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Done(self.slot_for(op_key))
     }
 
     async fn lookup(&self, op_key: &str, _request: &[u8]) -> LookupOutcome {
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         match slots.get(op_key) {
-            Some(slot_id) => LookupOutcome::Found(SlotClaim {
-                slot_id: slot_id.clone(),
-                equipment_number: None,
+            Some(effect_id) => LookupOutcome::Found(Effect {
+                effect_id: effect_id.clone(),
+                subject: None,
             }),
             None => LookupOutcome::NotFound,
         }
@@ -468,8 +468,8 @@ struct RacingStore {
 
 #[async_trait]
 impl InFlightIndex for RacingStore {
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        self.inner.multi_slot_keys().await
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
+        self.inner.multi_effect_keys().await
     }
     async fn stale_in_flight(
         &self,

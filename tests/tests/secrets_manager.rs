@@ -134,7 +134,7 @@ async fn several_terminals_each_send_their_own_token() {
     use std::sync::{Arc, Mutex};
 
     use truck_slot::terminal::several::{parse_terminals, TerminalLimits};
-    use truck_slot::terminal::{ClaimOutcome, HttpTerminalConfig, SlotTerminal};
+    use truck_slot::terminal::{CallOutcome, HttpTerminalConfig, SlotTerminal};
 
     let client = client().await;
     let ect = secret_string(&client, "tok-ECT-0001").await;
@@ -188,10 +188,10 @@ async fn several_terminals_each_send_their_own_token() {
     assert!(!debug.contains("tok-"), "{debug}");
     let request = br#"{"equipment_number":"CSQU3054383","pin":"4711","window_end":"2026-12-01T12:00:00Z","window_start":"2026-12-01T08:00:00Z"}"#;
     for (terminal, slot) in [("ECT-DELTA", "S-1"), ("APMT-MV2", "A-1")] {
-        let ClaimOutcome::Claimed(claimed) = router.claim_at(terminal, "k", request).await else {
+        let CallOutcome::Done(claimed) = router.claim_at(terminal, "k", request).await else {
             panic!("{terminal}: claimed");
         };
-        assert_eq!(claimed.slot_id, slot);
+        assert_eq!(claimed.effect_id, slot);
     }
     assert_eq!(
         seen.lock().unwrap().clone(),

@@ -28,26 +28,26 @@ async fn store_signals_are_read_from_the_indexes_and_published() {
     w.clock.advance_ms(60_000);
     assert_eq!(
         store
-            .record_slot_id(
+            .record_effect_id(
                 &old.pk,
                 "SLOT-A",
                 gate::clock::Clock::now_ms(w.clock.as_ref())
             )
             .await
             .unwrap()
-            .map(|r| r.slot_ids.len()),
+            .map(|r| r.effect_ids.len()),
         Some(1)
     );
     assert_eq!(
         store
-            .record_slot_id(
+            .record_effect_id(
                 &old.pk,
                 "SLOT-B",
                 gate::clock::Clock::now_ms(w.clock.as_ref())
             )
             .await
             .unwrap()
-            .map(|r| r.slot_ids.len()),
+            .map(|r| r.effect_ids.len()),
         Some(2)
     );
 
@@ -55,7 +55,7 @@ async fn store_signals_are_read_from_the_indexes_and_published() {
     let expected = StoreSignals {
         oldest_in_flight_age_s: 20 * 60,
         in_flight_older_than_10m: 2,
-        multi_slot_keys: 1,
+        multi_effect_keys: 1,
     };
     assert_eq!(
         collect_store_signals(store.as_ref(), now).await.unwrap(),
@@ -77,7 +77,7 @@ async fn store_signals_are_read_from_the_indexes_and_published() {
     for (name, value) in [
         (metric::OLDEST_IN_FLIGHT_AGE, 1200.0),
         (metric::IN_FLIGHT_OLDER_THAN_10M, 2.0),
-        (metric::MULTI_SLOT_KEYS, 1.0),
+        (metric::MULTI_EFFECT_KEYS, 1.0),
     ] {
         let stats = cloudwatch
             .get_metric_statistics()

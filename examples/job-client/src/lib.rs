@@ -83,7 +83,7 @@ impl Integration for JobClient {
         job(body).into()
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         let request = self
             .http

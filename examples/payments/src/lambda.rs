@@ -8,7 +8,7 @@
 //!
 //! The gate's own variables are `gate::lambda::LambdaConfig`'s (docs/DEPLOYING.md); the key
 //! retention is the API's, 24 hours ([`crate::KEY_RETENTION_MS`]), whatever
-//! `TERMINAL_KEY_RETENTION_SECONDS` says.
+//! `SERVER_KEY_RETENTION_SECONDS` says.
 
 use gate::idempotency_key::client;
 use gate::lambda::{fetch_secret_string, Env, Error, IntegrationConfig, LambdaConfig};

@@ -95,7 +95,7 @@ impl Integration for Payments {
         invoice(body).into()
     }
 
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         let url = format!("{}/v1/charges", self.url);
         let request = reqwest::Client::post(&self.http, url)

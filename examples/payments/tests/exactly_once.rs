@@ -59,7 +59,7 @@ fn the_scenario_checks_catch_what_they_claim() {
         vec!["ch-000001".to_string(), "ch-000002".to_string()],
     );
     let item = ManualItem {
-        reason: ManualReason::TerminalRejected,
+        reason: ManualReason::ServerRejected,
         detail: "payments API answered 402".into(),
         original_body: payments::scenario::invoice(4, false),
         event_key: Some("e".into()),

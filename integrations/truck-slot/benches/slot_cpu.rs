@@ -31,7 +31,7 @@ use truck_slot::derive_keys;
 use truck_slot::iso6346::EquipmentNumber;
 use truck_slot::keys::{self, SLOT_CLAIM};
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
 
 /// 2025-06-09T04:00:00Z; the window below is 08:00-10:00 the same day.
 const NOW_MS: i64 = 1_749_441_600_000;
@@ -45,8 +45,8 @@ struct NoTerminal;
 
 #[async_trait::async_trait]
 impl SlotTerminal for NoTerminal {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Transient("not in a benchmark".into())
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Transient("not in a benchmark".into())
     }
 
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
@@ -88,8 +88,8 @@ fn steps(c: &mut Criterion) {
     );
     let mut committed = record.clone();
     committed.status = RecordStatus::Committed;
-    committed.slot_id = Some("ECTD-000123".into());
-    committed.slot_ids = ["ECTD-000123".to_string()].into();
+    committed.effect_id = Some("ECTD-000123".into());
+    committed.effect_ids = ["ECTD-000123".to_string()].into();
     committed.lease_owner = None;
     committed.lease_until_ms = None;
     committed.inflight_shard = None;

@@ -17,8 +17,8 @@
 //! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout; the gate's `DEADLINE_MARGIN_MS` is raised to at least this + `gate::lambda::COMMIT_ALLOWANCE_MS` (the reconciler: twice this + the allowance) | milliseconds | `10000` |
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
 //! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
-//! | `TERMINAL_KEY_RETENTION_SECONDS` | (the gate's) the terminal's key retention | seconds | `86400` |
-//! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `TERMINAL_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
+//! | `SERVER_KEY_RETENTION_SECONDS` | (the gate's) the terminal's key retention | seconds | `86400` |
+//! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `SERVER_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
 //! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them (set but empty: none may be read) | | unset (not checked) |
 
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ pub struct TerminalConfig {
     /// own), and `policies` holds each one's key support and claim horizon.
     pub terminals: Vec<TerminalSpec>,
     /// Per terminal code, with several terminals: its key support and claim horizon, which
-    /// replace `gate.terminal_supports_idempotency_key` and `gate.claim_horizon_ms` for records
+    /// replace `gate.server_supports_idempotency_key` and `gate.claim_horizon_ms` for records
     /// of that terminal ([`crate::TruckSlot::with_policies`]). Empty for one terminal.
     pub policies: BTreeMap<String, TerminalPolicy>,
 }
@@ -71,11 +71,11 @@ fn replaced_by_terminals(env: &Env<'_>, variable: &'static str) {
 
 impl TerminalConfig {
     /// Whether the terminal `terminal` (a record's terminal code) honours `Idempotency-Key`: its
-    /// policy's, else `gate.terminal_supports_idempotency_key`.
+    /// policy's, else `gate.server_supports_idempotency_key`.
     pub fn supports_idempotency_key(&self, gate: &GateConfig, terminal: &str) -> bool {
         self.policies
             .get(terminal)
-            .map_or(gate.terminal_supports_idempotency_key, |p| {
+            .map_or(gate.server_supports_idempotency_key, |p| {
                 p.supports_idempotency_key
             })
     }
@@ -108,7 +108,7 @@ impl IntegrationConfig for TerminalConfig {
                 "TERMINAL_API_TOKEN",
                 "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
                 "KNOWN_TERMINALS",
-                "TERMINAL_KEY_RETENTION_SECONDS",
+                "SERVER_KEY_RETENTION_SECONDS",
             ] {
                 replaced_by_terminals(env, variable);
             }
@@ -136,7 +136,7 @@ impl IntegrationConfig for TerminalConfig {
         if known_terminals.is_empty() {
             env.problem("KNOWN_TERMINALS", "no terminal code given");
         }
-        lambda.gate.terminal_supports_idempotency_key =
+        lambda.gate.server_supports_idempotency_key =
             several || env.boolean("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", true);
         let mut terminal = HttpTerminalConfig::new(base_url.unwrap_or_default());
         terminal.connect_timeout = Duration::from_millis(
@@ -211,7 +211,7 @@ impl IntegrationConfig for TerminalConfig {
             known_terminals = terminals.iter().map(|t| t.code.clone()).collect();
             terminal_policies = policies(&terminals, margin_s * 1000);
             // What a record of a terminal no longer configured is held to: the shortest retention
-            // (`TERMINAL_KEY_RETENTION_SECONDS` is refused next to `TERMINALS`).
+            // (`SERVER_KEY_RETENTION_SECONDS` is refused next to `TERMINALS`).
             lambda.reconciler.key_retention_ms = terminals
                 .iter()
                 .filter_map(|t| t.key_retention_s)
@@ -279,7 +279,7 @@ mod tests {
         let c = FunctionConfig::from_env(env(BASE)).unwrap();
         assert_eq!(c.lambda.gate.key_ttl_s, 1_814_400);
         assert_eq!(c.integration.known_terminals, vec!["ECT-DELTA".to_string()]);
-        assert!(c.lambda.gate.terminal_supports_idempotency_key);
+        assert!(c.lambda.gate.server_supports_idempotency_key);
         assert_eq!(
             c.integration.terminal.request_timeout,
             Duration::from_secs(10)
@@ -346,7 +346,7 @@ mod tests {
             ("KEY_TTL_SECONDS", "14d"),
             ("MAX_CONCURRENCY", "0"),
             ("TERMINAL_SUPPORTS_IDEMPOTENCY_KEY", "yes"),
-            ("TERMINAL_KEY_RETENTION_SECONDS", "600"),
+            ("SERVER_KEY_RETENTION_SECONDS", "600"),
             ("RETENTION_MARGIN_SECONDS", "600"),
         ]))
         .unwrap_err();
@@ -372,7 +372,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("RETENTION_MARGIN_SECONDS: 600 must be less than TERMINAL_KEY_RETENTION_SECONDS (600)"),
+            text.contains("RETENTION_MARGIN_SECONDS: 600 must be less than SERVER_KEY_RETENTION_SECONDS (600)"),
             "{text}"
         );
         assert!(!text.contains("s3cret"), "{text}");

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gate::effect::{ClaimOutcome, LookupOutcome};
+use gate::effect::{CallOutcome, LookupOutcome};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
@@ -179,7 +179,7 @@ impl Integration for TruckSlot {
     }
 
     /// The claim at the record's terminal (label `terminal`).
-    async fn call(&self, held: &Held<'_>) -> ClaimOutcome {
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
         let record = held.record();
         self.terminal
             .claim_at(record.label("terminal"), &record.op_key, &record.request)

@@ -29,8 +29,7 @@ use support::{raw, spawn};
 use truck_slot::config::FunctionConfig;
 use truck_slot::terminal::several::{parse_terminals, TerminalApi, TerminalLimits, TerminalRouter};
 use truck_slot::terminal::{
-    ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotClaim,
-    SlotTerminal,
+    ApiToken, CallOutcome, Effect, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
 };
 
 const LIMITS: TerminalLimits = TerminalLimits {
@@ -152,7 +151,7 @@ async fn an_appointments_v2_answer_naming_a_field_twice_is_no_slot() {
         if status == 201 {
             let outcome = client.claim("key-1", &request()).await;
             assert!(
-                matches!(outcome, ClaimOutcome::Transient(_)),
+                matches!(outcome, CallOutcome::Transient(_)),
                 "{body}: {outcome:?}"
             );
         } else {
@@ -167,7 +166,7 @@ async fn an_appointments_v2_answer_naming_a_field_twice_is_no_slot() {
     let terminal = spawn(|_| raw(201, r#"{"appointment": {"id": "A-1"}}"#)).await;
     let outcome = v2(&terminal.base_url).claim("key-1", &request()).await;
     assert!(
-        matches!(&outcome, ClaimOutcome::Claimed(SlotClaim { slot_id, .. }) if slot_id == "A-1"),
+        matches!(&outcome, CallOutcome::Done(Effect { effect_id: slot_id, .. }) if slot_id == "A-1"),
         "{outcome:?}"
     );
 }
@@ -229,13 +228,13 @@ async fn a_hung_terminal_holds_back_no_other_terminal() {
     }
     #[async_trait]
     impl SlotTerminal for Terminal {
-        async fn claim(&self, op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        async fn claim(&self, op_key: &str, _request: &[u8]) -> CallOutcome {
             if self.hangs {
                 tokio::time::sleep(Duration::from_secs(3_600)).await;
             }
-            ClaimOutcome::Claimed(SlotClaim {
-                slot_id: format!("S-{}", &op_key[..8]),
-                equipment_number: None,
+            CallOutcome::Done(Effect {
+                effect_id: format!("S-{}", &op_key[..8]),
+                subject: None,
             })
         }
         async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
@@ -347,13 +346,13 @@ async fn a_removed_terminal_s_records_go_to_a_person_once() {
     }
     #[async_trait]
     impl SlotTerminal for Terminal {
-        async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
             if self.lost {
-                return ClaimOutcome::Transient("answer lost".into());
+                return CallOutcome::Transient("answer lost".into());
             }
-            ClaimOutcome::Claimed(SlotClaim {
-                slot_id: "X-1".into(),
-                equipment_number: None,
+            CallOutcome::Done(Effect {
+                effect_id: "X-1".into(),
+                subject: None,
             })
         }
         async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {

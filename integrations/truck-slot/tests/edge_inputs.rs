@@ -32,7 +32,7 @@ use truck_slot::notification::{
     MAX_TERMINAL_CHARS,
 };
 use truck_slot::terminal::{
-    ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal, MAX_SLOT_ID_CHARS,
+    CallOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal, MAX_SLOT_ID_CHARS,
 };
 
 /// 2026-06-01T06:00:00Z, before every window used here.
@@ -48,9 +48,9 @@ struct Untouched {
 
 #[async_trait]
 impl SlotTerminal for Untouched {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        ClaimOutcome::Transient("must not be called".into())
+        CallOutcome::Transient("must not be called".into())
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -153,7 +153,7 @@ async fn assert_rejected(body: Option<&str>, code: &str) -> ManualItem {
     // At most the routing record that makes the routing happen once, finished: no claim record.
     for record in w.store.records() {
         assert_eq!(record.status, RecordStatus::Manual, "{record:?}");
-        assert!(record.slot_ids.is_empty());
+        assert!(record.effect_ids.is_empty());
     }
     let items = w.manual.items();
     assert_eq!(items.len(), 1);
@@ -638,7 +638,7 @@ async fn an_answer_for_another_container_is_routed_as_invalid() {
         .await;
     assert_eq!(
         report.records[0].outcome,
-        RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid)
+        RecordOutcome::Manual(ManualReason::ServerAnswerInvalid)
     );
     assert!(failures(&report).is_empty(), "permanent: acknowledged");
     let record = w
@@ -648,11 +648,14 @@ async fn an_answer_for_another_container_is_routed_as_invalid() {
         .unwrap()
         .unwrap();
     assert_eq!(record.status, RecordStatus::Failed);
-    assert!(record.slot_ids.contains("S-OTHER"), "the slot made is kept");
+    assert!(
+        record.effect_ids.contains("S-OTHER"),
+        "the slot made is kept"
+    );
     assert!(w.store.bookings().is_empty(), "no booking for a wrong slot");
     let items = w.manual.items();
     assert_eq!(items.len(), 1);
-    assert_eq!(items[0].reason, ManualReason::TerminalAnswerInvalid);
+    assert_eq!(items[0].reason, ManualReason::ServerAnswerInvalid);
     assert_eq!(items[0].original_body, body);
     assert!(
         items[0].detail.contains("MSKU1234565"),
@@ -688,7 +691,7 @@ async fn an_unreadable_container_in_the_answer_is_routed_as_invalid() {
         .await;
     assert_eq!(
         report.records[0].outcome,
-        RecordOutcome::Manual(ManualReason::TerminalAnswerInvalid)
+        RecordOutcome::Manual(ManualReason::ServerAnswerInvalid)
     );
     let detail = &w.manual.items()[0].detail;
     assert!(!detail.contains('\u{0}'), "{detail:?}");

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use truck_slot::derive_keys;
 use truck_slot::notification::{parse_notification, RejectReason};
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
 /// 2025-06-09T04:00:00Z.
 const NOW: i64 = 1_749_441_600_000;
@@ -94,10 +94,10 @@ struct Always;
 
 #[async_trait]
 impl SlotTerminal for Always {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "S-1".into(),
-            equipment_number: None,
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
+        CallOutcome::Done(Effect {
+            effect_id: "S-1".into(),
+            subject: None,
         })
     }
 
@@ -139,7 +139,7 @@ fn through_the_gate(body: &str) {
     let rejected = manual
         .items()
         .iter()
-        .filter(|i| matches!(i.reason, ManualReason::Rejected | ManualReason::WindowEnded))
+        .filter(|i| matches!(i.reason, ManualReason::Rejected | ManualReason::EventEnded))
         .count();
     match parsed {
         Ok(_) => {

@@ -15,7 +15,7 @@ use gate::reconciler::ReconcilerConfig;
 use gate::store::memory::MemoryStore;
 use gate::testkit::sqs_event;
 use truck_slot::terminal::several::{TerminalPolicy, TerminalRouter};
-use truck_slot::terminal::{ClaimOutcome, LookupOutcome, SlotClaim, SlotTerminal};
+use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 use truck_slot::TruckSlot;
 
 /// 2026-06-01T06:00:00Z; every window here is on 2026-06-05, after every clock used.
@@ -26,22 +26,22 @@ const HOUR: i64 = 3_600_000;
 /// `NotFound`, and records every call.
 struct Scripted {
     code: &'static str,
-    claims: Mutex<Vec<ClaimOutcome>>,
+    claims: Mutex<Vec<CallOutcome>>,
     calls: Arc<Mutex<Vec<String>>>,
 }
 
 #[async_trait]
 impl SlotTerminal for Scripted {
-    async fn claim(&self, _op_key: &str, _request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, _op_key: &str, _request: &[u8]) -> CallOutcome {
         let mut calls = self.calls.lock().unwrap();
         calls.push(format!("claim {}", self.code));
         let n = calls.len();
         drop(calls);
         let scripted = self.claims.lock().unwrap().pop();
         scripted.unwrap_or_else(|| {
-            ClaimOutcome::Claimed(SlotClaim {
-                slot_id: format!("{}-{n}", self.code),
-                equipment_number: None,
+            CallOutcome::Done(Effect {
+                effect_id: format!("{}-{n}", self.code),
+                subject: None,
             })
         })
     }
@@ -65,7 +65,7 @@ struct World {
 
 /// ECT Delta (keys, 24 h retention) and APMT (keys, 48 h), each failing its first claim with
 /// `first_claims` (if given); RWG without key support. Retention margin 1 h.
-fn world(first_claims: Option<ClaimOutcome>) -> World {
+fn world(first_claims: Option<CallOutcome>) -> World {
     let clock = Arc::new(ManualClock::new(T0));
     let calls: Arc<Mutex<Vec<String>>> = Arc::default();
     let client = |code| {
@@ -165,9 +165,9 @@ async fn each_record_goes_to_its_own_terminal_and_the_keyless_one_to_a_person_on
         .await;
     // The two claims run concurrently, so which one is the terminals' call 1 is not fixed.
     let committed_at = |o: &RecordOutcome| match o {
-        RecordOutcome::Committed { slot_id, .. } => {
-            slot_id.rsplit_once('-').map(|(t, _)| t.to_string())
-        }
+        RecordOutcome::Committed {
+            effect_id: slot_id, ..
+        } => slot_id.rsplit_once('-').map(|(t, _)| t.to_string()),
         _ => None,
     };
     assert_eq!(
@@ -211,7 +211,7 @@ async fn each_record_goes_to_its_own_terminal_and_the_keyless_one_to_a_person_on
 #[tokio::test]
 async fn each_terminal_s_key_retention_decides_alone() {
     for by_reconciler in [false, true] {
-        let w = world(Some(ClaimOutcome::Transient("503".into())));
+        let w = world(Some(CallOutcome::Transient("503".into())));
         let (ect, apmt) = (
             body("N-1", "CSQU3054383", "ECT-DELTA"),
             body("N-2", "MSCU1234566", "APMT-MV2"),
@@ -243,7 +243,7 @@ async fn each_terminal_s_key_retention_decides_alone() {
                 RecordOutcome::Manual(ManualReason::PastKeyRetention)
             );
             assert!(
-                matches!(&outcomes[1], RecordOutcome::Committed { slot_id, .. } if slot_id.starts_with("APMT-MV2")),
+                matches!(&outcomes[1], RecordOutcome::Committed { effect_id: slot_id, .. } if slot_id.starts_with("APMT-MV2")),
                 "{outcomes:?}"
             );
         }

@@ -8,7 +8,7 @@ mod support;
 use serde_json::json;
 use support::{json, raw, spawn};
 use truck_slot::terminal::{
-    ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
+    ApiToken, CallOutcome, HttpTerminal, HttpTerminalConfig, LookupOutcome, SlotTerminal,
     USER_AGENT,
 };
 
@@ -30,14 +30,14 @@ fn client(base_url: &str) -> HttpTerminal {
 
 /// What the gate may write anywhere of a claim's outcome: what a log line gets (`Debug`) and what
 /// a record's `error` or a manual item gets (the quoted, scrubbed excerpt).
-fn text(outcome: &ClaimOutcome) -> String {
+fn text(outcome: &CallOutcome) -> String {
     let quoted = match outcome {
-        ClaimOutcome::Transient(d) | ClaimOutcome::KeyMismatch(d) => d.quoted(),
-        ClaimOutcome::Permanent { detail, .. } | ClaimOutcome::Refused { detail, .. } => {
+        CallOutcome::Transient(d) | CallOutcome::KeyMismatch(d) => d.quoted(),
+        CallOutcome::Permanent { detail, .. } | CallOutcome::Refused { detail, .. } => {
             detail.quoted()
         }
-        ClaimOutcome::Claimed(slot) => format!("{slot:?}"),
-        ClaimOutcome::KeyInFlight => String::new(),
+        CallOutcome::Done(slot) => format!("{slot:?}"),
+        CallOutcome::KeyInFlight => String::new(),
     };
     format!("{outcome:?} {quoted}")
 }
@@ -68,7 +68,7 @@ async fn sends_its_user_agent_and_the_token_in_the_authorization_header_only() {
     let http = client(&terminal.base_url);
     assert!(matches!(
         http.claim("key-1", &request()).await,
-        ClaimOutcome::Claimed(_)
+        CallOutcome::Done(_)
     ));
     assert!(matches!(
         http.lookup("key-1", &request()).await,
@@ -101,7 +101,7 @@ async fn follows_no_redirect_of_any_kind() {
             spawn(move |_| (status, vec![("location", target.clone())], Vec::new())).await;
         let http = client(&terminal.base_url);
         let outcome = http.claim("key-2", &request()).await;
-        let ClaimOutcome::Transient(why) = &outcome else {
+        let CallOutcome::Transient(why) = &outcome else {
             panic!("{status}: {outcome:?}");
         };
         assert!(why.summary().contains(&status.to_string()), "{why}");
@@ -136,7 +136,7 @@ async fn reads_a_bounded_answer() {
     .await;
     let http = client(&terminal.base_url);
     let outcome = http.claim("key-3", &request()).await;
-    let ClaimOutcome::Transient(why) = &outcome else {
+    let CallOutcome::Transient(why) = &outcome else {
         panic!("{outcome:?}");
     };
     assert!(why.quoted().len() < 1_000, "{} bytes", why.quoted().len());
@@ -157,7 +157,7 @@ async fn never_quotes_a_secret_the_terminal_echoes() {
     .await;
     let http = client(&terminal.base_url);
     let outcome = http.claim("key-4", &request()).await;
-    assert!(matches!(outcome, ClaimOutcome::Transient(_)));
+    assert!(matches!(outcome, CallOutcome::Transient(_)));
     let t = text(&outcome);
     assert!(
         !t.contains("XYZZY") && !t.contains("PLUGH"),
@@ -244,7 +244,7 @@ async fn never_quotes_a_secret_echoed_in_another_form() {
             let claim = http.claim("key-6", &request()).await;
             if kind == "slot" {
                 assert!(
-                    matches!(claim, ClaimOutcome::Transient(_)),
+                    matches!(claim, CallOutcome::Transient(_)),
                     "{form}: {claim:?}"
                 );
             }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-/// Commit writes the record (`committed`, `slot_id`, `slot_ids`, the holder kept as
+/// Commit writes the record (`committed`, `effect_id`, `effect_ids`, the holder kept as
 /// `lease_owner`, no `lease_until`, no `inflight_shard`, no stored request, `updated_at` = commit
 /// time, the rest unchanged) and the booking, in one call.
 pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &str) {
@@ -36,8 +36,8 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
             assert_eq!(c.expires_at_s, r.expires_at_s);
             assert_eq!(c.event_key, r.event_key);
             assert_eq!(c.status, RecordStatus::Committed);
-            assert_eq!(c.slot_id.as_deref(), Some("SLOT-1"));
-            assert!(c.slot_ids.contains("SLOT-1"));
+            assert_eq!(c.effect_id.as_deref(), Some("SLOT-1"));
+            assert!(c.effect_ids.contains("SLOT-1"));
             assert_eq!(c.lease_owner.as_deref(), Some("owner-a"));
             assert_eq!(c.lease_until_ms, None);
             assert_eq!(c.inflight_shard, None);
@@ -47,8 +47,8 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
     }
     let expected = IdempotencyRecord {
         status: RecordStatus::Committed,
-        slot_id: Some("SLOT-1".into()),
-        slot_ids: set(&["SLOT-1"]),
+        effect_id: Some("SLOT-1".into()),
+        effect_ids: set(&["SLOT-1"]),
         request: Vec::new(),
         lease_until_ms: None,
         inflight_shard: None,
@@ -65,7 +65,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
 /// Commit is fenced by the lease: a holder whose lease was taken over is `Refused` with the
 /// record as it is (still `in_flight`, the new holder's) and writes nothing; so is a commit on a
 /// record that is no longer `in_flight` (after a commit, and after `finish`), which writes no
-/// (second) booking. The retry of a commit that landed (same holder, same slot) is `Committed`
+/// (second) booking. The retry of a commit that landed (same holder, same effect) is `Committed`
 /// and writes nothing again. Commit without any record is `Corrupt`. A booking that outlived
 /// its record makes the whole transaction fail (`Corrupt`) and leaves the record `in_flight`.
 pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
@@ -254,37 +254,37 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     );
 }
 
-/// Two holders commit one record at once with different slots: exactly one `Committed`, the
-/// other `Refused` carrying the winner's slot (or, on a real table under contention, a
-/// `TransactionConflict` after the retries); exactly one booking, with the winner's slot.
+/// Two holders commit one record at once with different effects: exactly one `Committed`, the
+/// other `Refused` carrying the winner's effect (or, on a real table under contention, a
+/// `TransactionConflict` after the retries); exactly one booking, with the winner's effect.
 pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
     let r = sample_record(prefix, "commit-race", "owner-a", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let mut tasks = Vec::new();
-    for slot in ["SLOT-A", "SLOT-B"] {
+    for effect in ["SLOT-A", "SLOT-B"] {
         let store = Arc::clone(&store);
         let r = r.clone();
         tasks.push(tokio::spawn(async move {
-            let booking = BusinessRow::for_record(&r, slot, NOW_MS + 10);
+            let booking = BusinessRow::for_record(&r, effect, NOW_MS + 10);
             let out = store
                 .commit(
                     &r.pk,
                     "owner-a",
-                    slot,
+                    effect,
                     &booking,
                     Some(&sample_natural_key(&booking)),
                     NOW_MS + 10,
                 )
                 .await;
-            (slot, out)
+            (effect, out)
         }));
     }
     let mut winners = Vec::new();
     let mut losers = Vec::new();
     for task in tasks {
         match task.await.expect("task") {
-            (slot, Ok(CommitOutcome::Committed)) => winners.push(slot),
-            (_, Ok(CommitOutcome::Refused(existing))) => losers.push(existing.slot_id.clone()),
+            (effect, Ok(CommitOutcome::Committed)) => winners.push(effect),
+            (_, Ok(CommitOutcome::Refused(existing))) => losers.push(existing.effect_id.clone()),
             (_, Err(StoreError::TransactionConflict(_))) => losers.push(None),
             (_, Err(e)) => panic!("commit failed: {e}"),
             (_, Ok(CommitOutcome::CommittedCollision { other_event_key })) => {
@@ -298,8 +298,8 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
         assert_eq!(seen, winners[0], "the loser sees the winner's slot");
     }
     let stored = must_get(store.as_ref(), &r.pk).await;
-    assert_eq!(stored.slot_id.as_deref(), Some(winners[0]));
-    assert_eq!(stored.slot_ids, set(&[winners[0]]));
+    assert_eq!(stored.effect_id.as_deref(), Some(winners[0]));
+    assert_eq!(stored.effect_ids, set(&[winners[0]]));
     let booking = store
         .booking(&r.event_key)
         .await
@@ -308,21 +308,21 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(booking.effect_id, winners[0]);
 }
 
-/// `record_slot_id` accumulates distinct slot ids (a string set) whatever the state, leaves
-/// `slot_id` alone, and creates nothing for a missing record.
-pub async fn record_slot_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
+/// `record_effect_id` accumulates distinct effect ids (a string set) whatever the state, leaves
+/// `effect_id` alone, and creates nothing for a missing record.
+pub async fn record_effect_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
-    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    let before = store.multi_effect_keys().await.expect("multi_effect_keys");
     let after = store
-        .record_slot_id(&r.pk, "SLOT-0", NOW_MS + 1)
+        .record_effect_id(&r.pk, "SLOT-0", NOW_MS + 1)
         .await
-        .expect("record_slot_id")
+        .expect("record_effect_id")
         .expect("the record after the write");
-    assert_eq!(after.slot_ids, set(&["SLOT-0"]));
+    assert_eq!(after.effect_ids, set(&["SLOT-0"]));
     assert_eq!(after.status, RecordStatus::InFlight);
-    assert_eq!(must_get(store, &r.pk).await.slot_ids, set(&["SLOT-0"]));
+    assert_eq!(must_get(store, &r.pk).await.effect_ids, set(&["SLOT-0"]));
 
     let b = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 2);
     let out = store
@@ -338,43 +338,43 @@ pub async fn record_slot_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
     let mut counts = Vec::new();
-    for slot in ["SLOT-2", "SLOT-2", "SLOT-3", "SLOT-1"] {
+    for effect in ["SLOT-2", "SLOT-2", "SLOT-3", "SLOT-1"] {
         counts.push(
             store
-                .record_slot_id(&r.pk, slot, NOW_MS + 3)
+                .record_effect_id(&r.pk, effect, NOW_MS + 3)
                 .await
-                .expect("record_slot_id")
-                .map_or(0, |r| r.slot_ids.len()),
+                .expect("record_effect_id")
+                .map_or(0, |r| r.effect_ids.len()),
         );
     }
     assert_eq!(counts, vec![3, 3, 4, 4]);
-    // The record is now found by the distinct-slot signal, without a scan.
+    // The record is now found by the distinct-effect signal, without a scan.
     assert_eq!(
-        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        store.multi_effect_keys().await.expect("multi_effect_keys"),
         before + 1
     );
     let stored = must_get(store, &r.pk).await;
     assert_eq!(
-        stored.slot_ids,
+        stored.effect_ids,
         set(&["SLOT-0", "SLOT-1", "SLOT-2", "SLOT-3"])
     );
-    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-1"));
+    assert_eq!(stored.effect_id.as_deref(), Some("SLOT-1"));
     assert_eq!(stored.status, RecordStatus::Committed);
     assert_eq!(stored.updated_at_ms, NOW_MS + 3);
 
     let missing = format!("{prefix}#no-such-key-slots");
     let none = store
-        .record_slot_id(&missing, "SLOT-9", NOW_MS)
+        .record_effect_id(&missing, "SLOT-9", NOW_MS)
         .await
-        .expect("record_slot_id");
+        .expect("record_effect_id");
     assert_eq!(none, None);
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 
-/// Signal 4: two event keys committed for one equipment number and window start. The first
+/// Signal 4: two event keys committed for one subject and window start. The first
 /// commit writes the natural-key item; the second meets it, is retried without it, commits (record
 /// and booking) and names the first event key; a retried first commit is still plain `Committed`;
-/// another window of the same container is no collision.
+/// another window of the same subject is no collision.
 pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let first = sample_record(prefix, "nk-first", "owner-a", NOW_MS);
@@ -385,15 +385,15 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
     for r in [&first, &second, &other_window] {
         must_reserve(store, r, NOW_MS).await;
     }
-    let commit = |r: &IdempotencyRecord, owner: &'static str, slot: &'static str| {
-        let booking = BusinessRow::for_record(r, slot, NOW_MS + 10);
+    let commit = |r: &IdempotencyRecord, owner: &'static str, effect: &'static str| {
+        let booking = BusinessRow::for_record(r, effect, NOW_MS + 10);
         let pk = r.pk.clone();
         async move {
             store
                 .commit(
                     &pk,
                     owner,
-                    slot,
+                    effect,
                     &booking,
                     Some(&sample_natural_key(&booking)),
                     NOW_MS + 10,
@@ -414,7 +414,7 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
     );
     let b = must_get(store, &second.pk).await;
     assert_eq!(b.status, RecordStatus::Committed);
-    assert_eq!(b.slot_id.as_deref(), Some("SLOT-B"));
+    assert_eq!(b.effect_id.as_deref(), Some("SLOT-B"));
     assert_eq!(
         store
             .booking(&second.event_key)
@@ -434,20 +434,20 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
     );
 }
 
-/// A holder that lost its lease recorded its slot id on the record (`record_slot_id`); the new
-/// holder commits another slot: committed, both ids in `slot_ids`, and the key counted by
-/// `multi_slot_keys` (the terminal issued two slots for one key).
-pub async fn commit_over_another_recorded_slot_is_counted(store: Arc<dyn Store>, prefix: &str) {
+/// A holder that lost its lease recorded its effect id on the record (`record_effect_id`); the new
+/// holder commits another effect: committed, both ids in `effect_ids`, and the key counted by
+/// `multi_effect_keys` (the server issued two effects for one key).
+pub async fn commit_over_another_recorded_effect_is_counted(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let r = sample_record(prefix, "two-slots", "owner-b", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
-    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+    let before = store.multi_effect_keys().await.expect("multi_effect_keys");
     store
-        .record_slot_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .record_effect_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
         .await
-        .expect("record_slot_id");
+        .expect("record_effect_id");
     assert_eq!(
-        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        store.multi_effect_keys().await.expect("multi_effect_keys"),
         before,
         "one slot id is not two"
     );
@@ -466,10 +466,10 @@ pub async fn commit_over_another_recorded_slot_is_counted(store: Arc<dyn Store>,
     assert_eq!(out, CommitOutcome::Committed);
     let stored = must_get(store, &r.pk).await;
     assert_eq!(stored.status, RecordStatus::Committed);
-    assert_eq!(stored.slot_id.as_deref(), Some("SLOT-NEW"));
-    assert_eq!(stored.slot_ids, set(&["SLOT-LOST-LEASE", "SLOT-NEW"]));
+    assert_eq!(stored.effect_id.as_deref(), Some("SLOT-NEW"));
+    assert_eq!(stored.effect_ids, set(&["SLOT-LOST-LEASE", "SLOT-NEW"]));
     assert_eq!(
-        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        store.multi_effect_keys().await.expect("multi_effect_keys"),
         before + 1
     );
 }

@@ -51,7 +51,7 @@ async fn commit_with(
             TakeOver::Refused => panic!("{name}: take-over refused"),
         };
     }
-    let orphan_slot = format!("SLOT-ORPHAN-{name}");
+    let orphan_effect = format!("SLOT-ORPHAN-{name}");
     if refusals.booking {
         // A business row for the same event key, committed under another integration (another
         // pk, another natural key, one per case): the booking's condition fails for ours.
@@ -61,12 +61,12 @@ async fn commit_with(
         };
         other.labels = sample_labels(FREE.0, FREE.1);
         must_reserve(store, &other, NOW_MS).await;
-        let row = BusinessRow::for_record(&other, &orphan_slot, NOW_MS + 1);
+        let row = BusinessRow::for_record(&other, &orphan_effect, NOW_MS + 1);
         let out = store
             .commit(
                 &other.pk,
                 "owner-z",
-                &orphan_slot,
+                &orphan_effect,
                 &row,
                 Some(&sample_natural_key(&row)),
                 NOW_MS + 1,
@@ -75,13 +75,13 @@ async fn commit_with(
             .expect("commit of the orphan's row");
         assert_eq!(out, CommitOutcome::Committed, "{name}");
     }
-    let slot = format!("SLOT-{name}");
-    let row = BusinessRow::for_record(&r, &slot, now);
+    let effect = format!("SLOT-{name}");
+    let row = BusinessRow::for_record(&r, &effect, now);
     let out = store
         .commit(
             &r.pk,
             "owner-a",
-            &slot,
+            &effect,
             &row,
             Some(&sample_natural_key(&row)),
             now,
@@ -92,7 +92,7 @@ async fn commit_with(
         .await
         .expect("booking")
         .map(|b| b.effect_id);
-    let orphan_booking = refusals.booking.then(|| orphan_slot.clone());
+    let orphan_booking = refusals.booking.then(|| orphan_effect.clone());
     if refusals.record {
         // The record decides: refused with the record as it is, nothing written.
         match out {
@@ -120,8 +120,8 @@ async fn commit_with(
         );
         let after = must_get(store, &r.pk).await;
         assert_eq!(after.status, RecordStatus::Committed, "{name}");
-        assert_eq!(after.slot_id.as_deref(), Some(slot.as_str()), "{name}");
-        assert_eq!(booking.as_deref(), Some(slot.as_str()), "{name}");
+        assert_eq!(after.effect_id.as_deref(), Some(effect.as_str()), "{name}");
+        assert_eq!(booking.as_deref(), Some(effect.as_str()), "{name}");
     }
 }
 

@@ -56,7 +56,7 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
         match (&commit, &take_over) {
             (CommitOutcome::Committed, TakeOver::Refused) => {
                 assert_eq!(stored.status, RecordStatus::Committed);
-                assert_eq!(stored.slot_id.as_deref(), Some("SLOT-A"));
+                assert_eq!(stored.effect_id.as_deref(), Some("SLOT-A"));
                 assert_eq!(stored.lease_owner.as_deref(), Some("owner-a"));
                 assert_eq!(row.map(|b| b.effect_id).as_deref(), Some("SLOT-A"));
             }
@@ -76,24 +76,24 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
 }
 
 /// Eight effect ids recorded on one record at once. Right value on every adapter: all eight
-/// in `slot_ids` (no lost update: each append applies to the newest version), and the key
-/// counted once more by `multi_slot_keys`.
-pub async fn concurrent_record_slot_id_loses_none(store: Arc<dyn Store>, prefix: &str) {
+/// in `effect_ids` (no lost update: each append applies to the newest version), and the key
+/// counted once more by `multi_effect_keys`.
+pub async fn concurrent_record_effect_id_loses_none(store: Arc<dyn Store>, prefix: &str) {
     let r = sample_record(prefix, "slot-race", "owner-a", NOW_MS);
     assert_eq!(
         store.reserve(&r, NOW_MS).await.expect("reserve"),
         Reservation::Reserved
     );
-    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
-    let slots: Vec<String> = (0..8).map(|i| format!("SLOT-RACE-{i}")).collect();
+    let before = store.multi_effect_keys().await.expect("multi_effect_keys");
+    let effects: Vec<String> = (0..8).map(|i| format!("SLOT-RACE-{i}")).collect();
     let mut tasks = Vec::new();
-    for slot in slots.clone() {
+    for effect in effects.clone() {
         let (store, pk) = (Arc::clone(&store), r.pk.clone());
         tasks.push(tokio::spawn(async move {
             store
-                .record_slot_id(&pk, &slot, NOW_MS + 1)
+                .record_effect_id(&pk, &effect, NOW_MS + 1)
                 .await
-                .expect("record_slot_id")
+                .expect("record_effect_id")
                 .expect("the record after the write")
         }));
     }
@@ -102,12 +102,12 @@ pub async fn concurrent_record_slot_id_loses_none(store: Arc<dyn Store>, prefix:
     }
     let stored = store.get(&r.pk).await.expect("get").expect("record");
     assert_eq!(
-        stored.slot_ids,
-        slots.into_iter().collect(),
+        stored.effect_ids,
+        effects.into_iter().collect(),
         "an effect id was lost"
     );
     assert_eq!(
-        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        store.multi_effect_keys().await.expect("multi_effect_keys"),
         before + 1
     );
 }
@@ -119,8 +119,8 @@ pub async fn concurrent_reserve_over_expired_one_winner(store: Arc<dyn Store>, p
     let old_ms = NOW_MS - TTL_S * 1000 - 10_000;
     let old = IdempotencyRecord {
         status: RecordStatus::Committed,
-        slot_id: Some("SLOT-OLD".into()),
-        slot_ids: ["SLOT-OLD".to_string()].into(),
+        effect_id: Some("SLOT-OLD".into()),
+        effect_ids: ["SLOT-OLD".to_string()].into(),
         lease_until_ms: None,
         inflight_shard: None,
         request: Vec::new(),
@@ -189,7 +189,7 @@ pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &s
         for r in records.clone() {
             let store = Arc::clone(&store);
             tasks.push(tokio::spawn(async move {
-                // One natural key for the round: the same container and window start.
+                // One natural key for the round: the same subject and window start.
                 let mut booking = BusinessRow::for_record(&r, "SLOT-NK", NOW_MS + 10);
                 booking
                     .labels

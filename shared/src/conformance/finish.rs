@@ -9,8 +9,8 @@ use super::*;
 /// retry of a finish that landed is `Finished` and changes nothing; a second finish as another
 /// status is refused. `routed` by a stranger is refused; by the holder it removes the pending
 /// mark, the item, `lease_until` and `inflight_shard` (keeping `lease_owner` as the last holder);
-/// a second `routed` is refused and changes nothing. [`FinishGuard::LeaseAndNoSlot`] refuses a
-/// record that holds a slot id.
+/// a second `routed` is refused and changes nothing. [`FinishGuard::LeaseAndNoEffect`] refuses a
+/// record that holds an effect id.
 pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let item = br#"{"reason":"terminal_rejected"}"#;
@@ -110,14 +110,14 @@ pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
         assert_eq!(must_get(store, &r.pk).await, routed);
     }
 
-    // The no-slot guard: a slot id recorded while the holder decided to route.
+    // The no-effect guard: an effect id recorded while the holder decided to route.
     let r = sample_record(prefix, "finish-guard", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
     store
-        .record_slot_id(&r.pk, "SLOT-LATE", NOW_MS + 1)
+        .record_effect_id(&r.pk, "SLOT-LATE", NOW_MS + 1)
         .await
-        .expect("record_slot_id");
-    let with_slot = must_get(store, &r.pk).await;
+        .expect("record_effect_id");
+    let with_effect = must_get(store, &r.pk).await;
     let done = store
         .finish(
             &r.pk,
@@ -125,15 +125,15 @@ pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
             RecordStatus::Manual,
             "past retention",
             item,
-            FinishGuard::LeaseAndNoSlot,
+            FinishGuard::LeaseAndNoEffect,
             NOW_MS + 2,
         )
         .await;
     assert_eq!(
         done.expect("finish"),
-        FinishOutcome::Refused(Some(Box::new(with_slot.clone())))
+        FinishOutcome::Refused(Some(Box::new(with_effect.clone())))
     );
-    assert_eq!(must_get(store, &r.pk).await, with_slot);
+    assert_eq!(must_get(store, &r.pk).await, with_effect);
 
     let missing = format!("{prefix}#no-such-key-finish");
     let done = store

@@ -6,7 +6,7 @@ use super::*;
 use crate::store::limits::{record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES};
 
 /// A reserve whose record has a label named like a store attribute (each of
-/// [`RESERVED_NAMES`]: `pk`, `status`, `slot_id`, `history`, `source_event`, ...) or with an
+/// [`RESERVED_NAMES`]: `pk`, `status`, `effect_id`, `history`, `source_event`, ...) or with an
 /// empty name is refused with [`ItemRefusal::ReservedLabel`] (the name) or
 /// [`ItemRefusal::EmptyLabelName`], and nothing is stored. A name that differs only in case
 /// (`Status`) is the integration's own: reserved and read back with its value.
@@ -140,25 +140,29 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
 /// A record holds at most [`crate::store::limits::MAX_EFFECT_IDS`] distinct effect ids: a further
 /// one is not added and the record is returned as it is (a known id is still idempotent), so the
 /// set cannot grow the item past DynamoDB's limit.
-pub async fn record_slot_id_keeps_at_most_max_effect_ids(store: Arc<dyn Store>, prefix: &str) {
+pub async fn record_effect_id_keeps_at_most_max_effect_ids(store: Arc<dyn Store>, prefix: &str) {
     use crate::store::limits::MAX_EFFECT_IDS;
     let r = sample_record(prefix, "max-ids", "owner-a", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     for i in 0..MAX_EFFECT_IDS + 2 {
         let after = store
-            .record_slot_id(&r.pk, &format!("E-{i:03}"), NOW_MS + 1)
+            .record_effect_id(&r.pk, &format!("E-{i:03}"), NOW_MS + 1)
             .await
-            .expect("record_slot_id")
+            .expect("record_effect_id")
             .expect("the record");
-        assert_eq!(after.slot_ids.len(), (i + 1).min(MAX_EFFECT_IDS), "id {i}");
+        assert_eq!(
+            after.effect_ids.len(),
+            (i + 1).min(MAX_EFFECT_IDS),
+            "id {i}"
+        );
     }
     let again = store
-        .record_slot_id(&r.pk, "E-000", NOW_MS + 2)
+        .record_effect_id(&r.pk, "E-000", NOW_MS + 2)
         .await
-        .expect("record_slot_id")
+        .expect("record_effect_id")
         .expect("the record");
-    assert_eq!(again.slot_ids.len(), MAX_EFFECT_IDS);
-    let kept = must_get(store.as_ref(), &r.pk).await.slot_ids;
+    assert_eq!(again.effect_ids.len(), MAX_EFFECT_IDS);
+    let kept = must_get(store.as_ref(), &r.pk).await.effect_ids;
     assert_eq!(kept.len(), MAX_EFFECT_IDS);
     assert!(kept.contains("E-015") && !kept.contains("E-016") && !kept.contains("E-017"));
 }

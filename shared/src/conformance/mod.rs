@@ -46,7 +46,7 @@ pub fn event_key(prefix: &str, name: &str) -> String {
     hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
 }
 
-/// The labels of the sample records: the truck-slot path's four (`container`, `terminal`,
+/// The labels of the sample records: the truck-slot path's four (`subject`, `server`,
 /// `window_start`, `window_end`, RFC 3339), with the window given.
 pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     Labels::from([
@@ -57,7 +57,7 @@ pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     ])
 }
 
-/// The natural key of a sample row, as the truck-slot path builds it: `"{container}#{window
+/// The natural key of a sample row, as the truck-slot path builds it: `"{subject}#{window
 /// start}"`, labelled with both, expiring [`natural_key_expires_at_s`] after the window's end.
 pub fn sample_natural_key(row: &BusinessRow) -> NaturalKey {
     let end_ms = chrono::DateTime::parse_from_rfc3339(row.label("window_end"))
@@ -94,8 +94,8 @@ pub fn sample_record(prefix: &str, name: &str, owner: &str, now_ms: i64) -> Idem
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         expires_at_s: ms_to_s(now_ms) + TTL_S,
-        slot_id: None,
-        slot_ids: BTreeSet::new(),
+        effect_id: None,
+        effect_ids: BTreeSet::new(),
         error: None,
         route_pending: false,
         labels: sample_labels("2025-06-09T08:00:00Z", "2025-06-09T10:00:00Z"),
@@ -135,7 +135,7 @@ mod reserve;
 pub use commit::*;
 pub use commit_conditions::commit_conditions_alone_and_in_pairs;
 pub use concurrency::{
-    concurrent_natural_key_one_holder, concurrent_record_slot_id_loses_none,
+    concurrent_natural_key_one_holder, concurrent_record_effect_id_loses_none,
     concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
 };
 pub use finish::*;
@@ -163,18 +163,18 @@ macro_rules! __with_conformance_cases {
             concurrent_commit_one_winner,
             release_lease_then_take_over,
             finish_rules,
-            record_slot_id_accumulates,
+            record_effect_id_accumulates,
             finished_records_hold_no_request,
-            commit_over_another_recorded_slot_is_counted,
+            commit_over_another_recorded_effect_is_counted,
             natural_key_collision_is_reported,
             commit_conditions_alone_and_in_pairs,
             concurrent_take_over_and_commit_one_wins,
-            concurrent_record_slot_id_loses_none,
+            concurrent_record_effect_id_loses_none,
             concurrent_reserve_over_expired_one_winner,
             concurrent_natural_key_one_holder,
             reserved_label_names_are_refused,
             items_over_the_size_limit_are_refused,
-            record_slot_id_keeps_at_most_max_effect_ids,
+            record_effect_id_keeps_at_most_max_effect_ids,
             commit_refuses_reserved_row_and_key_labels,
             stale_in_flight_paginates
         }

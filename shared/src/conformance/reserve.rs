@@ -27,10 +27,10 @@ pub async fn reserve_new_key_then_conflict(store: Arc<dyn Store>, prefix: &str) 
         "conflict changed the record"
     );
 
-    // Every optional field set (a record as it may look after take-overs and slot records).
+    // Every optional field set (a record as it may look after take-overs and effect records).
     let full = IdempotencyRecord {
-        slot_id: Some("SLOT-FULL-1".into()),
-        slot_ids: set(&["SLOT-FULL-1", "SLOT-FULL-2"]),
+        effect_id: Some("SLOT-FULL-1".into()),
+        effect_ids: set(&["SLOT-FULL-1", "SLOT-FULL-2"]),
         error: Some("an earlier error".into()),
         request: vec![0, 159, 146, 150, 255],
         ..sample_record(prefix, "reserve-full", "owner-a", NOW_MS)
@@ -73,8 +73,8 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn Store>, prefix: &str) {
     let now_s = ms_to_s(NOW_MS);
     let old = IdempotencyRecord {
         status: RecordStatus::Committed,
-        slot_id: Some("SLOT-OLD".into()),
-        slot_ids: set(&["SLOT-OLD"]),
+        effect_id: Some("SLOT-OLD".into()),
+        effect_ids: set(&["SLOT-OLD"]),
         lease_owner: None,
         lease_until_ms: None,
         inflight_shard: None,
@@ -95,14 +95,14 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn Store>, prefix: &str) {
     let stored = must_get(store, &fresh.pk).await;
     assert_eq!(stored, fresh);
     assert_eq!(
-        stored.slot_ids,
+        stored.effect_ids,
         BTreeSet::new(),
         "old slot ids must not survive"
     );
 
     // An expired record that still has work (`in_flight`, or a routing not yet confirmed) is a
     // conflict: whoever meets it takes it over with its history (creation time, operation key,
-    // stored request), never starts afresh under a key the terminal may have forgotten.
+    // stored request), never starts afresh under a key the server may have forgotten.
     for (name, status, pending) in [
         ("expired-in-flight", RecordStatus::InFlight, false),
         ("expired-routing", RecordStatus::Manual, true),

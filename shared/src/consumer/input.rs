@@ -233,7 +233,7 @@ impl Gate {
             report.records.push(RecordReport {
                 message_id: unreadable.message_id,
                 event_key: None,
-                container: None,
+                subject: None,
                 took_over: false,
                 outcome,
             });

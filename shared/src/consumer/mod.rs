@@ -3,7 +3,7 @@
 //!
 //! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
 //! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
-//! 3. [`claim`]: the slot claimed with the operation key in the `Idempotency-Key` header;
+//! 3. [`claim`]: the effect claimed with the operation key in the `Idempotency-Key` header;
 //! 4. [`commit`]: the outcome and the TMS booking written in one transaction.
 //!
 //! ## A write that landed and lost its answer
@@ -12,8 +12,8 @@
 //! repeats. Each write recognises itself by the lease token (see `crate::store::dynamo`, "A write that
 //! landed and lost its answer"): a reserve that meets its own reservation is reserved, a
 //! take-over that meets its own lease is taken, a commit that meets the record committed by its
-//! token with its slot is committed, a mark that meets its own mark is marked; a release, a
-//! confirmation and a slot-id `ADD` are idempotent by nature.
+//! token with its effect is committed, a mark that meets its own mark is marked; a release, a
+//! confirmation and an effect-id `ADD` are idempotent by nature.
 mod input;
 mod outcome;
 mod settle;
@@ -42,7 +42,7 @@ pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 /// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
 /// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
 /// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
-/// again under a key the terminal forgot long ago.
+/// again under a key the server forgot long ago.
 pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
 
 /// The gate's settings.
@@ -50,11 +50,11 @@ pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
 pub struct GateConfig {
     /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
     pub integration: String,
-    /// Whether the side effect's server honours `Idempotency-Key` (the terminal, on the
+    /// Whether the side effect's server honours `Idempotency-Key` (the server, on the
     /// truck-slot path), unless the integration says otherwise for a record
     /// ([`Integration::supports_idempotency_key`]). If not, every event goes to the manual queue:
     /// a retry could make a second effect.
-    pub terminal_supports_idempotency_key: bool,
+    pub server_supports_idempotency_key: bool,
     /// Record lifetime in **seconds**, counted from the later of the reservation and the
     /// event's end ([`Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see
     /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
@@ -66,12 +66,12 @@ pub struct GateConfig {
     /// Records processed at once within a batch.
     pub max_concurrency: usize,
     /// No new record is started when less than this many **milliseconds** remain before the
-    /// invocation's deadline (keep it above the terminal's request timeout plus a commit).
+    /// invocation's deadline (keep it above the server's request timeout plus a commit).
     pub deadline_margin_ms: i64,
     /// A record older than this many **milliseconds** is never claimed again by whoever resumes
-    /// it: the terminal's key retention minus a margin (default 23 h: 24 h retention, 1 h
-    /// margin, as [`crate::reconciler::ReconcilerConfig`]). Past it the terminal may have
-    /// forgotten the key, so a claim could make a second slot; the slot is looked up instead,
+    /// it: the server's key retention minus a margin (default 23 h: 24 h retention, 1 h
+    /// margin, as [`crate::reconciler::ReconcilerConfig`]). Past it the server may have
+    /// forgotten the key, so a claim could make a second effect; the effect is looked up instead,
     /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
     /// redelivery days later from claiming again.
     pub claim_horizon_ms: i64,
@@ -83,7 +83,7 @@ impl GateConfig {
     pub fn new(integration: impl Into<String>) -> Self {
         Self {
             integration: integration.into(),
-            terminal_supports_idempotency_key: true,
+            server_supports_idempotency_key: true,
             key_ttl_s: DEFAULT_KEY_TTL_S,
             lease_floor_ms: 30_000,
             max_concurrency: 10,
@@ -184,7 +184,7 @@ impl Gate {
     ///
     /// Every record ends in exactly one `record processed` log line (INFO) with `outcome`
     /// ([`RecordOutcome::code`]), `detail` ([`RecordOutcome::detail`]), `message_id`, `event_key`,
-    /// `container`, `slot_id`, `took_over` and `other_event_key` (a natural-key collision's other
+    /// `subject`, `effect_id`, `took_over` and `other_event_key` (a natural-key collision's other
     /// key): duplicates, rejections and retries included. The runbooks search for these lines.
     pub async fn handle_record(
         &self,
@@ -204,8 +204,8 @@ impl Gate {
             detail = %report.outcome.detail(),
             message_id = %report.message_id,
             event_key = report.event_key.as_deref().unwrap_or_default(),
-            container = report.container.as_deref().unwrap_or_default(),
-            slot_id = report.outcome.slot_id().unwrap_or_default(),
+            subject = report.subject.as_deref().unwrap_or_default(),
+            effect_id = report.outcome.effect_id().unwrap_or_default(),
             took_over = report.took_over,
             other_event_key = other_event_key.unwrap_or_default(),
             "record processed"
@@ -223,7 +223,7 @@ impl Gate {
         let mut report = RecordReport {
             message_id: message_id.clone(),
             event_key: None,
-            container: None,
+            subject: None,
             took_over: false,
             outcome: RecordOutcome::NotStarted,
         };
@@ -247,7 +247,7 @@ impl Gate {
                 return report;
             }
         };
-        report.container = Some(event.subject.clone());
+        report.subject = Some(event.subject.clone());
 
         // Step 1: the event key, the operation key, the fingerprint, the request bytes.
         let keys = match derive_keys(&event, self.integration.operation()) {
@@ -347,7 +347,7 @@ impl Gate {
         let mut fresh = self.new_record(event, keys, d.invocation, now_ms);
         if let Some(reason) = ended {
             let item = ManualItem {
-                reason: ManualReason::WindowEnded,
+                reason: ManualReason::EventEnded,
                 detail: format!("{}: {reason}", reason.code()),
                 original_body: d.body.to_string(),
                 event_key: Some(keys.event_key.clone()),

@@ -12,33 +12,33 @@ use crate::record::RecordStatus;
 pub enum RecordOutcome {
     /// Claimed and committed by us.
     Committed {
-        /// The slot.
-        slot_id: String,
-        /// The event key already committed for the same equipment number and window start, if
+        /// The effect.
+        effect_id: String,
+        /// The event key already committed for the same subject and window start, if
         /// any: a natural-key collision (signal 4), two event keys for one event.
         natural_key_collision: Option<String>,
     },
-    /// Someone else committed first; `ours` is the slot the terminal gave us, if we claimed.
+    /// Someone else committed first; `ours` is the effect the server gave us, if we claimed.
     AlreadyCommitted {
-        /// The committed slot.
-        slot_id: Option<String>,
-        /// The slot our claim returned.
+        /// The committed effect.
+        effect_id: Option<String>,
+        /// The effect our claim returned.
         ours: String,
-        /// Distinct slot ids now recorded for the key (1 when ours is the committed one; 2 or
-        /// more is the distinct-slot signal).
-        distinct_slot_ids: usize,
+        /// Distinct effect ids now recorded for the key (1 when ours is the committed one; 2 or
+        /// more is the distinct-effect signal).
+        distinct_effect_ids: usize,
     },
     /// A conflict on reserve with a finished record (`committed`, `failed`, `manual`).
     Duplicate(RecordStatus),
     /// A conflict on reserve with an `in_flight` record whose lease is live.
     DuplicateInFlight,
     /// Our lease was taken over while we worked (our commit or routing was refused): the new
-    /// holder finishes the record. `slot_id` is the slot our claim returned, if any; it was
-    /// added to the record's `slot_ids`, so the new holder commits it rather than route the
+    /// holder finishes the record. `effect_id` is the effect our claim returned, if any; it was
+    /// added to the record's `effect_ids`, so the new holder commits it rather than route the
     /// record to a person. Acknowledged.
     LeaseLost {
-        /// The slot our claim returned.
-        slot_id: Option<String>,
+        /// The effect our claim returned.
+        effect_id: Option<String>,
     },
     /// The same event key with another fingerprint: routed to the manual queue.
     Mismatch,
@@ -94,12 +94,12 @@ impl RecordOutcome {
         }
     }
 
-    /// The slot id the outcome names (committed, ours, or recorded for the holder), if any.
-    pub fn slot_id(&self) -> Option<&str> {
+    /// The effect id the outcome names (committed, ours, or recorded for the holder), if any.
+    pub fn effect_id(&self) -> Option<&str> {
         match self {
-            Self::Committed { slot_id, .. } => Some(slot_id),
+            Self::Committed { effect_id, .. } => Some(effect_id),
             Self::AlreadyCommitted { ours, .. } => Some(ours),
-            Self::LeaseLost { slot_id } => slot_id.as_deref(),
+            Self::LeaseLost { effect_id } => effect_id.as_deref(),
             _ => None,
         }
     }
@@ -112,9 +112,9 @@ pub struct RecordReport {
     pub message_id: String,
     /// The event key, if the body got that far.
     pub event_key: Option<String>,
-    /// Whom the event is for ([`crate::integration::Event::subject`]: the container on the
-    /// truck-slot path), if the body got that far. The log line calls it `container`.
-    pub container: Option<String>,
+    /// Whom the event is for ([`crate::integration::Event::subject`]: the subject on the
+    /// truck-slot path), if the body got that far. The log line calls it `subject`.
+    pub subject: Option<String>,
     /// Whether this record took over an expired lease.
     pub took_over: bool,
     /// What happened.

@@ -1,4 +1,4 @@
-//! After the side effect: a claim's outcome settled for a record the invocation holds. A slot is
+//! After the side effect: a claim's outcome settled for a record the invocation holds. An effect is
 //! committed (step 4), a transient failure releases the lease, a permanent one routes the record
 //! to a person; a refused commit is re-read and acted on (someone else committed, the record was
 //! finished meanwhile, or our lease was taken over).
@@ -6,7 +6,7 @@
 use tracing::warn;
 
 use super::{Delivery, Gate, RecordOutcome};
-use crate::effect::{ClaimOutcome, SlotClaim};
+use crate::effect::{CallOutcome, Effect};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::{IdempotencyRecord, RecordStatus};
@@ -15,13 +15,13 @@ use crate::store::{CommitOutcome, StoreError};
 use super::steps::commit;
 
 impl Gate {
-    /// Acts on a claim's outcome for a record `owner` holds: commit a slot (step 4), release the
+    /// Acts on a claim's outcome for a record `owner` holds: commit an effect (step 4), release the
     /// lease on a transient failure, or route a permanent one to the manual queue. Shared by the
     /// consumer and the reconciler. `body` is what the manual queue gets as the original body.
     pub(crate) async fn settle_claim(
         &self,
         record: &IdempotencyRecord,
-        outcome: ClaimOutcome,
+        outcome: CallOutcome,
         d: Delivery<'_>,
     ) -> RecordOutcome {
         let Delivery {
@@ -30,23 +30,23 @@ impl Gate {
             invocation,
         } = d;
         let owner = invocation.request_id.as_str();
-        let slot = match outcome {
-            ClaimOutcome::Claimed(slot) => slot,
+        let effect = match outcome {
+            CallOutcome::Done(effect) => effect,
             // Logged and reported: the summary only, never a character of the answer.
-            ClaimOutcome::Transient(why) => {
+            CallOutcome::Transient(why) => {
                 return self.release(record, owner, why.to_string()).await
             }
-            ClaimOutcome::KeyInFlight => {
+            CallOutcome::KeyInFlight => {
                 return self
                     .release(record, owner, "terminal: same key still in flight".into())
                     .await
             }
-            ClaimOutcome::KeyMismatch(detail) => {
+            CallOutcome::KeyMismatch(detail) => {
                 return self
                     .route_held_record(
                         record,
                         RecordStatus::Failed,
-                        ManualReason::TerminalKeyMismatch,
+                        ManualReason::ServerKeyMismatch,
                         format!(
                             "terminal: key reused with another body: {}",
                             detail.quoted()
@@ -55,10 +55,10 @@ impl Gate {
                     )
                     .await
             }
-            ClaimOutcome::Refused { code, detail } => {
+            CallOutcome::Refused { code, detail } => {
                 let reason = match ManualReason::parse(code) {
                     Some(reason @ ManualReason::Integration(_)) => reason,
-                    _ => ManualReason::TerminalRejected,
+                    _ => ManualReason::ServerRejected,
                 };
                 return self
                     .route_held_record(
@@ -70,54 +70,54 @@ impl Gate {
                     )
                     .await;
             }
-            ClaimOutcome::Permanent { detail, .. } => {
+            CallOutcome::Permanent { detail, .. } => {
                 return self
                     .route_held_record(
                         record,
                         RecordStatus::Failed,
-                        ManualReason::TerminalRejected,
+                        ManualReason::ServerRejected,
                         detail.quoted(),
                         d,
                     )
                     .await
             }
         };
-        if slot.slot_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES {
+        if effect.effect_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES {
             // An effect was made, but its id is longer than a record keeps (the record's size is
             // bounded, `crate::store::limits`): never committed, never recorded; a person
             // decides. The id is not quoted (the server's answer).
             let detail = format!(
                 "terminal answered an effect id of {} bytes, more than the {} the gate records",
-                slot.slot_id.len(),
+                effect.effect_id.len(),
                 crate::store::limits::MAX_EFFECT_ID_BYTES
             );
             return self
                 .route_held_record(
                     record,
                     RecordStatus::Failed,
-                    ManualReason::TerminalAnswerInvalid,
+                    ManualReason::ServerAnswerInvalid,
                     detail,
                     d,
                 )
                 .await;
         }
         let subject = self.integration.subject(record);
-        if let Some(other) = slot
-            .equipment_number
+        if let Some(other) = effect
+            .subject
             .as_deref()
             .filter(|e| !subject.is_empty() && *e != subject)
         {
-            // A slot was made, but not for our container: never committed, never recorded in
-            // `slot_ids` (whoever holds the record commits a recorded slot); a person decides.
+            // An effect was made, but not for our subject: never committed, never recorded in
+            // `effect_ids` (whoever holds the record commits a recorded effect); a person decides.
             let detail = format!(
                 "terminal answered slot {} for {other}, asked for {}",
-                slot.slot_id, subject
+                effect.effect_id, subject
             );
             let outcome = self
                 .route_held_record(
                     record,
                     RecordStatus::Failed,
-                    ManualReason::TerminalAnswerInvalid,
+                    ManualReason::ServerAnswerInvalid,
                     detail.clone(),
                     d,
                 )
@@ -127,7 +127,7 @@ impl Gate {
                 // the person who cancels it (best effort, the item quotes it too).
                 if let Err(e) = self
                     .store
-                    .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                    .record_effect_id(&record.pk, &effect.effect_id, self.clock.now_ms())
                     .await
                 {
                     warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
@@ -136,45 +136,45 @@ impl Gate {
             if !matches!(outcome, RecordOutcome::LeaseLost { .. }) {
                 return outcome;
             }
-            // The record is someone else's now, but this slot is only known here: a person
-            // gets it once (keyed by the slot), to cancel it at the terminal.
+            // The record is someone else's now, but this effect is only known here: a person
+            // gets it once (keyed by the effect), to cancel it at the server.
             let item = ManualItem {
-                reason: ManualReason::UnbookedSlot,
+                reason: ManualReason::UnrecordedEffect,
                 detail: format!("{detail}; the record was taken over meanwhile: cancel this slot"),
                 original_body: body.to_string(),
                 event_key: Some(record.event_key.clone()),
                 message_id: message_id.to_string(),
                 original_body_cut: None,
             };
-            let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
-            let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+            let route_key = keys::unrecorded_effect_route_key(&record.event_key, &effect.effect_id);
+            let fingerprint = keys::sha256_hex(effect.effect_id.as_bytes());
             let now = self.clock.now_ms();
             return match self
                 .route_once(&route_key, &fingerprint, item, invocation, now)
                 .await
             {
-                Ok(()) => RecordOutcome::Manual(ManualReason::UnbookedSlot),
+                Ok(()) => RecordOutcome::Manual(ManualReason::UnrecordedEffect),
                 Err(e) => RecordOutcome::Retry(e),
             };
         }
         // Step 4.
-        self.commit_slot(record, &slot, d).await
+        self.commit_effect(record, &effect, d).await
     }
 
-    /// Step 4 for a slot `invocation` holds the record for, and what a refused commit means (the
+    /// Step 4 for an effect `invocation` holds the record for, and what a refused commit means (the
     /// refusal carries the record as it is, so we re-read before acting):
     ///
-    /// * committed (by someone else): the same slot is a plain duplicate; another slot id is
-    ///   recorded (the distinct-slot signal);
-    /// * `failed`/`manual`: the slot is unbooked; a person gets it once
-    ///   ([`Gate::route_unbooked_slot`]);
-    /// * still `in_flight` under another holder (our lease was taken over): our slot id is
+    /// * committed (by someone else): the same effect is a plain duplicate; another effect id is
+    ///   recorded (the distinct-effect signal);
+    /// * `failed`/`manual`: the effect is unbooked; a person gets it once
+    ///   ([`Gate::route_unrecorded_effect`]);
+    /// * still `in_flight` under another holder (our lease was taken over): our effect id is
     ///   recorded on the record, so its holder commits it instead of routing the record to a
-    ///   person ([`FinishGuard::LeaseAndNoSlot`]); [`RecordOutcome::LeaseLost`].
-    pub(crate) async fn commit_slot(
+    ///   person ([`FinishGuard::LeaseAndNoEffect`]); [`RecordOutcome::LeaseLost`].
+    pub(crate) async fn commit_effect(
         &self,
         record: &IdempotencyRecord,
-        slot: &SlotClaim,
+        effect: &Effect,
         d: Delivery<'_>,
     ) -> RecordOutcome {
         let Delivery {
@@ -189,14 +189,14 @@ impl Gate {
             self.integration.as_ref(),
             record,
             owner,
-            &slot.slot_id,
+            &effect.effect_id,
             now,
         )
         .await;
         let existing = match committed {
             Ok(CommitOutcome::Committed) => {
                 return RecordOutcome::Committed {
-                    slot_id: slot.slot_id.clone(),
+                    effect_id: effect.effect_id.clone(),
                     natural_key_collision: None,
                 }
             }
@@ -204,14 +204,14 @@ impl Gate {
                 warn!(
                     event_key = %record.event_key,
                     other_event_key = %other_event_key,
-                    container = %self.integration.subject(record),
+                    subject = %self.integration.subject(record),
                     labels = ?record.labels,
-                    slot_id = %slot.slot_id,
+                    effect_id = %effect.effect_id,
                     message_id,
                     "natural-key collision: another event key committed this container and window"
                 );
                 return RecordOutcome::Committed {
-                    slot_id: slot.slot_id.clone(),
+                    effect_id: effect.effect_id.clone(),
                     natural_key_collision: Some(other_event_key),
                 };
             }
@@ -225,10 +225,10 @@ impl Gate {
                     .route_held_record(
                         record,
                         RecordStatus::Failed,
-                        ManualReason::TerminalAnswerInvalid,
+                        ManualReason::ServerAnswerInvalid,
                         format!(
                             "slot {} claimed but cannot be committed: {detail}",
-                            slot.slot_id
+                            effect.effect_id
                         ),
                         d,
                     )
@@ -237,22 +237,22 @@ impl Gate {
             Err(e) => return self.release(record, owner, e.to_string()).await,
         };
         let existing = if existing.status == RecordStatus::InFlight {
-            // Our lease was taken over while the claim was on its way. Record the slot on the
+            // Our lease was taken over while the claim was on its way. Record the effect on the
             // record (one atomic ADD that returns the record after it) and act on what it says.
             warn!(
                 event_key = %record.event_key,
                 holder = ?existing.lease_owner,
-                ours = %slot.slot_id,
+                ours = %effect.effect_id,
                 "commit refused: the lease was taken over; slot id recorded for the holder"
             );
             match self
                 .store
-                .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+                .record_effect_id(&record.pk, &effect.effect_id, self.clock.now_ms())
                 .await
             {
                 Ok(Some(after)) if after.status == RecordStatus::InFlight => {
                     return RecordOutcome::LeaseLost {
-                        slot_id: Some(slot.slot_id.clone()),
+                        effect_id: Some(effect.effect_id.clone()),
                     }
                 }
                 Ok(Some(after)) => after,
@@ -265,31 +265,33 @@ impl Gate {
             existing
         };
         if existing.status != RecordStatus::Committed {
-            return self.route_unbooked_slot(record, &existing, slot, d).await;
+            return self
+                .route_unrecorded_effect(record, &existing, effect, d)
+                .await;
         }
-        let mut distinct_slot_ids = existing.slot_ids.len().max(1);
-        if existing.slot_id.as_deref() != Some(slot.slot_id.as_str()) {
+        let mut distinct_effect_ids = existing.effect_ids.len().max(1);
+        if existing.effect_id.as_deref() != Some(effect.effect_id.as_str()) {
             warn!(
                 event_key = %record.event_key,
-                committed = ?existing.slot_id,
-                ours = %slot.slot_id,
+                committed = ?existing.effect_id,
+                ours = %effect.effect_id,
                 "terminal returned another slot id for a committed key"
             );
             match self
                 .store
-                .record_slot_id(&record.pk, &slot.slot_id, now)
+                .record_effect_id(&record.pk, &effect.effect_id, now)
                 .await
             {
                 Ok(after) => {
-                    distinct_slot_ids = after.map_or(0, |r| r.slot_ids.len()).max(2);
+                    distinct_effect_ids = after.map_or(0, |r| r.effect_ids.len()).max(2);
                 }
                 Err(e) => return RecordOutcome::Retry(e.to_string()),
             }
         }
         RecordOutcome::AlreadyCommitted {
-            slot_id: existing.slot_id.clone(),
-            ours: slot.slot_id.clone(),
-            distinct_slot_ids,
+            effect_id: existing.effect_id.clone(),
+            ours: effect.effect_id.clone(),
+            distinct_effect_ids,
         }
     }
 
@@ -311,21 +313,21 @@ impl Gate {
         RecordOutcome::Retry(why)
     }
 
-    /// Our claim returned `slot` but the record had meanwhile been finished as `failed` or
+    /// Our claim returned `effect` but the record had meanwhile been finished as `failed` or
     /// `manual` by another holder (a take-over that routed it to a person, e.g. past the key's
-    /// retention while our claim was still on its way): nothing will book that slot. A person gets
-    /// it once per slot ([`keys::unbooked_slot_route_key`], reason `unbooked_slot`) to book it by
-    /// hand or cancel it at the terminal; then its id is added to the record's `slot_ids`.
+    /// retention while our claim was still on its way): nothing will book that effect. A person gets
+    /// it once per effect ([`keys::unrecorded_effect_route_key`], reason `unbooked_effect`) to book it by
+    /// hand or cancel it at the server; then its id is added to the record's `effect_ids`.
     ///
     /// The routing record is reserved first: once it exists, the item is durable (a crash after
-    /// that is finished by the reconciler). Before it exists nothing else remembers this slot (a
+    /// that is finished by the reconciler). Before it exists nothing else remembers this effect (a
     /// redelivery sees the finished record and is a duplicate), so a failure to reserve it is
-    /// logged at `error` with the slot id and the key, and `Retry` is returned.
-    pub(crate) async fn route_unbooked_slot(
+    /// logged at `error` with the effect id and the key, and `Retry` is returned.
+    pub(crate) async fn route_unrecorded_effect(
         &self,
         record: &IdempotencyRecord,
         existing: &IdempotencyRecord,
-        slot: &SlotClaim,
+        effect: &Effect,
         d: Delivery<'_>,
     ) -> RecordOutcome {
         let Delivery {
@@ -337,16 +339,16 @@ impl Gate {
         warn!(
             event_key = %record.event_key,
             status = existing.status.as_str(),
-            ours = %slot.slot_id,
+            ours = %effect.effect_id,
             "the terminal issued a slot for a record already finished; routed to a person"
         );
         let item = ManualItem {
-            reason: ManualReason::UnbookedSlot,
+            reason: ManualReason::UnrecordedEffect,
             detail: format!(
                 "the terminal issued slot {} under Idempotency-Key {} after the record was \
                  finished as {} ({}); nothing booked it: book it by hand or cancel it at the \
                  terminal",
-                slot.slot_id,
+                effect.effect_id,
                 record.op_key,
                 existing.status.as_str(),
                 existing.error.as_deref().unwrap_or("no error recorded"),
@@ -356,8 +358,8 @@ impl Gate {
             message_id: message_id.to_string(),
             original_body_cut: None,
         };
-        let route_key = keys::unbooked_slot_route_key(&record.event_key, &slot.slot_id);
-        let fingerprint = keys::sha256_hex(slot.slot_id.as_bytes());
+        let route_key = keys::unrecorded_effect_route_key(&record.event_key, &effect.effect_id);
+        let fingerprint = keys::sha256_hex(effect.effect_id.as_bytes());
         if let Err(e) = self
             .route_once(&route_key, &fingerprint, item, invocation, now)
             .await
@@ -365,20 +367,20 @@ impl Gate {
             tracing::error!(
                 event_key = %record.event_key,
                 op_key = %record.op_key,
-                slot_id = %slot.slot_id,
+                effect_id = %effect.effect_id,
                 error = %e,
                 "an unbooked slot could not be routed to a person: book or cancel it by hand"
             );
             return RecordOutcome::Retry(e);
         }
-        // Best effort, after the item is safe: the distinct-slot bookkeeping on the record.
+        // Best effort, after the item is safe: the distinct-effect bookkeeping on the record.
         if let Err(e) = self
             .store
-            .record_slot_id(&record.pk, &slot.slot_id, self.clock.now_ms())
+            .record_effect_id(&record.pk, &effect.effect_id, self.clock.now_ms())
             .await
         {
             warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
         }
-        RecordOutcome::Manual(ManualReason::UnbookedSlot)
+        RecordOutcome::Manual(ManualReason::UnrecordedEffect)
     }
 }

@@ -8,7 +8,7 @@ use tracing::{info, warn};
 use super::{Delivery, Gate, Invocation, RecordOutcome};
 use crate::clock::ms_to_s;
 use crate::decision::{decide, Handover, Holder, IfFailed, NextStep, Policy};
-use crate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome};
+use crate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
 use crate::integration::{Event, Held, Integration};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
@@ -18,9 +18,9 @@ use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, Tak
 /// The keys of step 1.
 #[derive(Clone)]
 pub struct DerivedKeys {
-    /// Lowercase hex SHA-256 of `"{notificationId}:{equipment_number}"`.
+    /// Lowercase hex SHA-256 of `"{notificationId}:{subject}"`.
     pub event_key: String,
-    /// The slot claim's `Idempotency-Key`.
+    /// The effect claim's `Idempotency-Key`.
     pub op_key: String,
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,
@@ -60,11 +60,11 @@ pub async fn reserve(
 
 /// Step 3: calls the side effect with the held record's stored request bytes under its
 /// operation key. Only with the gate's proof that the record's lease is held ([`Held`]).
-pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> ClaimOutcome {
+pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> CallOutcome {
     integration.call(held).await
 }
 
-/// Step 4: commits the effect `slot_id`, the integration's business row and its natural key (if
+/// Step 4: commits the effect `effect_id`, the integration's business row and its natural key (if
 /// any) in one transaction, only while `owner` holds the record's lease (`in_flight`,
 /// `lease_owner = owner`: a holder whose lease was taken over is refused).
 ///
@@ -75,16 +75,16 @@ pub async fn commit(
     integration: &dyn Integration,
     record: &IdempotencyRecord,
     owner: &str,
-    slot_id: &str,
+    effect_id: &str,
     now_ms: i64,
 ) -> Result<CommitOutcome, StoreError> {
-    let row = integration.business_row(record, slot_id, now_ms);
+    let row = integration.business_row(record, effect_id, now_ms);
     let natural_key = integration.natural_key(&row, record);
     store
         .commit(
             &record.pk,
             owner,
-            slot_id,
+            effect_id,
             &row,
             natural_key.as_ref(),
             now_ms,
@@ -135,7 +135,7 @@ impl Gate {
 
     /// What the integration says about the server of `record` ([`Policy`]): its key support
     /// ([`Integration::supports_idempotency_key`], else
-    /// `config.terminal_supports_idempotency_key`), its lookup support
+    /// `config.server_supports_idempotency_key`), its lookup support
     /// ([`Integration::supports_lookup`]), its claim horizon ([`Integration::claim_horizon_ms`],
     /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
     /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
@@ -144,7 +144,7 @@ impl Gate {
             supports_key: self
                 .integration
                 .supports_idempotency_key(record)
-                .unwrap_or(self.config.terminal_supports_idempotency_key),
+                .unwrap_or(self.config.server_supports_idempotency_key),
             supports_lookup: self.integration.supports_lookup(record),
             claim_horizon_ms: self
                 .integration
@@ -174,8 +174,8 @@ impl Gate {
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             expires_at_s: self.record_expiry_s(event.ends_at_ms, now_ms),
-            slot_id: None,
-            slot_ids: Default::default(),
+            effect_id: None,
+            effect_ids: Default::default(),
             inflight_shard: Some(inflight_shard(&keys.event_key)),
             error: None,
             route_pending: false,
@@ -286,7 +286,7 @@ impl Gate {
             } => match self.integration.lookup(&held).await {
                 LookupOutcome::Found(effect) => {
                     let outcome = self
-                        .settle_claim(record, ClaimOutcome::Claimed(effect), d)
+                        .settle_claim(record, CallOutcome::Done(effect), d)
                         .await;
                     return (outcome, true);
                 }
@@ -296,7 +296,7 @@ impl Gate {
                 }
                 LookupOutcome::Transient(why) => match if_failed {
                     IfFailed::Retry => {
-                        self.settle_claim(record, ClaimOutcome::Transient(why), d)
+                        self.settle_claim(record, CallOutcome::Transient(why), d)
                             .await
                     }
                     IfFailed::ToPerson(handover) => {

@@ -6,12 +6,12 @@
 //!
 //! Every status from 0 to 65535 falls in a row the `match` names (the compiler checks the ranges
 //! cover them all): nothing is classified by a default. The rows follow the IETF draft
-//! `draft-ietf-httpapi-idempotency-key-header-07` and the terminal simulator that honours it
-//! (`sim/src/terminal.rs`):
+//! `draft-ietf-httpapi-idempotency-key-header-07` and the server simulator that honours it
+//! (`sim/src/server.rs`):
 //!
 //! | answer to a call | outcome | why |
 //! | --- | --- | --- |
-//! | `2xx` with a usable effect id ([`AnswerReader::effect`]) | `Claimed` | the effect was made; a retry under the key replays this answer byte for byte |
+//! | `2xx` with a usable effect id ([`AnswerReader::effect`]) | `Done` | the effect was made; a retry under the key replays this answer byte for byte |
 //! | `2xx` without one (not JSON, no id, an id that is empty, too long, not printable ASCII, or that the integration refuses) | `Transient` | the server has probably made the effect and stored this answer under the key: only asking again under the same key (a redelivery, the reconciler's lookup) is safe; permanent would send it to a person at once, who would make a second effect by hand |
 //! | `202 Accepted` | as any `2xx` | the server took the request under the key and stores and replays this answer, so every retry gets the same `202`: an id in it names the accepted effect (committed; what becomes of it later is the server's, looked up by its id); transient would retry until the key's retention ends and then page a person for an effect that exists. An integration whose effects must be complete refuses a `202` in [`AnswerReader::effect`] (then transient) |
 //! | `1xx` as a final answer, a status outside `100..=599` | `Transient` | not an outcome: whether the effect was made is unknown |
@@ -37,13 +37,13 @@
 use serde_json::Value;
 
 use super::summary::describe;
-use crate::effect::{AnswerDetail, Effect, EffectOutcome, LookupOutcome};
+use crate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 
 /// The RFC 9457 problem type (its last path segment, [`is_mismatch_type`]) of a `409` that says
-/// the key was used with another request (the terminal simulator's, and many servers').
+/// the key was used with another request (the server simulator's, and many servers').
 pub const PROBLEM_IDEMPOTENCY_MISMATCH: &str = "idempotency_mismatch";
 
-/// The RFC 9457 problem type the terminal simulator (and the test kit's server) gives a `409` for
+/// The RFC 9457 problem type the server simulator (and the test kit's server) gives a `409` for
 /// a key still being processed. The classification needs no type for it: every `409` that is not
 /// a mismatch is in flight (draft -07, section 2.7).
 pub const PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT: &str = "idempotency_key_in_flight";
@@ -106,7 +106,7 @@ pub enum RequestFailure {
 /// excerpt for a person. Every text it gives must be its own words or scrubbed: the `&'static str`
 /// of a defect cannot be the server's text.
 pub trait AnswerReader {
-    /// The server's name in summaries, e.g. `"terminal"`, `"job server"` (default `"server"`).
+    /// The server's name in summaries, e.g. `"server"`, `"job server"` (default `"server"`).
     fn server(&self) -> &str {
         "server"
     }
@@ -128,8 +128,8 @@ pub trait AnswerReader {
     }
 
     /// The integration's own reason code for a permanent refusal with `status` (a payments API's
-    /// `402`: `card_declined`): the call is then [`EffectOutcome::Refused`] with that code, and a
-    /// person gets it under that reason, instead of [`EffectOutcome::Permanent`]. Asked only for
+    /// `402`: `card_declined`): the call is then [`CallOutcome::Refused`] with that code, and a
+    /// person gets it under that reason, instead of [`CallOutcome::Permanent`]. Asked only for
     /// a status the table classifies as permanent (a mismatch, an in-flight or a transient status
     /// stays what it is). `None` (the default): the generic refusal.
     fn refusal(&self, status: u16) -> Option<&'static str> {
@@ -198,8 +198,8 @@ impl JsonIdAt {
             return Err(defect.words());
         }
         Ok(Effect {
-            slot_id: id.clone(),
-            equipment_number: None,
+            effect_id: id.clone(),
+            subject: None,
         })
     }
 }
@@ -405,7 +405,7 @@ pub fn lookup_rule(status: u16) -> Rule<LookupClass> {
 /// Classifies an answer to a call under a key ([`call_rule`]); a `2xx` is read for its effect by
 /// `reader`. Summaries name the server, the status, the content type, the length and the keyed
 /// digest, and the row's reason; an excerpt is only what `reader` gives.
-pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> EffectOutcome {
+pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> CallOutcome {
     let kind = problem_type(answer.body);
     let rule = call_rule(answer.status, kind.as_deref());
     let summary = || {
@@ -420,27 +420,27 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
         || AnswerDetail::with_excerpt(summary(), reader.excerpt(answer).unwrap_or_default());
     match rule.class {
         CallClass::Effect => match reader.effect(answer) {
-            Ok(effect) => EffectOutcome::Claimed(effect),
-            Err(defect) => EffectOutcome::Transient(AnswerDetail::new(format!(
+            Ok(effect) => CallOutcome::Done(effect),
+            Err(defect) => CallOutcome::Transient(AnswerDetail::new(format!(
                 "{} answered {}, but the answer {defect}; the effect may exist under the key: \
                  asked again with the same key",
                 reader.server(),
                 describe(answer)
             ))),
         },
-        CallClass::Transient => EffectOutcome::Transient(detail()),
+        CallClass::Transient => CallOutcome::Transient(detail()),
         CallClass::Permanent => match reader.refusal(answer.status) {
-            Some(code) => EffectOutcome::Refused {
+            Some(code) => CallOutcome::Refused {
                 code,
                 detail: detail(),
             },
-            None => EffectOutcome::Permanent {
+            None => CallOutcome::Permanent {
                 status: answer.status,
                 detail: detail(),
             },
         },
-        CallClass::KeyMismatch => EffectOutcome::KeyMismatch(detail()),
-        CallClass::KeyInFlight => EffectOutcome::KeyInFlight,
+        CallClass::KeyMismatch => CallOutcome::KeyMismatch(detail()),
+        CallClass::KeyInFlight => CallOutcome::KeyInFlight,
     }
 }
 
@@ -448,9 +448,9 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
 pub fn classify_call_failure<R: AnswerReader + ?Sized>(
     failure: RequestFailure,
     reader: &R,
-) -> EffectOutcome {
+) -> CallOutcome {
     let rule = failure_rule(failure);
-    EffectOutcome::Transient(AnswerDetail::new(format!(
+    CallOutcome::Transient(AnswerDetail::new(format!(
         "call to {} failed: {}: {}",
         reader.server(),
         failure_words(failure),

@@ -1,5 +1,5 @@
 //! One test per row of the tables in `classify.rs`, with the values the draft
-//! (`draft-ietf-httpapi-idempotency-key-header-07`) and the terminal simulator give, written here.
+//! (`draft-ietf-httpapi-idempotency-key-header-07`) and the server simulator give, written here.
 
 use super::*;
 use crate::idempotency_key::answer_digest;
@@ -11,14 +11,14 @@ const JOB: JsonIdAt = JsonIdAt {
     refusals: &[],
 };
 
-/// The simulator's problem documents (`sim/src/terminal.rs`), byte for byte in shape.
+/// The simulator's problem documents (`sim/src/server.rs`), byte for byte in shape.
 const MISMATCH: &[u8] = br#"{"type":"idempotency_mismatch","title":"Conflict","status":409,"detail":"this Idempotency-Key was already used with a different request"}"#;
 const IN_FLIGHT: &[u8] = br#"{"type":"idempotency_key_in_flight","title":"Conflict","status":409,"detail":"a request with this Idempotency-Key is still being processed; retry later"}"#;
 const UNAVAILABLE: &[u8] = br#"{"type":"service_unavailable","title":"Service Unavailable","status":503,"detail":"the terminal failed before processing the request; it was not recorded"}"#;
 const LOST: &[u8] = br#"{"type":"upstream_response_lost","title":"Gateway Timeout","status":504,"detail":"upstream response lost"}"#;
 const INVALID: &[u8] = br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"pin must not be empty"}"#;
 
-fn call(status: u16, body: &[u8]) -> EffectOutcome {
+fn call(status: u16, body: &[u8]) -> CallOutcome {
     classify_call(&Answer::new(status, body), &JOB)
 }
 
@@ -28,8 +28,8 @@ fn class(status: u16, body: &[u8]) -> CallClass {
 
 fn effect(id: &str) -> Effect {
     Effect {
-        slot_id: id.into(),
-        equipment_number: None,
+        effect_id: id.into(),
+        subject: None,
     }
 }
 
@@ -38,7 +38,7 @@ fn row_2xx_with_a_usable_id_is_the_effect() {
     for status in [200, 201, 203] {
         assert_eq!(
             call(status, br#"{"id":"J-1"}"#),
-            EffectOutcome::Claimed(effect("J-1"))
+            CallOutcome::Done(effect("J-1"))
         );
     }
 }
@@ -56,7 +56,7 @@ fn row_2xx_without_a_usable_id_is_transient() {
             "has an id that is not printable ASCII",
         ),
     ] {
-        let EffectOutcome::Transient(why) = call(201, body) else {
+        let CallOutcome::Transient(why) = call(201, body) else {
             panic!("{body:?} must be transient");
         };
         assert!(why.summary().contains(defect), "{why}");
@@ -64,13 +64,13 @@ fn row_2xx_without_a_usable_id_is_transient() {
         assert_eq!(why.excerpt(), None);
     }
     let long = format!(r#"{{"id":"{}"}}"#, "J".repeat(MAX_EFFECT_ID_CHARS + 1));
-    let EffectOutcome::Transient(why) = call(200, long.as_bytes()) else {
+    let CallOutcome::Transient(why) = call(200, long.as_bytes()) else {
         panic!("too long");
     };
     assert!(why.summary().contains("too long"), "{why}");
     assert!(!why.summary().contains("JJJJ"), "{why}");
     // 204 No Content: no id to read.
-    assert!(matches!(call(204, b""), EffectOutcome::Transient(_)));
+    assert!(matches!(call(204, b""), CallOutcome::Transient(_)));
 }
 
 /// 202: the server took the request under the key and replays the same 202 to every retry: an id
@@ -80,9 +80,9 @@ fn row_202_is_read_as_any_2xx() {
     assert_eq!(class(202, b""), CallClass::Effect);
     assert_eq!(
         call(202, br#"{"id":"J-7"}"#),
-        EffectOutcome::Claimed(effect("J-7"))
+        CallOutcome::Done(effect("J-7"))
     );
-    assert!(matches!(call(202, b"{}"), EffectOutcome::Transient(_)));
+    assert!(matches!(call(202, b"{}"), CallOutcome::Transient(_)));
     // An integration that wants only finished effects refuses it in its reader: transient.
     struct DoneOnly;
     impl AnswerReader for DoneOnly {
@@ -93,7 +93,7 @@ fn row_202_is_read_as_any_2xx() {
             JOB.effect(answer)
         }
     }
-    let EffectOutcome::Transient(why) =
+    let CallOutcome::Transient(why) =
         classify_call(&Answer::new(202, br#"{"id":"J-7"}"#), &DoneOnly)
     else {
         panic!("refused 202");
@@ -112,7 +112,7 @@ fn row_1xx_and_statuses_outside_http_are_transient() {
 #[test]
 fn row_3xx_is_transient() {
     for status in [300, 301, 302, 303, 304, 307, 308, 399] {
-        let EffectOutcome::Transient(why) = call(status, b"") else {
+        let CallOutcome::Transient(why) = call(status, b"") else {
             panic!("{status} must be transient");
         };
         assert!(
@@ -127,7 +127,7 @@ fn row_3xx_is_transient() {
 #[test]
 fn row_401_and_407_are_transient() {
     for status in [401, 407] {
-        let EffectOutcome::Transient(why) = call(status, b"") else {
+        let CallOutcome::Transient(why) = call(status, b"") else {
             panic!("{status} must be transient");
         };
         assert!(why.summary().contains("credentials were refused"), "{why}");
@@ -138,7 +138,7 @@ fn row_401_and_407_are_transient() {
 fn row_408_421_423_425_429_are_transient() {
     for status in [408, 421, 423, 425, 429] {
         assert!(
-            matches!(call(status, b""), EffectOutcome::Transient(_)),
+            matches!(call(status, b""), CallOutcome::Transient(_)),
             "{status}"
         );
     }
@@ -146,7 +146,7 @@ fn row_408_421_423_425_429_are_transient() {
 
 #[test]
 fn row_409_mismatch_by_problem_type() {
-    let EffectOutcome::KeyMismatch(why) = call(409, MISMATCH) else {
+    let CallOutcome::KeyMismatch(why) = call(409, MISMATCH) else {
         panic!("the simulator's 409 idempotency_mismatch is a mismatch");
     };
     assert!(why.summary().contains("another request"), "{why}");
@@ -172,9 +172,9 @@ fn row_409_mismatch_by_problem_type() {
 /// `ends_with` would take these for a mismatch; the last segment compared exactly does not.
 #[test]
 fn row_409_otherwise_is_in_flight() {
-    assert_eq!(call(409, IN_FLIGHT), EffectOutcome::KeyInFlight);
-    assert_eq!(call(409, b""), EffectOutcome::KeyInFlight);
-    assert_eq!(call(409, b"not json"), EffectOutcome::KeyInFlight);
+    assert_eq!(call(409, IN_FLIGHT), CallOutcome::KeyInFlight);
+    assert_eq!(call(409, b""), CallOutcome::KeyInFlight);
+    assert_eq!(call(409, b"not json"), CallOutcome::KeyInFlight);
     for kind in [
         "not_idempotency_mismatch",
         "https://x.example/idempotency_mismatch/help",
@@ -185,21 +185,21 @@ fn row_409_otherwise_is_in_flight() {
         let body = serde_json::json!({ "type": kind }).to_string();
         assert_eq!(
             call(409, body.as_bytes()),
-            EffectOutcome::KeyInFlight,
+            CallOutcome::KeyInFlight,
             "{kind}"
         );
     }
     // A `type` that is not a string is no problem type.
     assert_eq!(
         call(409, br#"{"type":["idempotency_mismatch"]}"#),
-        EffectOutcome::KeyInFlight
+        CallOutcome::KeyInFlight
     );
 }
 
 #[test]
 fn row_422_is_a_mismatch_per_the_draft() {
     for body in [&b""[..], br#"{"type":"https://developer.example.com/idempotency/docs","title":"Idempotency-Key is already used"}"#] {
-        assert!(matches!(call(422, body), EffectOutcome::KeyMismatch(_)));
+        assert!(matches!(call(422, body), CallOutcome::KeyMismatch(_)));
     }
 }
 
@@ -209,7 +209,7 @@ fn row_other_4xx_is_permanent() {
         400, 402, 403, 404, 405, 406, 410, 411, 412, 413, 414, 415, 416, 417, 418, 420, 424, 426,
         428, 430, 431, 451, 499,
     ] {
-        let EffectOutcome::Permanent { status: s, detail } = call(status, INVALID) else {
+        let CallOutcome::Permanent { status: s, detail } = call(status, INVALID) else {
             panic!("{status} must be permanent");
         };
         assert_eq!(s, status);
@@ -226,7 +226,7 @@ fn a_named_refusal_is_refused_with_its_code() {
         (409, "never"),
         (503, "never"),
     ]);
-    let EffectOutcome::Refused { code, detail } = classify_call(&Answer::new(402, INVALID), &PAY)
+    let CallOutcome::Refused { code, detail } = classify_call(&Answer::new(402, INVALID), &PAY)
     else {
         panic!("402 must be refused");
     };
@@ -237,15 +237,15 @@ fn a_named_refusal_is_refused_with_its_code() {
     );
     assert!(matches!(
         classify_call(&Answer::new(400, INVALID), &PAY),
-        EffectOutcome::Permanent { status: 400, .. }
+        CallOutcome::Permanent { status: 400, .. }
     ));
     assert_eq!(
         classify_call(&Answer::new(409, IN_FLIGHT), &PAY),
-        EffectOutcome::KeyInFlight
+        CallOutcome::KeyInFlight
     );
     assert!(matches!(
         classify_call(&Answer::new(503, UNAVAILABLE), &PAY),
-        EffectOutcome::Transient(_)
+        CallOutcome::Transient(_)
     ));
 }
 
@@ -260,7 +260,7 @@ fn row_5xx_is_transient() {
         (599, b""),
     ] {
         assert!(
-            matches!(call(status, body), EffectOutcome::Transient(_)),
+            matches!(call(status, body), CallOutcome::Transient(_)),
             "{status}"
         );
     }
@@ -278,7 +278,7 @@ fn row_no_answer_is_transient() {
         (RequestFailure::Other, "request error"),
     ] {
         assert_eq!(failure_rule(failure).class, CallClass::Transient);
-        let EffectOutcome::Transient(why) = classify_call_failure(failure, &JOB) else {
+        let CallOutcome::Transient(why) = classify_call_failure(failure, &JOB) else {
             panic!("{failure:?}");
         };
         assert!(
@@ -366,7 +366,7 @@ fn the_core_never_quotes_the_server() {
     let body =
         br#"{"type":"idempotency_mismatch","title":"hello from the server","detail":"PIN 7731"}"#;
     let answer = Answer::new(409, body).with_content_type(Some("application/problem+json"));
-    let EffectOutcome::KeyMismatch(why) = classify_call(&answer, &JOB) else {
+    let CallOutcome::KeyMismatch(why) = classify_call(&answer, &JOB) else {
         panic!("mismatch");
     };
     assert_eq!(
@@ -408,8 +408,7 @@ fn an_excerpt_is_the_readers() {
             Some("scrubbed words".into())
         }
     }
-    let EffectOutcome::Permanent { detail, .. } =
-        classify_call(&Answer::new(400, INVALID), &Quoting)
+    let CallOutcome::Permanent { detail, .. } = classify_call(&Answer::new(400, INVALID), &Quoting)
     else {
         panic!("permanent");
     };
@@ -420,7 +419,7 @@ fn an_excerpt_is_the_readers() {
     );
     assert!(!detail.summary().contains("scrubbed"));
     // No excerpt on a 2xx without an effect (its body may be an id that quotes a secret).
-    let EffectOutcome::Transient(why) = classify_call(&Answer::new(201, b"{}"), &Quoting) else {
+    let CallOutcome::Transient(why) = classify_call(&Answer::new(201, b"{}"), &Quoting) else {
         panic!("transient");
     };
     assert_eq!(why.excerpt(), None);

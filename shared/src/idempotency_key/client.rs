@@ -25,7 +25,7 @@ use super::classify::{
     AnswerReader, RequestFailure,
 };
 use super::{header_value, HEADER};
-use crate::effect::{AnswerDetail, EffectOutcome, LookupOutcome};
+use crate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
 
 /// Largest answer body read, in bytes (64 KiB); the rest is never read. A `2xx` cut there is not
 /// JSON: transient.
@@ -148,17 +148,17 @@ async fn read_capped(mut response: Response) -> Result<Vec<u8>, reqwest::Error> 
 
 /// Sends `request` with `Idempotency-Key: "key"` ([`header_value`]) and classifies the answer
 /// ([`classify_call`]) or the failure ([`classify_call_failure`]). A key the header cannot carry
-/// is never sent: [`EffectOutcome::Permanent`] with status `0` (the key does not change, so no
+/// is never sent: [`CallOutcome::Permanent`] with status `0` (the key does not change, so no
 /// retry could send it; nothing was made).
 pub async fn call<R: AnswerReader + ?Sized>(
     request: RequestBuilder,
     key: &str,
     reader: &R,
-) -> EffectOutcome {
+) -> CallOutcome {
     let value = match header_value(key) {
         Ok(value) => value,
         Err(why) => {
-            return EffectOutcome::Permanent {
+            return CallOutcome::Permanent {
                 status: 0,
                 detail: AnswerDetail::new(format!("nothing sent to {}: {why}", reader.server())),
             }

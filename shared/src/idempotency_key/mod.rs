@@ -4,7 +4,7 @@
 //! * the header ([`HEADER`], [`header_value`], [`parse_header_value`]): the key as an RFC 8941
 //!   Structured Field string, `Idempotency-Key: "K"` (draft -07, section 2.1);
 //! * the classification of an answer to a **call** under a key into the gate's
-//!   [`EffectOutcome`](crate::effect::EffectOutcome) and of an answer to a **lookup** by key into
+//!   [`CallOutcome`](crate::effect::CallOutcome) and of an answer to a **lookup** by key into
 //!   its [`LookupOutcome`](crate::effect::LookupOutcome), for every status and every failed
 //!   request, with nothing left to a default ([`classify`]: the table, one reason per row);
 //! * the summary of an answer in the gate's own words (status, content type, length and a keyed
@@ -19,7 +19,7 @@
 //! makes an id unusable, which secrets its answers must be scrubbed of) it supplies through
 //! [`AnswerReader`].
 //!
-//! The reference server is the terminal simulator (`sim/src/terminal.rs`), which honours the
+//! The reference server is the server simulator (`sim/src/server.rs`), which honours the
 //! draft: a completed key replays its first answer byte for byte; the same key with another
 //! request is `409` with problem type `idempotency_mismatch` (the draft says `422`; both are a
 //! mismatch here); the same key still being processed is `409` `idempotency_key_in_flight`; a

@@ -12,7 +12,7 @@
 //! | `MAX_CONCURRENCY` | records at once per batch (the reconciler: per run) | | `10` |
 //! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least one server call ([`IntegrationConfig::call_timeout_ms`]) + [`COMMIT_ALLOWANCE_MS`] (the reconciler: two calls + the allowance) | milliseconds | `12000` |
 //! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
-//! | `TERMINAL_KEY_RETENTION_SECONDS` | how long the side effect's server keeps an `Idempotency-Key` (the name is the first integration's, kept so that deployed stacks keep working; an integration may replace it) | seconds | `86400` |
+//! | `SERVER_KEY_RETENTION_SECONDS` | how long the side effect's server keeps an `Idempotency-Key` (the name is the first integration's, kept so that deployed stacks keep working; an integration may replace it) | seconds | `86400` |
 //! | `RETENTION_MARGIN_SECONDS` | never call the server this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 //! | `LOG_SENSITIVE_BODIES` | refused unless `false`: the AWS SDK would log request bodies | | unset |
@@ -88,7 +88,7 @@ impl LambdaConfig {
             );
         }
         let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
-        let retention_s = env.number("TERMINAL_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400);
+        let retention_s = env.number("SERVER_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400);
         let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
         let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
         if let (Some(retention), Some(margin)) = (retention_s, margin_s) {
@@ -96,7 +96,7 @@ impl LambdaConfig {
                 env.problem(
                     "RETENTION_MARGIN_SECONDS",
                     format!(
-                        "{margin} must be less than TERMINAL_KEY_RETENTION_SECONDS ({retention})"
+                        "{margin} must be less than SERVER_KEY_RETENTION_SECONDS ({retention})"
                     ),
                 );
             }
@@ -128,7 +128,7 @@ pub trait IntegrationConfig: Sized + std::fmt::Debug + Send + Sync + 'static {
     /// Reads the integration's variables through `env`, recording every problem there (they are
     /// reported before the gate's, in one message). `lambda` is the gate's configuration as read
     /// (a refused value replaced by its default); the integration may adjust it, e.g. its
-    /// servers' key support (`gate.terminal_supports_idempotency_key`) or key retention
+    /// servers' key support (`gate.server_supports_idempotency_key`) or key retention
     /// (`reconciler.key_retention_ms`; the claim horizon is derived after this call). The value
     /// returned when a problem was recorded is never used.
     fn from_env(env: &Env<'_>, lambda: &mut LambdaConfig) -> Self;
@@ -209,7 +209,7 @@ impl<C: IntegrationConfig> Config<C> {
 /// (the metrics' `Integration` dimension; the integration's default, else required).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// The idempotency table's name (its GSIs `InFlight` and `MultiSlot` are read).
+    /// The idempotency table's name (its GSIs `InFlight` and `MultiEffect` are read).
     pub idempotency_table: String,
     /// The integration's name.
     pub integration: String,
@@ -310,7 +310,7 @@ mod tests {
         let err = Config::<Jobs>::from_env(env(&[
             ("KEY_TTL_SECONDS", "14d"),
             ("MAX_CONCURRENCY", "0"),
-            ("TERMINAL_KEY_RETENTION_SECONDS", "600"),
+            ("SERVER_KEY_RETENTION_SECONDS", "600"),
             ("RETENTION_MARGIN_SECONDS", "600"),
             ("LOG_SENSITIVE_BODIES", "true"),
         ]))
@@ -322,7 +322,7 @@ mod tests {
              MAX_CONCURRENCY: 0 is outside 1..=10000; LOG_SENSITIVE_BODIES: would let the AWS SDK \
              log request bodies, which may hold secrets (the stored requests, the manual queue's \
              original bodies); unset it; RETENTION_MARGIN_SECONDS: 600 must be less than \
-             TERMINAL_KEY_RETENTION_SECONDS (600); IDEMPOTENCY_TABLE: missing (required); \
+             SERVER_KEY_RETENTION_SECONDS (600); IDEMPOTENCY_TABLE: missing (required); \
              BOOKINGS_TABLE: missing (required); MANUAL_QUEUE_URL: missing (required)"
         );
         // A default name: INTEGRATION_NAME is no longer required.

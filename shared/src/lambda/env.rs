@@ -16,7 +16,7 @@ pub struct ConfigError {
 
 /// Every problem of one configuration (never empty): the integration's first, then the gate's,
 /// each part in the order its variables are read ([`crate::lambda::Config::from_env`]).
-/// Displayed as `invalid configuration: 2 problems: TERMINAL_BASE_URL: missing (required);
+/// Displayed as `invalid configuration: 2 problems: SERVER_BASE_URL: missing (required);
 /// IDEMPOTENCY_TABLE: missing (required)`; it quotes values, never a secret (a refused token is
 /// described, not quoted).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -55,8 +55,8 @@ async fn publish_store_signals(
             StandardUnit::Count,
         ))
         .metric_data(datum(
-            signals::metric::MULTI_SLOT_KEYS,
-            store_signals.multi_slot_keys as f64,
+            signals::metric::MULTI_EFFECT_KEYS,
+            store_signals.multi_effect_keys as f64,
             StandardUnit::Count,
         ))
         .send()

@@ -226,7 +226,7 @@ pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?;
         tracing::info!(
             integration = %config.lambda.gate.integration,
-            supports_idempotency_key = config.lambda.gate.terminal_supports_idempotency_key,
+            supports_idempotency_key = config.lambda.gate.server_supports_idempotency_key,
             deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
             integration_config = ?config.integration,
             "consumer starting"

@@ -19,7 +19,7 @@ use super::store_config::PostgresSettings;
 pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 
 /// The store of `config` with the SDK configuration `aws`, once per cold start: the write path
-/// and the read side of its idempotency table (`InFlight`, `MultiSlot`: what the reconciler
+/// and the read side of its idempotency table (`InFlight`, `MultiEffect`: what the reconciler
 /// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that conditional writes
 /// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
 /// the connection string (from Secrets Manager by ARN, or `DATABASE_URL` locally) and applies

@@ -17,29 +17,29 @@ use async_trait::async_trait;
 pub enum ManualReason {
     /// The body can never succeed (the integration's [`crate::integration::Rejection`]); the detail says why.
     Rejected,
-    /// The window had already ended: no slot can be claimed.
-    WindowEnded,
+    /// The window had already ended: no effect can be claimed.
+    EventEnded,
     /// The same event key arrived with another fingerprint: never a duplicate.
     Mismatch,
-    /// The terminal does not honour `Idempotency-Key`: claiming would risk a second slot.
+    /// The server does not honour `Idempotency-Key`: claiming would risk a second effect.
     NoIdempotencySupport,
-    /// The terminal said the key was reused with another body (IETF draft: 422; or 409
+    /// The server said the key was reused with another body (IETF draft: 422; or 409
     /// `idempotency_mismatch`).
-    TerminalKeyMismatch,
-    /// The terminal answered another permanent error (4xx).
-    TerminalRejected,
-    /// The terminal's key retention has passed: claiming again could make a second slot.
+    ServerKeyMismatch,
+    /// The server answered another permanent error (4xx).
+    ServerRejected,
+    /// The server's key retention has passed: claiming again could make a second effect.
     PastKeyRetention,
-    /// The terminal answered for another container than the one asked.
-    TerminalAnswerInvalid,
-    /// The terminal issued a slot for a record another holder had already finished as `failed`
-    /// or `manual`: nothing booked that slot; book it by hand or cancel it at the terminal.
-    UnbookedSlot,
+    /// The server answered for another subject than the one asked.
+    ServerAnswerInvalid,
+    /// The server issued an effect for a record another holder had already finished as `failed`
+    /// or `manual`: nothing booked that effect; book it by hand or cancel it at the server.
+    UnrecordedEffect,
     /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
     /// detail names who and why. Book it by hand from the original body, or drop it.
     Cancelled,
     /// The server refused the request permanently for a reason the integration names (its
-    /// [`crate::effect::ClaimOutcome::Refused`]): the code is the integration's own (e.g.
+    /// [`crate::effect::CallOutcome::Refused`]): the code is the integration's own (e.g.
     /// `card_declined` for a payments API's `402`), so a person reads the business reason, not a
     /// generic refusal. A code is 1 to [`MAX_INTEGRATION_CODE_LEN`] characters of `a-z`, `0-9`
     /// and `_`, and never one of the core's codes ([`ManualReason::ALL`]): such a code is read
@@ -81,20 +81,20 @@ fn intern(code: &str) -> Option<&'static str> {
 }
 
 impl ManualReason {
-    /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `terminal_key_mismatch`,
-    /// `terminal_rejected`, `past_key_retention`, `terminal_answer_invalid`, `unbooked_slot`,
+    /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
+    /// `server_rejected`, `past_key_retention`, `server_answer_invalid`, `unbooked_effect`,
     /// `cancelled`, or the integration's own code.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
-            Self::WindowEnded => "window_ended",
+            Self::EventEnded => "window_ended",
             Self::Mismatch => "mismatch",
             Self::NoIdempotencySupport => "no_idempotency_support",
-            Self::TerminalKeyMismatch => "terminal_key_mismatch",
-            Self::TerminalRejected => "terminal_rejected",
+            Self::ServerKeyMismatch => "terminal_key_mismatch",
+            Self::ServerRejected => "terminal_rejected",
             Self::PastKeyRetention => "past_key_retention",
-            Self::TerminalAnswerInvalid => "terminal_answer_invalid",
-            Self::UnbookedSlot => "unbooked_slot",
+            Self::ServerAnswerInvalid => "terminal_answer_invalid",
+            Self::UnrecordedEffect => "unbooked_slot",
             Self::Cancelled => "cancelled",
             Self::Integration(code) => code,
         }
@@ -105,14 +105,14 @@ impl ManualReason {
     /// Every reason of the core (not the integrations' own, [`ManualReason::Integration`]).
     pub const ALL: [ManualReason; 10] = [
         Self::Rejected,
-        Self::WindowEnded,
+        Self::EventEnded,
         Self::Mismatch,
         Self::NoIdempotencySupport,
-        Self::TerminalKeyMismatch,
-        Self::TerminalRejected,
+        Self::ServerKeyMismatch,
+        Self::ServerRejected,
         Self::PastKeyRetention,
-        Self::TerminalAnswerInvalid,
-        Self::UnbookedSlot,
+        Self::ServerAnswerInvalid,
+        Self::UnrecordedEffect,
         Self::Cancelled,
     ];
 

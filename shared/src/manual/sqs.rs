@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn body_has_every_field() {
         let item = ManualItem {
-            reason: ManualReason::WindowEnded,
+            reason: ManualReason::EventEnded,
             detail: "window_ended: ...".into(),
             original_body: "{\"pin\":\"4711\"}".into(),
             event_key: None,

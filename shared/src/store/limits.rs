@@ -27,9 +27,9 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 pub const MAX_ITEM_BYTES: usize = 400_000;
 
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
-/// the `error` text of a routing (at most [`MAX_ERROR_BYTES`]), the effect ids (`slot_id` and at
-/// most [`MAX_EFFECT_IDS`] in `slot_ids`, each at most [`MAX_EFFECT_ID_BYTES`]), a longer lease
-/// token (at most [`MAX_LEASE_OWNER_BYTES`]), the `route_pending` and `multi_slot` marks and an
+/// the `error` text of a routing (at most [`MAX_ERROR_BYTES`]), the effect ids (`effect_id` and at
+/// most [`MAX_EFFECT_IDS`] in `effect_ids`, each at most [`MAX_EFFECT_ID_BYTES`]), a longer lease
+/// token (at most [`MAX_LEASE_OWNER_BYTES`]), the `route_pending` and `multi_effect` marks and an
 /// operator's audit `history` (at most [`MAX_HISTORY_ENTRIES`] bounded lines): about 11.9 KB at
 /// their largest together (`shared/tests/largest_record.rs` proves the whole record stays under
 /// [`MAX_ITEM_BYTES`]).
@@ -46,7 +46,7 @@ pub const MAX_ERROR_BYTES: usize = 2048;
 /// [`crate::idempotency_key::MAX_EFFECT_ID_CHARS`] (printable ASCII, so also bytes).
 pub const MAX_EFFECT_ID_BYTES: usize = crate::idempotency_key::MAX_EFFECT_ID_CHARS;
 
-/// Most distinct effect ids the gate records on one record (`slot_ids`): two already raise the
+/// Most distinct effect ids the gate records on one record (`effect_ids`): two already raise the
 /// distinct-effect signal; past this many a further one is logged, not stored (the consumer,
 /// `crate::consumer`), so the set cannot outgrow the record's [`GROWTH_ALLOWANCE_BYTES`].
 pub const MAX_EFFECT_IDS: usize = 16;
@@ -87,8 +87,8 @@ pub fn bounded_error(text: &str) -> &str {
 }
 
 /// The attribute names of the store's own items, which no label may take: the record's
-/// (`pk` .. `route_pending`, the `multi_slot` mark, the audit `history`), the business row's
-/// (`source_event`, `slot_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
+/// (`pk` .. `route_pending`, the `multi_effect` mark, the audit `history`), the business row's
+/// (`source_event`, `effect_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
 /// `expires_at`). The DynamoDB codec reads every other string attribute of an item as a label.
 pub const RESERVED_NAMES: [&str; 20] = [
     "pk",
@@ -238,7 +238,7 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
         + labels_bytes(&r.labels);
     size += r.lease_owner.as_deref().map_or(0, |v| s("lease_owner", v));
     size += r.lease_until_ms.map_or(0, |v| n("lease_until", v));
-    size += r.slot_id.as_deref().map_or(0, |v| s("slot_id", v));
+    size += r.effect_id.as_deref().map_or(0, |v| s("slot_id", v));
     size += r
         .inflight_shard
         .as_deref()
@@ -249,13 +249,13 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
     } else {
         0
     };
-    if !r.slot_ids.is_empty() {
-        size += "slot_ids".len() + r.slot_ids.iter().map(String::len).sum::<usize>();
+    if !r.effect_ids.is_empty() {
+        size += "slot_ids".len() + r.effect_ids.iter().map(String::len).sum::<usize>();
     }
     size
 }
 
-/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `slot_id` (the effect id),
+/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `effect_id` (the effect id),
 /// `booked_at` and each label.
 pub fn row_item_bytes(row: &BusinessRow) -> usize {
     s("source_event", &row.source_event)
@@ -291,7 +291,7 @@ pub fn history_bytes(entries: &[crate::operator::AuditEntry]) -> usize {
     "history".len() + 3 + entries.len() + entries.iter().map(entry).sum::<usize>()
 }
 
-/// The size, bytes, of the `multi_slot` mark (`"1"`), written once a record holds two effect ids.
+/// The size, bytes, of the `multi_effect` mark (`"1"`), written once a record holds two effect ids.
 pub fn multi_mark_bytes() -> usize {
     s("multi_slot", "1")
 }

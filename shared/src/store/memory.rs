@@ -27,7 +27,7 @@ struct Tables {
     bookings: HashMap<String, BusinessRow>,
     /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
     natural_keys: HashMap<String, String>,
-    /// `InFlight` and `MultiSlot`, as the records are now ([`Tables::reindex`] after each write).
+    /// `InFlight` and `MultiEffect`, as the records are now ([`Tables::reindex`] after each write).
     index: index::Indexes,
 }
 
@@ -178,7 +178,7 @@ impl IdempotencyStore for MemoryStore {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -191,15 +191,15 @@ impl IdempotencyStore for MemoryStore {
         if r.status != RecordStatus::InFlight || r.lease_owner.as_deref() != Some(owner) {
             if r.status == RecordStatus::Committed
                 && r.lease_owner.as_deref() == Some(owner)
-                && r.slot_id.as_deref() == Some(slot_id)
+                && r.effect_id.as_deref() == Some(effect_id)
             {
                 return Ok(CommitOutcome::Committed);
             }
             return Ok(CommitOutcome::Refused(Box::new(r.clone())));
         }
         let mut after = r.clone();
-        after.slot_id = Some(slot_id.to_string());
-        after.slot_ids.insert(slot_id.to_string());
+        after.effect_id = Some(effect_id.to_string());
+        after.effect_ids.insert(effect_id.to_string());
         after.request = Vec::new();
         fits(&after)?;
         if let Some(existing) = t.bookings.get(&booking.source_event) {
@@ -231,8 +231,8 @@ impl IdempotencyStore for MemoryStore {
             .get_mut(pk)
             .ok_or_else(|| StoreError::Corrupt(format!("no record {pk}")))?;
         r.status = RecordStatus::Committed;
-        r.slot_id = Some(slot_id.to_string());
-        r.slot_ids.insert(slot_id.to_string());
+        r.effect_id = Some(effect_id.to_string());
+        r.effect_ids.insert(effect_id.to_string());
         r.lease_until_ms = None;
         r.inflight_shard = None;
         r.request = Vec::new();
@@ -273,7 +273,7 @@ impl IdempotencyStore for MemoryStore {
         let held = r.status == RecordStatus::InFlight && r.lease_owner.as_deref() == Some(owner);
         let guarded = match guard {
             FinishGuard::Lease => true,
-            FinishGuard::LeaseAndNoSlot => r.slot_ids.is_empty(),
+            FinishGuard::LeaseAndNoEffect => r.effect_ids.is_empty(),
         };
         if !(held && guarded) {
             if r.status == status && r.route_pending && r.lease_owner.as_deref() == Some(owner) {
@@ -309,10 +309,10 @@ impl IdempotencyStore for MemoryStore {
         }
     }
 
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let mut t = self.lock();
@@ -320,8 +320,8 @@ impl IdempotencyStore for MemoryStore {
             Some(r) => {
                 let mut after = r.clone();
                 // At most MAX_EFFECT_IDS distinct ids (crate::store::limits), as every adapter.
-                if after.slot_ids.len() < crate::store::limits::MAX_EFFECT_IDS {
-                    after.slot_ids.insert(slot_id.to_string());
+                if after.effect_ids.len() < crate::store::limits::MAX_EFFECT_IDS {
+                    after.effect_ids.insert(effect_id.to_string());
                 }
                 after.updated_at_ms = now_ms;
                 fits(&after)?;
@@ -345,8 +345,8 @@ impl IdempotencyStore for MemoryStore {
 
 #[async_trait]
 impl InFlightIndex for MemoryStore {
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        Ok(self.lock().index.multi_slot_count())
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
+        Ok(self.lock().index.multi_effect_count())
     }
 
     async fn stale_in_flight(

@@ -52,7 +52,7 @@ pub enum CommitOutcome {
     /// The record is `committed` with our effect id and the business row is written. (No record is
     /// returned: DynamoDB's `TransactWriteItems` returns none, and a partial one would mislead.)
     /// Also the answer when the record is already committed by this very holder with this very
-    /// slot (the retry of a commit whose transaction landed but whose answer was lost).
+    /// effect (the retry of a commit whose transaction landed but whose answer was lost).
     Committed,
     /// Committed as [`CommitOutcome::Committed`], but the natural key ([`NaturalKey`],
     /// [`natural_key_pk`]) was already committed under `other_event_key`: two event keys
@@ -71,7 +71,7 @@ pub enum CommitOutcome {
 /// The `pk` of the natural-key item the commit writes into the idempotency table for the record
 /// `record_pk` (`"{integration}#{event_key}"`, `event_key` its suffix):
 /// `"{integration}#nk#{natural key}"` (on the truck-slot path
-/// `"{integration}#nk#{equipment number}#{window start}"`). It holds the event key that committed
+/// `"{integration}#nk#{subject}#{window start}"`). It holds the event key that committed
 /// first for that natural key, so a second event key for the same event is seen at its commit (a
 /// natural-key collision) without an extra request.
 pub fn natural_key_pk(record_pk: &str, event_key: &str, natural_key: &NaturalKey) -> String {
@@ -89,7 +89,7 @@ pub enum FinishOutcome {
     /// finish whose write landed).
     Finished,
     /// Refused: the record is not `in_flight` under this holder (lease lost, or finished by
-    /// someone else), or it holds a slot id and the finish asked for none. The record as it is,
+    /// someone else), or it holds an effect id and the finish asked for none. The record as it is,
     /// `None` if there is none.
     Refused(Option<Box<IdempotencyRecord>>),
 }
@@ -99,11 +99,11 @@ pub enum FinishOutcome {
 pub enum FinishGuard {
     /// Only the lease: `status = in_flight AND lease_owner = :owner`.
     Lease,
-    /// The lease, and no slot id recorded (`attribute_not_exists(slot_ids)`): for routing a
-    /// record to a person because no slot exists (past the key's retention). A holder that lost
-    /// its lease while its claim was in transit records the slot it got
-    /// ([`IdempotencyStore::record_slot_id`]); such a record must be committed, not routed.
-    LeaseAndNoSlot,
+    /// The lease, and no effect id recorded (`attribute_not_exists(effect_ids)`): for routing a
+    /// record to a person because no effect exists (past the key's retention). A holder that lost
+    /// its lease while its claim was in transit records the effect it got
+    /// ([`IdempotencyStore::record_effect_id`]); such a record must be committed, not routed.
+    LeaseAndNoEffect,
 }
 
 /// What the `InFlight` index holds of one `in_flight` record: enough to choose a record and take
@@ -229,7 +229,7 @@ impl StoreError {
 
 /// The write path of the idempotency table and the TMS bookings table: what the consumer and the
 /// reconciler do to one record (reserve, take over, commit, release, finish, confirm a routing,
-/// record a slot id) and the two consistent reads they act on (`get`, `booking`). The read side
+/// record an effect id) and the two consistent reads they act on (`get`, `booking`). The read side
 /// over many records is [`InFlightIndex`].
 ///
 /// A wrapper (a fault injector in a test, a delay in a benchmark) implements this trait alone and
@@ -270,13 +270,13 @@ pub trait IdempotencyStore: Send + Sync {
         now_ms: i64,
     ) -> Result<TakeOver, StoreError>;
 
-    /// Step 4: atomically sets the record to `committed` with `slot_id` (adding it to `slot_ids`,
+    /// Step 4: atomically sets the record to `committed` with `effect_id` (adding it to `effect_ids`,
     /// removing `lease_until`, `inflight_shard` and the stored request, keeping `lease_owner` as
     /// the committer) on condition `status = in_flight AND lease_owner = :owner` (fenced: a holder
     /// whose lease was taken over cannot commit), and writes the business row `booking` on
     /// condition that no row exists for its event. A refusal that finds the record committed by
-    /// `owner` with `slot_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
-    /// `slot_id` is the effect id (the slot id on the truck-slot path; the attribute keeps that
+    /// `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
+    /// `effect_id` is the effect id (the effect id on the truck-slot path; the attribute keeps that
     /// name).
     ///
     /// With a `natural_key`, the same transaction writes the natural-key item
@@ -289,7 +289,7 @@ pub trait IdempotencyStore: Send + Sync {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -330,18 +330,18 @@ pub trait IdempotencyStore: Send + Sync {
     /// who will send the item again (at least once into the queue, under the same dedup key).
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError>;
 
-    /// Adds `slot_id` to the record's `slot_ids` (`ADD slot_ids`), whatever its state, and
+    /// Adds `effect_id` to the record's `effect_ids` (`ADD effect_ids`), whatever its state, and
     /// returns the record as it is after the write (`None` if there is no record). A record with
-    /// two or more distinct slot ids is marked `multi_slot` (the sparse GSI `MultiSlot`), so the
-    /// distinct-slot signal finds it without a scan ([`InFlightIndex::multi_slot_keys`]).
+    /// two or more distinct effect ids is marked `multi_effect` (the sparse GSI `MultiEffect`), so the
+    /// distinct-effect signal finds it without a scan ([`InFlightIndex::multi_effect_keys`]).
     /// Idempotent by nature: a retried `ADD` of a set element and a retried mark change nothing.
     /// A record holds at most [`limits::MAX_EFFECT_IDS`] distinct ids: past that a new id is not
     /// added (the record is returned as it is; the caller logs the id), so the set cannot grow the
     /// item past DynamoDB's limit.
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError>;
 
@@ -353,13 +353,13 @@ pub trait IdempotencyStore: Send + Sync {
 }
 
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,
-/// 16 shards) and `MultiSlot` (records with two or more distinct slot ids). The reconciler pages
+/// 16 shards) and `MultiEffect` (records with two or more distinct effect ids). The reconciler pages
 /// `InFlight` for records to finish; the metrics function reads both for the store signals, and
 /// needs nothing else of the store (on DynamoDB: [`dynamo::DynamoIndex`], the table name only).
 #[async_trait]
 pub trait InFlightIndex: Send + Sync {
-    /// How many records hold two or more distinct slot ids (the distinct-slot signal; healthy: 0).
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError>;
+    /// How many records hold two or more distinct effect ids (the distinct-effect signal; healthy: 0).
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError>;
 
     /// `in_flight` records of one `InFlight` shard (`"00"`..`"15"`) created before
     /// `created_before_ms` (epoch ms), oldest first, at most `limit` per page.

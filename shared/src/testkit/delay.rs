@@ -47,14 +47,14 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
         &self,
         pk: &str,
         owner: &str,
-        slot: &str,
+        effect: &str,
         b: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.pause.pause().await;
         self.inner
-            .commit(pk, owner, slot, b, natural_key, now)
+            .commit(pk, owner, effect, b, natural_key, now)
             .await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
@@ -80,14 +80,14 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
         self.pause.pause().await;
         self.inner.routed(pk, owner, now).await
     }
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot: &str,
+        effect: &str,
         now: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.pause.pause().await;
-        self.inner.record_slot_id(pk, slot, now).await
+        self.inner.record_effect_id(pk, effect, now).await
     }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.pause.pause().await;

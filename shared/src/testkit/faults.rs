@@ -246,7 +246,7 @@ impl IdempotencyStore for FaultyStore {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -254,7 +254,7 @@ impl IdempotencyStore for FaultyStore {
         self.maybe_stall(owner).await;
         self.write(owner, || {
             self.inner
-                .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                .commit(pk, owner, effect_id, booking, natural_key, now_ms)
         })
         .await
     }
@@ -287,13 +287,13 @@ impl IdempotencyStore for FaultyStore {
             .await
     }
 
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record_slot_id(pk, slot_id, now_ms).await
+        self.inner.record_effect_id(pk, effect_id, now_ms).await
     }
 
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {

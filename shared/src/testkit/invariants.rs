@@ -38,14 +38,15 @@ pub fn exactly_once_violations(
             .get(&r.op_key)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        if r.slot_id.is_none() || made.first() != r.slot_id.as_ref() || r.slot_ids.len() != 1 {
+        if r.effect_id.is_none() || made.first() != r.effect_id.as_ref() || r.effect_ids.len() != 1
+        {
             v.push(format!(
                 "event {}: committed {:?} (ids {:?}), the server made {made:?}",
-                r.event_key, r.slot_id, r.slot_ids
+                r.event_key, r.effect_id, r.effect_ids
             ));
         }
         match rows.iter().find(|b| b.source_event == r.event_key) {
-            Some(b) if Some(&b.effect_id) == r.slot_id.as_ref() && b.labels == r.labels => {}
+            Some(b) if Some(&b.effect_id) == r.effect_id.as_ref() && b.labels == r.labels => {}
             other => v.push(format!("event {}: business row {other:?}", r.event_key)),
         }
     }
@@ -60,7 +61,7 @@ pub fn exactly_once_violations(
     for item in manual {
         let by_hand = !matches!(
             item.reason,
-            ManualReason::Mismatch | ManualReason::UnbookedSlot
+            ManualReason::Mismatch | ManualReason::UnrecordedEffect
         );
         if let Some(key) = item
             .event_key
@@ -149,7 +150,7 @@ pub fn liveness_violations(
     }
     for body in &delivered.rejected {
         let reached = manual.iter().any(|i| {
-            matches!(i.reason, ManualReason::Rejected | ManualReason::WindowEnded)
+            matches!(i.reason, ManualReason::Rejected | ManualReason::EventEnded)
                 && i.original_body == *body
         });
         if !reached {
@@ -179,8 +180,8 @@ mod tests {
             created_at_ms: 0,
             updated_at_ms: 0,
             expires_at_s: 0,
-            slot_id: None,
-            slot_ids: Default::default(),
+            effect_id: None,
+            effect_ids: Default::default(),
             inflight_shard: None,
             error: None,
             route_pending: false,
@@ -246,7 +247,7 @@ mod tests {
         let manual = vec![
             item(ManualReason::NoIdempotencySupport, Some("b"), "B"),
             item(ManualReason::Mismatch, Some("b"), "B2"),
-            item(ManualReason::TerminalRejected, Some("c"), "C"),
+            item(ManualReason::ServerRejected, Some("c"), "C"),
             item(ManualReason::Rejected, None, "poison"),
         ];
         assert_eq!(

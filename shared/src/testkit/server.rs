@@ -1,6 +1,6 @@
 //! An in-process Idempotency-Key HTTP server for an integration's tests: axum on `127.0.0.1:0`,
 //! with the semantics of the IETF draft `draft-ietf-httpapi-idempotency-key-header` as a server
-//! that honours it answers (the terminal simulator of crate `sim` is the reference):
+//! that honours it answers (the server simulator of crate `sim` is the reference):
 //!
 //! * `POST {path}` with `Idempotency-Key: K` (a Structured Field string `"K"`, or `K` as is) does
 //!   the work once: the first answer under `K` is stored and **replayed byte for byte** (status,

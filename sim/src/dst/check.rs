@@ -94,7 +94,7 @@ pub(crate) fn identity_of_item(item: &ManualItem, terminals: &[String]) -> Strin
         ManualReason::Rejected => format!("rejected:{}", sha256_hex(item.original_body.as_bytes())),
         // Routed once per slot (the gate's routing key is the event key and the slot id, which
         // the detail names; a resend carries the stored item, the same detail).
-        ManualReason::UnbookedSlot => format!(
+        ManualReason::UnrecordedEffect => format!(
             "unbooked:{}:{}",
             item.event_key.as_deref().unwrap_or("?"),
             sha256_hex(item.detail.as_bytes())
@@ -134,12 +134,12 @@ pub(crate) fn pk_of_item(
     terminals: &[String],
 ) -> Option<String> {
     match item.reason {
-        ManualReason::UnbookedSlot => {
+        ManualReason::UnrecordedEffect => {
             let slot = slot_of_unbooked(&item.detail)?;
             let event_key = item.event_key.as_deref()?;
             Some(record_pk(
                 integration,
-                &truck_slot::keys::unbooked_slot_route_key(event_key, slot),
+                &truck_slot::keys::unrecorded_effect_route_key(event_key, slot),
             ))
         }
         ManualReason::Rejected => Some(record_pk(
@@ -322,7 +322,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
             None => {
                 let routed = items.get(&event_id).is_some_and(|its| {
                     its.iter()
-                        .any(|(_, i)| i.reason == ManualReason::WindowEnded)
+                        .any(|(_, i)| i.reason == ManualReason::EventEnded)
                 });
                 if !routed && !dead_by_faults(f.msgs, &every_body) {
                     v.push(format!(
@@ -403,7 +403,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
             Some(k) if f.schedule.key_support => by_key.entry(k).or_default().push(s),
             _ => v.push(format!(
                 "slot {} claimed {} (key support {})",
-                s.slot_id,
+                s.effect_id,
                 s.idempotency_key
                     .as_deref()
                     .map_or("without a key".to_string(), |k| format!(
@@ -438,7 +438,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                     "key {} holds {} slots (record generation {i}): {:?}",
                     short(key),
                     gen_slots.len(),
-                    gen_slots.iter().map(|s| &s.slot_id).collect::<Vec<_>>()
+                    gen_slots.iter().map(|s| &s.effect_id).collect::<Vec<_>>()
                 ));
             }
             if let Some((j, _)) = per_gen
@@ -450,15 +450,15 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                     "key {} claimed again for the same content after its record expired \
                      (generations {j} and {i}): {:?}",
                     short(key),
-                    slots.iter().map(|s| &s.slot_id).collect::<Vec<_>>()
+                    slots.iter().map(|s| &s.effect_id).collect::<Vec<_>>()
                 ));
             }
             for s in gen_slots {
                 match (&g.committed_slot, g.status) {
-                    (Some(c), _) if *c == s.slot_id => {}
+                    (Some(c), _) if *c == s.effect_id => {}
                     (Some(c), _) => v.push(format!(
                         "slot {} under key {} is not the committed slot {c}",
-                        s.slot_id,
+                        s.effect_id,
                         short(key),
                     )),
                     // Failed / manual: a person has the event (checked above).
@@ -468,7 +468,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                     (None, status) => v.push(format!(
                         "slot {} under key {} belongs to record generation {i}, which ended \
                          {status} without it: nobody books it, nobody is told",
-                        s.slot_id,
+                        s.effect_id,
                         short(key),
                     )),
                 }
@@ -489,11 +489,11 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         let booked_by = obs.bookings.get(&r.event_key).map(|(_, g)| *g);
         match (r.status, booking) {
             (RecordStatus::Committed, Some(b)) => {
-                if r.slot_id.as_deref() != Some(b.slot_id.as_str()) {
+                if r.effect_id.as_deref() != Some(b.slot_id.as_str()) {
                     v.push(format!(
                         "event {} committed with {:?} but booked with {}",
                         short(&r.event_key),
-                        r.slot_id,
+                        r.effect_id,
                         b.slot_id
                     ));
                 }
@@ -524,7 +524,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
             .and_then(|(_, g)| gens_of(&pk).get(*g));
         if f.schedule.key_support
             && !f.slots.iter().any(|s| {
-                s.slot_id == b.slot_id
+                s.effect_id == b.slot_id
                     && gen.is_some_and(|g| s.idempotency_key.as_deref() == Some(g.op_key.as_str()))
                     && s.equipment_number == b.container
             })
@@ -552,7 +552,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
         let same: Vec<&str> = its
             .iter()
             .filter(|(at, i)| {
-                i.reason != ManualReason::WindowEnded
+                i.reason != ManualReason::EventEnded
                     && obs
                         .gen_at(&pk, *at)
                         .is_some_and(|(_, g)| g.fingerprint == booked.fingerprint)

@@ -197,7 +197,7 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
         }
     }
     let mut gate_config = GateConfig::new(INTEGRATION);
-    gate_config.terminal_supports_idempotency_key = schedule.key_support;
+    gate_config.server_supports_idempotency_key = schedule.key_support;
     gate_config.max_concurrency = schedule.max_concurrency;
     gate_config.key_ttl_s = schedule.key_ttl_s;
     let reconciler_config = ReconcilerConfig {

@@ -117,7 +117,7 @@ impl Observer {
             let Some(g) = gens.last_mut() else { continue };
             g.status = r.status;
             if r.status == RecordStatus::Committed {
-                g.committed_slot.clone_from(&r.slot_id);
+                g.committed_slot.clone_from(&r.effect_id);
             }
             match (r.has_work(), g.in_flight_since) {
                 (true, None) => g.in_flight_since = Some(now),

@@ -167,7 +167,7 @@ fn retry_label(label: &'static str) -> &'static str {
         "release_lease" => "release_lease:pg_retry",
         "finish" => "finish:pg_retry",
         "routed" => "routed:pg_retry",
-        "record_slot_id" => "record_slot_id:pg_retry",
+        "record_effect_id" => "record_effect_id:pg_retry",
         _ => "store:pg_retry",
     }
 }

@@ -16,7 +16,7 @@ use gate::store::{
 };
 use rand::Rng;
 use truck_slot::terminal::{
-    classify_claim, classify_lookup, AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal,
+    classify_claim, classify_lookup, AnswerDetail, CallOutcome, LookupOutcome, SlotTerminal,
 };
 
 use super::check::{identity_of_item, pk_of_item};
@@ -40,11 +40,11 @@ impl CoreTerminal {
 
 #[async_trait]
 impl SlotTerminal for CoreTerminal {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         let header = match header_value(op_key) {
             Ok(header) => header,
             Err(why) => {
-                return ClaimOutcome::Permanent {
+                return CallOutcome::Permanent {
                     status: 0,
                     detail: AnswerDetail::new(format!("nothing sent: {why}")),
                 }
@@ -269,7 +269,7 @@ impl IdempotencyStore for SimStore {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -278,7 +278,7 @@ impl IdempotencyStore for SimStore {
         let store = &self.shared.store;
         let r = self
             .pg_attempts("commit", || {
-                store.commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                store.commit(pk, owner, effect_id, booking, natural_key, now_ms)
             })
             .await?;
         match self.after("commit:ack", "commit").await {
@@ -288,7 +288,7 @@ impl IdempotencyStore for SimStore {
             // memory store cannot, so the retry meets the committed record (the harder case).
             Answer::LostThenRetried => {
                 store
-                    .commit(pk, owner, slot_id, booking, natural_key, now_ms)
+                    .commit(pk, owner, effect_id, booking, natural_key, now_ms)
                     .await
             }
             Answer::LostThenRebuilt { after_token_window } => {
@@ -305,16 +305,16 @@ impl IdempotencyStore for SimStore {
                 if after_token_window {
                     // A new token: the transaction runs again and meets what the first did.
                     return store
-                        .commit(pk, owner, slot_id, &rebuilt, natural_key, later)
+                        .commit(pk, owner, effect_id, &rebuilt, natural_key, later)
                         .await;
                 }
                 // `IdempotentParameterMismatchException`: the adapter settles the outcome.
-                match settle_unknown_commit(store.as_ref(), pk, owner, slot_id).await? {
+                match settle_unknown_commit(store.as_ref(), pk, owner, effect_id).await? {
                     UnknownCommit::Ours => Ok(CommitOutcome::Committed),
                     // Not landed: sent once more under a new token.
                     UnknownCommit::StillHeld => {
                         store
-                            .commit(pk, owner, slot_id, &rebuilt, natural_key, later)
+                            .commit(pk, owner, effect_id, &rebuilt, natural_key, later)
                             .await
                     }
                     UnknownCommit::Refused(record) => Ok(CommitOutcome::Refused(record)),
@@ -405,24 +405,24 @@ impl IdempotencyStore for SimStore {
         }
     }
 
-    async fn record_slot_id(
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.before("record_slot_id", false).await?;
+        self.before("record_effect_id", false).await?;
         let store = &self.shared.store;
         let r = self
-            .pg_attempts("record_slot_id", || {
-                store.record_slot_id(pk, slot_id, now_ms)
+            .pg_attempts("record_effect_id", || {
+                store.record_effect_id(pk, effect_id, now_ms)
             })
             .await?;
-        match self.after("record_slot_id:ack", "record_slot_id").await {
+        match self.after("record_effect_id:ack", "record_effect_id").await {
             Answer::Delivered => r,
-            Answer::Error => Err(Self::ambiguous_error("record_slot_id")),
+            Answer::Error => Err(Self::ambiguous_error("record_effect_id")),
             Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
-                store.record_slot_id(pk, slot_id, now_ms).await
+                store.record_effect_id(pk, effect_id, now_ms).await
             }
         }
     }
@@ -441,9 +441,9 @@ impl IdempotencyStore for SimStore {
 /// The index reads fail as the schedule draws, as the write path's calls do.
 #[async_trait]
 impl InFlightIndex for SimStore {
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        self.before("multi_slot_keys", false).await?;
-        self.shared.store.multi_slot_keys().await
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
+        self.before("multi_effect_keys", false).await?;
+        self.shared.store.multi_effect_keys().await
     }
 
     async fn stale_in_flight(
@@ -484,7 +484,7 @@ pub(crate) struct SimTerminal {
 
 #[async_trait]
 impl SlotTerminal for SimTerminal {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         let latency = self.shared.state().between(30, 1_500);
         self.shared.park(self.task, "claim", latency).await;
         let has_slot = matches!(
@@ -530,7 +530,7 @@ impl SlotTerminal for SimTerminal {
                 br#"{"type":"idempotency_key_in_flight","title":"Conflict","status":409}"#,
             ),
             TerminalFault::RunsLater => {
-                ClaimOutcome::Transient("claim request timed out (simulated)".into())
+                CallOutcome::Transient("claim request timed out (simulated)".into())
             }
             TerminalFault::Rejected(false) => classify_claim(
                 400,
@@ -541,7 +541,7 @@ impl SlotTerminal for SimTerminal {
                 br#"{"type":"idempotency_mismatch","title":"Conflict","status":409,"detail":"key reused with another body (simulated)"}"#,
             ),
             TerminalFault::Lost => match self.inner.claim(op_key, request).await {
-                ClaimOutcome::Claimed(_) => classify_claim(
+                CallOutcome::Done(_) => classify_claim(
                     504,
                     br#"{"type":"upstream_response_lost","title":"Gateway Timeout","status":504}"#,
                 ),

@@ -141,7 +141,7 @@ async fn assert_outcome(
     );
     assert!(world.manual.items().is_empty(), "never routed to a person");
     let event_key = records[0].event_key.clone().expect("event key");
-    let slot = world.core.slots()[0].slot_id.clone();
+    let slot = world.core.slots()[0].effect_id.clone();
     assert_eq!(
         store
             .booking(&event_key)

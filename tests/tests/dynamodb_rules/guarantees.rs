@@ -162,7 +162,7 @@ async fn the_index_never_asks_the_gsi_for_a_consistent_read() {
         .await
         .expect("the index answers");
     assert_eq!(page.entries.len(), 1);
-    store.multi_slot_keys().await.expect("multi_slot_keys");
+    store.multi_effect_keys().await.expect("multi_effect_keys");
     let queries: Vec<serde_json::Value> = proxy
         .exchanges()
         .into_iter()

@@ -90,7 +90,7 @@ async fn rebuilt_commit_within_and_after_the_token_window(mode: TokenHash) {
     let record = store.get(&r.pk).await.expect("get").expect("record");
     assert_eq!(record.status, RecordStatus::Committed);
     assert!(record.is_committed_by("owner-a", "SLOT-1"));
-    assert_eq!(record.slot_ids, ["SLOT-1".to_string()].into());
+    assert_eq!(record.effect_ids, ["SLOT-1".to_string()].into());
     assert_eq!(
         store.booking(&r.event_key).await.expect("booking"),
         Some(first),
@@ -119,12 +119,12 @@ async fn lost_commit_answer_through_the_gate(attempts: u32) {
     let world = World::new(store.clone(), &unique("tokens-gate"));
     proxy.inject("TransactWriteItems", 1, Fault::LoseAnswer);
     let report = world.deliver("m-lost-commit", "inv-lost-commit").await;
-    let slot = world.core.slots().first().map(|s| s.slot_id.clone());
+    let slot = world.core.slots().first().map(|s| s.effect_id.clone());
     assert_eq!(world.core.slots_issued(), 1);
     assert_eq!(
         report.records[0].outcome,
         gate::consumer::RecordOutcome::Committed {
-            slot_id: slot.clone().expect("a slot"),
+            effect_id: slot.clone().expect("a slot"),
             natural_key_collision: None,
         }
     );
@@ -175,10 +175,10 @@ async fn a_lost_answer_of_the_commit_over_another_slot_still_marks_the_key() {
         Reservation::Reserved
     );
     store
-        .record_slot_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .record_effect_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
         .await
-        .expect("record_slot_id");
-    let before = store.multi_slot_keys().await.expect("multi_slot_keys");
+        .expect("record_effect_id");
+    let before = store.multi_effect_keys().await.expect("multi_effect_keys");
     // The first transaction is cancelled by the slot condition (the rule that reorders its maps
     // changes nothing but lets the next rule fall on the second); the second lands, its answer
     // lost.
@@ -207,7 +207,7 @@ async fn a_lost_answer_of_the_commit_over_another_slot_still_marks_the_key() {
     let record = store.get(&r.pk).await.expect("get").expect("record");
     assert!(record.is_committed_by("owner-b", "SLOT-NEW"));
     assert_eq!(
-        store.multi_slot_keys().await.expect("multi_slot_keys"),
+        store.multi_effect_keys().await.expect("multi_effect_keys"),
         before + 1
     );
 }

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::scrub;
 use super::several::{appointments_v2_answer, TerminalApi};
-use super::{ClaimOutcome, LookupOutcome, SlotClaim};
+use super::{CallOutcome, Effect, LookupOutcome};
 use crate::notification::MAX_EQUIPMENT_NUMBER_CHARS;
 
 /// Longest slot id accepted, in characters: the core's [`MAX_EFFECT_ID_CHARS`]. A slot id must
@@ -97,7 +97,7 @@ impl TerminalAnswers<'_> {
     /// other than the container asked for is kept only scrubbed: withheld when it quotes a secret,
     /// as its escaped excerpt when it is not short printable ASCII. It cannot equal the container
     /// asked for, so the gate routes the answer as invalid.
-    fn slot(&self, body: SlotBody) -> Option<SlotClaim> {
+    fn slot(&self, body: SlotBody) -> Option<Effect> {
         let slot_id = body
             .slot_id
             .filter(|s| slot_id_defect(s, &self.secrets).is_none())?;
@@ -117,9 +117,9 @@ impl TerminalAnswers<'_> {
                 )
             }
         });
-        Some(SlotClaim {
-            slot_id,
-            equipment_number,
+        Some(Effect {
+            effect_id: slot_id,
+            subject: equipment_number,
         })
     }
 
@@ -144,7 +144,7 @@ impl AnswerReader for TerminalAnswers<'_> {
         "terminal"
     }
 
-    fn effect(&self, answer: &Answer<'_>) -> Result<SlotClaim, &'static str> {
+    fn effect(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
         let body = self.shaped(answer.body, false);
         serde_json::from_slice::<SlotBody>(&body)
             .ok()
@@ -152,7 +152,7 @@ impl AnswerReader for TerminalAnswers<'_> {
             .ok_or_else(|| self.defect(&body))
     }
 
-    fn found(&self, answer: &Answer<'_>) -> Result<SlotClaim, &'static str> {
+    fn found(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
         let body = self.shaped(answer.body, true);
         serde_json::from_slice::<LookupBody>(&body)
             .ok()
@@ -246,7 +246,7 @@ fn excerpt(body: &[u8], secrets: &[&str]) -> String {
 /// ([`gate::idempotency_key::classify_call`]) with the terminal's hooks. No secret is known here
 /// (the simulation's classification); [`super::HttpTerminal`] classifies with the secrets of the
 /// request, which is what quotes an answer safely.
-pub fn classify_claim(status: u16, body: &[u8]) -> ClaimOutcome {
+pub fn classify_claim(status: u16, body: &[u8]) -> CallOutcome {
     classify_call(&Answer::new(status, body), &TerminalAnswers::default())
 }
 

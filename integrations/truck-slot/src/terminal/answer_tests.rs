@@ -17,7 +17,7 @@ fn known() -> TerminalAnswers<'static> {
     }
 }
 
-fn claim_known(status: u16, body: &[u8], known: &TerminalAnswers<'_>) -> ClaimOutcome {
+fn claim_known(status: u16, body: &[u8], known: &TerminalAnswers<'_>) -> CallOutcome {
     classify_call(&Answer::new(status, body), known)
 }
 
@@ -37,9 +37,9 @@ fn the_simulators_answers() {
             201,
             br#"{"slot_id":"S-1","equipment_number":"CSQU3054383"}"#
         ),
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "S-1".into(),
-            equipment_number: Some("CSQU3054383".into())
+        CallOutcome::Done(Effect {
+            effect_id: "S-1".into(),
+            subject: Some("CSQU3054383".into())
         })
     );
     assert!(matches!(
@@ -47,15 +47,15 @@ fn the_simulators_answers() {
             409,
             br#"{"type":"idempotency_mismatch","title":"Conflict","status":409}"#
         ),
-        ClaimOutcome::KeyMismatch(_)
+        CallOutcome::KeyMismatch(_)
     ));
     assert_eq!(
         classify_claim(409, br#"{"type":"idempotency_key_in_flight"}"#),
-        ClaimOutcome::KeyInFlight
+        CallOutcome::KeyInFlight
     );
     let body =
         br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"pin empty"}"#;
-    let ClaimOutcome::Permanent { status, detail } = classify_claim(400, body) else {
+    let CallOutcome::Permanent { status, detail } = classify_claim(400, body) else {
         panic!("permanent");
     };
     assert_eq!(status, 400);
@@ -76,14 +76,14 @@ fn the_simulators_answers() {
     ] {
         assert!(matches!(
             classify_claim(status, body),
-            ClaimOutcome::Transient(_)
+            CallOutcome::Transient(_)
         ));
     }
     assert_eq!(
         classify_lookup(200, br#"{"slot":{"slot_id":"S-1"}}"#),
-        LookupOutcome::Found(SlotClaim {
-            slot_id: "S-1".into(),
-            equipment_number: None
+        LookupOutcome::Found(Effect {
+            effect_id: "S-1".into(),
+            subject: None
         })
     );
     assert_eq!(
@@ -129,7 +129,7 @@ fn slot_ids_must_be_short_printable_ascii() {
     ] {
         assert!(!slot_id_valid(&bad), "{bad:?}");
         let body = serde_json::json!({ "slot_id": bad }).to_string();
-        let ClaimOutcome::Transient(why) = classify_claim(201, body.as_bytes()) else {
+        let CallOutcome::Transient(why) = classify_claim(201, body.as_bytes()) else {
             panic!("{bad:?} must be transient");
         };
         assert!(why.summary().contains("may exist under the key"), "{why}");
@@ -137,18 +137,18 @@ fn slot_ids_must_be_short_printable_ascii() {
             assert!(!why.quoted().contains(bad.as_str()), "{why}");
         }
     }
-    let ClaimOutcome::Transient(why) = classify_claim(201, br#"{"slot_id":42}"#) else {
+    let CallOutcome::Transient(why) = classify_claim(201, br#"{"slot_id":42}"#) else {
         panic!("a number is not a slot id");
     };
     assert!(why.summary().contains("not a string"), "{why}");
-    let ClaimOutcome::Transient(why) = classify_claim(200, b"<html>ok</html>") else {
+    let CallOutcome::Transient(why) = classify_claim(200, b"<html>ok</html>") else {
         panic!("not JSON");
     };
     assert!(why.summary().contains("not JSON"), "{why}");
     // Duplicate keys in an answer are refused by serde's derive: no slot.
     assert!(matches!(
         classify_claim(201, br#"{"slot_id":"A","slot_id":"B"}"#),
-        ClaimOutcome::Transient(_)
+        CallOutcome::Transient(_)
     ));
 }
 
@@ -164,7 +164,7 @@ fn a_slot_id_quoting_a_secret_is_refused() {
     ] {
         let body = serde_json::json!({"slot_id": slot_id, "equipment_number": "CSQU3054383"});
         let body = body.to_string();
-        let ClaimOutcome::Transient(why) = claim_known(201, body.as_bytes(), &known()) else {
+        let CallOutcome::Transient(why) = claim_known(201, body.as_bytes(), &known()) else {
             panic!("{slot_id} must be refused");
         };
         assert!(why.summary().contains("quotes a secret"), "{why}");
@@ -177,7 +177,7 @@ fn a_slot_id_quoting_a_secret_is_refused() {
         // Without the secrets (the simulator's classification) it is a slot like any other.
         assert!(matches!(
             classify_claim(201, body.as_bytes()),
-            ClaimOutcome::Claimed(_)
+            CallOutcome::Done(_)
         ));
     }
 }
@@ -187,30 +187,29 @@ fn a_slot_id_quoting_a_secret_is_refused() {
 #[test]
 fn an_echoed_equipment_number_is_scrubbed() {
     let body = serde_json::json!({"slot_id": "S-2", "equipment_number": "pin-xyzzy-7731"});
-    let ClaimOutcome::Claimed(slot) = claim_known(201, body.to_string().as_bytes(), &known())
-    else {
+    let CallOutcome::Done(slot) = claim_known(201, body.to_string().as_bytes(), &known()) else {
         panic!("claimed");
     };
-    assert_eq!(slot.equipment_number.as_deref(), Some(EQUIPMENT_WITHHELD));
+    assert_eq!(slot.subject.as_deref(), Some(EQUIPMENT_WITHHELD));
     let short = TerminalAnswers {
         secrets: vec!["3054"],
         equipment_number: Some("CSQU3054383"),
         api: TerminalApi::Slots,
     };
     let ours = serde_json::json!({"slot_id": "S-3", "equipment_number": "CSQU3054383"});
-    let ClaimOutcome::Claimed(slot) = claim_known(201, ours.to_string().as_bytes(), &short) else {
+    let CallOutcome::Done(slot) = claim_known(201, ours.to_string().as_bytes(), &short) else {
         panic!("claimed");
     };
-    assert_eq!(slot.equipment_number.as_deref(), Some("CSQU3054383"));
+    assert_eq!(slot.subject.as_deref(), Some("CSQU3054383"));
 }
 
 #[test]
 fn an_unreadable_equipment_number_cannot_match() {
     let body = serde_json::json!({"slot_id": "S-1", "equipment_number": "CSQU\n3054383"});
-    let ClaimOutcome::Claimed(slot) = classify_claim(201, body.to_string().as_bytes()) else {
+    let CallOutcome::Done(slot) = classify_claim(201, body.to_string().as_bytes()) else {
         panic!("claimed");
     };
-    let e = slot.equipment_number.unwrap();
+    let e = slot.subject.unwrap();
     assert!(e.starts_with("(unreadable"), "{e}");
     assert!(!e.contains('\n'));
 }
@@ -225,9 +224,9 @@ fn an_appointments_v2_answer_is_reshaped() {
     let body = br#"{"appointment":{"id":"APMT-1","container":{"number":"CSQU3054383"}}}"#;
     assert_eq!(
         claim_known(201, body, &v2),
-        ClaimOutcome::Claimed(SlotClaim {
-            slot_id: "APMT-1".into(),
-            equipment_number: Some("CSQU3054383".into())
+        CallOutcome::Done(Effect {
+            effect_id: "APMT-1".into(),
+            subject: Some("CSQU3054383".into())
         })
     );
     assert!(matches!(
@@ -237,7 +236,7 @@ fn an_appointments_v2_answer_is_reshaped() {
     // The same bytes in the `slots` shape have no slot_id.
     assert!(matches!(
         claim_known(201, body, &known()),
-        ClaimOutcome::Transient(_)
+        CallOutcome::Transient(_)
     ));
 }
 
@@ -247,13 +246,13 @@ fn an_appointments_v2_answer_is_reshaped() {
 fn a_secret_across_the_cut_is_scrubbed_before_the_cut() {
     let detail = format!("{}{PIN} tail", "x".repeat(DETAIL_MAX - 5));
     let body = serde_json::json!({ "detail": detail }).to_string();
-    let ClaimOutcome::Transient(why) = claim_known(503, body.as_bytes(), &known()) else {
+    let CallOutcome::Transient(why) = claim_known(503, body.as_bytes(), &known()) else {
         panic!("transient");
     };
     assert!(!why.quoted().contains("PIN-X"), "{}", why.quoted());
     // Without a problem document, the excerpt path the same.
     let raw = format!("{}{PIN}", "y".repeat(DETAIL_MAX - 5));
-    let ClaimOutcome::Transient(why) = claim_known(502, raw.as_bytes(), &known()) else {
+    let CallOutcome::Transient(why) = claim_known(502, raw.as_bytes(), &known()) else {
         panic!("transient");
     };
     assert!(!why.quoted().contains("PIN-X"), "{}", why.quoted());
@@ -269,7 +268,7 @@ fn echoed_forms_are_cut_from_claim_and_lookup_excerpts() {
         r"upstream refused release \u0050IN-XYZZY-7731",
         "upstream refused release PIN%2DXYZZY%2D7731, Bearer TOK-PLUGH-0042",
     ] {
-        let ClaimOutcome::Transient(why) = claim_known(503, echo.as_bytes(), &known()) else {
+        let CallOutcome::Transient(why) = claim_known(503, echo.as_bytes(), &known()) else {
             panic!("transient");
         };
         let text = why.quoted();
@@ -295,7 +294,7 @@ fn a_short_secret_withholds_the_excerpt() {
         secrets: vec!["731"],
         ..TerminalAnswers::default()
     };
-    let ClaimOutcome::Permanent { detail, .. } = claim_known(400, body, &short) else {
+    let CallOutcome::Permanent { detail, .. } = claim_known(400, body, &short) else {
         panic!("permanent");
     };
     assert_eq!(detail.excerpt(), Some(scrub::WITHHELD));
@@ -304,7 +303,7 @@ fn a_short_secret_withholds_the_excerpt() {
 #[test]
 fn excerpts_redact_secret_keys_and_escape_controls() {
     let echoed = br#"{"title":"bad","request":{"pin":"PIN-XYZZY-7731","Release-Pin":"x","headers":{"Authorization":"Bearer tok-PLUGH-0042"}}}"#;
-    let ClaimOutcome::Permanent { detail, .. } = classify_claim(418, echoed) else {
+    let CallOutcome::Permanent { detail, .. } = classify_claim(418, echoed) else {
         panic!("permanent");
     };
     assert_eq!(detail.excerpt(), Some("bad"));

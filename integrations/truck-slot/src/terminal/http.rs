@@ -40,7 +40,7 @@ use serde::Deserialize;
 
 use super::answer::TerminalAnswers;
 use super::several::{appointments_v2_body, path_segment, TerminalApi};
-use super::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotTerminal};
+use super::{AnswerDetail, CallOutcome, LookupOutcome, SlotTerminal};
 
 /// The `User-Agent` the client sends.
 pub const USER_AGENT: &str = concat!("exactly-once-gate/", env!("CARGO_PKG_VERSION"));
@@ -210,13 +210,13 @@ impl HttpTerminal {
 
 #[async_trait]
 impl SlotTerminal for HttpTerminal {
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         let (url, body) = match self.config.api {
             TerminalApi::Slots => (format!("{}/slots", self.config.base_url), request.to_vec()),
             TerminalApi::AppointmentsV2 => match appointments_v2_body(request) {
                 Ok(body) => (format!("{}/v2/appointments", self.config.base_url), body),
                 Err(why) => {
-                    return ClaimOutcome::Permanent {
+                    return CallOutcome::Permanent {
                         status: 0,
                         detail: AnswerDetail::new(why),
                     }

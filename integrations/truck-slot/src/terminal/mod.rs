@@ -18,14 +18,14 @@ pub mod several;
 use async_trait::async_trait;
 
 pub use answer::{classify_claim, classify_lookup, MAX_SLOT_ID_CHARS};
-pub use gate::effect::{AnswerDetail, ClaimOutcome, LookupOutcome, SlotClaim};
+pub use gate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 pub use http::*;
 
 /// The terminal's slot API.
 #[async_trait]
 pub trait SlotTerminal: Send + Sync {
     /// Step 3: claims a slot, sending `request` (the stored bytes) with `Idempotency-Key: op_key`.
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome;
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome;
 
     /// Asks which slot is held under `op_key`. `request` is the stored claim request of the
     /// record the key belongs to: it is **not sent**, only read for the secrets (the PIN) and the
@@ -35,7 +35,7 @@ pub trait SlotTerminal: Send + Sync {
     /// [`SlotTerminal::claim`] at the terminal `terminal` (the record's terminal code): what the
     /// gate calls. A client of one terminal ignores the code (the default); a router of several
     /// sends the call to that terminal's client ([`several::TerminalRouter`]).
-    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> CallOutcome {
         let _ = terminal;
         self.claim(op_key, request).await
     }

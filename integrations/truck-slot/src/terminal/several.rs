@@ -39,7 +39,7 @@
 //!
 //! A terminal's calls (claims and lookups) wait for one of its `max_concurrent_calls` permits. The
 //! wait and the call together are bounded by the request timeout: a call that cannot start in time
-//! is [`ClaimOutcome::Transient`] (nothing was sent; the record is retried later with the same key),
+//! is [`CallOutcome::Transient`] (nothing was sent; the record is retried later with the same key),
 //! so a record's deadline arithmetic (`crate::config`, the deadline margin) still holds. The limit
 //! is per execution environment: at most `max_concurrent_calls` × the consumer's concurrent
 //! environments (`MaximumConcurrency` of its SQS event source) + the reconciler's reach a terminal.
@@ -55,7 +55,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
 use super::{
-    base_url_allowed, AnswerDetail, ApiToken, ClaimOutcome, HttpTerminal, HttpTerminalConfig,
+    base_url_allowed, AnswerDetail, ApiToken, CallOutcome, HttpTerminal, HttpTerminalConfig,
     HttpTerminalError, LookupOutcome, SlotTerminal,
 };
 use crate::notification::MAX_TERMINAL_CHARS;
@@ -210,9 +210,9 @@ pub struct TerminalLimits {
     pub retention_margin_s: i64,
 }
 
-/// Longest accepted key retention, seconds (366 days, as `TERMINAL_KEY_RETENTION_SECONDS`).
+/// Longest accepted key retention, seconds (366 days, as `SERVER_KEY_RETENTION_SECONDS`).
 pub const MAX_KEY_RETENTION_S: i64 = 366 * 86_400;
-/// Shortest accepted key retention, seconds (as `TERMINAL_KEY_RETENTION_SECONDS`).
+/// Shortest accepted key retention, seconds (as `SERVER_KEY_RETENTION_SECONDS`).
 pub const MIN_KEY_RETENTION_S: i64 = 60;
 /// Most calls in flight to one terminal per execution environment.
 pub const MAX_CONCURRENT_CALLS: i64 = 1_000;
@@ -737,10 +737,10 @@ const NO_TERMINAL_NAMED: &str =
 #[async_trait]
 impl SlotTerminal for TerminalRouter {
     /// Without a terminal code: the only terminal's client, if the router has exactly one.
-    async fn claim(&self, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim(&self, op_key: &str, request: &[u8]) -> CallOutcome {
         match self.only() {
             Some(code) => self.claim_at(code, op_key, request).await,
-            None => ClaimOutcome::Transient(NO_TERMINAL_NAMED.into()),
+            None => CallOutcome::Transient(NO_TERMINAL_NAMED.into()),
         }
     }
 
@@ -752,12 +752,12 @@ impl SlotTerminal for TerminalRouter {
         }
     }
 
-    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> ClaimOutcome {
+    async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> CallOutcome {
         self.limited(terminal, |client| async move {
             client.claim_at(terminal, op_key, request).await
         })
         .await
-        .unwrap_or_else(ClaimOutcome::Transient)
+        .unwrap_or_else(CallOutcome::Transient)
     }
 
     async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {
@@ -898,14 +898,14 @@ mod tests {
 
     #[async_trait]
     impl SlotTerminal for Counting {
-        async fn claim(&self, op_key: &str, _request: &[u8]) -> ClaimOutcome {
+        async fn claim(&self, op_key: &str, _request: &[u8]) -> CallOutcome {
             let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
             self.max.fetch_max(n, Ordering::SeqCst);
             tokio::time::sleep(self.hold).await;
             self.now.fetch_sub(1, Ordering::SeqCst);
-            ClaimOutcome::Claimed(crate::terminal::SlotClaim {
-                slot_id: format!("S-{op_key}"),
-                equipment_number: None,
+            CallOutcome::Done(crate::terminal::Effect {
+                effect_id: format!("S-{op_key}"),
+                subject: None,
             })
         }
 
@@ -938,9 +938,7 @@ mod tests {
             }
         });
         let outcomes = futures::future::join_all(calls).await;
-        assert!(outcomes
-            .iter()
-            .all(|o| matches!(o, ClaimOutcome::Claimed(_))));
+        assert!(outcomes.iter().all(|o| matches!(o, CallOutcome::Done(_))));
         assert_eq!(a.max.load(Ordering::SeqCst), 2);
         assert_eq!(b.max.load(Ordering::SeqCst), 5);
         assert_eq!(router.most_calls_at_once("A"), Some(2));
@@ -959,21 +957,18 @@ mod tests {
             router.claim_at("A", "k2", b"{}")
         );
         // The first holds the permit past the timeout: cut (transient); the second never got it.
-        let ClaimOutcome::Transient(why) = second else {
+        let CallOutcome::Transient(why) = second else {
             panic!("{second:?}");
         };
         assert!(why.summary().contains("busy"), "{why}");
-        assert!(matches!(first, ClaimOutcome::Transient(_)), "{first:?}");
+        assert!(matches!(first, CallOutcome::Transient(_)), "{first:?}");
         assert_eq!(slow.max.load(Ordering::SeqCst), 1);
-        let ClaimOutcome::Transient(why) = router.claim_at("RWG", "k", b"{}").await else {
+        let CallOutcome::Transient(why) = router.claim_at("RWG", "k", b"{}").await else {
             panic!("unknown terminal");
         };
         assert!(why.summary().contains("no client"), "{why}");
         // One terminal: a call without a code goes to it.
         let one = TerminalRouter::new(Duration::from_secs(1)).with("A", counting(0), 1);
-        assert!(matches!(
-            one.claim("k", b"{}").await,
-            ClaimOutcome::Claimed(_)
-        ));
+        assert!(matches!(one.claim("k", b"{}").await, CallOutcome::Done(_)));
     }
 }

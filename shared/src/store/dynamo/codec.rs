@@ -43,7 +43,7 @@ pub(crate) fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeVal
 }
 
 /// An idempotency record as a DynamoDB item. Optional fields that are `None` (and an empty
-/// `slot_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
+/// `effect_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
 /// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary.
 pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
@@ -60,7 +60,7 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
     let optional = [
         ("lease_owner", record.lease_owner.as_deref().map(s)),
         ("lease_until", record.lease_until_ms.map(num)),
-        ("slot_id", record.slot_id.as_deref().map(s)),
+        ("slot_id", record.effect_id.as_deref().map(s)),
         ("inflight_shard", record.inflight_shard.as_deref().map(s)),
         ("error", record.error.as_deref().map(s)),
         (
@@ -74,8 +74,8 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
         ),
         (
             "slot_ids",
-            (!record.slot_ids.is_empty())
-                .then(|| AttributeValue::Ss(record.slot_ids.iter().cloned().collect())),
+            (!record.effect_ids.is_empty())
+                .then(|| AttributeValue::Ss(record.effect_ids.iter().cloned().collect())),
         ),
     ];
     for (name, value) in optional {
@@ -104,7 +104,7 @@ pub fn record_from_item(
         // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
         None => Vec::new(),
     };
-    let slot_ids = match item.get("slot_ids") {
+    let effect_ids = match item.get("slot_ids") {
         Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
         Some(_) => return Err(corrupt_type(item, "slot_ids", "SS")),
         None => BTreeSet::new(),
@@ -120,8 +120,8 @@ pub fn record_from_item(
         created_at_ms: req_n(item, "created_at")?,
         updated_at_ms: req_n(item, "updated_at")?,
         expires_at_s: req_n(item, "expires_at")?,
-        slot_id: opt_s(item, "slot_id")?,
-        slot_ids,
+        effect_id: opt_s(item, "slot_id")?,
+        effect_ids,
         inflight_shard: opt_s(item, "inflight_shard")?,
         error: opt_s(item, "error")?,
         route_pending: match item.get("route_pending") {
@@ -157,7 +157,7 @@ pub(crate) fn in_flight_entry_from_item(
     })
 }
 
-/// A business row as a DynamoDB item: `source_event`, `slot_id` (the effect id), `booked_at`
+/// A business row as a DynamoDB item: `source_event`, `effect_id` (the effect id), `booked_at`
 /// (epoch **milliseconds**) and one string attribute per label.
 pub fn booking_to_item(booking: &BusinessRow) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
@@ -170,7 +170,7 @@ pub fn booking_to_item(booking: &BusinessRow) -> HashMap<String, AttributeValue>
 }
 
 /// Reads a business row from a DynamoDB item (the inverse of [`booking_to_item`]): every string
-/// attribute but `source_event` and `slot_id` is a label.
+/// attribute but `source_event` and `effect_id` is a label.
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
@@ -307,8 +307,8 @@ mod tests {
             created_at_ms: 1_749_441_600_000,
             updated_at_ms: 1_749_441_600_000,
             expires_at_s: 1_750_651_200,
-            slot_id: None,
-            slot_ids: BTreeSet::new(),
+            effect_id: None,
+            effect_ids: BTreeSet::new(),
             inflight_shard: Some("11".into()),
             error: None,
             route_pending: false,
@@ -340,8 +340,8 @@ mod tests {
 
         let mut full = r;
         full.status = RecordStatus::Committed;
-        full.slot_id = Some("S1".into());
-        full.slot_ids = ["S1".to_string(), "S2".to_string()].into();
+        full.effect_id = Some("S1".into());
+        full.effect_ids = ["S1".to_string(), "S2".to_string()].into();
         full.error = Some("e".into());
         full.lease_owner = None;
         full.lease_until_ms = None;

@@ -10,7 +10,7 @@
 //!
 //! * the SDK's retry of one attempt sends the same bytes under the same token: replayed;
 //! * every attempt this module makes after a cancellation (a `TransactionConflict`, the
-//!   variant without the natural key, the variant over another recorded slot id) gets a token of
+//!   variant without the natural key, the variant over another recorded effect id) gets a token of
 //!   its own ([`commit_request_token`] with the attempt's variant): a cancellation wrote nothing,
 //!   and a replay of it would only repeat it;
 //! * a holder that commits again with the items built again (a later `updated_at`, maps in
@@ -54,9 +54,9 @@ pub(super) struct CommitTransaction {
 /// own `ClientRequestToken`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Variant {
-    /// Without the condition that no other slot id is recorded (the second transaction when a
+    /// Without the condition that no other effect id is recorded (the second transaction when a
     /// holder that lost its lease recorded one).
-    other_slots: bool,
+    other_effects: bool,
     /// Without the natural-key item (after a collision).
     without_natural_key: bool,
     /// How many attempts were cancelled (or refused as a token mismatch) before this one.
@@ -66,7 +66,7 @@ struct Variant {
 impl Variant {
     fn suffix(&self) -> String {
         let mut suffix = String::new();
-        if self.other_slots {
+        if self.other_effects {
             suffix.push_str("\nother-slots");
         }
         if self.without_natural_key {
@@ -81,7 +81,7 @@ impl Variant {
 
 impl DynamoStore {
     /// The commit transaction's items: the record's update (fenced by `owner`; with
-    /// `only_our_slot`, also `attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`),
+    /// `only_our_effect`, also `attribute_not_exists(effect_ids) OR contains(effect_ids, :effect_id)`),
     /// the booking's put and, with `natural_key`, the natural-key item's put (signal 4); in that
     /// order, or reversed when the store was built so (tests of the classification).
     #[allow(clippy::too_many_arguments)]
@@ -89,16 +89,16 @@ impl DynamoStore {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         now_ms: i64,
-        only_our_slot: bool,
+        only_our_effect: bool,
         natural_key: Option<&NaturalKey>,
     ) -> Result<CommitTransaction, StoreError> {
         let build_error = |e: aws_sdk_dynamodb::error::BuildError| {
             StoreError::Unavailable(format!("commit of {pk}: {e}"))
         };
-        let condition = if only_our_slot {
+        let condition = if only_our_effect {
             format!(
                 "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
                  :slot_id))"
@@ -120,8 +120,11 @@ impl DynamoStore {
             .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":slot_id", s(slot_id))
-            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
+            .expression_attribute_values(":slot_id", s(effect_id))
+            .expression_attribute_values(
+                ":slot_set",
+                AttributeValue::Ss(vec![effect_id.to_string()]),
+            )
             .expression_attribute_values(":now_ms", num(now_ms))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
@@ -142,7 +145,7 @@ impl DynamoStore {
         };
         if let Some(key) = natural_key {
             // Signal 4: the natural-key item, held by the first event key committed for this
-            // natural key (on the truck-slot path: this container and window).
+            // natural key (on the truck-slot path: this subject and window).
             let mut item = std::collections::HashMap::from([
                 (
                     "pk".to_string(),
@@ -181,21 +184,21 @@ impl DynamoStore {
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        // First with the condition that no other slot id is recorded: the common case, one
-        // request. A record holding another slot id (recorded by a holder that lost its lease)
-        // is committed by a second transaction without it, then marked `multi_slot`: a
-        // transaction cannot count a set, and the distinct-slot signal must see the key.
+        // First with the condition that no other effect id is recorded: the common case, one
+        // request. A record holding another effect id (recorded by a holder that lost its lease)
+        // is committed by a second transaction without it, then marked `multi_effect`: a
+        // transaction cannot count a set, and the distinct-effect signal must see the key.
         //
         // The natural-key item rides in the same transaction; when only its condition cancels
-        // it (another event key committed this container and window), the transaction is
+        // it (another event key committed this subject and window), the transaction is
         // retried once without it and the collision is reported.
         let mut variant = Variant {
-            other_slots: false,
+            other_effects: false,
             without_natural_key: false,
             resend: 0,
         };
@@ -216,13 +219,13 @@ impl DynamoStore {
             let tx = self.commit_transaction(
                 pk,
                 owner,
-                slot_id,
+                effect_id,
                 booking,
                 now_ms,
-                !variant.other_slots,
+                !variant.other_effects,
                 natural_key.filter(|_| !variant.without_natural_key),
             )?;
-            let token = commit_request_token_of(pk, owner, slot_id, &variant);
+            let token = commit_request_token_of(pk, owner, effect_id, &variant);
             let result = self
                 .client
                 .transact_write_items()
@@ -232,8 +235,8 @@ impl DynamoStore {
                 .await;
             let err = match result {
                 Ok(_) => {
-                    if variant.other_slots {
-                        self.mark_multi_slot(pk).await?;
+                    if variant.other_effects {
+                        self.mark_multi_effect(pk).await?;
                     }
                     return Ok(committed(&collision, None));
                 }
@@ -246,10 +249,10 @@ impl DynamoStore {
                 Some(TransactWriteItemsError::IdempotentParameterMismatchException(_)) => {
                     // Our token names an earlier request with other parameters: ours, built
                     // again. Whether it committed, the record says.
-                    match settle_unknown_commit(self, pk, owner, slot_id).await? {
+                    match settle_unknown_commit(self, pk, owner, effect_id).await? {
                         UnknownCommit::Ours => {
-                            if variant.other_slots {
-                                self.mark_multi_slot(pk).await?;
+                            if variant.other_effects {
+                                self.mark_multi_effect(pk).await?;
                             }
                             let holder = self.holder_if_collided(pk, booking, natural_key).await?;
                             return Ok(committed(&collision, holder));
@@ -278,10 +281,10 @@ impl DynamoStore {
                         return Err(map_sdk_error("commit (TransactWriteItems)", err));
                     }
                     let error = map_sdk_error("commit (TransactWriteItems)", err);
-                    return match settle_unknown_commit(self, pk, owner, slot_id).await {
+                    return match settle_unknown_commit(self, pk, owner, effect_id).await {
                         Ok(UnknownCommit::Ours) => {
-                            if variant.other_slots {
-                                self.mark_multi_slot(pk).await?;
+                            if variant.other_effects {
+                                self.mark_multi_effect(pk).await?;
                             }
                             let holder = self.holder_if_collided(pk, booking, natural_key).await?;
                             Ok(committed(&collision, holder))
@@ -300,28 +303,28 @@ impl DynamoStore {
                         // Only if the service left the old item out of the reason.
                         None => self.get_record(pk).await?,
                     };
-                    if record.is_committed_by(owner, slot_id) {
-                        // Our own commit, met by a retry: the distinct-slot mark is idempotent
+                    if record.is_committed_by(owner, effect_id) {
+                        // Our own commit, met by a retry: the distinct-effect mark is idempotent
                         // and may not have been written if the first answer was lost.
-                        if record.slot_ids.len() > 1 {
-                            self.mark_multi_slot(pk).await?;
+                        if record.effect_ids.len() > 1 {
+                            self.mark_multi_effect(pk).await?;
                         }
                         return Ok(committed(&collision, natural_key_holder));
                     }
                     let ours = record.status == RecordStatus::InFlight
                         && record.lease_owner.as_deref() == Some(owner);
-                    if ours && !variant.other_slots && !record.slot_ids.contains(slot_id) {
-                        variant.other_slots = true;
+                    if ours && !variant.other_effects && !record.effect_ids.contains(effect_id) {
+                        variant.other_effects = true;
                         variant.resend += 1;
                         continue;
                     }
                     return Ok(CommitOutcome::Refused(Box::new(record)));
                 }
-                Cancelled::BookingExists(existing_slot) => {
+                Cancelled::BookingExists(existing_effect) => {
                     return Err(StoreError::Corrupt(format!(
                         "a business row for {} already exists with effect id {}",
                         booking.source_event,
-                        existing_slot.as_deref().unwrap_or("?")
+                        existing_effect.as_deref().unwrap_or("?")
                     )))
                 }
                 Cancelled::NaturalKeyTaken(item)
@@ -431,27 +434,28 @@ fn is_refused_outright<R>(
 }
 
 /// The `ClientRequestToken` of the first attempt of the commit of `pk` by `owner` with
-/// `slot_id`: the first 32 hex characters of SHA-256 over the three (a token is 1 to 36
+/// `effect_id`: the first 32 hex characters of SHA-256 over the three (a token is 1 to 36
 /// characters, AWS `TransactWriteItems`). The SDK's retry of that attempt carries the same token
-/// and bytes, so DynamoDB answers it as the first request for 10 minutes; another owner or slot
+/// and bytes, so DynamoDB answers it as the first request for 10 minutes; another owner or effect
 /// gets another token; every later attempt of the same commit has a token of its own (see the
 /// module docs).
-pub fn commit_request_token(pk: &str, owner: &str, slot_id: &str) -> String {
+pub fn commit_request_token(pk: &str, owner: &str, effect_id: &str) -> String {
     commit_request_token_of(
         pk,
         owner,
-        slot_id,
+        effect_id,
         &Variant {
-            other_slots: false,
+            other_effects: false,
             without_natural_key: false,
             resend: 0,
         },
     )
 }
 
-fn commit_request_token_of(pk: &str, owner: &str, slot_id: &str, variant: &Variant) -> String {
-    let mut digest =
-        crate::keys::sha256_hex(format!("{pk}\n{owner}\n{slot_id}{}", variant.suffix()).as_bytes());
+fn commit_request_token_of(pk: &str, owner: &str, effect_id: &str, variant: &Variant) -> String {
+    let mut digest = crate::keys::sha256_hex(
+        format!("{pk}\n{owner}\n{effect_id}{}", variant.suffix()).as_bytes(),
+    );
     digest.truncate(32);
     digest
 }
@@ -468,11 +472,11 @@ mod tests {
         assert_ne!(first, commit_request_token("ect#ab", "req-2#0", "S1"));
         assert_ne!(first, commit_request_token("ect#ab", "req-1#0", "S2"));
         let mut seen = std::collections::BTreeSet::from([first]);
-        for other_slots in [false, true] {
+        for other_effects in [false, true] {
             for without_natural_key in [false, true] {
                 for resend in 0..3 {
                     let v = Variant {
-                        other_slots,
+                        other_effects,
                         without_natural_key,
                         resend,
                     };

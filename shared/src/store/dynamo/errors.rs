@@ -139,9 +139,9 @@ pub(crate) fn classify_cancellation(
         return Cancelled::Invalid(codes);
     }
     if failed(ItemRole::Booking) {
-        let slot = old_item(ItemRole::Booking)
+        let effect = old_item(ItemRole::Booking)
             .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
-        return Cancelled::BookingExists(slot);
+        return Cancelled::BookingExists(effect);
     }
     let others_clean = roles
         .iter()
@@ -256,7 +256,7 @@ mod tests {
     }
 
     /// A reason with `code`; a refused item carries its old item (`ALL_OLD`): the record's with
-    /// `pk`, the booking's with `slot_id`, the natural-key item's with `event_key`.
+    /// `pk`, the booking's with `effect_id`, the natural-key item's with `event_key`.
     fn reason(role: ItemRole, code: &str) -> CancellationReason {
         let b = CancellationReason::builder().code(code);
         if code != CONDITION_FAILED {
@@ -290,7 +290,7 @@ mod tests {
                 "not_in_flight(item: {}, holder: {natural_key_holder:?})",
                 item.is_some()
             ),
-            Cancelled::BookingExists(slot) => format!("booking_exists({slot:?})"),
+            Cancelled::BookingExists(effect) => format!("booking_exists({effect:?})"),
             Cancelled::NaturalKeyTaken(item) => format!("natural_key_taken({})", item.is_some()),
             Cancelled::Conflict => "conflict".into(),
             Cancelled::Throttled(_) => "throttled".into(),

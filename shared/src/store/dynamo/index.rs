@@ -1,4 +1,4 @@
-//! The `InFlight` and `MultiSlot` indexes on DynamoDB: the read side of the store the reconciler
+//! The `InFlight` and `MultiEffect` indexes on DynamoDB: the read side of the store the reconciler
 //! and the metrics function query ([`InFlightIndex`]). [`DynamoIndex`] needs only the idempotency
 //! table's name, so the metrics function reads the indexes without building a whole store.
 
@@ -7,10 +7,10 @@ use aws_sdk_dynamodb::Client;
 
 use super::codec::{decode_cursor, encode_cursor, in_flight_entry_from_item, num, opt_n, opt_s, s};
 use super::errors::map_sdk_error;
-use super::schema::{INFLIGHT_INDEX, MULTI_SLOT_INDEX, MULTI_SLOT_MARK};
+use super::schema::{INFLIGHT_INDEX, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK};
 use crate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 
-/// The idempotency table's sparse indexes `InFlight` and `MultiSlot`, read through `client`.
+/// The idempotency table's sparse indexes `InFlight` and `MultiEffect`, read through `client`.
 #[derive(Debug, Clone)]
 pub struct DynamoIndex {
     client: Client,
@@ -18,7 +18,7 @@ pub struct DynamoIndex {
 }
 
 impl DynamoIndex {
-    /// The indexes of `idempotency_table` (GSIs `InFlight` and `MultiSlot`), through `client`.
+    /// The indexes of `idempotency_table` (GSIs `InFlight` and `MultiEffect`), through `client`.
     pub fn new(client: Client, idempotency_table: impl Into<String>) -> Self {
         Self {
             client,
@@ -29,8 +29,8 @@ impl DynamoIndex {
 
 #[async_trait]
 impl InFlightIndex for DynamoIndex {
-    /// `Query` of the sparse GSI `MultiSlot` (`multi_slot = "1"`, `Select=COUNT`), paginated.
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+    /// `Query` of the sparse GSI `MultiEffect` (`multi_effect = "1"`, `Select=COUNT`), paginated.
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
         let mut total = 0usize;
         let mut start = None;
         loop {
@@ -38,14 +38,14 @@ impl InFlightIndex for DynamoIndex {
                 .client
                 .query()
                 .table_name(&self.table)
-                .index_name(MULTI_SLOT_INDEX)
+                .index_name(MULTI_EFFECT_INDEX)
                 .key_condition_expression("multi_slot = :one")
-                .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+                .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|err| map_sdk_error("multi_slot_keys (Query)", err))?;
+                .map_err(|err| map_sdk_error("multi_effect_keys (Query)", err))?;
             total += usize::try_from(out.count()).unwrap_or(0);
             match out.last_evaluated_key() {
                 Some(key) if !key.is_empty() => start = Some(key.clone()),

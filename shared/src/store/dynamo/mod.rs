@@ -36,11 +36,11 @@
 //! * commit (`TransactWriteItems`): an explicit `ClientRequestToken` ([`commit_request_token`])
 //!   makes DynamoDB answer the SDK's retry within 10 minutes as the first request; where it does
 //!   not (moto, or after 10 minutes) the cancellation returns the record committed by us with our
-//!   slot: committed; a commit built again under the same token within 10 minutes
+//!   effect: committed; a commit built again under the same token within 10 minutes
 //!   (`IdempotentParameterMismatchException`) or whose answer never came is settled by one
 //!   consistent read ([`crate::store::settle_unknown_commit`]);
 //! * finish (`UpdateItem`): the old item is already finished by us with its routing pending;
-//! * release, routed, the slot-id `ADD` and the `multi_slot` mark: a retry meets the same
+//! * release, routed, the effect-id `ADD` and the `multi_effect` mark: a retry meets the same
 //!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
 //!   routing whose second confirmation is refused and ignored).
 
@@ -69,8 +69,8 @@ pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
 use errors::{condition_failure_item, is_update_condition_failure, map_sdk_error};
 pub use index::DynamoIndex;
 pub use schema::{
-    create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_SLOT_INDEX,
-    MULTI_SLOT_MARK, ROUTE_PENDING_MARK,
+    create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_EFFECT_INDEX,
+    MULTI_EFFECT_MARK, ROUTE_PENDING_MARK,
 };
 use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION};
 
@@ -133,7 +133,7 @@ impl DynamoStore {
         &self.bookings_table
     }
 
-    /// The read side of the same table: its `InFlight` and `MultiSlot` indexes.
+    /// The read side of the same table: its `InFlight` and `MultiEffect` indexes.
     pub fn index(&self) -> &DynamoIndex {
         &self.index
     }
@@ -143,16 +143,16 @@ impl DynamoStore {
         &self.client
     }
 
-    /// Marks `pk` as holding two or more distinct slot ids (`multi_slot = "1"`, the sparse GSI
-    /// `MultiSlot`). Idempotent.
-    async fn mark_multi_slot(&self, pk: &str) -> Result<(), StoreError> {
+    /// Marks `pk` as holding two or more distinct effect ids (`multi_effect = "1"`, the sparse GSI
+    /// `MultiEffect`). Idempotent.
+    async fn mark_multi_effect(&self, pk: &str) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression("SET multi_slot = :one")
             .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":one", s(MULTI_SLOT_MARK))
+            .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
             .send()
             .await
             .map_err(|err| map_sdk_error("multi_slot mark (UpdateItem)", err))?;
@@ -289,7 +289,7 @@ impl IdempotencyStore for DynamoStore {
     /// `attribute_not_exists(source_event)`) and the natural-key item's put ([`natural_key_pk`]:
     /// `event_key`, the key's labels, `expires_at`; condition `attribute_not_exists(pk) OR
     /// event_key = :event_key`, `ALL_OLD` on failure), under a `ClientRequestToken` derived from
-    /// the record, the owner, the slot and the attempt ([`commit_request_token`]): DynamoDB
+    /// the record, the owner, the effect and the attempt ([`commit_request_token`]): DynamoDB
     /// answers the SDK's retry of an attempt within 10 minutes as the first request (AWS,
     /// `TransactWriteItems`, "ClientRequestToken").
     ///
@@ -298,7 +298,7 @@ impl IdempotencyStore for DynamoStore {
     /// [`CommitOutcome::Refused`] with the old item from the reason (a consistent `GetItem` only
     /// if the reason has none; no record at all is [`StoreError::Corrupt`]), or
     /// [`CommitOutcome::Committed`] when that item is our own commit (committed by `owner` with
-    /// `slot_id`: a retry that met its own write); then any `TransactionConflict` is retried after
+    /// `effect_id`: a retry that met its own write); then any `TransactionConflict` is retried after
     /// [`TRANSACTION_CONFLICT_BACKOFF_MS`] under a new token, then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`]; the booking's
     /// refusal is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key item's
@@ -313,16 +313,16 @@ impl IdempotencyStore for DynamoStore {
     /// mismatch is sent once more under a new token, any other record is refused (mismatch) or
     /// the error stands (lost answer).
     ///
-    /// The first transaction also requires that no other slot id is recorded
-    /// (`attribute_not_exists(slot_ids) OR contains(slot_ids, :slot_id)`). When a holder that
+    /// The first transaction also requires that no other effect id is recorded
+    /// (`attribute_not_exists(effect_ids) OR contains(effect_ids, :effect_id)`). When a holder that
     /// lost its lease recorded another one, that condition cancels it and a second transaction
-    /// commits without it, followed by the `multi_slot` mark (an `UpdateItem`), so the
-    /// distinct-slot signal counts the key: three requests, only in that case.
+    /// commits without it, followed by the `multi_effect` mark (an `UpdateItem`), so the
+    /// distinct-effect signal counts the key: three requests, only in that case.
     async fn commit(
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -330,7 +330,7 @@ impl IdempotencyStore for DynamoStore {
         // What DynamoDB would drop or refuse is refused before any request (`store::limits`).
         crate::store::limits::check_commit(pk, booking, natural_key)
             .map_err(StoreError::Refused)?;
-        self.commit_in_transaction(pk, owner, slot_id, booking, natural_key, now_ms)
+        self.commit_in_transaction(pk, owner, effect_id, booking, natural_key, now_ms)
             .await
     }
 
@@ -360,7 +360,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One conditional `UpdateItem` on `status = in_flight AND lease_owner = :owner` (and
-    /// `attribute_not_exists(slot_ids)` for [`FinishGuard::LeaseAndNoSlot`]), `ALL_OLD` on a
+    /// `attribute_not_exists(effect_ids)` for [`FinishGuard::LeaseAndNoEffect`]), `ALL_OLD` on a
     /// failed condition: sets `status`, `error`, `request` (the manual item) and
     /// `route_pending`, keeps the lease and `inflight_shard`. A failed condition whose old item
     /// is already finished by `owner` as `status` with its routing pending is the SDK's retry of
@@ -377,7 +377,7 @@ impl IdempotencyStore for DynamoStore {
     ) -> Result<FinishOutcome, StoreError> {
         let condition = match guard {
             FinishGuard::Lease => HELD_CONDITION.to_string(),
-            FinishGuard::LeaseAndNoSlot => {
+            FinishGuard::LeaseAndNoEffect => {
                 format!("{HELD_CONDITION} AND attribute_not_exists(slot_ids)")
             }
         };
@@ -451,15 +451,15 @@ impl IdempotencyStore for DynamoStore {
         }
     }
 
-    /// One `UpdateItem` (`ADD slot_ids`, `ReturnValues=ALL_NEW`); when the set then holds two
-    /// or more ids, a second `UpdateItem` sets `multi_slot = "1"` (the sparse GSI `MultiSlot`).
+    /// One `UpdateItem` (`ADD effect_ids`, `ReturnValues=ALL_NEW`); when the set then holds two
+    /// or more ids, a second `UpdateItem` sets `multi_effect = "1"` (the sparse GSI `MultiEffect`).
     /// A set that already holds [`crate::store::limits::MAX_EFFECT_IDS`] ids takes no new one
     /// (the condition returns the record as it is).
-    /// This path runs only when the terminal returned another slot id than the committed one.
-    async fn record_slot_id(
+    /// This path runs only when the server returned another effect id than the committed one.
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let result = self
@@ -472,8 +472,11 @@ impl IdempotencyStore for DynamoStore {
                 "attribute_exists(pk) AND (attribute_not_exists(slot_ids) \
                  OR size(slot_ids) < :max_ids OR contains(slot_ids, :slot))",
             )
-            .expression_attribute_values(":slot_set", AttributeValue::Ss(vec![slot_id.to_string()]))
-            .expression_attribute_values(":slot", s(slot_id))
+            .expression_attribute_values(
+                ":slot_set",
+                AttributeValue::Ss(vec![effect_id.to_string()]),
+            )
+            .expression_attribute_values(":slot", s(effect_id))
             .expression_attribute_values(
                 ":max_ids",
                 num(crate::store::limits::MAX_EFFECT_IDS as i64),
@@ -481,7 +484,7 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_values(":now_ms", num(now_ms))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             // ALL_NEW, not UPDATED_NEW: an ADD of an id already in the set changes nothing, and
-            // then UPDATED_NEW may leave `slot_ids` out (moto does).
+            // then UPDATED_NEW may leave `effect_ids` out (moto does).
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
@@ -493,15 +496,15 @@ impl IdempotencyStore for DynamoStore {
                     .map(record_from_item)
                     .transpose()
             }
-            Err(err) => return Err(map_sdk_error("record_slot_id (UpdateItem)", err)),
+            Err(err) => return Err(map_sdk_error("record_effect_id (UpdateItem)", err)),
         };
         let Some(record) = out.attributes().map(record_from_item).transpose()? else {
             return Err(StoreError::Corrupt(format!(
-                "record_slot_id of {pk}: no attributes returned"
+                "record_effect_id of {pk}: no attributes returned"
             )));
         };
-        if record.slot_ids.len() > 1 {
-            self.mark_multi_slot(pk).await?;
+        if record.effect_ids.len() > 1 {
+            self.mark_multi_effect(pk).await?;
         }
         Ok(Some(record))
     }
@@ -533,8 +536,8 @@ impl IdempotencyStore for DynamoStore {
 /// The store reads its own indexes ([`DynamoIndex`] on the same client and table).
 #[async_trait]
 impl InFlightIndex for DynamoStore {
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
-        self.index.multi_slot_keys().await
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
+        self.index.multi_effect_keys().await
     }
 
     async fn stale_in_flight(

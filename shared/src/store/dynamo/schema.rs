@@ -1,4 +1,4 @@
-//! The DynamoDB schema of the store: table keys, the sparse indexes (`InFlight`, `MultiSlot`),
+//! The DynamoDB schema of the store: table keys, the sparse indexes (`InFlight`, `MultiEffect`),
 //! the marks a record carries, the condition expressions of the conditional writes, and
 //! [`create_tables`] (the tables as `template.yaml` defines them, for tests and local runs).
 
@@ -31,12 +31,12 @@ pub const INFLIGHT_PROJECTED_ATTRIBUTES: [&str; 5] = [
     "expires_at",
 ];
 
-/// The sparse GSI of records holding two or more distinct slot ids: partition key `multi_slot`
+/// The sparse GSI of records holding two or more distinct effect ids: partition key `multi_effect`
 /// (present, `"1"`, only on such records), projection `KEYS_ONLY`.
-pub const MULTI_SLOT_INDEX: &str = "MultiSlot";
+pub const MULTI_EFFECT_INDEX: &str = "MultiSlot";
 
-/// The value of `multi_slot` on a marked record.
-pub const MULTI_SLOT_MARK: &str = "1";
+/// The value of `multi_effect` on a marked record.
+pub const MULTI_EFFECT_MARK: &str = "1";
 
 /// The value of `route_pending` on a record whose routing to a person is not yet confirmed.
 pub const ROUTE_PENDING_MARK: &str = "1";
@@ -58,8 +58,8 @@ pub(crate) const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = 
 
 /// Creates the two tables as `template.yaml` defines them, for tests and local runs:
 /// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
-/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI `MultiSlot` on
-/// `multi_slot` S, `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
+/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI `MultiEffect` on
+/// `multi_effect` S, `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
 /// `bookings_table` (partition key `source_event` S), both PAY_PER_REQUEST. Tables that already
 /// exist are kept; TTL is enabled if it is not.
 ///
@@ -102,8 +102,8 @@ pub async fn create_tables(
         )
         .build()
         .map_err(build)?;
-    let multi_slot = GlobalSecondaryIndex::builder()
-        .index_name(MULTI_SLOT_INDEX)
+    let multi_effect = GlobalSecondaryIndex::builder()
+        .index_name(MULTI_EFFECT_INDEX)
         .key_schema(key("multi_slot", KeyType::Hash)?)
         .projection(
             Projection::builder()
@@ -122,7 +122,7 @@ pub async fn create_tables(
         .attribute_definitions(attr("multi_slot", ScalarAttributeType::S)?)
         .key_schema(key("pk", KeyType::Hash)?)
         .global_secondary_indexes(gsi)
-        .global_secondary_indexes(multi_slot)
+        .global_secondary_indexes(multi_effect)
         .send()
         .await;
     ignore_existing(created, "create_tables (idempotency)")?;

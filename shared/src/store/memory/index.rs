@@ -3,7 +3,7 @@
 //! * `InFlight`: the records that carry an `inflight_shard`, per shard, ordered by `created_at`
 //!   then `pk` (the order [`InFlightIndex::stale_in_flight`](crate::store::InFlightIndex) pages
 //!   in);
-//! * `MultiSlot`: the records with two or more distinct slot ids.
+//! * `MultiEffect`: the records with two or more distinct effect ids.
 //!
 //! [`Indexes::reindex`] runs after every write of a record, so an index read costs O(answer)
 //! (plus O(log n) to find its start), not O(table): a replay of months of traffic reads the index
@@ -20,8 +20,8 @@ use crate::store::{InFlightEntry, InFlightPage};
 struct IndexKeys {
     /// `InFlight`: the shard and `created_at` (epoch ms), when the record has a shard.
     in_flight: Option<(String, i64)>,
-    /// `MultiSlot`: two or more distinct slot ids.
-    multi_slot: bool,
+    /// `MultiEffect`: two or more distinct effect ids.
+    multi_effect: bool,
 }
 
 impl IndexKeys {
@@ -31,22 +31,22 @@ impl IndexKeys {
                 .inflight_shard
                 .as_ref()
                 .map(|shard| (shard.clone(), record.created_at_ms)),
-            multi_slot: record.slot_ids.len() > 1,
+            multi_effect: record.effect_ids.len() > 1,
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.in_flight.is_none() && !self.multi_slot
+        self.in_flight.is_none() && !self.multi_effect
     }
 }
 
-/// The `InFlight` and `MultiSlot` indexes of the memory store's records.
+/// The `InFlight` and `MultiEffect` indexes of the memory store's records.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Indexes {
     /// `InFlight`: shard (`"00"`..`"15"`) to `(created_at epoch ms, pk)`; no empty shard kept.
     in_flight: BTreeMap<String, BTreeSet<(i64, String)>>,
-    /// `MultiSlot`: the `pk`s.
-    multi_slot: BTreeSet<String>,
+    /// `MultiEffect`: the `pk`s.
+    multi_effect: BTreeSet<String>,
     /// What each indexed `pk` is indexed under (records in neither index are absent).
     by_pk: HashMap<String, IndexKeys>,
 }
@@ -77,8 +77,8 @@ impl Indexes {
                     }
                 }
             }
-            if old.multi_slot {
-                self.multi_slot.remove(pk);
+            if old.multi_effect {
+                self.multi_effect.remove(pk);
             }
         }
         if let Some(new) = new {
@@ -88,16 +88,16 @@ impl Indexes {
                     .or_default()
                     .insert((*created_at_ms, pk.to_string()));
             }
-            if new.multi_slot {
-                self.multi_slot.insert(pk.to_string());
+            if new.multi_effect {
+                self.multi_effect.insert(pk.to_string());
             }
             self.by_pk.insert(pk.to_string(), new);
         }
     }
 
-    /// How many records hold two or more distinct slot ids.
-    pub(super) fn multi_slot_count(&self) -> usize {
-        self.multi_slot.len()
+    /// How many records hold two or more distinct effect ids.
+    pub(super) fn multi_effect_count(&self) -> usize {
+        self.multi_effect.len()
     }
 
     /// One page of shard `shard`'s records created before `created_before_ms` (epoch ms), oldest
@@ -155,7 +155,7 @@ mod tests {
     use crate::store::memory::MemoryStore;
     use crate::store::{FinishGuard, IdempotencyStore, InFlightEntry, InFlightIndex, InFlightPage};
 
-    /// One write of the store (every kind there is), on a handful of keys, owners and slot ids so
+    /// One write of the store (every kind there is), on a handful of keys, owners and effect ids so
     /// that sequences collide, take over, commit and re-reserve the same records.
     #[derive(Debug, Clone)]
     enum Op {
@@ -174,7 +174,7 @@ mod tests {
         Commit {
             key: u8,
             owner: u8,
-            slot: u8,
+            effect: u8,
         },
         Release {
             key: u8,
@@ -183,21 +183,21 @@ mod tests {
         Finish {
             key: u8,
             owner: u8,
-            no_slot_guard: bool,
+            no_effect_guard: bool,
         },
         Routed {
             key: u8,
             owner: u8,
         },
-        RecordSlotId {
+        RecordEffectId {
             key: u8,
-            slot: u8,
+            effect: u8,
         },
         PutRaw {
             key: u8,
             shard: Option<u8>,
             created_s: u8,
-            slots: u8,
+            effects: u8,
         },
         Wait {
             seconds: u16,
@@ -227,27 +227,29 @@ mod tests {
                 old,
                 new
             }),
-            (key.clone(), owner.clone(), 0u8..3).prop_map(|(key, owner, slot)| Op::Commit {
+            (key.clone(), owner.clone(), 0u8..3).prop_map(|(key, owner, effect)| Op::Commit {
                 key,
                 owner,
-                slot
+                effect
             }),
             (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Release { key, owner }),
-            (key.clone(), owner.clone(), any::<bool>()).prop_map(|(key, owner, no_slot_guard)| {
-                Op::Finish {
-                    key,
-                    owner,
-                    no_slot_guard,
+            (key.clone(), owner.clone(), any::<bool>()).prop_map(
+                |(key, owner, no_effect_guard)| {
+                    Op::Finish {
+                        key,
+                        owner,
+                        no_effect_guard,
+                    }
                 }
-            }),
+            ),
             (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Routed { key, owner }),
-            (key.clone(), 0u8..3).prop_map(|(key, slot)| Op::RecordSlotId { key, slot }),
+            (key.clone(), 0u8..3).prop_map(|(key, effect)| Op::RecordEffectId { key, effect }),
             (key, proptest::option::of(0u8..3), 0u8..4, 0u8..3).prop_map(
-                |(key, shard, created_s, slots)| Op::PutRaw {
+                |(key, shard, created_s, effects)| Op::PutRaw {
                     key,
                     shard,
                     created_s,
-                    slots
+                    effects
                 }
             ),
             (1u16..400).prop_map(|seconds| Op::Wait { seconds }),
@@ -286,8 +288,8 @@ mod tests {
             created_at_ms: created_ms,
             updated_at_ms: now_ms,
             expires_at_s: now_ms / 1000 + 3_600,
-            slot_id: None,
-            slot_ids: BTreeSet::new(),
+            effect_id: None,
+            effect_ids: BTreeSet::new(),
             inflight_shard: Some(shard(key)),
             error: None,
             route_pending: false,
@@ -326,11 +328,11 @@ mod tests {
             Op::Commit {
                 key,
                 owner: o,
-                slot,
+                effect,
             } => {
                 let booking = BusinessRow {
                     source_event: event_key(key),
-                    effect_id: format!("S-{slot}"),
+                    effect_id: format!("S-{effect}"),
                     labels: Default::default(),
                     booked_at_ms: now,
                 };
@@ -338,7 +340,7 @@ mod tests {
                     .commit(
                         &pk(key),
                         &owner(o),
-                        &format!("S-{slot}"),
+                        &format!("S-{effect}"),
                         &booking,
                         None,
                         now,
@@ -351,10 +353,10 @@ mod tests {
             Op::Finish {
                 key,
                 owner: o,
-                no_slot_guard,
+                no_effect_guard,
             } => {
-                let guard = if no_slot_guard {
-                    FinishGuard::LeaseAndNoSlot
+                let guard = if no_effect_guard {
+                    FinishGuard::LeaseAndNoEffect
                 } else {
                     FinishGuard::Lease
                 };
@@ -373,20 +375,20 @@ mod tests {
             Op::Routed { key, owner: o } => {
                 let _ = store.routed(&pk(key), &owner(o), now).await;
             }
-            Op::RecordSlotId { key, slot } => {
+            Op::RecordEffectId { key, effect } => {
                 let _ = store
-                    .record_slot_id(&pk(key), &format!("S-{slot}"), now)
+                    .record_effect_id(&pk(key), &format!("S-{effect}"), now)
                     .await;
             }
             Op::PutRaw {
                 key,
                 shard: s,
                 created_s,
-                slots,
+                effects,
             } => {
                 let mut r = record(key, now - i64::from(created_s) * 1000, now);
                 r.inflight_shard = s.map(|s| format!("{s:02}"));
-                r.slot_ids = (0..slots).map(|n| format!("S-{n}")).collect();
+                r.effect_ids = (0..effects).map(|n| format!("S-{n}")).collect();
                 store.put_raw(r);
             }
             Op::Wait { seconds } => *now_ms += i64::from(seconds) * 1000,
@@ -437,8 +439,8 @@ mod tests {
     /// cursor that names a record no longer in the shard.
     async fn assert_reads_match_a_scan(store: &MemoryStore, now_ms: i64) {
         let records = store.records();
-        let multi = records.iter().filter(|r| r.slot_ids.len() > 1).count();
-        assert_eq!(store.multi_slot_keys().await.unwrap(), multi);
+        let multi = records.iter().filter(|r| r.effect_ids.len() > 1).count();
+        assert_eq!(store.multi_effect_keys().await.unwrap(), multi);
         for shard in ["00", "01", "02", "03"] {
             for bound in [i64::MAX, now_ms, now_ms - 1_000, now_ms - 3_000] {
                 for limit in [0, 1, 2, 10] {
@@ -492,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn a_commit_takes_the_record_out_of_in_flight_and_a_second_slot_id_into_multi_slot() {
+    fn a_commit_takes_the_record_out_of_in_flight_and_a_second_effect_id_into_multi_effect() {
         block_on(async {
             let store = MemoryStore::new();
             let now = START_MS;
@@ -515,9 +517,9 @@ mod tests {
                 .await
                 .unwrap();
             assert!(page.entries.is_empty());
-            assert_eq!(store.multi_slot_keys().await.unwrap(), 0);
-            store.record_slot_id(&r.pk, "S-2", now).await.unwrap();
-            assert_eq!(store.multi_slot_keys().await.unwrap(), 1);
+            assert_eq!(store.multi_effect_keys().await.unwrap(), 0);
+            store.record_effect_id(&r.pk, "S-2", now).await.unwrap();
+            assert_eq!(store.multi_effect_keys().await.unwrap(), 1);
         });
     }
 }

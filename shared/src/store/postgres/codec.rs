@@ -73,7 +73,7 @@ pub(crate) fn record_from_row(row: &Row) -> Result<Option<IdempotencyRecord>, St
     let Some(pk) = get::<Option<String>>(row, "pk")? else {
         return Ok(None);
     };
-    let slot_ids: Vec<String> = get(row, "slot_ids")?;
+    let effect_ids: Vec<String> = get(row, "slot_ids")?;
     Ok(Some(IdempotencyRecord {
         pk,
         event_key: get(row, "event_key")?,
@@ -86,8 +86,8 @@ pub(crate) fn record_from_row(row: &Row) -> Result<Option<IdempotencyRecord>, St
         created_at_ms: get(row, "created_at_ms")?,
         updated_at_ms: get(row, "updated_at_ms")?,
         expires_at_s: get(row, "expires_at_s")?,
-        slot_id: get(row, "slot_id")?,
-        slot_ids: slot_ids.into_iter().collect(),
+        effect_id: get(row, "slot_id")?,
+        effect_ids: effect_ids.into_iter().collect(),
         inflight_shard: get(row, "inflight_shard")?,
         error: get(row, "error")?,
         route_pending: get(row, "route_pending")?,
@@ -121,7 +121,7 @@ pub(crate) fn business_row_from_row(row: &Row) -> Result<BusinessRow, StoreError
 /// A record's values, owned, to bind as `$1`..`$17` in [`RECORD_COLUMNS`] order.
 pub(crate) struct RecordParams {
     status: &'static str,
-    slot_ids: Vec<String>,
+    effect_ids: Vec<String>,
     labels: Value,
 }
 
@@ -129,7 +129,7 @@ impl RecordParams {
     pub(crate) fn new(record: &IdempotencyRecord) -> Self {
         Self {
             status: record.status.as_str(),
-            slot_ids: record.slot_ids.iter().cloned().collect(),
+            effect_ids: record.effect_ids.iter().cloned().collect(),
             labels: labels_to_json(&record.labels),
         }
     }
@@ -151,8 +151,8 @@ impl RecordParams {
             &record.created_at_ms,
             &record.updated_at_ms,
             &record.expires_at_s,
-            &record.slot_id,
-            &self.slot_ids,
+            &record.effect_id,
+            &self.effect_ids,
             &record.inflight_shard,
             &record.error,
             &record.route_pending,

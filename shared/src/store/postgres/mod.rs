@@ -9,7 +9,7 @@
 //! [`PostgresStore::migrate`], recorded in `gate_schema_migrations`): `idempotency` (primary key
 //! `pk`, the partial index `idempotency_in_flight` on `(inflight_shard, created_at_ms, pk) WHERE
 //! inflight_shard IS NOT NULL` behind the view `in_flight`, the partial index
-//! `idempotency_multi_slot` behind the view `multi_slot`), `business_rows` (primary key
+//! `idempotency_multi_effect` behind the view `multi_effect`), `business_rows` (primary key
 //! `source_event`) and `natural_keys` (primary key `pk`). PostgreSQL has no TTL: an expired row
 //! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do.
 //!
@@ -331,14 +331,14 @@ impl IdempotencyStore for PostgresStore {
     /// record aborts the whole statement (a unique violation): [`StoreError::Corrupt`], nothing
     /// written. A natural key held by another event key is left as it is and reported as
     /// [`CommitOutcome::CommittedCollision`]. When the update did not apply: the record
-    /// committed by `owner` with `slot_id` is [`CommitOutcome::Committed`] (the retry of a
+    /// committed by `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a
     /// landed commit), no record is [`StoreError::Corrupt`], anything else
     /// [`CommitOutcome::Refused`].
     async fn commit(
         &self,
         pk: &str,
         owner: &str,
-        slot_id: &str,
+        effect_id: &str,
         booking: &BusinessRow,
         natural_key: Option<&NaturalKey>,
         now_ms: i64,
@@ -352,7 +352,7 @@ impl IdempotencyStore for PostgresStore {
         let params: [&(dyn ToSql + Sync); 10] = [
             &pk,
             &owner,
-            &slot_id,
+            &effect_id,
             &now_ms,
             &booking.source_event,
             &row_labels,
@@ -402,7 +402,7 @@ impl IdempotencyStore for PostgresStore {
             };
             if record.status == RecordStatus::Committed
                 && record.lease_owner.as_deref() == Some(owner)
-                && record.slot_id.as_deref() == Some(slot_id)
+                && record.effect_id.as_deref() == Some(effect_id)
             {
                 return Ok(CommitOutcome::Committed);
             }
@@ -429,7 +429,7 @@ impl IdempotencyStore for PostgresStore {
     }
 
     /// One conditional `UPDATE` on `status = 'in_flight' AND lease_owner = :owner` (and no
-    /// effect id for [`FinishGuard::LeaseAndNoSlot`]), returning the record there when it did
+    /// effect id for [`FinishGuard::LeaseAndNoEffect`]), returning the record there when it did
     /// not apply: finished by `owner` as `status` with its routing pending is
     /// [`FinishOutcome::Finished`] (a retry of a landed finish), else
     /// [`FinishOutcome::Refused`].
@@ -443,10 +443,17 @@ impl IdempotencyStore for PostgresStore {
         guard: FinishGuard,
         now_ms: i64,
     ) -> Result<FinishOutcome, StoreError> {
-        let no_slot = guard == FinishGuard::LeaseAndNoSlot;
+        let no_effect = guard == FinishGuard::LeaseAndNoEffect;
         let status_text = status.as_str();
-        let params: [&(dyn ToSql + Sync); 7] =
-            [&pk, &owner, &status_text, &error, &item, &now_ms, &no_slot];
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &pk,
+            &owner,
+            &status_text,
+            &error,
+            &item,
+            &now_ms,
+            &no_effect,
+        ];
         for _ in 0..SNAPSHOT_RACE_ATTEMPTS {
             let rows = self
                 .query("finish", &self.sql.finish, &params)
@@ -467,7 +474,7 @@ impl IdempotencyStore for PostgresStore {
             {
                 return Ok(FinishOutcome::Finished);
             }
-            let guarded = !no_slot || record.slot_ids.is_empty();
+            let guarded = !no_effect || record.effect_ids.is_empty();
             if held && guarded {
                 // The condition held on this snapshot: the record changed after it. Again.
                 continue;
@@ -489,22 +496,22 @@ impl IdempotencyStore for PostgresStore {
         Ok(!rows.is_empty())
     }
 
-    /// One `UPDATE` appending `slot_id` to `slot_ids` unless present (a record with two or more
-    /// is in the partial index `idempotency_multi_slot`), returning the record after it.
-    async fn record_slot_id(
+    /// One `UPDATE` appending `effect_id` to `effect_ids` unless present (a record with two or more
+    /// is in the partial index `idempotency_multi_effect`), returning the record after it.
+    async fn record_effect_id(
         &self,
         pk: &str,
-        slot_id: &str,
+        effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let rows = self
             .query(
-                "record_slot_id",
-                &self.sql.record_slot_id,
-                &[&pk, &slot_id, &now_ms],
+                "record_effect_id",
+                &self.sql.record_effect_id,
+                &[&pk, &effect_id, &now_ms],
             )
             .await
-            .map_err(|f| Self::err("record_slot_id", f))?;
+            .map_err(|f| Self::err("record_effect_id", f))?;
         match rows.first() {
             Some(row) => record_from_row(row),
             None => Ok(None),
@@ -535,13 +542,13 @@ impl IdempotencyStore for PostgresStore {
 
 #[async_trait]
 impl InFlightIndex for PostgresStore {
-    /// `SELECT count(*)` of the view `multi_slot` (the partial index `idempotency_multi_slot`).
-    async fn multi_slot_keys(&self) -> Result<usize, StoreError> {
+    /// `SELECT count(*)` of the view `multi_effect` (the partial index `idempotency_multi_effect`).
+    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
         let rows = self
-            .query("multi_slot_keys", &self.sql.multi_slot_keys, &[])
+            .query("multi_effect_keys", &self.sql.multi_effect_keys, &[])
             .await
-            .map_err(|f| Self::err("multi_slot_keys", f))?;
-        let n = count(&first(&rows, "multi_slot_keys")?, "count")?;
+            .map_err(|f| Self::err("multi_effect_keys", f))?;
+        let n = count(&first(&rows, "multi_effect_keys")?, "count")?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 

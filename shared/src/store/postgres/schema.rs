@@ -103,11 +103,11 @@ pub(crate) struct Statements {
     pub release: String,
     pub finish: String,
     pub routed: String,
-    pub record_slot_id: String,
+    pub record_effect_id: String,
     pub get: String,
     pub booking: String,
     pub natural_key_holder: String,
-    pub multi_slot_keys: String,
+    pub multi_effect_keys: String,
     pub stale_in_flight: String,
 }
 
@@ -189,7 +189,7 @@ impl Statements {
                 "UPDATE {t} SET lease_until_ms = 0, updated_at_ms = $3 \
                  WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2"
             ),
-            // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-slot guard.
+            // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-effect guard.
             finish: format!(
                 "WITH done AS ( \
                    UPDATE {t} SET status = $3, error = $4, request = $5, route_pending = true, \
@@ -207,7 +207,7 @@ impl Statements {
                  WHERE pk = $1 AND route_pending AND lease_owner = $2 RETURNING 1"
             ),
             // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
-            record_slot_id: format!(
+            record_effect_id: format!(
                 "UPDATE {t} SET slot_ids = CASE WHEN $2 = ANY(slot_ids) \
                                                 OR cardinality(slot_ids) >= {max_ids} THEN slot_ids \
                                               ELSE array_append(slot_ids, $2) END, \
@@ -218,7 +218,7 @@ impl Statements {
             get: format!("SELECT {cols} FROM {t} WHERE pk = $1"),
             booking: format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1"),
             natural_key_holder: format!("SELECT event_key FROM {n} WHERE pk = $1"),
-            multi_slot_keys: format!("SELECT count(*) FROM {schema}.multi_slot"),
+            multi_effect_keys: format!("SELECT count(*) FROM {schema}.multi_slot"),
             // $1 shard, $2 created before (ms), $3/$4 the cursor (created_at_ms, pk), $5 limit.
             stale_in_flight: format!(
                 "SELECT {IN_FLIGHT_COLUMNS} FROM {schema}.in_flight \

@@ -11,7 +11,8 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
 * the secrets: secretsmanager:GetSecretValue only on one secret parameter per statement, and only
   in the roles of that secret's readers: !Ref TerminalApiTokenSecretArn (one terminal) or
   !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
-  reconciler), !Ref WebhookSecretArn for the webhook ingress;
+  reconciler), !Ref WebhookSecretArn for the webhook ingress, !Ref DatabaseUrlSecretArn
+  (Store=postgres) for the functions that use the store (consumer, reconciler, metrics);
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -32,6 +33,9 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
     reads denied to everyone but the consumer's role and the operator;
   - every dead-letter queue: reads denied to everyone but the operator;
   - NotificationProducerArns and OperatorRoleArn have no default (a deploy must name them);
+* the Store parameter: the DynamoDB tables under Condition UseDynamoDb; every function using the
+  store has STORE, its table variables under UseDynamoDb, DATABASE_URL_SECRET_ARN, and its
+  VpcConfig under InVpc (Store=postgres);
 * the idempotency table's point-in-time recovery window is the IdempotencyTableRecoveryDays
   parameter (at most 35 days);
 * the operators' managed policy (issue 17, `gatectl`): one AWS::IAM::ManagedPolicy, every
@@ -66,6 +70,8 @@ SECRET_READERS = {
     "TerminalApiTokenSecretArn": TOKEN_READERS,
     "TerminalTokenSecretArns": TOKEN_READERS,
     "WebhookSecretArn": {"IngressFunction"},
+    # Store=postgres: the connection string, read by the functions that use the store.
+    "DatabaseUrlSecretArn": {"ConsumerFunction", "ReconcilerFunction", "MetricsFunction"},
 }
 
 
@@ -468,7 +474,12 @@ def main(path):
 
     def env_ref(fn, var):
         env = (functions.get(fn, {}).get("Properties", {}).get("Environment") or {}).get("Variables") or {}
-        return ref(env.get(var))
+        value = env.get(var)
+        # `!If [Condition, !Ref X, !Ref AWS::NoValue]` (a store-dependent variable): X.
+        if isinstance(value, Tag) and value.name == "!If" and isinstance(value.value, list):
+            branches = [ref(v) for v in value.value[1:]]
+            return next((b for b in branches if b not in (None, "AWS::NoValue")), None)
+        return ref(value)
 
     manual_queue = None
     senders = set()
@@ -532,6 +543,30 @@ def main(path):
             problem(f"{table}: RecoveryPeriodInDays is not the {RECOVERY_DAYS} parameter")
         elif number(params[RECOVERY_DAYS].get("MaxValue")) not in range(1, 36):
             problem(f"{RECOVERY_DAYS}: MaxValue must be 1 to 35 (DynamoDB's limit)")
+
+    # The Store parameter (dynamodb | postgres): the tables exist only for DynamoDB; every
+    # function that uses the store is told which (STORE), takes the tables only for DynamoDB and
+    # runs in the VPC only for PostgreSQL.
+    for name, t in resources.items():
+        if t["Type"] == "AWS::DynamoDB::Table" and t.get("Condition") != "UseDynamoDb":
+            problem(f"{name}: a table without Condition UseDynamoDb (created with Store=postgres)")
+    for fname, fn in functions.items():
+        props = fn.get("Properties", {})
+        env = (props.get("Environment") or {}).get("Variables") or {}
+        if "IDEMPOTENCY_TABLE" not in env:
+            continue
+        if ref(env.get("STORE")) != "Store":
+            problem(f"{fname}: uses the store but STORE is not the Store parameter")
+        for var in ("IDEMPOTENCY_TABLE", "BOOKINGS_TABLE"):
+            value = env.get(var)
+            if var in env and not (isinstance(value, Tag) and value.name == "!If"
+                                   and value.value[0] == "UseDynamoDb"):
+                problem(f"{fname}: {var} is not under Condition UseDynamoDb")
+        if "DATABASE_URL_SECRET_ARN" not in env:
+            problem(f"{fname}: uses the store but has no DATABASE_URL_SECRET_ARN for Store=postgres")
+        vpc = props.get("VpcConfig")
+        if not (isinstance(vpc, Tag) and vpc.name == "!If" and vpc.value[0] == "InVpc"):
+            problem(f"{fname}: VpcConfig is not under Condition InVpc (the VPC only for PostgreSQL)")
 
     check_operator_policy(problem, resources)
 

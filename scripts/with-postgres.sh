@@ -11,6 +11,12 @@
 # exports GATE_TEST_DATABASE_URL, runs "$@", and stops the server and removes the directory on
 # exit, also when the command fails or is interrupted. Exits with the command's code.
 #
+# TLS (`ssl=on`) with a throwaway CA and server certificate made here with openssl (valid two
+# days from now, the name `localhost` only, not 127.0.0.1): exports GATE_TEST_DATABASE_TLS_URL
+# (`postgresql://gate_tls:PASSWORD@localhost:PORT/gate`, no sslmode: the test adds it), whose role
+# `gate_tls` (SCRAM password) pg_hba admits over TLS only (`hostssl`; `hostnossl` rejects it),
+# GATE_TEST_DATABASE_CA (the CA's PEM) and GATE_TEST_DATABASE_OTHER_CA (a CA that signed nothing).
+#
 # The server refuses to run as root: as root, the cluster belongs to an unprivileged user
 # (PG_USER, default `nobody`) and every server command runs as that user. The server is
 # tuned for tests only (fsync off: a crash loses the throwaway data).
@@ -69,10 +75,46 @@ if ! "${as_pg[@]}" "$pg_bin/initdb" -D "$data" -U gate --auth=trust --encoding=U
     cat "$dir/initdb.log" >&2
     exit 1
 fi
+# The throwaway CA, the server's certificate signed by it, and another CA.
+tls="$dir/tls"
+mkdir "$tls"
+if ! {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=gate test CA" -keyout "$tls/ca.key" -out "$tls/ca.crt" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=gate other CA" -keyout "$tls/other-ca.key" -out "$tls/other-ca.crt" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+        -keyout "$tls/server.key" -out "$tls/server.csr" &&
+    printf 'subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' \
+        >"$tls/server.ext" &&
+    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" \
+        -CAcreateserial -days 2 -extfile "$tls/server.ext" -out "$tls/server.crt"
+} >"$dir/openssl.log" 2>&1; then
+    echo "with-postgres: the test certificates could not be made:" >&2
+    cat "$dir/openssl.log" >&2
+    exit 1
+fi
+chmod 600 "$tls/server.key"
+chmod 755 "$tls"
+chmod 644 "$tls/ca.crt" "$tls/other-ca.crt" "$tls/server.crt"
+if [ "${#as_pg[@]}" -gt 0 ]; then
+    chown "$pg_user" "$tls/server.key"
+fi
+# pg_hba: the role gate_tls over TLS only, then initdb's rules (trust for the rest).
+hba="$data/pg_hba.conf"
+{
+    echo "hostssl   all gate_tls 127.0.0.1/32 scram-sha-256"
+    echo "hostnossl all gate_tls 127.0.0.1/32 reject"
+    cat "$hba"
+} >"$dir/pg_hba.conf.new"
+cat "$dir/pg_hba.conf.new" >"$hba"
 # Many tests at once, each with its own pool: room for their connections.
 if ! "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$data" -l "$log" -w -t 60 start -o \
     "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off \
-     -c full_page_writes=off -c max_connections=400" >/dev/null; then
+     -c full_page_writes=off -c max_connections=400 \
+     -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key" >/dev/null; then
     echo "with-postgres: the server did not start:" >&2
     cat "$log" >&2
     exit 1
@@ -80,7 +122,14 @@ fi
 started=1
 "${as_pg[@]}" "$pg_bin/createdb" -h 127.0.0.1 -p "$port" -U gate gate
 
+tls_password="$(openssl rand -hex 16)"
+"${as_pg[@]}" "$pg_bin/psql" -h 127.0.0.1 -p "$port" -U gate -d gate -q -v ON_ERROR_STOP=1 \
+    -c "CREATE ROLE gate_tls LOGIN SUPERUSER PASSWORD '$tls_password'" >/dev/null
+
 export GATE_TEST_DATABASE_URL="postgresql://gate@127.0.0.1:$port/gate?sslmode=disable"
+export GATE_TEST_DATABASE_TLS_URL="postgresql://gate_tls:$tls_password@localhost:$port/gate"
+export GATE_TEST_DATABASE_CA="$tls/ca.crt"
+export GATE_TEST_DATABASE_OTHER_CA="$tls/other-ca.crt"
 echo "with-postgres: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') at 127.0.0.1:$port (data in $dir)" >&2
 
 set +e

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::ctl::{Action, Query};
+use crate::ctl::Action;
+use crate::words::Words;
 
 /// gatectl: the exactly-once gate's runbook steps, each one safe command.
 ///
@@ -12,16 +13,16 @@ use crate::ctl::{Action, Query};
 /// (unless --yes), shows what it would change with --dry-run, and leaves an audit line (who,
 /// what, when) in the record's history.
 ///
-/// Exit codes: 0 done; 1 failed (AWS or the terminal; transient); 2 usage; 3 not found;
-/// 4 refused by the gate's conditions (not in_flight, a live lease, a slot recorded, dead letters
-/// too old to redrive); 5 permission denied (the IAM action and resource are named);
+/// Exit codes: 0 done; 1 failed (AWS or the server; transient); 2 usage; 3 not found;
+/// 4 refused by the gate's conditions (not in_flight, a live lease, an effect recorded, dead
+/// letters too old to redrive); 5 permission denied (the IAM action and resource are named);
 /// 6 not confirmed; 7 configuration missing.
 #[derive(Debug, Parser)]
 #[command(name = "gatectl", version)]
 pub struct Cli {
     /// The CloudFormation stack whose outputs and parameters say where the tables and queues
     /// are (DescribeStacks). Without it, the functions' environment variables are read
-    /// (IDEMPOTENCY_TABLE, BOOKINGS_TABLE, MANUAL_QUEUE_URL, TERMINAL_BASE_URL, ...; and
+    /// (IDEMPOTENCY_TABLE, BOOKINGS_TABLE, MANUAL_QUEUE_URL, the integration's own, ...; and
     /// NOTIFICATION_QUEUE_URL, DEAD_LETTER_QUEUE_URL for the dead letters).
     #[arg(long, global = true, env = "GATECTL_STACK")]
     pub stack: Option<String>,
@@ -45,41 +46,44 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// A record (or a container's records) with status, ages, lease, operation key, slot ids,
-    /// the TMS booking, its history and what the gate does next. The PIN is never shown.
+    /// A record (or the records a query names) with status, ages, lease, operation key, effect
+    /// ids, the business row, its history and what the gate does next. The stored request is
+    /// never shown.
     Show {
-        /// An event key (64 hex), an equipment number (ISO 6346) or a notificationId.
+        /// An event key (64 hex), or what the integration reads (truck-slot: an equipment
+        /// number or a notificationId).
         query: String,
     },
-    /// Lists: the InFlight index, multi-slot keys, the manual queue, the dead letters.
+    /// Lists: the InFlight index, multi-effect keys, the manual queue, the dead letters.
     List {
         /// Which list.
         #[command(subcommand)]
         what: ListCommand,
     },
-    /// Asks the terminal which slot it holds under the record's operation key.
+    /// Asks the server which effect it holds under the record's operation key.
     Lookup {
         /// The event key.
         key: String,
     },
-    /// Commits a slot for a stranded in_flight record (the runbook's finish), fenced as the gate
-    /// commits: refused while a lease is live or when the record is not in_flight.
+    /// Commits an effect for a stranded in_flight record (the runbook's finish), fenced as the
+    /// gate commits: refused while a lease is live or when the record is not in_flight.
     Finish {
         /// The event key.
         key: String,
-        /// The slot id to commit.
+        /// The effect id to commit (truck-slot: `--slot-id`).
         #[arg(
-            long,
-            required_unless_present = "from_terminal",
-            conflicts_with = "from_terminal"
+            long = "effect-id",
+            required_unless_present = "from_server",
+            conflicts_with = "from_server"
         )]
         effect_id: Option<String>,
-        /// Commit the slot the terminal holds under the record's operation key.
-        #[arg(long)]
-        from_terminal: bool,
+        /// Commit the effect the server holds under the record's operation key (truck-slot:
+        /// `--from-terminal`).
+        #[arg(long = "from-server")]
+        from_server: bool,
     },
-    /// Marks a stranded in_flight record failed, out of the InFlight index, and sends its claim
-    /// request to the manual-booking queue to book by hand (reason `cancelled`).
+    /// Marks a stranded in_flight record failed, out of the InFlight index, and sends its stored
+    /// request to the manual queue to be done by hand (reason `cancelled`).
     Cancel {
         /// The event key.
         key: String,
@@ -107,9 +111,11 @@ pub enum ListCommand {
         #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
         older_than: Duration,
     },
-    /// Keys for which the terminal returned two or more slot ids, with the ids to cancel.
-    MultiSlot,
-    /// The manual-booking queue's items, left in place (no PINs shown).
+    /// Keys for which the server returned two or more effect ids, with the ids to cancel
+    /// (truck-slot: `multi-slot`).
+    #[command(name = "multi-effect")]
+    MultiEffect,
+    /// The manual queue's items, left in place (their original bodies not shown).
     Manual,
     /// The notification dead-letter queue's messages, left in place, and whether each may be
     /// redriven.
@@ -120,12 +126,12 @@ impl Command {
     /// The action this command asks for.
     pub fn action(&self) -> Action {
         match self {
-            Self::Show { query } => Action::Show(Query::parse(query)),
+            Self::Show { query } => Action::Show(query.clone()),
             Self::List { what } => match what {
                 ListCommand::InFlight { older_than } => Action::ListInFlight {
                     older_than_ms: i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX),
                 },
-                ListCommand::MultiSlot => Action::ListMultiSlot,
+                ListCommand::MultiEffect => Action::ListMultiEffect,
                 ListCommand::Manual => Action::ListManual,
                 ListCommand::DeadLetters => Action::ListDeadLetters,
             },
@@ -143,28 +149,73 @@ impl Command {
         }
     }
 
-    /// Whether the command asks the terminal (and so needs its URL and token).
-    pub fn needs_terminal(&self) -> bool {
+    /// Whether the command asks the server (and so needs its client and secrets).
+    pub fn needs_server(&self) -> bool {
         matches!(
             self,
             Self::Lookup { .. }
                 | Self::Reconcile { .. }
                 | Self::Finish {
-                    from_terminal: true,
+                    from_server: true,
                     ..
                 }
         )
     }
 }
 
-#[cfg(test)]
+/// The command line in `words`: `finish --{effect_id_flag}` and `--{from_server_flag}`, `list
+/// {multi_list}` (the neutral `--effect-id`, `--from-server` and `list multi-effect` are
+/// always accepted too).
+pub fn command(words: &Words) -> clap::Command {
+    Cli::command()
+        .mut_subcommand("finish", |finish| {
+            finish
+                .mut_arg("effect_id", |a| {
+                    a.long(words.effect_id_flag).alias("effect-id")
+                })
+                .mut_arg("from_server", |a| {
+                    a.long(words.from_server_flag).alias("from-server")
+                })
+        })
+        .mut_subcommand("list", |list| {
+            list.mut_subcommand("multi-effect", |m| {
+                if words.multi_list == "multi-effect" {
+                    m
+                } else {
+                    m.visible_alias(words.multi_list)
+                }
+            })
+        })
+}
+
+/// Parses this process's arguments with [`command`] (a usage error exits 2, as clap does).
+pub fn parse(words: &Words) -> Cli {
+    parse_from(words, std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// Parses `args` (the program name first) with [`command`].
+///
+/// # Errors
+/// clap's usage error.
+pub fn parse_from<I, T>(words: &Words, args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command(words).try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
+#[cfg(all(test, feature = "truck-slot"))]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use crate::truck::WORDS;
 
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+        command(&WORDS).debug_assert();
+        command(&Words::NEUTRAL).debug_assert();
     }
 
     /// The gatectl section of `docs/OPERATING.md` names every subcommand and list, and its
@@ -181,12 +232,14 @@ mod tests {
             .nth(1)
             .and_then(|s| s.split("\n### ").next())
             .expect("a gatectl section");
-        let cli = Cli::command();
+        let cli = command(&WORDS);
         for sub in cli.get_subcommands() {
             let name = sub.get_name();
             if name == "list" {
                 for list in sub.get_subcommands() {
-                    let cited = format!("`list {}", list.get_name());
+                    // The forwarder's words: `list multi-slot`.
+                    let word = list.get_visible_aliases().next().unwrap_or(list.get_name());
+                    let cited = format!("`list {word}");
                     assert!(section.contains(&cited), "{cited}");
                 }
             } else if name != "help" {
@@ -210,23 +263,52 @@ mod tests {
     }
 
     #[test]
-    fn finish_needs_a_slot_or_the_terminal_but_not_both() {
+    fn finish_needs_a_slot_or_the_terminal_but_not_both_in_the_forwarders_words() {
         let key = "a".repeat(64);
-        assert!(Cli::try_parse_from(["gatectl", "finish", &key]).is_err());
-        assert!(Cli::try_parse_from([
-            "gatectl",
-            "finish",
-            &key,
-            "--slot-id",
-            "S",
-            "--from-terminal"
-        ])
+        assert!(parse_from(&WORDS, ["gatectl", "finish", &key]).is_err());
+        assert!(parse_from(
+            &WORDS,
+            [
+                "gatectl",
+                "finish",
+                &key,
+                "--slot-id",
+                "S",
+                "--from-terminal"
+            ]
+        )
         .is_err());
-        let cli =
-            Cli::try_parse_from(["gatectl", "finish", &key, "--from-terminal", "--yes"]).unwrap();
-        assert!(cli.yes && cli.command.needs_terminal());
-        let cli =
-            Cli::try_parse_from(["gatectl", "list", "in-flight", "--older-than", "10m"]).unwrap();
+        let cli = parse_from(
+            &WORDS,
+            ["gatectl", "finish", &key, "--from-terminal", "--yes"],
+        )
+        .unwrap();
+        assert!(cli.yes && cli.command.needs_server());
+        let cli = parse_from(&WORDS, ["gatectl", "finish", &key, "--slot-id", "S-1"]).unwrap();
+        assert_eq!(
+            cli.command.action(),
+            Action::Finish {
+                key: key.clone(),
+                effect_id: Some("S-1".into())
+            }
+        );
+        // The neutral words are accepted in every integration's gatectl.
+        let cli = parse_from(&WORDS, ["gatectl", "finish", &key, "--effect-id", "S-1"]).unwrap();
+        assert!(!cli.command.needs_server());
+        let cli = parse_from(&WORDS, ["gatectl", "list", "multi-slot"]).unwrap();
+        assert_eq!(cli.command.action(), Action::ListMultiEffect);
+        let cli = parse_from(&Words::NEUTRAL, ["gatectl", "list", "multi-effect"]).unwrap();
+        assert_eq!(cli.command.action(), Action::ListMultiEffect);
+        assert!(parse_from(
+            &Words::NEUTRAL,
+            ["gatectl", "finish", &key, "--slot-id", "S"]
+        )
+        .is_err());
+        let cli = parse_from(
+            &WORDS,
+            ["gatectl", "list", "in-flight", "--older-than", "10m"],
+        )
+        .unwrap();
         assert_eq!(
             cli.command.action(),
             Action::ListInFlight {

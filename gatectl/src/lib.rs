@@ -3,29 +3,40 @@
 //! ([`gate::operator`], the reconciler), asks before it writes, can show what it would change
 //! (`--dry-run`) and leaves an audit line in the record's history.
 //!
-//! * [`cli`]: the command line (clap);
+//! It operates any integration's stack: its core knows no integration, and an integration gives
+//! its configuration, words and views through a [`Stack`] (truck-slot's: [`truck::TruckSlotStack`],
+//! feature `truck-slot`, the `gatectl` binary). Another integration's `gatectl` is a `main.rs`
+//! calling [`main`] with its own `Stack`.
+//!
+//! * [`cli`]: the command line (clap), in the integration's words;
 //! * [`targets`]: where the tables and queues are (stack outputs or environment);
-//! * [`ctl`]: the subcommands;
+//! * [`ctl`]: the subcommands; [`stack`], [`words`]: what the integration gives;
 //! * [`error`]: errors and exit codes; [`render`]: human units, tables, progress bars.
 
 pub mod cli;
 pub mod ctl;
 pub mod error;
 pub mod render;
+pub mod stack;
 pub mod targets;
+#[cfg(feature = "truck-slot")]
+pub mod truck;
+pub mod words;
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use gate::clock::SystemClock;
 use gate::consumer::Gate;
 use gate::manual::sqs::SqsManualQueue;
 use gate::store::dynamo::DynamoStore;
-use truck_slot::terminal::{HttpTerminal, SlotTerminal};
 
 use crate::cli::Cli;
-use crate::ctl::{Ctl, NoTerminal};
+use crate::ctl::{Confirm, Ctl, Prompt, Yes};
 use crate::error::CtlError;
+pub use crate::stack::Stack;
 use crate::targets::Targets;
+pub use crate::words::{Query, View, Words};
 
 /// `gatectl:{name}`: `--as NAME`, else `$USER` (`$USERNAME` on Windows), else `unknown`.
 pub fn operator_name(given: Option<&str>) -> String {
@@ -38,21 +49,24 @@ pub fn operator_name(given: Option<&str>) -> String {
     format!("{}{name}", gate::operator::OPERATOR_OWNER_PREFIX)
 }
 
-/// Builds the [`Ctl`] for `cli`: the AWS clients from the default credential chain (the SDK's
-/// standard retries; `AWS_ENDPOINT_URL` honoured), the targets from `--stack` or the
-/// environment, and the terminal client (its token from Secrets Manager when the stack names
-/// a secret) only for the commands that ask the terminal.
+/// Builds the [`Ctl`] for `cli` over `stack`'s integration: the AWS clients from the default
+/// credential chain (the SDK's standard retries; `AWS_ENDPOINT_URL` honoured), the targets from
+/// `--stack` or the environment, and the integration with a client of its server (its secrets
+/// read) only for the commands that ask the server ([`Stack::connect`], else
+/// [`Stack::offline`]).
 ///
 /// # Errors
-/// A [`CtlError`]: the stack unreadable, configuration missing, the token unreadable.
-pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
+/// A [`CtlError`]: the stack unreadable, configuration missing, a secret unreadable.
+pub async fn connect<S: Stack>(stack: &S, cli: &Cli) -> Result<Ctl, CtlError> {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4))
         .load()
         .await;
-    let targets = match &cli.stack {
-        Some(name) => Targets::from_stack(&aws_sdk_cloudformation::Client::new(&aws), name).await?,
-        None => Targets::from_env()?,
+    let (targets, config) = match &cli.stack {
+        Some(name) => {
+            Targets::from_stack(stack, &aws_sdk_cloudformation::Client::new(&aws), name).await?
+        }
+        None => Targets::from_env(stack)?,
     };
     let store = Arc::new(DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
@@ -60,65 +74,75 @@ pub async fn connect(cli: &Cli) -> Result<Ctl, CtlError> {
         targets.bookings_table.clone(),
     ));
     let sqs = aws_sdk_sqs::Client::new(&aws);
-    let (terminal, terminal_ready): (Arc<dyn SlotTerminal>, bool) =
-        match (&targets.terminal, cli.command.needs_terminal()) {
-            (Some(config), true) if !targets.terminals.is_empty() => {
-                // Several terminals: the reconciler's own router, each token from its secret.
-                let client = aws_sdk_secretsmanager::Client::new(&aws);
-                let router =
-                    truck_slot::lambda::terminal_router(&targets.terminals, config, &client)
-                        .await
-                        .map_err(|e| {
-                            CtlError::from_text(
-                                e.to_string(),
-                                "secretsmanager:GetSecretValue",
-                                "the terminals' token secrets (TerminalTokenSecretArns)",
-                            )
-                        })?;
-                (Arc::new(router), true)
-            }
-            (Some(config), true) => {
-                let mut config = config.clone();
-                if let Some(arn) = &targets.token_secret_arn {
-                    let client = aws_sdk_secretsmanager::Client::new(&aws);
-                    config.token = Some(
-                        truck_slot::secrets::fetch_api_token(&client, arn)
-                            .await
-                            .map_err(|e| {
-                                CtlError::from_text(
-                                    e.to_string(),
-                                    "secretsmanager:GetSecretValue",
-                                    arn,
-                                )
-                            })?,
-                    );
-                }
-                let http = HttpTerminal::new(config)
-                    .map_err(|e| CtlError::Config(format!("terminal client: {e}")))?;
-                (Arc::new(http), true)
-            }
-            _ => (Arc::new(NoTerminal), false),
-        };
+    let server_ready = targets.server_configured && cli.command.needs_server();
+    let integration = if server_ready {
+        stack.connect(config, &aws).await?
+    } else {
+        stack.offline(config)
+    };
     let gate = Gate {
         config: targets.gate.clone(),
         store: store.clone(),
-        integration: Arc::new(
-            truck_slot::TruckSlot::new(terminal, targets.known_terminals.clone())
-                .with_policies(targets.policies.clone()),
+        integration: integration.clone(),
+        // The manual items carry the integration's own reason codes.
+        manual: Arc::new(
+            SqsManualQueue::new(sqs.clone(), targets.manual_queue_url.clone()).with_codes(
+                Arc::new(move |reason| integration.manual_reason_code(reason)),
+            ),
         ),
-        manual: Arc::new(SqsManualQueue::new(
-            sqs.clone(),
-            targets.manual_queue_url.clone(),
-        )),
         clock: Arc::new(SystemClock),
     };
     Ok(Ctl {
         gate,
         store,
         sqs,
+        view: stack.view(),
         who: operator_name(cli.operator.as_deref()),
         targets,
-        terminal_ready,
+        server_ready,
         progress: !cli.json,
     })
+}
+
+/// The whole of a `gatectl` binary for `stack`'s integration: parses the command line (with the
+/// integration's words, [`cli::parse`]), runs the subcommand, prints its text (or `--json`),
+/// and returns its exit code ([`error::exit`]). truck-slot's is
+/// `gatectl::main(gatectl::truck::TruckSlotStack)`.
+pub async fn main<S: Stack>(stack: S) -> ExitCode {
+    let view = stack.view();
+    let cli = cli::parse(view.words());
+    let result = async {
+        let ctl = connect(&stack, &cli).await?;
+        let mut confirm: Box<dyn Confirm> = if cli.yes {
+            Box::new(Yes)
+        } else {
+            Box::new(Prompt)
+        };
+        ctl.run(&cli.command.action(), cli.dry_run, confirm.as_mut())
+            .await
+    }
+    .await;
+    match result {
+        Ok(out) => {
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&out.json).unwrap_or_default()
+                );
+            } else {
+                print!("{}", out.text);
+            }
+            ExitCode::from(out.code)
+        }
+        Err(e) => {
+            eprintln!("gatectl: {e}");
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"error": e.to_string(), "exit_code": e.exit_code()})
+                );
+            }
+            ExitCode::from(e.exit_code())
+        }
+    }
 }

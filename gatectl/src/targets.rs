@@ -6,13 +6,11 @@
 use std::collections::BTreeMap;
 
 use gate::consumer::GateConfig;
-use gate::lambda::StoreConfig;
+use gate::lambda::{Config, StoreConfig};
 use gate::reconciler::ReconcilerConfig;
-use truck_slot::config::FunctionConfig;
-use truck_slot::terminal::several::TerminalSpec;
-use truck_slot::terminal::HttpTerminalConfig;
 
 use crate::error::CtlError;
+use crate::stack::Stack;
 
 /// The notification queue's URL, for `redrive` (not read by any function).
 pub const NOTIFICATION_QUEUE_URL: &str = "NOTIFICATION_QUEUE_URL";
@@ -29,22 +27,14 @@ pub const OUTPUT_VARIABLES: [(&str, &str); 5] = [
 ];
 
 /// Stack parameters and the variable the template sets from each on the reconciler (the
-/// function whose settings `gatectl reconcile` uses).
-pub const PARAMETER_VARIABLES: [(&str, &str); 17] = [
+/// function whose settings `gatectl reconcile` uses): the gate's; an integration adds its own
+/// ([`crate::Stack::parameters`]).
+pub const PARAMETER_VARIABLES: [(&str, &str); 9] = [
     ("IntegrationName", "INTEGRATION_NAME"),
-    ("TerminalBaseUrl", "TERMINAL_BASE_URL"),
-    ("TerminalApiTokenSecretArn", "TERMINAL_API_TOKEN_SECRET_ARN"),
-    (
-        "TerminalSupportsIdempotencyKey",
-        "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
-    ),
-    ("KnownTerminals", "KNOWN_TERMINALS"),
     ("KeyTtlSeconds", "KEY_TTL_SECONDS"),
     ("LeaseFloorMs", "LEASE_FLOOR_MS"),
     ("ReconcilerConcurrency", "MAX_CONCURRENCY"),
     ("DeadlineMarginMs", "DEADLINE_MARGIN_MS"),
-    ("TerminalConnectTimeoutMs", "TERMINAL_CONNECT_TIMEOUT_MS"),
-    ("TerminalRequestTimeoutMs", "TERMINAL_REQUEST_TIMEOUT_MS"),
     ("ReconcileMinAgeSeconds", "RECONCILE_MIN_AGE_SECONDS"),
     (
         "TerminalKeyRetentionSeconds",
@@ -52,22 +42,21 @@ pub const PARAMETER_VARIABLES: [(&str, &str); 17] = [
     ),
     ("RetentionMarginSeconds", "RETENTION_MARGIN_SECONDS"),
     ("ReconcilePageSize", "RECONCILE_PAGE_SIZE"),
-    // Several terminals in one stack (`docs/DEPLOYING.md`, "Several terminals in one stack").
-    ("Terminals", "TERMINALS"),
-    ("TerminalTokenSecretArns", "TERMINAL_TOKEN_SECRET_ARNS"),
 ];
 
 /// The variables a stack's `outputs` and `parameters` (key, value) stand for, by
-/// [`OUTPUT_VARIABLES`] and [`PARAMETER_VARIABLES`]; empty values are left out (an empty
-/// `TerminalApiTokenSecretArn` means no token).
+/// [`OUTPUT_VARIABLES`], [`PARAMETER_VARIABLES`] and the integration's `own` parameters; empty
+/// values are left out (an empty `TerminalApiTokenSecretArn` means no token).
 pub fn variables_from_stack(
     outputs: &[(String, String)],
     parameters: &[(String, String)],
+    own: &[(&str, &str)],
 ) -> BTreeMap<String, String> {
     let mut vars = BTreeMap::new();
     for (table, source) in [
         (&OUTPUT_VARIABLES[..], outputs),
         (&PARAMETER_VARIABLES[..], parameters),
+        (own, parameters),
     ] {
         for (key, value) in source {
             if let Some((_, var)) = table.iter().find(|(k, _)| k == key) {
@@ -97,45 +86,35 @@ pub struct Targets {
     pub gate: GateConfig,
     /// The reconciler's settings (minimum age, key retention and margin).
     pub reconciler: ReconcilerConfig,
-    /// The terminal client's settings (with several terminals: the settings they share),
-    /// `None` when neither `TERMINAL_BASE_URL` nor `TERMINALS` is given (then `lookup`,
-    /// `finish --from-terminal` and `reconcile` cannot run).
-    pub terminal: Option<HttpTerminalConfig>,
-    /// Several terminals (`TERMINALS`), each with its URL, key support and token secret; empty
-    /// for one terminal.
-    pub terminals: Vec<TerminalSpec>,
-    /// The terminal codes the stack books at (`KNOWN_TERMINALS`, or those of `TERMINALS`).
-    pub known_terminals: Vec<String>,
-    /// With several terminals, each one's key support and claim horizon (empty for one).
-    pub policies: std::collections::BTreeMap<String, truck_slot::terminal::several::TerminalPolicy>,
-    /// The Secrets Manager secret of the terminal's token, if any.
-    pub token_secret_arn: Option<String>,
+    /// Whether the integration's server is configured (one of its
+    /// [`crate::Stack::server_variables`] given): without it, `lookup`, `finish` from the
+    /// server and `reconcile` cannot run.
+    pub server_configured: bool,
     /// Where this came from: `stack NAME` or `environment`.
     pub source: String,
 }
 
 impl Targets {
     /// Reads the targets through `lookup` (variable name to value) as the functions read their
-    /// configuration ([`FunctionConfig::from_env`], the reconciler's view), except that the
-    /// terminal (`TERMINAL_BASE_URL`, or `TERMINALS` for several) may be missing.
+    /// configuration (`gate::lambda::Config::from_env`, the reconciler's view), and the
+    /// integration's configuration, except that its server ([`Stack::server_variables`]) may be
+    /// missing: its required variables are then lent [`Stack::unconfigured_server`]'s values.
     ///
     /// # Errors
     /// [`CtlError::Config`] naming every missing or invalid variable.
-    pub fn from_lookup(
+    pub fn from_lookup<S: Stack>(
+        stack: &S,
         lookup: impl Fn(&str) -> Option<String>,
         source: &str,
-    ) -> Result<Self, CtlError> {
-        // The functions' parser requires a terminal; gatectl does not (reads, cancel, redrive).
-        // Without one, this never-called URL lets the parser check every other variable, and
-        // `terminal` below stays `None`, so nothing is ever sent to it.
-        const UNCONFIGURED_TERMINAL: &str = "https://terminal.not-configured.invalid";
+    ) -> Result<(Self, S::Config), CtlError> {
         let given = |k: &str| lookup(k).is_some_and(|v| !v.trim().is_empty());
-        let has_terminal = given("TERMINAL_BASE_URL") || given("TERMINALS");
-        let config = FunctionConfig::from_env(|k| {
-            if k == "TERMINAL_BASE_URL" && !has_terminal {
-                Some(UNCONFIGURED_TERMINAL.to_string())
-            } else {
-                lookup(k)
+        let server_variables = stack.server_variables();
+        let server_configured =
+            server_variables.is_empty() || server_variables.iter().any(|k| given(k));
+        let config = Config::<S::Config>::from_env(|k| {
+            match stack.unconfigured_server().iter().find(|(v, _)| *v == k) {
+                Some((_, lent)) if !server_configured => Some((*lent).to_string()),
+                _ => lookup(k),
             }
         })
         .map_err(|e| CtlError::Config(format!("{source}: {e}")))?
@@ -151,8 +130,7 @@ impl Targets {
                 "{source}: STORE: gatectl works on the DynamoDB tables only (STORE=dynamodb)"
             )));
         };
-        let terminals = config.integration;
-        Ok(Self {
+        let targets = Self {
             idempotency_table,
             bookings_table: business_table,
             manual_queue_url: config.lambda.manual_queue_url,
@@ -160,13 +138,10 @@ impl Targets {
             dead_letter_queue_url: optional(DEAD_LETTER_QUEUE_URL),
             gate: config.lambda.gate,
             reconciler: config.lambda.reconciler,
-            terminal: has_terminal.then_some(terminals.terminal),
-            terminals: terminals.terminals,
-            known_terminals: terminals.known_terminals,
-            policies: terminals.policies,
-            token_secret_arn: terminals.token_secret_arn,
+            server_configured,
             source: source.to_string(),
-        })
+        };
+        Ok((targets, config.integration))
     }
 
     /// The targets of stack `name`: its outputs and parameters (one `DescribeStacks`), the
@@ -176,10 +151,11 @@ impl Targets {
     /// [`CtlError::PermissionDenied`] without `cloudformation:DescribeStacks`,
     /// [`CtlError::NotFound`] when there is no such stack, [`CtlError::Config`] when it lacks
     /// an output.
-    pub async fn from_stack(
+    pub async fn from_stack<S: Stack>(
+        integration: &S,
         client: &aws_sdk_cloudformation::Client,
         name: &str,
-    ) -> Result<Self, CtlError> {
+    ) -> Result<(Self, S::Config), CtlError> {
         let out = client
             .describe_stacks()
             .stack_name(name)
@@ -212,8 +188,9 @@ impl Targets {
                 ))
             })
             .collect();
-        let vars = variables_from_stack(&outputs, &parameters);
+        let vars = variables_from_stack(&outputs, &parameters, integration.parameters());
         Self::from_lookup(
+            integration,
             |k| vars.get(k).cloned().or_else(|| std::env::var(k).ok()),
             &format!("stack {name}"),
         )
@@ -223,14 +200,15 @@ impl Targets {
     ///
     /// # Errors
     /// [`CtlError::Config`] naming every missing or invalid variable.
-    pub fn from_env() -> Result<Self, CtlError> {
-        Self::from_lookup(|k| std::env::var(k).ok(), "environment")
+    pub fn from_env<S: Stack>(stack: &S) -> Result<(Self, S::Config), CtlError> {
+        Self::from_lookup(stack, |k| std::env::var(k).ok(), "environment")
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "truck-slot"))]
 mod tests {
     use super::*;
+    use crate::truck::TruckSlotStack;
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter()
@@ -265,7 +243,7 @@ mod tests {
             ("ReconcilerConcurrency", "4"),
             ("AlarmEmail", "oncall@example.com"),
         ]);
-        let vars = variables_from_stack(&outputs, &parameters);
+        let vars = variables_from_stack(&outputs, &parameters, TruckSlotStack.parameters());
         assert_eq!(vars["IDEMPOTENCY_TABLE"], "prod-IdempotencyTable-1");
         assert_eq!(
             vars["DEAD_LETTER_QUEUE_URL"],
@@ -275,14 +253,13 @@ mod tests {
         assert!(!vars.contains_key("TERMINAL_API_TOKEN_SECRET_ARN"));
         assert_eq!(vars.len(), 9, "{vars:?}");
         assert!(t_is_one_terminal(&vars));
-        let t = Targets::from_lookup(|k| vars.get(k).cloned(), "stack prod").unwrap();
+        let (t, c) =
+            Targets::from_lookup(&TruckSlotStack, |k| vars.get(k).cloned(), "stack prod").unwrap();
         assert_eq!(t.bookings_table, "prod-BookingsTable-1");
         assert_eq!(t.gate.key_ttl_s, 1_814_400);
         assert_eq!(t.gate.max_concurrency, 4);
-        assert_eq!(
-            t.terminal.map(|c| c.base_url),
-            Some("https://slots.example".to_string())
-        );
+        assert!(t.server_configured);
+        assert_eq!(c.terminal.base_url, "https://slots.example");
     }
 
     fn t_is_one_terminal(vars: &BTreeMap<String, String>) -> bool {
@@ -309,17 +286,19 @@ mod tests {
             ),
             ("TerminalTokenSecretArns", ""),
         ]);
-        let vars = variables_from_stack(&outputs, &parameters);
-        let t = Targets::from_lookup(|k| vars.get(k).cloned(), "stack prod").unwrap();
-        let codes: Vec<&str> = t.terminals.iter().map(|s| s.code.as_str()).collect();
+        let vars = variables_from_stack(&outputs, &parameters, TruckSlotStack.parameters());
+        let (t, c) =
+            Targets::from_lookup(&TruckSlotStack, |k| vars.get(k).cloned(), "stack prod").unwrap();
+        let codes: Vec<&str> = c.terminals.iter().map(|s| s.code.as_str()).collect();
         assert_eq!(codes, ["ECT-DELTA", "RWG"]);
-        assert!(t.terminal.is_some());
-        assert!(!t.policies["RWG"].supports_idempotency_key);
+        assert!(t.server_configured);
+        assert!(!c.policies["RWG"].supports_idempotency_key);
     }
 
     #[test]
     fn without_a_terminal_url_the_rest_still_reads_and_a_missing_table_is_named() {
-        let t = Targets::from_lookup(
+        let (t, _) = Targets::from_lookup(
+            &TruckSlotStack,
             |k| match k {
                 "IDEMPOTENCY_TABLE" => Some("i".into()),
                 "BOOKINGS_TABLE" => Some("b".into()),
@@ -329,9 +308,9 @@ mod tests {
             "environment",
         )
         .unwrap();
-        assert!(t.terminal.is_none());
+        assert!(!t.server_configured);
         assert_eq!(t.reconciler.min_age_ms, 120_000);
-        let err = Targets::from_lookup(|_| None, "environment").unwrap_err();
+        let err = Targets::from_lookup(&TruckSlotStack, |_| None, "environment").unwrap_err();
         assert!(err.to_string().contains("IDEMPOTENCY_TABLE"), "{err}");
         assert!(!err.to_string().contains("TERMINAL_BASE_URL"), "{err}");
     }
@@ -342,7 +321,11 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml"),
         )
         .unwrap();
-        for (key, _) in OUTPUT_VARIABLES.iter().chain(PARAMETER_VARIABLES.iter()) {
+        for (key, _) in OUTPUT_VARIABLES
+            .iter()
+            .chain(PARAMETER_VARIABLES.iter())
+            .chain(TruckSlotStack.parameters())
+        {
             assert!(template.contains(&format!("\n  {key}:\n")), "{key}");
         }
     }

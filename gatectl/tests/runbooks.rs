@@ -1,7 +1,10 @@
-//! `gatectl` through each runbook case, on DynamoDB and SQS (moto) with the terminal simulator
-//! over HTTP: a stranded record finished from the terminal, a cancel, a multi-slot key shown
-//! with its ids, a redrive that refuses an old message, a write refused because the lease is
-//! live; and the binary's exit codes. Run with `scripts/with-moto.sh cargo test -p gatectl`.
+//! `gatectl` through each runbook case, on DynamoDB and SQS (moto): the cases every
+//! integration's gatectl passes (`kit`: a stranded record finished from the server, a cancel, a
+//! multi-effect key shown with its ids, a write refused because the lease is live, `reconcile
+//! KEY`), instantiated for truck-slot (with the terminal simulator over HTTP) and job-client
+//! (with the test kit's Idempotency-Key server) by `runbooks!`; and truck-slot's own: a redrive
+//! that refuses an old message, the binary's exit codes, the stack's outputs. Run with
+//! `scripts/with-moto.sh cargo test -p gatectl`.
 //!
 //! Time is a `ManualClock` (2026-06-01T06:00Z), except where SQS's own `SentTimestamp` or the
 //! binary's system clock is compared: there the test places the clock relative to the real send
@@ -18,15 +21,28 @@ use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
 use gate::store::dynamo::DynamoStore;
 use gate::store::{IdempotencyStore, Reservation};
-use gatectl::ctl::{Action, Confirm, Ctl, Query, Yes};
+use gatectl::ctl::{Action, Confirm, Ctl, Yes};
 use gatectl::error::{exit, CtlError};
 use gatectl::targets::Targets;
+use gatectl::truck::TruckSlotStack;
+use gatectl::Stack;
 use integration_tests::{fresh_queue, fresh_store, moto_endpoint, sqs_client, unique};
 use serde_json::{json, Value};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
-use truck_slot::terminal::{CallOutcome, HttpTerminal, HttpTerminalConfig};
+use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};
+
+#[path = "runbooks/job_client_kit.rs"]
+mod job_client_kit;
+#[path = "runbooks/kit.rs"]
+mod kit;
+#[path = "runbooks/truck_slot_kit.rs"]
+mod truck_slot_kit;
+
+// The runbook cases of `kit`, for each integration's gatectl (one line per integration).
+crate::runbooks!(truck_slot_runbooks, crate::truck_slot_kit::TruckSlotFixture);
+crate::runbooks!(job_client_runbooks, crate::job_client_kit::JobClientFixture);
 
 /// 2026-06-01T06:00:00Z.
 const T0: i64 = 1_780_293_600_000;
@@ -45,8 +61,6 @@ struct World {
     ctl: Ctl,
     store: Arc<DynamoStore>,
     clock: Arc<ManualClock>,
-    core: Arc<TerminalCore>,
-    manual_url: String,
 }
 
 impl World {
@@ -80,7 +94,8 @@ impl World {
             ),
             ("DEAD_LETTER_QUEUE_URL", dlq_url.unwrap_or_default()),
         ];
-        let targets = Targets::from_lookup(
+        let (targets, _) = Targets::from_lookup(
+            &TruckSlotStack,
             |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()),
             "test",
         )
@@ -102,16 +117,11 @@ impl World {
             sqs,
             targets,
             who: "gatectl:alice".into(),
-            terminal_ready: true,
+            view: TruckSlotStack.view(),
+            server_ready: true,
             progress: false,
         };
-        Self {
-            ctl,
-            store,
-            clock,
-            core,
-            manual_url,
-        }
+        Self { ctl, store, clock }
     }
 
     fn body(id: &str, container: &str) -> String {
@@ -174,313 +184,34 @@ fn finish(key: &str, effect_id: Option<&str>) -> Action {
     }
 }
 
-/// OldestInFlightAge: a worker died after its claim reached the terminal. `show` says so,
-/// `lookup` finds the slot, a dry run writes nothing, `finish --from-terminal` commits that slot
-/// with its TMS booking and leaves an audit line.
+/// `show` reads a person's text in truck-slot's words: an equipment number finds the
+/// container's records (a scan filtered on the `container` label), in any case.
 #[tokio::test]
-async fn a_stranded_record_is_finished_from_the_terminal() {
-    let w = World::new("gc-finish").await;
+async fn show_finds_a_containers_records() {
+    let w = World::new("gc-container").await;
     let record = w
         .strand(&World::body("N-1", "CSQU3054383"), "inv-dead#0", T0 + 1_000)
         .await;
-    let CallOutcome::Done(slot) = w
-        .ctl
-        .gate
-        .integration
-        .call(&gate::Held::for_tests(&record))
-        .await
-    else {
-        panic!("claim")
-    };
     w.clock.advance_ms(15 * 60_000);
-
-    let shown = w
-        .run(Action::Show(Query::parse("CSQU3054383")))
-        .await
-        .unwrap();
-    let r = &shown.json[0];
-    assert_eq!(r["event_key"], record.event_key);
-    assert_eq!(r["status"], "in_flight");
-    assert_eq!(r["lease_owner"], "inv-dead#0");
-    assert_eq!(r["lease_live"], false);
-    assert_eq!(r["age_s"], 900);
-    assert_eq!(r["op_key"], record.op_key);
+    let shown = w.run(Action::Show("csqu 305438 3".into())).await.unwrap();
+    assert_eq!(shown.json.as_array().unwrap().len(), 1, "{}", shown.json);
+    assert_eq!(shown.json[0]["event_key"], record.event_key);
+    assert_eq!(shown.json[0]["container"], "CSQU3054383");
     assert!(!shown.text.contains(PIN) && !shown.json.to_string().contains(PIN));
     assert!(
         shown
             .text
-            .contains("created       2026-06-01T06:00:00Z (15 min ago)"),
+            .contains("container     CSQU3054383 at ECT-DELTA\n"),
         "{}",
         shown.text
     );
     assert!(
-        r["next"]
-            .as_str()
-            .unwrap()
-            .starts_with("the reconciler takes it over at its next run"),
+        shown.text.contains("claim request [redacted: "),
         "{}",
-        r["next"]
+        shown.text
     );
-
-    let found = w
-        .run(Action::Lookup(record.event_key.clone()))
-        .await
-        .unwrap();
-    assert_eq!(found.json["slot_id"], slot.effect_id.as_str());
-
-    let dry = w
-        .ctl
-        .run(&finish(&record.event_key, None), true, &mut No)
-        .await
-        .unwrap();
-    assert_eq!(dry.json["dry_run"], true);
-    assert_eq!(dry.json["slot_id"], slot.effect_id.as_str());
-    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
-    let refused = w
-        .ctl
-        .run(&finish(&record.event_key, None), false, &mut No)
-        .await
-        .unwrap_err();
-    assert_eq!(refused.exit_code(), exit::NOT_CONFIRMED);
-    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
-
-    let done = w.run(finish(&record.event_key, None)).await.unwrap();
-    assert_eq!(done.code, exit::OK);
-    assert_eq!(done.json["outcome"], "Committed");
-    let after = w.get(&record.pk).await;
-    assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.effect_id.as_deref(), Some(slot.effect_id.as_str()));
-    assert!(after.inflight_shard.is_none() && after.request.is_empty());
-    assert!(after
-        .lease_owner
-        .as_deref()
-        .unwrap()
-        .starts_with("gatectl:alice#"));
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(booking.effect_id, slot.effect_id);
-    assert_eq!(booking.booked_at_ms, T0 + 15 * 60_000);
-    assert_eq!(w.core.slots_issued(), 1, "no second claim");
-    let history = w.store.history(&record.pk).await.unwrap();
-    assert_eq!(history.len(), 1, "{history:?}");
-    assert_eq!(history[0].who, "gatectl:alice");
-    assert_eq!(history[0].action, "finish");
-    assert_eq!(history[0].at_ms, T0 + 15 * 60_000);
-    assert_eq!(
-        history[0].detail,
-        format!("committed slot {} (found at the terminal)", slot.effect_id)
-    );
-
-    // Finished: a second finish is refused with the reason, and changes nothing.
-    let again = w
-        .run(finish(&record.event_key, Some("S-OTHER")))
-        .await
-        .unwrap_err();
-    assert_eq!(again.exit_code(), exit::REFUSED);
-    assert!(
-        again
-            .to_string()
-            .contains("the record is committed, not in_flight"),
-        "{again}"
-    );
-    assert_eq!(w.store.history(&record.pk).await.unwrap().len(), 1);
-}
-
-/// A consumer still holds the lease: finish and cancel are refused, naming the holder and the
-/// lease's end; nothing is written.
-#[tokio::test]
-async fn a_write_is_refused_while_the_lease_is_live() {
-    let w = World::new("gc-live").await;
-    // Lease until T0 + 120 s (the invocation's deadline).
-    let record = w
-        .strand(
-            &World::body("N-2", "MSKU1234565"),
-            "inv-slow#3",
-            T0 + 120_000,
-        )
-        .await;
-    w.clock.advance_ms(10_000);
-    for action in [
-        finish(&record.event_key, Some("S-1")),
-        Action::Cancel {
-            key: record.event_key.clone(),
-            reason: "stuck".into(),
-        },
-    ] {
-        let err = w.run(action).await.unwrap_err();
-        assert_eq!(err.exit_code(), exit::REFUSED);
-        let text = err.to_string();
-        assert!(
-            text.contains("held by inv-slow#3 until 2026-06-01T06:02:00Z (110 s from now)"),
-            "{text}"
-        );
-    }
-    let after = w.get(&record.pk).await;
-    assert_eq!(after, record);
-    assert!(w.store.history(&record.pk).await.unwrap().is_empty());
-    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
-}
-
-/// Cancel: `failed` with the reason, out of the `InFlight` index, the claim request in the manual
-/// queue for the person who books by hand, an audit line; `list manual` shows the item without
-/// its PIN.
-#[tokio::test]
-async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
-    let w = World::new("gc-cancel").await;
-    let record = w
-        .strand(&World::body("N-3", "CSQU3054383"), "inv-dead#1", T0 + 1_000)
-        .await;
-    w.clock.advance_ms(20 * 60_000);
-    let listed = w
-        .run(Action::ListInFlight {
-            older_than_ms: 10 * 60_000,
-        })
-        .await
-        .unwrap();
-    assert_eq!(listed.json.as_array().unwrap().len(), 1);
-    assert_eq!(listed.json[0]["event_key"], record.event_key);
-    assert_eq!(listed.json[0]["age_s"], 1200);
-    let younger = w
-        .run(Action::ListInFlight {
-            older_than_ms: 30 * 60_000,
-        })
-        .await
-        .unwrap();
-    assert_eq!(younger.json, json!([]));
-
-    let cancel = Action::Cancel {
-        key: record.event_key.clone(),
-        reason: "booked by phone".into(),
-    };
-    let out = w.run(cancel.clone()).await.unwrap();
-    assert_eq!(out.json["outcome"], "Manual");
-    let after = w.get(&record.pk).await;
-    assert_eq!(after.status, RecordStatus::Failed);
-    assert_eq!(
-        after.error.as_deref(),
-        Some("cancelled by gatectl:alice: booked by phone")
-    );
-    assert!(after.inflight_shard.is_none() && !after.route_pending);
-    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
-    let history = w.store.history(&record.pk).await.unwrap();
-    assert_eq!(history.len(), 1);
-    assert_eq!(history[0].action, "cancel");
-    assert_eq!(
-        history[0].detail,
-        "marked failed and sent to the manual-booking queue: booked by phone"
-    );
-    let listed = w
-        .run(Action::ListInFlight { older_than_ms: 0 })
-        .await
-        .unwrap();
-    assert_eq!(listed.json, json!([]));
-
-    // The manual queue has the item, the claim request (with its PIN) as the original body.
-    let manual = w.run(Action::ListManual).await.unwrap();
-    assert_eq!(manual.json.as_array().unwrap().len(), 1, "{}", manual.json);
-    assert_eq!(manual.json[0]["reason"], "cancelled");
-    assert_eq!(manual.json[0]["event_key"], record.event_key);
-    assert!(!manual.json.to_string().contains(PIN) && !manual.text.contains(PIN));
-    // Peeking left it in place.
-    let again = w.run(Action::ListManual).await.unwrap();
-    assert_eq!(again.json.as_array().unwrap().len(), 1);
-    let msgs = w
-        .ctl
-        .sqs
-        .receive_message()
-        .queue_url(&w.manual_url)
-        .wait_time_seconds(1)
-        .send()
-        .await
-        .unwrap();
-    let item: Value = serde_json::from_str(msgs.messages()[0].body().unwrap()).unwrap();
-    assert_eq!(
-        item["original_body"],
-        String::from_utf8(record.request.clone()).unwrap()
-    );
-    assert!(item["original_body"].as_str().unwrap().contains(PIN));
-
-    // A cancelled record is not in_flight: a finish is refused with the reason.
-    let err = w
-        .run(finish(&record.event_key, Some("S-1")))
-        .await
-        .unwrap_err();
-    assert_eq!(err.exit_code(), exit::REFUSED);
-    assert!(
-        err.to_string().contains(
-            "the record is failed, not in_flight (cancelled by gatectl:alice: booked by phone)"
-        ),
-        "{err}"
-    );
-    let shown = w
-        .run(Action::Show(Query::EventKey(record.event_key.clone())))
-        .await
-        .unwrap();
-    assert_eq!(shown.json[0]["history"][0]["who"], "gatectl:alice");
-    assert_eq!(shown.json[0]["in_flight_index"], false);
-}
-
-/// DistinctEffectIds: the terminal returned two ids for one key. `list multi-slot` shows the key
-/// with both and the one to cancel; `show` by notificationId finds it.
-#[tokio::test]
-async fn a_multi_slot_key_is_shown_with_its_ids() {
-    let w = World::new("gc-multi").await;
-    let record = w
-        .strand(&World::body("N-4", "CSQU3054383"), "inv-1#0", T0 + 1_000)
-        .await;
-    let committed = gate::consumer::commit(
-        w.store.as_ref(),
-        w.ctl.gate.integration.as_ref(),
-        &record,
-        "inv-1#0",
-        "SLOT-A",
-        T0,
-    )
-    .await
-    .unwrap();
-    assert_eq!(committed, gate::store::CommitOutcome::Committed);
-    w.store
-        .record_effect_id(&record.pk, "SLOT-B", T0 + 5_000)
-        .await
-        .unwrap();
-    let listed = w.run(Action::ListMultiSlot).await.unwrap();
-    assert_eq!(
-        listed.json,
-        json!([{
-            "event_key": record.event_key, "container": "CSQU3054383", "status": "committed",
-            "slot_id": "SLOT-A", "slot_ids": ["SLOT-A", "SLOT-B"], "cancel": ["SLOT-B"],
-        }])
-    );
-    assert!(listed.text.contains("SLOT-B"));
-    let shown = w.run(Action::Show(Query::parse("N-4"))).await.unwrap();
-    assert_eq!(shown.json.as_array().unwrap().len(), 1);
-    assert_eq!(shown.json[0]["slot_ids"], json!(["SLOT-A", "SLOT-B"]));
-    assert_eq!(shown.json[0]["booking"]["slot_id"], "SLOT-A");
-    let none = w
-        .run(Action::Show(Query::parse("N-404")))
-        .await
-        .unwrap_err();
+    let none = w.run(Action::Show("MSKU1234565".into())).await.unwrap_err();
     assert_eq!(none.exit_code(), exit::NOT_FOUND);
-}
-
-/// `reconcile KEY`: one pass for one stranded record, now; the slot claimed with the same key.
-#[tokio::test]
-async fn reconcile_one_key_now() {
-    let w = World::new("gc-reconcile").await;
-    let record = w
-        .strand(&World::body("N-5", "CSQU3054383"), "inv-dead#2", T0 + 1_000)
-        .await;
-    w.clock.advance_ms(60_000);
-    let out = w
-        .run(Action::Reconcile(Some(record.event_key.clone())))
-        .await
-        .unwrap();
-    assert_eq!(out.code, exit::OK);
-    assert_eq!(out.json["report"]["reconciled"], 1);
-    assert_eq!(out.json["status"], "committed");
-    assert_eq!(w.core.slots_issued(), 1);
-    let history = w.store.history(&record.pk).await.unwrap();
-    assert_eq!(history[0].action, "reconcile");
-    assert_eq!(history[0].detail, "1 committed");
 }
 
 fn now_ms() -> i64 {
@@ -617,7 +348,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
         config: gate::consumer::GateConfig::new(integration.as_str()),
         store: Arc::new(store.clone()),
         integration: Arc::new(truck_slot::TruckSlot::new(
-            Arc::new(gatectl::ctl::NoTerminal),
+            Arc::new(gatectl::truck::NoTerminal),
             vec!["ECT-DELTA".into()],
         )),
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
@@ -765,7 +496,9 @@ async fn the_stack_says_where_everything_is() {
         .send()
         .await
         .expect("create stack in moto");
-    let t = Targets::from_stack(&cfn, &name).await.expect("targets");
+    let (t, c) = Targets::from_stack(&TruckSlotStack, &cfn, &name)
+        .await
+        .expect("targets");
     assert_eq!(t.idempotency_table, store.idempotency_table());
     assert_eq!(t.bookings_table, store.bookings_table());
     assert_eq!(t.manual_queue_url, manual);
@@ -773,9 +506,9 @@ async fn the_stack_says_where_everything_is() {
     assert!(t.notification_queue_url.is_some());
     assert_eq!(t.gate.integration, "stack-integration");
     assert_eq!(t.gate.key_ttl_s, 1_814_400);
-    assert_eq!(t.token_secret_arn, None);
+    assert_eq!(c.token_secret_arn, None);
     assert_eq!(t.source, format!("stack {name}"));
-    let missing = Targets::from_stack(&cfn, "no-such-stack")
+    let missing = Targets::from_stack(&TruckSlotStack, &cfn, "no-such-stack")
         .await
         .unwrap_err();
     assert_eq!(missing.exit_code(), exit::NOT_FOUND, "{missing}");

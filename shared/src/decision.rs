@@ -194,7 +194,7 @@ impl Handover {
     /// What a person is told (the manual item's `detail`, the record's `error`): what is known of
     /// the effect under `record`'s key at `now_ms` (epoch ms) and what is not, and what to do.
     /// `failure` is the failed lookup's answer, for [`Handover::PastHorizonLookupFailed`]: its
-    /// scrubbed excerpt is quoted ([`AnswerDetail::quoted`]). Quotes no stored request.
+    /// summary in our words (never the server's text). Quotes no stored request.
     pub fn detail(
         self,
         record: &IdempotencyRecord,
@@ -226,9 +226,10 @@ impl Handover {
             ),
             Self::PastHorizonLookupFailed => format!(
                 "{past}, and the lookup under Idempotency-Key {key} failed ({}): whether the \
-                 effect happened is unknown; ask the server before making it by hand \
-                 ({no_second})",
-                failure.map_or_else(|| "no answer".to_string(), AnswerDetail::quoted)
+                 effect happened is unknown; ask the server (`gatectl lookup {}` shows its \
+                 answer live) before making it by hand ({no_second})",
+                failure.map_or_else(|| "no answer".to_string(), AnswerDetail::to_string),
+                record.event_key
             ),
             Self::PastHorizonNoLookup => format!(
                 "{past}; the server has no lookup by key: whether the effect under \

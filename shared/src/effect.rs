@@ -1,10 +1,9 @@
 //! The side effect's answers as the gate acts on them: what a call under an `Idempotency-Key`
 //! gave ([`CallOutcome`]), what a lookup of that key gave
 //! ([`LookupOutcome`]), the effect a call made ([`Effect`]: its id and, when
-//! the server said, whom it is for) and the scrubbed description of an answer that gave no effect
-//! ([`AnswerDetail`]). An integration's client ([`crate::integration::Integration::call`])
-//! classifies its server's answers into these; the names are the truck-slot path's (a claim, a
-//! effect), the meaning is any side effect's.
+//! the server said, whom it is for) and the description, in our words, of an answer that gave no
+//! effect ([`AnswerDetail`]). An integration's client ([`crate::integration::Integration::call`])
+//! classifies its server's answers into these.
 //!
 //! Answers follow the IETF draft `draft-ietf-httpapi-idempotency-key-header-07`: the same key with
 //! another payload is a mismatch (permanent), the same key still processing is in flight
@@ -12,73 +11,60 @@
 
 use std::fmt;
 
-/// The effect a call made (an effect the server issued, on the truck-slot path).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The effect a call made (an effect the server issued, on the truck-slot path). `Debug` names the
+/// server's `subject` by its keyed digest only (it is the server's text).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Effect {
-    /// The effect's id (the server's effect id): non-empty, printable ASCII, quoting no secret.
-    /// Committed with the record and written to the business row (attribute `effect_id`).
+    /// The effect's id (the server's effect id). A classified outcome holds only an id in the
+    /// format the server declared and quoting no secret ([`crate::idempotency_key::IdFormat`]).
+    /// Committed with the record, written to the business row (attribute `effect_id`) and logged.
     pub effect_id: String,
     /// Whom the server says the effect is for (the subject, on the truck-slot path), if it
     /// said. When it is not the record's subject ([`crate::integration::Integration::subject`])
-    /// the effect is never committed: a person gets it. Kept only scrubbed of every secret.
+    /// the effect is never committed: a person gets it, told the server's value only by its keyed
+    /// digest (it is the server's text: never logged or stored).
     pub subject: Option<String>,
 }
 
-/// What the gate may say about an answer (or a failed request) that gave no usable effect, in two
-/// renderings (issue 13: a server echoes what it was sent, in any case and encoding):
-///
-/// * `Display` and `Debug` give the **summary** only: our own words with the status, the
-///   answer's content type, its length in bytes and its keyed SHA-256 digest
-///   ([`crate::idempotency_key::describe`]), never a character of the answer. This is what log
-///   lines, `Retry` outcomes and reports carry.
-/// * [`AnswerDetail::quoted`] adds the **excerpt**: a problem's `detail` or `title`, or the
-///   answer's first `DETAIL_MAX` (300) characters, with secret-looking JSON keys redacted and every
-///   secret the client knows (the token; the PIN of the request the answer is about) cut out in
-///   every form the integration's scrubber finds. Only the record's `error` and the manual item's `detail`
-///   carry it.
+impl fmt::Debug for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let subject = self.subject.as_deref().map(|s| {
+            format!(
+                "keyed SHA-256 {}",
+                crate::idempotency_key::answer_digest(s.as_bytes())
+            )
+        });
+        f.debug_struct("Effect")
+            .field("slot_id", &self.effect_id)
+            .field("equipment_number", &subject)
+            .finish()
+    }
+}
+
+/// What the gate may say about an answer (or a failed request) that gave no usable effect: our
+/// own words with the status, the answer's content type (named from a fixed list), its length in
+/// bytes and its keyed SHA-256 digest ([`crate::idempotency_key::describe`]), and the reason;
+/// never a character of the answer (issue 25: no text a server chose is stored or logged, since a
+/// server echoes what it was sent, in any case and encoding, and a scrubber that knows N encodings
+/// loses to the N+1st). This is what log lines, `Retry` outcomes, reports, a record's `error` and
+/// a manual item's `detail` carry. A person who needs the answer itself asks the server live
+/// (`gatectl lookup`), which prints it to the operator's server and stores nothing.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AnswerDetail {
     summary: String,
-    excerpt: Option<String>,
 }
 
 impl AnswerDetail {
-    /// A detail with a summary and no excerpt (a timeout, a connection error, a test server).
-    /// The summary must quote nothing that came from outside.
+    /// A detail in our words. The summary must quote nothing that came from outside.
     pub fn new(summary: impl Into<String>) -> Self {
         Self {
             summary: summary.into(),
-            excerpt: None,
         }
     }
 
-    /// A detail with an excerpt for a person (the record's `error`, the manual item's
-    /// `detail`): the caller must have scrubbed it of every secret and every echo of the request
-    /// (an empty excerpt is none).
-    pub fn with_excerpt(summary: String, excerpt: String) -> Self {
-        Self {
-            summary,
-            excerpt: (!excerpt.is_empty()).then_some(excerpt),
-        }
-    }
-
-    /// The summary: what a log line may carry.
+    /// The summary.
     pub fn summary(&self) -> &str {
         &self.summary
-    }
-
-    /// The scrubbed excerpt of the answer, if there was one.
-    pub fn excerpt(&self) -> Option<&str> {
-        self.excerpt.as_deref()
-    }
-
-    /// `"{summary}: {excerpt}"` (or the summary alone): for the record's `error` and the manual
-    /// item's `detail`, never for a log line.
-    pub fn quoted(&self) -> String {
-        match &self.excerpt {
-            Some(excerpt) => format!("{}: {excerpt}", self.summary),
-            None => self.summary.clone(),
-        }
     }
 }
 
@@ -106,7 +92,7 @@ impl From<String> for AnswerDetail {
     }
 }
 
-/// How an effect claim ended, as the gate must act on it. An HTTP server's answers are classified
+/// How a call of the side effect ended, as the gate must act on it. An HTTP server's answers are classified
 /// into it by [`crate::idempotency_key::classify_call`], whose table gives every status its
 /// variant and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,19 +109,18 @@ pub enum CallOutcome {
         /// The HTTP status; `0` when nothing was sent (a stored request the server's API shape
         /// cannot carry, [`several::appointments_v2_body`]).
         status: u16,
-        /// The summary and the scrubbed problem detail or body excerpt (never the request).
+        /// The summary of the answer, in our words.
         detail: AnswerDetail,
     },
-    /// A permanent refusal the integration names with its own code (a payments API's `402`: the
-    /// card was declined, `card_declined`): `failed`, and a person gets it under
-    /// [`crate::manual::ManualReason::Integration`]`(code)` instead of the generic refusal. An
-    /// integration makes it from the [`CallOutcome::Permanent`] the core classified (e.g. for one
-    /// status). `code`: `[a-z0-9_]{1,64}` and none of the core's reason codes
-    /// ([`crate::manual::is_integration_code`]; another is routed as the generic refusal).
-    Refused {
-        /// The integration's reason code, e.g. `card_declined`.
-        code: &'static str,
-        /// The summary and the scrubbed problem detail or body excerpt (never the request).
+    /// A permanent refusal the integration's server makes for a reason of its business (a
+    /// payments API's `402`: the card was declined), named by the integration's
+    /// [`crate::idempotency_key::AnswerReader::declines`]: `failed`, and a person gets it under
+    /// [`crate::manual::ManualReason::Declined`], in the integration's words
+    /// ([`crate::Integration::manual_reason_code`]), apart from the other refusals.
+    Declined {
+        /// The HTTP status.
+        status: u16,
+        /// The summary of the answer, in our words.
         detail: AnswerDetail,
     },
     /// The key was used with another body (`422`, or `409` with problem type
@@ -143,6 +128,13 @@ pub enum CallOutcome {
     KeyMismatch(AnswerDetail),
     /// The same key is still being processed (`409` otherwise): transient.
     KeyInFlight,
+    /// A `2xx` named an effect whose id the gate refuses to keep: outside the format the server
+    /// declared ([`crate::idempotency_key::IdFormat`]), or quoting a secret of the request (the
+    /// integration's second line, [`crate::idempotency_key::AnswerReader::id_quotes_secret`]). The
+    /// effect exists under the key and the server replays the same answer, so asking again
+    /// cannot help: the record goes to a person (`server_answer_invalid`), the id named only by
+    /// its keyed digest in the detail; the id itself is never logged, stored or booked.
+    EffectRefused(AnswerDetail),
 }
 
 /// How a lookup by key ended ([`crate::idempotency_key::classify_lookup`] for an HTTP server).
@@ -154,4 +146,7 @@ pub enum LookupOutcome {
     NotFound,
     /// Unknown; try again later.
     Transient(AnswerDetail),
+    /// A `200` named an effect whose id the gate refuses to keep, as
+    /// [`CallOutcome::EffectRefused`]: a person gets the record.
+    EffectRefused(AnswerDetail),
 }

@@ -6,10 +6,14 @@
 //! use gate::fields::Fields;
 //!
 //! let f = Fields::parse(r#"{"job_id": "J-1", "n": 3}"#, 16 * 1024)?;
-//! f.only(&["job_id", "n"])?;
 //! assert_eq!(f.text("job_id", 64)?, "J-1");
 //! assert_eq!(f.integer("n", 1..=9)?, 3);
 //! assert_eq!(f.integer("n", 4..=9).unwrap_err().code, "bad_field");
+//! f.all_read()?;
+//!
+//! let g = Fields::parse(r#"{"job_id": "J-1", "extra": true}"#, 16 * 1024)?;
+//! g.text("job_id", 64)?;
+//! assert_eq!(g.all_read().unwrap_err().code, "unknown_field");
 //! # Ok::<(), gate::Rejection>(())
 //! ```
 //!
@@ -17,20 +21,24 @@
 //! | --- | --- |
 //! | `body_too_large` | the body is over the integration's limit, bytes |
 //! | `not_json` | not a JSON object, or a key repeated ([`crate::strict_json`]) |
-//! | `unknown_field` | a field the integration does not take ([`Fields::only`]) |
+//! | `unknown_field` | a field the integration did not read ([`Fields::all_read`], called last) |
 //! | `missing_field` | a field it needs is absent |
 //! | `bad_field` | a field of the wrong type, length or range |
 
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::ops::RangeInclusive;
 
 use serde_json::{Map, Value};
 
 use crate::integration::Rejection;
 
-/// A body's top-level JSON object, read strictly ([`Fields::parse`]).
+/// A body's top-level JSON object, read strictly ([`Fields::parse`]), and the names of the fields
+/// read so far ([`Fields::all_read`]).
 #[derive(Clone)]
 pub struct Fields {
     map: Map<String, Value>,
+    read: RefCell<BTreeSet<String>>,
 }
 
 /// Redacted: a body's values may be secrets. Only the field names are shown.
@@ -54,7 +62,10 @@ impl Fields {
             return Err(Rejection::new("body_too_large", detail));
         }
         match crate::strict_json::from_str_strict(body) {
-            Ok(Value::Object(map)) => Ok(Self { map }),
+            Ok(Value::Object(map)) => Ok(Self {
+                map,
+                read: RefCell::default(),
+            }),
             _ => Err(Rejection::new(
                 "not_json",
                 "body is not a JSON object with unique keys",
@@ -67,28 +78,37 @@ impl Fields {
         &self.map
     }
 
-    /// Checks that every field is one of `names` (not that each is present: the readers say so).
+    /// Checks that the body holds no field but those read so far ([`Fields::value`] and the
+    /// readers built on it; not [`Fields::map`]): call it after the last reader, so a body with a
+    /// field the integration does not take is rejected.
     ///
     /// # Errors
-    /// `unknown_field`, naming the fields taken (never the one found: it is the body's text).
-    pub fn only(&self, names: &[&str]) -> Result<(), Rejection> {
-        match self.map.keys().all(|k| names.contains(&k.as_str())) {
+    /// `unknown_field`, naming the fields read (never the one found: it is the body's text).
+    pub fn all_read(&self) -> Result<(), Rejection> {
+        let read = self.read.borrow();
+        match self.map.keys().all(|k| read.contains(k)) {
             true => Ok(()),
             false => Err(Rejection::new(
                 "unknown_field",
-                format!("a field other than {}", names.join(", ")),
+                format!(
+                    "a field other than {}",
+                    read.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+                ),
             )),
         }
     }
 
-    /// The field `name`, present.
+    /// The field `name`, present; marked read ([`Fields::all_read`]).
     ///
     /// # Errors
     /// `missing_field`.
     pub fn value(&self, name: &str) -> Result<&Value, Rejection> {
-        self.map
+        let value = self
+            .map
             .get(name)
-            .ok_or_else(|| Rejection::new("missing_field", format!("{name} missing")))
+            .ok_or_else(|| Rejection::new("missing_field", format!("{name} missing")))?;
+        self.read.borrow_mut().insert(name.to_string());
+        Ok(value)
     }
 
     /// The field `name`: a string of 1 to `max` printable ASCII characters without spaces
@@ -173,14 +193,16 @@ mod tests {
             1000,
         )
         .unwrap();
-        let unknown = f.only(&["id", "n"]).unwrap_err();
+        assert_eq!(f.text("id", 3).unwrap(), "A-1");
+        assert_eq!(f.integer("n", 1..=7).unwrap(), 7);
+        let unknown = f.all_read().unwrap_err();
         assert_eq!(unknown.code, "unknown_field");
+        assert_eq!(unknown.detail, "a field other than id, n");
         assert!(
             !unknown.detail.contains("secret_name"),
             "{}",
             unknown.detail
         );
-        assert_eq!(f.text("id", 3).unwrap(), "A-1");
         assert_eq!(code(f.text("id", 2)), "bad_field");
         assert_eq!(code(f.text("s", 64)), "bad_field");
         assert_eq!(code(f.text("n", 64)), "bad_field");
@@ -196,6 +218,11 @@ mod tests {
             assert_eq!(code(c.letters(name, 3)), "bad_field", "{name}");
         }
         assert_eq!(code(f.object("n")), "bad_field");
+        for name in ["s", "secret_name"] {
+            assert_eq!(code(f.all_read()), "unknown_field");
+            let _ = f.value(name);
+        }
+        assert!(f.all_read().is_ok(), "every field read");
         let bad = Fields::bad("currency", "not an ISO 4217 code");
         assert_eq!(bad.detail, "currency: not an ISO 4217 code");
         assert!(!format!("{f:?}").contains("A-1"));

@@ -25,6 +25,7 @@
 use async_trait::async_trait;
 
 use crate::effect::{CallOutcome, LookupOutcome};
+use crate::manual::ManualReason;
 use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
 /// What the gate takes from a body that passed the integration's strict parse.
@@ -208,8 +209,9 @@ impl<'a> Held<'a> {
 /// One integration: the parse, the side effect, and the business row. See the module docs.
 #[async_trait]
 pub trait Integration: Send + Sync {
-    /// The side effect's operation name, input of its `Idempotency-Key` (`"effect-claim"`): the
-    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`).
+    /// The side effect's operation name, input of its `Idempotency-Key` (e.g. `"charge"`): the
+    /// key is `operation_key(event_key, operation)` (`crate::keys::operation_key`). Never change
+    /// it on a deployed integration: every key would change.
     fn operation(&self) -> &str;
 
     /// Parses and validates one SQS body strictly at `now_ms` (epoch ms). A body over the
@@ -229,6 +231,16 @@ pub trait Integration: Send + Sync {
     /// [`Integration::supports_lookup`] is `false` for the record (the body may then say so
     /// with [`LookupOutcome::Transient`]).
     async fn lookup(&self, held: &Held<'_>) -> LookupOutcome;
+
+    /// The server's answer to a lookup under `held.record().op_key`, rendered for an operator's
+    /// server (`gatectl lookup`) with every secret the integration knows cut out: the one place
+    /// a person reads what a server chose to say. It is printed and forgotten: never logged,
+    /// stored, or put in a record's `error` or a manual item's `detail` (issue 25). `None` (the
+    /// default): the integration cannot show it.
+    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
+        let _ = held;
+        None
+    }
 
     /// Whether the server of `record`'s side effect can say which effect it holds under a key
     /// (a lookup by key). Default `true`. `false` (a payments API without one, e.g. Stripe):
@@ -268,6 +280,22 @@ pub trait Integration: Send + Sync {
     fn subject(&self, record: &IdempotencyRecord) -> String {
         let _ = record;
         String::new()
+    }
+
+    /// The code of `reason` on this integration's manual items (their `reason`, the SQS message
+    /// attribute `reason`) and in the `record processed` log line's `detail`. Default: the
+    /// core's ([`ManualReason::code`]). An integration whose manual-queue readers know other
+    /// codes keeps them here (truck-slot: its legacy `terminal_rejected` for
+    /// [`ManualReason::ServerRejected`]); the codes must be distinct (an item is read back by
+    /// its code), lowercase ASCII letters and `_`.
+    fn manual_reason_code(&self, reason: ManualReason) -> &'static str {
+        reason.code()
+    }
+
+    /// What `reason` means, in this integration's words, for a person. Default: the core's
+    /// ([`ManualReason::text`]).
+    fn manual_reason_text(&self, reason: ManualReason) -> &'static str {
+        reason.text()
     }
 
     /// The label names every record carries: a routing record stores each with empty text (so

@@ -69,8 +69,9 @@ pub fn mismatch_route_key(event_key: &str, fingerprint: &str) -> String {
     sha256_hex(format!("mismatch:{event_key}:{fingerprint}").as_bytes())
 }
 
-/// The routing key of an effect that nothing committed: lowercase hex SHA-256 of
-/// `"unbooked-effect:{event_key}:{effect_id}"`. A call that returned `effect_id` after its record was
+/// The routing key of an effect that nothing committed: lowercase hex SHA-256 of the prefix
+/// (the legacy `"unbooked-slot:"`, kept: routing records are keyed by it) and
+/// `"{event_key}:{effect_id}"`. A call that returned `effect_id` after its record was
 /// finished as `failed` or `manual` by another holder reaches a person once per effect.
 pub fn unrecorded_effect_route_key(event_key: &str, effect_id: &str) -> String {
     sha256_hex(format!("unbooked-slot:{event_key}:{effect_id}").as_bytes())
@@ -88,7 +89,7 @@ mod tests {
             event_key,
             "24e51f427cec71da5a08a736c861eeddc3859b61671bce7d67be43d28c4df40f"
         );
-        // printf '{event_key}:effect-claim' | sha256sum
+        // printf '{event_key}:slot-claim' | sha256sum (truck-slot's legacy operation name)
         assert_eq!(
             operation_key(&event_key, "slot-claim"),
             "c1fc07e77581e744bf02efa1770ea6590bd5246a05553fff7f738470b546bd2e"

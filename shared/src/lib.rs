@@ -45,6 +45,7 @@ pub mod logging;
 pub mod manual;
 pub mod operator;
 pub mod prelude;
+pub mod purge;
 pub mod reconciler;
 pub mod record;
 pub mod routing;

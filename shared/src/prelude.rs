@@ -1,7 +1,8 @@
 //! What an integration's code names, in one import: `use gate::prelude::*;`.
 //!
 //! The [`Integration`] trait and what its methods take and give ([`Event`], [`Parsed`],
-//! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`]), the
+//! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`],
+//! [`ManualReason`] for its own reason codes and texts), the
 //! body reader [`Fields`], and with feature `http` the Idempotency-Key client
 //! (`client`) beside its [`JsonIdAt`] reader; with feature `lambda` the wiring's
 //! `SecretString`. The trait's `async` methods need `#[async_trait::async_trait]` on the impl
@@ -13,6 +14,7 @@ pub use crate::fields::Fields;
 pub use crate::idempotency_key::client;
 pub use crate::idempotency_key::JsonIdAt;
 pub use crate::integration::{Event, Held, Integration, Parsed, Rejection};
+pub use crate::manual::ManualReason;
 #[cfg(feature = "lambda")]
 pub use crate::lambda::SecretString;
 pub use crate::record::{IdempotencyRecord, Labels};

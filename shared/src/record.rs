@@ -120,8 +120,8 @@ impl fmt::Debug for IdempotencyRecord {
             .field("created_at_ms", &self.created_at_ms)
             .field("updated_at_ms", &self.updated_at_ms)
             .field("expires_at_s", &self.expires_at_s)
-            .field("slot_id", &self.effect_id)
-            .field("slot_ids", &self.effect_ids)
+            .field("effect_id", &self.effect_id)
+            .field("effect_ids", &self.effect_ids)
             .field("inflight_shard", &self.inflight_shard)
             .field("error", &self.error)
             .field("route_pending", &self.route_pending)
@@ -201,7 +201,7 @@ pub type Labels = BTreeMap<String, String>;
 pub struct BusinessRow {
     /// The event key.
     pub source_event: String,
-    /// The id the side effect returned (the effect id on the truck-slot path; stored as `effect_id`).
+    /// The id the side effect returned (the business row keeps it under `store::dynamo::ROW_EFFECT_ID`).
     pub effect_id: String,
     /// The integration's labels (usually the record's, see [`BusinessRow::for_record`]).
     pub labels: Labels,

@@ -81,7 +81,7 @@ impl Gate {
             }
             _ => FinishGuard::Lease,
         };
-        let item_json = item.to_json();
+        let item_json = item.to_json_with(|r| self.integration.manual_reason_code(r));
         let finished = self
             .store
             .finish(
@@ -131,7 +131,7 @@ impl Gate {
             info!(
                 event_key = %record.event_key,
                 effect_id = %effect_id,
-                "a slot was recorded while we held the record: committed instead of routed"
+                "an effect id was recorded while we held the record: committed instead of routed"
             );
             let effect = Effect {
                 effect_id: effect_id.clone(),
@@ -159,7 +159,7 @@ impl Gate {
         message_id: &str,
         owner: &str,
     ) -> Result<ManualReason, String> {
-        let mut item = stored_item(record);
+        let mut item = stored_item(record, |r| self.integration.manual_reason_code(r));
         item.message_id = message_id.to_string();
         let reason = item.reason;
         if let Err(e) = self.manual.send(item).await {
@@ -263,7 +263,9 @@ impl Gate {
                 .map(|name| (name.to_string(), String::new()))
                 .collect(),
         };
-        make_routing_record(&mut fresh, &item);
+        make_routing_record(&mut fresh, &item, |r| {
+            self.integration.manual_reason_code(r)
+        });
         let held = match self.store.reserve(&fresh, now).await {
             Ok(Reservation::Reserved) => fresh,
             Ok(Reservation::Conflict(existing)) => {
@@ -306,7 +308,7 @@ impl Gate {
                 .send_routed(record, message_id, &invocation.request_id)
                 .await;
         }
-        let item = stored_item(record);
+        let item = stored_item(record, |r| self.integration.manual_reason_code(r));
         match self
             .route_held_record(
                 record,
@@ -328,10 +330,14 @@ impl Gate {
     }
 }
 
-/// The manual item a routing record stores in `request`; one that cannot be read is routed as
-/// `rejected` with the stored bytes as its body (nothing is lost).
-pub(crate) fn stored_item(record: &IdempotencyRecord) -> ManualItem {
-    ManualItem::from_json(&record.request).unwrap_or_else(|| ManualItem {
+/// The manual item a routing record stores in `request` (with the integration's codes,
+/// `code_of`); one that cannot be read is routed as `rejected` with the stored bytes as its body
+/// (nothing is lost).
+pub(crate) fn stored_item(
+    record: &IdempotencyRecord,
+    code_of: impl Fn(ManualReason) -> &'static str,
+) -> ManualItem {
+    ManualItem::from_json_with(&record.request, code_of).unwrap_or_else(|| ManualItem {
         reason: ManualReason::Rejected,
         detail: format!("routing record {} holds no readable item", record.event_key),
         original_body: String::from_utf8_lossy(&record.request).into_owned(),
@@ -343,12 +349,16 @@ pub(crate) fn stored_item(record: &IdempotencyRecord) -> ManualItem {
 
 /// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
 /// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
-/// JSON), never an effect claim. It is born `manual` with its routing pending (the mark comes
+/// JSON), never a call of the side effect. It is born `manual` with its routing pending (the mark comes
 /// first, see [`Gate::route_held_record`]), keeping its lease and `InFlight` shard until the send
 /// is confirmed.
-pub(crate) fn make_routing_record(record: &mut IdempotencyRecord, item: &ManualItem) {
+pub(crate) fn make_routing_record(
+    record: &mut IdempotencyRecord,
+    item: &ManualItem,
+    code_of: impl Fn(ManualReason) -> &'static str,
+) {
     record.op_key = keys::operation_key(&record.event_key, keys::MANUAL_ROUTE);
-    record.request = item.to_json();
+    record.request = item.to_json_with(code_of);
     record.status = RecordStatus::Manual;
     record.route_pending = true;
     record.error = Some(item.detail.clone());

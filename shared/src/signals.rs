@@ -409,7 +409,7 @@ pub struct StoreSignals {
 const SIGNAL_PAGE: usize = 100;
 
 /// Reads the store signals at `now_ms` (epoch ms) from the sparse GSIs `InFlight` (16 shards,
-/// paginated, oldest first) and `MultiEffect`, without a scan. Expired records (TTL passed, not yet
+/// paginated, oldest first) and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`), without a scan. Expired records (TTL passed, not yet
 /// deleted) are left out: nothing will finish them and they are not stuck work.
 ///
 /// # Errors

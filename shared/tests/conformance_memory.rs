@@ -21,6 +21,7 @@ fn every_case_is_in_the_case_list() {
         include_str!("../src/conformance/commit_conditions.rs"),
         include_str!("../src/conformance/concurrency.rs"),
         include_str!("../src/conformance/finish.rs"),
+        include_str!("../src/conformance/identity.rs"),
         include_str!("../src/conformance/index.rs"),
         include_str!("../src/conformance/limits.rs"),
     ];

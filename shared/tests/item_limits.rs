@@ -13,7 +13,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use gate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::testkit::sqs_event;
 use gate::{Event, Integration, Parsed, Rejection};
@@ -26,6 +26,12 @@ const T0: i64 = 1_893_916_800_000;
 #[derive(Default)]
 struct Labelled {
     row_label: Option<&'static str>,
+    /// The text the label repeats `size` times (default `"x"`).
+    fill: Option<&'static str>,
+    /// With `Some(n)`, the event's natural key is `n` bytes long.
+    natural_key_bytes: Option<usize>,
+    /// With `Some(id)`, the effect id every call answers.
+    effect_id: Option<&'static str>,
     calls: AtomicUsize,
 }
 
@@ -50,7 +56,7 @@ impl Integration for Labelled {
             key_material: id.clone(),
             business_fields: v.clone(),
             request: body.as_bytes().to_vec(),
-            labels: Labels::from([(label, "x".repeat(size))]),
+            labels: Labels::from([(label, self.fill.unwrap_or("x").repeat(size))]),
             ends_at_ms: None,
             subject: id,
         })
@@ -60,7 +66,9 @@ impl Integration for Labelled {
         let record = held.record();
         self.calls.fetch_add(1, Ordering::SeqCst);
         CallOutcome::Done(Effect {
-            effect_id: format!("E-{}", &record.event_key[..8]),
+            effect_id: self
+                .effect_id
+                .map_or_else(|| format!("E-{}", &record.event_key[..8]), str::to_string),
             subject: None,
         })
     }
@@ -84,6 +92,14 @@ impl Integration for Labelled {
             row.labels.insert(name.to_string(), "x".into());
         }
         row
+    }
+
+    fn natural_key(&self, _row: &BusinessRow, _record: &IdempotencyRecord) -> Option<NaturalKey> {
+        self.natural_key_bytes.map(|n| NaturalKey {
+            key: "k".repeat(n),
+            labels: Labels::new(),
+            expires_at_s: T0 / 1000 + 86_400,
+        })
     }
 }
 
@@ -309,4 +325,91 @@ async fn a_record_keeps_at_most_max_effect_ids() {
     let kept = w.store.records()[0].effect_ids.clone();
     assert_eq!(kept.len(), 16);
     assert!(kept.contains("E-000") && kept.contains("E-014") && !kept.contains("E-015"));
+}
+
+/// Labels are sized in UTF-8 bytes, not characters: 75,000 `é` (150,000 bytes) are as large as
+/// 150,000 `x`, and rejected the same way.
+#[tokio::test]
+async fn labels_are_sized_in_bytes_not_characters() {
+    let w = world(Labelled {
+        fill: Some("é"),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-u","label":"note","size":75000}"#).await;
+    assert_eq!(rejected_code(&outcomes[0]), "item_too_large");
+    assert_eq!(w.manual.items().len(), 1);
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+    no_event_record(&w.store);
+}
+
+/// A natural key whose item's `pk` would be longer than DynamoDB's 2,048-byte partition key
+/// (AWS, DynamoDB quotas: "partition key value: 2048 bytes") is refused every time by the commit,
+/// after the side effect: rejected before the reserve instead (`key_too_long`), no call. A key
+/// whose `pk` is exactly 2,048 bytes commits.
+#[tokio::test]
+async fn a_natural_key_longer_than_a_partition_key_is_rejected_before_any_call() {
+    let prefix = "limits#nk#".len();
+    let w = world(Labelled {
+        natural_key_bytes: Some(2049 - prefix),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-nk","label":"job","size":3}"#).await;
+    assert_eq!(rejected_code(&outcomes[0]), "key_too_long");
+    assert_eq!(rejected_code(&outcomes[1]), "key_too_long");
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(
+        items[0].detail,
+        "key_too_long: a key of the item takes 2049 bytes, over the store's partition key limit of 2048 bytes"
+    );
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
+    assert!(w.store.bookings().is_empty());
+    no_event_record(&w.store);
+
+    let w = world(Labelled {
+        natural_key_bytes: Some(2048 - prefix),
+        ..Labelled::default()
+    });
+    let outcomes = twice(&w, r#"{"id":"e-nk2","label":"job","size":3}"#).await;
+    assert!(
+        matches!(outcomes[0], RecordOutcome::Committed { .. }),
+        "{outcomes:?}"
+    );
+}
+
+/// An empty effect id cannot be stored (DynamoDB refuses an empty string in a string set, the
+/// record's `effect_ids`: a `ValidationException` at the commit, every time): the effect is made,
+/// so the record goes to a person (`server_answer_invalid`), never committed, no business row.
+#[tokio::test]
+async fn an_empty_effect_id_goes_to_a_person_not_to_the_commit() {
+    let w = world(Labelled {
+        effect_id: Some(""),
+        ..Labelled::default()
+    });
+    let invocation = Invocation {
+        request_id: "inv-e".into(),
+        deadline_ms: T0 + 60_000,
+    };
+    let report = w
+        .gate
+        .handle_batch(
+            sqs_event(&[("m-e", r#"{"id":"e-empty","label":"job","size":3}"#)]),
+            &invocation,
+        )
+        .await;
+    assert!(report.response.batch_item_failures.is_empty());
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::ServerAnswerInvalid)
+    );
+    assert_eq!(w.integration.calls.load(Ordering::SeqCst), 1);
+    assert!(w.store.bookings().is_empty());
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0].reason, ManualReason::ServerAnswerInvalid);
+    assert!(w
+        .store
+        .records()
+        .iter()
+        .all(|r| r.status != RecordStatus::Committed && r.effect_ids.is_empty()));
 }

@@ -39,8 +39,9 @@ enum Command {
         endpoint: Option<String>,
         /// PostgreSQL connection string for `--store postgres` (a fresh schema
         /// `gate_replay_{epoch ms}` per run, migrated, left in place), e.g.
-        /// `postgresql://gate@127.0.0.1:5432/gate`. Secret: read from GATE_DATABASE_URL when
-        /// not given, never printed.
+        /// `postgresql://gate@127.0.0.1:5432/gate?sslmode=disable` (without `sslmode` the
+        /// store insists on `verify-full` TLS). Secret: read from GATE_DATABASE_URL when not
+        /// given, never printed.
         #[arg(long, env = "GATE_DATABASE_URL", hide_env_values = true)]
         database_url: Option<String>,
         /// Draw each signal over simulated time, its threshold and the alarms' firings to this

@@ -1,3 +1,5 @@
+//! Over 600 lines: the replay loop with its report assembly; a split along the report is planned.
+//!
 //! The incident replay: a scenario through the consumer handler (or the naive handler), the
 //! terminal simulator over HTTP on loopback and the at-least-once delivery simulator, on
 //! simulated time.
@@ -687,7 +689,9 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
             .items()
             .iter()
             .fold(BTreeMap::new(), |mut by_reason, item| {
-                *by_reason.entry(item.reason.code().to_string()).or_insert(0) += 1;
+                *by_reason
+                    .entry(truck_slot::manual_reason_code(item.reason).to_string())
+                    .or_insert(0) += 1;
                 by_reason
             }),
         still_in_flight,

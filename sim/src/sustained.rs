@@ -1,3 +1,6 @@
+//! Over 600 lines: the sustained-rate replay and its capacity figures; a split along the report is
+//! planned.
+//!
 //! The sustained-rate replay (issue 18): the gate under a steady feed, to check the capacity
 //! model of `docs/BENCHMARKS.md` ("The scale it holds").
 //!

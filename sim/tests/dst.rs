@@ -59,6 +59,7 @@ const KINDS: &[&str] = &[
     "slow_call",
     "message_purged_after_crash",
     "reconciler_invoked_twice",
+    "reconciler_same_request_id_twice",
     "short_record_lifetime",
     "short_key_retention",
     "notification_booked_days_ahead",

@@ -199,7 +199,7 @@ fn a_commit_never_replaces_a_tms_booking() {
     let claims: Vec<&String> = r
         .trace
         .iter()
-        .filter(|l| l.contains(" claim 2281e075cad2 -> Claimed"))
+        .filter(|l| l.contains(" claim 2281e075cad2 -> Done"))
         .collect();
     assert_eq!(claims.len(), 2, "{claims:?}");
     assert!(claims[0].contains("ECTD-000006") && claims[1].contains("ECTD-000007"));

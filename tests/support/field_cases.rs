@@ -1,3 +1,6 @@
+//! Over 600 lines: the three field faults of issue 11, each a scenario with its own right values,
+//! written once for every store; they share the setup below.
+//!
 //! The three field faults of issue 11, written once over any `IdempotencyStore` and run on the
 //! memory store and on DynamoDB (moto), each asserting the right value:
 //!

@@ -124,6 +124,8 @@ pub mod lambda_watch;
 pub mod pg_proxy;
 pub mod probe;
 pub mod reconciler_cases;
+pub mod same_request_id;
+pub mod signals_cases;
 pub mod token_double;
 
 /// Writes an `InFlight` index item this code could not have written (status `"exploded"`) into

@@ -143,7 +143,7 @@ async fn stored_item_shape_and_units() {
         item["inflight_shard"],
         AttributeValue::S(r.inflight_shard.clone().unwrap())
     );
-    assert!(!item.contains_key("slot_ids"), "no empty set stored");
+    assert!(!item.contains_key("effect_ids"), "no empty set stored");
     assert_eq!(record_from_item(&item).unwrap(), r);
     assert_eq!(record_to_item(&r), item);
 
@@ -162,8 +162,11 @@ async fn stored_item_shape_and_units() {
     assert!(matches!(out, CommitOutcome::Committed));
     let item = raw_item(&store, &r.pk).await;
     assert_eq!(item["status"], AttributeValue::S("committed".into()));
-    assert_eq!(item["slot_id"], AttributeValue::S("SLOT-1".into()));
-    assert_eq!(item["slot_ids"], AttributeValue::Ss(vec!["SLOT-1".into()]));
+    assert_eq!(item["effect_id"], AttributeValue::S("SLOT-1".into()));
+    assert_eq!(
+        item["effect_ids"],
+        AttributeValue::Ss(vec!["SLOT-1".into()])
+    );
     for gone in ["inflight_shard", "lease_until", "request"] {
         assert!(!item.contains_key(gone), "{gone} must be removed on commit");
     }

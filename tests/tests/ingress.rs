@@ -443,7 +443,8 @@ async fn the_ingress_binary_queues_the_sample_event() {
         outcomes,
         vec![
             (&json!("accepted"), &id),
-            (&json!("invalid_signature"), &id)
+            // Unsigned: the sender's id only by its keyed digest.
+            (&json!("invalid_signature"), &json!(""))
         ],
         "one line per request:\n{text}"
     );

@@ -115,7 +115,37 @@ fn forms(secret: &str) -> Vec<String> {
         base64(secret.as_bytes()),
         url_safe,
         fullwidth,
+        // Issue 25's forms, a representative subset (every form runs through the in-process
+        // consumer and reconciler in `integrations/truck-slot/tests/hostile_server.rs`): mixed
+        // case in hex and base64, numeric references without `;`, a named dash entity, a
+        // separator between every character, a split value.
+        hex_of(&mixed_case(secret)),
+        base64(mixed_case(secret).as_bytes()),
+        secret
+            .chars()
+            .map(|c| format!("&#{}", u32::from(c)))
+            .collect(),
+        secret.replace('-', "&minus;"),
+        format!(
+            "{{\"first\":\"{}\",\"rest\":\"{}\"}}",
+            &secret[..6],
+            &secret[6..]
+        ),
     ]
+}
+
+/// `Pin-xyzzy-7731`: the first character upper case, the rest lower.
+fn mixed_case(secret: &str) -> String {
+    let lower = secret.to_lowercase();
+    let mut chars = lower.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+fn hex_of(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every text in which the hostile terminal echoes both secrets, each in every form.
@@ -285,6 +315,8 @@ enum Claim {
     NotJson201,
     OtherContainer,
     SlotIdQuotesPin,
+    /// A slot id in the default format that is hex of the PIN in mixed case (issue 25).
+    SlotIdHexOfPin,
     EquipmentIsPin,
 }
 
@@ -372,6 +404,11 @@ fn hostile(behaviour: Arc<Mutex<Behaviour>>) -> impl Fn(&Seen) -> Answer + Send 
                 json!({"slot_id": format!("S-{}", PIN.replace('-', "")),
                        "equipment_number": equipment}),
             ),
+            Claim::SlotIdHexOfPin => json(
+                201,
+                json!({"slot_id": format!("SLOT-{}", hex_of(&mixed_case(PIN))),
+                       "equipment_number": equipment}),
+            ),
             Claim::EquipmentIsPin => json(
                 201,
                 json!({"slot_id": "S-ECHO", "equipment_number": PIN.to_lowercase(),
@@ -426,6 +463,7 @@ fn consumer_bodies(tag: &str, behaviour: &Mutex<Behaviour>) -> Vec<String> {
         ("MRKU300000", Claim::OtherContainer),
         ("MRKU400000", Claim::SlotIdQuotesPin),
         ("MRKU500000", Claim::EquipmentIsPin),
+        ("MRKU600000", Claim::SlotIdHexOfPin),
     ];
     let mut b = behaviour.lock().unwrap();
     for (i, (prefix, claim)) in cases.iter().enumerate() {
@@ -702,12 +740,13 @@ async fn the_handlers_log_no_secret_at_trace() {
     reports.push_str(&format!("{run:?}\n"));
     // Of six stranded records, the consumer finished the one past retention without a slot;
     // the reconciler re-sends the four inside the claim horizon under their keys (the re-send is
-    // the lookup: their lookup behaviours are never asked) and commits two, retries two (a claim
-    // that fails with an echo, a slot id quoting the PIN), and routes the one past retention
-    // whose lookup fails with an echo.
+    // the lookup: their lookup behaviours are never asked) and commits two, retries one (a claim
+    // that fails with an echo), refuses a slot id quoting the PIN (issue 25: a person gets it,
+    // the id named by its keyed digest), and routes the one past retention whose lookup fails
+    // with an echo.
     assert_eq!(
         (run.examined, run.reconciled, run.manual, run.transient),
-        (5, 2, 1, 2),
+        (5, 2, 2, 1),
         "{run:?}"
     );
 
@@ -852,8 +891,9 @@ async fn the_binaries_log_no_secret_at_trace() {
             &run["manual"],
             &run["transient"]
         ),
-        // As in `the_handlers_log_no_secret_at_trace`: two re-sends committed, two retried.
-        (&json!(5), &json!(2), &json!(1), &json!(2)),
+        // As in `the_handlers_log_no_secret_at_trace`: two re-sends committed, one retried, a
+        // refused slot id and a failing lookup past retention to a person.
+        (&json!(5), &json!(2), &json!(2), &json!(1)),
         "{run}"
     );
     // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).
@@ -898,8 +938,10 @@ async fn the_binaries_log_no_secret_at_trace() {
     assert_clean("the invoke answers", &format!("{answer} {run} {published}"));
     let errors = record_errors(&aws.idempotency).await;
     assert!(
-        errors.contains("terminal answered 400") && errors.contains("lookup failed"),
-        "the records' errors quote the scrubbed answers: {errors}"
+        errors.contains("terminal answered 400")
+            && errors.contains("failed (lookup: terminal answered 500"),
+        "the records' errors describe the answers in our words (status, type, length, digest): \
+         {errors}"
     );
     assert_clean("the records' errors", &errors);
     let details: Vec<String> = manual_bodies

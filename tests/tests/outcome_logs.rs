@@ -165,8 +165,8 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     let new = by_message("m-new");
     assert_eq!(new["outcome"], "Committed");
     assert_eq!(new["event_key"], key_a.as_str());
-    assert_eq!(new["container"], A);
-    assert!(new["slot_id"].as_str().unwrap().starts_with("S-"));
+    assert_eq!(new["subject"], A);
+    assert!(new["effect_id"].as_str().unwrap().starts_with("S-"));
     assert_eq!(new["other_event_key"], "");
 
     // DuplicateRatioHigh: `fields.outcome = "Duplicate"`, with the event key repeated.
@@ -187,7 +187,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     let retry = by_message("m-refused");
     assert_eq!(retry["outcome"], "Retry");
     assert!(retry["detail"].as_str().unwrap().contains("503"), "{retry}");
-    assert_eq!(retry["container"], REFUSED);
+    assert_eq!(retry["subject"], REFUSED);
 
     // NaturalKeyCollisions: the committing line names the other event key, and a WARN line
     // names both with the container and the window.
@@ -197,12 +197,12 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert_eq!(collided["other_event_key"], key_a.as_str());
     let warned = lines(
         &stdout,
-        "natural-key collision: another event key committed this container and window",
+        "natural-key collision: another event key committed this event",
     );
     assert_eq!(warned.len(), 1, "{stdout}");
     assert_eq!(warned[0]["event_key"], key_a_new_id.as_str());
     assert_eq!(warned[0]["other_event_key"], key_a.as_str());
-    assert_eq!(warned[0]["container"], A);
+    assert_eq!(warned[0]["subject"], A);
 
     // Every outcome the runbooks cite (`fields.outcome = "X"` in docs/OPERATING.md) is in the logs,
     // and every log line they quote exists.
@@ -245,7 +245,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     }
     for quoted in [
         "record processed",
-        "natural-key collision: another event key committed this container and window",
+        "natural-key collision: another event key committed this event",
     ] {
         assert!(
             runbooks.contains(quoted),

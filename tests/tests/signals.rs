@@ -1,102 +1,51 @@
 //! The metrics function against DynamoDB and CloudWatch (moto): the store signals read from the
-//! sparse GSIs and published with PutMetricData.
+//! sparse GSIs and published with PutMetricData; and the same on PostgreSQL (`STORE=postgres`:
+//! the partial indexes through the views, the read side built by the metrics function's own
+//! wiring), which needs `GATE_TEST_DATABASE_URL` too (`scripts/with-postgres.sh
+//! scripts/with-moto.sh cargo test -p integration-tests --test signals`; `make test`).
 
 use std::sync::Arc;
 
-use aws_sdk_cloudwatch::types::{Dimension, Statistic};
-use gate::clock::ManualClock;
-use gate::signals::{collect_store_signals, metric, StoreSignals, DIMENSION, NAMESPACE};
-use gate::store::IdempotencyStore;
-use integration_tests::reconciler_cases::{World, T0};
+use gate::lambda::{build_metrics_index, fixed_env, MetricsConfig};
+use gate::store::postgres::{PostgresConfig, PostgresStore};
+use integration_tests::signals_cases::store_signals_are_read_and_published;
 use integration_tests::{fresh_store, sdk_config, unique};
 
 #[tokio::test]
 async fn store_signals_are_read_from_the_indexes_and_published() {
     let store = Arc::new(fresh_store("signals").await);
     let integration = unique("signals");
-    let w = World::new(store.clone(), &integration).await;
-    // Three stranded records: 20 min, 12 min and 1 min old; one key with two slot ids.
-    let old = w
-        .strand(&World::body("S-1", "CSQU3054383"), "inv-a", T0 + 30_000)
-        .await;
-    w.clock.advance_ms(8 * 60_000);
-    w.strand(&World::body("S-2", "MWCU6059784"), "inv-b", T0 + 30_000)
-        .await;
-    w.clock.advance_ms(11 * 60_000);
-    w.strand(&World::body("S-3", "ABCD1234560"), "inv-c", T0 + 30_000)
-        .await;
-    w.clock.advance_ms(60_000);
-    assert_eq!(
-        store
-            .record_effect_id(
-                &old.pk,
-                "SLOT-A",
-                gate::clock::Clock::now_ms(w.clock.as_ref())
-            )
-            .await
-            .unwrap()
-            .map(|r| r.effect_ids.len()),
-        Some(1)
-    );
-    assert_eq!(
-        store
-            .record_effect_id(
-                &old.pk,
-                "SLOT-B",
-                gate::clock::Clock::now_ms(w.clock.as_ref())
-            )
-            .await
-            .unwrap()
-            .map(|r| r.effect_ids.len()),
-        Some(2)
-    );
+    store_signals_are_read_and_published(store.clone(), store.as_ref(), &integration).await;
+}
 
-    let now = T0 + 20 * 60_000;
-    let expected = StoreSignals {
-        oldest_in_flight_age_s: 20 * 60,
-        in_flight_older_than_10m: 2,
-        multi_effect_keys: 1,
-    };
-    assert_eq!(
-        collect_store_signals(store.as_ref(), now).await.unwrap(),
-        expected
-    );
-
-    let config = sdk_config().await;
-    let cloudwatch = aws_sdk_cloudwatch::Client::new(&config);
-    let clock = ManualClock::new(now);
-    let published = gate::lambda::handle_metrics(store.as_ref(), &cloudwatch, &integration, &clock)
+/// `STORE=postgres`: the metrics function's configuration needs no `IDEMPOTENCY_TABLE`, its
+/// wiring builds the PostgreSQL read side on `DATABASE_SCHEMA`, and the signals are those of
+/// the records the store wrote there.
+#[tokio::test]
+async fn on_postgres_the_signals_are_read_from_the_partial_indexes_and_published() {
+    let url = std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
+    });
+    let schema = format!("signals_{}", std::process::id());
+    let store = PostgresStore::with_config(
+        &PostgresConfig::new(url.as_str(), 2).with_schema(schema.clone()),
+    )
+    .expect("store");
+    store.migrate().await.expect("migrate");
+    let integration = unique("pg-signals");
+    let config = MetricsConfig::from_env(
+        fixed_env(&[
+            ("STORE", "postgres"),
+            ("DATABASE_URL", url.as_str()),
+            ("DATABASE_SCHEMA", schema.as_str()),
+            ("INTEGRATION_NAME", integration.as_str()),
+        ]),
+        None,
+    )
+    .expect("configuration without IDEMPOTENCY_TABLE");
+    assert!(config.postgres.is_some());
+    let index = build_metrics_index(&config, &sdk_config().await)
         .await
-        .unwrap();
-    assert_eq!(published, expected);
-
-    let dimension = Dimension::builder()
-        .name(DIMENSION)
-        .value(&integration)
-        .build();
-    for (name, value) in [
-        (metric::OLDEST_IN_FLIGHT_AGE, 1200.0),
-        (metric::IN_FLIGHT_OLDER_THAN_10M, 2.0),
-        (metric::MULTI_EFFECT_KEYS, 1.0),
-    ] {
-        let stats = cloudwatch
-            .get_metric_statistics()
-            .namespace(NAMESPACE)
-            .metric_name(name)
-            .dimensions(dimension.clone())
-            .start_time(aws_sdk_cloudwatch::primitives::DateTime::from_millis(
-                now - 60_000,
-            ))
-            .end_time(aws_sdk_cloudwatch::primitives::DateTime::from_millis(
-                now + 60_000,
-            ))
-            .period(60)
-            .statistics(Statistic::Maximum)
-            .send()
-            .await
-            .unwrap();
-        let points = stats.datapoints();
-        assert_eq!(points.len(), 1, "{name}: {points:?}");
-        assert_eq!(points[0].maximum(), Some(value), "{name}");
-    }
+        .expect("the PostgreSQL read side");
+    store_signals_are_read_and_published(Arc::new(store), index.as_ref(), &integration).await;
 }

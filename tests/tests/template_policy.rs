@@ -100,6 +100,36 @@ fn the_template_passes_and_every_breach_is_named() {
             "TerminalApiTokenSecretArn readable by ['IngressFunction']",
         ),
         (
+            "the idempotency table created with Store=postgres",
+            "  IdempotencyTable:\n    Type: AWS::DynamoDB::Table\n    Condition: UseDynamoDb\n",
+            "  IdempotencyTable:\n    Type: AWS::DynamoDB::Table\n",
+            "IdempotencyTable: a table without Condition UseDynamoDb",
+        ),
+        (
+            "the metrics function in the VPC whatever the store",
+            "      Role: !GetAtt MetricsRole.Arn\n      VpcConfig: !If\n        - InVpc\n",
+            "      Role: !GetAtt MetricsRole.Arn\n      VpcConfig: !If\n        - HasAlarmEmail\n",
+            "MetricsFunction: VpcConfig is not under Condition InVpc",
+        ),
+        (
+            "the consumer not told the store",
+            "          STORE: !Ref Store\n          IDEMPOTENCY_TABLE: !If [UseDynamoDb, !Ref IdempotencyTable, !Ref AWS::NoValue]\n          BOOKINGS_TABLE",
+            "          IDEMPOTENCY_TABLE: !If [UseDynamoDb, !Ref IdempotencyTable, !Ref AWS::NoValue]\n          BOOKINGS_TABLE",
+            "ConsumerFunction: uses the store but STORE is not the Store parameter",
+        ),
+        (
+            "the webhook ingress reads the database's connection string",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref WebhookSecretArn",
+            "                Action: secretsmanager:GetSecretValue\n                Resource: !Ref DatabaseUrlSecretArn",
+            "DatabaseUrlSecretArn readable by ['IngressFunction']",
+        ),
+        (
+            "the metrics function cannot read the database's connection string (Store=postgres)",
+            "                - Sid: DatabaseUrl\n                  # Store=postgres: the connection string, read once per cold start.\n                  Effect: Allow\n                  Action: secretsmanager:GetSecretValue\n                  Resource: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - Sid: PublishSignals",
+            "                - Sid: DatabaseUrl\n                  # Store=postgres: the connection string, read once per cold start.\n                  Effect: Allow\n                  Action: secretsmanager:GetObject\n                  Resource: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - Sid: PublishSignals",
+            "MetricsFunction",
+        ),
+        (
             "a stack role other than the ingress may send notifications",
             ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn]]]\n            Action: sqs:SendMessage",
             ", !Ref OperatorRoleArn, !GetAtt IngressRole.Arn, !GetAtt MetricsRole.Arn]]]\n            Action: sqs:SendMessage",
@@ -113,8 +143,8 @@ fn the_template_passes_and_every_breach_is_named() {
         ),
         (
             "the operators may delete records",
-            "              - dynamodb:UpdateItem\n              - dynamodb:PutItem\n            Resource: !GetAtt IdempotencyTable.Arn",
-            "              - dynamodb:UpdateItem\n              - dynamodb:PutItem\n              - dynamodb:DeleteItem\n            Resource: !GetAtt IdempotencyTable.Arn",
+            "                - dynamodb:UpdateItem\n                - dynamodb:PutItem\n              Resource: !GetAtt IdempotencyTable.Arn",
+            "                - dynamodb:UpdateItem\n                - dynamodb:PutItem\n                - dynamodb:DeleteItem\n              Resource: !GetAtt IdempotencyTable.Arn",
             "writes dynamodb:DeleteItem on IdempotencyTable",
         ),
         (
@@ -125,8 +155,8 @@ fn the_template_passes_and_every_breach_is_named() {
         ),
         (
             "the operators cannot scan for a container",
-            "              - dynamodb:Scan\n              - dynamodb:DescribeTable\n            Resource:\n              - !GetAtt IdempotencyTable.Arn",
-            "              - dynamodb:DescribeTable\n            Resource:\n              - !GetAtt IdempotencyTable.Arn",
+            "                - dynamodb:Scan\n                - dynamodb:DescribeTable\n              Resource:\n                - !GetAtt IdempotencyTable.Arn",
+            "                - dynamodb:DescribeTable\n              Resource:\n                - !GetAtt IdempotencyTable.Arn",
             "cannot read: dynamodb:Scan on IdempotencyTable",
         ),
         (

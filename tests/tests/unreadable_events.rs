@@ -10,7 +10,7 @@
 //!   routed to the manual queue once (`record_unreadable`, with its body) and acknowledged.
 //! * The reconciler: a scheduled input that is a bare string runs the pass anyway.
 //!
-//! No header value (other than a valid `webhook-id`), attribute, body or input appears in any
+//! No header value (a valid `webhook-id` only as its keyed digest), attribute, body or input appears in any
 //! line the watcher printed. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`
 //! (`scripts/with-moto.sh cargo test -p integration-tests --test unreadable_events`).
 
@@ -211,21 +211,34 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .collect();
-    let webhook: Vec<(&Value, &Value)> = lines
+    // A rejected request is unsigned: its webhook-id is never logged as sent, only as its keyed
+    // digest, and only when it is a valid id (issue 25: no unverified header value in a log line).
+    let webhook: Vec<(&Value, &Value, bool)> = lines
         .iter()
         .filter(|l| l["fields"]["message"] == "webhook")
-        .map(|l| (&l["fields"]["outcome"], &l["fields"]["webhook_id"]))
+        .map(|l| {
+            let digest = l["fields"]["webhook_id_digest"].as_str().unwrap_or("");
+            (
+                &l["fields"]["outcome"],
+                &l["fields"]["webhook_id"],
+                !digest.is_empty(),
+            )
+        })
         .collect();
-    let (valid, none) = (json!(id), json!(""));
+    let (outcome, none) = (json!("invalid_header"), json!(""));
     assert_eq!(
         webhook,
         vec![
-            (&json!("invalid_header"), &valid),
-            (&json!("invalid_header"), &none),
-            (&json!("invalid_header"), &valid),
-            (&json!("invalid_header"), &valid),
+            (&outcome, &none, true),
+            (&outcome, &none, false),
+            (&outcome, &none, true),
+            (&outcome, &none, true),
         ],
-        "one line per request, the webhook-id only when valid:\n{text}"
+        "one line per request, the webhook-id's digest only when the id is valid:\n{text}"
+    );
+    assert!(
+        !text.contains(id.as_str()),
+        "the unsigned webhook-id as sent:\n{text}"
     );
     let rejected: u64 = lines
         .iter()

@@ -59,8 +59,8 @@ impl JobClient {
 /// `missing_field` or `bad_field`, naming the field.
 pub fn job(body: &str) -> Result<Event, Rejection> {
     let f = Fields::parse(body, MAX_BODY_BYTES)?;
-    f.only(&["job_id", "payload"])?;
     let (job, payload) = (f.text("job_id", 128)?, f.object("payload")?);
+    f.all_read()?;
     let request = serde_json_canonicalizer::to_vec(payload)
         .map_err(|_| Fields::bad("payload", "cannot be written as canonical JSON"))?;
     Ok(Event {

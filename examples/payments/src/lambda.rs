@@ -6,7 +6,8 @@
 //! | `PAYMENTS_API_URL` | the API's base URL, `https://` (`http://` only to a loopback host: local runs) |
 //! | `PAYMENTS_KEY_SECRET_ARN` | the Secrets Manager secret whose `SecretString` is the API key |
 //!
-//! The gate's own variables are `gate::lambda::LambdaConfig`'s (docs/DEPLOYING.md); the key
+//! The gate's own variables are `gate::lambda::LambdaConfig`'s (docs/DEPLOYING.md),
+//! `INTEGRATION_NAME` required (the template sets it, `invoice-charges` by default); the key
 //! retention is the API's, 24 hours ([`crate::KEY_RETENTION_MS`]), whatever
 //! `SERVER_KEY_RETENTION_SECONDS` says.
 
@@ -26,8 +27,6 @@ pub struct PaymentsConfig {
 }
 
 impl IntegrationConfig for PaymentsConfig {
-    const DEFAULT_NAME: Option<&'static str> = Some("invoice-charges");
-
     fn from_env(env: &Env<'_>, lambda: &mut LambdaConfig) -> Self {
         lambda.reconciler.key_retention_ms = KEY_RETENTION_MS;
         let url = env.base_url("PAYMENTS_API_URL").unwrap_or_default();

@@ -30,20 +30,13 @@ pub mod scenario;
 use gate::prelude::*;
 use serde_json::json;
 
-/// The integration's reason code for a declined card (`402 Payment Required`).
+/// The integration's code for a declined card (`402 Payment Required`): the core's
+/// [`ManualReason::Declined`] on its manual items.
 pub const CARD_DECLINED: &str = "card_declined";
 /// How long the payments API keeps an `Idempotency-Key`, **milliseconds**: 24 hours.
 pub const KEY_RETENTION_MS: i64 = 24 * 3_600_000;
 /// The API's answers: a `201` holds the charge id at `/id`; a `402` is a declined card.
-const API: JsonIdAt = JsonIdAt::new("payments API", "/id").refusing(&[(402, CARD_DECLINED)]);
-/// The fields of an invoice event.
-const FIELDS: [&str; 5] = [
-    "invoice_id",
-    "customer",
-    "amount_minor",
-    "currency",
-    "payment_method",
-];
+const API: JsonIdAt = JsonIdAt::new("payments API", "/id").declining(&[402]);
 
 /// The payments API's client: its base URL (e.g. `https://api.payments.example`, no trailing
 /// slash), its API key (`Debug` redacts it) and an HTTP client that follows no redirect
@@ -65,10 +58,10 @@ pub struct Payments {
 /// `missing_field` or `bad_field`, naming the field.
 pub fn invoice(body: &str) -> Result<Event, Rejection> {
     let f = Fields::parse(body, 8 * 1024)?;
-    f.only(&FIELDS)?;
     let (invoice, customer) = (f.text("invoice_id", 64)?, f.text("customer", 64)?);
     let amount = f.integer("amount_minor", 1..=99_999_999)?;
     let (currency, card) = (f.letters("currency", 3)?, f.text("payment_method", 255)?);
+    f.all_read()?;
     let charge = json!({"invoice_id": invoice, "customer": customer,
         "amount": amount, "currency": currency});
     let request = json!({"amount": amount, "currency": currency, "customer": customer,
@@ -96,8 +89,7 @@ impl Integration for Payments {
     }
 
     async fn call(&self, held: &Held<'_>) -> CallOutcome {
-        let record = held.record();
-        let url = format!("{}/v1/charges", self.url);
+        let (record, url) = (held.record(), format!("{}/v1/charges", self.url));
         let request = reqwest::Client::post(&self.http, url)
             .bearer_auth(self.key.expose())
             .header("Content-Type", "application/json")
@@ -117,5 +109,21 @@ impl Integration for Payments {
     /// An invoice does not end: its record lives the key TTL from its reservation.
     fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
         None
+    }
+
+    /// A declined card is `card_declined` ([`CARD_DECLINED`]); the other reasons keep the core's
+    /// codes.
+    fn manual_reason_code(&self, reason: ManualReason) -> &'static str {
+        match reason {
+            ManualReason::Declined => CARD_DECLINED,
+            other => other.code(),
+        }
+    }
+
+    fn manual_reason_text(&self, reason: ManualReason) -> &'static str {
+        match reason {
+            ManualReason::Declined => "the card was declined: ask the customer for another card",
+            other => other.text(),
+        }
     }
 }

@@ -23,7 +23,7 @@ use gate::testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, 
 use gate::testkit::{ServerConfig, Target};
 use serde_json::json;
 
-use crate::{Payments, CARD_DECLINED, KEY_RETENTION_MS};
+use crate::{Payments, KEY_RETENTION_MS};
 
 /// 2030-01-07T08:00:00Z in epoch ms: a fixed, simulated start.
 pub const T0: i64 = 1_893_916_800_000;
@@ -189,7 +189,7 @@ impl Totals {
             t.charges += r.effects.values().map(Vec::len).sum::<usize>();
             t.committed += r.committed();
             let reasons = [
-                ManualReason::Integration(CARD_DECLINED),
+                ManualReason::Declined,
                 ManualReason::Mismatch,
             ];
             t.to_a_person += reasons.iter().map(|&x| r.cases(x)).sum::<usize>();
@@ -219,7 +219,7 @@ pub fn expectation_violations(r: &RunReport) -> Vec<String> {
         ("business rows", r.rows.len(), charged),
         (
             "declined to a person",
-            r.cases(ManualReason::Integration(CARD_DECLINED)),
+            r.cases(ManualReason::Declined),
             DECLINED.len(),
         ),
         (
@@ -239,7 +239,7 @@ pub fn expectation_violations(r: &RunReport) -> Vec<String> {
         }
     }
     let expected = [
-        ManualReason::Integration(CARD_DECLINED),
+        ManualReason::Declined,
         ManualReason::Mismatch,
         ManualReason::Rejected,
     ];

@@ -156,3 +156,29 @@ fn every_malformed_event_has_its_typed_reason() {
         );
     }
 }
+
+/// A declined card reaches a person under payments' own code and text (the core's
+/// `ManualReason::Declined`), read back from the item's JSON; the other reasons keep the core's.
+#[test]
+fn a_declined_card_is_card_declined_on_the_manual_item() {
+    use gate::manual::{ManualItem, ManualReason};
+    let payments = client();
+    let code = |r: ManualReason| payments.manual_reason_code(r);
+    assert_eq!(code(ManualReason::Declined), "card_declined");
+    assert_eq!(code(ManualReason::Mismatch), "mismatch");
+    assert!(payments
+        .manual_reason_text(ManualReason::Declined)
+        .starts_with("the card was declined"));
+    let item = ManualItem {
+        reason: ManualReason::Declined,
+        detail: "payments API answered 402".into(),
+        original_body: body(&[]),
+        event_key: Some("ab".repeat(32)),
+        message_id: "m-1".into(),
+        original_body_cut: None,
+    };
+    let json: Value = serde_json::from_slice(&item.to_json_with(code)).unwrap();
+    assert_eq!(json["reason"], "card_declined");
+    let back = ManualItem::from_json_with(&item.to_json_with(code), code);
+    assert_eq!(back, Some(item));
+}

@@ -189,7 +189,8 @@ pub struct Handled {
     pub response: ApiGatewayV2httpResponse,
     /// `None` when queued (`202`), else the reason.
     pub rejected: Option<Reason>,
-    /// The `webhook-id`, when it is a valid one (logged only then).
+    /// The `webhook-id`, when it is a valid one (logged as it is only when the signature
+    /// verified; otherwise by its keyed digest).
     pub webhook_id: Option<String>,
     /// The SQS message id, when queued.
     pub message_id: Option<String>,
@@ -377,7 +378,8 @@ impl Ingress {
         }
     }
 
-    /// Answers one request, logs its one line (outcome, status, `webhook-id` when valid, SQS
+    /// Answers one request, logs its one line (outcome, status, `webhook-id` when valid and signed
+    /// (else its keyed digest), SQS
     /// message id, the secret's index, body bytes, latency in ms) and counts it: `WebhooksAccepted`,
     /// or `WebhooksRejected` with `Reason`.
     pub async fn respond(&self, request: &ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
@@ -393,10 +395,24 @@ impl Ingress {
 /// [`Ingress::respond`]).
 fn record(handled: &Handled, started: Instant, api_request_id: &str) {
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // The `webhook-id` is the sender's text: logged as it is only from a sender whose signature
+    // verified (and in its declared format, `signature::valid_webhook_id`); from anyone else only
+    // by its keyed digest (issue 25: no text an unauthenticated party chose reaches a log line).
+    let verified = handled.secret_index.is_some();
+    let unverified_id = handled
+        .webhook_id
+        .as_deref()
+        .filter(|_| !verified)
+        .map(|id| gate::idempotency_key::answer_digest(id.as_bytes()));
     tracing::info!(
         outcome = handled.outcome(),
         status = handled.status(),
-        webhook_id = handled.webhook_id.as_deref().unwrap_or(""),
+        webhook_id = handled
+            .webhook_id
+            .as_deref()
+            .filter(|_| verified)
+            .unwrap_or(""),
+        webhook_id_digest = unverified_id.as_deref().unwrap_or(""),
         message_id = handled.message_id.as_deref().unwrap_or(""),
         secret_index = handled.secret_index.map_or(-1, |i| i as i64),
         body_bytes = handled.body_bytes,

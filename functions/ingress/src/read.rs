@@ -30,6 +30,12 @@ pub const NAMED_HEADERS: [&str; 5] = [
     "content-length",
 ];
 
+/// Most header fields (names, and each value of a list) an event may carry. `http`'s `HeaderMap`,
+/// which the typed deserialiser fills, panics past 24,576 fields (its `MAX_SIZE`, 32,768 slots);
+/// API Gateway's HTTP API limits a request's header values to 10,240 bytes together (AWS, "Quotas
+/// for HTTP APIs"), so no request it forwards comes near this bound.
+pub const MAX_HEADER_FIELDS: usize = 1024;
+
 /// An event the ingress refuses before its checks: the reason, the problem's detail, and what the
 /// log line may carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +79,12 @@ fn header_problem(headers: Option<&Value>) -> Option<String> {
         Some(Value::Object(map)) => map,
         Some(_) => return Some("the headers are not a map of names to values".into()),
     };
+    let fields: usize = map.values().map(|v| v.as_array().map_or(1, Vec::len)).sum();
+    if fields > MAX_HEADER_FIELDS {
+        return Some(format!(
+            "the request has {fields} header fields; the limit is {MAX_HEADER_FIELDS}"
+        ));
+    }
     for (name, value) in map {
         let named = nameable(name);
         if HeaderName::from_bytes(name.as_bytes()).is_err() {

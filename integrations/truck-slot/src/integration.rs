@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gate::effect::{CallOutcome, LookupOutcome};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
+use gate::manual::ManualReason;
 use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
 use crate::keys::{claim_request, key_material, SLOT_CLAIM};
@@ -145,6 +146,39 @@ impl TruckSlot {
     }
 }
 
+/// The code of a manual reason on truck-slot's manual-booking queue: the codes its readers (the
+/// forwarder's manual-booking desk) have known since the first release, kept through the core's
+/// neutral names (issue 22): `window_ended`, `terminal_key_mismatch`, `terminal_rejected`,
+/// `terminal_answer_invalid`, `unbooked_slot`; the core's code for the others.
+pub fn manual_reason_code(reason: ManualReason) -> &'static str {
+    match reason {
+        ManualReason::EventEnded => "window_ended",
+        ManualReason::ServerKeyMismatch => "terminal_key_mismatch",
+        ManualReason::ServerRejected => "terminal_rejected",
+        ManualReason::ServerAnswerInvalid => "terminal_answer_invalid",
+        ManualReason::UnrecordedEffect => "unbooked_slot",
+        other => other.code(),
+    }
+}
+
+/// What a manual reason means on the truck-slot path, for the person booking by hand.
+pub fn manual_reason_text(reason: ManualReason) -> &'static str {
+    match reason {
+        ManualReason::EventEnded => "the time window had already ended: no slot is claimed for it",
+        ManualReason::ServerKeyMismatch => {
+            "the terminal said the key was reused with another claim request"
+        }
+        ManualReason::ServerRejected => "the terminal refused the claim (a permanent error)",
+        ManualReason::ServerAnswerInvalid => {
+            "the terminal answered with a slot for another container than asked"
+        }
+        ManualReason::UnrecordedEffect => {
+            "the terminal issued a slot for a record already finished: nothing booked it"
+        }
+        other => other.text(),
+    }
+}
+
 #[async_trait]
 impl Integration for TruckSlot {
     fn operation(&self) -> &str {
@@ -193,6 +227,13 @@ impl Integration for TruckSlot {
             .await
     }
 
+    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
+        let record = held.record();
+        self.terminal
+            .show_lookup_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
+    }
+
     /// The record's terminal's policy, with several terminals; `None` otherwise (the gate's
     /// setting). A record of a terminal since removed from `TERMINALS` goes on to the terminal
     /// port, which has no client for it and answers transient: looked up, never claimed, and past
@@ -218,6 +259,14 @@ impl Integration for TruckSlot {
 
     fn subject(&self, record: &IdempotencyRecord) -> String {
         record.label("container").to_string()
+    }
+
+    fn manual_reason_code(&self, reason: ManualReason) -> &'static str {
+        manual_reason_code(reason)
+    }
+
+    fn manual_reason_text(&self, reason: ManualReason) -> &'static str {
+        manual_reason_text(reason)
     }
 
     fn label_names(&self) -> &[&'static str] {

@@ -29,4 +29,6 @@ pub mod secrets;
 pub mod terminal;
 
 pub use booking::TmsBooking;
-pub use integration::{derive_keys, event, TruckSlot, LABELS};
+pub use integration::{
+    derive_keys, event, manual_reason_code, manual_reason_text, TruckSlot, LABELS,
+};

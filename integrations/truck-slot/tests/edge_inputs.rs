@@ -3,10 +3,11 @@
 //!
 //! * Bodies that can never succeed are routed to the manual queue with their reason code and the
 //!   original body, and acknowledged (not in `batchItemFailures`); the terminal is never called.
-//! * Terminal answers: a `2xx` without a usable slot id is transient (the slot may exist under the
+//! * Terminal answers: a `2xx` without a slot id is transient (the slot may exist under the
 //!   key: the same key is asked again, never a new one), bounded by SQS's `maxReceiveCount` for
-//!   the message and by the key's retention for the record, after which a person gets it; an
-//!   answer for another container is permanent (`terminal_answer_invalid`).
+//!   the message and by the key's retention for the record, after which a person gets it; a slot
+//!   id outside the terminal's format or quoting the PIN, and an answer for another container, are
+//!   permanent (`terminal_answer_invalid`).
 //!
 //! (Over 600 lines: one short test per edge, kept in one file so the edges are read together.)
 
@@ -610,16 +611,63 @@ async fn an_empty_slot_id_is_transient() {
     assert!(why.contains("empty slot_id"), "{why}");
 }
 
+/// A slot id outside the terminal's declared format (the strict default: letters, digits and
+/// `-_.:`, at most 64 characters), or one that quotes the PIN (hex of it fits the format), is
+/// refused (issue 25): the slot exists under the key and every retry replays it, so the record is
+/// `failed` and a person gets it at once, told the id only by its keyed digest; the id is never
+/// logged, stored or booked.
 #[tokio::test]
-async fn an_absurd_slot_id_is_transient_and_never_quoted() {
-    let long = "S".repeat(MAX_SLOT_ID_CHARS + 1);
-    let why = assert_transient_answer(json(201, json!({ "slot_id": long }))).await;
-    assert!(why.contains("too long"), "{why}");
-    assert!(!why.contains(&long));
-    let why =
-        assert_transient_answer(json(201, json!({"slot_id": "S-1\n{\"level\":\"ERROR\"}"}))).await;
-    assert!(why.contains("not printable ASCII"), "{why}");
-    assert!(!why.contains('\n'));
+async fn a_slot_id_outside_the_format_goes_to_a_person_unquoted() {
+    for (id, why) in [
+        (
+            "S".repeat(MAX_SLOT_ID_CHARS + 1),
+            "longer than the gate keeps",
+        ),
+        ("S".repeat(65), "outside the format"),
+        (
+            "S-1\n{\"level\":\"ERROR\"}".to_string(),
+            "outside printable ASCII",
+        ),
+        ("SLOT-UmxzLTEwNDIzMw==".to_string(), "outside the format"),
+        ("RLS&minus;104233".to_string(), "outside the format"),
+        (
+            format!("SLOT-{}", hex::encode("Rls-104233")),
+            "quotes a secret",
+        ),
+    ] {
+        let (w, _terminal) = scripted_world(move |_| {
+            json(201, json!({"slot_id": id, "equipment_number": CONTAINER}))
+        })
+        .await;
+        let body = good().to_string();
+        let report = w
+            .gate
+            .handle_batch(event("m-1", Some(&body)), &invocation(&w, "inv-1"))
+            .await;
+        assert_eq!(
+            report.records[0].outcome,
+            RecordOutcome::Manual(ManualReason::ServerAnswerInvalid),
+            "{why}"
+        );
+        assert!(failures(&report).is_empty(), "acknowledged");
+        let record = w
+            .store
+            .get(&record_pk(INTEGRATION, &event_key_of("PCS-1", CONTAINER)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.status, RecordStatus::Failed);
+        assert!(record.effect_id.is_none() && record.effect_ids.is_empty());
+        assert!(w.store.bookings().is_empty());
+        let items = w.manual.items();
+        assert_eq!(items.len(), 1);
+        let detail = &items[0].detail;
+        assert!(detail.contains(why), "{detail}");
+        assert!(detail.contains("keyed SHA-256 of the id"), "{detail}");
+        assert!(detail.contains("gatectl lookup"), "{detail}");
+        assert!(!detail.contains("SSSS") && !detail.contains("SLOT-") && !detail.contains('\n'));
+        assert_eq!(record.error.as_deref(), Some(detail.as_str()));
+    }
 }
 
 #[tokio::test]
@@ -657,8 +705,10 @@ async fn an_answer_for_another_container_is_routed_as_invalid() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::ServerAnswerInvalid);
     assert_eq!(items[0].original_body, body);
+    // The answered container is the terminal's text: named by its keyed digest only.
     assert!(
-        items[0].detail.contains("MSKU1234565"),
+        !items[0].detail.contains("MSKU1234565")
+            && items[0].detail.contains("another subject (keyed SHA-256"),
         "{}",
         items[0].detail
     );

@@ -11,12 +11,12 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
     let store = store.as_ref();
     let r = sample_record(prefix, "commit", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
-    let booking = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 10);
+    let booking = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 10);
     match store
         .commit(
             &r.pk,
             "owner-a",
-            "SLOT-1",
+            "EFFECT-1",
             &booking,
             Some(&sample_natural_key(&booking)),
             NOW_MS + 10,
@@ -36,8 +36,8 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
             assert_eq!(c.expires_at_s, r.expires_at_s);
             assert_eq!(c.event_key, r.event_key);
             assert_eq!(c.status, RecordStatus::Committed);
-            assert_eq!(c.effect_id.as_deref(), Some("SLOT-1"));
-            assert!(c.effect_ids.contains("SLOT-1"));
+            assert_eq!(c.effect_id.as_deref(), Some("EFFECT-1"));
+            assert!(c.effect_ids.contains("EFFECT-1"));
             assert_eq!(c.lease_owner.as_deref(), Some("owner-a"));
             assert_eq!(c.lease_until_ms, None);
             assert_eq!(c.inflight_shard, None);
@@ -47,8 +47,8 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
     }
     let expected = IdempotencyRecord {
         status: RecordStatus::Committed,
-        effect_id: Some("SLOT-1".into()),
-        effect_ids: set(&["SLOT-1"]),
+        effect_id: Some("EFFECT-1".into()),
+        effect_ids: set(&["EFFECT-1"]),
         request: Vec::new(),
         lease_until_ms: None,
         inflight_shard: None,
@@ -87,12 +87,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         TakeOver::Taken(t) => *t,
         TakeOver::Refused => panic!("take-over refused"),
     };
-    let stale = BusinessRow::for_record(&r, "SLOT-0", NOW_MS + LEASE_MS + 2);
+    let stale = BusinessRow::for_record(&r, "EFFECT-0", NOW_MS + LEASE_MS + 2);
     match store
         .commit(
             &r.pk,
             "owner-a",
-            "SLOT-0",
+            "EFFECT-0",
             &stale,
             Some(&sample_natural_key(&stale)),
             NOW_MS + LEASE_MS + 2,
@@ -108,12 +108,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(must_get(store, &r.pk).await, taken);
     assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
 
-    let first = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + LEASE_MS + 10);
+    let first = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + LEASE_MS + 10);
     let out = store
         .commit(
             &r.pk,
             "owner-b",
-            "SLOT-1",
+            "EFFECT-1",
             &first,
             Some(&sample_natural_key(&first)),
             NOW_MS + LEASE_MS + 10,
@@ -126,7 +126,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         .commit(
             &r.pk,
             "owner-b",
-            "SLOT-1",
+            "EFFECT-1",
             &first,
             Some(&sample_natural_key(&first)),
             NOW_MS + LEASE_MS + 15,
@@ -135,12 +135,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     assert_eq!(must_get(store, &r.pk).await, committed);
 
-    let second = BusinessRow::for_record(&r, "SLOT-2", NOW_MS + LEASE_MS + 20);
+    let second = BusinessRow::for_record(&r, "EFFECT-2", NOW_MS + LEASE_MS + 20);
     match store
         .commit(
             &r.pk,
             "owner-b",
-            "SLOT-2",
+            "EFFECT-2",
             &second,
             Some(&sample_natural_key(&second)),
             NOW_MS + LEASE_MS + 20,
@@ -168,7 +168,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
                 &f.pk,
                 "owner-a",
                 RecordStatus::Failed,
-                "terminal answered 400",
+                "server answered 400",
                 b"{}",
                 FinishGuard::Lease,
                 NOW_MS + 1
@@ -178,12 +178,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         FinishOutcome::Finished
     );
     let failed = must_get(store, &f.pk).await;
-    let b = BusinessRow::for_record(&f, "SLOT-F", NOW_MS + 2);
+    let b = BusinessRow::for_record(&f, "EFFECT-F", NOW_MS + 2);
     match store
         .commit(
             &f.pk,
             "owner-a",
-            "SLOT-F",
+            "EFFECT-F",
             &b,
             Some(&sample_natural_key(&b)),
             NOW_MS + 2,
@@ -203,12 +203,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
 
     // No record at all.
     let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
-    let b = BusinessRow::for_record(&ghost, "SLOT-G", NOW_MS);
+    let b = BusinessRow::for_record(&ghost, "EFFECT-G", NOW_MS);
     let out = store
         .commit(
             &ghost.pk,
             "owner-a",
-            "SLOT-G",
+            "EFFECT-G",
             &b,
             Some(&sample_natural_key(&b)),
             NOW_MS,
@@ -227,12 +227,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         ..sample_record(prefix, "commit-twice", "owner-z", NOW_MS)
     };
     must_reserve(store, &orphan, NOW_MS).await;
-    let b = BusinessRow::for_record(&orphan, "SLOT-Z", NOW_MS + 30);
+    let b = BusinessRow::for_record(&orphan, "EFFECT-Z", NOW_MS + 30);
     let out = store
         .commit(
             &orphan.pk,
             "owner-z",
-            "SLOT-Z",
+            "EFFECT-Z",
             &b,
             Some(&sample_natural_key(&b)),
             NOW_MS + 30,
@@ -250,7 +250,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
             .await
             .expect("booking")
             .map(|b| b.effect_id),
-        Some("SLOT-1".to_string())
+        Some("EFFECT-1".to_string())
     );
 }
 
@@ -261,7 +261,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
     let r = sample_record(prefix, "commit-race", "owner-a", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let mut tasks = Vec::new();
-    for effect in ["SLOT-A", "SLOT-B"] {
+    for effect in ["EFFECT-A", "EFFECT-B"] {
         let store = Arc::clone(&store);
         let r = r.clone();
         tasks.push(tokio::spawn(async move {
@@ -295,7 +295,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(winners.len(), 1, "exactly one commit wins");
     assert_eq!(losers.len(), 1);
     if let Some(seen) = &losers[0] {
-        assert_eq!(seen, winners[0], "the loser sees the winner's slot");
+        assert_eq!(seen, winners[0], "the loser sees the winner's effect");
     }
     let stored = must_get(store.as_ref(), &r.pk).await;
     assert_eq!(stored.effect_id.as_deref(), Some(winners[0]));
@@ -312,24 +312,24 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
 /// `effect_id` alone, and creates nothing for a missing record.
 pub async fn record_effect_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
-    let r = sample_record(prefix, "slot-ids", "owner-a", NOW_MS);
+    let r = sample_record(prefix, "effect-ids", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
     let before = store.multi_effect_keys().await.expect("multi_effect_keys");
     let after = store
-        .record_effect_id(&r.pk, "SLOT-0", NOW_MS + 1)
+        .record_effect_id(&r.pk, "EFFECT-0", NOW_MS + 1)
         .await
         .expect("record_effect_id")
         .expect("the record after the write");
-    assert_eq!(after.effect_ids, set(&["SLOT-0"]));
+    assert_eq!(after.effect_ids, set(&["EFFECT-0"]));
     assert_eq!(after.status, RecordStatus::InFlight);
-    assert_eq!(must_get(store, &r.pk).await.effect_ids, set(&["SLOT-0"]));
+    assert_eq!(must_get(store, &r.pk).await.effect_ids, set(&["EFFECT-0"]));
 
-    let b = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 2);
+    let b = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 2);
     let out = store
         .commit(
             &r.pk,
             "owner-a",
-            "SLOT-1",
+            "EFFECT-1",
             &b,
             Some(&sample_natural_key(&b)),
             NOW_MS + 2,
@@ -338,7 +338,7 @@ pub async fn record_effect_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
     let mut counts = Vec::new();
-    for effect in ["SLOT-2", "SLOT-2", "SLOT-3", "SLOT-1"] {
+    for effect in ["EFFECT-2", "EFFECT-2", "EFFECT-3", "EFFECT-1"] {
         counts.push(
             store
                 .record_effect_id(&r.pk, effect, NOW_MS + 3)
@@ -356,15 +356,15 @@ pub async fn record_effect_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
     let stored = must_get(store, &r.pk).await;
     assert_eq!(
         stored.effect_ids,
-        set(&["SLOT-0", "SLOT-1", "SLOT-2", "SLOT-3"])
+        set(&["EFFECT-0", "EFFECT-1", "EFFECT-2", "EFFECT-3"])
     );
-    assert_eq!(stored.effect_id.as_deref(), Some("SLOT-1"));
+    assert_eq!(stored.effect_id.as_deref(), Some("EFFECT-1"));
     assert_eq!(stored.status, RecordStatus::Committed);
     assert_eq!(stored.updated_at_ms, NOW_MS + 3);
 
-    let missing = format!("{prefix}#no-such-key-slots");
+    let missing = format!("{prefix}#no-such-key-effects");
     let none = store
-        .record_effect_id(&missing, "SLOT-9", NOW_MS)
+        .record_effect_id(&missing, "EFFECT-9", NOW_MS)
         .await
         .expect("record_effect_id");
     assert_eq!(none, None);
@@ -403,33 +403,33 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
         }
     };
     assert_eq!(
-        commit(&first, "owner-a", "SLOT-A").await,
+        commit(&first, "owner-a", "EFFECT-A").await,
         CommitOutcome::Committed
     );
     assert_eq!(
-        commit(&second, "owner-b", "SLOT-B").await,
+        commit(&second, "owner-b", "EFFECT-B").await,
         CommitOutcome::CommittedCollision {
             other_event_key: first.event_key.clone()
         }
     );
     let b = must_get(store, &second.pk).await;
     assert_eq!(b.status, RecordStatus::Committed);
-    assert_eq!(b.effect_id.as_deref(), Some("SLOT-B"));
+    assert_eq!(b.effect_id.as_deref(), Some("EFFECT-B"));
     assert_eq!(
         store
             .booking(&second.event_key)
             .await
             .expect("booking")
             .map(|b| b.effect_id),
-        Some("SLOT-B".to_string())
+        Some("EFFECT-B".to_string())
     );
     // The first commit's retry recognises itself, collision-free.
     assert_eq!(
-        commit(&first, "owner-a", "SLOT-A").await,
+        commit(&first, "owner-a", "EFFECT-A").await,
         CommitOutcome::Committed
     );
     assert_eq!(
-        commit(&other_window, "owner-c", "SLOT-C").await,
+        commit(&other_window, "owner-c", "EFFECT-C").await,
         CommitOutcome::Committed
     );
 }
@@ -439,24 +439,24 @@ pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &s
 /// `multi_effect_keys` (the server issued two effects for one key).
 pub async fn commit_over_another_recorded_effect_is_counted(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
-    let r = sample_record(prefix, "two-slots", "owner-b", NOW_MS);
+    let r = sample_record(prefix, "two-effects", "owner-b", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
     let before = store.multi_effect_keys().await.expect("multi_effect_keys");
     store
-        .record_effect_id(&r.pk, "SLOT-LOST-LEASE", NOW_MS + 1)
+        .record_effect_id(&r.pk, "EFFECT-LOST-LEASE", NOW_MS + 1)
         .await
         .expect("record_effect_id");
     assert_eq!(
         store.multi_effect_keys().await.expect("multi_effect_keys"),
         before,
-        "one slot id is not two"
+        "one effect id is not two"
     );
-    let b = BusinessRow::for_record(&r, "SLOT-NEW", NOW_MS + 2);
+    let b = BusinessRow::for_record(&r, "EFFECT-NEW", NOW_MS + 2);
     let out = store
         .commit(
             &r.pk,
             "owner-b",
-            "SLOT-NEW",
+            "EFFECT-NEW",
             &b,
             Some(&sample_natural_key(&b)),
             NOW_MS + 2,
@@ -466,8 +466,8 @@ pub async fn commit_over_another_recorded_effect_is_counted(store: Arc<dyn Store
     assert_eq!(out, CommitOutcome::Committed);
     let stored = must_get(store, &r.pk).await;
     assert_eq!(stored.status, RecordStatus::Committed);
-    assert_eq!(stored.effect_id.as_deref(), Some("SLOT-NEW"));
-    assert_eq!(stored.effect_ids, set(&["SLOT-LOST-LEASE", "SLOT-NEW"]));
+    assert_eq!(stored.effect_id.as_deref(), Some("EFFECT-NEW"));
+    assert_eq!(stored.effect_ids, set(&["EFFECT-LOST-LEASE", "EFFECT-NEW"]));
     assert_eq!(
         store.multi_effect_keys().await.expect("multi_effect_keys"),
         before + 1

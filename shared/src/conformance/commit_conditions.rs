@@ -51,7 +51,7 @@ async fn commit_with(
             TakeOver::Refused => panic!("{name}: take-over refused"),
         };
     }
-    let orphan_effect = format!("SLOT-ORPHAN-{name}");
+    let orphan_effect = format!("EFFECT-ORPHAN-{name}");
     if refusals.booking {
         // A business row for the same event key, committed under another integration (another
         // pk, another natural key, one per case): the booking's condition fails for ours.
@@ -75,7 +75,7 @@ async fn commit_with(
             .expect("commit of the orphan's row");
         assert_eq!(out, CommitOutcome::Committed, "{name}");
     }
-    let effect = format!("SLOT-{name}");
+    let effect = format!("EFFECT-{name}");
     let row = BusinessRow::for_record(&r, &effect, now);
     let out = store
         .commit(
@@ -133,13 +133,13 @@ pub async fn commit_conditions_alone_and_in_pairs(store: Arc<dyn Store>, prefix:
     let mut holder = sample_record(prefix, "cc-holder", "owner-h", NOW_MS);
     holder.labels = sample_labels(TAKEN.0, TAKEN.1);
     must_reserve(store, &holder, NOW_MS).await;
-    let row = BusinessRow::for_record(&holder, "SLOT-HOLDER", NOW_MS + 1);
+    let row = BusinessRow::for_record(&holder, "EFFECT-HOLDER", NOW_MS + 1);
     assert_eq!(
         store
             .commit(
                 &holder.pk,
                 "owner-h",
-                "SLOT-HOLDER",
+                "EFFECT-HOLDER",
                 &row,
                 Some(&sample_natural_key(&row)),
                 NOW_MS + 1,
@@ -170,7 +170,7 @@ pub async fn commit_conditions_alone_and_in_pairs(store: Arc<dyn Store>, prefix:
             .commit(
                 &holder.pk,
                 "owner-h",
-                "SLOT-HOLDER",
+                "EFFECT-HOLDER",
                 &row,
                 Some(&sample_natural_key(&row)),
                 NOW_MS + 5,

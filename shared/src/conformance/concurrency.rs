@@ -31,12 +31,12 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
             store.reserve(&r, NOW_MS).await.expect("reserve"),
             Reservation::Reserved
         );
-        let booking = BusinessRow::for_record(&r, "SLOT-A", expired);
+        let booking = BusinessRow::for_record(&r, "EFFECT-A", expired);
         let commit = {
             let (store, r, booking) = (Arc::clone(&store), r.clone(), booking.clone());
             tokio::spawn(async move {
                 store
-                    .commit(&r.pk, "owner-a", "SLOT-A", &booking, None, expired)
+                    .commit(&r.pk, "owner-a", "EFFECT-A", &booking, None, expired)
                     .await
                     .expect("commit")
             })
@@ -56,9 +56,9 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
         match (&commit, &take_over) {
             (CommitOutcome::Committed, TakeOver::Refused) => {
                 assert_eq!(stored.status, RecordStatus::Committed);
-                assert_eq!(stored.effect_id.as_deref(), Some("SLOT-A"));
+                assert_eq!(stored.effect_id.as_deref(), Some("EFFECT-A"));
                 assert_eq!(stored.lease_owner.as_deref(), Some("owner-a"));
-                assert_eq!(row.map(|b| b.effect_id).as_deref(), Some("SLOT-A"));
+                assert_eq!(row.map(|b| b.effect_id).as_deref(), Some("EFFECT-A"));
             }
             (CommitOutcome::Refused(seen), TakeOver::Taken(taken)) => {
                 assert_eq!(stored.status, RecordStatus::InFlight);
@@ -79,13 +79,13 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
 /// in `effect_ids` (no lost update: each append applies to the newest version), and the key
 /// counted once more by `multi_effect_keys`.
 pub async fn concurrent_record_effect_id_loses_none(store: Arc<dyn Store>, prefix: &str) {
-    let r = sample_record(prefix, "slot-race", "owner-a", NOW_MS);
+    let r = sample_record(prefix, "effect-race", "owner-a", NOW_MS);
     assert_eq!(
         store.reserve(&r, NOW_MS).await.expect("reserve"),
         Reservation::Reserved
     );
     let before = store.multi_effect_keys().await.expect("multi_effect_keys");
-    let effects: Vec<String> = (0..8).map(|i| format!("SLOT-RACE-{i}")).collect();
+    let effects: Vec<String> = (0..8).map(|i| format!("EFFECT-RACE-{i}")).collect();
     let mut tasks = Vec::new();
     for effect in effects.clone() {
         let (store, pk) = (Arc::clone(&store), r.pk.clone());
@@ -119,8 +119,8 @@ pub async fn concurrent_reserve_over_expired_one_winner(store: Arc<dyn Store>, p
     let old_ms = NOW_MS - TTL_S * 1000 - 10_000;
     let old = IdempotencyRecord {
         status: RecordStatus::Committed,
-        effect_id: Some("SLOT-OLD".into()),
-        effect_ids: ["SLOT-OLD".to_string()].into(),
+        effect_id: Some("EFFECT-OLD".into()),
+        effect_ids: ["EFFECT-OLD".to_string()].into(),
         lease_until_ms: None,
         inflight_shard: None,
         request: Vec::new(),
@@ -190,7 +190,7 @@ pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &s
             let store = Arc::clone(&store);
             tasks.push(tokio::spawn(async move {
                 // One natural key for the round: the same subject and window start.
-                let mut booking = BusinessRow::for_record(&r, "SLOT-NK", NOW_MS + 10);
+                let mut booking = BusinessRow::for_record(&r, "EFFECT-NK", NOW_MS + 10);
                 booking
                     .labels
                     .insert("window_start".into(), format!("2025-06-09T0{round}:00:00Z"));
@@ -199,7 +199,7 @@ pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &s
                     .commit(
                         &r.pk,
                         "owner-a",
-                        "SLOT-NK",
+                        "EFFECT-NK",
                         &booking,
                         Some(&nk),
                         NOW_MS + 10,

@@ -13,7 +13,7 @@ use super::*;
 /// record that holds an effect id.
 pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
-    let item = br#"{"reason":"terminal_rejected"}"#;
+    let item = br#"{"reason":"server_rejected"}"#;
     for (name, status) in [
         ("finish-failed", RecordStatus::Failed),
         ("finish-manual", RecordStatus::Manual),
@@ -43,7 +43,7 @@ pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
                 &r.pk,
                 "owner-a",
                 status,
-                "terminal answered 422",
+                "server answered 422",
                 item,
                 FinishGuard::Lease,
                 NOW_MS + 2,
@@ -52,7 +52,7 @@ pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
         assert_eq!(finish().await.expect("finish"), FinishOutcome::Finished);
         let pending = IdempotencyRecord {
             status,
-            error: Some("terminal answered 422".into()),
+            error: Some("server answered 422".into()),
             request: item.to_vec(),
             route_pending: true,
             updated_at_ms: NOW_MS + 2,
@@ -114,7 +114,7 @@ pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
     let r = sample_record(prefix, "finish-guard", "owner-a", NOW_MS);
     must_reserve(store, &r, NOW_MS).await;
     store
-        .record_effect_id(&r.pk, "SLOT-LATE", NOW_MS + 1)
+        .record_effect_id(&r.pk, "EFFECT-LATE", NOW_MS + 1)
         .await
         .expect("record_effect_id");
     let with_effect = must_get(store, &r.pk).await;
@@ -181,12 +181,12 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &st
 
     let committed = sample_record(prefix, "minimise-commit", "owner-a", NOW_MS);
     must_reserve(store, &committed, NOW_MS).await;
-    let booking = BusinessRow::for_record(&committed, "SLOT-M", NOW_MS + 1);
+    let booking = BusinessRow::for_record(&committed, "EFFECT-M", NOW_MS + 1);
     let out = store
         .commit(
             &committed.pk,
             "owner-a",
-            "SLOT-M",
+            "EFFECT-M",
             &booking,
             Some(&sample_natural_key(&booking)),
             NOW_MS + 1,
@@ -229,12 +229,12 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &st
             finished.request.is_empty(),
             "{name}: the request outlived the routing"
         );
-        let b = BusinessRow::for_record(&r, "SLOT-X", NOW_MS + 3);
+        let b = BusinessRow::for_record(&r, "EFFECT-X", NOW_MS + 3);
         match store
             .commit(
                 &r.pk,
                 "owner-a",
-                "SLOT-X",
+                "EFFECT-X",
                 &b,
                 Some(&sample_natural_key(&b)),
                 NOW_MS + 3,

@@ -26,12 +26,12 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn Store>, prefix: &str) {
     must_reserve(store, &in_shard("stale-too-new", bound), NOW_MS).await;
     let committed = in_shard("stale-committed", base - 500);
     must_reserve(store, &committed, NOW_MS).await;
-    let b = BusinessRow::for_record(&committed, "SLOT-C", NOW_MS);
+    let b = BusinessRow::for_record(&committed, "EFFECT-C", NOW_MS);
     let out = store
         .commit(
             &committed.pk,
             "owner-a",
-            "SLOT-C",
+            "EFFECT-C",
             &b,
             Some(&sample_natural_key(&b)),
             NOW_MS,

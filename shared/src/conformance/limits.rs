@@ -93,14 +93,14 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
     let r = sample_record(prefix, "commit-labels", "w1#0", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let owner = "w1#0";
-    let row = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 1);
+    let row = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 1);
 
     let mut bad_row = row.clone();
     bad_row
         .labels
         .insert("booked_at".to_string(), "yesterday".to_string());
     let out = store
-        .commit(&r.pk, owner, "SLOT-1", &bad_row, None, NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &bad_row, None, NOW_MS + 1)
         .await;
     assert_eq!(
         out,
@@ -114,7 +114,7 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         .labels
         .insert("expires_at".to_string(), "never".to_string());
     let out = store
-        .commit(&r.pk, owner, "SLOT-1", &row, Some(&bad_key), NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &row, Some(&bad_key), NOW_MS + 1)
         .await;
     assert_eq!(
         out,
@@ -127,7 +127,7 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
 
     let key = sample_natural_key(&row);
     let out = store
-        .commit(&r.pk, owner, "SLOT-1", &row, Some(&key), NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &row, Some(&key), NOW_MS + 1)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);

@@ -13,7 +13,8 @@
 //! The cases live by concern: `reserve`, `lease` (take-over, release), `commit` (with the
 //! business row, effect ids and the natural-key item), `commit_conditions` (the commit's
 //! conditions alone and in pairs), `concurrency` (writes that race),
-//! `finish` (routing to a person, data minimisation), `index` (the `InFlight` pages) and `limits`
+//! `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is kept
+//! by every later write), `index` (the `InFlight` pages) and `limits`
 //! (reserved label names, the item size limit); every case is re-exported here, where the one
 //! case list below names it.
 
@@ -46,8 +47,8 @@ pub fn event_key(prefix: &str, name: &str) -> String {
     hex::encode(Sha256::digest(format!("{prefix}/{name}").as_bytes()))
 }
 
-/// The labels of the sample records: the truck-slot path's four (`subject`, `server`,
-/// `window_start`, `window_end`, RFC 3339), with the window given.
+/// The labels of the sample records: the truck-slot integration's four (`truck_slot::LABELS`, the
+/// window's two in RFC 3339), with the window given.
 pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     Labels::from([
         ("container".to_string(), "CSQU3054383".to_string()),
@@ -57,8 +58,9 @@ pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     ])
 }
 
-/// The natural key of a sample row, as the truck-slot path builds it: `"{subject}#{window
-/// start}"`, labelled with both, expiring [`natural_key_expires_at_s`] after the window's end.
+/// The natural key of a sample row, as the truck-slot integration builds it (its first label,
+/// `#`, the window's start), labelled with both, expiring [`natural_key_expires_at_s`] after the
+/// window's end.
 pub fn sample_natural_key(row: &BusinessRow) -> NaturalKey {
     let end_ms = chrono::DateTime::parse_from_rfc3339(row.label("window_end"))
         .ok()
@@ -127,6 +129,7 @@ mod commit;
 mod commit_conditions;
 mod concurrency;
 mod finish;
+mod identity;
 mod index;
 mod lease;
 mod limits;
@@ -139,6 +142,7 @@ pub use concurrency::{
     concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
 };
 pub use finish::*;
+pub use identity::the_reserved_identity_survives_every_write;
 pub use index::*;
 pub use lease::*;
 pub use limits::*;
@@ -165,6 +169,7 @@ macro_rules! __with_conformance_cases {
             finish_rules,
             record_effect_id_accumulates,
             finished_records_hold_no_request,
+            the_reserved_identity_survives_every_write,
             commit_over_another_recorded_effect_is_counted,
             natural_key_collision_is_reported,
             commit_conditions_alone_and_in_pairs,

@@ -29,8 +29,8 @@ pub async fn reserve_new_key_then_conflict(store: Arc<dyn Store>, prefix: &str) 
 
     // Every optional field set (a record as it may look after take-overs and effect records).
     let full = IdempotencyRecord {
-        effect_id: Some("SLOT-FULL-1".into()),
-        effect_ids: set(&["SLOT-FULL-1", "SLOT-FULL-2"]),
+        effect_id: Some("EFFECT-FULL-1".into()),
+        effect_ids: set(&["EFFECT-FULL-1", "EFFECT-FULL-2"]),
         error: Some("an earlier error".into()),
         request: vec![0, 159, 146, 150, 255],
         ..sample_record(prefix, "reserve-full", "owner-a", NOW_MS)
@@ -73,8 +73,8 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn Store>, prefix: &str) {
     let now_s = ms_to_s(NOW_MS);
     let old = IdempotencyRecord {
         status: RecordStatus::Committed,
-        effect_id: Some("SLOT-OLD".into()),
-        effect_ids: set(&["SLOT-OLD"]),
+        effect_id: Some("EFFECT-OLD".into()),
+        effect_ids: set(&["EFFECT-OLD"]),
         lease_owner: None,
         lease_until_ms: None,
         inflight_shard: None,
@@ -97,7 +97,7 @@ pub async fn reserve_overwrites_expired(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(
         stored.effect_ids,
         BTreeSet::new(),
-        "old slot ids must not survive"
+        "old effect ids must not survive"
     );
 
     // An expired record that still has work (`in_flight`, or a routing not yet confirmed) is a

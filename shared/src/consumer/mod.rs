@@ -108,18 +108,46 @@ pub struct Gate {
     pub clock: Arc<dyn Clock>,
 }
 
-/// The invocation a batch arrives in.
+/// The invocation a batch (or a reconciler run) arrives in: one execution of the function.
 #[derive(Debug, Clone)]
 pub struct Invocation {
-    /// The Lambda request id. Each record handled in the invocation gets its own lease token
-    /// from it ([`Invocation::for_record`]), so that two copies of one message in one batch
-    /// never hold the same lease, and a write that meets our token is our own.
+    /// The execution's id, the stem of every lease token it writes: in a deployment the Lambda
+    /// request id and a nonce drawn for this execution, `"{request_id}/{nonce}"`
+    /// ([`Invocation::new`]). Lambda gives two executions the same request id (an asynchronous
+    /// invocation retried, an event its queue delivers twice), so the request id alone would let
+    /// one execution meet the other's lease and take it for its own; the nonce makes the token
+    /// one execution's. Each record handled in the invocation gets its own lease token from it
+    /// ([`Invocation::for_record`]), so that two copies of one message in one batch never hold
+    /// the same lease, and a write that meets our token is our own.
     pub request_id: String,
     /// The invocation's deadline, epoch milliseconds.
     pub deadline_ms: i64,
 }
 
 impl Invocation {
+    /// One execution of the Lambda request `request_id` ending at `deadline_ms` (epoch ms), with
+    /// a nonce of 64 random bits (16 lowercase hex digits) drawn now: its lease tokens are
+    /// `"{request_id}/{nonce}#{n}"`. Lambda retries an asynchronous invocation (a scheduled
+    /// reconciler run) with the same request id, and its event queue may deliver one event twice
+    /// ("Asynchronous invocation", AWS Lambda developer guide); two such executions never hold
+    /// the same lease token, so a fenced write of one never succeeds on the other's lease.
+    pub fn new(request_id: &str, deadline_ms: i64) -> Invocation {
+        Invocation::with_nonce(
+            request_id,
+            &format!("{:016x}", rand::random::<u64>()),
+            deadline_ms,
+        )
+    }
+
+    /// [`Invocation::new`] with a given `nonce` (the simulation draws it from its seed). The
+    /// nonce must be unique per execution of `request_id`.
+    pub fn with_nonce(request_id: &str, nonce: &str, deadline_ms: i64) -> Invocation {
+        Invocation {
+            request_id: format!("{request_id}/{nonce}"),
+            deadline_ms,
+        }
+    }
+
     /// The invocation as seen by the `n`-th record handled in it: its `request_id` becomes the
     /// lease token `"{request_id}#{n}"` (the `lease_owner` of what that record reserves or takes
     /// over), unique per acquisition as long as `n` is unique within the invocation.
@@ -199,9 +227,16 @@ impl Gate {
             } => natural_key_collision.as_deref(),
             _ => None,
         };
+        // A routing's reason in the integration's code (as its manual item carries it).
+        let detail = match &report.outcome {
+            RecordOutcome::Manual(reason) => {
+                self.integration.manual_reason_code(*reason).to_string()
+            }
+            outcome => outcome.detail(),
+        };
         info!(
             outcome = report.outcome.code(),
-            detail = %report.outcome.detail(),
+            detail = %detail,
             message_id = %report.message_id,
             event_key = report.event_key.as_deref().unwrap_or_default(),
             subject = report.subject.as_deref().unwrap_or_default(),
@@ -354,7 +389,9 @@ impl Gate {
                 message_id: d.message_id.to_string(),
                 original_body_cut: None,
             };
-            make_routing_record(&mut fresh, &item);
+            make_routing_record(&mut fresh, &item, |r| {
+                self.integration.manual_reason_code(r)
+            });
         }
         // What the store would refuse every time (a label named like a store attribute, an item
         // over DynamoDB's limit in any state the gate writes it in) is rejected before the
@@ -392,3 +429,36 @@ impl Gate {
 /// ([`crate::store::StoreError::is_transient`] is `false`: a `ValidationException`, an item it
 /// refuses).
 pub const STORE_REFUSED: &str = "store_refused";
+
+#[cfg(test)]
+mod tests {
+    use super::Invocation;
+
+    /// Two executions of one Lambda request id (an asynchronous retry, a twice-delivered event)
+    /// get different lease tokens for the same record position; each keeps the request id in
+    /// front, so a lease still names the request that holds it.
+    #[test]
+    fn two_executions_of_one_request_id_never_share_a_lease_token() {
+        let first = Invocation::new("8f3c-request", 1_000);
+        let second = Invocation::new("8f3c-request", 1_000);
+        assert_ne!(first.request_id, second.request_id);
+        assert_ne!(
+            first.for_record(0).request_id,
+            second.for_record(0).request_id
+        );
+        for inv in [&first, &second] {
+            let nonce = inv
+                .request_id
+                .strip_prefix("8f3c-request/")
+                .expect("the request id, then the nonce");
+            assert_eq!(nonce.len(), 16, "{nonce}");
+            assert!(nonce.bytes().all(|b| b.is_ascii_hexdigit()), "{nonce}");
+        }
+        assert_eq!(
+            Invocation::with_nonce("r", "n1", 5)
+                .for_record(3)
+                .request_id,
+            "r/n1#3"
+        );
+    }
+}

@@ -38,7 +38,7 @@ impl Gate {
             }
             CallOutcome::KeyInFlight => {
                 return self
-                    .release(record, owner, "terminal: same key still in flight".into())
+                    .release(record, owner, "server: same key still in flight".into())
                     .await
             }
             CallOutcome::KeyMismatch(detail) => {
@@ -47,28 +47,10 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::ServerKeyMismatch,
-                        format!(
-                            "terminal: key reused with another body: {}",
-                            detail.quoted()
-                        ),
+                        format!("server: key reused with another body: {detail}"),
                         d,
                     )
                     .await
-            }
-            CallOutcome::Refused { code, detail } => {
-                let reason = match ManualReason::parse(code) {
-                    Some(reason @ ManualReason::Integration(_)) => reason,
-                    _ => ManualReason::ServerRejected,
-                };
-                return self
-                    .route_held_record(
-                        record,
-                        RecordStatus::Failed,
-                        reason,
-                        format!("{code}: {}", detail.quoted()),
-                        d,
-                    )
-                    .await;
             }
             CallOutcome::Permanent { detail, .. } => {
                 return self
@@ -76,18 +58,50 @@ impl Gate {
                         record,
                         RecordStatus::Failed,
                         ManualReason::ServerRejected,
-                        detail.quoted(),
+                        detail.to_string(),
+                        d,
+                    )
+                    .await
+            }
+            CallOutcome::Declined { detail, .. } => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::Declined,
+                        detail.to_string(),
+                        d,
+                    )
+                    .await
+            }
+            // The effect exists, but its id may not be kept: a person, told how to see it.
+            CallOutcome::EffectRefused(detail) => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::ServerAnswerInvalid,
+                        format!(
+                            "{detail}; see the server's answer live with `gatectl lookup {}` \
+                             (Idempotency-Key {}), then make the effect by hand or undo it at \
+                             the server",
+                            record.event_key, record.op_key
+                        ),
                         d,
                     )
                     .await
             }
         };
-        if effect.effect_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES {
-            // An effect was made, but its id is longer than a record keeps (the record's size is
-            // bounded, `crate::store::limits`): never committed, never recorded; a person
-            // decides. The id is not quoted (the server's answer).
+        if effect.effect_id.is_empty()
+            || effect.effect_id.len() > crate::store::limits::MAX_EFFECT_ID_BYTES
+        {
+            // An effect was made, but its id is empty (DynamoDB refuses an empty string in the
+            // record's `effect_ids` set: a `ValidationException` every time) or longer than a
+            // record keeps (the record's size is bounded, `crate::store::limits`): never
+            // committed, never recorded; a person decides. The id is not quoted (the server's
+            // answer).
             let detail = format!(
-                "terminal answered an effect id of {} bytes, more than the {} the gate records",
+                "server answered an effect id of {} bytes; the gate records 1 to {}",
                 effect.effect_id.len(),
                 crate::store::limits::MAX_EFFECT_ID_BYTES
             );
@@ -109,9 +123,14 @@ impl Gate {
         {
             // An effect was made, but not for our subject: never committed, never recorded in
             // `effect_ids` (whoever holds the record commits a recorded effect); a person decides.
+            // `other` is the server's text: named by its keyed digest only.
             let detail = format!(
-                "terminal answered slot {} for {other}, asked for {}",
-                effect.effect_id, subject
+                "the server answered effect {} for another subject (keyed SHA-256 {}), asked \
+                 for {}; see it live with `gatectl lookup {}`",
+                effect.effect_id,
+                crate::idempotency_key::answer_digest(other.as_bytes()),
+                subject,
+                record.event_key
             );
             let outcome = self
                 .route_held_record(
@@ -130,7 +149,7 @@ impl Gate {
                     .record_effect_id(&record.pk, &effect.effect_id, self.clock.now_ms())
                     .await
                 {
-                    warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+                    warn!(event_key = %record.event_key, error = %e, "effect id not added to the record's effect ids");
                 }
             }
             if !matches!(outcome, RecordOutcome::LeaseLost { .. }) {
@@ -140,7 +159,9 @@ impl Gate {
             // gets it once (keyed by the effect), to cancel it at the server.
             let item = ManualItem {
                 reason: ManualReason::UnrecordedEffect,
-                detail: format!("{detail}; the record was taken over meanwhile: cancel this slot"),
+                detail: format!(
+                    "{detail}; the record was taken over meanwhile: cancel this effect"
+                ),
                 original_body: body.to_string(),
                 event_key: Some(record.event_key.clone()),
                 message_id: message_id.to_string(),
@@ -208,7 +229,7 @@ impl Gate {
                     labels = ?record.labels,
                     effect_id = %effect.effect_id,
                     message_id,
-                    "natural-key collision: another event key committed this container and window"
+                    "natural-key collision: another event key committed this event"
                 );
                 return RecordOutcome::Committed {
                     effect_id: effect.effect_id.clone(),
@@ -227,7 +248,7 @@ impl Gate {
                         RecordStatus::Failed,
                         ManualReason::ServerAnswerInvalid,
                         format!(
-                            "slot {} claimed but cannot be committed: {detail}",
+                            "effect {} made but cannot be committed: {detail}",
                             effect.effect_id
                         ),
                         d,
@@ -243,7 +264,7 @@ impl Gate {
                 event_key = %record.event_key,
                 holder = ?existing.lease_owner,
                 ours = %effect.effect_id,
-                "commit refused: the lease was taken over; slot id recorded for the holder"
+                "commit refused: the lease was taken over; effect id recorded for the holder"
             );
             match self
                 .store
@@ -275,7 +296,7 @@ impl Gate {
                 event_key = %record.event_key,
                 committed = ?existing.effect_id,
                 ours = %effect.effect_id,
-                "terminal returned another slot id for a committed key"
+                "server returned another effect id for a committed key"
             );
             match self
                 .store
@@ -316,7 +337,7 @@ impl Gate {
     /// Our claim returned `effect` but the record had meanwhile been finished as `failed` or
     /// `manual` by another holder (a take-over that routed it to a person, e.g. past the key's
     /// retention while our claim was still on its way): nothing will book that effect. A person gets
-    /// it once per effect ([`keys::unrecorded_effect_route_key`], reason `unbooked_effect`) to book it by
+    /// it once per effect ([`keys::unrecorded_effect_route_key`], reason `unrecorded_effect`) to book it by
     /// hand or cancel it at the server; then its id is added to the record's `effect_ids`.
     ///
     /// The routing record is reserved first: once it exists, the item is durable (a crash after
@@ -340,14 +361,14 @@ impl Gate {
             event_key = %record.event_key,
             status = existing.status.as_str(),
             ours = %effect.effect_id,
-            "the terminal issued a slot for a record already finished; routed to a person"
+            "the server made an effect for a record already finished; routed to a person"
         );
         let item = ManualItem {
             reason: ManualReason::UnrecordedEffect,
             detail: format!(
-                "the terminal issued slot {} under Idempotency-Key {} after the record was \
-                 finished as {} ({}); nothing booked it: book it by hand or cancel it at the \
-                 terminal",
+                "the server made effect {} under Idempotency-Key {} after the record was \
+                 finished as {} ({}); nothing recorded it: record it by hand or undo it at the \
+                 server",
                 effect.effect_id,
                 record.op_key,
                 existing.status.as_str(),
@@ -369,7 +390,7 @@ impl Gate {
                 op_key = %record.op_key,
                 effect_id = %effect.effect_id,
                 error = %e,
-                "an unbooked slot could not be routed to a person: book or cancel it by hand"
+                "an unrecorded effect could not be routed to a person: record or undo it by hand"
             );
             return RecordOutcome::Retry(e);
         }
@@ -379,7 +400,7 @@ impl Gate {
             .record_effect_id(&record.pk, &effect.effect_id, self.clock.now_ms())
             .await
         {
-            warn!(event_key = %record.event_key, error = %e, "slot id not added to slot_ids");
+            warn!(event_key = %record.event_key, error = %e, "effect id not added to the record's effect ids");
         }
         RecordOutcome::Manual(ManualReason::UnrecordedEffect)
     }

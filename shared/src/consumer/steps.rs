@@ -20,7 +20,7 @@ use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, Tak
 pub struct DerivedKeys {
     /// Lowercase hex SHA-256 of `"{notificationId}:{subject}"`.
     pub event_key: String,
-    /// The effect claim's `Idempotency-Key`.
+    /// The side effect's `Idempotency-Key`.
     pub op_key: String,
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,
@@ -289,6 +289,10 @@ impl Gate {
                         .settle_claim(record, CallOutcome::Done(effect), d)
                         .await;
                     return (outcome, true);
+                }
+                LookupOutcome::EffectRefused(why) => {
+                    self.settle_claim(record, CallOutcome::EffectRefused(why), d)
+                        .await
                 }
                 LookupOutcome::NotFound => {
                     self.hand_over(record, if_not_found, &policy, now_ms, None, d)

@@ -62,8 +62,8 @@ fn each_hand_over_keeps_its_wire_reason() {
             "past_key_retention",
             "past_key_retention",
             "past_key_retention",
-            "window_ended",
-            "window_ended",
+            "event_ended",
+            "event_ended",
         ]
     );
 }
@@ -96,14 +96,17 @@ fn a_lookup_that_found_nothing_or_failed_says_so() {
          have forgotten the key: ask the server before making the effect by hand (a new call \
          could make a second effect)"
     );
-    let failure =
-        AnswerDetail::with_excerpt("server answered 503 (12 bytes)".into(), "busy".into());
+    let failure = AnswerDetail::new("server answered 503 (12 bytes)");
     assert_eq!(
         Handover::PastHorizonLookupFailed.detail(&r, &policy(true), NOW, Some(&failure)),
-        "in_flight for 90000 s, past the claim horizon (82800 s: the server's key retention \
+        format!(
+            "in_flight for 90000 s, past the claim horizon (82800 s: the server's key retention \
          minus a margin), and the lookup under Idempotency-Key op-key-1 failed (server answered \
-         503 (12 bytes): busy): whether the effect happened is unknown; ask the server before \
-         making it by hand (a new call could make a second effect)"
+         503 (12 bytes)): whether the effect happened is unknown; ask the server (`gatectl \
+         lookup {}` shows its answer live) before making it by hand (a new call could make a \
+         second effect)",
+            r.event_key
+        )
     );
     assert_eq!(
         Handover::EndedNotFound.detail(&record(2 * HOUR), &policy(true), NOW, None),

@@ -12,7 +12,8 @@
 //! | answer to a call | outcome | why |
 //! | --- | --- | --- |
 //! | `2xx` with a usable effect id ([`AnswerReader::effect`]) | `Done` | the effect was made; a retry under the key replays this answer byte for byte |
-//! | `2xx` without one (not JSON, no id, an id that is empty, too long, not printable ASCII, or that the integration refuses) | `Transient` | the server has probably made the effect and stored this answer under the key: only asking again under the same key (a redelivery, the reconciler's lookup) is safe; permanent would send it to a person at once, who would make a second effect by hand |
+//! | `2xx` naming an id the gate refuses to keep: outside the server's declared format ([`IdFormat`]; the core's floor: at most [`MAX_EFFECT_ID_CHARS`] printable ASCII), or quoting a secret of the request ([`AnswerReader::id_quotes_secret`]) | `EffectRefused` | the effect exists under the key and every retry replays the same id: a person gets the record at once, told the id only by its keyed digest ([`answer_digest`]); the id is never logged, stored or booked |
+//! | `2xx` without one (not JSON, no id, an empty id) | `Transient` | the server has probably made the effect and stored this answer under the key: only asking again under the same key (a redelivery, the reconciler's lookup) is safe; permanent would send it to a person at once, who would make a second effect by hand |
 //! | `202 Accepted` | as any `2xx` | the server took the request under the key and stores and replays this answer, so every retry gets the same `202`: an id in it names the accepted effect (committed; what becomes of it later is the server's, looked up by its id); transient would retry until the key's retention ends and then page a person for an effect that exists. An integration whose effects must be complete refuses a `202` in [`AnswerReader::effect`] (then transient) |
 //! | `1xx` as a final answer, a status outside `100..=599` | `Transient` | not an outcome: whether the effect was made is unknown |
 //! | `3xx` | `Transient` | a redirect is never followed (the request's credentials and secrets go only to the host the configuration names), and it says nothing of whether the effect exists (RFC 9110 15.4.4: a `303` may even answer a completed `POST`). A server that honours the draft answers a keyed call itself; a redirect is its configuration or ours, for an operator to fix, never the event's fault. Asked again under the key; past the key's retention a person gets the record, told the effect may exist |
@@ -22,6 +23,7 @@
 //! | `409` otherwise | `KeyInFlight` | draft -07, section 2.7: a request with the same key is still being processed |
 //! | `422` | `KeyMismatch` | draft -07, section 2.7: the key was reused with another request payload |
 //! | every other `4xx` (`400`, `402`, `403`, `404`, `405`, `410`, `413`, ...) | `Permanent` | the server refused the request itself (RFC 9110 15.5); the same bytes under the same key are refused again (draft -07: a missing key is `400` too) |
+//! | one of those `4xx` the integration names as a refusal of its business ([`AnswerReader::declines`]: a payments API's `402`, a declined card) | `Declined` | as `Permanent`, but a person gets it under its own reason ([`crate::manual::ManualReason::Declined`]) |
 //! | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells |
 //! | no answer: timeout, connect error, answer body unreadable, any other request error | `Transient` | nothing or an unknown part was done; asked again under the same key |
 //!
@@ -31,12 +33,16 @@
 //! | `404` | `NotFound` (never made, failed, or forgotten past the retention) |
 //! | anything else (another `2xx`, `200` without a usable id, `1xx`, `3xx`, another `4xx`, `5xx`, no answer) | `Transient` |
 //!
-//! A summary never quotes the answer ([`super::describe`]); an integration that wants a person
-//! to read part of it supplies a scrubbed excerpt ([`AnswerReader::excerpt`]); the core has none.
+//! A summary never quotes the answer ([`super::describe`]), nor does anything else the gate
+//! keeps (issue 25): the record's `error` and the manual item's `detail` carry the summary; a
+//! person who needs the answer asks the server live (`gatectl lookup`).
+
+use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use super::summary::describe;
+use super::id_format::IdFormat;
+use super::summary::{answer_digest, describe};
 use crate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 
 /// The RFC 9457 problem type (its last path segment, [`is_mismatch_type`]) of a `409` that says
@@ -102,8 +108,9 @@ pub enum RequestFailure {
 }
 
 /// What the integration knows about its server's answers, for [`classify_call`] and
-/// [`classify_lookup`]: where the effect id is and what makes it unusable, and, optionally, an
-/// excerpt for a person. Every text it gives must be its own words or scrubbed: the `&'static str`
+/// [`classify_lookup`]: where the effect id is, the format its server declares for ids
+/// ([`AnswerReader::id_format`]) and, as a second line, which ids quote a secret of the request
+/// ([`AnswerReader::id_quotes_secret`]). Every text it gives is its own words: the `&'static str`
 /// of a defect cannot be the server's text.
 pub trait AnswerReader {
     /// The server's name in summaries, e.g. `"server"`, `"job server"` (default `"server"`).
@@ -127,36 +134,77 @@ pub trait AnswerReader {
         self.effect(answer)
     }
 
-    /// The integration's own reason code for a permanent refusal with `status` (a payments API's
-    /// `402`: `card_declined`): the call is then [`CallOutcome::Refused`] with that code, and a
-    /// person gets it under that reason, instead of [`CallOutcome::Permanent`]. Asked only for
-    /// a status the table classifies as permanent (a mismatch, an in-flight or a transient status
-    /// stays what it is). `None` (the default): the generic refusal.
-    fn refusal(&self, status: u16) -> Option<&'static str> {
-        let _ = status;
-        None
+    /// The format the server declares for its effect ids: the core refuses every id outside it
+    /// ([`CallOutcome::EffectRefused`]). Default: [`IdFormat::default`] (ASCII letters, digits
+    /// and `-_.:`, 1 to 64 characters).
+    fn id_format(&self) -> &IdFormat {
+        static DEFAULT: LazyLock<IdFormat> = LazyLock::new(IdFormat::default);
+        &DEFAULT
     }
 
-    /// An excerpt of an answer that gave no effect, for the record's `error` and the manual
-    /// item's `detail` (never a log line): scrubbed of every secret the request holds and bounded
-    /// by the integration. `None` (the default): nothing of the server's text is kept.
-    fn excerpt(&self, answer: &Answer<'_>) -> Option<String> {
-        let _ = answer;
-        None
+    /// The second line behind the format: whether an id (already in the format) quotes a secret
+    /// of the request the answer is about, under any encoding the integration's scrubber knows
+    /// (hex of the PIN fits most formats). Such an id is refused like one outside the format.
+    /// Default: `false` (the integration's requests hold no secret).
+    fn id_quotes_secret(&self, id: &str) -> bool {
+        let _ = id;
+        false
     }
+
+    /// Whether a permanent refusal with `status` is one of the server's business (a payments
+    /// API's `402`: the card was declined): the call is then [`CallOutcome::Declined`] and a
+    /// person gets it under [`crate::manual::ManualReason::Declined`] (in the integration's
+    /// words, [`crate::Integration::manual_reason_code`]) instead of
+    /// [`CallOutcome::Permanent`]. Asked only for a status the table classifies as permanent (a
+    /// mismatch, an in-flight or a transient status stays what it is). Default: `false`.
+    fn declines(&self, status: u16) -> bool {
+        let _ = status;
+        false
+    }
+}
+
+/// Why the gate refuses to keep `id`, in our words after "its effect id", or `None` when it may be
+/// kept: outside `reader`'s declared format (the core's floor included), or quoting a secret.
+fn refusal<R: AnswerReader + ?Sized>(reader: &R, id: &str) -> Option<&'static str> {
+    match reader.id_format().defect(id) {
+        Some(IdDefect::Empty) => Some("is blank"),
+        Some(IdDefect::TooLong) => Some("is longer than the gate keeps"),
+        Some(IdDefect::NotPrintable) => Some("holds a byte outside printable ASCII"),
+        Some(IdDefect::OutsideFormat) => Some("is outside the format the server declares"),
+        None if reader.id_quotes_secret(id) => Some("quotes a secret of the request"),
+        None => None,
+    }
+}
+
+/// The detail of a refused id: the answer described, the refusal, the id's keyed digest and what
+/// it means, never a character of the id.
+fn refused(
+    reader: &(impl AnswerReader + ?Sized),
+    answer: &Answer<'_>,
+    what: &str,
+    why: &str,
+    id: &str,
+) -> AnswerDetail {
+    AnswerDetail::new(format!(
+        "{what}{} answered {}, and its effect id {why} (keyed SHA-256 of the id {}): the effect \
+         exists under the key, but the gate never keeps that id",
+        reader.server(),
+        describe(answer),
+        answer_digest(id.as_bytes())
+    ))
 }
 
 /// An [`AnswerReader`] for a server that answers JSON with the effect id as a string at a JSON
 /// pointer (RFC 6901): `{"id": "..."}` is `effect_at: "/id"`. The id must pass
-/// [`effect_id_defect`]; nothing is quoted. `refusals` names permanent refusals by status
-/// ([`AnswerReader::refusal`]).
+/// the core's [`IdFormat`] checks (the default format); nothing is quoted. `declined` names the
+/// permanent refusals of the server's business by status ([`AnswerReader::declines`]).
 ///
 /// ```
 /// use gate::idempotency_key::{AnswerReader, JsonIdAt};
 ///
-/// const API: JsonIdAt = JsonIdAt::new("payments API", "/id").refusing(&[(402, "card_declined")]);
-/// assert_eq!(API.refusal(402), Some("card_declined"));
-/// assert_eq!(API.refusal(400), None);
+/// const API: JsonIdAt = JsonIdAt::new("payments API", "/id").declining(&[402]);
+/// assert!(API.declines(402));
+/// assert!(!API.declines(400));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JsonIdAt {
@@ -166,25 +214,26 @@ pub struct JsonIdAt {
     pub effect_at: &'static str,
     /// Where a lookup's `200` answer holds the effect id.
     pub found_at: &'static str,
-    /// Permanent refusals the integration names: `(status, reason code)`.
-    pub refusals: &'static [(u16, &'static str)],
+    /// The permanent statuses that are refusals of the server's business
+    /// ([`AnswerReader::declines`]); empty for none.
+    pub declined: &'static [u16],
 }
 
 impl JsonIdAt {
-    /// A server named `server` whose call and lookup answers hold the id at `pointer`, with no
-    /// refusal of its own.
+    /// A server named `server` whose call and lookup answers hold the id at `pointer`, declining
+    /// nothing.
     pub const fn new(server: &'static str, pointer: &'static str) -> Self {
         Self {
             server,
             effect_at: pointer,
             found_at: pointer,
-            refusals: &[],
+            declined: &[],
         }
     }
 
-    /// The same reader naming the permanent refusals `refusals`: `(status, reason code)`.
-    pub const fn refusing(self, refusals: &'static [(u16, &'static str)]) -> Self {
-        Self { refusals, ..self }
+    /// The same reader, declining with the statuses `declined` ([`AnswerReader::declines`]).
+    pub const fn declining(self, declined: &'static [u16]) -> Self {
+        Self { declined, ..self }
     }
 
     fn read(body: &[u8], pointer: &str) -> Result<Effect, &'static str> {
@@ -194,8 +243,8 @@ impl JsonIdAt {
             Some(Value::String(id)) => id,
             Some(_) => return Err("has an id that is not a string"),
         };
-        if let Some(defect) = effect_id_defect(id) {
-            return Err(defect.words());
+        if id.trim().is_empty() {
+            return Err("has an empty id");
         }
         Ok(Effect {
             effect_id: id.clone(),
@@ -217,11 +266,8 @@ impl AnswerReader for JsonIdAt {
         Self::read(answer.body, self.found_at)
     }
 
-    fn refusal(&self, status: u16) -> Option<&'static str> {
-        self.refusals
-            .iter()
-            .find(|(s, _)| *s == status)
-            .map(|(_, code)| *code)
+    fn declines(&self, status: u16) -> bool {
+        self.declined.contains(&status)
     }
 }
 
@@ -235,6 +281,9 @@ pub enum IdDefect {
     /// Holds a byte that is not printable ASCII (`0x20..=0x7E`): a control character could forge
     /// a log line, a non-ASCII one be another id that looks the same.
     NotPrintable,
+    /// Printable ASCII within the core's bounds, but outside the format the server declares
+    /// ([`IdFormat`]): its length or its pattern.
+    OutsideFormat,
 }
 
 impl IdDefect {
@@ -244,6 +293,7 @@ impl IdDefect {
             Self::Empty => "has an empty id",
             Self::TooLong => "has an id that is too long",
             Self::NotPrintable => "has an id that is not printable ASCII",
+            Self::OutsideFormat => "has an id outside the format the server declares",
         }
     }
 }
@@ -404,7 +454,8 @@ pub fn lookup_rule(status: u16) -> Rule<LookupClass> {
 
 /// Classifies an answer to a call under a key ([`call_rule`]); a `2xx` is read for its effect by
 /// `reader`. Summaries name the server, the status, the content type, the length and the keyed
-/// digest, and the row's reason; an excerpt is only what `reader` gives.
+/// digest, and the row's reason; an id the gate refuses to keep ([`AnswerReader::id_format`],
+/// [`AnswerReader::id_quotes_secret`]) is [`CallOutcome::EffectRefused`].
 pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> CallOutcome {
     let kind = problem_type(answer.body);
     let rule = call_rule(answer.status, kind.as_deref());
@@ -416,11 +467,15 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
             rule.why
         )
     };
-    let detail =
-        || AnswerDetail::with_excerpt(summary(), reader.excerpt(answer).unwrap_or_default());
+    let detail = || AnswerDetail::new(summary());
     match rule.class {
         CallClass::Effect => match reader.effect(answer) {
-            Ok(effect) => CallOutcome::Done(effect),
+            Ok(effect) => match refusal(reader, &effect.effect_id) {
+                None => CallOutcome::Done(effect),
+                Some(why) => {
+                    CallOutcome::EffectRefused(refused(reader, answer, "", why, &effect.effect_id))
+                }
+            },
             Err(defect) => CallOutcome::Transient(AnswerDetail::new(format!(
                 "{} answered {}, but the answer {defect}; the effect may exist under the key: \
                  asked again with the same key",
@@ -429,15 +484,13 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
             ))),
         },
         CallClass::Transient => CallOutcome::Transient(detail()),
-        CallClass::Permanent => match reader.refusal(answer.status) {
-            Some(code) => CallOutcome::Refused {
-                code,
-                detail: detail(),
-            },
-            None => CallOutcome::Permanent {
-                status: answer.status,
-                detail: detail(),
-            },
+        CallClass::Permanent if reader.declines(answer.status) => CallOutcome::Declined {
+            status: answer.status,
+            detail: detail(),
+        },
+        CallClass::Permanent => CallOutcome::Permanent {
+            status: answer.status,
+            detail: detail(),
         },
         CallClass::KeyMismatch => CallOutcome::KeyMismatch(detail()),
         CallClass::KeyInFlight => CallOutcome::KeyInFlight,
@@ -464,7 +517,16 @@ pub fn classify_lookup<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R
     let rule = lookup_rule(answer.status);
     match rule.class {
         LookupClass::Found => match reader.found(answer) {
-            Ok(effect) => LookupOutcome::Found(effect),
+            Ok(effect) => match refusal(reader, &effect.effect_id) {
+                None => LookupOutcome::Found(effect),
+                Some(why) => LookupOutcome::EffectRefused(refused(
+                    reader,
+                    answer,
+                    "lookup: ",
+                    why,
+                    &effect.effect_id,
+                )),
+            },
             Err(defect) => LookupOutcome::Transient(AnswerDetail::new(format!(
                 "lookup: {} answered {}, but the answer {defect}",
                 reader.server(),
@@ -472,15 +534,12 @@ pub fn classify_lookup<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R
             ))),
         },
         LookupClass::NotFound => LookupOutcome::NotFound,
-        LookupClass::Transient => LookupOutcome::Transient(AnswerDetail::with_excerpt(
-            format!(
-                "lookup: {} answered {}: {}",
-                reader.server(),
-                describe(answer),
-                rule.why
-            ),
-            reader.excerpt(answer).unwrap_or_default(),
-        )),
+        LookupClass::Transient => LookupOutcome::Transient(AnswerDetail::new(format!(
+            "lookup: {} answered {}: {}",
+            reader.server(),
+            describe(answer),
+            rule.why
+        ))),
     }
 }
 

@@ -8,13 +8,13 @@ const JOB: JsonIdAt = JsonIdAt {
     server: "job server",
     effect_at: "/id",
     found_at: "/job/id",
-    refusals: &[],
+    declined: &[],
 };
 
 /// The simulator's problem documents (`sim/src/server.rs`), byte for byte in shape.
 const MISMATCH: &[u8] = br#"{"type":"idempotency_mismatch","title":"Conflict","status":409,"detail":"this Idempotency-Key was already used with a different request"}"#;
 const IN_FLIGHT: &[u8] = br#"{"type":"idempotency_key_in_flight","title":"Conflict","status":409,"detail":"a request with this Idempotency-Key is still being processed; retry later"}"#;
-const UNAVAILABLE: &[u8] = br#"{"type":"service_unavailable","title":"Service Unavailable","status":503,"detail":"the terminal failed before processing the request; it was not recorded"}"#;
+const UNAVAILABLE: &[u8] = br#"{"type":"service_unavailable","title":"Service Unavailable","status":503,"detail":"the server failed before processing the request; it was not recorded"}"#;
 const LOST: &[u8] = br#"{"type":"upstream_response_lost","title":"Gateway Timeout","status":504,"detail":"upstream response lost"}"#;
 const INVALID: &[u8] = br#"{"type":"invalid_request","title":"Bad Request","status":400,"detail":"pin must not be empty"}"#;
 
@@ -51,26 +51,108 @@ fn row_2xx_without_a_usable_id_is_transient() {
         (br#"{"id":null}"#, "has no id"),
         (br#"{"id":42}"#, "has an id that is not a string"),
         (br#"{"id":"  "}"#, "has an empty id"),
-        (
-            br#"{"id":"J-1\n{\"level\":\"ERROR\"}"}"#,
-            "has an id that is not printable ASCII",
-        ),
     ] {
         let CallOutcome::Transient(why) = call(201, body) else {
             panic!("{body:?} must be transient");
         };
         assert!(why.summary().contains(defect), "{why}");
         assert!(why.summary().contains("the effect may exist"), "{why}");
-        assert_eq!(why.excerpt(), None);
     }
-    let long = format!(r#"{{"id":"{}"}}"#, "J".repeat(MAX_EFFECT_ID_CHARS + 1));
-    let CallOutcome::Transient(why) = call(200, long.as_bytes()) else {
-        panic!("too long");
-    };
-    assert!(why.summary().contains("too long"), "{why}");
-    assert!(!why.summary().contains("JJJJ"), "{why}");
     // 204 No Content: no id to read.
     assert!(matches!(call(204, b""), CallOutcome::Transient(_)));
+}
+
+/// A `2xx` whose id the gate refuses to keep (issue 25): outside the declared format (the strict
+/// default here), over the core's bounds, not printable ASCII. The effect exists and the server
+/// replays the same id: refused at once, the id named only by its keyed digest.
+#[test]
+fn row_2xx_with_a_refused_id_is_refused() {
+    let long = "J".repeat(MAX_EFFECT_ID_CHARS + 1);
+    for (id, why) in [
+        (
+            "SLOT-UmxzLTczMjAzOQ==",
+            "is outside the format the server declares",
+        ),
+        (
+            "RLS&minus;732039",
+            "is outside the format the server declares",
+        ),
+        (
+            "SLOT-&#82&#76&#83",
+            "is outside the format the server declares",
+        ),
+        ("S 1", "is outside the format the server declares"),
+        (&"J".repeat(65), "is outside the format the server declares"),
+        (long.as_str(), "is longer than the gate keeps"),
+        (
+            "J-1\n{\"level\":\"ERROR\"}",
+            "holds a byte outside printable ASCII",
+        ),
+        ("ＲＬＳ-7", "holds a byte outside printable ASCII"),
+    ] {
+        let body = serde_json::json!({ "id": id }).to_string();
+        let CallOutcome::EffectRefused(detail) = call(201, body.as_bytes()) else {
+            panic!("{id:?} must be refused");
+        };
+        assert_eq!(
+            detail.summary(),
+            format!(
+                "job server answered 201 (no content type, {} bytes, keyed SHA-256 {}), and its \
+                 effect id {why} (keyed SHA-256 of the id {}): the effect exists under the key, \
+                 but the gate never keeps that id",
+                body.len(),
+                answer_digest(body.as_bytes()),
+                answer_digest(id.as_bytes())
+            )
+        );
+        let found = serde_json::json!({ "job": { "id": id } }).to_string();
+        let LookupOutcome::EffectRefused(detail) =
+            classify_lookup(&Answer::new(200, found.as_bytes()), &JOB)
+        else {
+            panic!("{id:?} must be refused on a lookup");
+        };
+        assert!(detail
+            .summary()
+            .starts_with("lookup: job server answered 200 "));
+        assert!(detail.summary().contains(why), "{detail}");
+    }
+}
+
+/// The second line: an id in the format that quotes a secret, as the integration says, is
+/// refused alike; a declared format replaces the default.
+#[test]
+fn an_integration_declares_its_format_and_its_secrets() {
+    struct Declared(IdFormat);
+    impl AnswerReader for Declared {
+        fn effect(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
+            JOB.effect(answer)
+        }
+        fn id_format(&self) -> &IdFormat {
+            &self.0
+        }
+        fn id_quotes_secret(&self, id: &str) -> bool {
+            id.contains("7731")
+        }
+    }
+    let reader = Declared(IdFormat::new("J-[0-9]+", 10).expect("a format"));
+    let answer = |id: &str| serde_json::json!({ "id": id }).to_string();
+    assert_eq!(
+        classify_call(&Answer::new(201, answer("J-12").as_bytes()), &reader),
+        CallOutcome::Done(effect("J-12"))
+    );
+    for (id, why) in [
+        ("J-7731", "quotes a secret of the request"),
+        ("K-12", "is outside the format the server declares"),
+        ("J-123456789", "is outside the format the server declares"),
+    ] {
+        let CallOutcome::EffectRefused(d) =
+            classify_call(&Answer::new(201, answer(id).as_bytes()), &reader)
+        else {
+            panic!("{id} must be refused");
+        };
+        assert!(d.summary().contains(why), "{d}");
+        assert!(!d.summary().contains(id), "{d}");
+    }
 }
 
 /// 202: the server took the request under the key and replays the same 202 to every retry: an id
@@ -217,20 +299,16 @@ fn row_other_4xx_is_permanent() {
     }
 }
 
-/// A reader may name a permanent refusal (a declined card): that status alone becomes
-/// `Refused` with its code and the same detail; a status of another class stays what it is.
+/// A reader may name a refusal of its server's business (a declined card): that permanent status
+/// alone becomes `Declined` with the same detail; a status of another class stays what it is.
 #[test]
-fn a_named_refusal_is_refused_with_its_code() {
-    const PAY: JsonIdAt = JsonIdAt::new("payments API", "/id").refusing(&[
-        (402, "card_declined"),
-        (409, "never"),
-        (503, "never"),
-    ]);
-    let CallOutcome::Refused { code, detail } = classify_call(&Answer::new(402, INVALID), &PAY)
+fn row_a_declined_status_is_declined() {
+    const PAY: JsonIdAt = JsonIdAt::new("payments API", "/id").declining(&[402, 409, 503]);
+    let CallOutcome::Declined { status, detail } = classify_call(&Answer::new(402, INVALID), &PAY)
     else {
-        panic!("402 must be refused");
+        panic!("402 must be declined");
     };
-    assert_eq!(code, "card_declined");
+    assert_eq!(status, 402);
     assert!(
         detail.summary().starts_with("payments API answered 402"),
         "{detail}"
@@ -334,7 +412,7 @@ fn lookup_row_200_with_a_usable_id_is_found() {
 
 #[test]
 fn lookup_row_404_is_not_found() {
-    let body = br#"{"type":"not_found","title":"Not Found","status":404,"detail":"no slot is stored under this idempotency key"}"#;
+    let body = br#"{"type":"not_found","title":"Not Found","status":404,"detail":"no effect is stored under this idempotency key"}"#;
     assert_eq!(
         classify_lookup(&Answer::new(404, body), &JOB),
         LookupOutcome::NotFound
@@ -360,7 +438,7 @@ fn lookup_rows_else_are_transient() {
 }
 
 /// The core's path quotes nothing the server wrote: summaries name status, content type, length
-/// and the keyed digest, and there is no excerpt without a reader that gives one.
+/// and the keyed digest, whatever the reader.
 #[test]
 fn the_core_never_quotes_the_server() {
     let body =
@@ -378,7 +456,6 @@ fn the_core_never_quotes_the_server() {
             answer_digest(body)
         )
     );
-    assert_eq!(why.excerpt(), None);
     for status in [200, 302, 400, 401, 422, 500] {
         for outcome in [
             format!("{:?}", call(status, body)),
@@ -390,39 +467,6 @@ fn the_core_never_quotes_the_server() {
             );
         }
     }
-}
-
-/// A reader's excerpt reaches the detail of an answer that gave no effect, and only its quoted
-/// form (never the summary a log line gets).
-#[test]
-fn an_excerpt_is_the_readers() {
-    struct Quoting;
-    impl AnswerReader for Quoting {
-        fn server(&self) -> &str {
-            "terminal"
-        }
-        fn effect(&self, _: &Answer<'_>) -> Result<Effect, &'static str> {
-            Err("is never read")
-        }
-        fn excerpt(&self, _: &Answer<'_>) -> Option<String> {
-            Some("scrubbed words".into())
-        }
-    }
-    let CallOutcome::Permanent { detail, .. } = classify_call(&Answer::new(400, INVALID), &Quoting)
-    else {
-        panic!("permanent");
-    };
-    assert_eq!(detail.excerpt(), Some("scrubbed words"));
-    assert!(
-        detail.summary().starts_with("terminal answered 400 "),
-        "{detail}"
-    );
-    assert!(!detail.summary().contains("scrubbed"));
-    // No excerpt on a 2xx without an effect (its body may be an id that quotes a secret).
-    let CallOutcome::Transient(why) = classify_call(&Answer::new(201, b"{}"), &Quoting) else {
-        panic!("transient");
-    };
-    assert_eq!(why.excerpt(), None);
 }
 
 #[test]

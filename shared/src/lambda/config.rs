@@ -12,7 +12,7 @@
 //! | `MAX_CONCURRENCY` | records at once per batch (the reconciler: per run) | | `10` |
 //! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least one server call ([`IntegrationConfig::call_timeout_ms`]) + [`COMMIT_ALLOWANCE_MS`] (the reconciler: two calls + the allowance) | milliseconds | `12000` |
 //! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
-//! | `SERVER_KEY_RETENTION_SECONDS` | how long the side effect's server keeps an `Idempotency-Key` (the name is the first integration's, kept so that deployed stacks keep working; an integration may replace it) | seconds | `86400` |
+//! | `SERVER_KEY_RETENTION_SECONDS` | how long the side effect's server keeps an `Idempotency-Key`; read from [`LEGACY_KEY_RETENTION_VARIABLE`] when unset (a stack deployed before the neutral names) | seconds | `86400` |
 //! | `RETENTION_MARGIN_SECONDS` | never call the server this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 //! | `LOG_SENSITIVE_BODIES` | refused unless `false`: the AWS SDK would log request bodies | | unset |
@@ -21,6 +21,11 @@ use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
 use crate::reconciler::ReconcilerConfig;
 
 use super::env::{ConfigErrors, Env};
+/// The name `SERVER_KEY_RETENTION_SECONDS` had before the neutral vocabulary (issue 22): read as
+/// a fallback when the new name is unset, so a stack deployed with the previous template keeps
+/// its setting until it is updated (docs/DEPLOYING.md, "Stored names").
+pub const LEGACY_KEY_RETENTION_VARIABLE: &str = "TERMINAL_KEY_RETENTION_SECONDS";
+
 pub use super::store_config::StoreConfig;
 
 /// What the deadline margin reserves for the commit (and the store calls around it) after the
@@ -88,7 +93,16 @@ impl LambdaConfig {
             );
         }
         let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
-        let retention_s = env.number("SERVER_KEY_RETENTION_SECONDS", 86_400, 60, 366 * 86_400);
+        // The name before the neutral vocabulary, read when the new one is unset (a stack
+        // deployed with the previous template).
+        let retention_variable = if env.optional("SERVER_KEY_RETENTION_SECONDS").is_none()
+            && env.optional(LEGACY_KEY_RETENTION_VARIABLE).is_some()
+        {
+            LEGACY_KEY_RETENTION_VARIABLE
+        } else {
+            "SERVER_KEY_RETENTION_SECONDS"
+        };
+        let retention_s = env.number(retention_variable, 86_400, 60, 366 * 86_400);
         let margin_s = env.number("RETENTION_MARGIN_SECONDS", 3_600, 0, 366 * 86_400);
         let page_size = env.number("RECONCILE_PAGE_SIZE", 25, 1, 1_000);
         if let (Some(retention), Some(margin)) = (retention_s, margin_s) {
@@ -205,12 +219,17 @@ impl<C: IntegrationConfig> Config<C> {
     }
 }
 
-/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required) and `INTEGRATION_NAME`
+/// The metrics function's configuration: `IDEMPOTENCY_TABLE` (required with DynamoDB), or
+/// `STORE=postgres` and the `DATABASE_*` variables ([`super::store_config`]), and `INTEGRATION_NAME`
 /// (the metrics' `Integration` dimension; the integration's default, else required).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// The idempotency table's name (its GSIs `InFlight` and `MultiEffect` are read).
+    /// The idempotency table's name (its GSIs `InFlight` and the multi-effect index
+    /// (`store::dynamo::MULTI_EFFECT_INDEX`) are read); empty with `STORE=postgres`.
     pub idempotency_table: String,
+    /// `STORE=postgres`: the PostgreSQL store's settings (`DATABASE_*`, as the consumer's; its
+    /// views `in_flight` and `multi_effect` are read). `None`: DynamoDB.
+    pub postgres: Option<super::store_config::PostgresSettings>,
     /// The integration's name.
     pub integration: String,
 }
@@ -226,7 +245,11 @@ impl MetricsConfig {
         default_name: Option<&str>,
     ) -> Result<Self, ConfigErrors> {
         let env = Env::new(&lookup);
-        let idempotency_table = env.required("IDEMPOTENCY_TABLE");
+        let postgres = super::store_config::PostgresSettings::read_if_selected(&env);
+        let idempotency_table = match postgres {
+            Some(_) => Some(String::new()),
+            None => env.required("IDEMPOTENCY_TABLE"),
+        };
         let integration = match default_name {
             Some(default) => Some(
                 env.optional("INTEGRATION_NAME")
@@ -236,6 +259,7 @@ impl MetricsConfig {
         };
         env.finish(|| Self {
             idempotency_table: idempotency_table.unwrap_or_default(),
+            postgres,
             integration: integration.unwrap_or_default(),
         })
     }
@@ -301,6 +325,26 @@ mod tests {
         assert_eq!(
             c.lambda.manual_queue_url,
             "https://sqs.eu-west-1.amazonaws.com/1/manual"
+        );
+    }
+
+    /// A stack deployed with the previous template sets the retention under its old name: read
+    /// when the new name is unset; the new name wins when both are set.
+    #[test]
+    fn the_key_retention_is_read_under_its_old_name_when_the_new_is_unset() {
+        let mut old = BASE.to_vec();
+        old.push((LEGACY_KEY_RETENTION_VARIABLE, "7200"));
+        let c = Config::<()>::from_env(env(&old)).unwrap();
+        assert_eq!(c.lambda.reconciler.key_retention_ms, 7_200_000);
+        old.push(("SERVER_KEY_RETENTION_SECONDS", "10800"));
+        let c = Config::<()>::from_env(env(&old)).unwrap();
+        assert_eq!(c.lambda.reconciler.key_retention_ms, 10_800_000);
+        let mut bad = BASE.to_vec();
+        bad.push((LEGACY_KEY_RETENTION_VARIABLE, "soon"));
+        let err = Config::<()>::from_env(env(&bad)).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{LEGACY_KEY_RETENTION_VARIABLE}: \"soon\"")),
+            "{err}"
         );
     }
 
@@ -390,6 +434,33 @@ mod tests {
         assert!(Config::<()>::from_env(env(&off)).is_ok());
     }
 
+    /// With `STORE=postgres` the metrics function needs the `DATABASE_*` variables, not
+    /// `IDEMPOTENCY_TABLE`.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_metrics_configuration_reads_postgres() {
+        let config = MetricsConfig::from_env(
+            env(&[
+                ("STORE", "postgres"),
+                ("DATABASE_URL", "postgresql://m@db/gate?sslmode=verify-full"),
+                ("DATABASE_SCHEMA", "gate_jobs"),
+            ]),
+            Some("d"),
+        )
+        .unwrap();
+        assert_eq!(config.idempotency_table, "");
+        assert_eq!(
+            config.postgres.map(|p| p.schema),
+            Some("gate_jobs".to_string())
+        );
+        assert_eq!(
+            MetricsConfig::from_env(env(&[("STORE", "postgres")]), Some("d"))
+                .unwrap_err()
+                .variables(),
+            ["DATABASE_URL_SECRET_ARN"]
+        );
+    }
+
     #[test]
     fn the_metrics_configuration_names_what_is_missing() {
         assert_eq!(
@@ -408,6 +479,7 @@ mod tests {
             MetricsConfig::from_env(env(&[("IDEMPOTENCY_TABLE", "t")]), Some("d")).unwrap(),
             MetricsConfig {
                 idempotency_table: "t".into(),
+                postgres: None,
                 integration: "d".into()
             }
         );

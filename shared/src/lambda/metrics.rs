@@ -12,7 +12,7 @@ use super::config::IntegrationConfig;
 use super::config::MetricsConfig;
 use super::init_error::start;
 use super::runner::{aws_loader, ScheduledInput};
-use super::store::build_index;
+use super::store::build_metrics_index;
 
 /// Publishes the store signals with one `PutMetricData` call: namespace
 /// [`signals::NAMESPACE`], dimension `Integration = integration`, timestamp `now_ms` (epoch ms).
@@ -102,8 +102,9 @@ pub async fn run_metrics(default_name: Option<&str>) -> Result<(), Error> {
     let (index, cloudwatch, integration) = start(async {
         let config = MetricsConfig::from_env(|k| std::env::var(k).ok(), default_name)?;
         let aws = aws_loader().load().await;
-        // The metrics function reads only the idempotency table's indexes (`InFlightIndex`).
-        let index = build_index(&config.idempotency_table, &aws);
+        // The metrics function reads only the idempotency table's indexes (`InFlightIndex`):
+        // DynamoDB's GSIs, or PostgreSQL's partial indexes with `STORE=postgres`.
+        let index = build_metrics_index(&config, &aws).await?;
         Ok((
             index,
             aws_sdk_cloudwatch::Client::new(&aws),

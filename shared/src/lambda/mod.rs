@@ -59,5 +59,5 @@ pub use runner::{
     build_gate, handle_reconcile, handle_sqs, run_consumer, run_reconciler, Build, ScheduledInput,
 };
 pub use secrets::{fetch_secret, fetch_secret_string, SecretError, SecretString};
-pub use store::{build_store, verify_conditional_writes};
+pub use store::{build_metrics_index, build_store, verify_conditional_writes};
 pub use store_config::{DatabaseUrl, PostgresSettings};

@@ -39,12 +39,14 @@ pub fn deadline_ms(deadline: u64, now_ms: i64) -> i64 {
     }
 }
 
-/// The invocation of a Lambda context: the request id (lease owner) and the deadline (epoch ms).
+/// The invocation of a Lambda context: this execution of the request id, with its own nonce
+/// (the stem of its lease tokens, [`Invocation::new`]: two executions of one request id never
+/// share a lease), and the deadline (epoch ms).
 pub fn invocation(context: &lambda_runtime::Context) -> Invocation {
-    Invocation {
-        request_id: context.request_id.clone(),
-        deadline_ms: deadline_ms(context.deadline, SystemClock.now_ms()),
-    }
+    Invocation::new(
+        &context.request_id,
+        deadline_ms(context.deadline, SystemClock.now_ms()),
+    )
 }
 
 /// Handles one SQS event, read leniently ([`SqsInput`]: a record the typed deserialiser refuses
@@ -116,7 +118,8 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
     }
 }
 
-/// Runs one reconciler pass for a scheduled invocation and returns its report.
+/// Runs one reconciler pass for a scheduled invocation and returns its report; then, on a store
+/// without TTL (PostgreSQL), the purge of expired rows ([`crate::purge`]).
 ///
 /// # Errors
 /// None in practice; failures are counted in the report and retried by the next run.
@@ -135,6 +138,8 @@ pub async fn handle_reconcile(
     let invocation = invocation(&event.context);
     let report = gate.reconcile(index, config, &invocation).await;
     Counts::of_reconcile(&report).emit();
+    // A store without TTL (PostgreSQL): expired rows with nothing left to do, after the pass.
+    gate.purge_expired(&invocation).await;
     Ok(report)
 }
 
@@ -203,10 +208,15 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     let integration = build.build(config.integration, aws.clone()).await?;
     let (store, index) = build_store(&config.lambda.store, &aws).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
+    let integration = Arc::new(integration);
+    let codes = integration.clone();
     let gate = Gate {
         store,
-        integration: Arc::new(integration),
-        manual: Arc::new(SqsManualQueue::new(sqs, config.lambda.manual_queue_url)),
+        integration,
+        manual: Arc::new(
+            SqsManualQueue::new(sqs, config.lambda.manual_queue_url)
+                .with_codes(Arc::new(move |r| codes.manual_reason_code(r))),
+        ),
         clock: Arc::new(SystemClock),
         config: config.lambda.gate,
     };

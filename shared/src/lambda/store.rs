@@ -12,14 +12,14 @@ use crate::clock::{Clock, SystemClock};
 use crate::store::dynamo::{DynamoIndex, DynamoStore};
 use crate::store::{IdempotencyStore, InFlightIndex};
 
-use super::config::StoreConfig;
+use super::config::{MetricsConfig, StoreConfig};
 use super::store_config::PostgresSettings;
 
 /// The write path and the read side of one store.
 pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 
 /// The store of `config` with the SDK configuration `aws`, once per cold start: the write path
-/// and the read side of its idempotency table (`InFlight`, `MultiEffect`: what the reconciler
+/// and the read side of its idempotency table (`InFlight`, the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`): what the reconciler
 /// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that conditional writes
 /// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
 /// the connection string (from Secrets Manager by ARN, or `DATABASE_URL` locally) and applies
@@ -97,7 +97,9 @@ async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<
         }
         DatabaseUrl::Local(url) => url.clone(),
     };
-    let mut config = PostgresConfig::new(url.expose(), settings.pool_size);
+    let mut config =
+        PostgresConfig::new(url.expose(), settings.pool_size).with_schema(settings.schema.clone());
+    config.ca_bundle = settings.ca_bundle.clone();
     if !settings.session_timeouts {
         config.statement_timeout = None;
         config.lock_timeout = None;
@@ -108,6 +110,12 @@ async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<
     };
     let store =
         PostgresStore::with_config(&config).map_err(|e| Error::from(format!("{variable}: {e}")))?;
+    tracing::info!(
+        sslmode = config.ssl_mode().map(|m| m.as_str()).unwrap_or("?"),
+        ca_bundle = ?config.ca_bundle,
+        pool_size = config.pool_size,
+        "PostgreSQL store"
+    );
     if settings.run_migrations {
         let applied = store
             .migrate()
@@ -132,4 +140,27 @@ pub fn build_index(idempotency_table: &str, aws: &SdkConfig) -> Arc<dyn InFlight
         aws_sdk_dynamodb::Client::new(aws),
         idempotency_table.to_string(),
     ))
+}
+
+/// The metrics function's read side: DynamoDB's indexes of `config.idempotency_table`, or, with
+/// `STORE=postgres`, the PostgreSQL store's partial indexes (through the views `in_flight` and
+/// `multi_effect`; no migration is run by the metrics function, whatever
+/// `DATABASE_RUN_MIGRATIONS` says: the consumer's cold start or an operator runs them).
+///
+/// # Errors
+/// As [`build_store`] for PostgreSQL (the secret, the connection string, the CA bundle).
+pub async fn build_metrics_index(
+    config: &MetricsConfig,
+    aws: &SdkConfig,
+) -> Result<Arc<dyn InFlightIndex>, Error> {
+    match &config.postgres {
+        None => Ok(build_index(&config.idempotency_table, aws)),
+        Some(settings) => {
+            let settings = PostgresSettings {
+                run_migrations: false,
+                ..settings.clone()
+            };
+            Ok(build_postgres(&settings, aws).await?.1)
+        }
+    }
 }

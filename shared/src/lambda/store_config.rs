@@ -11,6 +11,8 @@
 //! | `DATABASE_URL` | PostgreSQL: the connection string, **local runs only**; refused together with the ARN | | none |
 //! | `DATABASE_POOL_SIZE` | PostgreSQL: connections per execution environment | connections | `1` |
 //! | `DATABASE_RUN_MIGRATIONS` | PostgreSQL: apply the shipped migrations at cold start | | `false` |
+//! | `DATABASE_CA_BUNDLE` | PostgreSQL: path of a PEM file of the CA certificates that sign the server's certificate (RDS/Aurora: AWS's `global-bundle.pem`, shipped in the deployment package, e.g. `/var/task/global-bundle.pem`, or a layer, `/opt/...`); unset: the connection string's `sslrootcert`, else the system's roots (enough for RDS Proxy). The connection string's `sslmode` (default `verify-full`) says what is checked: `gate::store::postgres::tls` | | none |
+//! | `DATABASE_SCHEMA` | PostgreSQL: the schema of the gate's tables (1 to 63 of `a-z`, `0-9`, `_`) | | `gate` |
 //! | `DATABASE_SESSION_TIMEOUTS` | PostgreSQL: `SET statement_timeout` (5 s) and `lock_timeout` (2 s) on each new connection; `false` behind RDS Proxy (a `SET` pins the proxy's session: set them on the role instead) | | `true` |
 
 use super::env::{secret_arn_valid, Env};
@@ -47,6 +49,11 @@ pub struct PostgresSettings {
     pub run_migrations: bool,
     /// `DATABASE_SESSION_TIMEOUTS`: set the statement and lock timeouts on each connection.
     pub session_timeouts: bool,
+    /// `DATABASE_SCHEMA`: the schema of the gate's tables.
+    pub schema: String,
+    /// `DATABASE_CA_BUNDLE`: the PEM file of CA certificates for TLS (`None`: the connection
+    /// string's `sslrootcert`, else the system's roots). Checked to be a file at start.
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 /// The source of the connection string (it holds the password: `Debug` redacts it).
@@ -63,11 +70,25 @@ pub enum DatabaseUrl {
 pub fn database_url_parses(url: &str) -> bool {
     #[cfg(feature = "postgres")]
     {
-        url.parse::<tokio_postgres::Config>().is_ok()
+        crate::store::postgres::connection_string_parses(url)
     }
     #[cfg(not(feature = "postgres"))]
     {
         !url.trim().is_empty()
+    }
+}
+
+/// Whether `schema` is a schema name the PostgreSQL store takes (its rule:
+/// `check_schema_name` of `gate::store::postgres`).
+fn schema_name_valid(schema: &str) -> Result<(), String> {
+    #[cfg(feature = "postgres")]
+    {
+        crate::store::postgres::check_schema_name(schema).map_err(|e| e.to_string())
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = schema;
+        Ok(())
     }
 }
 
@@ -76,13 +97,46 @@ impl StoreConfig {
     /// naming its variable; never quotes a connection string or what may be one.
     pub fn read(env: &Env<'_>) -> Self {
         let verify_conditional_writes = env.boolean("VERIFY_CONDITIONAL_WRITES", true);
-        let store = env.optional("STORE");
-        match store.as_deref().map(str::trim) {
-            None | Some("dynamodb") => Self::DynamoDb {
+        match PostgresSettings::select(env) {
+            Selected::Postgres(settings) => Self::Postgres(settings),
+            Selected::DynamoDb => Self::DynamoDb {
                 idempotency_table: env.required("IDEMPOTENCY_TABLE").unwrap_or_default(),
                 business_table: env.required("BOOKINGS_TABLE").unwrap_or_default(),
                 verify_conditional_writes,
             },
+            Selected::Unknown => Self::DynamoDb {
+                idempotency_table: String::new(),
+                business_table: String::new(),
+                verify_conditional_writes,
+            },
+        }
+    }
+}
+
+/// What `STORE` selects.
+enum Selected {
+    DynamoDb,
+    Postgres(PostgresSettings),
+    /// An unknown value (a problem recorded): no store's variables are read.
+    Unknown,
+}
+
+impl PostgresSettings {
+    /// Reads `STORE` and, when it is `postgres`, the `DATABASE_*` variables (the module's
+    /// table). `None` for DynamoDB (unset or `dynamodb`) and for an unknown value (a problem
+    /// recorded on `env`, naming `STORE`). Used by every function: the metrics function reads
+    /// `IDEMPOTENCY_TABLE` alone for DynamoDB.
+    pub fn read_if_selected(env: &Env<'_>) -> Option<Self> {
+        match Self::select(env) {
+            Selected::Postgres(settings) => Some(settings),
+            Selected::DynamoDb | Selected::Unknown => None,
+        }
+    }
+
+    fn select(env: &Env<'_>) -> Selected {
+        let store = env.optional("STORE");
+        match store.as_deref().map(str::trim) {
+            None | Some("dynamodb") => Selected::DynamoDb,
             Some("postgres") => {
                 if !cfg!(feature = "postgres") {
                     env.problem(
@@ -91,24 +145,18 @@ impl StoreConfig {
                          `postgres`)",
                     );
                 }
-                Self::Postgres(PostgresSettings::read(env))
+                Selected::Postgres(Self::read(env))
             }
             Some(other) => {
                 env.problem(
                     "STORE",
                     format!("{other:?} is not `dynamodb` or `postgres`"),
                 );
-                Self::DynamoDb {
-                    idempotency_table: String::new(),
-                    business_table: String::new(),
-                    verify_conditional_writes,
-                }
+                Selected::Unknown
             }
         }
     }
-}
 
-impl PostgresSettings {
     /// Reads the `DATABASE_*` variables (the module's table).
     fn read(env: &Env<'_>) -> Self {
         let arn = env.optional("DATABASE_URL_SECRET_ARN");
@@ -156,11 +204,34 @@ impl PostgresSettings {
         let pool_size = env.number("DATABASE_POOL_SIZE", 1, 1, 100).unwrap_or(1) as usize;
         let run_migrations = env.boolean("DATABASE_RUN_MIGRATIONS", false);
         let session_timeouts = env.boolean("DATABASE_SESSION_TIMEOUTS", true);
+        let schema = env
+            .optional("DATABASE_SCHEMA")
+            .map_or_else(|| "gate".to_string(), |s| s.trim().to_string());
+        if let Err(e) = schema_name_valid(&schema) {
+            env.problem("DATABASE_SCHEMA", e);
+        }
+        let ca_bundle = env
+            .optional("DATABASE_CA_BUNDLE")
+            .map(|p| std::path::PathBuf::from(p.trim()));
+        if let Some(path) = &ca_bundle {
+            if !path.is_file() {
+                env.problem(
+                    "DATABASE_CA_BUNDLE",
+                    format!(
+                        "no file at {} (the PEM bundle of CA certificates, shipped in the \
+                         deployment package or a layer)",
+                        path.display()
+                    ),
+                );
+            }
+        }
         Self {
             url: url.unwrap_or(DatabaseUrl::Local(SecretString::new(""))),
             pool_size,
             run_migrations,
             session_timeouts,
+            schema,
+            ca_bundle,
         }
     }
 }
@@ -227,6 +298,8 @@ mod tests {
                 pool_size: 1,
                 run_migrations: false,
                 session_timeouts: true,
+                schema: "gate".into(),
+                ca_bundle: None,
             }))
         );
         assert_eq!(
@@ -242,6 +315,8 @@ mod tests {
                 pool_size: 4,
                 run_migrations: true,
                 session_timeouts: false,
+                schema: "gate".into(),
+                ca_bundle: None,
             }))
         );
     }
@@ -271,6 +346,15 @@ mod tests {
                 ("DATABASE_URL", "host=db port=seventy")
             ]),
             Err(vec!["DATABASE_URL"])
+        );
+        assert_eq!(
+            read(&[
+                ("STORE", "postgres"),
+                ("DATABASE_URL", URL),
+                ("DATABASE_CA_BUNDLE", "/nonexistent/global-bundle.pem"),
+                ("DATABASE_SCHEMA", "Gate; DROP"),
+            ]),
+            Err(vec!["DATABASE_SCHEMA", "DATABASE_CA_BUNDLE"])
         );
         assert_eq!(
             read(&[

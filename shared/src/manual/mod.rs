@@ -12,122 +12,117 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-/// Why an event was routed to a person. The code is stable (message attribute, metrics).
+/// Why an event was routed to a person. The code is stable (the item's `reason`, the SQS message
+/// attribute, the log line's `detail`). The core's codes and texts speak of the effect and the
+/// server; an integration whose queue readers know other codes and words gives its own
+/// ([`crate::Integration::manual_reason_code`], [`crate::Integration::manual_reason_text`]):
+/// truck-slot keeps its legacy `terminal_rejected` for [`ManualReason::ServerRejected`]. The item
+/// then carries the integration's code ([`ManualItem::to_json_with`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ManualReason {
     /// The body can never succeed (the integration's [`crate::integration::Rejection`]); the detail says why.
     Rejected,
-    /// The window had already ended: no effect can be claimed.
+    /// The event had already ended: no effect is made for it any more.
     EventEnded,
     /// The same event key arrived with another fingerprint: never a duplicate.
     Mismatch,
-    /// The server does not honour `Idempotency-Key`: claiming would risk a second effect.
+    /// The server does not honour `Idempotency-Key`: calling it would risk a second effect.
     NoIdempotencySupport,
     /// The server said the key was reused with another body (IETF draft: 422; or 409
     /// `idempotency_mismatch`).
     ServerKeyMismatch,
     /// The server answered another permanent error (4xx).
     ServerRejected,
-    /// The server's key retention has passed: claiming again could make a second effect.
+    /// The server declined the request for a reason of its business, a refusal the integration
+    /// names apart from [`ManualReason::ServerRejected`] (its
+    /// [`crate::idempotency_key::AnswerReader::declines`]; [`crate::effect::CallOutcome::Declined`]):
+    /// a payments API's `402`, a declined card, which payments calls `card_declined`
+    /// ([`crate::Integration::manual_reason_code`]).
+    Declined,
+    /// The server's key retention has passed: calling again could make a second effect.
     PastKeyRetention,
     /// The server answered for another subject than the one asked.
     ServerAnswerInvalid,
-    /// The server issued an effect for a record another holder had already finished as `failed`
-    /// or `manual`: nothing booked that effect; book it by hand or cancel it at the server.
+    /// The server made an effect for a record another holder had already finished as `failed`
+    /// or `manual`: nothing recorded that effect; record it by hand or undo it at the server.
     UnrecordedEffect,
     /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
-    /// detail names who and why. Book it by hand from the original body, or drop it.
+    /// detail names who and why. Make the effect by hand from the original body, or drop it.
     Cancelled,
-    /// The server refused the request permanently for a reason the integration names (its
-    /// [`crate::effect::CallOutcome::Refused`]): the code is the integration's own (e.g.
-    /// `card_declined` for a payments API's `402`), so a person reads the business reason, not a
-    /// generic refusal. A code is 1 to [`MAX_INTEGRATION_CODE_LEN`] characters of `a-z`, `0-9`
-    /// and `_`, and never one of the core's codes ([`ManualReason::ALL`]): such a code is read
-    /// back as the core's reason ([`ManualReason::parse`]).
-    Integration(&'static str),
-}
-
-/// Longest integration-defined reason code ([`ManualReason::Integration`]), characters.
-pub const MAX_INTEGRATION_CODE_LEN: usize = 64;
-
-/// Distinct integration codes one process reads back from JSON ([`ManualReason::parse`]) at
-/// most: each is kept once for the process's life (a `&'static str`), so the set must be bounded.
-/// Past it an unknown code is unreadable (the item is then routed as `rejected` with its stored
-/// bytes as the body: nothing is lost).
-const MAX_INTERNED_CODES: usize = 256;
-
-/// Whether `code` has the form of an integration code (`[a-z0-9_]{1,64}`).
-pub fn is_integration_code(code: &str) -> bool {
-    (1..=MAX_INTEGRATION_CODE_LEN).contains(&code.len())
-        && code
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
-/// `code` as a `&'static str`, kept once per distinct code (bounded, [`MAX_INTERNED_CODES`]).
-fn intern(code: &str) -> Option<&'static str> {
-    static CODES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut codes = CODES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(known) = codes.get(code) {
-        return Some(known);
-    }
-    if codes.len() >= MAX_INTERNED_CODES {
-        return None;
-    }
-    let kept: &'static str = Box::leak(code.to_string().into_boxed_str());
-    codes.insert(kept);
-    Some(kept)
 }
 
 impl ManualReason {
-    /// `rejected`, `window_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
-    /// `server_rejected`, `past_key_retention`, `server_answer_invalid`, `unbooked_effect`,
-    /// `cancelled`, or the integration's own code.
+    /// `rejected`, `event_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
+    /// `server_rejected`, `declined`, `past_key_retention`, `server_answer_invalid`, `unrecorded_effect`,
+    /// `cancelled`: the core's codes.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
-            Self::EventEnded => "window_ended",
+            Self::EventEnded => "event_ended",
             Self::Mismatch => "mismatch",
             Self::NoIdempotencySupport => "no_idempotency_support",
-            Self::ServerKeyMismatch => "terminal_key_mismatch",
-            Self::ServerRejected => "terminal_rejected",
+            Self::ServerKeyMismatch => "server_key_mismatch",
+            Self::ServerRejected => "server_rejected",
+            Self::Declined => "declined",
             Self::PastKeyRetention => "past_key_retention",
-            Self::ServerAnswerInvalid => "terminal_answer_invalid",
-            Self::UnrecordedEffect => "unbooked_slot",
+            Self::ServerAnswerInvalid => "server_answer_invalid",
+            Self::UnrecordedEffect => "unrecorded_effect",
             Self::Cancelled => "cancelled",
-            Self::Integration(code) => code,
+        }
+    }
+
+    /// What the reason means, for a person: the core's words.
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::Rejected => "the body can never succeed",
+            Self::EventEnded => "the event had already ended: no effect is made for it any more",
+            Self::Mismatch => "the same event key arrived with another body",
+            Self::NoIdempotencySupport => {
+                "the server does not honour Idempotency-Key: a retry could make a second effect"
+            }
+            Self::ServerKeyMismatch => "the server said the key was reused with another body",
+            Self::ServerRejected => "the server refused the request (a permanent error)",
+            Self::Declined => "the server declined the request for a reason of its business",
+            Self::PastKeyRetention => {
+                "the server's key retention has passed: a new call could make a second effect"
+            }
+            Self::ServerAnswerInvalid => "the server answered for another subject than asked",
+            Self::UnrecordedEffect => {
+                "the server made an effect for a record already finished: nothing recorded it"
+            }
+            Self::Cancelled => "an operator cancelled the record",
         }
     }
 }
 
 impl ManualReason {
-    /// Every reason of the core (not the integrations' own, [`ManualReason::Integration`]).
-    pub const ALL: [ManualReason; 10] = [
+    /// Every reason of the core, for parsing codes.
+    pub const ALL: [ManualReason; 11] = [
         Self::Rejected,
         Self::EventEnded,
         Self::Mismatch,
         Self::NoIdempotencySupport,
         Self::ServerKeyMismatch,
         Self::ServerRejected,
+        Self::Declined,
         Self::PastKeyRetention,
         Self::ServerAnswerInvalid,
         Self::UnrecordedEffect,
         Self::Cancelled,
     ];
 
-    /// The reason with this [`ManualReason::code`]: the core's, else an integration's code of the
-    /// right form ([`is_integration_code`]), else `None`.
+    /// The reason with this [`ManualReason::code`], if any.
     pub fn parse(code: &str) -> Option<Self> {
+        Self::parse_with(code, Self::code)
+    }
+
+    /// The reason whose code is `code` under `code_of` (an integration's codes:
+    /// [`crate::Integration::manual_reason_code`]), or under the core's codes.
+    pub fn parse_with(code: &str, code_of: impl Fn(Self) -> &'static str) -> Option<Self> {
         Self::ALL
             .into_iter()
-            .find(|r| r.code() == code)
-            .or_else(|| {
-                is_integration_code(code)
-                    .then(|| intern(code))
-                    .flatten()
-                    .map(Self::Integration)
-            })
+            .find(|r| code_of(*r) == code)
+            .or_else(|| Self::ALL.into_iter().find(|r| r.code() == code))
     }
 }
 
@@ -190,9 +185,15 @@ impl ManualItem {
     /// reconciler) sends the same item, and neither the send nor the routing record's write can
     /// fail on size and turn a bad body into a retry loop. Holds the original body, and so the PIN.
     pub fn to_json(&self) -> Vec<u8> {
+        self.to_json_with(ManualReason::code)
+    }
+
+    /// [`ManualItem::to_json`] with the reason's code under `code_of` (an integration's codes:
+    /// [`crate::Integration::manual_reason_code`]).
+    pub fn to_json_with(&self, code_of: impl Fn(ManualReason) -> &'static str) -> Vec<u8> {
         let detail: String = self.detail.chars().take(MAX_DETAIL_CHARS).collect();
         let mut message = serde_json::json!({
-            "reason": self.reason.code(),
+            "reason": code_of(self.reason),
             "detail": detail,
             "original_body": self.original_body,
             "event_key": self.event_key,
@@ -236,6 +237,15 @@ impl ManualItem {
     /// item must carry both `original_body_bytes` and `original_body_sha256`). Of a cut item,
     /// `original_body` is the kept prefix and `original_body_cut` what was cut, so a resend says so.
     pub fn from_json(bytes: &[u8]) -> Option<Self> {
+        Self::from_json_with(bytes, ManualReason::code)
+    }
+
+    /// [`ManualItem::from_json`] of an item written with an integration's codes (`code_of`:
+    /// [`crate::Integration::manual_reason_code`]; the core's codes are read too).
+    pub fn from_json_with(
+        bytes: &[u8],
+        code_of: impl Fn(ManualReason) -> &'static str,
+    ) -> Option<Self> {
         let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
         let original_body_cut =
             if v.get("original_body_truncated") == Some(&serde_json::Value::Bool(true)) {
@@ -247,7 +257,7 @@ impl ManualItem {
                 None
             };
         Some(Self {
-            reason: ManualReason::parse(v.get("reason")?.as_str()?)?,
+            reason: ManualReason::parse_with(v.get("reason")?.as_str()?, code_of)?,
             detail: v.get("detail")?.as_str()?.to_string(),
             original_body: v.get("original_body")?.as_str()?.to_string(),
             original_body_cut,
@@ -325,33 +335,32 @@ mod tests {
                 assert_eq!(ManualItem::from_json(&item.to_json()), Some(item));
             }
         }
-        assert_eq!(ManualReason::parse("Nope!"), None);
-        assert_eq!(ManualReason::parse(""), None);
-        assert_eq!(ManualReason::parse(&"x".repeat(65)), None);
-        assert_eq!(ManualItem::from_json(b"{}"), None);
-        assert_eq!(ManualItem::from_json(b"not json"), None);
-    }
-
-    /// An integration's own code (a declined card) is written and read back as itself.
-    #[test]
-    fn an_integration_code_round_trips() {
-        let reason = ManualReason::Integration("card_declined");
-        assert_eq!(reason.code(), "card_declined");
-        assert_eq!(ManualReason::parse("card_declined"), Some(reason));
+        assert_eq!(ManualReason::parse("nope"), None);
+        // An integration's own codes: written and read back with them; the core's still read.
+        let own = |r: ManualReason| match r {
+            ManualReason::ServerRejected => "card_declined",
+            r => r.code(),
+        };
         let item = ManualItem {
-            reason,
-            detail: "card_declined: payments API answered 402".into(),
+            reason: ManualReason::ServerRejected,
+            detail: "402".into(),
             original_body: "{}".into(),
             event_key: None,
-            message_id: "m-1".into(),
+            message_id: "m-2".into(),
             original_body_cut: None,
         };
-        assert_eq!(ManualItem::from_json(&item.to_json()), Some(item));
-        // A core code is the core's reason.
+        let json = item.to_json_with(own);
+        assert!(String::from_utf8_lossy(&json).contains("\"reason\":\"card_declined\""));
         assert_eq!(
-            ManualReason::parse("cancelled"),
-            Some(ManualReason::Cancelled)
+            ManualItem::from_json(&json),
+            None,
+            "a code the core does not know"
         );
+        assert_eq!(ManualItem::from_json_with(&json, own), Some(item.clone()));
+        assert_eq!(ManualItem::from_json_with(&item.to_json(), own), Some(item));
+
+        assert_eq!(ManualItem::from_json(b"{}"), None);
+        assert_eq!(ManualItem::from_json(b"not json"), None);
     }
 
     /// 200 KiB of `"` (each escaped to 2 bytes) would make a 400 KiB item: over SQS's limit and,

@@ -24,7 +24,12 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use aws_sdk_sqs::Client;
 
-use crate::manual::{ManualItem, ManualQueue, ManualQueueError};
+use std::sync::Arc;
+
+use crate::manual::{ManualItem, ManualQueue, ManualQueueError, ManualReason};
+
+/// The code of a reason on the queue (an integration's, [`crate::Integration::manual_reason_code`]).
+pub type ReasonCodes = Arc<dyn Fn(ManualReason) -> &'static str + Send + Sync>;
 
 /// The name of the message attribute that holds the reason code.
 pub const REASON_ATTRIBUTE: &str = "reason";
@@ -33,19 +38,36 @@ pub const REASON_ATTRIBUTE: &str = "reason";
 ///
 /// Build the [`Client`] once per cold start, with the SDK's retry configuration; a failed send
 /// (after those retries) is a [`ManualQueueError`] and the SQS record is retried.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SqsManualQueue {
     client: Client,
     queue_url: String,
+    codes: ReasonCodes,
+}
+
+impl std::fmt::Debug for SqsManualQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsManualQueue")
+            .field("queue_url", &self.queue_url)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SqsManualQueue {
-    /// A manual queue sending to `queue_url` through `client`.
+    /// A manual queue sending to `queue_url` through `client`, with the core's reason codes.
     pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
         Self {
             client,
             queue_url: queue_url.into(),
+            codes: Arc::new(ManualReason::code),
         }
+    }
+
+    /// The same queue writing each reason under `codes` (the integration's:
+    /// `move |r| integration.manual_reason_code(r)`), in the body and the `reason` attribute.
+    pub fn with_codes(mut self, codes: ReasonCodes) -> Self {
+        self.codes = codes;
+        self
     }
 
     /// The queue's URL.
@@ -65,13 +87,13 @@ impl ManualQueue for SqsManualQueue {
     async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError> {
         let reason = MessageAttributeValue::builder()
             .data_type("String")
-            .string_value(item.reason.code())
+            .string_value((self.codes)(item.reason))
             .build()
             .map_err(|e| ManualQueueError(format!("reason attribute: {e}")))?;
         self.client
             .send_message()
             .queue_url(&self.queue_url)
-            .message_body(message_body(&item))
+            .message_body(String::from_utf8_lossy(&item.to_json_with(&*self.codes)).into_owned())
             .message_attributes(REASON_ATTRIBUTE, reason)
             .send()
             .await
@@ -96,15 +118,15 @@ mod tests {
     fn body_has_every_field() {
         let item = ManualItem {
             reason: ManualReason::EventEnded,
-            detail: "window_ended: ...".into(),
+            detail: "event_ended: ...".into(),
             original_body: "{\"pin\":\"4711\"}".into(),
             event_key: None,
             message_id: "m1".into(),
             original_body_cut: None,
         };
         let v: serde_json::Value = serde_json::from_str(&message_body(&item)).unwrap();
-        assert_eq!(v["reason"], "window_ended");
-        assert_eq!(v["detail"], "window_ended: ...");
+        assert_eq!(v["reason"], "event_ended");
+        assert_eq!(v["detail"], "event_ended: ...");
         assert_eq!(v["original_body"], "{\"pin\":\"4711\"}");
         assert!(v["event_key"].is_null());
         assert_eq!(v["message_id"], "m1");

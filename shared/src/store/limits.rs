@@ -26,10 +26,15 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 /// the tests use (moto) refuses above 405,000 bytes.
 pub const MAX_ITEM_BYTES: usize = 400_000;
 
+/// DynamoDB's partition key limit, **bytes**: a partition key value is at most 2,048 bytes (AWS,
+/// DynamoDB "Service, account, and table quotas": partition key length). A longer `pk` (a long
+/// natural key, [`crate::store::natural_key_pk`]) is a `ValidationException` every time.
+pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
 /// the `error` text of a routing (at most [`MAX_ERROR_BYTES`]), the effect ids (`effect_id` and at
 /// most [`MAX_EFFECT_IDS`] in `effect_ids`, each at most [`MAX_EFFECT_ID_BYTES`]), a longer lease
-/// token (at most [`MAX_LEASE_OWNER_BYTES`]), the `route_pending` and `multi_effect` marks and an
+/// token (at most [`MAX_LEASE_OWNER_BYTES`]), the `route_pending` and multi-effect marks and an
 /// operator's audit `history` (at most [`MAX_HISTORY_ENTRIES`] bounded lines): about 11.9 KB at
 /// their largest together (`shared/tests/largest_record.rs` proves the whole record stays under
 /// [`MAX_ITEM_BYTES`]).
@@ -87,10 +92,10 @@ pub fn bounded_error(text: &str) -> &str {
 }
 
 /// The attribute names of the store's own items, which no label may take: the record's
-/// (`pk` .. `route_pending`, the `multi_effect` mark, the audit `history`), the business row's
+/// (`pk` .. `route_pending`, the multi-effect mark, the audit `history`), the business row's
 /// (`source_event`, `effect_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
 /// `expires_at`). The DynamoDB codec reads every other string attribute of an item as a label.
-pub const RESERVED_NAMES: [&str; 20] = [
+pub const RESERVED_NAMES: [&str; 22] = [
     "pk",
     "event_key",
     "status",
@@ -102,6 +107,11 @@ pub const RESERVED_NAMES: [&str; 20] = [
     "created_at",
     "updated_at",
     "expires_at",
+    "effect_id",
+    "effect_ids",
+    // The legacy names: `slot_id`, `slot_ids` (read on items written by an older gate,
+    // `store::dynamo::LEGACY_EFFECT_ID`); the business row's effect id keeps its legacy name
+    // (`store::dynamo::ROW_EFFECT_ID`), and so does the multi-effect mark (legacy `multi_slot`).
     "slot_id",
     "slot_ids",
     "inflight_shard",
@@ -132,6 +142,14 @@ pub enum ItemRefusal {
         /// [`MAX_HISTORY_ENTRIES`].
         limit: usize,
     },
+    /// The item's `pk` is longer than [`MAX_PARTITION_KEY_BYTES`].
+    #[error("a key of the item takes {bytes} bytes, over the store's partition key limit of {limit} bytes")]
+    KeyTooLong {
+        /// The key's length, bytes.
+        bytes: usize,
+        /// [`MAX_PARTITION_KEY_BYTES`].
+        limit: usize,
+    },
     /// The item is over [`MAX_ITEM_BYTES`] (for a new event: in the largest state the gate may
     /// write it in, see [`check_new_event`]).
     #[error("the item takes {bytes} bytes, over the store's item limit of {limit} bytes")]
@@ -145,12 +163,13 @@ pub enum ItemRefusal {
 
 impl ItemRefusal {
     /// The stable code, as a [`crate::integration::Rejection`] carries it: `label_reserved`,
-    /// `label_name_empty`, `history_full`, `item_too_large`.
+    /// `label_name_empty`, `history_full`, `key_too_long`, `item_too_large`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::ReservedLabel { .. } => "label_reserved",
             Self::EmptyLabelName => "label_name_empty",
             Self::HistoryFull { .. } => "history_full",
+            Self::KeyTooLong { .. } => "key_too_long",
             Self::TooLarge { .. } => "item_too_large",
         }
     }
@@ -238,7 +257,7 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
         + labels_bytes(&r.labels);
     size += r.lease_owner.as_deref().map_or(0, |v| s("lease_owner", v));
     size += r.lease_until_ms.map_or(0, |v| n("lease_until", v));
-    size += r.effect_id.as_deref().map_or(0, |v| s("slot_id", v));
+    size += r.effect_id.as_deref().map_or(0, |v| s("effect_id", v));
     size += r
         .inflight_shard
         .as_deref()
@@ -250,13 +269,13 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
         0
     };
     if !r.effect_ids.is_empty() {
-        size += "slot_ids".len() + r.effect_ids.iter().map(String::len).sum::<usize>();
+        size += "effect_ids".len() + r.effect_ids.iter().map(String::len).sum::<usize>();
     }
     size
 }
 
-/// The size, bytes, of `row` as a DynamoDB item: `source_event`, `effect_id` (the effect id),
-/// `booked_at` and each label.
+/// The size, bytes, of `row` as a DynamoDB item: `source_event`, the effect id (under
+/// its legacy stored name `slot_id`: `store::dynamo::ROW_EFFECT_ID`), `booked_at` and each label.
 pub fn row_item_bytes(row: &BusinessRow) -> usize {
     s("source_event", &row.source_event)
         + s("slot_id", &row.effect_id)
@@ -291,7 +310,8 @@ pub fn history_bytes(entries: &[crate::operator::AuditEntry]) -> usize {
     "history".len() + 3 + entries.len() + entries.iter().map(entry).sum::<usize>()
 }
 
-/// The size, bytes, of the `multi_effect` mark (`"1"`), written once a record holds two effect ids.
+/// The size, bytes, of the multi-effect mark (legacy stored name `multi_slot`, `"1"`), written
+/// once a record holds two effect ids.
 pub fn multi_mark_bytes() -> usize {
     s("multi_slot", "1")
 }
@@ -328,13 +348,19 @@ pub fn check_row(row: &BusinessRow) -> Result<(), ItemRefusal> {
 /// labels and the item's size.
 ///
 /// # Errors
-/// A reserved or empty label name; over [`MAX_ITEM_BYTES`].
+/// A reserved or empty label name; a `pk` over [`MAX_PARTITION_KEY_BYTES`]; over [`MAX_ITEM_BYTES`].
 pub fn check_natural_key(
     item_pk: &str,
     event_key: &str,
     key: &NaturalKey,
 ) -> Result<(), ItemRefusal> {
     check_labels(&key.labels)?;
+    if item_pk.len() > MAX_PARTITION_KEY_BYTES {
+        return Err(ItemRefusal::KeyTooLong {
+            bytes: item_pk.len(),
+            limit: MAX_PARTITION_KEY_BYTES,
+        });
+    }
     within(natural_key_item_bytes(item_pk, event_key, key))
 }
 

@@ -6,6 +6,7 @@
 //! Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
 //! DynamoDB keeps its sparse GSIs (`index`), so they cost O(answer), not O(table).
 
+mod audit;
 mod index;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +28,7 @@ struct Tables {
     bookings: HashMap<String, BusinessRow>,
     /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
     natural_keys: HashMap<String, String>,
-    /// `InFlight` and `MultiEffect`, as the records are now ([`Tables::reindex`] after each write).
+    /// `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`), as the records are now ([`Tables::reindex`] after each write).
     index: index::Indexes,
 }
 
@@ -47,8 +48,8 @@ impl Tables {
 pub struct MemoryStore {
     tables: Mutex<Tables>,
     calls: AtomicU64,
-    /// Each record's audit history (`crate::operator::AuditLog`).
-    pub(crate) audit: crate::operator::AuditTable,
+    /// Each record's audit history (`crate::store::audit::AuditLog`).
+    pub(crate) audit: audit::AuditTable,
 }
 
 impl std::fmt::Debug for MemoryStore {

@@ -9,6 +9,7 @@
 //! What an item may hold (reserved label names, DynamoDB's item size limit) is written once for
 //! every adapter: [`limits`].
 
+pub mod audit;
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod limits;
@@ -276,8 +277,7 @@ pub trait IdempotencyStore: Send + Sync {
     /// whose lease was taken over cannot commit), and writes the business row `booking` on
     /// condition that no row exists for its event. A refusal that finds the record committed by
     /// `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
-    /// `effect_id` is the effect id (the effect id on the truck-slot path; the attribute keeps that
-    /// name).
+    /// `effect_id` is the id the side effect returned.
     ///
     /// With a `natural_key`, the same transaction writes the natural-key item
     /// ([`natural_key_pk`]: `event_key`, the key's labels, its `expires_at`) on condition
@@ -332,7 +332,7 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Adds `effect_id` to the record's `effect_ids` (`ADD effect_ids`), whatever its state, and
     /// returns the record as it is after the write (`None` if there is no record). A record with
-    /// two or more distinct effect ids is marked `multi_effect` (the sparse GSI `MultiEffect`), so the
+    /// two or more distinct effect ids is marked (the sparse GSI the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`)), so the
     /// distinct-effect signal finds it without a scan ([`InFlightIndex::multi_effect_keys`]).
     /// Idempotent by nature: a retried `ADD` of a set element and a retried mark change nothing.
     /// A record holds at most [`limits::MAX_EFFECT_IDS`] distinct ids: past that a new id is not
@@ -350,10 +350,37 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
+
+    /// Deletes up to `limit` records whose TTL has passed at `now_ms` (epoch ms; `expires_at <
+    /// now` in epoch seconds, as [`IdempotencyRecord::is_expired`]) **and** that have nothing
+    /// left to do (not `in_flight`, no routing pending: exactly the records a reserve may
+    /// replace), and up to `limit` expired natural-key rows. Such a record has outlived the
+    /// event it guards by the key TTL already (`expires_at = max(now, event end) + ttl`), and an
+    /// `in_flight` record or a pending routing is never deleted, expired or not: the reconciler
+    /// finishes it first. Called by the reconciler's scheduled run ([`crate::purge`]).
+    ///
+    /// `Ok(None)`: this store needs no purge (DynamoDB deletes expired items itself, by its TTL
+    /// on `expires_at`; the memory store lives as long as its process).
+    async fn purge_expired(
+        &self,
+        _now_ms: i64,
+        _limit: usize,
+    ) -> Result<Option<PurgeCount>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// What one [`IdempotencyStore::purge_expired`] call deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgeCount {
+    /// Expired idempotency records with nothing left to do.
+    pub records: usize,
+    /// Expired natural-key rows.
+    pub natural_keys: usize,
 }
 
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,
-/// 16 shards) and `MultiEffect` (records with two or more distinct effect ids). The reconciler pages
+/// 16 shards) and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`) (records with two or more distinct effect ids). The reconciler pages
 /// `InFlight` for records to finish; the metrics function reads both for the store signals, and
 /// needs nothing else of the store (on DynamoDB: [`dynamo::DynamoIndex`], the table name only).
 #[async_trait]

@@ -120,10 +120,10 @@ pub(crate) fn identity_of_item(item: &ManualItem, terminals: &[String]) -> Strin
 }
 
 /// The slot an unbooked-slot item names: the word after the first "slot" in its detail
-/// ("the terminal issued slot S under ...", "terminal answered slot S for ...").
+/// ("the server made effect S under ...", "server answered effect S for ...").
 fn slot_of_unbooked(detail: &str) -> Option<&str> {
     let mut words = detail.split_whitespace();
-    words.find(|w| *w == "slot")?;
+    words.find(|w| *w == "slot" || *w == "effect")?;
     words.next()
 }
 
@@ -390,7 +390,9 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                 "{} reached the manual queue {} times (allowed {allowed}): reasons {:?}",
                 short_id(id),
                 its.len(),
-                its.iter().map(|(_, i)| i.reason.code()).collect::<Vec<_>>()
+                its.iter()
+                    .map(|(_, i)| truck_slot::manual_reason_code(i.reason))
+                    .collect::<Vec<_>>()
             ));
         }
     }
@@ -557,7 +559,7 @@ pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
                         .gen_at(&pk, *at)
                         .is_some_and(|(_, g)| g.fingerprint == booked.fingerprint)
             })
-            .map(|(_, i)| i.reason.code())
+            .map(|(_, i)| truck_slot::manual_reason_code(i.reason))
             .collect();
         if !same.is_empty() {
             v.push(format!(

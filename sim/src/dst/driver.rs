@@ -1,3 +1,6 @@
+//! Over 600 lines because the single-threaded executor, its event queue and the crash/kill rules
+//! are one state machine that reads best whole.
+//!
 //! The driver: a hand-rolled single-threaded executor on simulated time. Tasks are Lambda
 //! invocations (consumer batches through the real [`Gate::handle_batch`], reconciler runs through
 //! the real [`Gate::reconcile`]); every port call parks, and the driver repeatedly takes the
@@ -19,12 +22,13 @@ use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use truck_slot::terminal::SlotTerminal;
 use truck_slot::{TmsBooking, TruckSlot};
 
 use super::check::{self, own_record_durable, Final};
+use super::identity;
 use super::observe::Observer;
 use super::ports::{short, CoreTerminal, SimManual, SimStore, SimTerminal, SkewedClock};
 use super::schedule::{BodyKind, Schedule, REPLANNED, START_MS};
@@ -523,15 +527,23 @@ impl Driver<'_> {
             return;
         }
         self.next_tick = now + TICK_MS;
-        let runs = {
+        let (runs, same_request_id) = {
             let mut st = self.shared.state();
             let p = self.schedule.double_reconciler;
             if st.fault(p, "reconciler_invoked_twice") {
-                2
+                // Half of the doubled runs share one Lambda request id (an asynchronous
+                // invocation retried, or one event its queue delivered twice); each execution
+                // has its own nonce, as `Invocation::new` draws one. From its own stream.
+                let same = st.same_request_rng.random_bool(0.5);
+                if same {
+                    st.count("reconciler_same_request_id_twice");
+                }
+                (2, same)
             } else {
-                1
+                (1, false)
             }
         };
+        let first_id = self.next_task;
         for _ in 0..runs {
             self.stats.reconciler_runs += 1;
             let id = self.next_task;
@@ -542,10 +554,12 @@ impl Driver<'_> {
                 task: id,
             };
             let config = self.reconciler_config.clone();
-            let invocation = Invocation {
-                request_id: format!("rec-{id}"),
-                deadline_ms: now + self.schedule.reconciler_skew_ms + RECONCILER_TIMEOUT_MS,
-            };
+            let lambda_request = if same_request_id { first_id } else { id };
+            let invocation = Invocation::with_nonce(
+                &format!("rec-{lambda_request}"),
+                &format!("x{id}"),
+                now + self.schedule.reconciler_skew_ms + RECONCILER_TIMEOUT_MS,
+            );
             let deadline_ms = now + RECONCILER_TIMEOUT_MS;
             let request_id = invocation.request_id.clone();
             self.shared.trace(|| format!("T{id} reconciler run"));
@@ -764,6 +778,12 @@ impl Driver<'_> {
         self.observe();
         violations.append(&mut self.violations);
         violations.extend(self.observer.violations.iter().cloned());
+        for (token, first, second) in &self.shared.state().shared_leases {
+            violations.push(format!(
+                "T{second} acquired lease token {token} that T{first} had acquired: an execution \
+                 took another's lease for its own"
+            ));
+        }
         let ambiguous = self.shared.state().ambiguous.clone();
         let sent = self.shared.manual.sent();
         let fin = Final {
@@ -786,6 +806,7 @@ impl Driver<'_> {
             observer: &self.observer,
         };
         violations.extend(check::check(&fin));
+        violations.extend(identity::false_mismatches(&fin));
         let mut stats = self.stats;
         stats.bodies = self.schedule.bodies.len() as u64;
         stats.messages = self.queue.msgs.len() as u64;

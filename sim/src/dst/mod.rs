@@ -13,7 +13,8 @@
 //! * `pg_faults`: the store decorator's PostgreSQL semantics (the adapter's retry loop);
 //! * [`crate::sqs`] (shared with the replay): SQS Standard with visibility timeouts, redelivery and a DLQ;
 //! * `driver`: the executor and event loop;
-//! * `check`: the invariants (documented there).
+//! * `check`: the invariants (documented there); `identity`: no mismatch for a body whose
+//!   fingerprint every record of its event carried.
 //!
 //! How the faults happen in a schedule:
 //!
@@ -28,7 +29,10 @@
 //!   live leases as expired; slow calls (20-200 s); visibility timeouts shorter than the
 //!   function timeout in some schedules;
 //! * the reconciler racing a consumer: it runs every simulated minute while records are in
-//!   flight, sometimes invoked twice for one tick;
+//!   flight, sometimes invoked twice for one tick, half of those pairs under one Lambda request
+//!   id (`reconciler_same_request_id_twice`: an asynchronous invocation retried, an event its
+//!   queue delivered twice; each execution with its own nonce, and no lease token may be
+//!   acquired by two tasks);
 //! * store throttling and transaction conflicts: failures before a call applies, or after it
 //!   applied (an error on a write that happened); a write that meets a running transaction
 //!   (`store_transaction_conflict`: the reserve `PutItem` or the take-over `UpdateItem` answered
@@ -77,6 +81,7 @@
 
 mod check;
 mod driver;
+mod identity;
 mod observe;
 mod pg_faults;
 mod ports;

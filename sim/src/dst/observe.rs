@@ -8,6 +8,8 @@
 //! * every **TMS booking write**: a booking, once written, is never replaced or removed (the
 //!   invariant of `check`; the bookings table has no TTL, a commit's booking is conditional on
 //!   there being none);
+//! * the **reserved identity**: a reservation (its `created_at`) never changes its fingerprint
+//!   or its operation key;
 //! * **liveness**: after the faults heal (and the reconciler's outage ends), every record leaves
 //!   `in_flight` within [`Observer::bound_ms`] of when it entered it or of the heal, whichever is
 //!   later.
@@ -89,6 +91,23 @@ impl Observer {
         let mut found = Vec::new();
         for r in records {
             let gens = self.gens.entry(r.pk.clone()).or_default();
+            // The identity a reserve wrote is the record's to the end: the same reservation
+            // (its `created_at`) with another fingerprint or operation key was rewritten.
+            if let Some(g) = gens.last() {
+                if g.created_at_ms == r.created_at_ms
+                    && (g.fingerprint != r.fingerprint || g.op_key != r.op_key)
+                {
+                    found.push(format!(
+                        "record {} changed its reserved identity: fingerprint {} -> {}, \
+                         operation key {} -> {}",
+                        short(&r.event_key),
+                        short(&g.fingerprint),
+                        short(&r.fingerprint),
+                        short(&g.op_key),
+                        short(&r.op_key)
+                    ));
+                }
+            }
             let new_gen = match gens.last() {
                 None => true,
                 Some(g) => {

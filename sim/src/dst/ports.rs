@@ -1,3 +1,6 @@
+//! Over 600 lines: one decorator per port (store, server, manual queue), each small; they share the
+//! parking and fault plumbing.
+//!
 //! The gate's ports as the simulation provides them: the terminal core in process
 //! ([`CoreTerminal`]), and per-task decorators of the store, the terminal and the manual queue
 //! that park at every call (so the scheduler interleaves them) and inject the seed's faults.
@@ -230,13 +233,17 @@ impl IdempotencyStore for SimStore {
         let r = self
             .pg_attempts("reserve", || store.reserve(record, now_ms))
             .await?;
-        match self.after("reserve:ack", "reserve").await {
+        let answer = match self.after("reserve:ack", "reserve").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("reserve")),
             Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
                 store.reserve(record, now_ms).await
             }
+        };
+        if let (Ok(Reservation::Reserved), Some(token)) = (&answer, &record.lease_owner) {
+            self.shared.state().acquired(token, self.task);
         }
+        answer
     }
 
     async fn take_over(
@@ -254,7 +261,7 @@ impl IdempotencyStore for SimStore {
                 store.take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
             })
             .await?;
-        match self.after("take_over:ack", "take_over").await {
+        let answer = match self.after("take_over:ack", "take_over").await {
             Answer::Delivered => r,
             Answer::Error => Err(Self::ambiguous_error("take_over")),
             Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
@@ -262,7 +269,11 @@ impl IdempotencyStore for SimStore {
                     .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
                     .await
             }
+        };
+        if let Ok(TakeOver::Taken(_)) = &answer {
+            self.shared.state().acquired(new_owner, self.task);
         }
+        answer
     }
 
     async fn commit(
@@ -607,7 +618,7 @@ impl ManualQueue for SimManual {
             format!(
                 "T{} manual.send {} {}",
                 self.task,
-                item.reason.code(),
+                truck_slot::manual_reason_code(item.reason),
                 short(&identity)
             )
         });

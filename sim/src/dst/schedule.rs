@@ -1,3 +1,6 @@
+//! Over 600 lines because drawing a schedule is one concern: every draw from the seed sits in one
+//! order, which the pinned regression seeds depend on.
+//!
 //! Drawing a schedule from a seed: the notifications and their bodies (re-serialised copies,
 //! mismatched bodies under one event key, poison bodies, windows that end during the run), how
 //! SQS delivers them (1-6 copies, same or new message id, a redelivery two days later), the
@@ -647,6 +650,10 @@ impl Schedule {
 /// The RNG stream (ChaCha's stream id) the "answer lost, request retried" fault draws from,
 /// apart from the schedule's main stream.
 pub(crate) const LOST_ANSWER_STREAM: u64 = 0x4c4f_5354;
+
+/// The RNG stream the "same request id twice" fault draws from (which doubled reconciler runs
+/// share one Lambda request id), apart from the schedule's main stream.
+pub(crate) const SAME_REQUEST_STREAM: u64 = 0x5351_4944;
 
 /// The RNG stream the PostgreSQL semantics draw from (the profile's `pg_*` here, each write's
 /// draws in `pg_faults`), apart from the schedule's main stream.

@@ -170,6 +170,14 @@ pub(crate) struct State {
     pub last_label: BTreeMap<TaskId, &'static str>,
     /// Faults injected into each live task: (the step it was at, the fault kind).
     pub task_faults: BTreeMap<TaskId, Vec<(&'static str, String)>>,
+    /// The stream the "same request id twice" fault draws from
+    /// ([`super::schedule::SAME_REQUEST_STREAM`]), apart from `rng` for the same reason.
+    pub same_request_rng: ChaCha8Rng,
+    /// Which task first acquired each lease token (a reserve or a take-over answered as ours).
+    pub lease_tokens: BTreeMap<String, TaskId>,
+    /// Lease tokens a second task acquired as its own: (token, first task, second task). Each is
+    /// a violation: an execution took another's lease for its own.
+    pub shared_leases: Vec<(String, TaskId, TaskId)>,
 }
 
 impl State {
@@ -207,6 +215,20 @@ impl State {
                 .entry(task)
                 .or_default()
                 .push((label, kind.to_string()));
+        }
+    }
+
+    /// `task` holds `token` now (its reserve or take-over was answered as its own): a token
+    /// another task acquired before is booked in `shared_leases`.
+    pub fn acquired(&mut self, token: &str, task: TaskId) {
+        match self.lease_tokens.get(token) {
+            Some(&first) if first != task => {
+                self.shared_leases.push((token.to_string(), first, task));
+            }
+            Some(_) => {}
+            None => {
+                self.lease_tokens.insert(token.to_string(), task);
+            }
         }
     }
 
@@ -298,6 +320,13 @@ impl Shared {
                     side.set_stream(super::schedule::PG_STREAM + 1);
                     side
                 },
+                same_request_rng: {
+                    let mut side = rng.clone();
+                    side.set_stream(super::schedule::SAME_REQUEST_STREAM + 1);
+                    side
+                },
+                lease_tokens: BTreeMap::new(),
+                shared_leases: Vec::new(),
                 rng,
                 faults_on: true,
                 profile,

@@ -4,40 +4,36 @@
 //!
 //! * the slot of a `2xx` (`{slot_id, equipment_number}`; a lookup's `{"slot": {...}}`; an
 //!   `appointments-v2` answer reshaped first, [`super::several::appointments_v2_answer`]);
-//! * every field of it checked against the request's secrets: a slot id that is not a usable
-//!   effect id ([`gate::idempotency_key::effect_id_defect`]: blank, longer than
-//!   [`MAX_SLOT_ID_CHARS`], not printable ASCII) or that quotes the PIN or the token in any form
-//!   ([`super::scrub`]) makes the answer unusable (**transient**: the terminal has probably made
-//!   the slot and stored its answer under the key, so only asking again under the key is safe);
-//!   an `equipment_number` other than the container asked for is kept only scrubbed;
-//! * the excerpt a person reads of an answer that gave no slot (the record's `error`, the manual
-//!   item's `detail`; never a log line, whose summary is the core's): a problem's `detail` or
-//!   `title`, or the answer's first [`DETAIL_MAX`] characters, values of secret-looking JSON keys
-//!   replaced, every secret cut out before it is shortened, control characters escaped.
+//! * the terminal's slot-id format (its configuration declares it, [`gate::idempotency_key::IdFormat`],
+//!   the strict default otherwise): the core refuses every slot id outside it, and, as a second
+//!   line, every slot id that quotes the PIN or the token in any form [`super::scrub`] finds
+//!   (hex of the PIN fits most formats): the record goes to a person, the id named only by its
+//!   keyed digest (issue 25);
+//! * for `gatectl lookup` only, the answer rendered for the operator's terminal
+//!   ([`for_the_operator`]): values of secret-looking JSON keys replaced, every secret cut out,
+//!   control characters escaped. It is printed, never stored or logged: no record's `error`, no
+//!   manual item's `detail` and no log line holds a character a terminal chose.
 
 use std::borrow::Cow;
 
-use gate::idempotency_key::{
-    classify_call, effect_id_defect, Answer, AnswerReader, IdDefect, MAX_EFFECT_ID_CHARS,
-};
+use gate::idempotency_key::{classify_call, Answer, AnswerReader, IdFormat, MAX_EFFECT_ID_CHARS};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::scrub;
 use super::several::{appointments_v2_answer, TerminalApi};
 use super::{CallOutcome, Effect, LookupOutcome};
-use crate::notification::MAX_EQUIPMENT_NUMBER_CHARS;
 
-/// Longest slot id accepted, in characters: the core's [`MAX_EFFECT_ID_CHARS`]. A slot id must
-/// also be printable ASCII (`0x20..=0x7E`) and not blank.
+/// Longest slot id any terminal's format may declare, in characters: the core's
+/// [`MAX_EFFECT_ID_CHARS`]. A slot id must also be printable ASCII (`0x20..=0x7E`) and not blank.
 pub const MAX_SLOT_ID_CHARS: usize = MAX_EFFECT_ID_CHARS;
 
-/// Longest excerpt of an error answer kept in a detail string, in characters.
-pub const DETAIL_MAX: usize = 300;
+/// Longest rendering of an answer [`for_the_operator`] prints, in characters.
+pub const OPERATOR_VIEW_MAX: usize = 4_000;
 
-/// JSON keys whose values are replaced by `[redacted]` in an excerpt (compared case-insensitively,
-/// `-` and `_` ignored): a terminal that echoes the request or its headers must not put the PIN
-/// or the token into a detail string.
+/// JSON keys whose values are replaced by `[redacted]` in [`for_the_operator`] (compared
+/// case-insensitively, `-` and `_` ignored): a terminal that echoes the request or its headers
+/// must not put the PIN or the token on the operator's screen.
 const SECRET_KEYS: &[&str] = &[
     "pin",
     "releasepin",
@@ -48,9 +44,6 @@ const SECRET_KEYS: &[&str] = &[
     "password",
     "secret",
 ];
-
-/// What [`TerminalAnswers`] keeps of an answered equipment number that quotes a secret.
-pub const EQUIPMENT_WITHHELD: &str = "(withheld: it quotes a secret of the request)";
 
 #[derive(Deserialize)]
 struct SlotBody {
@@ -63,21 +56,15 @@ struct LookupBody {
     slot: SlotBody,
 }
 
-#[derive(Deserialize)]
-struct Problem {
-    title: Option<String>,
-    detail: Option<String>,
-}
-
 /// The terminal's [`AnswerReader`]: what an answer about one request is checked against (the
-/// secrets no quoted text may hold: the token and the request's PIN; the container asked for)
-/// and the terminal's API shape.
+/// secrets no slot id may quote: the token and the request's PIN), the terminal's declared
+/// slot-id format and its API shape.
 #[derive(Debug, Clone, Default)]
 pub struct TerminalAnswers<'a> {
     /// The token and the request's PIN.
     pub secrets: Vec<&'a str>,
-    /// The container the request asked for.
-    pub equipment_number: Option<&'a str>,
+    /// The format the terminal's configuration declares for its slot ids.
+    pub slot_id_format: IdFormat,
     /// The API shape the answer is in.
     pub api: TerminalApi,
 }
@@ -93,47 +80,28 @@ impl TerminalAnswers<'_> {
         }
     }
 
-    /// The slot of an answer (a JSON object with a usable string `slot_id`). An `equipment_number`
-    /// other than the container asked for is kept only scrubbed: withheld when it quotes a secret,
-    /// as its escaped excerpt when it is not short printable ASCII. It cannot equal the container
-    /// asked for, so the gate routes the answer as invalid.
-    fn slot(&self, body: SlotBody) -> Option<Effect> {
-        let slot_id = body
-            .slot_id
-            .filter(|s| slot_id_defect(s, &self.secrets).is_none())?;
-        let equipment_number = body.equipment_number.map(|e| {
-            if self.equipment_number == Some(e.as_str()) {
-                e
-            } else if scrub::quotes_secret(&e, &self.secrets) {
-                EQUIPMENT_WITHHELD.to_string()
-            } else if e.len() <= MAX_EQUIPMENT_NUMBER_CHARS
-                && e.bytes().all(|b| b.is_ascii_graphic())
-            {
-                e
-            } else {
-                format!(
-                    "(unreadable: {:?})",
-                    printable(&e, MAX_EQUIPMENT_NUMBER_CHARS)
-                )
-            }
-        });
+    /// The slot of an answer: a JSON object with a non-blank string `slot_id`. The core checks
+    /// the id against the declared format and [`AnswerReader::id_quotes_secret`]; the
+    /// `equipment_number` is the terminal's text, compared with the container asked for and
+    /// otherwise named only by its keyed digest (`gate::consumer`).
+    fn slot(body: SlotBody) -> Option<Effect> {
+        let slot_id = body.slot_id.filter(|s| !s.trim().is_empty())?;
         Some(Effect {
             effect_id: slot_id,
-            subject: equipment_number,
+            subject: body.equipment_number,
         })
     }
 
-    /// Why a `2xx` answer has no usable slot, without quoting a slot id that failed the checks.
-    fn defect(&self, body: &[u8]) -> &'static str {
+    /// Why a `2xx` answer has no slot id to judge, in our words.
+    fn defect(body: &[u8]) -> &'static str {
         let Ok(value) = serde_json::from_slice::<Value>(body) else {
             return "is not JSON";
         };
         let slot = value.get("slot").unwrap_or(&value);
         match slot.get("slot_id") {
             None | Some(Value::Null) => "has no slot_id",
-            // A valid slot_id with another field unreadable: reported with the id rules.
-            Some(Value::String(s)) => slot_id_defect(s, &self.secrets)
-                .unwrap_or("has a slot_id that is not printable ASCII"),
+            Some(Value::String(s)) if s.trim().is_empty() => "has an empty slot_id",
+            Some(Value::String(_)) => "has a slot in an unreadable shape",
             Some(_) => "has a slot_id that is not a string",
         }
     }
@@ -148,39 +116,26 @@ impl AnswerReader for TerminalAnswers<'_> {
         let body = self.shaped(answer.body, false);
         serde_json::from_slice::<SlotBody>(&body)
             .ok()
-            .and_then(|b| self.slot(b))
-            .ok_or_else(|| self.defect(&body))
+            .and_then(Self::slot)
+            .ok_or_else(|| Self::defect(&body))
     }
 
     fn found(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
         let body = self.shaped(answer.body, true);
         serde_json::from_slice::<LookupBody>(&body)
             .ok()
-            .and_then(|b| self.slot(b.slot))
-            .ok_or_else(|| self.defect(&body))
+            .and_then(|b| Self::slot(b.slot))
+            .ok_or_else(|| Self::defect(&body))
     }
 
-    fn excerpt(&self, answer: &Answer<'_>) -> Option<String> {
-        let problem: Option<Problem> = serde_json::from_slice(answer.body).ok();
-        Some(match problem.and_then(|p| p.detail.or(p.title)) {
-            Some(text) => printable(&scrub::scrub(&text, &self.secrets), DETAIL_MAX),
-            None => excerpt(answer.body, &self.secrets),
-        })
+    fn id_format(&self) -> &IdFormat {
+        &self.slot_id_format
     }
-}
 
-/// What is wrong with `slot_id`, or `None` if it is acceptable: a usable effect id
-/// ([`effect_id_defect`]) quoting none of `secrets` in any form [`super::scrub`] finds (a slot id
-/// is logged and stored in the booking).
-fn slot_id_defect(slot_id: &str, secrets: &[&str]) -> Option<&'static str> {
-    match effect_id_defect(slot_id) {
-        Some(IdDefect::Empty) => Some("has an empty slot_id"),
-        Some(IdDefect::TooLong) => Some("has a slot_id that is too long"),
-        Some(IdDefect::NotPrintable) => Some("has a slot_id that is not printable ASCII"),
-        None if scrub::quotes_secret(slot_id, secrets) => {
-            Some("has a slot_id that quotes a secret of the request")
-        }
-        None => None,
+    /// The second line: a slot id in the format that decodes to the PIN or the token under any
+    /// encoding [`super::scrub`] knows (hex, base64, references, separators, case, ...).
+    fn id_quotes_secret(&self, id: &str) -> bool {
+        super::id_secrets::id_quotes_secret(id, &self.secrets)
     }
 }
 
@@ -210,7 +165,7 @@ fn redact_secret_keys(value: &mut Value) {
 }
 
 /// A printable, bounded rendering of `text`: at most `max` characters (then `…`), control
-/// characters escaped (`\n`, `\u{1b}`), so a quoted answer cannot forge a log line.
+/// characters escaped (`\n`, `\u{1b}`), so a printed answer cannot drive the operator's terminal.
 fn printable(text: &str, max: usize) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
@@ -227,11 +182,12 @@ fn printable(text: &str, max: usize) -> String {
     out
 }
 
-/// A detail excerpt of an answer body: JSON with secret-looking keys redacted (see
-/// [`SECRET_KEYS`]), then every secret scrubbed ([`scrub::scrub`]), and only then shortened and
-/// escaped by [`printable`] (so a secret cut in two by the shortening cannot leave its first half
-/// behind).
-fn excerpt(body: &[u8], secrets: &[&str]) -> String {
+/// An answer body for the operator's terminal (`gatectl lookup`, never stored or logged): JSON
+/// with secret-looking keys redacted (see [`SECRET_KEYS`]), then every secret scrubbed
+/// ([`scrub::scrub`]: a second line, since what the screen shows is the terminal's text), and
+/// only then shortened to [`OPERATOR_VIEW_MAX`] characters and escaped by [`printable`] (so a
+/// secret cut in two by the shortening cannot leave its first half behind).
+pub fn for_the_operator(body: &[u8], secrets: &[&str]) -> String {
     let text = match serde_json::from_slice::<Value>(body) {
         Ok(mut v) => {
             redact_secret_keys(&mut v);
@@ -239,7 +195,7 @@ fn excerpt(body: &[u8], secrets: &[&str]) -> String {
         }
         Err(_) => String::from_utf8_lossy(body).into_owned(),
     };
-    printable(&scrub::scrub(&text, secrets), DETAIL_MAX)
+    printable(&scrub::scrub(&text, secrets), OPERATOR_VIEW_MAX)
 }
 
 /// Classifies a claim answer (status and body bytes in the `slots` shape) by the core's table

@@ -1,5 +1,6 @@
-//! The terminal's hooks of the core classification: slots read and checked against the request's
-//! secrets, excerpts scrubbed. The status table itself is tested once, in the core
+//! The terminal's hooks of the core classification: slots read, slot ids in the terminal's
+//! declared format and checked against the request's secrets, nothing of an answer quoted; the
+//! operator's scrubbed view. The status table itself is tested once, in the core
 //! (`gate::idempotency_key::classify`).
 
 use gate::idempotency_key::{answer_digest, classify_lookup as core_lookup};
@@ -12,7 +13,7 @@ const TOKEN: &str = "tok-PLUGH-0042";
 fn known() -> TerminalAnswers<'static> {
     TerminalAnswers {
         secrets: vec![TOKEN, PIN],
-        equipment_number: Some("CSQU3054383"),
+        slot_id_format: IdFormat::default(),
         api: TerminalApi::Slots,
     }
 }
@@ -23,10 +24,6 @@ fn claim_known(status: u16, body: &[u8], known: &TerminalAnswers<'_>) -> CallOut
 
 fn lookup_known(status: u16, body: &[u8], known: &TerminalAnswers<'_>) -> LookupOutcome {
     core_lookup(&Answer::new(status, body), known)
-}
-
-fn slot_id_valid(slot_id: &str) -> bool {
-    slot_id_defect(slot_id, &[]).is_none()
 }
 
 /// The simulator's answers, as the deterministic simulation classifies them.
@@ -59,7 +56,6 @@ fn the_simulators_answers() {
         panic!("permanent");
     };
     assert_eq!(status, 400);
-    assert_eq!(detail.excerpt(), Some("pin empty"));
     assert_eq!(
         detail.summary(),
         format!(
@@ -69,7 +65,7 @@ fn the_simulators_answers() {
             answer_digest(body)
         )
     );
-    assert_eq!(detail.quoted(), format!("{}: pin empty", detail.summary()));
+    assert_eq!(detail.to_string(), detail.summary());
     for (status, body) in [
         (503, &br#"{"type":"service_unavailable","status":503}"#[..]),
         (504, br#"{"type":"upstream_response_lost","status":504}"#),
@@ -93,7 +89,7 @@ fn the_simulators_answers() {
 }
 
 /// Log lines get the summary: the status, the length and the keyed digest, never a character of
-/// the answer, whatever the answer holds; the excerpt reaches only the quoted form.
+/// the answer, whatever the answer holds, and nothing else of the answer is kept.
 #[test]
 fn summaries_and_debug_never_quote_the_answer() {
     let body = br#"{"title":"upstream says: hello from the terminal"}"#;
@@ -112,39 +108,55 @@ fn summaries_and_debug_never_quote_the_answer() {
     };
     assert!(!why.to_string().contains("hello"), "{why}");
     assert!(!format!("{why:?}").contains("hello"), "{why:?}");
-    assert!(why.quoted().contains("hello"), "{}", why.quoted());
 }
 
+/// A slot id outside the terminal's format (the strict default here; the issue's encodings of a
+/// PIN `Rls-732039`) or over the core's bounds is refused, for a claim and a lookup, named only by
+/// its keyed digest; an answer without a slot id is transient.
 #[test]
-fn slot_ids_must_be_short_printable_ascii() {
-    assert!(slot_id_valid("ECTD-20250609-0800-0042"));
-    assert!(slot_id_valid(&"S".repeat(MAX_SLOT_ID_CHARS)));
+fn slot_ids_outside_the_format_are_refused() {
     for bad in [
-        String::new(),
-        "   ".to_string(),
+        "SLOT-UmxzLTczMjAzOQ==".to_string(),
+        "SLOT-&#82&#76&#83&#45&#55".to_string(),
+        "RLS&minus;732039".to_string(),
+        "RLS&ndash;732039".to_string(),
+        "S".repeat(65),
         "S".repeat(MAX_SLOT_ID_CHARS + 1),
         "S-1\n".to_string(),
         "S-\u{1b}[31m".to_string(),
         "S-é".to_string(),
+        "S 1".to_string(),
     ] {
-        assert!(!slot_id_valid(&bad), "{bad:?}");
         let body = serde_json::json!({ "slot_id": bad }).to_string();
-        let CallOutcome::Transient(why) = classify_claim(201, body.as_bytes()) else {
-            panic!("{bad:?} must be transient");
+        let CallOutcome::EffectRefused(why) = classify_claim(201, body.as_bytes()) else {
+            panic!("{bad:?} must be refused");
         };
-        assert!(why.summary().contains("may exist under the key"), "{why}");
-        if bad.len() > 3 {
-            assert!(!why.quoted().contains(bad.as_str()), "{why}");
-        }
+        assert!(
+            why.summary().contains("the effect exists under the key"),
+            "{why}"
+        );
+        assert!(
+            why.summary().contains(&answer_digest(bad.as_bytes())),
+            "{why}"
+        );
+        assert!(!why.summary().contains(bad.as_str()), "{why}");
+        let lookup = serde_json::json!({ "slot": { "slot_id": bad } }).to_string();
+        assert!(matches!(
+            classify_lookup(200, lookup.as_bytes()),
+            LookupOutcome::EffectRefused(_)
+        ));
     }
-    let CallOutcome::Transient(why) = classify_claim(201, br#"{"slot_id":42}"#) else {
-        panic!("a number is not a slot id");
-    };
-    assert!(why.summary().contains("not a string"), "{why}");
-    let CallOutcome::Transient(why) = classify_claim(200, b"<html>ok</html>") else {
-        panic!("not JSON");
-    };
-    assert!(why.summary().contains("not JSON"), "{why}");
+    for (body, why) in [
+        (&br#"{"slot_id":42}"#[..], "not a string"),
+        (b"<html>ok</html>", "not JSON"),
+        (br#"{"slot_id":"  "}"#, "empty"),
+        (br#"{"slot_id":""}"#, "empty"),
+    ] {
+        let CallOutcome::Transient(d) = classify_claim(201, body) else {
+            panic!("{body:?} must be transient");
+        };
+        assert!(d.summary().contains(why), "{d}");
+    }
     // Duplicate keys in an answer are refused by serde's derive: no slot.
     assert!(matches!(
         classify_claim(201, br#"{"slot_id":"A","slot_id":"B"}"#),
@@ -152,25 +164,64 @@ fn slot_ids_must_be_short_printable_ascii() {
     ));
 }
 
-/// A slot id that quotes the PIN or the token, in any form, is an invalid answer (transient, like
-/// every unusable slot id), for a claim and a lookup; the reason never quotes it.
+/// A terminal declares its own format (its configuration); the default is the strict one.
+#[test]
+fn a_terminal_declares_its_format() {
+    let declared = TerminalAnswers {
+        slot_id_format: IdFormat::new("ECTD-[0-9]{8}-[0-9]{4}-[0-9]{4}", 23).expect("a format"),
+        ..known()
+    };
+    let ok = br#"{"slot_id":"ECTD-20250609-0800-0042"}"#;
+    assert!(matches!(
+        claim_known(201, ok, &declared),
+        CallOutcome::Done(_)
+    ));
+    let other = br#"{"slot_id":"S-1"}"#;
+    assert!(matches!(
+        claim_known(201, other, &declared),
+        CallOutcome::EffectRefused(_)
+    ));
+    assert!(matches!(
+        claim_known(201, other, &known()),
+        CallOutcome::Done(_)
+    ));
+}
+
+/// The second line: a slot id in the format that quotes the PIN or the token in any form the
+/// scrubber knows (hex fits the format: `526c...` is hex of `Rls-732039`) is refused alike, for a
+/// claim and a lookup; the reason never quotes it.
 #[test]
 fn a_slot_id_quoting_a_secret_is_refused() {
+    let hex_pin = "SLOT-526c732d373332303339";
+    let rls = TerminalAnswers {
+        secrets: vec!["RLS-732039"],
+        ..known()
+    };
+    let body = serde_json::json!({ "slot_id": hex_pin }).to_string();
+    let CallOutcome::EffectRefused(why) = claim_known(201, body.as_bytes(), &rls) else {
+        panic!("hex of the PIN must be refused");
+    };
+    assert!(why.summary().contains("quotes a secret"), "{why}");
+    assert!(matches!(
+        classify_claim(201, body.as_bytes()),
+        CallOutcome::Done(_)
+    ));
     for slot_id in [
         "S-PIN-XYZZY-7731",
         "S-pinxyzzy7731",
-        "S-PIN%2DXYZZY%2D7731",
         "S-tok-plugh-0042",
+        "S-50494e2d58595a5a592d37373331",
     ] {
         let body = serde_json::json!({"slot_id": slot_id, "equipment_number": "CSQU3054383"});
         let body = body.to_string();
-        let CallOutcome::Transient(why) = claim_known(201, body.as_bytes(), &known()) else {
+        let CallOutcome::EffectRefused(why) = claim_known(201, body.as_bytes(), &known()) else {
             panic!("{slot_id} must be refused");
         };
         assert!(why.summary().contains("quotes a secret"), "{why}");
-        assert!(!why.quoted().to_lowercase().contains("xyzzy"), "{why}");
+        assert!(!why.to_string().to_lowercase().contains("xyzzy"), "{why}");
         let lookup = serde_json::json!({"slot": {"slot_id": slot_id}}).to_string();
-        let LookupOutcome::Transient(why) = lookup_known(200, lookup.as_bytes(), &known()) else {
+        let LookupOutcome::EffectRefused(why) = lookup_known(200, lookup.as_bytes(), &known())
+        else {
             panic!("{slot_id} must be refused by a lookup too");
         };
         assert!(why.summary().contains("quotes a secret"), "{why}");
@@ -182,36 +233,16 @@ fn a_slot_id_quoting_a_secret_is_refused() {
     }
 }
 
-/// An answered equipment number that is the PIN is never kept as it is; the container asked for
-/// is kept as it is even when it happens to contain the PIN's characters.
+/// The answered equipment number is kept as the terminal's text in memory only, to be compared
+/// with the container asked for; the gate names another one by its keyed digest
+/// (`gate::consumer`).
 #[test]
-fn an_echoed_equipment_number_is_scrubbed() {
-    let body = serde_json::json!({"slot_id": "S-2", "equipment_number": "pin-xyzzy-7731"});
+fn the_answered_equipment_number_is_read_as_given() {
+    let body = serde_json::json!({"slot_id": "S-2", "equipment_number": "CSQU3054383"});
     let CallOutcome::Done(slot) = claim_known(201, body.to_string().as_bytes(), &known()) else {
         panic!("claimed");
     };
-    assert_eq!(slot.subject.as_deref(), Some(EQUIPMENT_WITHHELD));
-    let short = TerminalAnswers {
-        secrets: vec!["3054"],
-        equipment_number: Some("CSQU3054383"),
-        api: TerminalApi::Slots,
-    };
-    let ours = serde_json::json!({"slot_id": "S-3", "equipment_number": "CSQU3054383"});
-    let CallOutcome::Done(slot) = claim_known(201, ours.to_string().as_bytes(), &short) else {
-        panic!("claimed");
-    };
     assert_eq!(slot.subject.as_deref(), Some("CSQU3054383"));
-}
-
-#[test]
-fn an_unreadable_equipment_number_cannot_match() {
-    let body = serde_json::json!({"slot_id": "S-1", "equipment_number": "CSQU\n3054383"});
-    let CallOutcome::Done(slot) = classify_claim(201, body.to_string().as_bytes()) else {
-        panic!("claimed");
-    };
-    let e = slot.subject.unwrap();
-    assert!(e.starts_with("(unreadable"), "{e}");
-    assert!(!e.contains('\n'));
 }
 
 /// An `appointments-v2` answer is read in its own shape: the appointment's `id` is the slot id.
@@ -240,28 +271,11 @@ fn an_appointments_v2_answer_is_reshaped() {
     ));
 }
 
-/// An answer that echoes the PIN in free text (a problem's `detail`), where the 300-character cut
-/// falls inside the PIN: nothing of the PIN is left, not even its first half.
-#[test]
-fn a_secret_across_the_cut_is_scrubbed_before_the_cut() {
-    let detail = format!("{}{PIN} tail", "x".repeat(DETAIL_MAX - 5));
-    let body = serde_json::json!({ "detail": detail }).to_string();
-    let CallOutcome::Transient(why) = claim_known(503, body.as_bytes(), &known()) else {
-        panic!("transient");
-    };
-    assert!(!why.quoted().contains("PIN-X"), "{}", why.quoted());
-    // Without a problem document, the excerpt path the same.
-    let raw = format!("{}{PIN}", "y".repeat(DETAIL_MAX - 5));
-    let CallOutcome::Transient(why) = claim_known(502, raw.as_bytes(), &known()) else {
-        panic!("transient");
-    };
-    assert!(!why.quoted().contains("PIN-X"), "{}", why.quoted());
-}
-
 /// The issue's answers: a 503 and a lookup 500 that echo the PIN in another case, without
-/// separators, JSON-escaped and percent-encoded; none reaches the excerpt.
+/// separators, JSON-escaped and percent-encoded: what the gate keeps is the summary, which holds
+/// no character of the answer.
 #[test]
-fn echoed_forms_are_cut_from_claim_and_lookup_excerpts() {
+fn echoed_forms_never_reach_what_is_kept() {
     for echo in [
         "upstream refused release pin pin-xyzzy-7731",
         "upstream refused release PINXYZZY7731",
@@ -271,8 +285,8 @@ fn echoed_forms_are_cut_from_claim_and_lookup_excerpts() {
         let CallOutcome::Transient(why) = claim_known(503, echo.as_bytes(), &known()) else {
             panic!("transient");
         };
-        let text = why.quoted();
-        assert!(text.contains("upstream refused release"), "{text}");
+        let text = why.to_string();
+        assert!(!text.contains("upstream"), "{text}");
         assert!(!scrub::quotes_secret(&text, &[PIN, TOKEN]), "{text}");
         let body = serde_json::json!({"message": format!("lookup failed: {echo} is locked")});
         let LookupOutcome::Transient(why) =
@@ -280,37 +294,31 @@ fn echoed_forms_are_cut_from_claim_and_lookup_excerpts() {
         else {
             panic!("transient");
         };
-        let text = why.quoted();
-        assert!(text.contains("is locked"), "{text}");
+        let text = why.to_string();
+        assert!(!text.contains("locked"), "{text}");
         assert!(!scrub::quotes_secret(&text, &[PIN, TOKEN]), "{text}");
     }
 }
 
-/// A PIN too short to replace inside a text (here 3 digits) withholds any excerpt that holds it.
+/// What `gatectl lookup` prints: secret-looking keys redacted, every secret cut out before the
+/// cut (so a secret across it leaves nothing), control characters escaped.
 #[test]
-fn a_short_secret_withholds_the_excerpt() {
-    let body = br#"{"detail":"PIN 731 rejected by the gate"}"#;
-    let short = TerminalAnswers {
-        secrets: vec!["731"],
-        ..TerminalAnswers::default()
-    };
-    let CallOutcome::Permanent { detail, .. } = claim_known(400, body, &short) else {
-        panic!("permanent");
-    };
-    assert_eq!(detail.excerpt(), Some(scrub::WITHHELD));
-}
-
-#[test]
-fn excerpts_redact_secret_keys_and_escape_controls() {
+fn the_operators_view_is_scrubbed_and_bounded() {
     let echoed = br#"{"title":"bad","request":{"pin":"PIN-XYZZY-7731","Release-Pin":"x","headers":{"Authorization":"Bearer tok-PLUGH-0042"}}}"#;
-    let CallOutcome::Permanent { detail, .. } = classify_claim(418, echoed) else {
-        panic!("permanent");
-    };
-    assert_eq!(detail.excerpt(), Some("bad"));
-    // The problem has a title, so the title is the excerpt; the excerpt path:
-    let text = excerpt(echoed, &[]);
+    let text = for_the_operator(echoed, &[]);
     assert!(!text.contains("XYZZY") && !text.contains("PLUGH"), "{text}");
-    assert!(text.contains("[redacted]"));
+    assert!(
+        text.contains("[redacted]") && text.contains("bad"),
+        "{text}"
+    );
+    let raw = format!("{}{PIN}", "y".repeat(OPERATOR_VIEW_MAX - 5));
+    let text = for_the_operator(raw.as_bytes(), &[PIN, TOKEN]);
+    assert!(!text.contains("PIN-X"), "{text}");
+    let text = for_the_operator(b"release pin-xyzzy-7731 \x1b[31m", &[PIN, TOKEN]);
+    assert!(
+        !text.to_lowercase().contains("xyzzy") && !text.contains('\u{1b}'),
+        "{text}"
+    );
     assert_eq!(printable("a\nb\u{1b}", 10), "a\\nb\\u{1b}");
     assert_eq!(printable("abcdef", 3), "abc…");
 }

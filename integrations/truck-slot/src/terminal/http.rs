@@ -8,8 +8,8 @@
 //! The `Idempotency-Key` contract is the core's ([`gate::idempotency_key`]): the header as an RFC
 //! 8941 string, every answer and every failed request classified by one table (IETF draft
 //! `draft-ietf-httpapi-idempotency-key-header-07`, the terminal simulator's semantics), summaries
-//! in the gate's words. What is the terminal's (the slot read from an answer and checked against
-//! the request's PIN and token, the scrubbed excerpt for a person) is [`super::answer`].
+//! in the gate's words. What is the terminal's (the slot read from an answer, the terminal's
+//! slot-id format, the PIN check on ids) is [`super::answer`].
 //!
 //! Hardening (issue 7):
 //!
@@ -22,10 +22,10 @@
 //!   query or fragment (checked by [`crate::terminal::base_url_allowed`]);
 //! * an answer body is read up to `gate::idempotency_key::client::MAX_ANSWER_BYTES` (64 KiB);
 //!   the rest is never read;
-//! * an answer is **never quoted in a log line** ([`super::AnswerDetail`]'s summary: status,
-//!   content type, length and a keyed digest); the excerpt that reaches a record's `error` and
-//!   the manual queue's `detail` is scrubbed of the token and the request's PIN in every form
-//!   ([`super::scrub`]), for the claim and the lookup alike;
+//! * an answer is **never quoted** in a log line, a record's `error` or a manual item's
+//!   `detail` ([`super::AnswerDetail`]: status, content type, length and a keyed digest); only
+//!   `gatectl lookup` prints one, to the operator's terminal, scrubbed
+//!   ([`SlotTerminal::show_lookup_at`]);
 //! * `401` is transient: the token was refused, which says nothing about the event. The token is
 //!   read once per cold start, so after a rotation the events wait (redelivery, then the
 //!   reconciler) until a new execution environment reads the new token; past the key's retention
@@ -35,10 +35,10 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gate::idempotency_key::client;
+use gate::idempotency_key::{client, IdFormat};
 use serde::Deserialize;
 
-use super::answer::TerminalAnswers;
+use super::answer::{for_the_operator, TerminalAnswers};
 use super::several::{appointments_v2_body, path_segment, TerminalApi};
 use super::{AnswerDetail, CallOutcome, LookupOutcome, SlotTerminal};
 
@@ -126,6 +126,10 @@ pub struct HttpTerminalConfig {
     pub request_timeout: Duration,
     /// The terminal's API shape (default [`TerminalApi::Slots`]).
     pub api: TerminalApi,
+    /// The format the terminal declares for its slot ids (default [`IdFormat::default`]: ASCII
+    /// letters, digits and `-_.:`, 1 to 64 characters). A slot id outside it is never kept: the
+    /// record goes to a person (issue 25).
+    pub slot_id_format: IdFormat,
 }
 
 impl HttpTerminalConfig {
@@ -137,6 +141,7 @@ impl HttpTerminalConfig {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(10),
             api: TerminalApi::Slots,
+            slot_id_format: IdFormat::default(),
         }
     }
 }
@@ -153,12 +158,10 @@ pub struct HttpTerminal {
 #[error("cannot build the terminal HTTP client: {0}")]
 pub struct HttpTerminalError(String);
 
-/// The fields of a stored claim request the client reads back: the PIN (to scrub it) and the
-/// container (to tell our container from an echo).
+/// The field of a stored claim request the client reads back: the PIN (no slot id may quote it).
 #[derive(Deserialize, Default)]
 struct RequestFields {
     pin: Option<String>,
-    equipment_number: Option<String>,
 }
 
 impl RequestFields {
@@ -202,7 +205,7 @@ impl HttpTerminal {
         }
         TerminalAnswers {
             secrets,
-            equipment_number: request.equipment_number.as_deref(),
+            slot_id_format: self.config.slot_id_format.clone(),
             api: self.config.api,
         }
     }
@@ -233,6 +236,32 @@ impl SlotTerminal for HttpTerminal {
     }
 
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
+        let fields = RequestFields::of(request);
+        client::lookup(self.lookup_request(op_key), &self.answers(&fields)).await
+    }
+
+    async fn show_lookup_at(
+        &self,
+        _terminal: &str,
+        op_key: &str,
+        request: &[u8],
+    ) -> Option<String> {
+        let fields = RequestFields::of(request);
+        let answers = self.answers(&fields);
+        Some(match client::exchange(self.lookup_request(op_key)).await {
+            Ok(received) => format!(
+                "the terminal answered {}:\n{}",
+                gate::idempotency_key::describe(&received.answer()),
+                for_the_operator(&received.body, &answers.secrets)
+            ),
+            Err(failure) => format!("the lookup got no answer ({failure:?})"),
+        })
+    }
+}
+
+impl HttpTerminal {
+    /// The lookup request under `op_key`, authorised, in the terminal's API shape.
+    fn lookup_request(&self, op_key: &str) -> reqwest::RequestBuilder {
         let req = match self.config.api {
             TerminalApi::Slots => self
                 .client
@@ -244,8 +273,7 @@ impl SlotTerminal for HttpTerminal {
                 path_segment(op_key)
             )),
         };
-        let fields = RequestFields::of(request);
-        client::lookup(self.authorise(req), &self.answers(&fields)).await
+        self.authorise(req)
     }
 }
 

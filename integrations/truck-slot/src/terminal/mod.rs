@@ -3,15 +3,18 @@
 //!
 //! * [`http`]: `HttpTerminal`, the reqwest client of the terminal contract (re-exported here),
 //!   on the core's `Idempotency-Key` contract (`gate::idempotency_key`);
-//! * [`answer`]: how the terminal's answers are read (the slot, checked against the request's
-//!   secrets; the scrubbed excerpt): the terminal's hooks of the core's classification;
-//! * [`scrub`]: the PIN and the token found and cut out of text from outside, in every form a
-//!   server echoes them;
+//! * [`answer`]: how the terminal's answers are read (the slot; the terminal's slot-id format and
+//!   the PIN check on ids): the terminal's hooks of the core's classification;
+//! * [`id_secrets`]: the second line behind the slot-id format: an id that decodes to the PIN or
+//!   the token, or holds a fragment of either;
+//! * [`scrub`]: the PIN and the token found in text from outside, in every form a server echoes
+//!   them: the second line behind the id format, and what `gatectl lookup` prints;
 //! * [`several`]: several terminals in one stack (`TERMINALS`, each terminal's API shape, and
 //!   `TerminalRouter`, which sends each record's calls to its own terminal).
 
 pub mod answer;
 pub mod http;
+pub mod id_secrets;
 pub mod scrub;
 pub mod several;
 
@@ -44,6 +47,14 @@ pub trait SlotTerminal: Send + Sync {
     async fn lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> LookupOutcome {
         let _ = terminal;
         self.lookup(op_key, request).await
+    }
+
+    /// The lookup's answer for an operator's terminal (`gatectl lookup` only, never stored or
+    /// logged): the answer described in our words, then its body with the PIN of `request` and
+    /// the token cut out ([`answer::for_the_operator`]). `None`: this client cannot show it.
+    async fn show_lookup_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> Option<String> {
+        let _ = (terminal, op_key, request);
+        None
     }
 }
 

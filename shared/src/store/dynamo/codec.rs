@@ -1,5 +1,6 @@
 //! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`BusinessRow`] as
-//! DynamoDB items and back, and the `InFlight` query's opaque cursor.
+//! DynamoDB items and back, a line of a record's audit history ([`AuditEntry`], the list
+//! attribute `history`), and the `InFlight` query's opaque cursor.
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds**; `lease_until`, `created_at`,
 //! `updated_at` and `booked_at` are **epoch milliseconds**.
@@ -10,8 +11,11 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::schema::ROUTE_PENDING_MARK;
+use super::schema::{
+    EFFECT_ID, EFFECT_IDS, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, ROUTE_PENDING_MARK, ROW_EFFECT_ID,
+};
 use crate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use crate::store::audit::AuditEntry;
 use crate::store::{InFlightEntry, StoreError};
 
 /// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
@@ -60,7 +64,7 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
     let optional = [
         ("lease_owner", record.lease_owner.as_deref().map(s)),
         ("lease_until", record.lease_until_ms.map(num)),
-        ("slot_id", record.effect_id.as_deref().map(s)),
+        (EFFECT_ID, record.effect_id.as_deref().map(s)),
         ("inflight_shard", record.inflight_shard.as_deref().map(s)),
         ("error", record.error.as_deref().map(s)),
         (
@@ -73,7 +77,7 @@ pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeVa
             record.route_pending.then(|| s(ROUTE_PENDING_MARK)),
         ),
         (
-            "slot_ids",
+            EFFECT_IDS,
             (!record.effect_ids.is_empty())
                 .then(|| AttributeValue::Ss(record.effect_ids.iter().cloned().collect())),
         ),
@@ -104,11 +108,17 @@ pub fn record_from_item(
         // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
         None => Vec::new(),
     };
-    let effect_ids = match item.get("slot_ids") {
-        Some(AttributeValue::Ss(ids)) => ids.iter().cloned().collect(),
-        Some(_) => return Err(corrupt_type(item, "slot_ids", "SS")),
-        None => BTreeSet::new(),
-    };
+    // The ids under both names, the union is the record's ids:
+    // an item written before the rename holds legacy `slot_ids`,
+    // and a newer write may have added to `effect_ids` beside the legacy set.
+    let mut effect_ids = BTreeSet::new();
+    for name in [EFFECT_IDS, LEGACY_EFFECT_IDS] {
+        match item.get(name) {
+            Some(AttributeValue::Ss(ids)) => effect_ids.extend(ids.iter().cloned()),
+            Some(_) => return Err(corrupt_type(item, name, "SS")),
+            None => {}
+        }
+    }
     Ok(IdempotencyRecord {
         event_key: req_s(item, "event_key")?,
         status,
@@ -120,7 +130,10 @@ pub fn record_from_item(
         created_at_ms: req_n(item, "created_at")?,
         updated_at_ms: req_n(item, "updated_at")?,
         expires_at_s: req_n(item, "expires_at")?,
-        effect_id: opt_s(item, "slot_id")?,
+        effect_id: match opt_s(item, EFFECT_ID)? {
+            Some(id) => Some(id),
+            None => opt_s(item, LEGACY_EFFECT_ID)?,
+        },
         effect_ids,
         inflight_shard: opt_s(item, "inflight_shard")?,
         error: opt_s(item, "error")?,
@@ -157,12 +170,12 @@ pub(crate) fn in_flight_entry_from_item(
     })
 }
 
-/// A business row as a DynamoDB item: `source_event`, `effect_id` (the effect id), `booked_at`
+/// A business row as a DynamoDB item: `source_event`, [`ROW_EFFECT_ID`] (the effect id), `booked_at`
 /// (epoch **milliseconds**) and one string attribute per label.
 pub fn booking_to_item(booking: &BusinessRow) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
         ("source_event".to_string(), s(&booking.source_event)),
-        ("slot_id".to_string(), s(&booking.effect_id)),
+        (ROW_EFFECT_ID.to_string(), s(&booking.effect_id)),
         ("booked_at".to_string(), num(booking.booked_at_ms)),
     ]);
     insert_labels(&mut item, &booking.labels);
@@ -170,7 +183,7 @@ pub fn booking_to_item(booking: &BusinessRow) -> HashMap<String, AttributeValue>
 }
 
 /// Reads a business row from a DynamoDB item (the inverse of [`booking_to_item`]): every string
-/// attribute but `source_event` and `effect_id` is a label.
+/// attribute but `source_event` and [`ROW_EFFECT_ID`] is a label.
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
@@ -179,9 +192,9 @@ pub fn booking_from_item(
 ) -> Result<BusinessRow, StoreError> {
     Ok(BusinessRow {
         source_event: req_s(item, "source_event")?,
-        effect_id: req_s(item, "slot_id")?,
+        effect_id: req_s(item, ROW_EFFECT_ID)?,
         booked_at_ms: req_n(item, "booked_at")?,
-        labels: labels_of(item, &["source_event", "slot_id", "booked_at"]),
+        labels: labels_of(item, &["source_event", ROW_EFFECT_ID, "booked_at"]),
     })
 }
 
@@ -220,6 +233,48 @@ fn labels_of(item: &HashMap<String, AttributeValue>, own: &[&str]) -> Labels {
         })
         .filter_map(|(name, value)| value.as_s().ok().map(|v| (name.clone(), v.clone())))
         .collect()
+}
+
+/// One line of a record's audit history (the list attribute `history`) as a DynamoDB map
+/// `{at: N (epoch ms), who: S, action: S, detail: S}`.
+pub(crate) fn audit_entry_to_value(entry: &AuditEntry) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("at".to_string(), AttributeValue::N(entry.at_ms.to_string())),
+        ("who".to_string(), AttributeValue::S(entry.who.clone())),
+        (
+            "action".to_string(),
+            AttributeValue::S(entry.action.clone()),
+        ),
+        (
+            "detail".to_string(),
+            AttributeValue::S(entry.detail.clone()),
+        ),
+    ]))
+}
+
+/// A line of the `history` list read back.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when it is not such a map.
+pub(crate) fn audit_entry_from_value(value: &AttributeValue) -> Result<AuditEntry, StoreError> {
+    let bad = || StoreError::Corrupt("history: an entry is not {at, who, action, detail}".into());
+    let m = value.as_m().map_err(|_| bad())?;
+    let text = |k: &str| {
+        m.get(k)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .ok_or_else(bad)
+    };
+    Ok(AuditEntry {
+        at_ms: m
+            .get("at")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(bad)?,
+        who: text("who")?,
+        action: text("action")?,
+        detail: text("detail")?,
+    })
 }
 
 pub(crate) fn s(v: &str) -> AttributeValue {
@@ -334,7 +389,7 @@ mod tests {
             AttributeValue::N("1749441630000".into())
         );
         assert!(matches!(item["request"], AttributeValue::B(_)));
-        assert!(!item.contains_key("slot_ids"));
+        assert!(!item.contains_key("effect_ids"));
         assert!(!item.contains_key("error"));
         assert_eq!(record_from_item(&item).unwrap(), r);
 
@@ -347,8 +402,65 @@ mod tests {
         full.lease_until_ms = None;
         full.inflight_shard = None;
         let item = record_to_item(&full);
-        assert!(matches!(&item["slot_ids"], AttributeValue::Ss(v) if v.len() == 2));
+        assert!(matches!(&item["effect_ids"], AttributeValue::Ss(v) if v.len() == 2));
+        assert_eq!(item["effect_id"], s("S1"));
+        for legacy in [LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS] {
+            assert!(!item.contains_key(legacy), "{legacy} is never written");
+        }
         assert_eq!(record_from_item(&item).unwrap(), full);
+    }
+
+    /// An item in the legacy layout (`slot_id`, `slot_ids`) reads as the same record;
+    /// one a newer gate added an id to (`effect_ids` beside legacy `slot_ids`) holds both ids.
+    #[test]
+    fn an_item_in_the_layout_before_the_rename_reads_the_same() {
+        let mut committed = record();
+        committed.status = RecordStatus::Committed;
+        committed.effect_id = Some("S1".into());
+        committed.effect_ids = ["S1".to_string()].into();
+        committed.lease_until_ms = None;
+        committed.inflight_shard = None;
+        let mut old = record_to_item(&committed);
+        let id = old.remove(EFFECT_ID).unwrap();
+        let ids = old.remove(EFFECT_IDS).unwrap();
+        old.insert("slot_id".into(), id);
+        old.insert("slot_ids".into(), ids);
+        let read = record_from_item(&old).unwrap();
+        assert_eq!(read, committed, "no label named slot_id or slot_ids either");
+
+        // A second id recorded by a newer gate on the old item: the union, read once each.
+        old.insert(
+            EFFECT_IDS.into(),
+            AttributeValue::Ss(vec!["S2".into(), "S1".into()]),
+        );
+        let read = record_from_item(&old).unwrap();
+        assert_eq!(read.effect_ids, ["S1".to_string(), "S2".to_string()].into());
+        assert_eq!(read.effect_id.as_deref(), Some("S1"));
+
+        // The new name wins over the old when both are present (a commit removes the old one).
+        old.insert(EFFECT_ID.into(), s("S2"));
+        assert_eq!(
+            record_from_item(&old).unwrap().effect_id.as_deref(),
+            Some("S2")
+        );
+
+        old.insert(LEGACY_EFFECT_IDS.into(), s("not a set"));
+        assert!(matches!(
+            record_from_item(&old),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn the_business_row_keeps_its_deployed_effect_id_name() {
+        let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
+        let item = booking_to_item(&row);
+        assert_eq!(item[ROW_EFFECT_ID], s("S1"));
+        assert_eq!(
+            ROW_EFFECT_ID, "slot_id",
+            "the TMS reads the deployed bookings table by it"
+        );
+        assert_eq!(booking_from_item(&item).unwrap(), row);
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::errors::{
     classify_cancellation, map_sdk_error, Cancelled, ItemRole, THROTTLING_CODES,
     TRANSACTION_CONFLICT_BACKOFF_MS,
 };
-use super::schema::HELD_CONDITION;
+use super::schema::{HELD_CONDITION, NO_EFFECT_ID_RECORDED};
 use super::DynamoStore;
 use crate::record::{BusinessRow, NaturalKey, RecordStatus};
 use crate::store::{
@@ -100,8 +100,8 @@ impl DynamoStore {
         };
         let condition = if only_our_effect {
             format!(
-                "{HELD_CONDITION} AND (attribute_not_exists(slot_ids) OR contains(slot_ids, \
-                 :slot_id))"
+                "{HELD_CONDITION} AND ({NO_EFFECT_ID_RECORDED} OR contains(effect_ids, :effect_id) \
+                 OR contains(slot_ids, :effect_id))"
             )
         } else {
             HELD_CONDITION.to_string()
@@ -110,9 +110,9 @@ impl DynamoStore {
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression(
-                "SET #status = :committed, slot_id = :slot_id, updated_at = :now_ms \
-                 ADD slot_ids :slot_set \
-                 REMOVE inflight_shard, lease_until, #request",
+                "SET #status = :committed, effect_id = :effect_id, updated_at = :now_ms \
+                 ADD effect_ids :effect_set \
+                 REMOVE inflight_shard, lease_until, #request, slot_id",
             )
             .condition_expression(condition)
             .expression_attribute_names("#status", "status")
@@ -120,9 +120,9 @@ impl DynamoStore {
             .expression_attribute_values(":committed", s(RecordStatus::Committed.as_str()))
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":slot_id", s(effect_id))
+            .expression_attribute_values(":effect_id", s(effect_id))
             .expression_attribute_values(
-                ":slot_set",
+                ":effect_set",
                 AttributeValue::Ss(vec![effect_id.to_string()]),
             )
             .expression_attribute_values(":now_ms", num(now_ms))

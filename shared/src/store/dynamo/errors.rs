@@ -139,8 +139,11 @@ pub(crate) fn classify_cancellation(
         return Cancelled::Invalid(codes);
     }
     if failed(ItemRole::Booking) {
-        let effect = old_item(ItemRole::Booking)
-            .and_then(|item| item.get("slot_id").and_then(|v| v.as_s().ok()).cloned());
+        let effect = old_item(ItemRole::Booking).and_then(|item| {
+            item.get(super::schema::ROW_EFFECT_ID)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+        });
         return Cancelled::BookingExists(effect);
     }
     let others_clean = roles
@@ -265,7 +268,7 @@ mod tests {
         let s = |v: &str| AttributeValue::S(v.to_string());
         match role {
             ItemRole::Record => b.item("pk", s("ect#ab")),
-            ItemRole::Booking => b.item("slot_id", s("SLOT-OLD")),
+            ItemRole::Booking => b.item("slot_id", s("EFFECT-OLD")),
             ItemRole::NaturalKey => b.item("event_key", s("other-key")),
         }
         .build()
@@ -312,7 +315,10 @@ mod tests {
                 [ccf, "None", "None"],
                 "not_in_flight(item: true, holder: None)",
             ),
-            (["None", ccf, "None"], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (
+                ["None", ccf, "None"],
+                "booking_exists(Some(\"EFFECT-OLD\"))",
+            ),
             (["None", "None", ccf], "natural_key_taken(true)"),
             (
                 [ccf, ccf, "None"],
@@ -322,7 +328,7 @@ mod tests {
                 [ccf, "None", ccf],
                 "not_in_flight(item: true, holder: Some(\"other-key\"))",
             ),
-            (["None", ccf, ccf], "booking_exists(Some(\"SLOT-OLD\"))"),
+            (["None", ccf, ccf], "booking_exists(Some(\"EFFECT-OLD\"))"),
             (
                 [ccf, ccf, ccf],
                 "not_in_flight(item: true, holder: Some(\"other-key\"))",
@@ -380,7 +386,7 @@ mod tests {
                 r(ItemRole::Booking, CONDITION_FAILED),
             ],
         );
-        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        assert_eq!(summary(&c), "booking_exists(Some(\"EFFECT-OLD\"))");
         let c = classify_cancellation(
             &two_reversed,
             &[
@@ -388,7 +394,7 @@ mod tests {
                 r(ItemRole::Record, "None"),
             ],
         );
-        assert_eq!(summary(&c), "booking_exists(Some(\"SLOT-OLD\"))");
+        assert_eq!(summary(&c), "booking_exists(Some(\"EFFECT-OLD\"))");
         let c = classify_cancellation(
             &two_reversed,
             &[

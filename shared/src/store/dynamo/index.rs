@@ -1,16 +1,24 @@
-//! The `InFlight` and `MultiEffect` indexes on DynamoDB: the read side of the store the reconciler
-//! and the metrics function query ([`InFlightIndex`]). [`DynamoIndex`] needs only the idempotency
-//! table's name, so the metrics function reads the indexes without building a whole store.
+//! The `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`) indexes on DynamoDB: the read side of
+//! the store the reconciler and the metrics function query ([`InFlightIndex`]). [`DynamoIndex`] needs only the idempotency
+//! table's name, so the metrics function reads the indexes without building a whole store. The
+//! operator's reads (gatectl: [`DynamoIndex::multi_effect_pks`], [`DynamoIndex::scan_records`])
+//! are here too, so that no caller builds a DynamoDB request of its own.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 
-use super::codec::{decode_cursor, encode_cursor, in_flight_entry_from_item, num, opt_n, opt_s, s};
+use super::codec::{
+    decode_cursor, encode_cursor, in_flight_entry_from_item, num, opt_n, opt_s, record_from_item, s,
+};
 use super::errors::map_sdk_error;
-use super::schema::{INFLIGHT_INDEX, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK};
+use super::schema::{
+    INFLIGHT_INDEX, MULTI_EFFECT_ATTRIBUTE, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK,
+};
+use crate::record::IdempotencyRecord;
 use crate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 
-/// The idempotency table's sparse indexes `InFlight` and `MultiEffect`, read through `client`.
+/// The idempotency table's sparse indexes `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`), read
+/// through `client`.
 #[derive(Debug, Clone)]
 pub struct DynamoIndex {
     client: Client,
@@ -18,18 +26,91 @@ pub struct DynamoIndex {
 }
 
 impl DynamoIndex {
-    /// The indexes of `idempotency_table` (GSIs `InFlight` and `MultiEffect`), through `client`.
+    /// The indexes of `idempotency_table` (GSIs `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`)), through `client`.
     pub fn new(client: Client, idempotency_table: impl Into<String>) -> Self {
         Self {
             client,
             table: idempotency_table.into(),
         }
     }
+
+    /// The keys (`pk`) of every record of the sparse GSI `MultiEffect` (two or more distinct
+    /// effect ids), all pages of its `Query`. The GSI is eventually consistent: read each record
+    /// again before acting on it.
+    ///
+    /// # Errors
+    /// [`StoreError`] of the `Query` (its text names the denied action, if any).
+    pub async fn multi_effect_pks(&self) -> Result<Vec<String>, StoreError> {
+        let mut pks = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(MULTI_EFFECT_INDEX)
+                .key_condition_expression("multi_slot = :one")
+                .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| map_sdk_error("multi_slot_pks (Query)", err))?;
+            pks.extend(
+                out.items()
+                    .iter()
+                    .filter_map(|i| opt_s(i, "pk").ok().flatten()),
+            );
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(pks),
+            }
+        }
+    }
+
+    /// Every record of the idempotency table (a consistent `Scan`, all pages), or with `label`
+    /// only those whose label attribute `name` is `value` (a filter: the whole table is still
+    /// read and paid for). Natural-key items and anything else that is not a record are
+    /// skipped. `scanned` is told how many items each page read (a progress bar).
+    ///
+    /// # Errors
+    /// [`StoreError`] of the `Scan` (its text names the denied action, if any).
+    pub async fn scan_records(
+        &self,
+        label: Option<(&str, &str)>,
+        scanned: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<Vec<IdempotencyRecord>, StoreError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let mut req = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            if let Some((name, value)) = label {
+                req = req
+                    .filter_expression("#a = :v")
+                    .expression_attribute_names("#a", name)
+                    .expression_attribute_values(":v", s(value));
+            }
+            let out = req
+                .send()
+                .await
+                .map_err(|err| map_sdk_error("scan_records (Scan)", err))?;
+            scanned(u64::try_from(out.scanned_count()).unwrap_or(0));
+            found.extend(out.items().iter().filter_map(|i| record_from_item(i).ok()));
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(found),
+            }
+        }
+    }
 }
 
 #[async_trait]
 impl InFlightIndex for DynamoIndex {
-    /// `Query` of the sparse GSI `MultiEffect` (`multi_effect = "1"`, `Select=COUNT`), paginated.
+    /// `Query` of the sparse GSI multi-effect (`MULTI_EFFECT_INDEX`) (`multi_effect = "1"`, `Select=COUNT`), paginated.
     async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
         let mut total = 0usize;
         let mut start = None;
@@ -39,7 +120,7 @@ impl InFlightIndex for DynamoIndex {
                 .query()
                 .table_name(&self.table)
                 .index_name(MULTI_EFFECT_INDEX)
-                .key_condition_expression("multi_slot = :one")
+                .key_condition_expression(format!("{MULTI_EFFECT_ATTRIBUTE} = :one"))
                 .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
                 .select(aws_sdk_dynamodb::types::Select::Count)
                 .set_exclusive_start_key(start)

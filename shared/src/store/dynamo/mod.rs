@@ -1,3 +1,6 @@
+//! Just over 600 lines: the DynamoDB adapter's port methods in one place; the item layout lives in
+//! codec.rs and schema.rs.
+//!
 //! `DynamoStore`: the [`IdempotencyStore`] on DynamoDB (feature `aws`).
 //!
 //! Two tables:
@@ -44,6 +47,7 @@
 //!   condition (release) or changes nothing (a set `ADD`, a `SET` of the same value, a confirmed
 //!   routing whose second confirmation is refused and ignored).
 
+mod audit;
 mod canary;
 mod codec;
 mod commit;
@@ -65,14 +69,19 @@ pub use codec::{
 };
 use codec::{num, s};
 pub use commit::commit_request_token;
+pub(crate) use errors::map_sdk_error;
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
-use errors::{condition_failure_item, is_update_condition_failure, map_sdk_error};
+use errors::{condition_failure_item, is_update_condition_failure};
 pub use index::DynamoIndex;
 pub use schema::{
-    create_tables, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES, MULTI_EFFECT_INDEX,
-    MULTI_EFFECT_MARK, ROUTE_PENDING_MARK,
+    create_tables, EFFECT_ID, EFFECT_IDS, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
+    LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, MULTI_EFFECT_ATTRIBUTE, MULTI_EFFECT_INDEX,
+    MULTI_EFFECT_MARK, ROUTE_PENDING_MARK, ROW_EFFECT_ID,
 };
-use schema::{HELD_CONDITION, RELEASE_CONDITION, RESERVE_CONDITION, TAKE_OVER_CONDITION};
+use schema::{
+    HELD_CONDITION, NO_EFFECT_ID_RECORDED, RELEASE_CONDITION, RESERVE_CONDITION,
+    TAKE_OVER_CONDITION,
+};
 
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
@@ -150,12 +159,12 @@ impl DynamoStore {
             .update_item()
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
-            .update_expression("SET multi_slot = :one")
+            .update_expression(format!("SET {MULTI_EFFECT_ATTRIBUTE} = :one"))
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
             .send()
             .await
-            .map_err(|err| map_sdk_error("multi_slot mark (UpdateItem)", err))?;
+            .map_err(|err| map_sdk_error("multi-effect mark (UpdateItem)", err))?;
         Ok(())
     }
 
@@ -378,7 +387,7 @@ impl IdempotencyStore for DynamoStore {
         let condition = match guard {
             FinishGuard::Lease => HELD_CONDITION.to_string(),
             FinishGuard::LeaseAndNoEffect => {
-                format!("{HELD_CONDITION} AND attribute_not_exists(slot_ids)")
+                format!("{HELD_CONDITION} AND {NO_EFFECT_ID_RECORDED}")
             }
         };
         let result = self
@@ -467,16 +476,20 @@ impl IdempotencyStore for DynamoStore {
             .update_item()
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
-            .update_expression("ADD slot_ids :slot_set SET updated_at = :now_ms")
+            .update_expression("ADD effect_ids :effect_set SET updated_at = :now_ms")
+            // The bound counts `effect_ids`; an item of the legacy layout holds its legacy
+            // `effect_ids` besides (the ids the previous release recorded), and an id in
+            // either set is already recorded.
             .condition_expression(
-                "attribute_exists(pk) AND (attribute_not_exists(slot_ids) \
-                 OR size(slot_ids) < :max_ids OR contains(slot_ids, :slot))",
+                "attribute_exists(pk) AND (attribute_not_exists(effect_ids) \
+                 OR size(effect_ids) < :max_ids OR contains(effect_ids, :effect_id) \
+                 OR contains(slot_ids, :effect_id))",
             )
             .expression_attribute_values(
-                ":slot_set",
+                ":effect_set",
                 AttributeValue::Ss(vec![effect_id.to_string()]),
             )
-            .expression_attribute_values(":slot", s(effect_id))
+            .expression_attribute_values(":effect_id", s(effect_id))
             .expression_attribute_values(
                 ":max_ids",
                 num(crate::store::limits::MAX_EFFECT_IDS as i64),

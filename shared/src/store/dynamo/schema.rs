@@ -31,11 +31,39 @@ pub const INFLIGHT_PROJECTED_ATTRIBUTES: [&str; 5] = [
     "expires_at",
 ];
 
-/// The sparse GSI of records holding two or more distinct effect ids: partition key `multi_effect`
-/// (present, `"1"`, only on such records), projection `KEYS_ONLY`.
+/// The record's effect id attribute (S): the effect id committed.
+pub const EFFECT_ID: &str = "effect_id";
+
+/// The record's effect ids attribute (SS): every distinct effect id the server returned for the
+/// record (two or more is the distinct-effect-ids signal).
+pub const EFFECT_IDS: &str = "effect_ids";
+
+/// The name [`EFFECT_ID`] had before the neutral vocabulary (issue 22): an item written by an
+/// older gate holds it. Read when [`EFFECT_ID`] is absent, never written (a commit removes it).
+pub const LEGACY_EFFECT_ID: &str = "slot_id";
+
+/// The name [`EFFECT_IDS`] had before the neutral vocabulary (issue 22): an item written by an
+/// older gate holds it. Read as part of the record's ids (the union with [`EFFECT_IDS`]), never
+/// written; every condition that asks for "no id recorded" asks it of both names.
+pub const LEGACY_EFFECT_IDS: &str = "slot_ids";
+
+/// The business row's effect id attribute (S). Kept as the deployed bookings tables have it (the
+/// TMS reads the truck-slot bookings table by this name): docs/DEPLOYING.md, "Stored names".
+pub const ROW_EFFECT_ID: &str = "slot_id";
+
+/// The attribute marking a record that holds two or more distinct effect ids: the partition key
+/// of [`MULTI_EFFECT_INDEX`] (present, [`MULTI_EFFECT_MARK`], only on such records). Its stored
+/// name is the deployed one: renaming a GSI's key is a delete and a create of the index
+/// (docs/DEPLOYING.md, "Stored names").
+pub const MULTI_EFFECT_ATTRIBUTE: &str = "multi_slot";
+
+/// The sparse GSI of records holding two or more distinct effect ids: partition key
+/// [`MULTI_EFFECT_ATTRIBUTE`], projection `KEYS_ONLY`. Its physical name is the deployed one (a
+/// renamed GSI is deleted and created again by CloudFormation: docs/DEPLOYING.md, "Stored
+/// names").
 pub const MULTI_EFFECT_INDEX: &str = "MultiSlot";
 
-/// The value of `multi_effect` on a marked record.
+/// The value of [`MULTI_EFFECT_ATTRIBUTE`] on a marked record.
 pub const MULTI_EFFECT_MARK: &str = "1";
 
 /// The value of `route_pending` on a record whose routing to a person is not yet confirmed.
@@ -55,6 +83,9 @@ pub(crate) const RELEASE_CONDITION: &str =
     "(#status = :in_flight OR attribute_exists(route_pending)) AND lease_owner = :owner";
 /// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
 pub(crate) const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
+/// No effect id recorded on the record, under either name ([`EFFECT_IDS`], [`LEGACY_EFFECT_IDS`]).
+pub(crate) const NO_EFFECT_ID_RECORDED: &str =
+    "(attribute_not_exists(effect_ids) AND attribute_not_exists(slot_ids))";
 
 /// Creates the two tables as `template.yaml` defines them, for tests and local runs:
 /// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
@@ -104,7 +135,7 @@ pub async fn create_tables(
         .map_err(build)?;
     let multi_effect = GlobalSecondaryIndex::builder()
         .index_name(MULTI_EFFECT_INDEX)
-        .key_schema(key("multi_slot", KeyType::Hash)?)
+        .key_schema(key(MULTI_EFFECT_ATTRIBUTE, KeyType::Hash)?)
         .projection(
             Projection::builder()
                 .projection_type(ProjectionType::KeysOnly)
@@ -119,7 +150,7 @@ pub async fn create_tables(
         .attribute_definitions(attr("pk", ScalarAttributeType::S)?)
         .attribute_definitions(attr("inflight_shard", ScalarAttributeType::S)?)
         .attribute_definitions(attr("created_at", ScalarAttributeType::N)?)
-        .attribute_definitions(attr("multi_slot", ScalarAttributeType::S)?)
+        .attribute_definitions(attr(MULTI_EFFECT_ATTRIBUTE, ScalarAttributeType::S)?)
         .key_schema(key("pk", KeyType::Hash)?)
         .global_secondary_indexes(gsi)
         .global_secondary_indexes(multi_effect)

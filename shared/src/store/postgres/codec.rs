@@ -1,5 +1,5 @@
 //! Rows to records and back: the columns of `idempotency`, `business_rows` and the `in_flight`
-//! view (`migrations/0001_init.sql`) as [`IdempotencyRecord`], [`BusinessRow`] and
+//! view (`migrations/0001_init.sql`, columns renamed by `0002_neutral_names.sql`) as [`IdempotencyRecord`], [`BusinessRow`] and
 //! [`InFlightEntry`].
 
 use serde_json::Value;
@@ -11,7 +11,7 @@ use crate::store::{InFlightEntry, StoreError};
 
 /// The record's columns in the order [`RecordParams::params`] binds them (`$1`..`$17`).
 pub(crate) const RECORD_COLUMNS: &str = "pk, event_key, status, fingerprint, request, op_key, \
-     lease_owner, lease_until_ms, created_at_ms, updated_at_ms, expires_at_s, slot_id, slot_ids, \
+     lease_owner, lease_until_ms, created_at_ms, updated_at_ms, expires_at_s, effect_id, effect_ids, \
      inflight_shard, error, route_pending, labels";
 
 /// The number of [`RECORD_COLUMNS`].
@@ -22,7 +22,7 @@ pub(crate) const IN_FLIGHT_COLUMNS: &str =
     "pk, event_key, status, lease_owner, lease_until_ms, created_at_ms, expires_at_s";
 
 /// The business row's columns (`$1`..`$4` of its insert).
-pub(crate) const BUSINESS_ROW_COLUMNS: &str = "source_event, slot_id, labels, booked_at_ms";
+pub(crate) const BUSINESS_ROW_COLUMNS: &str = "source_event, effect_id, labels, booked_at_ms";
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{what}: {e}"))
@@ -73,7 +73,7 @@ pub(crate) fn record_from_row(row: &Row) -> Result<Option<IdempotencyRecord>, St
     let Some(pk) = get::<Option<String>>(row, "pk")? else {
         return Ok(None);
     };
-    let effect_ids: Vec<String> = get(row, "slot_ids")?;
+    let effect_ids: Vec<String> = get(row, "effect_ids")?;
     Ok(Some(IdempotencyRecord {
         pk,
         event_key: get(row, "event_key")?,
@@ -86,7 +86,7 @@ pub(crate) fn record_from_row(row: &Row) -> Result<Option<IdempotencyRecord>, St
         created_at_ms: get(row, "created_at_ms")?,
         updated_at_ms: get(row, "updated_at_ms")?,
         expires_at_s: get(row, "expires_at_s")?,
-        effect_id: get(row, "slot_id")?,
+        effect_id: get(row, "effect_id")?,
         effect_ids: effect_ids.into_iter().collect(),
         inflight_shard: get(row, "inflight_shard")?,
         error: get(row, "error")?,
@@ -112,7 +112,7 @@ pub(crate) fn in_flight_entry_from_row(row: &Row) -> Result<InFlightEntry, Store
 pub(crate) fn business_row_from_row(row: &Row) -> Result<BusinessRow, StoreError> {
     Ok(BusinessRow {
         source_event: get(row, "source_event")?,
-        effect_id: get(row, "slot_id")?,
+        effect_id: get(row, "effect_id")?,
         labels: labels_from_json(get(row, "labels")?)?,
         booked_at_ms: get(row, "booked_at_ms")?,
     })

@@ -1,10 +1,11 @@
 //! The connection settings of a [`super::PostgresStore`] and the pool built from them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 
+use super::tls::{connector, split_connection_string, Roots, SslMode};
 use crate::store::StoreError;
 
 /// The connection settings of a [`super::PostgresStore`]. `Debug` redacts the connection string (it
@@ -12,9 +13,14 @@ use crate::store::StoreError;
 #[derive(Clone)]
 pub struct PostgresConfig {
     /// A libpq connection string or URL (`postgresql://user:password@host:5432/db`, or
-    /// `host=.. user=.. password=..`). Secret. Without TLS (`NoTls`): on RDS, connect through RDS
-    /// Proxy or a VPC-private endpoint with `rds.force_ssl` off, until TLS support is added.
+    /// `host=.. user=.. password=..`). Secret. Its `sslmode` (default `verify-full`) and
+    /// `sslrootcert` are libpq's: see [`super::tls`].
     pub url: String,
+    /// A PEM file of the CA certificates that sign the server's certificate (the RDS
+    /// `global-bundle.pem`), for `verify-ca`/`verify-full` (and `prefer`/`require`, which then
+    /// check the chain as libpq does with a root file); `None`: the connection string's
+    /// `sslrootcert`, else the system's roots. Set together with `sslrootcert`: refused.
+    pub ca_bundle: Option<PathBuf>,
     /// The schema holding the store's tables ([`check_schema_name`]); default `gate`.
     pub schema: String,
     /// Connections per pool (one pool per process: per Lambda execution environment, the
@@ -36,6 +42,7 @@ impl std::fmt::Debug for PostgresConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresConfig")
             .field("url", &"[redacted]")
+            .field("ca_bundle", &self.ca_bundle)
             .field("schema", &self.schema)
             .field("pool_size", &self.pool_size)
             .field("statement_timeout", &self.statement_timeout)
@@ -51,6 +58,7 @@ impl PostgresConfig {
     pub fn new(url: impl Into<String>, pool_size: usize) -> Self {
         Self {
             url: url.into(),
+            ca_bundle: None,
             schema: "gate".to_string(),
             pool_size,
             statement_timeout: Some(Duration::from_secs(5)),
@@ -65,18 +73,38 @@ impl PostgresConfig {
         self
     }
 
-    /// The pool: `pool_size` connections without TLS, recycled when closed, each set up with
-    /// the timeouts.
+    /// The connection string's `sslmode` (default `verify-full`).
+    ///
+    /// # Errors
+    /// As [`PostgresConfig::pool`].
+    pub fn ssl_mode(&self) -> Result<SslMode, StoreError> {
+        Ok(split_connection_string(&self.url)
+            .map_err(unparsable)?
+            .1
+            .mode)
+    }
+
+    /// The pool: `pool_size` connections with the TLS of `sslmode` ([`super::tls`]), recycled
+    /// when closed, each set up with the timeouts.
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] for a connection string that does not parse (the message never
-    /// holds the string).
+    /// holds the string), a CA bundle that cannot be read, or a CA bundle named twice.
     pub(crate) fn pool(&self) -> Result<Pool, StoreError> {
-        let mut pg: tokio_postgres::Config = self.url.parse().map_err(|e| {
-            StoreError::Corrupt(format!(
-                "the PostgreSQL connection string does not parse: {e}"
-            ))
-        })?;
+        let (url, tls) = split_connection_string(&self.url).map_err(unparsable)?;
+        let mut pg: tokio_postgres::Config = url.parse().map_err(|e| unparsable(format!("{e}")))?;
+        let roots = match (tls.roots, &self.ca_bundle) {
+            (Some(_), Some(_)) => {
+                return Err(StoreError::Corrupt(
+                    "TLS: a CA bundle is named both by sslrootcert in the connection string \
+                     and by the configuration (DATABASE_CA_BUNDLE): keep one"
+                        .to_string(),
+                ))
+            }
+            (Some(roots), None) => Some(roots),
+            (None, bundle) => bundle.clone().map(Roots::Bundle),
+        };
+        let tls = connector(tls.mode, roots.as_ref())?;
         pg.connect_timeout(self.connect_timeout);
         pg.keepalives(true);
         pg.application_name("gate");
@@ -89,7 +117,7 @@ impl PostgresConfig {
         }
         let manager = Manager::from_config(
             pg,
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -114,4 +142,17 @@ impl PostgresConfig {
             .build()
             .map_err(|e| StoreError::Corrupt(format!("PostgreSQL pool: {e}")))
     }
+}
+
+fn unparsable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!(
+        "the PostgreSQL connection string does not parse: {e}"
+    ))
+}
+
+/// Whether `url` parses as a connection string of the store (libpq `key=value` or
+/// `postgresql://` URL, with the `sslmode` and `sslrootcert` of [`super::tls`]). The answer
+/// never quotes it.
+pub fn connection_string_parses(url: &str) -> bool {
+    split_connection_string(url).is_ok_and(|(url, _)| url.parse::<tokio_postgres::Config>().is_ok())
 }

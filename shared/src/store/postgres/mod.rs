@@ -1,3 +1,6 @@
+//! Over 600 lines: the PostgreSQL adapter's port methods in one place (statements in schema.rs,
+//! rows in codec.rs, TLS in tls.rs).
+//!
 //! `PostgresStore`: the [`IdempotencyStore`] and [`InFlightIndex`] on PostgreSQL (feature
 //! `postgres`), for teams whose business tables already live there (RDS, Aurora): the commit of
 //! the record and the business row is a plain local transaction.
@@ -11,7 +14,12 @@
 //! inflight_shard IS NOT NULL` behind the view `in_flight`, the partial index
 //! `idempotency_multi_effect` behind the view `multi_effect`), `business_rows` (primary key
 //! `source_event`) and `natural_keys` (primary key `pk`). PostgreSQL has no TTL: an expired row
-//! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do.
+//! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do, until the
+//! purge deletes it ([`IdempotencyStore::purge_expired`], run by the reconciler's schedule;
+//! never an `in_flight` record nor a pending routing). TLS: [`tls`].
+//!
+//! (Past 600 lines: one `impl` of the store port, one operation per method, each with the
+//! snapshot-race loop its statement needs; splitting it would scatter the port.)
 //!
 //! Units, never mixed: `expires_at_s` is **epoch seconds**; `lease_until_ms`, `created_at_ms`,
 //! `updated_at_ms` and `booked_at_ms` are **epoch milliseconds**.
@@ -49,6 +57,7 @@ mod codec;
 mod config;
 mod errors;
 mod schema;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -57,9 +66,10 @@ use deadpool_postgres::{Object, Pool};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-pub use config::PostgresConfig;
+pub use config::{connection_string_parses, PostgresConfig};
 pub use errors::RETRY_BACKOFF_MS;
 pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
+pub use tls::{Roots, SslMode};
 
 use codec::{
     business_row_from_row, decode_cursor, encode_cursor, in_flight_entry_from_row, labels_to_json,
@@ -72,7 +82,7 @@ use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
     natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver, UnreadableEntry,
+    InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -132,11 +142,9 @@ impl PostgresStore {
     /// [`StoreError::Unavailable`] when the server cannot be reached or a migration fails
     /// (nothing of it is applied then).
     pub async fn migrate(&self) -> Result<Vec<i32>, StoreError> {
-        let mut client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("migrate: no connection: {e}")))?;
+        let mut client = self.pool.get().await.map_err(|e| {
+            StoreError::Unavailable(format!("migrate: no connection: {}", pool_error(&e)))
+        })?;
         schema::migrate(&mut client, &self.schema)
             .await
             .map_err(|f| f.into_store_error("migrate"))
@@ -225,10 +233,20 @@ impl PostgresStore {
     }
 }
 
+/// The pool's error as text; a refused server certificate says what to check.
 fn pool_error(e: &deadpool_postgres::PoolError) -> String {
-    match e {
+    let text = match e {
         deadpool_postgres::PoolError::Backend(db) => describe(db),
         other => other.to_string(),
+    };
+    if text.contains("invalid peer certificate") {
+        format!(
+            "{text} (the sslmode checks the server's certificate: name the CA bundle that \
+             signed it with DATABASE_CA_BUNDLE or sslrootcert, for RDS the global-bundle.pem, \
+             and connect to a host name the certificate names)"
+        )
+    } else {
+        text
     }
 }
 
@@ -528,6 +546,34 @@ impl IdempotencyStore for PostgresStore {
             Some(row) => record_from_row(row),
             None => Ok(None),
         }
+    }
+
+    /// Two batched `DELETE`s (each one statement): up to `limit` records with `expires_at_s <
+    /// now` (epoch seconds) that are not `in_flight` and have no routing pending (through the
+    /// partial index `idempotency_purgeable`), and up to `limit` natural-key rows with
+    /// `expires_at_s < now`. Rows locked by another transaction are skipped.
+    async fn purge_expired(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Option<PurgeCount>, StoreError> {
+        let now_s = ms_to_s(now_ms);
+        let limit = i64::try_from(limit.max(1)).unwrap_or(i64::MAX);
+        let mut deleted = [0; 2];
+        for (n, sql) in [&self.sql.purge_records, &self.sql.purge_natural_keys]
+            .into_iter()
+            .enumerate()
+        {
+            deleted[n] = self
+                .query("purge_expired", sql, &[&now_s, &limit])
+                .await
+                .map_err(|f| Self::err("purge_expired", f))?
+                .len();
+        }
+        Ok(Some(PurgeCount {
+            records: deleted[0],
+            natural_keys: deleted[1],
+        }))
     }
 
     /// One `SELECT` of `business_rows` by primary key.

@@ -20,11 +20,23 @@ pub struct Migration {
 }
 
 /// The migrations, in order. A shipped migration is never edited: a change is a new file.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init.sql",
-    sql: include_str!("migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init.sql",
+        sql: include_str!("migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_neutral_names.sql",
+        sql: include_str!("migrations/0002_neutral_names.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "0003_purge_indexes.sql",
+        sql: include_str!("migrations/0003_purge_indexes.sql"),
+    },
+];
 
 /// The table recording applied migrations (in the store's schema).
 pub const MIGRATIONS_TABLE: &str = "gate_schema_migrations";
@@ -56,6 +68,12 @@ pub fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 /// Returns the versions applied now (empty when the schema is current).
 pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32>, Failure> {
     let tx = client.transaction().await?;
+    // A migration may build an index over a large table: the session's statement and lock
+    // timeouts (`DATABASE_SESSION_TIMEOUTS`, a few seconds, meant for the gate's own statements)
+    // are lifted for this transaction only, so an upgrade neither rolls back half-way nor fails
+    // every cold start; the wait for the table's lock stays bounded (one minute).
+    tx.batch_execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '60s'")
+        .await?;
     // The lock key: the schema name's hash (PostgreSQL's own `hashtext`), so that two schemas
     // migrate independently.
     tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
@@ -109,6 +127,8 @@ pub(crate) struct Statements {
     pub natural_key_holder: String,
     pub multi_effect_keys: String,
     pub stale_in_flight: String,
+    pub purge_records: String,
+    pub purge_natural_keys: String,
 }
 
 impl Statements {
@@ -160,9 +180,9 @@ impl Statements {
             // $7 booked_at (ms), $8 natural-key pk or NULL, $9 its labels, $10 its expires_at (s).
             commit: format!(
                 "WITH rec AS ( \
-                   UPDATE {t} SET status = 'committed', slot_id = $3, \
-                     slot_ids = CASE WHEN $3 = ANY(slot_ids) THEN slot_ids \
-                                     ELSE array_append(slot_ids, $3) END, \
+                   UPDATE {t} SET status = 'committed', effect_id = $3, \
+                     effect_ids = CASE WHEN $3 = ANY(effect_ids) THEN effect_ids \
+                                     ELSE array_append(effect_ids, $3) END, \
                      lease_until_ms = NULL, inflight_shard = NULL, request = '\\x'::bytea, \
                      updated_at_ms = $4 \
                    WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
@@ -195,7 +215,7 @@ impl Statements {
                    UPDATE {t} SET status = $3, error = $4, request = $5, route_pending = true, \
                      updated_at_ms = $6 \
                    WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
-                     AND (NOT $7::boolean OR cardinality(slot_ids) = 0) \
+                     AND (NOT $7::boolean OR cardinality(effect_ids) = 0) \
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM done) AS finished, e.* FROM {}",
                 existing_unless("done")
@@ -208,9 +228,9 @@ impl Statements {
             ),
             // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
             record_effect_id: format!(
-                "UPDATE {t} SET slot_ids = CASE WHEN $2 = ANY(slot_ids) \
-                                                OR cardinality(slot_ids) >= {max_ids} THEN slot_ids \
-                                              ELSE array_append(slot_ids, $2) END, \
+                "UPDATE {t} SET effect_ids = CASE WHEN $2 = ANY(effect_ids) \
+                                          OR cardinality(effect_ids) >= {max_ids} THEN effect_ids \
+                                        ELSE array_append(effect_ids, $2) END, \
                    updated_at_ms = $3 \
                  WHERE pk = $1 RETURNING {cols}",
                 max_ids = crate::store::limits::MAX_EFFECT_IDS
@@ -218,13 +238,36 @@ impl Statements {
             get: format!("SELECT {cols} FROM {t} WHERE pk = $1"),
             booking: format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1"),
             natural_key_holder: format!("SELECT event_key FROM {n} WHERE pk = $1"),
-            multi_effect_keys: format!("SELECT count(*) FROM {schema}.multi_slot"),
+            multi_effect_keys: format!("SELECT count(*) FROM {schema}.multi_effect"),
             // $1 shard, $2 created before (ms), $3/$4 the cursor (created_at_ms, pk), $5 limit.
             stale_in_flight: format!(
                 "SELECT {IN_FLIGHT_COLUMNS} FROM {schema}.in_flight \
                  WHERE inflight_shard = $1 AND created_at_ms < $2 \
                    AND (created_at_ms, pk) > ($3, $4) \
                  ORDER BY created_at_ms, pk LIMIT $5"
+            ),
+            // $1 now (epoch SECONDS), $2 limit. The rows a reserve may replace (expired, nothing
+            // left to do), through the partial index `idempotency_purgeable`, oldest first; rows
+            // another transaction holds are skipped (the next batch takes them). The predicate
+            // is checked again on the row's newest version when it is locked and deleted, so a
+            // record reserved anew in the meantime (not expired) is kept.
+            purge_records: format!(
+                "WITH doomed AS ( \
+                   SELECT pk FROM {t} \
+                   WHERE expires_at_s < $1 AND status <> 'in_flight' AND NOT route_pending \
+                   ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 DELETE FROM {t} AS r USING doomed \
+                 WHERE r.pk = doomed.pk \
+                   AND r.expires_at_s < $1 AND r.status <> 'in_flight' AND NOT r.route_pending \
+                 RETURNING 1"
+            ),
+            // $1 now (epoch SECONDS), $2 limit.
+            purge_natural_keys: format!(
+                "WITH doomed AS ( \
+                   SELECT pk FROM {n} WHERE expires_at_s < $1 \
+                   ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 DELETE FROM {n} AS k USING doomed \
+                 WHERE k.pk = doomed.pk AND k.expires_at_s < $1 RETURNING 1"
             ),
         }
     }

@@ -1,0 +1,521 @@
+//! The runbook cases every integration's gatectl passes, written once over a [`Fixture`] (the
+//! integration's gatectl [`Stack`], its server on loopback, an event body) and instantiated per
+//! integration by [`runbooks!`]: a stranded record finished from the server, a write refused
+//! while the lease is live, a cancel, a multi-effect key, `reconcile KEY`. Texts and JSON keys
+//! are asserted in the integration's own words ([`Words`]).
+//!
+//! Time is a `ManualClock` at 2026-06-01T06:00Z.
+
+use std::sync::Arc;
+
+use gate::clock::{Clock, ManualClock};
+use gate::consumer::{derive_keys, Gate, Invocation};
+use gate::integration::Parsed;
+use gate::manual::sqs::SqsManualQueue;
+use gate::operator::AuditLog;
+use gate::record::{IdempotencyRecord, RecordStatus};
+use gate::store::dynamo::DynamoStore;
+use gate::store::{IdempotencyStore, Reservation};
+use gate::Integration;
+use gatectl::ctl::{Action, Confirm, Ctl, Output, Yes};
+use gatectl::error::{exit, CtlError};
+use gatectl::targets::Targets;
+use gatectl::{Stack, Words};
+use integration_tests::{fresh_queue, fresh_store, sqs_client, unique};
+use serde_json::{json, Value};
+
+/// 2026-06-01T06:00:00Z.
+pub const T0: i64 = 1_780_293_600_000;
+
+/// One integration under the runbooks: its gatectl, its server, its events.
+pub trait Fixture: Sized + 'static {
+    /// The integration's gatectl.
+    type Stack: Stack;
+
+    /// Its gatectl's [`Stack`].
+    fn stack() -> Self::Stack;
+
+    /// Starts its server on loopback, aging stored keys on `clock`; returns the fixture (which
+    /// keeps the server running) and the integration's own variables that point at it.
+    async fn start(clock: Arc<ManualClock>) -> (Self, Vec<(&'static str, String)>);
+
+    /// The integration with a client of the server (as its `Stack::connect` builds it).
+    fn integration(&self) -> Arc<dyn Integration>;
+
+    /// The body of event number `n` (distinct `n`: distinct events).
+    fn body(&self, n: u32) -> String;
+
+    /// What a person types to `show` event `n` other than its key (truck-slot: the
+    /// notificationId; job-client: the job id).
+    fn source_id(&self, n: u32) -> String;
+
+    /// A secret the stored request holds and gatectl must never print, if the body has one.
+    fn secret(&self) -> Option<&'static str>;
+
+    /// Effects the server made so far.
+    fn effects_made(&self) -> usize;
+}
+
+/// The operator's answer "no".
+pub struct No;
+
+impl Confirm for No {
+    fn confirm(&mut self, _plan: &str) -> bool {
+        false
+    }
+}
+
+/// gatectl over fresh tables and queues on moto, with the fixture's server.
+pub struct World<F: Fixture> {
+    pub ctl: Ctl,
+    pub store: Arc<DynamoStore>,
+    pub clock: Arc<ManualClock>,
+    pub fixture: F,
+    pub manual_url: String,
+}
+
+impl<F: Fixture> World<F> {
+    pub async fn new(name: &str) -> Self {
+        let store = Arc::new(fresh_store(name).await);
+        let sqs = sqs_client().await;
+        let manual_url = fresh_queue(&sqs, &format!("{name}-manual")).await;
+        let clock = Arc::new(ManualClock::new(T0));
+        let (fixture, own) = F::start(clock.clone()).await;
+        let mut vars = vec![
+            ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
+            ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+            ("MANUAL_QUEUE_URL", manual_url.clone()),
+            ("INTEGRATION_NAME", unique("gatectl")),
+            ("KEY_TTL_SECONDS", "3600".to_string()),
+        ];
+        vars.extend(own);
+        let stack = F::stack();
+        let (targets, _) = Targets::from_lookup(
+            &stack,
+            |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()),
+            "test",
+        )
+        .expect("targets");
+        let gate = Gate {
+            config: targets.gate.clone(),
+            store: store.clone(),
+            integration: fixture.integration(),
+            manual: Arc::new(SqsManualQueue::new(sqs.clone(), manual_url.clone())),
+            clock: clock.clone(),
+        };
+        let ctl = Ctl {
+            gate,
+            store: store.clone(),
+            sqs,
+            targets,
+            view: stack.view(),
+            who: "gatectl:alice".into(),
+            server_ready: true,
+            progress: false,
+        };
+        Self {
+            ctl,
+            store,
+            clock,
+            fixture,
+            manual_url,
+        }
+    }
+
+    pub fn words(&self) -> &Words {
+        self.ctl.view.words()
+    }
+
+    /// Reserves event `n` as the consumer invocation `owner` whose deadline is `deadline_ms`.
+    pub async fn strand(&self, n: u32, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
+        let now = self.clock.now_ms();
+        let integration = &self.ctl.gate.integration;
+        let Parsed::Event(event) = integration.parse(&self.fixture.body(n), now) else {
+            panic!("event {n} parses")
+        };
+        let keys = derive_keys(&event, integration.operation()).expect("keys");
+        let inv = Invocation {
+            request_id: owner.into(),
+            deadline_ms,
+        };
+        let record = self.ctl.gate.new_record(&event, &keys, &inv, now);
+        assert_eq!(
+            self.store.reserve(&record, now).await.unwrap(),
+            Reservation::Reserved
+        );
+        record
+    }
+
+    pub async fn run(&self, action: Action) -> Result<Output, CtlError> {
+        self.ctl.run(&action, false, &mut Yes).await
+    }
+
+    pub async fn get(&self, pk: &str) -> IdempotencyRecord {
+        self.store.get(pk).await.unwrap().expect("record")
+    }
+
+    fn assert_no_secret(&self, out: &Output) {
+        if let Some(secret) = self.fixture.secret() {
+            assert!(!out.text.contains(secret) && !out.json.to_string().contains(secret));
+        }
+    }
+}
+
+pub fn finish(key: &str, effect_id: Option<&str>) -> Action {
+    Action::Finish {
+        key: key.into(),
+        effect_id: effect_id.map(str::to_string),
+    }
+}
+
+/// OldestInFlightAge: a worker died after its call reached the server. `show` says so, `lookup`
+/// finds the effect, a dry run writes nothing, `finish` from the server commits that effect with
+/// its business row and leaves an audit line; a second finish is refused.
+pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
+    let w = World::<F>::new("gc-finish").await;
+    let record = w.strand(1, "inv-dead#0", T0 + 1_000).await;
+    let gate::effect::CallOutcome::Done(effect) = w
+        .ctl
+        .gate
+        .integration
+        .call(&gate::Held::for_tests(&record))
+        .await
+    else {
+        panic!("the call")
+    };
+    w.clock.advance_ms(15 * 60_000);
+    let words = w.words().clone();
+
+    let shown = w.run(Action::Show(record.event_key.clone())).await.unwrap();
+    let r = &shown.json[0];
+    assert_eq!(r["event_key"], record.event_key);
+    assert_eq!(r["status"], "in_flight");
+    assert_eq!(r["lease_owner"], "inv-dead#0");
+    assert_eq!(r["lease_live"], false);
+    assert_eq!(r["age_s"], 900);
+    assert_eq!(r["op_key"], record.op_key);
+    for (name, value) in &record.labels {
+        assert_eq!(r[name], json!(value), "label {name}");
+    }
+    w.assert_no_secret(&shown);
+    assert!(
+        shown
+            .text
+            .contains("created       2026-06-01T06:00:00Z (15 min ago)"),
+        "{}",
+        shown.text
+    );
+    assert!(
+        r["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("the reconciler takes it over at its next run"),
+        "{}",
+        r["next"]
+    );
+
+    let found = w
+        .run(Action::Lookup(record.event_key.clone()))
+        .await
+        .unwrap();
+    assert_eq!(found.json[words.effect_id_key], effect.effect_id.as_str());
+    // Whether the server named the record's subject (null: it named none); its own text is not
+    // echoed.
+    let same_subject = &found.json[format!("same_{}", words.subject)];
+    assert_ne!(*same_subject, json!(false), "{}", found.json);
+    // The server's answer itself, live, for the operator only (issue 25), without the secret.
+    w.assert_no_secret(&found);
+    if words.server == "terminal" {
+        assert_eq!(*same_subject, true);
+        assert!(
+            found.text.contains("the terminal answered 200 ("),
+            "{}",
+            found.text
+        );
+    }
+    assert!(
+        found.text.starts_with(&format!(
+            "the {} holds {} {} under operation key",
+            words.server, words.effect, effect.effect_id
+        )),
+        "{}",
+        found.text
+    );
+
+    let dry = w
+        .ctl
+        .run(&finish(&record.event_key, None), true, &mut No)
+        .await
+        .unwrap();
+    assert_eq!(dry.json["dry_run"], true);
+    assert_eq!(dry.json[words.effect_id_key], effect.effect_id.as_str());
+    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
+    let refused = w
+        .ctl
+        .run(&finish(&record.event_key, None), false, &mut No)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.exit_code(), exit::NOT_CONFIRMED);
+    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
+
+    let done = w.run(finish(&record.event_key, None)).await.unwrap();
+    assert_eq!(done.code, exit::OK);
+    assert_eq!(done.json["outcome"], "Committed");
+    let after = w.get(&record.pk).await;
+    assert_eq!(after.status, RecordStatus::Committed);
+    assert_eq!(after.effect_id.as_deref(), Some(effect.effect_id.as_str()));
+    assert!(after.inflight_shard.is_none() && after.request.is_empty());
+    let row = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    assert_eq!(row.effect_id, effect.effect_id);
+    assert_eq!(row.booked_at_ms, T0 + 15 * 60_000);
+    assert_eq!(w.fixture.effects_made(), 1, "no second effect");
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].who, "gatectl:alice");
+    assert_eq!(history[0].action, "finish");
+    assert_eq!(
+        history[0].detail,
+        format!(
+            "committed {} {} (found at the {})",
+            words.effect, effect.effect_id, words.server
+        )
+    );
+
+    let again = w
+        .run(finish(&record.event_key, Some("S-OTHER")))
+        .await
+        .unwrap_err();
+    assert_eq!(again.exit_code(), exit::REFUSED);
+    assert!(
+        again
+            .to_string()
+            .contains("the record is committed, not in_flight"),
+        "{again}"
+    );
+    assert_eq!(w.store.history(&record.pk).await.unwrap().len(), 1);
+}
+
+/// A consumer still holds the lease: finish and cancel are refused, naming the holder and the
+/// lease's end; nothing is written.
+pub async fn a_write_is_refused_while_the_lease_is_live<F: Fixture>() {
+    let w = World::<F>::new("gc-live").await;
+    let record = w.strand(2, "inv-slow#3", T0 + 120_000).await;
+    w.clock.advance_ms(10_000);
+    for action in [
+        finish(&record.event_key, Some("S-1")),
+        Action::Cancel {
+            key: record.event_key.clone(),
+            reason: "stuck".into(),
+        },
+    ] {
+        let err = w.run(action).await.unwrap_err();
+        assert_eq!(err.exit_code(), exit::REFUSED);
+        let text = err.to_string();
+        assert!(
+            text.contains("held by inv-slow#3 until 2026-06-01T06:02:00Z (110 s from now)"),
+            "{text}"
+        );
+    }
+    assert_eq!(w.get(&record.pk).await, record);
+    assert!(w.store.history(&record.pk).await.unwrap().is_empty());
+    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
+}
+
+/// Cancel: `failed` with the reason, out of the `InFlight` index, the stored request in the
+/// manual queue, an audit line; `list manual` shows the item without the request's secrets.
+pub async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history<F: Fixture>() {
+    let w = World::<F>::new("gc-cancel").await;
+    let record = w.strand(3, "inv-dead#1", T0 + 1_000).await;
+    w.clock.advance_ms(20 * 60_000);
+    let listed = w
+        .run(Action::ListInFlight {
+            older_than_ms: 10 * 60_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.json.as_array().unwrap().len(), 1);
+    assert_eq!(listed.json[0]["event_key"], record.event_key);
+    assert_eq!(listed.json[0]["age_s"], 1200);
+
+    let out = w
+        .run(Action::Cancel {
+            key: record.event_key.clone(),
+            reason: "done by phone".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(out.json["outcome"], "Manual");
+    let after = w.get(&record.pk).await;
+    assert_eq!(after.status, RecordStatus::Failed);
+    assert_eq!(
+        after.error.as_deref(),
+        Some("cancelled by gatectl:alice: done by phone")
+    );
+    assert!(after.inflight_shard.is_none() && !after.route_pending);
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(
+        history[0].detail,
+        format!(
+            "marked failed and sent to the {}: done by phone",
+            w.words().manual_queue
+        )
+    );
+    let listed = w
+        .run(Action::ListInFlight { older_than_ms: 0 })
+        .await
+        .unwrap();
+    assert_eq!(listed.json, json!([]));
+
+    let manual = w.run(Action::ListManual).await.unwrap();
+    assert_eq!(manual.json.as_array().unwrap().len(), 1, "{}", manual.json);
+    assert_eq!(manual.json[0]["reason"], "cancelled");
+    assert_eq!(manual.json[0]["event_key"], record.event_key);
+    assert_eq!(
+        manual.json[0]["original_body_bytes"],
+        json!(record.request.len())
+    );
+    w.assert_no_secret(&manual);
+    let msgs = w
+        .ctl
+        .sqs
+        .receive_message()
+        .queue_url(&w.manual_url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let item: Value = serde_json::from_str(msgs.messages()[0].body().unwrap()).unwrap();
+    assert_eq!(
+        item["original_body"],
+        String::from_utf8(record.request.clone()).unwrap()
+    );
+
+    let err = w
+        .run(finish(&record.event_key, Some("S-1")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.exit_code(), exit::REFUSED);
+    assert!(
+        err.to_string()
+            .contains("the record is failed, not in_flight (cancelled by gatectl:alice"),
+        "{err}"
+    );
+}
+
+/// DistinctEffectIds: the server returned two ids for one key. The multi-effect list shows the
+/// key with both and the one to cancel, in the integration's words; `show` by the event's source
+/// id finds it, and an unknown one is not found.
+pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>() {
+    let w = World::<F>::new("gc-multi").await;
+    let record = w.strand(4, "inv-1#0", T0 + 1_000).await;
+    let committed = gate::consumer::commit(
+        w.store.as_ref(),
+        w.ctl.gate.integration.as_ref(),
+        &record,
+        "inv-1#0",
+        "EFFECT-A",
+        T0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(committed, gate::store::CommitOutcome::Committed);
+    w.store
+        .record_effect_id(&record.pk, "EFFECT-B", T0 + 5_000)
+        .await
+        .unwrap();
+    let words = w.words().clone();
+    let listed = w.run(Action::ListMultiEffect).await.unwrap();
+    let mut row = serde_json::Map::new();
+    row.insert("event_key".into(), json!(record.event_key));
+    row.insert(words.subject.into(), json!(words.subject_of(&record)));
+    row.insert("status".into(), json!("committed"));
+    row.insert(words.effect_id_key.into(), json!("EFFECT-A"));
+    row.insert(words.effect_ids_key(), json!(["EFFECT-A", "EFFECT-B"]));
+    row.insert("cancel".into(), json!(["EFFECT-B"]));
+    assert_eq!(listed.json, json!([Value::Object(row)]));
+    assert!(listed.text.contains("EFFECT-B"));
+    assert!(
+        listed
+            .text
+            .contains(&format!("cancel the others at the {}", words.server)),
+        "{}",
+        listed.text
+    );
+
+    let shown = w.run(Action::Show(w.fixture.source_id(4))).await.unwrap();
+    assert_eq!(shown.json.as_array().unwrap().len(), 1);
+    assert_eq!(
+        shown.json[0][words.effect_ids_key()],
+        json!(["EFFECT-A", "EFFECT-B"])
+    );
+    assert_eq!(
+        shown.json[0][words.business_row_key][words.effect_id_key],
+        "EFFECT-A"
+    );
+    let none = w
+        .run(Action::Show(w.fixture.source_id(404)))
+        .await
+        .unwrap_err();
+    assert_eq!(none.exit_code(), exit::NOT_FOUND);
+}
+
+/// `reconcile KEY`: one pass for one stranded record, now; the effect made with the same key.
+pub async fn reconcile_one_key_now<F: Fixture>() {
+    let w = World::<F>::new("gc-reconcile").await;
+    let record = w.strand(5, "inv-dead#2", T0 + 1_000).await;
+    w.clock.advance_ms(60_000);
+    let out = w
+        .run(Action::Reconcile(Some(record.event_key.clone())))
+        .await
+        .unwrap();
+    assert_eq!(out.code, exit::OK);
+    assert_eq!(out.json["report"]["reconciled"], 1);
+    assert_eq!(out.json["status"], "committed");
+    assert!(
+        out.json[w.words().effect_id_key].is_string(),
+        "{}",
+        out.json
+    );
+    assert_eq!(w.fixture.effects_made(), 1);
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history[0].action, "reconcile");
+    assert_eq!(history[0].detail, "1 committed");
+}
+
+/// The runbook cases of [`kit`](self) for one integration: `runbooks!(module, Fixture)` makes a
+/// module of `#[tokio::test]`s. Another integration's runbooks are one more line.
+#[macro_export]
+macro_rules! runbooks {
+    ($module:ident, $fixture:ty) => {
+        mod $module {
+            use super::kit;
+
+            #[tokio::test]
+            async fn a_stranded_record_is_finished_from_the_server() {
+                kit::a_stranded_record_is_finished_from_the_server::<$fixture>().await;
+            }
+
+            #[tokio::test]
+            async fn a_write_is_refused_while_the_lease_is_live() {
+                kit::a_write_is_refused_while_the_lease_is_live::<$fixture>().await;
+            }
+
+            #[tokio::test]
+            async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
+                kit::a_cancel_marks_failed_leaves_the_index_and_keeps_the_history::<$fixture>()
+                    .await;
+            }
+
+            #[tokio::test]
+            async fn a_multi_effect_key_is_shown_with_its_ids() {
+                kit::a_multi_effect_key_is_shown_with_its_ids::<$fixture>().await;
+            }
+
+            #[tokio::test]
+            async fn reconcile_one_key_now() {
+                kit::reconcile_one_key_now::<$fixture>().await;
+            }
+        }
+    };
+}

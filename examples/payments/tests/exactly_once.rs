@@ -84,7 +84,7 @@ fn the_scenario_checks_catch_what_they_claim() {
         "charges made: 2, expected 8",
         "declined to a person: 0, expected 2",
         "rejected to a person: 0, expected 3",
-        "unexpected manual item terminal_rejected",
+        "unexpected manual item server_rejected",
     ] {
         assert!(text.contains(want), "{want:?} not in {text}");
     }

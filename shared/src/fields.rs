@@ -92,7 +92,10 @@ impl Fields {
                 "unknown_field",
                 format!(
                     "a field other than {}",
-                    read.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+                    read.iter()
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )),
         }

@@ -14,7 +14,7 @@ pub use crate::fields::Fields;
 pub use crate::idempotency_key::client;
 pub use crate::idempotency_key::JsonIdAt;
 pub use crate::integration::{Event, Held, Integration, Parsed, Rejection};
-pub use crate::manual::ManualReason;
 #[cfg(feature = "lambda")]
 pub use crate::lambda::SecretString;
+pub use crate::manual::ManualReason;
 pub use crate::record::{IdempotencyRecord, Labels};

@@ -188,10 +188,7 @@ impl Totals {
             }
             t.charges += r.effects.values().map(Vec::len).sum::<usize>();
             t.committed += r.committed();
-            let reasons = [
-                ManualReason::Declined,
-                ManualReason::Mismatch,
-            ];
+            let reasons = [ManualReason::Declined, ManualReason::Mismatch];
             t.to_a_person += reasons.iter().map(|&x| r.cases(x)).sum::<usize>();
             t.to_a_person += r.cases(ManualReason::Rejected);
             t.deliveries += r.deliveries;

@@ -104,7 +104,7 @@ impl ManualReason {
 
 impl ManualReason {
     /// Every reason of the core, for parsing codes.
-    pub const ALL: [ManualReason; 11] = [
+    pub const ALL: [ManualReason; 12] = [
         Self::Rejected,
         Self::EventEnded,
         Self::Mismatch,

@@ -60,8 +60,12 @@ pub struct GateConfig {
     /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
     /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
-    /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
-    /// never less than this, even when the invocation has no time left.
+    /// The lease, **milliseconds**: a holder keeps a record this long from its reserve or
+    /// take-over, or [`GateConfig::deadline_margin_ms`] (one record's work: a server call and a
+    /// commit) if that is longer (default 15 s: the server's 10 s request timeout, a commit and a
+    /// margin). It covers the holder's call and commit and no more, so a record stranded by a
+    /// crash is free for the reconciler soon after; a holder that outlives it is fenced (its
+    /// commit refused, its effect id recorded for the next holder).
     pub lease_floor_ms: i64,
     /// Records processed at once within a batch.
     pub max_concurrency: usize,
@@ -79,13 +83,13 @@ pub struct GateConfig {
 
 impl GateConfig {
     /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
-    /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
+    /// 15 s lease, 10 records at once, 12 s deadline margin, 23 h claim horizon.
     pub fn new(integration: impl Into<String>) -> Self {
         Self {
             integration: integration.into(),
             server_supports_idempotency_key: true,
             key_ttl_s: DEFAULT_KEY_TTL_S,
-            lease_floor_ms: 30_000,
+            lease_floor_ms: 15_000,
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,

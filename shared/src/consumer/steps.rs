@@ -108,18 +108,24 @@ impl Gate {
                 pk,
                 old_owner.unwrap_or_default(),
                 &invocation.request_id,
-                self.lease_until(invocation, now_ms),
+                self.lease_until(now_ms),
                 now_ms,
             )
             .await
     }
 
-    /// The lease end for a record started at `now_ms` in `invocation`: the invocation's deadline,
-    /// but at least `now + lease_floor` (epoch ms).
-    pub fn lease_until(&self, invocation: &Invocation, now_ms: i64) -> i64 {
-        invocation
-            .deadline_ms
-            .max(now_ms.saturating_add(self.config.lease_floor_ms))
+    /// The lease end for a record started at `now_ms` (epoch ms): `now + max(lease_floor,
+    /// deadline_margin)`, one record's work (a server call and a commit) with a margin, and no
+    /// more. Not the invocation's deadline: a lease to the deadline kept a record stranded by a
+    /// crash at the start of a batch from the reconciler for the whole function timeout. A holder
+    /// slower than its lease is fenced: its commit is refused and its effect id recorded for
+    /// the next holder (`RecordOutcome::LeaseLost`).
+    pub fn lease_until(&self, now_ms: i64) -> i64 {
+        now_ms.saturating_add(
+            self.config
+                .lease_floor_ms
+                .max(self.config.deadline_margin_ms),
+        )
     }
 
     /// When a record for an event ending at `ends_at_ms` (epoch ms, [`Event::ends_at_ms`]),
@@ -170,7 +176,7 @@ impl Gate {
             request: keys.request.clone(),
             op_key: keys.op_key.clone(),
             lease_owner: Some(invocation.request_id.clone()),
-            lease_until_ms: Some(self.lease_until(invocation, now_ms)),
+            lease_until_ms: Some(self.lease_until(now_ms)),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             expires_at_s: self.record_expiry_s(event.ends_at_ms, now_ms),

@@ -309,7 +309,7 @@ mod tests {
         )
         .unwrap();
         assert!(!t.server_configured);
-        assert_eq!(t.reconciler.min_age_ms, 120_000);
+        assert_eq!(t.reconciler.min_age_ms, 0);
         let err = Targets::from_lookup(&TruckSlotStack, |_| None, "environment").unwrap_err();
         assert!(err.to_string().contains("IDEMPOTENCY_TABLE"), "{err}");
         assert!(!err.to_string().contains("TERMINAL_BASE_URL"), "{err}");

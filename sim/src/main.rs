@@ -187,6 +187,13 @@ enum Command {
         /// Print every crash as JSON instead.
         #[arg(long)]
         json: bool,
+        /// Replace the scenario's reconciler: seconds between its sweeps (with `--min-age-s`:
+        /// `--sweep-interval-s 60 --min-age-s 120` is the reconciler before issue 24).
+        #[arg(long)]
+        sweep_interval_s: Option<i64>,
+        /// Replace the scenario's reconciler: the minimum age of a record it takes, seconds.
+        #[arg(long)]
+        min_age_s: Option<i64>,
     },
     /// Date the sample Lambda events for today: every window moves by whole days so the earliest
     /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
@@ -305,8 +312,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             sign_webhook(&body_file, &secrets, id, timestamp, event)?
         ),
         Command::Alarms { json } => alarms(json)?,
-        Command::Recovery { scenario, json } => {
-            let scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
+        Command::Recovery {
+            scenario,
+            json,
+            sweep_interval_s,
+            min_age_s,
+        } => {
+            let mut scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
+            if let Some(r) = scenario.reconciler.as_mut() {
+                r.sweep_interval_s = sweep_interval_s.unwrap_or(r.sweep_interval_s).max(1);
+                r.min_age_s = min_age_s.unwrap_or(r.min_age_s).max(0);
+            }
             let r = replay::run(&scenario, ReplayOptions::gated()).await?;
             if json {
                 println!(

@@ -27,7 +27,7 @@ async fn every_record_a_crash_strands_is_committed_within_lease_plus_a_sweep() {
         .count();
     assert_eq!(r.recoveries.len(), crashes);
     assert_eq!(r.crashes, crashes);
-    let steps = |step: &str| r.recoveries.iter().filter(move |x| x.step == step);
+    let steps = |step: &'static str| r.recoveries.iter().filter(move |x| x.step == step);
     for step in ["after_receive", "after_reserve", "after_claim", "after_commit"] {
         assert!(steps(step).count() >= 6, "{step}");
     }

@@ -695,10 +695,7 @@ fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
         terminal_timeout: p(0.02),
         terminal_in_flight: p(0.01),
         terminal_4xx: p(0.005),
-        // Lookups are rare (a record resumed past its claim horizon or its event's end), rarer
-        // since the reconciler takes a record as soon as its lease ends (issue 24): a failed
-        // lookup is drawn often enough that every 500 seeds meet some.
-        lookup_error: p(0.25),
+        lookup_error: p(0.05),
         manual_error: p(0.02),
         manual_ambiguous: p(0.01),
         slow: p(0.004),

@@ -119,7 +119,10 @@ async fn reserve_and_crash(w: &World, body: &str) -> IdempotencyRecord {
 }
 
 /// One scheduled run starting now, its sleeps moving the manual clock on.
-async fn scheduled_run(w: &World, deadline_after_ms: i64) -> (gate::reconciler::ReconcileReport, u32) {
+async fn scheduled_run(
+    w: &World,
+    deadline_after_ms: i64,
+) -> (gate::reconciler::ReconcileReport, u32) {
     let invocation = Invocation {
         request_id: "reconciler-1".into(),
         deadline_ms: w.clock.now_ms() + deadline_after_ms,
@@ -146,7 +149,11 @@ async fn the_lease_is_one_records_work_not_the_invocations_deadline() {
     assert_eq!(record.lease_until_ms, Some(T0 + 15_000));
     let mut longer = w.gate.clone();
     longer.config.deadline_margin_ms = 22_000;
-    assert_eq!(longer.lease_until(T0), T0 + 22_000, "at least one record's work");
+    assert_eq!(
+        longer.lease_until(T0),
+        T0 + 22_000,
+        "at least one record's work"
+    );
 }
 
 #[tokio::test]

@@ -104,7 +104,9 @@ impl Tracker {
                 None => None,
             };
             match record.map(|r| r.status) {
-                Some(s @ (RecordStatus::Committed | RecordStatus::Manual | RecordStatus::Failed)) => {
+                Some(
+                    s @ (RecordStatus::Committed | RecordStatus::Manual | RecordStatus::Failed),
+                ) => {
                     r.finished_after_ms = Some(now_ms - start_ms - r.crash_at_ms);
                     r.finished_by = Some(by);
                     r.status = Some(s.as_str());
@@ -251,7 +253,10 @@ mod tests {
         assert_eq!(d.unfinished, 1);
         assert_eq!(d.by_reconciler, 200);
         // Nearest rank over the 200 finished: the 100th, the 198th and the 200th.
-        assert_eq!((d.median_ms, d.p99_ms, d.max_ms), (100_000, 198_000, 200_000));
+        assert_eq!(
+            (d.median_ms, d.p99_ms, d.max_ms),
+            (100_000, 198_000, 200_000)
+        );
     }
 
     #[test]

@@ -584,8 +584,8 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                                 Some(CrashStep::AfterReceive) => InvocationOutcome::Crashed,
                                 // It does the whole batch, then dies before answering SQS.
                                 Some(CrashStep::AfterCommit) => {
-                                    let _ = run_gated(gate, event, &invocation, tripped, false)
-                                        .await;
+                                    let _ =
+                                        run_gated(gate, event, &invocation, tripped, false).await;
                                     InvocationOutcome::Crashed
                                 }
                                 _ => {

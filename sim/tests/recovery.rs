@@ -13,7 +13,9 @@ use sim::scenarios::forwarder_recovery_days;
 #[tokio::test]
 async fn every_record_a_crash_strands_is_committed_within_lease_plus_a_sweep() {
     let scenario = forwarder_recovery_days(7);
-    let r = replay::run(&scenario, ReplayOptions::gated()).await.unwrap();
+    let r = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
     let n = scenario.notifications.len();
     assert_eq!((r.slots_issued, r.tms_bookings), (n, n));
     assert_eq!(r.containers_with_extra_slots, 0);
@@ -28,7 +30,12 @@ async fn every_record_a_crash_strands_is_committed_within_lease_plus_a_sweep() {
     assert_eq!(r.recoveries.len(), crashes);
     assert_eq!(r.crashes, crashes);
     let steps = |step: &'static str| r.recoveries.iter().filter(move |x| x.step == step);
-    for step in ["after_receive", "after_reserve", "after_claim", "after_commit"] {
+    for step in [
+        "after_receive",
+        "after_reserve",
+        "after_claim",
+        "after_commit",
+    ] {
         assert!(steps(step).count() >= 6, "{step}");
     }
     for step in ["after_reserve", "after_claim"] {
@@ -53,7 +60,10 @@ async fn every_record_a_crash_strands_is_committed_within_lease_plus_a_sweep() {
     }
     let all = distribution(&r.recoveries);
     assert_eq!(all.unfinished, 0);
-    assert_eq!(all.by_reconciler, steps("after_reserve").count() + steps("after_claim").count());
+    assert_eq!(
+        all.by_reconciler,
+        steps("after_reserve").count() + steps("after_claim").count()
+    );
     // Only the reconciler committed the stranded records; every redelivery of their messages
     // met a committed record.
     assert_eq!(r.reconciled, all.by_reconciler);

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};
 
-use crate::counter::{dynamo_client, CallRecorder};
+use crate::counter::{dynamo_client, dynamo_client_with, CallRecorder, ClientSettings};
 use crate::stats;
 use crate::workload::Delivery;
 
@@ -38,11 +38,25 @@ pub enum Kind {
     /// `HttpTerminal`) in a bare loop: records built before the measured loop, no parse, no keys,
     /// no outcome logic.
     Floor,
+    /// The floor with the SDK's stalled-stream protection off (on by default with
+    /// `BehaviorVersion::latest()`): what that setting costs per request.
+    FloorNoStall,
+    /// The floor with no idle connection kept to DynamoDB (`pool_max_idle_per_host(0)`): every
+    /// request opens a new TCP connection, as an invocation does after the pool's idle timeout
+    /// (90 s). Plain HTTP to moto, so without the TLS handshake a real endpoint adds.
+    FloorNoReuse,
 }
 
 impl Kind {
     /// The three, in table order.
-    pub const ALL: [Kind; 4] = [Kind::Naive, Kind::Gate, Kind::Powertools, Kind::Floor];
+    pub const ALL: [Kind; 6] = [
+        Kind::Naive,
+        Kind::Gate,
+        Kind::Powertools,
+        Kind::Floor,
+        Kind::FloorNoStall,
+        Kind::FloorNoReuse,
+    ];
 
     /// The short name.
     pub fn name(self) -> &'static str {
@@ -51,6 +65,8 @@ impl Kind {
             Kind::Gate => "gate",
             Kind::Powertools => "powertools",
             Kind::Floor => "floor",
+            Kind::FloorNoStall => "floor-nostall",
+            Kind::FloorNoReuse => "floor-noreuse",
         }
     }
 }
@@ -266,6 +282,16 @@ pub async fn build_gate(
     max_concurrency: usize,
 ) -> Result<Gate, String> {
     let client = dynamo_client(&env.moto, counter).await;
+    build_gate_with(client, env, tag, max_concurrency).await
+}
+
+/// [`build_gate`] over `client`.
+async fn build_gate_with(
+    client: aws_sdk_dynamodb::Client,
+    env: &Env,
+    tag: &str,
+    max_concurrency: usize,
+) -> Result<Gate, String> {
     let (idem, book) = (format!("{tag}-gate-idem"), format!("{tag}-gate-book"));
     create_tables(&client, &idem, &book)
         .await
@@ -324,7 +350,9 @@ pub async fn run_phase(
         Kind::Naive => run_naive(env, tag, warmup, deliveries).await?,
         Kind::Gate => run_gate(env, tag, warmup, deliveries).await?,
         Kind::Powertools => run_powertools(env, tag, warmup, deliveries).await?,
-        Kind::Floor => run_floor(env, tag, warmup, deliveries).await?,
+        Kind::Floor | Kind::FloorNoStall | Kind::FloorNoReuse => {
+            run_floor(kind, env, tag, warmup, deliveries).await?
+        }
     };
     // Every warm-up delivery is a new event: one slot each, whichever the handler.
     phase.slots_issued = slots_issued(&http, &env.terminal)
@@ -466,13 +494,21 @@ async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'s
 }
 
 async fn run_floor(
+    kind: Kind,
     env: &Env,
     tag: &str,
     warmup: &[Delivery],
     deliveries: &[Delivery],
 ) -> Result<Phase, String> {
     let counter = CallRecorder::default();
-    let gate = build_gate(env, tag, &counter, 1).await?;
+    let settings = match kind {
+        Kind::FloorNoStall => ClientSettings::NoStalledStreamProtection,
+        Kind::FloorNoReuse => ClientSettings::NoIdleConnections,
+        _ => ClientSettings::AsTheFunctions,
+    };
+    let client = dynamo_client_with(&env.moto, &counter, settings).await;
+    let tag = format!("{tag}-{}", kind.name());
+    let gate = build_gate_with(client, env, &tag, 1).await?;
     // Its own notification ids: the gate's run of the same workload used the same operation
     // keys, and the terminal would answer the floor's claims as replays (without its latency).
     let own = |ds: &[Delivery]| -> Vec<Delivery> {

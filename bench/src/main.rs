@@ -117,7 +117,9 @@ struct Args {
         default_value = "compare,breakdown,batch,cold,ingress,cost,capacity"
     )]
     parts: Vec<String>,
-    /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`, `floor`.
+    /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`, `floor`, and
+    /// the floor with other client settings: `floor-nostall` (stalled-stream protection off),
+    /// `floor-noreuse` (no idle connection kept to DynamoDB).
     #[arg(
         long,
         value_delimiter = ',',
@@ -307,6 +309,16 @@ fn print_table(title: &str, rows: &[(&'static str, BTreeMap<&'static str, f64>)]
                 g["p50_ms"] / o["p50_ms"],
                 g["p99_ms"] / o["p99_ms"],
                 g["calls_per_event"] / o["calls_per_event"],
+            );
+        }
+    }
+    for variant in ["floor-nostall", "floor-noreuse"] {
+        if let (Some(f), Some(v)) = (get("floor"), get(variant)) {
+            println!(
+                "\n{variant}/floor: CPU/event {:.2}x, p50 {:.2}x, p99 {:.2}x",
+                v["cpu_us_per_event"] / f["cpu_us_per_event"],
+                v["p50_ms"] / f["p50_ms"],
+                v["p99_ms"] / f["p99_ms"],
             );
         }
     }

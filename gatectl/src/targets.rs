@@ -30,7 +30,7 @@ pub const OUTPUT_VARIABLES: [(&str, &str); 5] = [
 /// Stack parameters and the variable the template sets from each on the reconciler (the
 /// function whose settings `gatectl reconcile` uses): the gate's; an integration adds its own
 /// ([`crate::Stack::parameters`]).
-pub const PARAMETER_VARIABLES: [(&str, &str); 12] = [
+pub const PARAMETER_VARIABLES: [(&str, &str); 13] = [
     ("IntegrationName", "INTEGRATION_NAME"),
     // The store, as the functions get it (`DatabaseCaBundle` is a path inside the functions:
     // gatectl reads `DATABASE_CA_BUNDLE` from its own environment).
@@ -42,6 +42,10 @@ pub const PARAMETER_VARIABLES: [(&str, &str); 12] = [
     ("ReconcilerConcurrency", "MAX_CONCURRENCY"),
     ("DeadlineMarginMs", "DEADLINE_MARGIN_MS"),
     ("ReconcileMinAgeSeconds", "RECONCILE_MIN_AGE_SECONDS"),
+    (
+        "ReconcileSweepIntervalSeconds",
+        "RECONCILE_SWEEP_INTERVAL_SECONDS",
+    ),
     (
         "TerminalKeyRetentionSeconds",
         "SERVER_KEY_RETENTION_SECONDS",
@@ -377,7 +381,7 @@ mod tests {
         )
         .unwrap();
         assert!(!t.server_configured);
-        assert_eq!(t.reconciler.min_age_ms, 120_000);
+        assert_eq!(t.reconciler.min_age_ms, 0);
         let err = Targets::from_lookup(&TruckSlotStack, |_| None, "environment").unwrap_err();
         assert!(err.to_string().contains("IDEMPOTENCY_TABLE"), "{err}");
         assert!(!err.to_string().contains("TERMINAL_BASE_URL"), "{err}");

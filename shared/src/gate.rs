@@ -40,8 +40,12 @@ pub struct GateConfig {
     /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
     /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
-    /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
-    /// never less than this, even when the invocation has no time left.
+    /// The lease, **milliseconds**: a holder keeps a record this long from its reserve or
+    /// take-over, or [`GateConfig::deadline_margin_ms`] (one record's work: a server call and a
+    /// commit) if that is longer (default 15 s: the server's 10 s request timeout, a commit and a
+    /// margin). It covers the holder's call and commit and no more, so a record stranded by a
+    /// crash is free for the reconciler soon after; a holder that outlives it is fenced (its
+    /// commit refused, its effect id recorded for the next holder).
     pub lease_floor_ms: i64,
     /// Records processed at once within a batch (0 counts as 1); each holds its own lease.
     pub max_concurrency: usize,
@@ -59,13 +63,13 @@ pub struct GateConfig {
 
 impl GateConfig {
     /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
-    /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
+    /// 15 s lease, 10 records at once, 12 s deadline margin, 23 h claim horizon.
     pub fn new(integration: impl Into<String>) -> Self {
         Self {
             integration: integration.into(),
             server_supports_idempotency_key: true,
             key_ttl_s: DEFAULT_KEY_TTL_S,
-            lease_floor_ms: 30_000,
+            lease_floor_ms: 15_000,
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
@@ -176,18 +180,24 @@ impl Gate {
                 pk,
                 old_owner.unwrap_or_default(),
                 &invocation.request_id,
-                self.lease_until(invocation, now_ms),
+                self.lease_until(now_ms),
                 now_ms,
             )
             .await
     }
 
-    /// The lease end for a record started at `now_ms` in `invocation`: the invocation's deadline,
-    /// but at least `now + lease_floor` (epoch ms).
-    pub fn lease_until(&self, invocation: &Invocation, now_ms: i64) -> i64 {
-        invocation
-            .deadline_ms
-            .max(now_ms.saturating_add(self.config.lease_floor_ms))
+    /// The lease end for a record started at `now_ms` (epoch ms): `now + max(lease_floor,
+    /// deadline_margin)`, one record's work (a server call and a commit) with a margin, and no
+    /// more. Not the invocation's deadline: a lease to the deadline kept a record stranded by a
+    /// crash at the start of a batch from the reconciler for the whole function timeout. A holder
+    /// slower than its lease is fenced: its commit is refused and its effect id recorded for
+    /// the next holder (`RecordOutcome::LeaseLost`).
+    pub fn lease_until(&self, now_ms: i64) -> i64 {
+        now_ms.saturating_add(
+            self.config
+                .lease_floor_ms
+                .max(self.config.deadline_margin_ms),
+        )
     }
 
     /// What the integration says about the server of `record` ([`Policy`]): its key support

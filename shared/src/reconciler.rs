@@ -1,9 +1,10 @@
 //! The reconciler: finishes stranded `in_flight` records (a worker died between the side effect
-//! and the commit and its message is not coming back). Runs every minute; never makes a second
-//! effect.
+//! and the commit and its message is not coming back). Scheduled every minute, it sweeps every
+//! 15 s within the run; never makes a second effect.
 //!
-//! Per record of the sparse GSI `InFlight` (16 shards, paginated), older than the minimum age and
-//! with an expired lease: take the lease (a conditional update, so two reconcilers, or a
+//! Per record of the sparse GSI `InFlight` (16 shards, paginated) whose lease has ended (the
+//! selection is by lease end; an optional minimum age by `created_at` defaults to 0): take the
+//! lease (a conditional update, so two reconcilers, or a
 //! reconciler and a slow consumer, never both hold it), then act on the one decision for a held
 //! record ([`crate::decision`]), as the consumer does: inside the claim horizon (the server's key
 //! retention minus a margin) and before the event's end, re-send the stored request bytes under
@@ -13,8 +14,9 @@
 //! A routing record (a poison body, a mismatch or an ended event on its way to the manual
 //! queue, see `crate::consumer`, "Routing to a person exactly once") is finished by sending the
 //! item it stores, never sent to the server. This is the "completer" of Stripe-style idempotency
-//! (Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres", 2017): minimum age,
-//! lease timeout, never a live lease.
+//! (Brandur Leach, "Implementing Stripe-like Idempotency Keys in Postgres", 2017): lease
+//! timeout, never a live lease. A scheduled run sweeps several times within its minute
+//! ([`Gate::reconcile_run`]).
 
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
@@ -27,10 +29,20 @@ use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
 
 /// The reconciler's settings. Durations in **milliseconds**.
+///
+/// A stranded record is chosen by its lease end, not its age: every sweep reads the `InFlight`
+/// records (created more than `min_age_ms` ago, default 0: all of them) and takes over those
+/// whose lease has ended; a live lease is skipped without a request. A scheduled run sweeps
+/// every `sweep_interval_ms` within its schedule's `schedule_period_ms`
+/// ([`Gate::reconcile_run`]), because EventBridge Scheduler's shortest rate is one minute
+/// ("Schedule types on EventBridge Scheduler", rate expressions): a record stranded by a crash
+/// is committed at most lease + sweep interval + one record's work after the crash (with the
+/// defaults 15 s + 15 s + the server's request timeout: 40 s; docs/BENCHMARKS.md, "Recovery").
 #[derive(Debug, Clone)]
 pub struct ReconcilerConfig {
-    /// Only records created at least this long ago are examined (default 120 000 ms): younger ones
-    /// belong to their consumer.
+    /// Only records created at least this long ago are examined (default 0: the lease decides,
+    /// see above). A guard for a deployment whose leases cannot be trusted (clocks); each
+    /// millisecond of it delays every recovery as much.
     pub min_age_ms: i64,
     /// How long the server keeps a key (default 24 h, the server's published key expiry, see
     /// the IETF Idempotency-Key draft). The wiring sets `GateConfig::claim_horizon_ms` from this
@@ -42,6 +54,12 @@ pub struct ReconcilerConfig {
     pub retention_margin_ms: i64,
     /// Records per GSI page (DynamoDB `Limit`), default 25.
     pub page_size: usize,
+    /// Time between two sweeps of one scheduled run (default 15 000 ms); at least 1 000.
+    pub sweep_interval_ms: i64,
+    /// The schedule's period (default 60 000 ms, EventBridge Scheduler's `rate(1 minute)`): a
+    /// run sweeps at 0, 1, 2, ... sweep intervals after its start while that is less than the
+    /// period, so that the next run takes over where it stops.
+    pub schedule_period_ms: i64,
 }
 
 impl ReconcilerConfig {
@@ -51,15 +69,24 @@ impl ReconcilerConfig {
     pub fn claim_horizon_ms(&self) -> i64 {
         self.key_retention_ms - self.retention_margin_ms
     }
+
+    /// The sweeps of one scheduled run: `ceil(period / interval)`, at least 1 (4 with the
+    /// defaults: at 0, 15, 30 and 45 s).
+    pub fn sweeps_per_run(&self) -> i64 {
+        let interval = self.sweep_interval_ms.max(1_000);
+        ((self.schedule_period_ms + interval - 1) / interval).max(1)
+    }
 }
 
 impl Default for ReconcilerConfig {
     fn default() -> Self {
         Self {
-            min_age_ms: 120_000,
+            min_age_ms: 0,
             key_retention_ms: 24 * 3_600_000,
             retention_margin_ms: 3_600_000,
             page_size: 25,
+            sweep_interval_ms: 15_000,
+            schedule_period_ms: 60_000,
         }
     }
 }
@@ -164,8 +191,53 @@ impl Gate {
                 }
             }
         }
-        info!(?report, "reconciler run finished");
+        info!(?report, "reconciler sweep finished");
         report
+    }
+
+    /// One scheduled run: [`Gate::reconcile`] (a sweep) at its start and again every
+    /// `config.sweep_interval_ms` while that is less than `config.schedule_period_ms` after the
+    /// start ([`ReconcilerConfig::sweeps_per_run`]) and the invocation's deadline leaves a sweep
+    /// its margin; between sweeps it awaits `sleep(ms)` (the Lambda wiring: `tokio::time::sleep`;
+    /// tests: a manual clock moved on). Returns the sweeps' reports added up, and how many ran.
+    /// A lost or late run costs only its own sweeps: the next scheduled run starts afresh.
+    pub async fn reconcile_run<S, F>(
+        &self,
+        index: &dyn InFlightIndex,
+        config: &ReconcilerConfig,
+        invocation: &Invocation,
+        sleep: S,
+    ) -> (ReconcileReport, u32)
+    where
+        S: Fn(u64) -> F,
+        F: std::future::Future<Output = ()>,
+    {
+        let start = self.clock.now_ms();
+        let interval = config.sweep_interval_ms.max(1_000);
+        let mut total = ReconcileReport::default();
+        let mut sweeps = 0u32;
+        for k in 0..config.sweeps_per_run() {
+            let at = start + k * interval;
+            let now = self.clock.now_ms();
+            if at.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
+                break;
+            }
+            if at > now {
+                sleep(u64::try_from(at - now).unwrap_or(0)).await;
+            }
+            // Each sweep its own lease tokens (`{request_id}/{nonce}.{k}#{n}`): the positions
+            // `#{n}` start again at every sweep.
+            let sweep = match k {
+                0 => invocation.clone(),
+                k => Invocation {
+                    request_id: format!("{}.{k}", invocation.request_id),
+                    deadline_ms: invocation.deadline_ms,
+                },
+            };
+            total.absorb(self.reconcile(index, config, &sweep).await);
+            sweeps += 1;
+        }
+        (total, sweeps)
     }
 
     /// The reconciler's work on one `InFlight` entry now (whatever its age), as a run does it:
@@ -268,6 +340,24 @@ impl Step {
 }
 
 impl ReconcileReport {
+    /// Adds `other` (a later sweep of the same run) to this report.
+    pub fn absorb(&mut self, other: ReconcileReport) {
+        self.examined += other.examined;
+        self.reconciled += other.reconciled;
+        self.found_by_lookup += other.found_by_lookup;
+        self.already_committed += other.already_committed;
+        self.live_lease += other.live_lease;
+        self.expired += other.expired;
+        self.manual += other.manual;
+        self.transient += other.transient;
+        self.unreadable += other.unreadable;
+        self.left_for_next_run |= other.left_for_next_run;
+        self.max_distinct_effect_ids = self
+            .max_distinct_effect_ids
+            .max(other.max_distinct_effect_ids);
+        self.natural_key_collisions += other.natural_key_collisions;
+    }
+
     fn add(&mut self, step: Step) {
         match step {
             Step::Reconciled { by_lookup } => {

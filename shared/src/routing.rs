@@ -248,7 +248,7 @@ impl Gate {
             request: Vec::new(),
             op_key: String::new(),
             lease_owner: Some(invocation.request_id.clone()),
-            lease_until_ms: Some(self.lease_until(invocation, now)),
+            lease_until_ms: Some(self.lease_until(now)),
             created_at_ms: now,
             updated_at_ms: now,
             expires_at_s: ms_to_s(now) + self.config.key_ttl_s,

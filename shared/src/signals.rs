@@ -4,7 +4,7 @@
 //! | signal | healthy | alarm |
 //! | --- | --- | --- |
 //! | duplicate ratio = conflicts on reserve / records received | 1-3 % | above 20 % with enough duplicates (an upstream misbehaves); 0 with enough traffic (the key derivation is broken): [`RATIO_ALARMS`] |
-//! | age of the oldest `in_flight` record | seconds | above 600 s |
+//! | age of the oldest `in_flight` record | seconds | above 180 s |
 //! | distinct effect ids the server returned for one key | 1 | 2 or more |
 //! | natural-key collisions: two event keys committed for one subject and window start | 0 | 1 or more in a minute |
 //!
@@ -241,8 +241,13 @@ pub const RATIO_ALARMS: [RatioAlarm; 5] = [
 pub const NATURAL_KEY_COLLISIONS_ALARM: u64 = 1;
 /// Period of the natural-key collision alarm, seconds.
 pub const NATURAL_KEY_COLLISIONS_PERIOD_S: i64 = 60;
-/// Alarm: the oldest `in_flight` record older than this, seconds.
-pub const OLDEST_IN_FLIGHT_MAX_S: i64 = 600;
+/// Alarm: the oldest `in_flight` record older than this, seconds. A record stranded by a crash
+/// is committed by the reconciler within 60 s of the crash with the defaults (lease 15 s, a
+/// sweep every 15 s, one record's work; the crash itself at most a lease after the reserve):
+/// 180 s is three times that bound, so a healthy feed never breaches it, and it pages about
+/// 3-4 minutes after a worker died when the reconciler cannot finish (it was 600 s while the
+/// reconciler ran once a minute on records older than 120 s).
+pub const OLDEST_IN_FLIGHT_MAX_S: i64 = 180;
 /// Period of the store signals (the metrics function runs every minute), seconds.
 pub const STORE_SIGNALS_PERIOD_S: i64 = 60;
 /// Alarm: this many distinct effect ids for one key, or more.

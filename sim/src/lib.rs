@@ -6,6 +6,7 @@ pub mod bench_replay;
 pub mod dst;
 pub mod naive;
 pub mod plot;
+pub mod recovery;
 pub mod replay;
 pub mod report;
 pub mod sample_events;

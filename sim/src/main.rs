@@ -182,6 +182,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Crash to commit: replay a scenario through the gate (default `forwarder-recovery`: the
+    /// forwarder's two months with crashes at every step and lost messages) and print, per crash
+    /// step, how long each crashed notification's record took to be committed (or handed to a
+    /// person): median, p99 and max, simulated seconds (docs/BENCHMARKS.md, "Recovery"). Fails
+    /// if a crash's record is never finished.
+    Recovery {
+        /// Scenario file or embedded name.
+        #[arg(default_value = "forwarder-recovery")]
+        scenario: String,
+        /// Print every crash as JSON instead.
+        #[arg(long)]
+        json: bool,
+        /// Replace the scenario's reconciler: seconds between its sweeps (with `--min-age-s`:
+        /// `--sweep-interval-s 60 --min-age-s 120` is the reconciler before issue 24).
+        #[arg(long)]
+        sweep_interval_s: Option<i64>,
+        /// Replace the scenario's reconciler: the minimum age of a record it takes, seconds.
+        #[arg(long)]
+        min_age_s: Option<i64>,
+    },
     /// Date the sample Lambda events for today: every window moves by whole days so the earliest
     /// starts tomorrow (UTC), md5OfBody is recomputed; the gate refuses a window that has ended
     /// or ends more than 366 days ahead, so the files in `events/` are not sent as written.
@@ -308,6 +328,45 @@ async fn run(cli: Cli) -> Result<(), String> {
             sign_webhook(&body_file, &secrets, id, timestamp, event)?
         ),
         Command::Alarms { json } => alarms(json)?,
+        Command::Recovery {
+            scenario,
+            json,
+            sweep_interval_s,
+            min_age_s,
+        } => {
+            let mut scenario = Scenario::load(&scenario).map_err(|e| e.to_string())?;
+            if let Some(r) = scenario.reconciler.as_mut() {
+                r.sweep_interval_s = sweep_interval_s.unwrap_or(r.sweep_interval_s).max(1);
+                r.min_age_s = min_age_s.unwrap_or(r.min_age_s).max(0);
+            }
+            let r = replay::run(&scenario, ReplayOptions::gated()).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&r.recoveries).map_err(|e| e.to_string())?
+                );
+            } else {
+                print!("{}", sim::recovery::render(&scenario.name, &r.recoveries));
+                println!(
+                    "slots {}, TMS bookings {}, containers with extra slots {}, duplicates {}, \
+                     still in_flight {}, reconciled {}, taken over {}, oldest in_flight max {} s",
+                    r.slots_issued,
+                    r.tms_bookings,
+                    r.containers_with_extra_slots,
+                    r.duplicates_suppressed,
+                    r.still_in_flight,
+                    r.reconciled,
+                    r.taken_over,
+                    r.signals
+                        .as_ref()
+                        .map_or(0, |s| s.max_oldest_in_flight_age_s)
+                );
+            }
+            let unfinished = sim::recovery::distribution(&r.recoveries).unfinished;
+            if unfinished > 0 {
+                return Err(format!("{unfinished} crash(es) never finished"));
+            }
+        }
         Command::BenchReplay {
             days,
             volumes,

@@ -86,8 +86,15 @@ impl NaiveHandler {
             }
             if let Some((c, step)) = &crash {
                 if *c == container {
-                    if *step == CrashStep::AfterClaim {
-                        let _ = self.claim(&body).await;
+                    let claimed = match step {
+                        CrashStep::AfterClaim | CrashStep::AfterCommit => self.claim(&body).await,
+                        CrashStep::AfterReceive | CrashStep::AfterReserve => None,
+                    };
+                    if let (CrashStep::AfterCommit, Some(slot)) = (step, claimed) {
+                        self.tms
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((container, slot));
                     }
                     return InvocationOutcome::Partial { deleted };
                 }

@@ -35,6 +35,7 @@ use truck_slot::terminal::{
 use truck_slot::TruckSlot;
 
 use crate::naive::NaiveHandler;
+use crate::recovery::{FinishedBy, Recovery, Tracker};
 use crate::scenario::{CrashStep, KeyFault, Scenario};
 use crate::signals::{SignalRecorder, SignalSummary};
 use crate::sqs::{self, Queue, ReceiveOrder};
@@ -109,6 +110,10 @@ pub struct Report {
     /// Per terminal, for a scenario that books at several (`terminal_set`); empty otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_terminal: Vec<TerminalFigures>,
+    /// Every injected worker crash and how long its record took to finish (gated handler only;
+    /// `sim recovery` prints the distribution).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<Recovery>,
 }
 
 /// A fault injected into the worker that handles a notification's first delivery.
@@ -166,7 +171,10 @@ impl SlotTerminal for FaultyTerminal {
     async fn claim_at(&self, terminal: &str, op_key: &str, request: &[u8]) -> CallOutcome {
         let container = request_container(request);
         match &self.fault {
-            WorkerFault::Crash { container: c, step } if container.as_deref() == Some(c) => {
+            WorkerFault::Crash { container: c, step }
+                if container.as_deref() == Some(c)
+                    && matches!(step, CrashStep::AfterReserve | CrashStep::AfterClaim) =>
+            {
                 if *step == CrashStep::AfterClaim {
                     let _ = self.inner.claim_at(terminal, op_key, request).await;
                 }
@@ -440,13 +448,17 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
     let timeout_ms = scenario.lambda_timeout_s * 1000;
     let reconciler = scenario.reconciler.clone().filter(|_| gated);
     let reconciler_config = ReconcilerConfig {
-        min_age_ms: reconciler.as_ref().map_or(120_000, |r| r.min_age_s * 1000),
+        min_age_ms: reconciler.as_ref().map_or(0, |r| r.min_age_s * 1000),
         key_retention_ms: retention_ms,
         retention_margin_ms: played.retention_margin_ms,
         ..ReconcilerConfig::default()
     };
     let metrics_interval_ms = gate::signals::STORE_SIGNALS_PERIOD_S * 1000;
+    // A scheduled run every `interval_s`, sweeping every `sweep_interval_s` within it (as the
+    // reconciler function does: `Gate::reconcile_run`).
     let mut next_reconcile = reconciler.as_ref().map(|r| start_ms + r.interval_s * 1000);
+    let mut run_started = next_reconcile.unwrap_or(start_ms);
+    let mut recoveries = Tracker::default();
     let mut next_metrics = gated.then_some(start_ms + metrics_interval_ms);
     let mut paused: Vec<Paused> = Vec::new();
     let mut idle_ticks = 0usize;
@@ -497,6 +509,11 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                 t,
                 outcome,
             );
+            if recoveries.waiting() {
+                recoveries
+                    .check(store.as_ref(), start_ms, t, FinishedBy::Delivery)
+                    .await?;
+            }
             continue;
         }
 
@@ -528,6 +545,15 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                         );
                     }
                 }
+                let crash_step = match &fault {
+                    Some((n, WorkerFault::Crash { step, .. })) => {
+                        if gated {
+                            recoveries.crashed(scenario, *n, *step, t);
+                        }
+                        Some(*step)
+                    }
+                    _ => None,
+                };
                 let fault = fault.map(|(_, f)| f);
                 let event: SqsEvent = serde_json::from_value(event).map_err(|e| e.to_string())?;
                 let tripped = Arc::new(Notify::new());
@@ -553,7 +579,20 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                         }
                         let tripped = tripped.clone();
                         tokio::spawn(async move {
-                            run_gated(gate, event, &invocation, tripped, stall_ms.is_some()).await
+                            match crash_step {
+                                // The worker dies before it reserves anything.
+                                Some(CrashStep::AfterReceive) => InvocationOutcome::Crashed,
+                                // It does the whole batch, then dies before answering SQS.
+                                Some(CrashStep::AfterCommit) => {
+                                    let _ =
+                                        run_gated(gate, event, &invocation, tripped, false).await;
+                                    InvocationOutcome::Crashed
+                                }
+                                _ => {
+                                    run_gated(gate, event, &invocation, tripped, stall_ms.is_some())
+                                        .await
+                                }
+                            }
                         })
                     }
                     HandlerKind::Naive => {
@@ -603,6 +642,11 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                     outcome,
                 );
             }
+            if recoveries.waiting() {
+                recoveries
+                    .check(store.as_ref(), start_ms, t, FinishedBy::Delivery)
+                    .await?;
+            }
             continue;
         }
 
@@ -620,9 +664,21 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
                 let r = base_gate
                     .reconcile(store.as_ref(), &reconciler_config, &invocation)
                     .await;
-                counts.reconciler_runs += 1;
+                if t == run_started {
+                    counts.reconciler_runs += 1;
+                }
                 recorder.record(t, SignalCounts::of_reconcile(&r));
-                next_reconcile = Some(t + settings.interval_s * 1000);
+                if recoveries.waiting() {
+                    recoveries
+                        .check(store.as_ref(), start_ms, t, FinishedBy::Reconciler)
+                        .await?;
+                }
+                let sweep = t + settings.sweep_interval_s.max(1) * 1000;
+                let next_run = run_started + settings.interval_s * 1000;
+                next_reconcile = Some(if sweep < next_run { sweep } else { next_run });
+                if next_reconcile == Some(next_run) {
+                    run_started = next_run;
+                }
             }
         }
         if next_metrics == Some(t) {
@@ -705,6 +761,7 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         signals: gated.then(|| recorder.summarise(start_ms)),
         webhook: webhook_report,
         per_terminal,
+        recoveries: recoveries.into_recoveries(),
     })
 }
 

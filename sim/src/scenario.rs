@@ -50,10 +50,36 @@ use crate::terminal::{TerminalApi, TerminalConfig};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CrashStep {
+    /// After the receive, before the reserve: no record exists; the message comes back after
+    /// the visibility timeout (unless lost) and is handled as new.
+    AfterReceive,
     /// After the reserve, before the slot claim reaches the terminal.
     AfterReserve,
     /// After the terminal issued the slot, before the commit (the TMS write).
     AfterClaim,
+    /// After the batch's commits, before the answer to SQS: nothing is stranded, every message
+    /// of the batch comes back and is a duplicate.
+    AfterCommit,
+}
+
+impl CrashStep {
+    /// Every step, in the order a record passes them.
+    pub const ALL: [CrashStep; 4] = [
+        CrashStep::AfterReceive,
+        CrashStep::AfterReserve,
+        CrashStep::AfterClaim,
+        CrashStep::AfterCommit,
+    ];
+
+    /// The step's name as a scenario file spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashStep::AfterReceive => "after_receive",
+            CrashStep::AfterReserve => "after_reserve",
+            CrashStep::AfterClaim => "after_claim",
+            CrashStep::AfterCommit => "after_commit",
+        }
+    }
 }
 
 /// One arrival of a notification on the queue.
@@ -338,16 +364,32 @@ pub struct ReconcilerSettings {
     /// Seconds between runs (the schedule's rate), default 60.
     #[serde(default = "default_interval")]
     pub interval_s: i64,
-    /// Minimum age of a record before the reconciler touches it, seconds, default 120.
-    #[serde(default = "default_min_age")]
+    /// Minimum age of a record (by `created_at`) before the reconciler touches it, seconds,
+    /// default 0 (the lease end selects, as `gate::reconciler::ReconcilerConfig`).
+    #[serde(default)]
     pub min_age_s: i64,
+    /// Seconds between the sweeps of one run (default 15: at 0, 15, 30 and 45 s of each
+    /// minute, as the reconciler function sweeps); equal to `interval_s`: one sweep a run.
+    #[serde(default = "default_sweep_interval")]
+    pub sweep_interval_s: i64,
+}
+
+impl Default for ReconcilerSettings {
+    /// The deployed defaults: scheduled every minute, a sweep every 15 s, no minimum age.
+    fn default() -> Self {
+        Self {
+            interval_s: default_interval(),
+            min_age_s: 0,
+            sweep_interval_s: default_sweep_interval(),
+        }
+    }
 }
 
 fn default_interval() -> i64 {
     60
 }
-fn default_min_age() -> i64 {
-    120
+fn default_sweep_interval() -> i64 {
+    15
 }
 
 /// A scenario file.
@@ -436,9 +478,10 @@ impl Scenario {
             ));
         }
         if let Some(r) = &s.reconciler {
-            if r.interval_s < 1 || r.min_age_s < 0 {
+            if r.interval_s < 1 || r.min_age_s < 0 || r.sweep_interval_s < 1 {
                 return Err(ScenarioError::Invalid(
-                    "reconciler.interval_s must be >= 1 and min_age_s >= 0".into(),
+                    "reconciler.interval_s and sweep_interval_s must be >= 1 and min_age_s >= 0"
+                        .into(),
                 ));
             }
         }
@@ -497,10 +540,7 @@ impl Scenario {
         s.description = "The incident, but the two crashed messages never come back: only the \
                          reconciler can finish their records."
             .into();
-        s.reconciler = Some(ReconcilerSettings {
-            interval_s: default_interval(),
-            min_age_s: default_min_age(),
-        });
+        s.reconciler = Some(ReconcilerSettings::default());
         for n in &mut s.notifications {
             if n.crash.is_some() {
                 n.message_lost_after_crash = true;

@@ -62,6 +62,10 @@ pub const NAMES: &[(&str, &str)] = &[
         "forwarder-two-months",
         "61 days at 243 a day, 2 % re-fired, six crashes after the claim (one message lost)",
     ),
+    (
+        "forwarder-recovery",
+        "the forwarder's two months with 243 crashes at every step, 61 messages lost: sim recovery",
+    ),
 ];
 
 /// The real volume: notifications a day (about 14,800 in two months).
@@ -196,8 +200,8 @@ pub const FORWARDER_LOST: usize = 8_650;
 
 /// The forwarder's traffic: `days` at `per_day` notifications a day from Monday 2 June 2025, 2 %
 /// re-fired once, the workers of [`FORWARDER_CRASHES`] (those below `days * per_day`) dying
-/// after their claim, [`FORWARDER_LOST`]'s message never redelivered, the reconciler on (every
-/// minute, records older than 120 s). [`forwarder_two_months`] at their volume; `sim
+/// after their claim, [`FORWARDER_LOST`]'s message never redelivered, the reconciler on as
+/// deployed (every minute, a sweep every 15 s, by lease end). [`forwarder_two_months`] at their volume; `sim
 /// bench-replay` at multiples of it.
 pub fn forwarder(days: u32, per_day: u32) -> Scenario {
     let mut notifications = volume(monday(2), days, per_day, HEALTHY_REFIRE_RATE, 61);
@@ -214,13 +218,78 @@ pub fn forwarder(days: u32, per_day: u32) -> Scenario {
         notifications,
     );
     s.start = monday(2);
+    s.reconciler = Some(FIRST_GATE_RECONCILER);
     s
 }
+
+/// The reconciler as the forwarder's first gate (and this one before issue 24) scheduled it: a
+/// sweep a minute, records at least 120 s old. [`forwarder_two_months`] and `three-terminals`
+/// keep it, so that they print what they printed (with the deployed reconciler the first
+/// commits all six crashed records before their messages come back, one more duplicate, 325,
+/// and the second 67 duplicates instead of 53; slots and bookings the same);
+/// [`forwarder_recovery`] runs the deployed one.
+pub const FIRST_GATE_RECONCILER: ReconcilerSettings = ReconcilerSettings {
+    interval_s: 60,
+    min_age_s: 120,
+    sweep_interval_s: 60,
+};
 
 /// The forwarder's two months at their volume (issue 24): 14,823 notifications over 61 days (243
 /// a day), 2 % re-fired, six crashes after the claim, one message lost; see [`forwarder`].
 pub fn forwarder_two_months() -> Scenario {
     forwarder(FORWARDER_DAYS, FORWARDER_VOLUME_PER_DAY)
+}
+
+/// Every this many notifications of [`forwarder_recovery`] one worker crashes: 243 crashes in
+/// the 14,823 notifications, about four a day, at every phase of the reconciler's sweeps.
+pub const RECOVERY_CRASH_EVERY: usize = 61;
+
+/// The forwarder's two months ([`forwarder`]: 243 a day for 61 days, 2 % re-fired) with a crash
+/// every [`RECOVERY_CRASH_EVERY`] notifications, the steps in turn (`after_receive`,
+/// `after_reserve`, `after_claim`, `after_commit`), and every second crash that strands a record
+/// (after the reserve or the claim; in pairs, so both steps have both) losing its message, so
+/// that only the reconciler can finish
+/// it. The reconciler as deployed (every minute, a sweep every 15 s, by lease end). `sim
+/// recovery` prints how long each crash took to finish (issue 24, item 3).
+pub fn forwarder_recovery() -> Scenario {
+    forwarder_recovery_days(FORWARDER_DAYS)
+}
+
+/// [`forwarder_recovery`] over `days` (the tests replay a week).
+pub fn forwarder_recovery_days(days: u32) -> Scenario {
+    let mut s = forwarder(days, FORWARDER_VOLUME_PER_DAY);
+    s.name = "forwarder-recovery".into();
+    s.reconciler = Some(ReconcilerSettings::default());
+    s.description = "The forwarder's two months with a crash every 61 notifications at every \
+                     step in turn, every second stranding crash losing its message."
+        .into();
+    let mut stranding = 0usize;
+    for (k, i) in (RECOVERY_CRASH_EVERY / 2..s.notifications.len())
+        .step_by(RECOVERY_CRASH_EVERY)
+        .enumerate()
+    {
+        let step = crate::scenario::CrashStep::ALL[k % crate::scenario::CrashStep::ALL.len()];
+        let n = &mut s.notifications[i];
+        n.crash = Some(step);
+        n.message_lost_after_crash = false;
+        if matches!(
+            step,
+            crate::scenario::CrashStep::AfterReserve | crate::scenario::CrashStep::AfterClaim
+        ) {
+            // Lost or not in pairs, so that each step has both.
+            n.message_lost_after_crash = (stranding / 2) % 2 == 1;
+            stranding += 1;
+        }
+    }
+    for i in FORWARDER_CRASHES {
+        if let Some(n) = s.notifications.get_mut(i) {
+            if (i % RECOVERY_CRASH_EVERY) != RECOVERY_CRASH_EVERY / 2 {
+                n.crash = None;
+                n.message_lost_after_crash = false;
+            }
+        }
+    }
+    s
 }
 
 /// A valid ISO 6346 equipment number for `n` (owner `GTEU`, serial `n`).
@@ -261,10 +330,7 @@ fn base(name: &str, description: &str, notifications: Vec<ScenarioNotification>)
         terminal: TerminalSettings::default(),
         terminal_set: Vec::new(),
         seed: 1,
-        reconciler: Some(ReconcilerSettings {
-            interval_s: 60,
-            min_age_s: 120,
-        }),
+        reconciler: Some(ReconcilerSettings::default()),
         key_fault: None,
         webhook: None,
         notifications,
@@ -466,6 +532,12 @@ pub fn three_terminals() -> Scenario {
         },
     ];
     s.terminals = THREE_TERMINALS.iter().map(|c| c.to_string()).collect();
+    // The reconciler as it was scheduled when this scenario was written: with the sweep every
+    // 15 s, the reconciler finishes 19 records after a terminal's 503 before their messages come
+    // back (4 before), so 14 more redeliveries are duplicates (67, not 53) and one fewer
+    // delivery; slots, bookings and manual items are the same. This scenario is about
+    // terminals; recovery is `forwarder-recovery`'s.
+    s.reconciler = Some(FIRST_GATE_RECONCILER);
     s
 }
 
@@ -488,6 +560,7 @@ pub fn by_name(name: &str) -> Result<Option<Scenario>, ScenarioError> {
         "three-terminals" => three_terminals(),
         "webhook-retries" => webhook_retries(),
         "forwarder-two-months" => forwarder_two_months(),
+        "forwarder-recovery" => forwarder_recovery(),
         _ => return Ok(None),
     }))
 }

@@ -36,7 +36,7 @@ pub mod alarm {
     pub const DUPLICATE_RATIO_ZERO_HOURLY: &str = signals::DUPLICATE_RATIO_ZERO_1H.name;
     /// No duplicate in three days in a row with at least 200 records each.
     pub const DUPLICATE_RATIO_ZERO: &str = signals::DUPLICATE_RATIO_ZERO_1D.name;
-    /// The oldest `in_flight` record older than 600 s.
+    /// The oldest `in_flight` record older than `gate::signals::OLDEST_IN_FLIGHT_MAX_S` (180 s).
     pub const OLDEST_IN_FLIGHT_AGE: &str = "OldestInFlightAge";
     /// Two or more distinct slot ids for one key.
     pub const DISTINCT_EFFECT_IDS: &str = "DistinctEffectIds";

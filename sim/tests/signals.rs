@@ -43,7 +43,8 @@ async fn the_incident_fires_the_hourly_high_ratio_alarm_at_six() {
     assert!(s.max_judged_duplicate_ratio_1h.unwrap() > 0.2);
     assert_eq!(s.max_distinct_effect_ids, 1);
     assert_eq!(s.natural_key_collisions, 0);
-    assert!(s.max_oldest_in_flight_age_s < 600);
+    // No reconciler: the crashed records wait for their redelivery (160 s), under the alarm.
+    assert!(s.max_oldest_in_flight_age_s < gate::signals::OLDEST_IN_FLIGHT_MAX_S);
 }
 
 #[tokio::test]
@@ -231,7 +232,7 @@ async fn a_crash_without_the_reconciler_raises_the_oldest_in_flight_alarm() {
         names.contains(&alarm::OLDEST_IN_FLIGHT_AGE.to_string()),
         "{names:?}"
     );
-    assert!(s.max_oldest_in_flight_age_s > 600);
+    assert!(s.max_oldest_in_flight_age_s > gate::signals::OLDEST_IN_FLIGHT_MAX_S);
     assert_eq!(r.still_in_flight, 2);
 }
 
@@ -239,8 +240,9 @@ async fn a_crash_without_the_reconciler_raises_the_oldest_in_flight_alarm() {
 async fn a_crash_with_the_reconciler_stays_under_the_oldest_in_flight_threshold() {
     let (r, s) = gated("monday-2025-06-09-lost").await;
     assert!(s.fired_at_s(alarm::OLDEST_IN_FLIGHT_AGE).is_none(), "{s:?}");
-    assert!(s.max_oldest_in_flight_age_s < 600, "{s:?}");
-    assert!(s.final_oldest_in_flight_age_s < 120, "{s:?}");
+    // Committed within the lease (15 s) and a sweep (15 s) of the crash.
+    assert!(s.max_oldest_in_flight_age_s <= 30, "{s:?}");
+    assert_eq!(s.final_oldest_in_flight_age_s, 0, "{s:?}");
     assert_eq!(r.reconciled, 2);
     assert_eq!(r.still_in_flight, 0);
 }

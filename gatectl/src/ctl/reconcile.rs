@@ -67,7 +67,10 @@ impl Ctl {
             self.gate
                 .next_step(&r, &self.targets.reconciler, now)
                 .replace(
-                    "the reconciler takes it over at its next run (every minute), ",
+                    &format!(
+                        "the reconciler takes it over at its next sweep (every {} s), ",
+                        self.targets.reconciler.sweep_interval_ms.max(1_000) / 1000
+                    ),
                     "take it over, "
                 )
         );

@@ -175,7 +175,7 @@ impl<F: Fixture> World<F> {
         self.ctl.view.words()
     }
 
-    /// Reserves event `n` as the consumer invocation `owner` whose deadline is `deadline_ms`.
+    /// Reserves event `n` as the consumer invocation `owner`, its lease until `deadline_ms`.
     pub async fn strand(&self, n: u32, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         let now = self.clock.now_ms();
         let integration = &self.ctl.gate.integration;
@@ -187,7 +187,9 @@ impl<F: Fixture> World<F> {
             request_id: owner.into(),
             deadline_ms,
         };
-        let record = self.ctl.gate.new_record(&event, &keys, &inv, now);
+        let mut record = self.ctl.gate.new_record(&event, &keys, &inv, now);
+        // The lease as the test names it (the gate's own is one record's work, 15 s).
+        record.lease_until_ms = Some(deadline_ms);
         assert_eq!(
             self.store.reserve(&record, now).await.unwrap(),
             Reservation::Reserved
@@ -258,7 +260,7 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>(backend: 
         r["next"]
             .as_str()
             .unwrap()
-            .starts_with("the reconciler takes it over at its next run"),
+            .starts_with("the reconciler takes it over at its next sweep (every 15 s)"),
         "{}",
         r["next"]
     );

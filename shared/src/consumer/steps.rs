@@ -117,7 +117,7 @@ impl Gate {
             request: keys.request.clone(),
             op_key: keys.op_key.clone(),
             lease_owner: Some(invocation.request_id.clone()),
-            lease_until_ms: Some(self.lease_until(invocation, now_ms)),
+            lease_until_ms: Some(self.lease_until(now_ms)),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             expires_at_s: self.record_expiry_s(event.ends_at_ms, now_ms),

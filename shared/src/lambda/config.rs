@@ -8,10 +8,11 @@
 //! | `STORE`, `IDEMPOTENCY_TABLE`, `BOOKINGS_TABLE`, `VERIFY_CONDITIONAL_WRITES`, `DATABASE_*` | the store ([`StoreConfig`], `super::store_config`; the business table's name is the first integration's) | | DynamoDB; its tables required |
 //! | `MANUAL_QUEUE_URL` | manual queue URL | | required |
 //! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
-//! | `LEASE_FLOOR_MS` | shortest lease | milliseconds | `30000` |
+//! | `LEASE_FLOOR_MS` | the lease from a reserve or take-over (at least the deadline margin: one record's work) | milliseconds | `15000` |
 //! | `MAX_CONCURRENCY` | records at once per batch (the reconciler: per run) | | `10` |
 //! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least one server call ([`IntegrationConfig::call_timeout_ms`]) + [`COMMIT_ALLOWANCE_MS`] (the reconciler: two calls + the allowance) | milliseconds | `12000` |
-//! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age | seconds | `120` |
+//! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age by `created_at` (the lease end selects) | seconds | `0` |
+//! | `RECONCILE_SWEEP_INTERVAL_SECONDS` | reconciler: time between the sweeps of one scheduled (one-minute) run | seconds | `15` |
 //! | `SERVER_KEY_RETENTION_SECONDS` | how long the side effect's server keeps an `Idempotency-Key`; read from [`LEGACY_KEY_RETENTION_VARIABLE`] when unset (a stack deployed before the neutral names) | seconds | `86400` |
 //! | `RETENTION_MARGIN_SECONDS` | never call the server this close to the retention's end | seconds | `3600` |
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
@@ -76,8 +77,8 @@ impl LambdaConfig {
             .number("KEY_TTL_SECONDS", DEFAULT_KEY_TTL_S, 3_600, 366 * 86_400)
             .unwrap_or(DEFAULT_KEY_TTL_S);
         gate.lease_floor_ms = env
-            .number("LEASE_FLOOR_MS", 30_000, 1_000, 900_000)
-            .unwrap_or(30_000);
+            .number("LEASE_FLOOR_MS", 15_000, 1_000, 900_000)
+            .unwrap_or(15_000);
         gate.max_concurrency = env.number("MAX_CONCURRENCY", 10, 1, 10_000).unwrap_or(10) as usize;
         gate.deadline_margin_ms = env
             .number("DEADLINE_MARGIN_MS", 12_000, 0, 900_000)
@@ -94,7 +95,8 @@ impl LambdaConfig {
                  requests, the manual queue's original bodies); unset it",
             );
         }
-        let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 120, 0, 86_400);
+        let min_age_s = env.number("RECONCILE_MIN_AGE_SECONDS", 0, 0, 86_400);
+        let sweep_s = env.number("RECONCILE_SWEEP_INTERVAL_SECONDS", 15, 1, 60);
         // The name before the neutral vocabulary, read when the new one is unset (a stack
         // deployed with the previous template).
         let retention_variable = if env.optional("SERVER_KEY_RETENTION_SECONDS").is_none()
@@ -118,10 +120,12 @@ impl LambdaConfig {
             }
         }
         let reconciler = ReconcilerConfig {
-            min_age_ms: min_age_s.unwrap_or(120) * 1000,
+            min_age_ms: min_age_s.unwrap_or(0) * 1000,
             key_retention_ms: retention_s.unwrap_or(86_400) * 1000,
             retention_margin_ms: margin_s.unwrap_or(3_600) * 1000,
             page_size: page_size.unwrap_or(25) as usize,
+            sweep_interval_ms: sweep_s.unwrap_or(15) * 1000,
+            ..ReconcilerConfig::default()
         };
         let store = StoreConfig::read(env);
         let manual_queue_url = env.required("MANUAL_QUEUE_URL").unwrap_or_default();
@@ -309,11 +313,13 @@ mod tests {
         let g = &c.lambda.gate;
         assert_eq!(g.integration, "jobs");
         assert_eq!(g.key_ttl_s, 1_814_400);
-        assert_eq!(g.lease_floor_ms, 30_000);
+        assert_eq!(g.lease_floor_ms, 15_000);
         assert_eq!(g.max_concurrency, 10);
         assert_eq!(g.deadline_margin_ms, 12_000);
         assert_eq!(g.claim_horizon_ms, 23 * 3_600_000);
-        assert_eq!(c.lambda.reconciler.min_age_ms, 120_000);
+        assert_eq!(c.lambda.reconciler.min_age_ms, 0);
+        assert_eq!(c.lambda.reconciler.sweep_interval_ms, 15_000);
+        assert_eq!(c.lambda.reconciler.sweeps_per_run(), 4);
         assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
         assert_eq!(c.lambda.reconciler.retention_margin_ms, 3_600_000);
         assert_eq!(c.lambda.reconciler.page_size, 25);

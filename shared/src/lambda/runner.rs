@@ -119,7 +119,8 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
     }
 }
 
-/// Runs one reconciler pass for a scheduled invocation and returns its report; then, on a store
+/// Runs one scheduled reconciler run (a sweep every `config.sweep_interval_ms` within the
+/// one-minute schedule, [`Gate::reconcile_run`]) and returns its sweeps' report; then, on a store
 /// without TTL (PostgreSQL), the purge of expired rows ([`crate::purge`]).
 ///
 /// # Errors
@@ -137,7 +138,14 @@ pub async fn handle_reconcile(
         );
     }
     let invocation = invocation(&event.context);
-    let report = gate.reconcile(index, config, &invocation).await;
+    // Several sweeps a run (every `RECONCILE_SWEEP_INTERVAL_SECONDS` of the one-minute
+    // schedule): a stranded record waits at most a sweep interval after its lease ends.
+    let (report, sweeps) = gate
+        .reconcile_run(index, config, &invocation, |ms| {
+            tokio::time::sleep(std::time::Duration::from_millis(ms))
+        })
+        .await;
+    tracing::info!(sweeps, ?report, "reconciler run finished");
     Counts::of_reconcile(&report).emit();
     // A store without TTL (PostgreSQL): expired rows with nothing left to do, after the pass.
     gate.purge_expired(&invocation).await;

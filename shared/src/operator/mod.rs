@@ -296,7 +296,10 @@ impl Gate {
                 reconciler.min_age_ms / 1000
             )
         } else {
-            "at its next run (every minute)".to_string()
+            format!(
+                "at its next sweep (every {} s)",
+                reconciler.sweep_interval_ms.max(1_000) / 1000
+            )
         };
         let policy = self.policy(record);
         let then =

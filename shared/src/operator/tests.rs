@@ -96,7 +96,8 @@ async fn strand(w: &World, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         request_id: owner.into(),
         deadline_ms,
     };
-    let record = w.gate.new_record(&n, &keys, &inv, T0);
+    let mut record = w.gate.new_record(&n, &keys, &inv, T0);
+    record.lease_until_ms = Some(deadline_ms);
     assert_eq!(
         w.store.reserve(&record, T0).await.unwrap(),
         Reservation::Reserved
@@ -322,13 +323,13 @@ async fn the_next_step_says_what_the_gate_will_do() {
     let w = world();
     let config = ReconcilerConfig::default();
     let record = strand(&w, "inv-1#0", T0 + 1_000).await;
-    // The lease lasts the 30 s floor; 40 s later it has expired.
+    // The lease ended a second after the reserve; 40 s later the next sweep takes it.
     w.clock.advance_ms(40_000);
     let now = w.clock.now_ms();
     assert_eq!(
         w.gate.next_step(&record, &config, now),
-        "the reconciler takes it over in 80 s (the reconciler waits until it is 120 s old), \
-         sends the stored request under its Idempotency-Key and commits the answer (if the \
+        "the reconciler takes it over at its next sweep (every 15 s), sends the stored \
+         request under its Idempotency-Key and commits the answer (if the \
          first send reached the server, its replay of the first answer is the lookup: no \
          second effect)"
     );
@@ -344,7 +345,7 @@ async fn the_next_step_says_what_the_gate_will_do() {
     let old = T0 + w.gate.config.claim_horizon_ms;
     assert_eq!(
         w.gate.next_step(&record, &config, old),
-        "the reconciler takes it over at its next run (every minute), looks the effect up \
+        "the reconciler takes it over at its next sweep (every 15 s), looks the effect up \
          under its Idempotency-Key and commits it, never sends it again; finding none, routes \
          it to a person (past_key_retention: 23 h old, past the claim horizon of 23 h, the \
          server may have forgotten the key); if the lookup fails, routes it to a person \
@@ -356,7 +357,7 @@ async fn the_next_step_says_what_the_gate_will_do() {
     let ended = T0 + 5 * 3_600_000;
     assert_eq!(
         w.gate.next_step(&record, &config, ended),
-        "the reconciler takes it over at its next run (every minute), looks the effect up \
+        "the reconciler takes it over at its next sweep (every 15 s), looks the effect up \
          under its Idempotency-Key and commits it, never sends it again; finding none, routes \
          it to a person (event_ended: the event ended at 2026-06-01T10:00:00Z); if the \
          lookup fails, tries again later"

@@ -119,11 +119,13 @@ const LEASE_LEFT_BY: &[(&str, &str)] = &[
 ];
 
 /// How long after the faults heal (or the reconciler's outage ends), or after it entered
-/// `in_flight` if later, a record may stay `in_flight`, ms. A record's lease lasts until its
-/// holder's deadline (at most the function timeout after the holder started, and at least the
-/// lease floor); its holder's clock may run ahead of true time and the reconciler's behind, each by
-/// the largest skew; the reconciler only picks up records older than its minimum age by its own
-/// clock, runs every tick, and finishes what it takes within its own timeout. A redelivery after
+/// `in_flight` if later, a record may stay `in_flight`, ms. A record's lease lasts one record's
+/// work from its reserve or take-over (the lease floor or the deadline margin, the longer), and a
+/// holder starts records until its deadline (at most the function timeout after it started); its
+/// holder's clock may run ahead of true time and the reconciler's behind, each by the largest
+/// skew; the reconciler only picks up records whose lease ended and older than its minimum age
+/// (0 by default) by its own clock, runs every tick, and finishes what it takes within its own
+/// timeout. A redelivery after
 /// the visibility timeout may finish it sooner, never later.
 pub(crate) fn liveness_bound_ms(
     schedule: &Schedule,
@@ -138,7 +140,7 @@ pub(crate) fn liveness_bound_ms(
         .max()
         .unwrap_or(0);
     schedule.lambda_timeout_ms
-        + gate.lease_floor_ms
+        + gate.lease_floor_ms.max(gate.deadline_margin_ms)
         + 2 * max_skew
         + reconciler.min_age_ms
         + 2 * TICK_MS

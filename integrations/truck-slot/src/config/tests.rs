@@ -23,7 +23,9 @@ fn defaults_apply() {
         c.integration.terminal.request_timeout,
         Duration::from_secs(10)
     );
-    assert_eq!(c.lambda.reconciler.min_age_ms, 120_000);
+    assert_eq!(c.lambda.reconciler.min_age_ms, 0);
+    assert_eq!(c.lambda.reconciler.sweep_interval_ms, 15_000);
+    assert_eq!(c.lambda.gate.lease_floor_ms, 15_000);
     assert_eq!(c.lambda.reconciler.key_retention_ms, 86_400_000);
     assert_eq!(c.lambda.reconciler.retention_margin_ms, 3_600_000);
 }

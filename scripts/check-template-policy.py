@@ -246,7 +246,7 @@ def lowest_value(value, parameters):
 # The operators' managed policy (issue 17, gatectl). Reads: anything in OPERATOR_READS. Writes:
 # exactly these (action, resource) pairs, each needed by a subcommand: finish, cancel and
 # reconcile go through the gate's own writes (UpdateItem: take-over, release, finish, routed,
-# slot ids, the audit history; PutItem: the commit's natural-key item and booking, a routing
+# slot ids, the audit history; PutItem: the natural-key guard and the booking, a routing
 # record of an unbooked slot; SendMessage: a routing to a person); redrive sends dead letters
 # back and deletes them.
 OPERATOR_READS = {
@@ -278,6 +278,8 @@ OPERATOR_MUST_READ = {
     ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
     ("secretsmanager:GetSecretValue", "TerminalApiTokenSecretArn"),
     ("secretsmanager:GetSecretValue", "TerminalTokenSecretArns"),
+    # Store=postgres: gatectl connects with the functions' connection string.
+    ("secretsmanager:GetSecretValue", "DatabaseUrlSecretArn"),
 }
 
 
@@ -327,7 +329,8 @@ def check_operator_policy(problem, resources):
                 granted.add((a, n))
                 if a in OPERATOR_READS:
                     if a == "secretsmanager:GetSecretValue" and n not in (
-                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns"):
+                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns",
+                            "DatabaseUrlSecretArn"):
                         problem(f"{name}/{sid}: GetSecretValue on {n}")
                 elif (a, n) not in OPERATOR_WRITES:
                     problem(f"{name}/{sid}: writes {a} on {n}, which no gatectl subcommand writes")

@@ -280,8 +280,9 @@ pub struct Units {
 /// The units of `calls` per event for handler `kind` (module docs); `largest` the largest item
 /// it writes, bytes; `new` whether the calls are a new event's (the gate's index writes).
 pub fn units(kind: &str, calls: &BTreeMap<String, f64>, largest: usize, new: bool) -> Units {
-    // The gate's commit transaction: the record, the booking, the natural-key item.
-    let transaction_items = 3.0;
+    // The gate's commit transaction: the record and the booking (the natural-key item is the
+    // guard's own `PutItem` before the claim, counted with the other `PutItem`s).
+    let transaction_items = 2.0;
     let mut w: f64 = calls
         .iter()
         .map(|(op, n)| n * wru(op, largest, transaction_items))
@@ -368,8 +369,11 @@ mod tests {
         calls.insert("PutItem".to_string(), 1.0);
         calls.insert("TransactWriteItems".to_string(), 1.0);
         let u = units("gate", &calls, 600, true);
-        // reserve 1 + commit 2 x 3 items + 2 index writes
-        assert_eq!(u.wru, 9.0);
+        // reserve 1 + commit 2 x 2 items + 2 index writes, without the guard
+        assert_eq!(u.wru, 7.0);
+        // with the guard's `PutItem`: 8
+        calls.insert("PutItem".to_string(), 2.0);
+        assert_eq!(units("gate", &calls, 600, true).wru, 8.0);
         assert_eq!(u.rru, 0.0);
         let mut dup = BTreeMap::new();
         dup.insert("PutItem".to_string(), 1.0);

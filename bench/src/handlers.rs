@@ -427,8 +427,8 @@ fn floor_records(
         .collect()
 }
 
-/// One delivery of the floor: reserve, claim, commit through the gate's own store and
-/// integration (its natural-key item included), nothing else.
+/// One delivery of the floor: reserve, the natural key's guard, claim, commit through the gate's
+/// own store and integration, nothing else.
 async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'static str {
     use gate::effect::CallOutcome;
     use gate::store::Reservation;
@@ -437,6 +437,13 @@ async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'s
         Ok(Reservation::Reserved) => {}
         Ok(Reservation::Conflict(_)) => return "duplicate",
         Err(_) => return "failed",
+    }
+    if let Some(key) = gate.integration.natural_key(record, now) {
+        match gate.store.guard(record, &key, now).await {
+            Ok(gate::store::GuardOutcome::Held) => {}
+            Ok(gate::store::GuardOutcome::Collision { .. }) => return "collision",
+            Err(_) => return "failed",
+        }
     }
     let slot = match gate.integration.call(&gate::Held::for_tests(record)).await {
         CallOutcome::Done(c) => c.effect_id,

@@ -29,7 +29,8 @@ use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::dynamo::{create_tables, DynamoStore};
 use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
+    StoreError, TakeOver,
 };
 use serde::Serialize;
 
@@ -159,13 +160,20 @@ impl IdempotencyStore for Timed {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        let f = self
-            .inner
-            .commit(pk, owner, effect_id, booking, natural_key, now_ms);
+        let f = self.inner.commit(pk, owner, effect_id, booking, now_ms);
         self.time("commit", f).await
+    }
+
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        self.time("guard", self.inner.guard(record, natural_key, now_ms))
+            .await
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {

@@ -315,10 +315,14 @@ pub trait Integration: Send + Sync {
         BusinessRow::for_record(record, effect_id, now_ms)
     }
 
-    /// The event's natural key for signal 4 (two event keys for one event), with its TTL
-    /// ([`crate::record::natural_key_expires_at_s`]). Default: none (no natural-key item).
-    fn natural_key(&self, row: &BusinessRow, record: &IdempotencyRecord) -> Option<NaturalKey> {
-        let _ = (row, record);
+    /// The natural key of `record`'s event (what identifies the real event apart from its event
+    /// key: on the truck-slot path the subject and the window start), from the record alone,
+    /// with its TTL at `now_ms` (epoch ms; [`crate::record::natural_key_expires_at_s`]). The gate
+    /// holds it as a guard before any call ([`crate::store::IdempotencyStore::guard`]): a second
+    /// event key for the same natural key goes to a person instead of calling (signal 4).
+    /// Default: none (no guard).
+    fn natural_key(&self, record: &IdempotencyRecord, now_ms: i64) -> Option<NaturalKey> {
+        let _ = (record, now_ms);
         None
     }
 }

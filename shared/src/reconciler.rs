@@ -21,6 +21,7 @@ use tracing::{info, warn};
 
 use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
 use crate::decision::Holder;
+use crate::manual::ManualReason;
 use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
 
@@ -93,8 +94,8 @@ pub struct ReconcileReport {
     /// The most distinct effect ids seen for one key when committing or comparing (the
     /// distinct-effect signal; 0 when nothing was committed or compared).
     pub max_distinct_effect_ids: usize,
-    /// Commits that met another event key for the same subject and window start
-    /// (signal 4).
+    /// Records that met another event key holding their natural key before the call: sent to a
+    /// person, never called (signal 4).
     pub natural_key_collisions: usize,
 }
 
@@ -237,10 +238,10 @@ impl Gate {
 }
 
 enum Step {
-    Reconciled { by_lookup: bool, collision: bool },
+    Reconciled { by_lookup: bool },
     AlreadyCommitted { distinct_effect_ids: usize },
     LiveLease,
-    Manual,
+    Manual { collision: bool },
     Transient,
     Left,
 }
@@ -248,20 +249,16 @@ enum Step {
 impl Step {
     fn from_outcome(outcome: RecordOutcome, by_lookup: bool) -> Self {
         match outcome {
-            RecordOutcome::Committed {
-                natural_key_collision,
-                ..
-            } => Self::Reconciled {
-                by_lookup,
-                collision: natural_key_collision.is_some(),
-            },
+            RecordOutcome::Committed { .. } => Self::Reconciled { by_lookup },
             RecordOutcome::AlreadyCommitted {
                 distinct_effect_ids,
                 ..
             } => Self::AlreadyCommitted {
                 distinct_effect_ids,
             },
-            RecordOutcome::Manual(_) => Self::Manual,
+            RecordOutcome::Manual(reason) => Self::Manual {
+                collision: reason == ManualReason::NaturalKeyCollision,
+            },
             // The fence held: another holder took the record over and finishes it.
             RecordOutcome::LeaseLost { .. } => Self::LiveLease,
             _ => Self::Transient,
@@ -272,14 +269,8 @@ impl Step {
 impl ReconcileReport {
     fn add(&mut self, step: Step) {
         match step {
-            Step::Reconciled {
-                by_lookup,
-                collision,
-            } => {
+            Step::Reconciled { by_lookup } => {
                 self.reconciled += 1;
-                if collision {
-                    self.natural_key_collisions += 1;
-                }
                 self.max_distinct_effect_ids = self.max_distinct_effect_ids.max(1);
                 if by_lookup {
                     self.found_by_lookup += 1;
@@ -293,7 +284,12 @@ impl ReconcileReport {
                     self.max_distinct_effect_ids.max(distinct_effect_ids);
             }
             Step::LiveLease => self.live_lease += 1,
-            Step::Manual => self.manual += 1,
+            Step::Manual { collision } => {
+                self.manual += 1;
+                if collision {
+                    self.natural_key_collisions += 1;
+                }
+            }
             Step::Transient => self.transient += 1,
             Step::Left => self.left_for_next_run = true,
         }

@@ -234,9 +234,10 @@ impl IdempotencyRecord {
 }
 
 /// The natural key of an event (signal 4): what identifies the business event apart from its
-/// event key (on the truck-slot path the subject and the window start). The commit writes it
-/// as an item `"{integration}#nk#{key}"` holding the first event key committed for it, so a
-/// second event key for the same event is seen at its commit (a natural-key collision).
+/// event key (on the truck-slot path the subject and the window start). The gate's guard
+/// writes it before the call as an item `"{integration}#nk#{key}"` holding the first event key
+/// that held it ([`crate::store::IdempotencyStore::guard`]), so a second event key for the same
+/// event goes to a person before it is called (a natural-key collision).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NaturalKey {
     /// The key, e.g. `"{subject}#{window start}"`.

@@ -20,6 +20,7 @@
 use serde::Serialize;
 
 use crate::consumer::{BatchReport, RecordOutcome, RecordReport};
+use crate::manual::ManualReason;
 use crate::reconciler::ReconcileReport;
 use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightIndex, StoreError};
@@ -289,7 +290,8 @@ pub struct Counts {
     pub transient_failures: u64,
     /// The most distinct effect ids seen for one key (0 when no effect was committed or compared).
     pub max_distinct_effect_ids: u64,
-    /// Commits that met another event key for the same subject and window start.
+    /// Records that met another event key holding their natural key (the guard before the
+    /// call): sent to a person, never called (signal 4).
     pub natural_key_collisions: u64,
 }
 
@@ -309,14 +311,8 @@ impl Counts {
             }
 
             match &r.outcome {
-                RecordOutcome::Committed {
-                    natural_key_collision,
-                    ..
-                } => {
+                RecordOutcome::Committed { .. } => {
                     c.committed += 1;
-                    if natural_key_collision.is_some() {
-                        c.natural_key_collisions += 1;
-                    }
                     c.max_distinct_effect_ids = c.max_distinct_effect_ids.max(1);
                 }
                 RecordOutcome::AlreadyCommitted {
@@ -330,7 +326,12 @@ impl Counts {
                 RecordOutcome::Mismatch => c.mismatches += 1,
                 RecordOutcome::LeaseLost { .. } => c.lease_lost += 1,
                 RecordOutcome::Rejected(_) => c.rejected += 1,
-                RecordOutcome::Manual(_) => c.manual += 1,
+                RecordOutcome::Manual(reason) => {
+                    c.manual += 1;
+                    if *reason == ManualReason::NaturalKeyCollision {
+                        c.natural_key_collisions += 1;
+                    }
+                }
                 RecordOutcome::Retry(_) | RecordOutcome::NotStarted => c.transient_failures += 1,
             }
         }

@@ -25,7 +25,7 @@ use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::keys;
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
-use gate::record::{record_pk, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
+use gate::record::{record_pk, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use serde_json::json;
@@ -195,12 +195,12 @@ impl Integration for Drifting {
         record.label("order").to_string()
     }
 
-    fn natural_key(&self, row: &BusinessRow, record: &IdempotencyRecord) -> Option<NaturalKey> {
+    fn natural_key(&self, record: &IdempotencyRecord, now_ms: i64) -> Option<NaturalKey> {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst);
         Some(NaturalKey {
             key: format!("{}#{generation}", record.label("order")),
             labels: Labels::new(),
-            expires_at_s: row.booked_at_ms / 1000 + 86_400,
+            expires_at_s: now_ms / 1000 + 86_400,
         })
     }
 }

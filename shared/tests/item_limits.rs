@@ -94,7 +94,7 @@ impl Integration for Labelled {
         row
     }
 
-    fn natural_key(&self, _row: &BusinessRow, _record: &IdempotencyRecord) -> Option<NaturalKey> {
+    fn natural_key(&self, _record: &IdempotencyRecord, _now_ms: i64) -> Option<NaturalKey> {
         self.natural_key_bytes.map(|n| NaturalKey {
             key: "k".repeat(n),
             labels: Labels::new(),

@@ -138,7 +138,6 @@ async fn a_new_event_is_claimed_once_and_committed_with_its_booking() {
         report.records[0].outcome,
         RecordOutcome::Committed {
             effect_id: slot.clone(),
-            natural_key_collision: None,
         }
     );
     let record = w
@@ -265,7 +264,6 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
         report.records[0].outcome,
         RecordOutcome::Committed {
             effect_id: first_slot.effect_id.clone(),
-            natural_key_collision: None,
         }
     );
     // The same key and the same bytes went out twice; the terminal made one slot.
@@ -542,10 +540,7 @@ async fn a_lost_response_is_retried_and_commits_the_slot_made_the_first_time() {
     let slot = w.core.slots()[0].effect_id.clone();
     assert_eq!(
         second.records[0].outcome,
-        RecordOutcome::Committed {
-            effect_id: slot,
-            natural_key_collision: None
-        }
+        RecordOutcome::Committed { effect_id: slot }
     );
     assert_eq!(w.core.slots_issued(), 1);
 }

@@ -119,12 +119,15 @@ async fn a_key_that_includes_the_message_id_raises_the_collision_alarm_at_the_fi
     assert_eq!(fired(&s), vec![at(alarm::NATURAL_KEY_COLLISIONS, 120)]);
     assert_eq!(s.duplicate_ratio, 0.0);
     assert_eq!(r.duplicates_suppressed, 0);
-    // Why it matters: the 12 re-fired notifications each got a second slot, each collided.
-    assert_eq!(r.slots_issued, 252);
-    assert_eq!(r.containers_with_extra_slots, 12);
+    // The 12 re-fired notifications each met the guard of their natural key before the call:
+    // each collided and went to a person, none got a second slot (before the guard: 252 slots,
+    // 12 containers with a second one, 252 bookings).
+    assert_eq!(r.slots_issued, 240);
+    assert_eq!(r.containers_with_extra_slots, 0);
     assert_eq!(s.natural_key_collisions, 12);
-    // And each of those slots reached the TMS, booked under its own (wrong) key.
-    assert_eq!(r.tms_bookings, 252);
+    assert_eq!(r.manual_reasons.get("natural_key_collision"), Some(&12));
+    assert_eq!(r.routed_to_manual, 12);
+    assert_eq!(r.tms_bookings, 240);
     assert_eq!(r.still_in_flight, 0);
 }
 
@@ -157,16 +160,67 @@ async fn a_key_broken_for_a_week_fires_the_collision_alarm_at_once_and_the_zero_
         ]
     );
     assert_eq!(s.duplicate_ratio, 0.0);
-    // Every re-fired notification got a second slot and collided once.
+    // Every re-fired notification collided once, at its guard: to a person, never called, so
+    // no container got a second slot (before the guard, each of them did).
+    assert_eq!(r.containers_with_extra_slots, 0);
+    assert_eq!(r.slots_issued, r.notifications);
     assert_eq!(
-        r.containers_with_extra_slots as u64,
-        s.natural_key_collisions
+        r.manual_reasons.get("natural_key_collision").copied(),
+        Some(s.natural_key_collisions as usize)
+    );
+    assert_eq!(
+        r.messages - r.notifications,
+        s.natural_key_collisions as usize
     );
     assert!(
         s.natural_key_collisions >= 20,
         "{}",
         s.natural_key_collisions
     );
+}
+
+/// Two weeks of the forwarder's traffic (243 a day, 2 % re-fired, its crashes after the claim,
+/// one lost message) behind a key that includes the messageId: every re-fired copy is a second
+/// event key for its container and window. Before the guard, each copy's container got a second
+/// slot (70 containers, 3,472 slots and bookings); with it, none: each copy collides at its guard and goes to a person,
+/// the collision alarm fires at the first, and the crashed records (whose own redelivery or
+/// reconcile meets their own guard) are all committed.
+#[tokio::test]
+async fn two_weeks_of_the_forwarders_traffic_behind_a_broken_key_cost_no_second_slot() {
+    let mut scenario = sim::scenarios::forwarder(14, sim::scenarios::FORWARDER_VOLUME_PER_DAY);
+    scenario.key_fault = Some(sim::scenario::KeyFault::IncludesMessageId);
+    let r = replay::run(&scenario, ReplayOptions::gated())
+        .await
+        .unwrap();
+    let s = r.signals.clone().unwrap();
+    assert_eq!(r.notifications, 14 * 243);
+    assert_eq!(r.containers_with_extra_slots, 0);
+    assert_eq!(r.slots_issued, r.notifications);
+    assert_eq!(r.tms_bookings, r.notifications);
+    // Every re-fired copy (70 messages beyond the 3,402 notifications) is a second event key for
+    // its container and window: each one collides once and goes to a person.
+    assert_eq!(r.messages - r.notifications, 70);
+    assert_eq!(s.natural_key_collisions, 70);
+    assert_eq!(
+        r.manual_reasons.get("natural_key_collision").copied(),
+        Some(70)
+    );
+    assert_eq!(r.routed_to_manual, 70);
+    assert_eq!(r.still_in_flight, 0);
+    // The alarms as before the guard: the collision alarm in the minute of the first copy, the
+    // zero-ratio alarm after three days without a duplicate.
+    let first_copy_s = scenario
+        .notifications
+        .iter()
+        .filter_map(|n| n.arrivals.get(1).map(|a| a.at_s()))
+        .fold(f64::INFINITY, f64::min) as i64;
+    let collision = s.fired_at_s(alarm::NATURAL_KEY_COLLISIONS).unwrap();
+    assert!(
+        collision > first_copy_s && collision <= first_copy_s + 120,
+        "first copy at {first_copy_s} s, collision alarm at {collision} s"
+    );
+    assert_eq!(s.fired_at_s(alarm::DUPLICATE_RATIO_ZERO), Some(259_200));
+    assert_eq!(fired(&s).len(), 2, "{:?}", s.alarms);
 }
 
 #[tokio::test]

@@ -116,7 +116,6 @@ pub async fn a_reserve_whose_answer_was_lost_commits_at_once(
         report.records[0].outcome,
         RecordOutcome::Committed {
             effect_id: slot.clone().expect("a slot"),
-            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());
@@ -588,15 +587,26 @@ impl IdempotencyStore for LostAnswers {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<gate::store::CommitOutcome, gate::store::StoreError> {
         twice_if!(
             self,
             "commit",
             self.inner
-                .commit(pk, owner, effect_id, booking, natural_key, now_ms)
+                .commit(pk, owner, effect_id, booking, now_ms)
                 .await
+        )
+    }
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<gate::store::GuardOutcome, gate::store::StoreError> {
+        twice_if!(
+            self,
+            "guard",
+            self.inner.guard(record, natural_key, now_ms).await
         )
     }
     async fn release_lease(

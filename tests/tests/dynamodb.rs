@@ -31,6 +31,12 @@ use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 // each case on fresh tables, plus every case in turn on one table pair.
 gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 
+// The operator's port (gatectl's scans and audit history) on the same tables.
+mod operator {
+    use super::*;
+    gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+}
+
 async fn raw_item(store: &DynamoStore, pk: &str) -> HashMap<String, AttributeValue> {
     store
         .client()
@@ -154,7 +160,6 @@ async fn stored_item_shape_and_units() {
             r.lease_owner.as_deref().unwrap(),
             "SLOT-1",
             &booking,
-            Some(&gate::conformance::sample_natural_key(&booking)),
             NOW_MS + 5,
         )
         .await
@@ -297,8 +302,8 @@ impl SlotTerminal for FixedSlot {
     }
 }
 
-/// Through the gate on DynamoDB: a new event costs exactly one `PutItem` (reserve) and one
-/// `TransactWriteItems` (commit); a duplicate exactly one `PutItem`.
+/// Through the gate on DynamoDB: a new event costs exactly two `PutItem`s (the reserve, the
+/// natural key's guard) and one `TransactWriteItems` (commit); a duplicate exactly one `PutItem`.
 #[tokio::test]
 async fn gate_request_count_new_event_and_duplicate() {
     let recorder = CallRecorder::new();
@@ -337,11 +342,13 @@ async fn gate_request_count_new_event_and_duplicate() {
         report.records[0].outcome,
         RecordOutcome::Committed {
             effect_id: "ECT-SLOT-0001".into(),
-            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());
-    assert_eq!(recorder.calls(), vec!["PutItem", "TransactWriteItems"]);
+    assert_eq!(
+        recorder.calls(),
+        vec!["PutItem", "PutItem", "TransactWriteItems"]
+    );
 
     recorder.clear();
     let report = gate

@@ -74,7 +74,7 @@ async fn a_legacy_item_is_read_committed_over_and_counted() {
     let row = BusinessRow::for_record(&held, "S-RECORDED", NOW_MS + 5);
     assert!(matches!(
         store
-            .commit(&held.pk, "owner-a", "S-RECORDED", &row, None, NOW_MS + 5)
+            .commit(&held.pk, "owner-a", "S-RECORDED", &row, NOW_MS + 5)
             .await
             .expect("commit"),
         CommitOutcome::Committed

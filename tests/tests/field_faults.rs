@@ -64,8 +64,8 @@ async fn lost_reserve_answer_on_dynamodb() {
         .collect();
     assert_eq!(
         seen,
-        ["PutItem", "PutItem", "TransactWriteItems"],
-        "the reserve was sent twice (the SDK's retry), then the commit"
+        ["PutItem", "PutItem", "PutItem", "TransactWriteItems"],
+        "the reserve was sent twice (the SDK's retry), then the guard, then the commit"
     );
 }
 

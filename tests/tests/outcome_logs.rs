@@ -5,24 +5,23 @@
 //! notificationId) and every record must end in exactly one `record processed` line carrying the
 //! outcome and the fields the runbooks name (`docs/OPERATING.md`, "Runbooks"): `fields.outcome`,
 //! `fields.detail`, `fields.event_key`, `fields.message_id`, `fields.subject`,
-//! `fields.effect_id`, `fields.other_event_key`. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
+//! `fields.effect_id`; the notification under a new notificationId is held back by the natural
+//! key's guard before any call (`Manual`, `natural_key_collision`) with a WARN line naming both
+//! event keys (`fields.other_event_key`). Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`.
 
 #[path = "../../integrations/truck-slot/tests/support/mod.rs"]
 mod support;
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
-use integration_tests::{
-    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique,
-};
+use integration_tests::lambda_watch::{invoke, workspace_root, MotoStore, WatchCommand};
+use integration_tests::unique;
 use serde_json::{json, Value};
 use truck_slot::keys::event_key_of;
 
 const A: &str = "CSQU3054383";
 const REFUSED: &str = "MWCU6059784";
+/// The WARN line of a natural-key collision held back by the guard (quoted by the runbooks).
+const NATURAL_KEY_COLLISION_LINE: &str =
+    "natural-key collision: another event key holds this natural key; to a person, not called";
 
 fn window(days_ahead: i64) -> Value {
     let start = chrono::Utc::now().date_naive() + chrono::Duration::days(days_ahead);
@@ -52,11 +51,7 @@ fn lines(stdout: &str, message: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name() {
-    let endpoint = moto_endpoint();
-    let dynamo = dynamo_client().await;
-    let (idempotency, bookings) = fresh_tables(&dynamo, "outcomes").await;
-    let sqs = sqs_client().await;
-    let manual_url = fresh_queue(&sqs, "outcomes-manual").await;
+    let moto = MotoStore::fresh("outcomes").await;
     let terminal = support::spawn(|seen| {
         let request: Value = serde_json::from_slice(&seen.body).unwrap_or(Value::Null);
         let equipment = request["equipment_number"]
@@ -98,39 +93,14 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         std::fs::write(&path, e).unwrap();
         files.push(path);
     }
-    let stdout_path = dir.join("watch.stdout");
 
-    let port = free_port();
-    let child = Command::new("cargo")
-        .current_dir(workspace_root())
-        .args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-        ])
-        .arg(port.to_string())
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "eu-west-1")
-        .env("IDEMPOTENCY_TABLE", &idempotency)
-        .env("BOOKINGS_TABLE", &bookings)
-        .env("MANUAL_QUEUE_URL", &manual_url)
-        .env("TERMINAL_BASE_URL", &terminal.base_url)
-        .env("INTEGRATION_NAME", "outcomes")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env_remove("AWS_LAMBDA_LOG_LEVEL")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let watch = Watch(child);
+    let mut watch = WatchCommand::new();
+    let port = watch.port();
+    watch
+        .against_moto()
+        .consumer_of(&moto, "outcomes", &terminal.base_url)
+        .json_logs(None);
+    let watch = watch.spawn_logged(&dir);
 
     let mut answers = Vec::new();
     for file in files {
@@ -144,9 +114,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         json!({"batchItemFailures": [{"itemIdentifier": "m-refused"}]}),
         "only the 503 is retried"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    drop(watch);
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let (stdout, _) = watch.stop().await;
 
     let processed = lines(&stdout, "record processed");
     let by_message = |id: &str| -> Value {
@@ -167,7 +135,6 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert_eq!(new["event_key"], key_a.as_str());
     assert_eq!(new["subject"], A);
     assert!(new["effect_id"].as_str().unwrap().starts_with("S-"));
-    assert_eq!(new["other_event_key"], "");
 
     // DuplicateRatioHigh: `fields.outcome = "Duplicate"`, with the event key repeated.
     let dup = by_message("m-redelivery");
@@ -189,16 +156,29 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert!(retry["detail"].as_str().unwrap().contains("503"), "{retry}");
     assert_eq!(retry["subject"], REFUSED);
 
-    // NaturalKeyCollisions: the committing line names the other event key, and a WARN line
-    // names both with the container and the window.
+    // NaturalKeyCollisions: the second event key for the same container and window is guarded
+    // before its call and goes to a person (never claimed); a WARN line names both event keys
+    // with the container.
     let collided = by_message("m-new-id");
-    assert_eq!(collided["outcome"], "Committed");
+    assert_eq!(collided["outcome"], "Manual");
+    assert_eq!(collided["detail"], "natural_key_collision");
     assert_eq!(collided["event_key"], key_a_new_id.as_str());
-    assert_eq!(collided["other_event_key"], key_a.as_str());
-    let warned = lines(
-        &stdout,
-        "natural-key collision: another event key committed this event",
+    assert_eq!(collided["subject"], A);
+    assert_eq!(collided["effect_id"], "", "never called, so no slot");
+    let claims_for_a = terminal
+        .seen()
+        .iter()
+        .filter(|seen| seen.method == "POST")
+        .filter(|seen| {
+            serde_json::from_slice::<Value>(&seen.body).unwrap_or(Value::Null)["equipment_number"]
+                == A
+        })
+        .count();
+    assert_eq!(
+        claims_for_a, 1,
+        "one claim for container A: the first event key's"
     );
+    let warned = lines(&stdout, NATURAL_KEY_COLLISION_LINE);
     assert_eq!(warned.len(), 1, "{stdout}");
     assert_eq!(warned[0]["event_key"], key_a_new_id.as_str());
     assert_eq!(warned[0]["other_event_key"], key_a.as_str());
@@ -243,10 +223,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
             "docs/OPERATING.md cites {outcome:?}, the logs have none"
         );
     }
-    for quoted in [
-        "record processed",
-        "natural-key collision: another event key committed this event",
-    ] {
+    for quoted in ["record processed", NATURAL_KEY_COLLISION_LINE] {
         assert!(
             runbooks.contains(quoted),
             "docs/OPERATING.md quotes {quoted:?}"

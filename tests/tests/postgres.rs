@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gate::conformance::{sample_natural_key, sample_record, NOW_MS};
+use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, RecordStatus};
 use gate::store::postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
@@ -67,6 +67,12 @@ async fn fresh_store(case: &str) -> PostgresStore {
 // The store conformance suite, one test per case (the list lives once, in `gate::conformance`),
 // each case in a fresh schema, plus every case in turn in one schema.
 gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+
+// The operator's port (gatectl's scans and audit history), each case in a fresh schema.
+mod operator {
+    use super::*;
+    gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+}
 
 /// The address of the test server, from a URL `postgresql://user@host:port/db?..`.
 fn server_addr(url: &str) -> SocketAddr {
@@ -219,7 +225,6 @@ async fn an_answer_lost_after_the_commit_is_recognised_by_the_retry() {
             "owner-lost-1",
             "SLOT-LOST-ANSWER",
             &booking,
-            Some(&sample_natural_key(&booking)),
             NOW_MS + 10,
         )
         .await
@@ -368,7 +373,7 @@ async fn statement_and_lock_timeouts_are_clear_transient_errors() {
         .expect("lock");
         let booking = BusinessRow::for_record(&r, "SLOT-T", NOW_MS + 1);
         let out = store
-            .commit(&r.pk, "owner-a", "SLOT-T", &booking, None, NOW_MS + 1)
+            .commit(&r.pk, "owner-a", "SLOT-T", &booking, NOW_MS + 1)
             .await;
         match &out {
             Err(StoreError::Unavailable(msg)) => assert!(msg.contains(named), "{msg}"),
@@ -377,7 +382,7 @@ async fn statement_and_lock_timeouts_are_clear_transient_errors() {
         assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
         tx.rollback().await.expect("rollback");
         let out = store
-            .commit(&r.pk, "owner-a", "SLOT-T", &booking, None, NOW_MS + 2)
+            .commit(&r.pk, "owner-a", "SLOT-T", &booking, NOW_MS + 2)
             .await
             .expect("commit");
         assert_eq!(out, CommitOutcome::Committed);
@@ -500,10 +505,7 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
         .expect("a slot");
     assert_eq!(
         first.records[0].outcome,
-        RecordOutcome::Committed {
-            effect_id: slot,
-            natural_key_collision: None,
-        }
+        RecordOutcome::Committed { effect_id: slot }
     );
     assert!(first.response.batch_item_failures.is_empty());
     let second = deliver("m-pg-2", "inv-pg-2").await;

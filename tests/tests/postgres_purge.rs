@@ -16,7 +16,8 @@ use gate::purge::{PurgeReport, PURGE_BATCH};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, PurgeCount, Reservation,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, PurgeCount,
+    Reservation,
 };
 use integration_tests::field_cases::{gate, terminal_core};
 use sim::dst::CoreTerminal;
@@ -54,6 +55,14 @@ async fn record_in(store: &PostgresStore, name: &str, state: &str) -> Idempotenc
     match state {
         "in_flight" => {}
         "committed" => {
+            // The natural key's guard is written before the call, the commit after it.
+            assert_eq!(
+                store
+                    .guard(&r, &sample_natural_key(&r, NOW_MS), NOW_MS)
+                    .await
+                    .expect("guard"),
+                GuardOutcome::Held
+            );
             let row = BusinessRow::for_record(&r, &format!("EFFECT-{name}"), NOW_MS + 1);
             let out = store
                 .commit(
@@ -61,7 +70,6 @@ async fn record_in(store: &PostgresStore, name: &str, state: &str) -> Idempotenc
                     "owner-1",
                     &format!("EFFECT-{name}"),
                     &row,
-                    Some(&sample_natural_key(&row)),
                     NOW_MS + 1,
                 )
                 .await
@@ -152,8 +160,7 @@ async fn only_expired_records_with_nothing_left_to_do_are_purged() {
         "an in_flight record is never purged"
     );
     assert_eq!(natural_keys(&store).await, 1);
-    let row = BusinessRow::for_record(&committed, "EFFECT-committed", NOW_MS + 1);
-    let nk_expires_s = sample_natural_key(&row).expires_at_s;
+    let nk_expires_s = sample_natural_key(&committed, NOW_MS).expires_at_s;
     assert_eq!(nk_expires_s, ms_to_s(NOW_MS + 6 * 3_600_000) + TTL_S);
     assert_eq!(
         store
@@ -211,7 +218,7 @@ async fn a_record_outlives_the_event_it_guards() {
     );
     let row = BusinessRow::for_record(&r, "EFFECT-LATE", NOW_MS + 1);
     store
-        .commit(&r.pk, "owner-1", "EFFECT-LATE", &row, None, NOW_MS + 1)
+        .commit(&r.pk, "owner-1", "EFFECT-LATE", &row, NOW_MS + 1)
         .await
         .expect("commit");
     let ttl_after_reserve_ms = NOW_MS + (TTL_S + 1) * 1000;

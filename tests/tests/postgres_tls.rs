@@ -109,7 +109,7 @@ async fn reserve_and_commit(store: &PostgresStore, case: &str) {
     let booking = BusinessRow::for_record(&r, "EFFECT-TLS", NOW_MS + 5);
     assert_eq!(
         store
-            .commit(&r.pk, "owner-tls", "EFFECT-TLS", &booking, None, NOW_MS + 5)
+            .commit(&r.pk, "owner-tls", "EFFECT-TLS", &booking, NOW_MS + 5)
             .await
             .expect("commit"),
         CommitOutcome::Committed

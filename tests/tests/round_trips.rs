@@ -4,14 +4,15 @@
 //!
 //! | path | case | DynamoDB requests |
 //! | --- | --- | --- |
-//! | consumer (`Gate::handle_batch`) | new event | `PutItem` (reserve), `TransactWriteItems` (commit) |
+//! | consumer (`Gate::handle_batch`) | new event | `PutItem` (reserve), `PutItem` (the natural key's guard, before the call), `TransactWriteItems` (commit: record and business row) |
 //! | consumer | duplicate of a finished event | `PutItem` (conflict, the old item comes back through `ALL_OLD`) |
 //! | consumer | duplicate while the first is in flight (live lease) | `PutItem` |
 //! | consumer | same key, other fingerprint (mismatch), first delivery | `PutItem` (conflict), `PutItem` + `UpdateItem` (its routing record: reserve, then `manual`; the manual queue is SQS) |
 //! | consumer | the same mismatch delivered again | `PutItem` (conflict), `PutItem` (the routing record's conflict) |
-//! | consumer | redelivery of a stranded record (expired lease) | `PutItem`, `UpdateItem` (take-over), `TransactWriteItems` |
+//! | consumer | a second event key for a natural key another holds (signal 4) | `PutItem` (reserve), `PutItem` (the guard, refused with its holder), `UpdateItem` x 2 (`manual`, then routed; the manual queue is SQS); never called |
+//! | consumer | redelivery of a stranded record (expired lease) | `PutItem`, `UpdateItem` (take-over), `PutItem` (its own guard again), `TransactWriteItems` |
 //! | reconciler (`Gate::reconcile`) | one run, per shard and page of `InFlight` | `Query` (16 shards: 16 when each fits one page) |
-//! | reconciler | per stranded record | `UpdateItem` (take-over), `TransactWriteItems` (commit) |
+//! | reconciler | per stranded record, re-sent before the claim horizon | `UpdateItem` (take-over), `PutItem` (its own guard again), `TransactWriteItems` (commit) |
 //! | reconciler | per record whose lease someone else took (or finished) after the `Query` | `UpdateItem` (refused) |
 //! | reconciler | per record with a live lease | none (skipped on what the `Query` returned) |
 //!
@@ -25,13 +26,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::manual::MemoryManualQueue;
+use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus};
 use gate::store::dynamo::DynamoStore;
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
+use gate::testkit::{AfterRead, RacedIndex};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_store_with, sqs_event, CallRecorder,
 };
@@ -195,7 +197,7 @@ fn container(n: usize) -> String {
 }
 
 #[tokio::test]
-async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
+async fn consumer_new_event_costs_three_calls_and_a_duplicate_one() {
     let w = World::new("consumer").await;
     let inv = w.invocation("req-1");
     let b = body("PCS-1", CONTAINERS[0], 4711);
@@ -205,7 +207,7 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
         report.records[0].outcome,
         RecordOutcome::Committed { .. }
     ));
-    assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
+    assert_eq!(w.take_calls(), ["PutItem", "PutItem", "TransactWriteItems"]);
 
     // A redelivery (another SQS message id, the same body) of the committed event.
     let report = w.gate.handle_batch(sqs_event(&[("m2", &b)]), &inv).await;
@@ -233,12 +235,12 @@ async fn consumer_new_event_costs_two_calls_and_a_duplicate_one() {
     assert_eq!(w.take_calls(), ["PutItem", "PutItem"]);
 }
 
-/// Signal 4 costs nothing extra per event (its item rides in the commit's transaction); only a
-/// collision costs more: the cancelled transaction and the retry without the item (the other event
-/// key comes back in the cancellation with `ALL_OLD`, from DynamoDB and moto alike; a `GetItem`
-/// reads it only if a cancellation carries none).
+/// Signal 4 costs one `PutItem` per new event (the guard, before the call); a collision costs
+/// the refused guard (the other event key comes back with `ALL_OLD`, from DynamoDB and moto
+/// alike; a `GetItem` reads it only if the answer carries none) and the routing to a person,
+/// and no call: no second slot.
 #[tokio::test]
-async fn a_natural_key_collision_costs_one_more_transaction() {
+async fn a_natural_key_collision_goes_to_a_person_without_a_call() {
     let w = World::new("collision").await;
     let inv = w.invocation("req-1");
     let first = body("PCS-NK-1", CONTAINERS[0], 4711);
@@ -248,38 +250,49 @@ async fn a_natural_key_collision_costs_one_more_transaction() {
         .await;
     assert!(matches!(
         report.records[0].outcome,
-        RecordOutcome::Committed {
-            natural_key_collision: None,
-            ..
-        }
+        RecordOutcome::Committed { .. }
     ));
-    assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
+    assert_eq!(w.take_calls(), ["PutItem", "PutItem", "TransactWriteItems"]);
     // The same container and window under a new notificationId.
     let second = body("PCS-NK-2", CONTAINERS[0], 4711);
     let report = w
         .gate
         .handle_batch(sqs_event(&[("m2", &second)]), &inv)
         .await;
-    let first_key = truck_slot::keys::event_key_of("PCS-NK-1", CONTAINERS[0]);
-    match &report.records[0].outcome {
-        RecordOutcome::Committed {
-            natural_key_collision: Some(other),
-            ..
-        } => assert_eq!(other, &first_key),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Manual(ManualReason::NaturalKeyCollision)
+    );
     let calls = w.take_calls();
     let without_get: Vec<&String> = calls.iter().filter(|c| *c != "GetItem").collect();
     assert_eq!(
         without_get,
-        ["PutItem", "TransactWriteItems", "TransactWriteItems"],
+        ["PutItem", "PutItem", "UpdateItem", "UpdateItem"],
         "{calls:?}"
     );
     assert!(count(&calls, "GetItem") <= 1, "{calls:?}");
+    let second_key = truck_slot::keys::event_key_of("PCS-NK-2", CONTAINERS[0]);
+    let pk = format!("rt-collision#{second_key}");
+    let stored = w.other.get(&pk).await.expect("get").expect("record");
+    assert_eq!(stored.status, RecordStatus::Manual);
+    assert!(
+        stored.effect_ids.is_empty(),
+        "the second event key was called"
+    );
+    // Its redelivery is a duplicate of the manual record: one `PutItem`.
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m3", &second)]), &inv)
+        .await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Manual)
+    );
+    assert_eq!(w.take_calls(), ["PutItem"]);
 }
 
 #[tokio::test]
-async fn consumer_batch_of_ten_costs_two_calls_per_new_event_and_one_per_duplicate() {
+async fn consumer_batch_of_ten_costs_three_calls_per_new_event_and_one_per_duplicate() {
     let w = World::new("batch").await;
     let inv = w.invocation("req-1");
     let bodies: Vec<String> = (0..8)
@@ -309,9 +322,9 @@ async fn consumer_batch_of_ten_costs_two_calls_per_new_event_and_one_per_duplica
         .count();
     assert_eq!((committed, duplicates), (8, 2), "{:?}", report.records);
     let calls = w.take_calls();
-    assert_eq!(count(&calls, "PutItem"), 10, "{calls:?}");
+    assert_eq!(count(&calls, "PutItem"), 10 + 8, "{calls:?}");
     assert_eq!(count(&calls, "TransactWriteItems"), 8, "{calls:?}");
-    assert_eq!(calls.len(), 18, "{calls:?}");
+    assert_eq!(calls.len(), 26, "{calls:?}");
 }
 
 #[tokio::test]
@@ -338,7 +351,7 @@ async fn consumer_duplicate_in_flight_costs_one_call() {
 }
 
 #[tokio::test]
-async fn consumer_redelivery_of_a_stranded_record_takes_over_in_three_calls() {
+async fn consumer_redelivery_of_a_stranded_record_takes_over_in_four_calls() {
     let w = World::new("takeover").await;
     let record = w.strand("PCS-3", CONTAINERS[2], 5 * 60_000).await;
     let b = body("PCS-3", CONTAINERS[2], 4711);
@@ -353,14 +366,14 @@ async fn consumer_redelivery_of_a_stranded_record_takes_over_in_three_calls() {
     ));
     assert_eq!(
         w.take_calls(),
-        ["PutItem", "UpdateItem", "TransactWriteItems"]
+        ["PutItem", "UpdateItem", "PutItem", "TransactWriteItems"]
     );
     let stored = w.other.get(&record.pk).await.expect("get").expect("record");
     assert_eq!(stored.status, RecordStatus::Committed);
 }
 
 #[tokio::test]
-async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_record() {
+async fn reconciler_run_costs_one_query_per_shard_and_three_calls_per_stranded_record() {
     let w = World::new("reconcile").await;
     let config = ReconcilerConfig::default();
 
@@ -384,10 +397,10 @@ async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_rec
     assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
     assert_eq!(
         without_queries(&calls),
-        ["UpdateItem", "TransactWriteItems"]
+        ["UpdateItem", "PutItem", "TransactWriteItems"]
     );
 
-    // Twelve stranded records: 2 calls each, and still one Query per shard (each shard's stale
+    // Twelve stranded records: 3 calls each, and still one Query per shard (each shard's stale
     // records fit one page of 25).
     let mut shards = BTreeMap::new();
     for i in 0..12 {
@@ -405,8 +418,9 @@ async fn reconciler_run_costs_one_query_per_shard_and_two_calls_per_stranded_rec
     let calls = w.take_calls();
     assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
     assert_eq!(count(&calls, "UpdateItem"), 12, "{calls:?}");
+    assert_eq!(count(&calls, "PutItem"), 12, "{calls:?}");
     assert_eq!(count(&calls, "TransactWriteItems"), 12, "{calls:?}");
-    assert_eq!(calls.len(), 16 + 2 * 12, "{calls:?}");
+    assert_eq!(calls.len(), 16 + 3 * 12, "{calls:?}");
 
     // Finished records leave the sparse index: the next run reads 16 empty pages.
     let report = w
@@ -446,6 +460,7 @@ async fn reconciler_pages_cost_one_query_each() {
     assert_eq!(report.reconciled, stranded, "{report:?}");
     let calls = w.take_calls();
     assert_eq!(count(&calls, "UpdateItem"), stranded, "{calls:?}");
+    assert_eq!(count(&calls, "PutItem"), stranded, "{calls:?}");
     assert_eq!(count(&calls, "TransactWriteItems"), stranded, "{calls:?}");
     // Pages: per shard, one per record plus at most one empty last page.
     let queries = count(&calls, "Query");
@@ -458,30 +473,16 @@ async fn reconciler_pages_cost_one_query_each() {
     );
 }
 
-/// An `InFlight` index that lets "someone else" act on every record of a page after the `Query`
-/// and before the reconciler's take-over: the race a second reconciler or a late consumer makes.
-struct RacingStore {
-    inner: Arc<dyn InFlightIndex>,
+/// "Someone else" acting on every record of a page after the `Query` and before the
+/// reconciler's take-over ([`RacedIndex`]): the race a second reconciler or a late consumer makes.
+struct SomeoneElse {
     other: DynamoStore,
     commit_instead: bool,
 }
 
 #[async_trait]
-impl InFlightIndex for RacingStore {
-    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
-        self.inner.multi_effect_keys().await
-    }
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        before: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        let page = self
-            .inner
-            .stale_in_flight(shard, before, cursor, limit)
-            .await?;
+impl AfterRead for SomeoneElse {
+    async fn after_read(&self, page: &InFlightPage) -> Result<(), StoreError> {
         for r in &page.entries {
             let owner = r.lease_owner.clone().unwrap_or_default();
             let now = T0;
@@ -496,29 +497,24 @@ impl InFlightIndex for RacingStore {
                 let booking = gate::record::BusinessRow::for_record(&full, "ECTD-OTHER", now);
                 let out = self
                     .other
-                    .commit(
-                        &r.pk,
-                        "someone-else",
-                        "ECTD-OTHER",
-                        &booking,
-                        Some(&gate::conformance::sample_natural_key(&booking)),
-                        now,
-                    )
+                    .commit(&r.pk, "someone-else", "ECTD-OTHER", &booking, now)
                     .await?;
                 assert_eq!(out, CommitOutcome::Committed);
             }
         }
-        Ok(page)
+        Ok(())
     }
 }
 
 async fn racing_world(name: &str, commit_instead: bool) -> World {
     let mut w = World::new(name).await;
     let inner = w.index.clone();
-    w.index = Arc::new(RacingStore {
+    w.index = Arc::new(RacedIndex {
         inner,
-        other: w.other.clone(),
-        commit_instead,
+        after: SomeoneElse {
+            other: w.other.clone(),
+            commit_instead,
+        },
     });
     w
 }

@@ -11,10 +11,10 @@ fn env(name: &str) -> String {
 }
 
 /// The smoke test of the harness (`make test`): a handful of events on both stores; the
-/// round trips, not the times. A new event is the reserve and the commit, a duplicate the
-/// reserve alone, on either store.
+/// round trips, not the times. A new event is the reserve, the natural key's guard and the
+/// commit, a duplicate the reserve alone, on either store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_event_is_two_round_trips_and_a_duplicate_one() {
+async fn a_new_event_is_three_round_trips_and_a_duplicate_one() {
     let plan = Plan {
         events: 5,
         duplicates: 3,
@@ -40,7 +40,7 @@ async fn a_new_event_is_two_round_trips_and_a_duplicate_one() {
         assert_eq!((n.deliveries, d.deliveries), (5, 3), "{}", r.store);
         assert_eq!(
             (n.round_trips_min, n.round_trips_max),
-            (2, 2),
+            (3, 3),
             "{}: round trips per new event",
             r.store
         );
@@ -53,15 +53,18 @@ async fn a_new_event_is_two_round_trips_and_a_duplicate_one() {
         let calls = |m: &[(&str, u64)]| -> BTreeMap<String, u64> {
             m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
         };
-        assert_eq!(n.port_calls, calls(&[("commit", 5), ("reserve", 5)]));
+        assert_eq!(
+            n.port_calls,
+            calls(&[("commit", 5), ("guard", 5), ("reserve", 5)])
+        );
         assert_eq!(d.port_calls, calls(&[("reserve", 3)]));
     }
     // On the wire: PostgreSQL executes one statement per round trip, prepared before the
-    // measured deliveries; DynamoDB sends a PutItem per reserve and a TransactWriteItems per
-    // commit.
+    // measured deliveries; DynamoDB sends a PutItem per reserve and per guard and a
+    // TransactWriteItems per commit.
     assert_eq!(
         runs[0].new.wire,
-        calls_of(&[("executed", 10), ("prepared", 0)])
+        calls_of(&[("executed", 15), ("prepared", 0)])
     );
     assert_eq!(
         runs[0].duplicate.wire,
@@ -69,7 +72,7 @@ async fn a_new_event_is_two_round_trips_and_a_duplicate_one() {
     );
     assert_eq!(
         runs[1].new.wire,
-        calls_of(&[("PutItem", 5), ("TransactWriteItems", 5)])
+        calls_of(&[("PutItem", 10), ("TransactWriteItems", 5)])
     );
     assert_eq!(runs[1].duplicate.wire, calls_of(&[("PutItem", 3)]));
 }

@@ -1,8 +1,8 @@
 //! [`TruckSlot`]: the truck-slot path as a [`gate::Integration`]. A Portbase notification is
 //! parsed strictly ([`parse_notification`]); its event is keyed by `"{notificationId}:{equipment
 //! number}"`, fingerprinted by its business fields, and claimed at the terminal with the stored
-//! claim request; the commit writes the TMS booking and the natural key (equipment number and
-//! window start).
+//! claim request, after the gate holds the natural key (equipment number and window start) as a
+//! guard; the commit writes the TMS booking.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use gate::effect::{CallOutcome, LookupOutcome};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::ManualReason;
-use gate::record::{natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey};
+use gate::record::{natural_key_expires_at_s, IdempotencyRecord, Labels, NaturalKey};
 
 use crate::keys::{claim_request, key_material, SLOT_CLAIM};
 use crate::notification::{parse_notification, Notification, RejectReason};
@@ -274,18 +274,17 @@ impl Integration for TruckSlot {
     }
 
     /// `"{equipment number}#{window start}"`, labelled `container` and `window_start`, expiring
-    /// the gate's default key TTL after the later of the commit and the window's end.
-    fn natural_key(&self, row: &BusinessRow, record: &IdempotencyRecord) -> Option<NaturalKey> {
+    /// the gate's default key TTL after the later of now and the window's end.
+    fn natural_key(&self, record: &IdempotencyRecord, now_ms: i64) -> Option<NaturalKey> {
+        let container = record.label("container");
+        let window_start = record.label("window_start");
         Some(NaturalKey {
-            key: format!("{}#{}", row.label("container"), row.label("window_start")),
+            key: format!("{container}#{window_start}"),
             labels: Labels::from([
-                ("container".to_string(), row.label("container").to_string()),
-                (
-                    "window_start".to_string(),
-                    row.label("window_start").to_string(),
-                ),
+                ("container".to_string(), container.to_string()),
+                ("window_start".to_string(), window_start.to_string()),
             ]),
-            expires_at_s: natural_key_expires_at_s(self.ends_at_ms(record), row.booked_at_ms),
+            expires_at_s: natural_key_expires_at_s(self.ends_at_ms(record), now_ms),
         })
     }
 }

@@ -1,6 +1,5 @@
 //! Conformance cases of the commit (step 4) and of what it records: the fenced transaction with
-//! the business row, concurrent commits, effect ids recorded by a holder that lost its lease, the
-//! natural-key item (signal 4).
+//! the business row, concurrent commits, effect ids recorded by a holder that lost its lease.
 
 use super::*;
 
@@ -13,14 +12,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
     must_reserve(store, &r, NOW_MS).await;
     let booking = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 10);
     match store
-        .commit(
-            &r.pk,
-            "owner-a",
-            "EFFECT-1",
-            &booking,
-            Some(&sample_natural_key(&booking)),
-            NOW_MS + 10,
-        )
+        .commit(&r.pk, "owner-a", "EFFECT-1", &booking, NOW_MS + 10)
         .await
         .expect("commit")
     {
@@ -89,19 +81,12 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     };
     let stale = BusinessRow::for_record(&r, "EFFECT-0", NOW_MS + LEASE_MS + 2);
     match store
-        .commit(
-            &r.pk,
-            "owner-a",
-            "EFFECT-0",
-            &stale,
-            Some(&sample_natural_key(&stale)),
-            NOW_MS + LEASE_MS + 2,
-        )
+        .commit(&r.pk, "owner-a", "EFFECT-0", &stale, NOW_MS + LEASE_MS + 2)
         .await
         .expect("commit")
     {
         CommitOutcome::Refused(existing) => assert_eq!(*existing, taken),
-        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+        CommitOutcome::Committed => {
             panic!("a holder that lost its lease committed")
         }
     }
@@ -110,27 +95,13 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
 
     let first = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + LEASE_MS + 10);
     let out = store
-        .commit(
-            &r.pk,
-            "owner-b",
-            "EFFECT-1",
-            &first,
-            Some(&sample_natural_key(&first)),
-            NOW_MS + LEASE_MS + 10,
-        )
+        .commit(&r.pk, "owner-b", "EFFECT-1", &first, NOW_MS + LEASE_MS + 10)
         .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     let committed = must_get(store, &r.pk).await;
     // The retry of that very commit (its answer lost): committed, nothing written again.
     let out = store
-        .commit(
-            &r.pk,
-            "owner-b",
-            "EFFECT-1",
-            &first,
-            Some(&sample_natural_key(&first)),
-            NOW_MS + LEASE_MS + 15,
-        )
+        .commit(&r.pk, "owner-b", "EFFECT-1", &first, NOW_MS + LEASE_MS + 15)
         .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     assert_eq!(must_get(store, &r.pk).await, committed);
@@ -142,14 +113,13 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
             "owner-b",
             "EFFECT-2",
             &second,
-            Some(&sample_natural_key(&second)),
             NOW_MS + LEASE_MS + 20,
         )
         .await
         .expect("commit")
     {
         CommitOutcome::Refused(existing) => assert_eq!(*existing, committed),
-        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+        CommitOutcome::Committed => {
             panic!("committed twice")
         }
     }
@@ -180,14 +150,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     let failed = must_get(store, &f.pk).await;
     let b = BusinessRow::for_record(&f, "EFFECT-F", NOW_MS + 2);
     match store
-        .commit(
-            &f.pk,
-            "owner-a",
-            "EFFECT-F",
-            &b,
-            Some(&sample_natural_key(&b)),
-            NOW_MS + 2,
-        )
+        .commit(&f.pk, "owner-a", "EFFECT-F", &b, NOW_MS + 2)
         .await
         .expect("commit")
     {
@@ -195,7 +158,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
             assert_eq!(*existing, failed);
             assert_eq!(existing.status, RecordStatus::Failed);
         }
-        CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+        CommitOutcome::Committed => {
             panic!("committed a failed record")
         }
     }
@@ -205,14 +168,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
     let b = BusinessRow::for_record(&ghost, "EFFECT-G", NOW_MS);
     let out = store
-        .commit(
-            &ghost.pk,
-            "owner-a",
-            "EFFECT-G",
-            &b,
-            Some(&sample_natural_key(&b)),
-            NOW_MS,
-        )
+        .commit(&ghost.pk, "owner-a", "EFFECT-G", &b, NOW_MS)
         .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
@@ -229,14 +185,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     must_reserve(store, &orphan, NOW_MS).await;
     let b = BusinessRow::for_record(&orphan, "EFFECT-Z", NOW_MS + 30);
     let out = store
-        .commit(
-            &orphan.pk,
-            "owner-z",
-            "EFFECT-Z",
-            &b,
-            Some(&sample_natural_key(&b)),
-            NOW_MS + 30,
-        )
+        .commit(&orphan.pk, "owner-z", "EFFECT-Z", &b, NOW_MS + 30)
         .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
@@ -267,14 +216,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
         tasks.push(tokio::spawn(async move {
             let booking = BusinessRow::for_record(&r, effect, NOW_MS + 10);
             let out = store
-                .commit(
-                    &r.pk,
-                    "owner-a",
-                    effect,
-                    &booking,
-                    Some(&sample_natural_key(&booking)),
-                    NOW_MS + 10,
-                )
+                .commit(&r.pk, "owner-a", effect, &booking, NOW_MS + 10)
                 .await;
             (effect, out)
         }));
@@ -287,9 +229,6 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
             (_, Ok(CommitOutcome::Refused(existing))) => losers.push(existing.effect_id.clone()),
             (_, Err(StoreError::TransactionConflict(_))) => losers.push(None),
             (_, Err(e)) => panic!("commit failed: {e}"),
-            (_, Ok(CommitOutcome::CommittedCollision { other_event_key })) => {
-                panic!("one record's commits collided with {other_event_key}")
-            }
         }
     }
     assert_eq!(winners.len(), 1, "exactly one commit wins");
@@ -326,14 +265,7 @@ pub async fn record_effect_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
 
     let b = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 2);
     let out = store
-        .commit(
-            &r.pk,
-            "owner-a",
-            "EFFECT-1",
-            &b,
-            Some(&sample_natural_key(&b)),
-            NOW_MS + 2,
-        )
+        .commit(&r.pk, "owner-a", "EFFECT-1", &b, NOW_MS + 2)
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));
@@ -371,69 +303,6 @@ pub async fn record_effect_id_accumulates(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 
-/// Signal 4: two event keys committed for one subject and window start. The first
-/// commit writes the natural-key item; the second meets it, is retried without it, commits (record
-/// and booking) and names the first event key; a retried first commit is still plain `Committed`;
-/// another window of the same subject is no collision.
-pub async fn natural_key_collision_is_reported(store: Arc<dyn Store>, prefix: &str) {
-    let store = store.as_ref();
-    let first = sample_record(prefix, "nk-first", "owner-a", NOW_MS);
-    let second = sample_record(prefix, "nk-second", "owner-b", NOW_MS);
-    let mut other_window = sample_record(prefix, "nk-other-window", "owner-c", NOW_MS);
-    other_window.labels = sample_labels("2025-06-09T12:00:00Z", "2025-06-09T14:00:00Z");
-    assert_eq!(first.label("container"), second.label("container"));
-    for r in [&first, &second, &other_window] {
-        must_reserve(store, r, NOW_MS).await;
-    }
-    let commit = |r: &IdempotencyRecord, owner: &'static str, effect: &'static str| {
-        let booking = BusinessRow::for_record(r, effect, NOW_MS + 10);
-        let pk = r.pk.clone();
-        async move {
-            store
-                .commit(
-                    &pk,
-                    owner,
-                    effect,
-                    &booking,
-                    Some(&sample_natural_key(&booking)),
-                    NOW_MS + 10,
-                )
-                .await
-                .expect("commit")
-        }
-    };
-    assert_eq!(
-        commit(&first, "owner-a", "EFFECT-A").await,
-        CommitOutcome::Committed
-    );
-    assert_eq!(
-        commit(&second, "owner-b", "EFFECT-B").await,
-        CommitOutcome::CommittedCollision {
-            other_event_key: first.event_key.clone()
-        }
-    );
-    let b = must_get(store, &second.pk).await;
-    assert_eq!(b.status, RecordStatus::Committed);
-    assert_eq!(b.effect_id.as_deref(), Some("EFFECT-B"));
-    assert_eq!(
-        store
-            .booking(&second.event_key)
-            .await
-            .expect("booking")
-            .map(|b| b.effect_id),
-        Some("EFFECT-B".to_string())
-    );
-    // The first commit's retry recognises itself, collision-free.
-    assert_eq!(
-        commit(&first, "owner-a", "EFFECT-A").await,
-        CommitOutcome::Committed
-    );
-    assert_eq!(
-        commit(&other_window, "owner-c", "EFFECT-C").await,
-        CommitOutcome::Committed
-    );
-}
-
 /// A holder that lost its lease recorded its effect id on the record (`record_effect_id`); the new
 /// holder commits another effect: committed, both ids in `effect_ids`, and the key counted by
 /// `multi_effect_keys` (the server issued two effects for one key).
@@ -453,14 +322,7 @@ pub async fn commit_over_another_recorded_effect_is_counted(store: Arc<dyn Store
     );
     let b = BusinessRow::for_record(&r, "EFFECT-NEW", NOW_MS + 2);
     let out = store
-        .commit(
-            &r.pk,
-            "owner-b",
-            "EFFECT-NEW",
-            &b,
-            Some(&sample_natural_key(&b)),
-            NOW_MS + 2,
-        )
+        .commit(&r.pk, "owner-b", "EFFECT-NEW", &b, NOW_MS + 2)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);

@@ -1,20 +1,17 @@
-//! Conformance case: each condition of the commit transaction fails alone, in pairs and all
-//! three together (issue 23, item 3). The commit has three conditions: the record's (held by
-//! this owner), the business row's (none exists for the event) and the natural-key item's (no
-//! other event key holds it). Whatever fails, the record's refusal decides first, then the
-//! business row's, and only a natural-key refusal alone is a collision (committed without the
-//! natural-key item): never a retry "without the natural key" while the record refused.
+//! Conformance case: each condition of the commit transaction fails alone and both together
+//! (issue 23, item 3). The commit has two conditions: the record's (held by this owner) and the
+//! business row's (none exists for the event); the natural key is not in the commit (its guard
+//! was held before the call). Whatever fails, the record's refusal decides first, then the
+//! business row's.
 
 use std::sync::Arc;
 
-use super::{must_get, must_reserve, sample_labels, sample_natural_key, sample_record};
+use super::{must_get, must_reserve, sample_labels, sample_record};
 use super::{LEASE_MS, NOW_MS};
 use crate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use crate::store::{CommitOutcome, IdempotencyStore, Store, StoreError, TakeOver};
 
-/// The window the natural-key holder committed (its natural key is taken).
-const TAKEN: (&str, &str) = ("2025-06-09T08:00:00Z", "2025-06-09T10:00:00Z");
-/// A window nobody committed.
+/// The window of the cases' records.
 const FREE: (&str, &str) = ("2025-06-09T16:00:00Z", "2025-06-09T18:00:00Z");
 
 /// Which conditions of the commit fail.
@@ -22,19 +19,12 @@ const FREE: (&str, &str) = ("2025-06-09T16:00:00Z", "2025-06-09T18:00:00Z");
 struct Refusals {
     record: bool,
     booking: bool,
-    natural_key: bool,
 }
 
 /// One commit of a record `name` (reserved by `owner-a`) whose conditions fail as `refusals`
 /// say; asserts the right outcome and what is stored after it.
-async fn commit_with(
-    store: &dyn IdempotencyStore,
-    prefix: &str,
-    name: &str,
-    refusals: Refusals,
-    holder: &IdempotencyRecord,
-) {
-    let (start, end) = if refusals.natural_key { TAKEN } else { FREE };
+async fn commit_with(store: &dyn IdempotencyStore, prefix: &str, name: &str, refusals: Refusals) {
+    let (start, end) = FREE;
     let mut r = sample_record(prefix, name, "owner-a", NOW_MS);
     r.labels = sample_labels(start, end);
     must_reserve(store, &r, NOW_MS).await;
@@ -63,30 +53,14 @@ async fn commit_with(
         must_reserve(store, &other, NOW_MS).await;
         let row = BusinessRow::for_record(&other, &orphan_effect, NOW_MS + 1);
         let out = store
-            .commit(
-                &other.pk,
-                "owner-z",
-                &orphan_effect,
-                &row,
-                Some(&sample_natural_key(&row)),
-                NOW_MS + 1,
-            )
+            .commit(&other.pk, "owner-z", &orphan_effect, &row, NOW_MS + 1)
             .await
             .expect("commit of the orphan's row");
         assert_eq!(out, CommitOutcome::Committed, "{name}");
     }
     let effect = format!("EFFECT-{name}");
     let row = BusinessRow::for_record(&r, &effect, now);
-    let out = store
-        .commit(
-            &r.pk,
-            "owner-a",
-            &effect,
-            &row,
-            Some(&sample_natural_key(&row)),
-            now,
-        )
-        .await;
+    let out = store.commit(&r.pk, "owner-a", &effect, &row, now).await;
     let booking = store
         .booking(&r.event_key)
         .await
@@ -110,14 +84,7 @@ async fn commit_with(
         assert_eq!(must_get(store, &r.pk).await, held, "{name}");
         assert_eq!(booking, orphan_booking, "{name}");
     } else {
-        // The natural key alone: committed, the collision reported with its holder.
-        assert_eq!(
-            out.expect("commit"),
-            CommitOutcome::CommittedCollision {
-                other_event_key: holder.event_key.clone()
-            },
-            "{name}"
-        );
+        assert_eq!(out.expect("commit"), CommitOutcome::Committed, "{name}");
         let after = must_get(store, &r.pk).await;
         assert_eq!(after.status, RecordStatus::Committed, "{name}");
         assert_eq!(after.effect_id.as_deref(), Some(effect.as_str()), "{name}");
@@ -125,58 +92,16 @@ async fn commit_with(
     }
 }
 
-/// Each condition of the commit fails alone, in the three pairs and all together; a commit
-/// refused by nothing is committed. See the module docs for the right outcomes.
-pub async fn commit_conditions_alone_and_in_pairs(store: Arc<dyn Store>, prefix: &str) {
+/// Each condition of the commit fails alone and both together; a commit refused by nothing is
+/// committed. See the module docs for the right outcomes.
+pub async fn commit_conditions_alone_and_together(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
-    // The holder of the natural key of the TAKEN window.
-    let mut holder = sample_record(prefix, "cc-holder", "owner-h", NOW_MS);
-    holder.labels = sample_labels(TAKEN.0, TAKEN.1);
-    must_reserve(store, &holder, NOW_MS).await;
-    let row = BusinessRow::for_record(&holder, "EFFECT-HOLDER", NOW_MS + 1);
-    assert_eq!(
-        store
-            .commit(
-                &holder.pk,
-                "owner-h",
-                "EFFECT-HOLDER",
-                &row,
-                Some(&sample_natural_key(&row)),
-                NOW_MS + 1,
-            )
-            .await
-            .expect("commit of the holder"),
-        CommitOutcome::Committed
-    );
-    for (name, record, booking, natural_key) in [
-        ("cc-record", true, false, false),
-        ("cc-booking", false, true, false),
-        ("cc-natural-key", false, false, true),
-        ("cc-record-booking", true, true, false),
-        ("cc-record-natural-key", true, false, true),
-        ("cc-booking-natural-key", false, true, true),
-        ("cc-all-three", true, true, true),
+    for (name, record, booking) in [
+        ("cc-none", false, false),
+        ("cc-record", true, false),
+        ("cc-booking", false, true),
+        ("cc-record-booking", true, true),
     ] {
-        let refusals = Refusals {
-            record,
-            booking,
-            natural_key,
-        };
-        commit_with(store, prefix, name, refusals, &holder).await;
+        commit_with(store, prefix, name, Refusals { record, booking }).await;
     }
-    // The holder's retry still recognises itself (its natural key untouched by the refusals).
-    assert_eq!(
-        store
-            .commit(
-                &holder.pk,
-                "owner-h",
-                "EFFECT-HOLDER",
-                &row,
-                Some(&sample_natural_key(&row)),
-                NOW_MS + 5,
-            )
-            .await
-            .expect("retry of the holder's commit"),
-        CommitOutcome::Committed
-    );
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::{sample_natural_key, sample_record, LEASE_MS, NOW_MS, TTL_S};
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
-use crate::store::{CommitOutcome, Reservation, Store, TakeOver};
+use crate::store::{CommitOutcome, GuardOutcome, Reservation, Store, TakeOver};
 
 /// How many times each race is run (each on its own key), to meet more interleavings.
 const ROUNDS: usize = 6;
@@ -36,7 +36,7 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
             let (store, r, booking) = (Arc::clone(&store), r.clone(), booking.clone());
             tokio::spawn(async move {
                 store
-                    .commit(&r.pk, "owner-a", "EFFECT-A", &booking, None, expired)
+                    .commit(&r.pk, "owner-a", "EFFECT-A", &booking, expired)
                     .await
                     .expect("commit")
             })
@@ -169,43 +169,28 @@ pub async fn concurrent_reserve_over_expired_one_winner(store: Arc<dyn Store>, p
     assert_eq!(stored, winners[0]);
 }
 
-/// Two event keys of one natural key commit at once. Right value on every adapter: both are
-/// committed with their business rows; exactly one is `Committed` and the other
-/// `CommittedCollision` naming the first's event key (the natural-key row is held by the one
-/// that committed first, never by both, never by neither).
-pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &str) {
+/// Two event keys of one natural key put its guard at once (two records of one event racing to
+/// call). Right value on every adapter: exactly one holds it and the other meets a
+/// `Collision` naming that one (never both, never neither); the item then names the holder.
+pub async fn concurrent_guard_one_holder(store: Arc<dyn Store>, prefix: &str) {
     for round in 0..ROUNDS {
         let records: Vec<IdempotencyRecord> = ["a", "b"]
             .iter()
-            .map(|n| sample_record(prefix, &format!("nk-race-{round}-{n}"), "owner-a", NOW_MS))
+            .map(|n| {
+                let mut r =
+                    sample_record(prefix, &format!("nk-race-{round}-{n}"), "owner-a", NOW_MS);
+                // One natural key for the round: the same subject and window start.
+                r.labels
+                    .insert("window_start".into(), format!("2025-06-09T0{round}:00:00Z"));
+                r
+            })
             .collect();
-        for r in &records {
-            assert_eq!(
-                store.reserve(r, NOW_MS).await.expect("reserve"),
-                Reservation::Reserved
-            );
-        }
         let mut tasks = Vec::new();
         for r in records.clone() {
             let store = Arc::clone(&store);
             tasks.push(tokio::spawn(async move {
-                // One natural key for the round: the same subject and window start.
-                let mut booking = BusinessRow::for_record(&r, "EFFECT-NK", NOW_MS + 10);
-                booking
-                    .labels
-                    .insert("window_start".into(), format!("2025-06-09T0{round}:00:00Z"));
-                let nk = sample_natural_key(&booking);
-                store
-                    .commit(
-                        &r.pk,
-                        "owner-a",
-                        "EFFECT-NK",
-                        &booking,
-                        Some(&nk),
-                        NOW_MS + 10,
-                    )
-                    .await
-                    .expect("commit")
+                let nk = sample_natural_key(&r, NOW_MS);
+                store.guard(&r, &nk, NOW_MS).await.expect("guard")
             }));
         }
         let mut outcomes = Vec::new();
@@ -213,23 +198,28 @@ pub async fn concurrent_natural_key_one_holder(store: Arc<dyn Store>, prefix: &s
             outcomes.push(task.await.expect("task"));
         }
         let keys: Vec<&str> = records.iter().map(|r| r.event_key.as_str()).collect();
-        match (&outcomes[0], &outcomes[1]) {
-            (CommitOutcome::Committed, CommitOutcome::CommittedCollision { other_event_key }) => {
+        let holder = match (&outcomes[0], &outcomes[1]) {
+            (GuardOutcome::Held, GuardOutcome::Collision { other_event_key }) => {
                 assert_eq!(other_event_key, keys[0]);
+                0
             }
-            (CommitOutcome::CommittedCollision { other_event_key }, CommitOutcome::Committed) => {
+            (GuardOutcome::Collision { other_event_key }, GuardOutcome::Held) => {
                 assert_eq!(other_event_key, keys[1]);
+                1
             }
             other => panic!("round {round}: not exactly one holder: {other:?}"),
-        }
-        for r in &records {
-            let stored = store.get(&r.pk).await.expect("get").expect("record");
-            assert_eq!(stored.status, RecordStatus::Committed);
-            assert!(store
-                .booking(&r.event_key)
-                .await
-                .expect("booking")
-                .is_some());
-        }
+        };
+        // Asked again, both get the same answer.
+        let loser = &records[1 - holder];
+        let again = store
+            .guard(loser, &sample_natural_key(loser, NOW_MS), NOW_MS + 1)
+            .await
+            .expect("guard");
+        assert_eq!(
+            again,
+            GuardOutcome::Collision {
+                other_event_key: keys[holder].to_string()
+            }
+        );
     }
 }

@@ -183,14 +183,7 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &st
     must_reserve(store, &committed, NOW_MS).await;
     let booking = BusinessRow::for_record(&committed, "EFFECT-M", NOW_MS + 1);
     let out = store
-        .commit(
-            &committed.pk,
-            "owner-a",
-            "EFFECT-M",
-            &booking,
-            Some(&sample_natural_key(&booking)),
-            NOW_MS + 1,
-        )
+        .commit(&committed.pk, "owner-a", "EFFECT-M", &booking, NOW_MS + 1)
         .await;
     assert!(matches!(out.expect("commit"), CommitOutcome::Committed));
     assert!(must_get(store, &committed.pk).await.request.is_empty());
@@ -231,19 +224,12 @@ pub async fn finished_records_hold_no_request(store: Arc<dyn Store>, prefix: &st
         );
         let b = BusinessRow::for_record(&r, "EFFECT-X", NOW_MS + 3);
         match store
-            .commit(
-                &r.pk,
-                "owner-a",
-                "EFFECT-X",
-                &b,
-                Some(&sample_natural_key(&b)),
-                NOW_MS + 3,
-            )
+            .commit(&r.pk, "owner-a", "EFFECT-X", &b, NOW_MS + 3)
             .await
             .expect("commit")
         {
             CommitOutcome::Refused(existing) => assert!(existing.request.is_empty()),
-            CommitOutcome::Committed | CommitOutcome::CommittedCollision { .. } => {
+            CommitOutcome::Committed => {
                 panic!("committed a finished record")
             }
         }

@@ -84,7 +84,7 @@ pub async fn the_reserved_identity_survives_every_write(store: Arc<dyn Store>, p
     assert_identity(store, &c, "an effect id recorded").await;
     let row = BusinessRow::for_record(&c, "EFFECT-0", t + 4);
     let committed = store
-        .commit(&c.pk, "owner-b", "EFFECT-0", &row, None, t + 4)
+        .commit(&c.pk, "owner-b", "EFFECT-0", &row, t + 4)
         .await
         .expect("commit");
     assert_eq!(committed, CommitOutcome::Committed);

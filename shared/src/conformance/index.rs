@@ -28,14 +28,7 @@ pub async fn stale_in_flight_paginates(store: Arc<dyn Store>, prefix: &str) {
     must_reserve(store, &committed, NOW_MS).await;
     let b = BusinessRow::for_record(&committed, "EFFECT-C", NOW_MS);
     let out = store
-        .commit(
-            &committed.pk,
-            "owner-a",
-            "EFFECT-C",
-            &b,
-            Some(&sample_natural_key(&b)),
-            NOW_MS,
-        )
+        .commit(&committed.pk, "owner-a", "EFFECT-C", &b, NOW_MS)
         .await
         .expect("commit");
     assert!(matches!(out, CommitOutcome::Committed));

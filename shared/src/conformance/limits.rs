@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::store::limits::{record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES};
+use crate::store::GuardOutcome;
 
 /// A reserve whose record has a label named like a store attribute (each of
 /// [`RESERVED_NAMES`]: `pk`, `status`, `effect_id`, `history`, `source_event`, ...) or with an
@@ -85,11 +86,12 @@ pub async fn items_over_the_size_limit_are_refused(store: Arc<dyn Store>, prefix
     assert_eq!(store.get(&wide.pk).await.expect("get"), None);
 }
 
-/// A commit whose business row has a label named like a store attribute (`booked_at`), or whose
-/// natural-key item has one (`expires_at`), is refused with [`ItemRefusal::ReservedLabel`]
-/// before anything is written: the record stays `in_flight` under its holder and no row exists.
-/// The same commit with the integration's own labels then commits.
-pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, prefix: &str) {
+/// A commit whose business row has a label named like a store attribute (`booked_at`), or a
+/// guard whose natural-key item has one (`expires_at`), is refused with
+/// [`ItemRefusal::ReservedLabel`] before anything is written: the record stays `in_flight` under
+/// its holder, no row and no natural-key item exist. The same writes with the integration's own
+/// labels then succeed.
+pub async fn commit_and_guard_refuse_reserved_labels(store: Arc<dyn Store>, prefix: &str) {
     let r = sample_record(prefix, "commit-labels", "w1#0", NOW_MS);
     must_reserve(store.as_ref(), &r, NOW_MS).await;
     let owner = "w1#0";
@@ -100,7 +102,7 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         .labels
         .insert("booked_at".to_string(), "yesterday".to_string());
     let out = store
-        .commit(&r.pk, owner, "EFFECT-1", &bad_row, None, NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &bad_row, NOW_MS + 1)
         .await;
     assert_eq!(
         out,
@@ -109,13 +111,11 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
         }))
     );
 
-    let mut bad_key = sample_natural_key(&row);
+    let mut bad_key = sample_natural_key(&r, NOW_MS + 1);
     bad_key
         .labels
         .insert("expires_at".to_string(), "never".to_string());
-    let out = store
-        .commit(&r.pk, owner, "EFFECT-1", &row, Some(&bad_key), NOW_MS + 1)
-        .await;
+    let out = store.guard(&r, &bad_key, NOW_MS + 1).await;
     assert_eq!(
         out,
         Err(StoreError::Refused(ItemRefusal::ReservedLabel {
@@ -124,10 +124,17 @@ pub async fn commit_refuses_reserved_row_and_key_labels(store: Arc<dyn Store>, p
     );
     assert_eq!(must_get(store.as_ref(), &r.pk).await, r, "nothing written");
     assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+    // No natural-key item was written: another event key for the same event still holds it.
+    let mut other = sample_record(prefix, "commit-labels-other", "w2#0", NOW_MS);
+    other.labels = r.labels.clone();
+    let key = sample_natural_key(&other, NOW_MS + 1);
+    assert_eq!(
+        store.guard(&other, &key, NOW_MS + 1).await,
+        Ok(GuardOutcome::Held)
+    );
 
-    let key = sample_natural_key(&row);
     let out = store
-        .commit(&r.pk, owner, "EFFECT-1", &row, Some(&key), NOW_MS + 1)
+        .commit(&r.pk, owner, "EFFECT-1", &row, NOW_MS + 1)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);

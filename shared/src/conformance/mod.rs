@@ -10,13 +10,16 @@
 //!
 //! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
 //!
-//! The cases live by concern: `reserve`, `lease` (take-over, release), `commit` (with the
-//! business row, effect ids and the natural-key item), `commit_conditions` (the commit's
-//! conditions alone and in pairs), `concurrency` (writes that race),
-//! `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is kept
-//! by every later write), `index` (the `InFlight` pages) and `limits`
+//! The cases live by concern: `reserve`, `lease` (take-over, release), `guard` (the natural
+//! key held before the call, signal 4), `commit` (with the business row and effect ids),
+//! `commit_conditions` (the commit's conditions alone and together), `concurrency` (writes that
+//! race), `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is
+//! kept by every later write), `index` (the `InFlight` pages) and `limits`
 //! (reserved label names, the item size limit); every case is re-exported here, where the one
-//! case list below names it.
+//! case list below names it. The operator's port ([`OperatorStore`]: the scans and the audit
+//! history gatectl uses) has its own cases (`operator`) and list, run by
+//! [`operator_store_conformance_tests!`](crate::operator_store_conformance_tests) on the
+//! adapters that provide it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,8 +31,8 @@ use crate::record::{
     natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus,
 };
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, Reservation, Store,
-    StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, OperatorStore,
+    Reservation, Store, StoreError, TakeOver,
 };
 
 /// The suite's "now": 2025-06-09T04:00:00Z in epoch **milliseconds**.
@@ -58,23 +61,30 @@ pub fn sample_labels(window_start: &str, window_end: &str) -> Labels {
     ])
 }
 
-/// The natural key of a sample row, as the truck-slot integration builds it (its first label,
-/// `#`, the window's start), labelled with both, expiring [`natural_key_expires_at_s`] after the
-/// window's end.
-pub fn sample_natural_key(row: &BusinessRow) -> NaturalKey {
-    let end_ms = chrono::DateTime::parse_from_rfc3339(row.label("window_end"))
+/// The natural key of a sample record at `now_ms` (epoch ms), as the truck-slot path builds it:
+/// `"{subject}#{window start}"`, labelled with both, expiring [`natural_key_expires_at_s`]
+/// after the window's end.
+pub fn sample_natural_key(record: &IdempotencyRecord, now_ms: i64) -> NaturalKey {
+    let end_ms = chrono::DateTime::parse_from_rfc3339(record.label("window_end"))
         .ok()
         .map(|t| t.timestamp_millis());
     NaturalKey {
-        key: format!("{}#{}", row.label("container"), row.label("window_start")),
+        key: format!(
+            "{}#{}",
+            record.label("container"),
+            record.label("window_start")
+        ),
         labels: Labels::from([
-            ("container".to_string(), row.label("container").to_string()),
+            (
+                "container".to_string(),
+                record.label("container").to_string(),
+            ),
             (
                 "window_start".to_string(),
-                row.label("window_start").to_string(),
+                record.label("window_start").to_string(),
             ),
         ]),
-        expires_at_s: natural_key_expires_at_s(end_ms, row.booked_at_ms),
+        expires_at_s: natural_key_expires_at_s(end_ms, now_ms),
     }
 }
 
@@ -129,23 +139,27 @@ mod commit;
 mod commit_conditions;
 mod concurrency;
 mod finish;
+mod guard;
 mod identity;
 mod index;
 mod lease;
 mod limits;
+mod operator;
 mod reserve;
 
 pub use commit::*;
-pub use commit_conditions::commit_conditions_alone_and_in_pairs;
+pub use commit_conditions::commit_conditions_alone_and_together;
 pub use concurrency::{
-    concurrent_natural_key_one_holder, concurrent_record_effect_id_loses_none,
+    concurrent_guard_one_holder, concurrent_record_effect_id_loses_none,
     concurrent_reserve_over_expired_one_winner, concurrent_take_over_and_commit_one_wins,
 };
 pub use finish::*;
+pub use guard::*;
 pub use identity::the_reserved_identity_survives_every_write;
 pub use index::*;
 pub use lease::*;
 pub use limits::*;
+pub use operator::*;
 pub use reserve::*;
 
 /// Calls `$crate::$callback!(ARGS; case, case, ...)` with every case of the suite: the one list
@@ -171,16 +185,17 @@ macro_rules! __with_conformance_cases {
             finished_records_hold_no_request,
             the_reserved_identity_survives_every_write,
             commit_over_another_recorded_effect_is_counted,
-            natural_key_collision_is_reported,
-            commit_conditions_alone_and_in_pairs,
+            guard_holds_the_natural_key_for_its_event_key,
+            guard_outlives_a_failed_or_manual_holder,
+            commit_conditions_alone_and_together,
             concurrent_take_over_and_commit_one_wins,
             concurrent_record_effect_id_loses_none,
             concurrent_reserve_over_expired_one_winner,
-            concurrent_natural_key_one_holder,
+            concurrent_guard_one_holder,
             reserved_label_names_are_refused,
             items_over_the_size_limit_are_refused,
             record_effect_id_keeps_at_most_max_effect_ids,
-            commit_refuses_reserved_row_and_key_labels,
+            commit_and_guard_refuse_reserved_labels,
             stale_in_flight_paginates
         }
     };
@@ -241,6 +256,65 @@ macro_rules! store_conformance_tests {
             let $case: &str = "run_all";
             let store: ::std::sync::Arc<dyn $crate::store::Store> = $store;
             $crate::conformance::run_all(store, "all").await;
+        }
+    };
+}
+
+/// Calls `$crate::$callback!(ARGS; case, ...)` with every case of the operator's port
+/// ([`OperatorStore`]), as [`__with_conformance_cases!`](crate::__with_conformance_cases) does
+/// for the store.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_operator_conformance_cases {
+    ($callback:ident!($($args:tt)*)) => {
+        $crate::$callback! {
+            $($args)*;
+            scan_records_finds_every_record_and_filters_on_a_label,
+            multi_effect_pks_lists_the_records_with_two_effect_ids,
+            audit_history_appends_in_order_within_its_bounds,
+            a_new_reservation_starts_an_empty_history
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __operator_conformance_test_fns {
+    ($case:ident => $store:expr; $($name:ident),*) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let $case: &str = stringify!($name);
+                let store: ::std::sync::Arc<dyn $crate::store::OperatorStore> = $store;
+                $crate::conformance::$name(store, $case).await;
+            }
+        )*
+    };
+}
+
+/// Runs every case of the operator's port in turn on one store, each under its own prefix.
+pub async fn run_all_operator(store: Arc<dyn OperatorStore>, prefix: &str) {
+    crate::__with_operator_conformance_cases!(__run_conformance_cases!(store, prefix));
+}
+
+/// One `#[tokio::test]` per case of the operator's port ([`OperatorStore`]: the scans and the
+/// audit history), plus `run_all_operator_cases_on_one_store`; used beside
+/// [`store_conformance_tests!`](crate::store_conformance_tests) by every adapter that gatectl
+/// operates:
+///
+/// ```ignore
+/// gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+/// ```
+#[macro_export]
+macro_rules! operator_store_conformance_tests {
+    ($case:ident => $store:expr) => {
+        $crate::__with_operator_conformance_cases!(__operator_conformance_test_fns!($case => $store));
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn run_all_operator_cases_on_one_store() {
+            let $case: &str = "run_all_operator";
+            let store: ::std::sync::Arc<dyn $crate::store::OperatorStore> = $store;
+            $crate::conformance::run_all_operator(store, "all-operator").await;
         }
     };
 }

@@ -212,22 +212,14 @@ impl Gate {
     ///
     /// Every record ends in exactly one `record processed` log line (INFO) with `outcome`
     /// ([`RecordOutcome::code`]), `detail` ([`RecordOutcome::detail`]), `message_id`, `event_key`,
-    /// `subject`, `effect_id`, `took_over` and `other_event_key` (a natural-key collision's other
-    /// key): duplicates, rejections and retries included. The runbooks search for these lines.
+    /// `subject`, `effect_id` and `took_over` (a natural-key collision's other key is in its own
+    /// WARN line and in the manual item): duplicates, rejections and retries included. The runbooks search for these lines.
     pub async fn handle_record(
         &self,
         message: SqsMessage,
         invocation: &Invocation,
     ) -> RecordReport {
         let report = self.handle_record_steps(message, invocation).await;
-        let other_event_key = match &report.outcome {
-            RecordOutcome::Committed {
-                natural_key_collision,
-                ..
-            } => natural_key_collision.as_deref(),
-            _ => None,
-        };
-        // A routing's reason in the integration's code (as its manual item carries it).
         let detail = match &report.outcome {
             RecordOutcome::Manual(reason) => {
                 self.integration.manual_reason_code(*reason).to_string()
@@ -242,7 +234,6 @@ impl Gate {
             subject = report.subject.as_deref().unwrap_or_default(),
             effect_id = report.outcome.effect_id().unwrap_or_default(),
             took_over = report.took_over,
-            other_event_key = other_event_key.unwrap_or_default(),
             "record processed"
         );
         report
@@ -397,7 +388,7 @@ impl Gate {
         // over DynamoDB's limit in any state the gate writes it in) is rejected before the
         // reserve with its typed reason and routed to a person once: never a retry loop.
         let row = self.integration.business_row(&fresh, "", now_ms);
-        let natural_key = self.integration.natural_key(&row, &fresh);
+        let natural_key = self.integration.natural_key(&fresh, now_ms);
         if let Err(refusal) =
             crate::store::limits::check_new_event(&fresh, &row, natural_key.as_ref())
         {

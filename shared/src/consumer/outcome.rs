@@ -14,9 +14,6 @@ pub enum RecordOutcome {
     Committed {
         /// The effect.
         effect_id: String,
-        /// The event key already committed for the same subject and window start, if
-        /// any: a natural-key collision (signal 4), two event keys for one event.
-        natural_key_collision: Option<String>,
     },
     /// Someone else committed first; `ours` is the effect the server gave us, if we claimed.
     AlreadyCommitted {

@@ -198,12 +198,7 @@ impl Gate {
         effect: &Effect,
         d: Delivery<'_>,
     ) -> RecordOutcome {
-        let Delivery {
-            message_id,
-            invocation,
-            ..
-        } = d;
-        let owner = invocation.request_id.as_str();
+        let owner = d.invocation.request_id.as_str();
         let now = self.clock.now_ms();
         let committed = commit(
             self.store.as_ref(),
@@ -218,23 +213,7 @@ impl Gate {
             Ok(CommitOutcome::Committed) => {
                 return RecordOutcome::Committed {
                     effect_id: effect.effect_id.clone(),
-                    natural_key_collision: None,
                 }
-            }
-            Ok(CommitOutcome::CommittedCollision { other_event_key }) => {
-                warn!(
-                    event_key = %record.event_key,
-                    other_event_key = %other_event_key,
-                    subject = %self.integration.subject(record),
-                    labels = ?record.labels,
-                    effect_id = %effect.effect_id,
-                    message_id,
-                    "natural-key collision: another event key committed this event"
-                );
-                return RecordOutcome::Committed {
-                    effect_id: effect.effect_id.clone(),
-                    natural_key_collision: Some(other_event_key),
-                };
             }
             Ok(CommitOutcome::Refused(existing)) => *existing,
             Err(e @ (StoreError::Corrupt(_) | StoreError::Refused(_) | StoreError::Invalid(_))) => {

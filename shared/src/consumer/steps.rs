@@ -13,7 +13,9 @@ use crate::integration::{Event, Held, Integration};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
-use crate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError, TakeOver};
+use crate::store::{
+    CommitOutcome, GuardOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
+};
 
 /// The keys of step 1.
 #[derive(Clone)]
@@ -64,9 +66,10 @@ pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> CallOutcom
     integration.call(held).await
 }
 
-/// Step 4: commits the effect `effect_id`, the integration's business row and its natural key (if
-/// any) in one transaction, only while `owner` holds the record's lease (`in_flight`,
-/// `lease_owner = owner`: a holder whose lease was taken over is refused).
+/// Step 4: commits the effect `effect_id` and the integration's business row in one transaction,
+/// only while `owner` holds the record's lease (`in_flight`, `lease_owner = owner`: a holder
+/// whose lease was taken over is refused). The natural key is not part of it: it was held as a
+/// guard before the call ([`Gate::guard_natural_key`]).
 ///
 /// # Errors
 /// A transient [`StoreError`], or [`StoreError::Corrupt`] when a row exists without its record.
@@ -79,16 +82,8 @@ pub async fn commit(
     now_ms: i64,
 ) -> Result<CommitOutcome, StoreError> {
     let row = integration.business_row(record, effect_id, now_ms);
-    let natural_key = integration.natural_key(&row, record);
     store
-        .commit(
-            &record.pk,
-            owner,
-            effect_id,
-            &row,
-            natural_key.as_ref(),
-            now_ms,
-        )
+        .commit(&record.pk, owner, effect_id, &row, now_ms)
         .await
 }
 
@@ -275,11 +270,14 @@ impl Gate {
                 self.hand_over(record, handover, &policy, now_ms, None, d)
                     .await
             }
-            // Step 3.
-            NextStep::Call => {
-                let outcome = claim(self.integration.as_ref(), &held).await;
-                self.settle_claim(record, outcome, d).await
-            }
+            // Step 3, once the natural key is ours (signal 4's guard).
+            NextStep::Call => match self.guard_natural_key(record, d).await {
+                Some(stop) => stop,
+                None => {
+                    let outcome = claim(self.integration.as_ref(), &held).await;
+                    self.settle_claim(record, outcome, d).await
+                }
+            },
             NextStep::LookUp {
                 if_not_found,
                 if_failed,
@@ -311,6 +309,69 @@ impl Gate {
             },
         };
         (outcome, false)
+    }
+
+    /// The guard of signal 4 before a call: holds the record's natural key
+    /// ([`Integration::natural_key`]) for its event key ([`IdempotencyStore::guard`]). `None`:
+    /// the guard is ours (or the integration has no natural key), call. Otherwise the outcome
+    /// that ends the record: another event key holds the natural key, so the record goes to a
+    /// person as `manual` with both event keys ([`ManualReason::NaturalKeyCollision`]) and is
+    /// never called; or a store failure (retried, the lease released).
+    ///
+    /// The same event key is the same holder: a redelivery, a take-over and the reconciler
+    /// resuming a record whose holder crashed all find the guard theirs.
+    pub(crate) async fn guard_natural_key(
+        &self,
+        record: &IdempotencyRecord,
+        d: Delivery<'_>,
+    ) -> Option<RecordOutcome> {
+        let now = self.clock.now_ms();
+        let natural_key = self.integration.natural_key(record, now)?;
+        let other_event_key = match self.store.guard(record, &natural_key, now).await {
+            Ok(GuardOutcome::Held) => return None,
+            Ok(GuardOutcome::Collision { other_event_key }) => other_event_key,
+            Err(StoreError::Refused(refusal)) => {
+                let detail = format!("the natural-key item cannot be stored: {refusal}");
+                return Some(
+                    self.route_held_record(
+                        record,
+                        RecordStatus::Manual,
+                        ManualReason::Rejected,
+                        detail,
+                        d,
+                    )
+                    .await,
+                );
+            }
+            Err(e) => {
+                let owner = d.invocation.request_id.as_str();
+                return Some(self.release(record, owner, e.to_string()).await);
+            }
+        };
+        warn!(
+            event_key = %record.event_key,
+            other_event_key = %other_event_key,
+            subject = %self.integration.subject(record),
+            labels = ?record.labels,
+            message_id = d.message_id,
+            "natural-key collision: another event key holds this natural key; to a person, not called"
+        );
+        let detail = format!(
+            "natural key {} is held by event key {other_event_key}; this event key {} was not \
+             called (two event keys for one event: a broken key derivation, or the event re-sent \
+             under a new id). Book it by hand if it is a real second event, else drop it",
+            natural_key.key, record.event_key
+        );
+        Some(
+            self.route_held_record(
+                record,
+                RecordStatus::Manual,
+                ManualReason::NaturalKeyCollision,
+                detail,
+                d,
+            )
+            .await,
+        )
     }
 
     /// Routes a held record to a person as `manual` with the hand-over's reason and text

@@ -49,12 +49,15 @@ pub enum ManualReason {
     /// An operator cancelled the `in_flight` record (`gatectl cancel`, `crate::operator`); the
     /// detail names who and why. Make the effect by hand from the original body, or drop it.
     Cancelled,
+    /// Another event key holds the event's natural key (signal 4: two event keys for one
+    /// event): the effect was not called; the detail names both event keys.
+    NaturalKeyCollision,
 }
 
 impl ManualReason {
     /// `rejected`, `event_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
-    /// `server_rejected`, `declined`, `past_key_retention`, `server_answer_invalid`, `unrecorded_effect`,
-    /// `cancelled`: the core's codes.
+    /// `server_rejected`, `declined`, `past_key_retention`, `server_answer_invalid`,
+    /// `unrecorded_effect`, `cancelled`, `natural_key_collision`: the core's codes.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -68,6 +71,7 @@ impl ManualReason {
             Self::ServerAnswerInvalid => "server_answer_invalid",
             Self::UnrecordedEffect => "unrecorded_effect",
             Self::Cancelled => "cancelled",
+            Self::NaturalKeyCollision => "natural_key_collision",
         }
     }
 
@@ -91,13 +95,16 @@ impl ManualReason {
                 "the server made an effect for a record already finished: nothing recorded it"
             }
             Self::Cancelled => "an operator cancelled the record",
+            Self::NaturalKeyCollision => {
+                "another event key holds this event's natural key: the server was not called"
+            }
         }
     }
 }
 
 impl ManualReason {
     /// Every reason of the core, for parsing codes.
-    pub const ALL: [ManualReason; 11] = [
+    pub const ALL: [ManualReason; 12] = [
         Self::Rejected,
         Self::EventEnded,
         Self::Mismatch,
@@ -109,6 +116,7 @@ impl ManualReason {
         Self::ServerAnswerInvalid,
         Self::UnrecordedEffect,
         Self::Cancelled,
+        Self::NaturalKeyCollision,
     ];
 
     /// The reason with this [`ManualReason::code`], if any.

@@ -4,7 +4,7 @@
 //! * [`Gate::operator_finish`]: take the expired lease over as the operator (a lease token
 //!   `gatectl:{user}#{n}`, unique per acquisition), then settle the effect exactly as the consumer
 //!   and the reconciler do (`settle_claim`: the subject check, the fenced commit with the TMS
-//!   booking and the natural-key item, a refused commit re-read and acted on);
+//!   booking, a refused commit re-read and acted on);
 //! * [`Gate::operator_cancel`]: take the lease over, then route the record to a person as the gate
 //!   routes any record (`failed`, reason [`ManualReason::Cancelled`]): mark first (fenced by the
 //!   lease), send the stored claim request to the manual-booking queue (the person who books by

@@ -159,7 +159,6 @@ async fn finish_commits_the_given_effect_fenced_by_the_operators_lease() {
         outcome,
         RecordOutcome::Committed {
             effect_id: "S-1".into(),
-            natural_key_collision: None
         }
     );
     let after = w.store.get(&record.pk).await.unwrap().unwrap();

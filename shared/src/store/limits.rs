@@ -364,24 +364,6 @@ pub fn check_natural_key(
     within(natural_key_item_bytes(item_pk, event_key, key))
 }
 
-/// What a store checks before a commit writes the business row `row` and, with `natural_key`,
-/// its natural-key item (`pk` [`crate::store::natural_key_pk`] of `record_pk`): labels and sizes.
-///
-/// # Errors
-/// A reserved or empty label name; an item over [`MAX_ITEM_BYTES`].
-pub fn check_commit(
-    record_pk: &str,
-    row: &BusinessRow,
-    natural_key: Option<&NaturalKey>,
-) -> Result<(), ItemRefusal> {
-    check_row(row)?;
-    if let Some(key) = natural_key {
-        let item_pk = crate::store::natural_key_pk(record_pk, &row.source_event, key);
-        check_natural_key(&item_pk, &row.source_event, key)?;
-    }
-    Ok(())
-}
-
 /// The most bytes `record` (as reserved) can take in any state the gate writes it in later: its
 /// stored request replaced by a manual item of up to [`MAX_ITEM_JSON_BYTES`] when it is routed to
 /// a person, plus [`GROWTH_ALLOWANCE_BYTES`] for the error text, the effect ids, the marks and an

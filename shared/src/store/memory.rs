@@ -3,11 +3,13 @@
 //! both. It refuses what DynamoDB refuses ([`crate::store::limits`]): a label named like a store
 //! attribute, and a write that would make an item larger than DynamoDB's item limit.
 //!
-//! Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
+//! Its audit histories are in `audit`, the operator's scans ([`crate::store::RecordScan`]) in
+//! `scan`. Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
 //! DynamoDB keeps its sparse GSIs (`index`), so they cost O(answer), not O(table).
 
 mod audit;
 mod index;
+mod scan;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,16 +20,17 @@ use async_trait::async_trait;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
 struct Tables {
     records: BTreeMap<String, IdempotencyRecord>,
     bookings: HashMap<String, BusinessRow>,
-    /// Natural-key items: [`natural_key_pk`] to the event key that committed first.
-    natural_keys: HashMap<String, String>,
+    /// Natural-key items (the guards): [`natural_key_pk`] to the event key that holds it and
+    /// the item's TTL, epoch seconds.
+    natural_keys: HashMap<String, (String, i64)>,
     /// `InFlight` and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`), as the records are now ([`Tables::reindex`] after each write).
     index: index::Indexes,
 }
@@ -181,10 +184,9 @@ impl IdempotencyStore for MemoryStore {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        limits::check_commit(pk, booking, natural_key).map_err(refused)?;
+        limits::check_row(booking).map_err(refused)?;
         let mut t = self.lock();
         let Some(r) = t.records.get(pk) else {
             return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
@@ -211,20 +213,6 @@ impl IdempotencyStore for MemoryStore {
                 booking.source_event, existing.effect_id
             )));
         }
-        // The natural-key item: `attribute_not_exists(pk) OR event_key = :event_key`; when another
-        // event key holds it, the transaction is cancelled and retried without it (nothing of the
-        // first attempt was written, so doing the rest now is the same).
-        let collision = natural_key.and_then(|key| {
-            let nk = natural_key_pk(pk, &booking.source_event, key);
-            match t.natural_keys.get(&nk) {
-                Some(other) if *other != booking.source_event => Some(other.clone()),
-                Some(_) => None,
-                None => {
-                    t.natural_keys.insert(nk, booking.source_event.clone());
-                    None
-                }
-            }
-        });
         t.bookings
             .insert(booking.source_event.clone(), booking.clone());
         let r = t
@@ -239,10 +227,30 @@ impl IdempotencyStore for MemoryStore {
         r.request = Vec::new();
         r.updated_at_ms = now_ms;
         t.reindex(pk);
-        Ok(match collision {
-            Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
-            None => CommitOutcome::Committed,
-        })
+        Ok(CommitOutcome::Committed)
+    }
+
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
+        let nk = natural_key_pk(record_pk, event_key, natural_key);
+        limits::check_natural_key(&nk, event_key, natural_key).map_err(refused)?;
+        let mut t = self.lock();
+        if let Some((holder, expires_at_s)) = t.natural_keys.get(&nk) {
+            // `attribute_not_exists(pk) OR event_key = :event_key OR expires_at < :now_s`.
+            if holder != event_key && *expires_at_s >= crate::clock::ms_to_s(now_ms) {
+                return Ok(GuardOutcome::Collision {
+                    other_event_key: holder.clone(),
+                });
+            }
+        }
+        t.natural_keys
+            .insert(nk, (event_key.to_string(), natural_key.expires_at_s));
+        Ok(GuardOutcome::Held)
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {

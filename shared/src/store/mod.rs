@@ -2,7 +2,10 @@
 //! (conditional writes, one transaction for the commit), split by caller:
 //!
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
-//! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function).
+//! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function);
+//! * [`RecordScan`] and [`audit::AuditLog`]: what an operator's tool reads and writes besides
+//!   ([`records`]: a full scan, the multi-effect keys; [`audit`]: the audit history), together
+//!   with the above an [`OperatorStore`].
 //!
 //! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
 //! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
@@ -16,8 +19,10 @@ pub mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod records;
 mod unknown_commit;
 
+pub use records::{OperatorStore, RecordScan};
 pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
@@ -55,32 +60,39 @@ pub enum CommitOutcome {
     /// Also the answer when the record is already committed by this very holder with this very
     /// effect (the retry of a commit whose transaction landed but whose answer was lost).
     Committed,
-    /// Committed as [`CommitOutcome::Committed`], but the natural key ([`NaturalKey`],
-    /// [`natural_key_pk`]) was already committed under `other_event_key`: two event keys
-    /// for one event (a broken key derivation, or an event re-sent under a new notificationId).
-    /// The commit was retried once without the natural-key item; the caller counts and logs the
-    /// collision (signal 4).
-    CommittedCollision {
-        /// The event key that holds the natural key (64 hex characters).
-        other_event_key: String,
-    },
     /// The commit was refused: the record is no longer `in_flight`, or it is `in_flight` under
     /// another holder's lease (ours was taken over). The record as it is; nothing was written.
     Refused(Box<IdempotencyRecord>),
 }
 
-/// The `pk` of the natural-key item the commit writes into the idempotency table for the record
+/// The `pk` of the natural-key item (the guard, [`IdempotencyStore::guard`]) of the record
 /// `record_pk` (`"{integration}#{event_key}"`, `event_key` its suffix):
 /// `"{integration}#nk#{natural key}"` (on the truck-slot path
-/// `"{integration}#nk#{subject}#{window start}"`). It holds the event key that committed
-/// first for that natural key, so a second event key for the same event is seen at its commit (a
-/// natural-key collision) without an extra request.
+/// `"{integration}#nk#{subject}#{window start}"`). It holds the first event key that
+/// was about to call for that natural key, so a second event key for the same event goes to a
+/// person before it calls (a natural-key collision, signal 4).
 pub fn natural_key_pk(record_pk: &str, event_key: &str, natural_key: &NaturalKey) -> String {
     let integration = record_pk
         .strip_suffix(event_key)
         .and_then(|p| p.strip_suffix('#'))
         .unwrap_or(record_pk);
     format!("{integration}#nk#{}", natural_key.key)
+}
+
+/// The result of [`IdempotencyStore::guard`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardOutcome {
+    /// The natural-key item holds our event key: written now, or already ours (the retry of a
+    /// guard whose write landed, a redelivery, the reconciler resuming a record that crashed:
+    /// the same event key is the same holder). The effect may be called.
+    Held,
+    /// Another event key holds the natural key (two event keys for one event: a broken key
+    /// derivation, or an event re-sent under a new notificationId). The effect must not be
+    /// called; the record goes to a person with both event keys.
+    Collision {
+        /// The event key that holds the natural key (64 hex characters).
+        other_event_key: String,
+    },
 }
 
 /// The result of [`IdempotencyStore::finish`].
@@ -279,21 +291,41 @@ pub trait IdempotencyStore: Send + Sync {
     /// `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
     /// `effect_id` is the id the side effect returned.
     ///
-    /// With a `natural_key`, the same transaction writes the natural-key item
-    /// ([`natural_key_pk`]: `event_key`, the key's labels, its `expires_at`) on condition
-    /// `attribute_not_exists(pk) OR event_key = :event_key`. When only that condition fails, the
-    /// commit is retried once without the item and answers [`CommitOutcome::CommittedCollision`]
-    /// with the event key that holds it: the row is written (the effect exists and the event is
-    /// real), and signal 4 tells a person.
     async fn commit(
         &self,
         pk: &str,
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError>;
+
+    /// The guard of signal 4, before any call: puts the natural-key item ([`natural_key_pk`] of
+    /// `record_pk`: `event_key`, the key's labels, its `expires_at`) on condition
+    /// `attribute_not_exists(pk) OR event_key = :event_key OR expires_at < :now_s` and returns
+    /// the holder in the same call when another event key holds it (`ALL_OLD`).
+    ///
+    /// The holder is the event key, not the lease: a redelivery, a take-over or the reconciler
+    /// resuming the same event key after a crash meets its own guard ([`GuardOutcome::Held`]);
+    /// a retried write that landed does too. The guard is never released: it stays with its
+    /// first event key until it expires (the event's end plus the key TTL), whatever that event
+    /// became (`committed`, `failed` or `manual`: a `manual` one may hold an effect nobody
+    /// knows of), so every other event key for the same natural key goes to a person.
+    ///
+    /// Not fenced by the lease: it writes only the event key's own claim on the natural key, the
+    /// same whoever of its holders writes it. Not in a transaction with the reserve: nothing is
+    /// called before it answers [`GuardOutcome::Held`], a crash between the reserve and the guard
+    /// leaves an `in_flight` record whose next holder puts the guard again, and a duplicate
+    /// (which never calls) does not pay for it.
+    ///
+    /// `record` is the held record the guard is for (its `pk` and `event_key`; its lease owner
+    /// only names the writer, for fault injection and logs).
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError>;
 
     /// Ends `owner`'s lease early (after a transient failure) so a redelivery can take over at
     /// once (`lease_until = 0`); the record keeps its state (`in_flight`, or a pending routing).

@@ -5,7 +5,8 @@ use async_trait::async_trait;
 
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
+    StoreError, TakeOver,
 };
 
 /// What a [`DelayedStore`] waits before each request: a tokio sleep in a benchmark, simulated
@@ -49,13 +50,19 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
         owner: &str,
         effect: &str,
         b: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now: i64,
     ) -> Result<CommitOutcome, StoreError> {
         self.pause.pause().await;
-        self.inner
-            .commit(pk, owner, effect, b, natural_key, now)
-            .await
+        self.inner.commit(pk, owner, effect, b, now).await
+    }
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        key: &NaturalKey,
+        now: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        self.pause.pause().await;
+        self.inner.guard(record, key, now).await
     }
     async fn release_lease(&self, pk: &str, owner: &str, now: i64) -> Result<(), StoreError> {
         self.pause.pause().await;

@@ -1,6 +1,6 @@
 //! Item 4: a plain write that meets a running transaction. The reserve `PutItem` or a take-over
 //! `UpdateItem` answered `TransactionConflictException`, and the commit cancelled
-//! `[None, TransactionConflict, None]`: nothing was written, so the record is a batch item
+//! `[None, TransactionConflict]`: nothing was written, so the record is a batch item
 //! failure (SQS redelivers it), never a duplicate, never counted in the duplicate ratio, never
 //! routed to a person; the redelivery commits it with the one slot.
 
@@ -18,7 +18,7 @@ const CONFLICT: &str = "TransactionConflictException";
 
 /// The commit's cancellation when a plain write of another client holds the booking's item.
 fn commit_conflict() -> Fault {
-    Fault::Cancel(vec!["None", "TransactionConflict", "None"])
+    Fault::Cancel(vec!["None", "TransactionConflict"])
 }
 
 fn assert_retried(report: &gate::consumer::BatchReport, message_id: &str) {
@@ -85,7 +85,7 @@ async fn a_commit_and_a_take_over_that_meet_running_transactions_are_retried() {
     assert_outcome(&world, store.as_ref(), &[first, second, third]).await;
 }
 
-/// One cancellation `[None, TransactionConflict, None]`: the store retries the transaction
+/// One cancellation `[None, TransactionConflict]` (record, booking): the store retries the transaction
 /// itself (a new token) and the first delivery commits.
 #[tokio::test]
 async fn one_commit_conflict_is_retried_by_the_store() {

@@ -3,7 +3,7 @@
 //! "not proven on this backend" with where the guarantee is covered instead, and returns without
 //! claiming it.
 
-use gate::conformance::{sample_natural_key, sample_record, NOW_MS};
+use gate::conformance::{sample_record, NOW_MS};
 use gate::record::BusinessRow;
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex, Reservation};
 use integration_tests::fault_proxy::{client_via, store_via_with, Fault, FaultProxy};
@@ -55,14 +55,7 @@ async fn lost_commit_answer_is_replayed(proxy: &FaultProxy, endpoint: &str) {
     let row = BusinessRow::for_record(&r, "SLOT-1", NOW_MS + 10);
     proxy.inject("TransactWriteItems", 1, Fault::LoseAnswer);
     let out = store
-        .commit(
-            &r.pk,
-            "owner-a",
-            "SLOT-1",
-            &row,
-            Some(&sample_natural_key(&row)),
-            NOW_MS + 10,
-        )
+        .commit(&r.pk, "owner-a", "SLOT-1", &row, NOW_MS + 10)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);
@@ -104,14 +97,7 @@ async fn rebuilt_commit_meets_a_token_mismatch(proxy: &FaultProxy, endpoint: &st
     for now_ms in [NOW_MS + 10, NOW_MS + 20] {
         let row = BusinessRow::for_record(&r, "SLOT-1", now_ms);
         let out = store
-            .commit(
-                &r.pk,
-                "owner-a",
-                "SLOT-1",
-                &row,
-                Some(&sample_natural_key(&row)),
-                now_ms,
-            )
+            .commit(&r.pk, "owner-a", "SLOT-1", &row, now_ms)
             .await
             .expect("commit");
         assert_eq!(out, CommitOutcome::Committed);

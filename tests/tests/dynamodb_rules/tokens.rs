@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use gate::conformance::{sample_natural_key, sample_record, NOW_MS};
+use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, RecordStatus};
 use gate::signals::Counts;
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation};
@@ -39,14 +39,7 @@ async fn rebuilt_commit_within_and_after_the_token_window(mode: TokenHash) {
         let pk = r.pk.clone();
         async move {
             store
-                .commit(
-                    &pk,
-                    "owner-a",
-                    "SLOT-1",
-                    &row,
-                    Some(&sample_natural_key(&row)),
-                    now_ms,
-                )
+                .commit(&pk, "owner-a", "SLOT-1", &row, now_ms)
                 .await
                 .expect("commit")
         }
@@ -125,7 +118,6 @@ async fn lost_commit_answer_through_the_gate(attempts: u32) {
         report.records[0].outcome,
         gate::consumer::RecordOutcome::Committed {
             effect_id: slot.clone().expect("a slot"),
-            natural_key_collision: None,
         }
     );
     assert!(report.response.batch_item_failures.is_empty());
@@ -186,14 +178,7 @@ async fn a_lost_answer_of_the_commit_over_another_slot_still_marks_the_key() {
     proxy.inject("TransactWriteItems", 1, Fault::LoseAnswer);
     let row = BusinessRow::for_record(&r, "SLOT-NEW", NOW_MS + 2);
     let out = store
-        .commit(
-            &r.pk,
-            "owner-b",
-            "SLOT-NEW",
-            &row,
-            Some(&sample_natural_key(&row)),
-            NOW_MS + 2,
-        )
+        .commit(&r.pk, "owner-b", "SLOT-NEW", &row, NOW_MS + 2)
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);

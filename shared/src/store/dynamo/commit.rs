@@ -10,7 +10,7 @@
 //!
 //! * the SDK's retry of one attempt sends the same bytes under the same token: replayed;
 //! * every attempt this module makes after a cancellation (a `TransactionConflict`, the
-//!   variant without the natural key, the variant over another recorded effect id) gets a token of
+//!   variant over another recorded effect id) gets a token of
 //!   its own ([`commit_request_token`] with the attempt's variant): a cancellation wrote nothing,
 //!   and a replay of it would only repeat it;
 //! * a holder that commits again with the items built again (a later `updated_at`, maps in
@@ -39,10 +39,8 @@ use super::errors::{
 };
 use super::schema::{HELD_CONDITION, NO_EFFECT_ID_RECORDED};
 use super::DynamoStore;
-use crate::record::{BusinessRow, NaturalKey, RecordStatus};
-use crate::store::{
-    natural_key_pk, settle_unknown_commit, CommitOutcome, StoreError, UnknownCommit,
-};
+use crate::record::{BusinessRow, RecordStatus};
+use crate::store::{settle_unknown_commit, CommitOutcome, StoreError, UnknownCommit};
 
 /// The commit transaction's items and, index by index, what each one is.
 pub(super) struct CommitTransaction {
@@ -57,8 +55,6 @@ struct Variant {
     /// Without the condition that no other effect id is recorded (the second transaction when a
     /// holder that lost its lease recorded one).
     other_effects: bool,
-    /// Without the natural-key item (after a collision).
-    without_natural_key: bool,
     /// How many attempts were cancelled (or refused as a token mismatch) before this one.
     resend: u32,
 }
@@ -69,9 +65,6 @@ impl Variant {
         if self.other_effects {
             suffix.push_str("\nother-slots");
         }
-        if self.without_natural_key {
-            suffix.push_str("\nwithout-nk");
-        }
         if self.resend > 0 {
             suffix.push_str(&format!("\nresend-{}", self.resend));
         }
@@ -81,10 +74,9 @@ impl Variant {
 
 impl DynamoStore {
     /// The commit transaction's items: the record's update (fenced by `owner`; with
-    /// `only_our_effect`, also `attribute_not_exists(effect_ids) OR contains(effect_ids, :effect_id)`),
-    /// the booking's put and, with `natural_key`, the natural-key item's put (signal 4); in that
-    /// order, or reversed when the store was built so (tests of the classification).
-    #[allow(clippy::too_many_arguments)]
+    /// `only_our_effect`, also `attribute_not_exists(effect_ids) OR contains(effect_ids, :effect_id)`)
+    /// and the booking's put; in that order, or reversed when the store was built so (tests of
+    /// the classification).
     pub(super) fn commit_transaction(
         &self,
         pk: &str,
@@ -93,7 +85,6 @@ impl DynamoStore {
         booking: &BusinessRow,
         now_ms: i64,
         only_our_effect: bool,
-        natural_key: Option<&NaturalKey>,
     ) -> Result<CommitTransaction, StoreError> {
         let build_error = |e: aws_sdk_dynamodb::error::BuildError| {
             StoreError::Unavailable(format!("commit of {pk}: {e}"))
@@ -143,34 +134,6 @@ impl DynamoStore {
             ],
             roles: vec![ItemRole::Record, ItemRole::Booking],
         };
-        if let Some(key) = natural_key {
-            // Signal 4: the natural-key item, held by the first event key committed for this
-            // natural key (on the truck-slot path: this subject and window).
-            let mut item = std::collections::HashMap::from([
-                (
-                    "pk".to_string(),
-                    s(&natural_key_pk(pk, &booking.source_event, key)),
-                ),
-                ("event_key".to_string(), s(&booking.source_event)),
-                ("expires_at".to_string(), num(key.expires_at_s)),
-            ]);
-            for (name, value) in &key.labels {
-                item.entry(name.clone()).or_insert_with(|| s(value));
-            }
-            let natural_key = Put::builder()
-                .table_name(&self.idempotency_table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(pk) OR event_key = :event_key")
-                .expression_attribute_values(":event_key", s(&booking.source_event))
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
-                .build()
-                .map_err(build_error)?;
-            tx.items
-                .push(TransactWriteItem::builder().put(natural_key).build());
-            tx.roles.push(ItemRole::NaturalKey);
-        }
         if self.reverse_commit_items {
             tx.items.reverse();
             tx.roles.reverse();
@@ -186,35 +149,18 @@ impl DynamoStore {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         // First with the condition that no other effect id is recorded: the common case, one
         // request. A record holding another effect id (recorded by a holder that lost its lease)
         // is committed by a second transaction without it, then marked `multi_effect`: a
         // transaction cannot count a set, and the distinct-effect signal must see the key.
-        //
-        // The natural-key item rides in the same transaction; when only its condition cancels
-        // it (another event key committed this subject and window), the transaction is
-        // retried once without it and the collision is reported.
         let mut variant = Variant {
             other_effects: false,
-            without_natural_key: false,
             resend: 0,
         };
-        let mut collision: Option<String> = None;
         let mut resent_after_mismatch = false;
         let mut backoff = TRANSACTION_CONFLICT_BACKOFF_MS.iter();
-        let our_event_key = booking.source_event.as_str();
-        // The outcome when our own commit is found: a collision this call saw, else one the
-        // natural-key item's holder shows.
-        let committed = |collision: &Option<String>, holder: Option<String>| match collision
-            .clone()
-            .or(holder.filter(|h| h != our_event_key))
-        {
-            Some(other_event_key) => CommitOutcome::CommittedCollision { other_event_key },
-            None => CommitOutcome::Committed,
-        };
         loop {
             let tx = self.commit_transaction(
                 pk,
@@ -223,7 +169,6 @@ impl DynamoStore {
                 booking,
                 now_ms,
                 !variant.other_effects,
-                natural_key.filter(|_| !variant.without_natural_key),
             )?;
             let token = commit_request_token_of(pk, owner, effect_id, &variant);
             let result = self
@@ -238,7 +183,7 @@ impl DynamoStore {
                     if variant.other_effects {
                         self.mark_multi_effect(pk).await?;
                     }
-                    return Ok(committed(&collision, None));
+                    return Ok(CommitOutcome::Committed);
                 }
                 Err(err) => err,
             };
@@ -254,8 +199,7 @@ impl DynamoStore {
                             if variant.other_effects {
                                 self.mark_multi_effect(pk).await?;
                             }
-                            let holder = self.holder_if_collided(pk, booking, natural_key).await?;
-                            return Ok(committed(&collision, holder));
+                            return Ok(CommitOutcome::Committed);
                         }
                         UnknownCommit::StillHeld if !resent_after_mismatch => {
                             // The earlier request did not commit: send ours under a new token.
@@ -286,18 +230,14 @@ impl DynamoStore {
                             if variant.other_effects {
                                 self.mark_multi_effect(pk).await?;
                             }
-                            let holder = self.holder_if_collided(pk, booking, natural_key).await?;
-                            Ok(committed(&collision, holder))
+                            Ok(CommitOutcome::Committed)
                         }
                         _ => Err(error),
                     };
                 }
             };
             match cancelled {
-                Cancelled::NotInFlight {
-                    item,
-                    natural_key_holder,
-                } => {
+                Cancelled::NotInFlight { item } => {
                     let record = match item {
                         Some(item) => record_from_item(&item)?,
                         // Only if the service left the old item out of the reason.
@@ -309,7 +249,7 @@ impl DynamoStore {
                         if record.effect_ids.len() > 1 {
                             self.mark_multi_effect(pk).await?;
                         }
-                        return Ok(committed(&collision, natural_key_holder));
+                        return Ok(CommitOutcome::Committed);
                     }
                     let ours = record.status == RecordStatus::InFlight
                         && record.lease_owner.as_deref() == Some(owner);
@@ -325,30 +265,6 @@ impl DynamoStore {
                         "a business row for {} already exists with effect id {}",
                         booking.source_event,
                         existing_effect.as_deref().unwrap_or("?")
-                    )))
-                }
-                Cancelled::NaturalKeyTaken(item)
-                    if collision.is_none() && natural_key.is_some() =>
-                {
-                    // Another event key holds the natural key: retry once without the item.
-                    let other = match item.as_ref().and_then(|i| i.get("event_key")) {
-                        Some(v) => v.as_s().ok().cloned(),
-                        // Only on a collision, never per event.
-                        None => match natural_key {
-                            Some(key) => {
-                                self.natural_key_holder(&natural_key_pk(pk, our_event_key, key))
-                                    .await?
-                            }
-                            None => None,
-                        },
-                    };
-                    collision = Some(other.unwrap_or_else(|| "unknown".to_string()));
-                    variant.without_natural_key = true;
-                    variant.resend += 1;
-                }
-                Cancelled::NaturalKeyTaken(_) => {
-                    return Err(StoreError::Unavailable(format!(
-                        "commit of {pk}: the natural-key condition failed on the retry without it"
                     )))
                 }
                 Cancelled::Conflict => match backoff.next() {
@@ -378,24 +294,6 @@ impl DynamoStore {
                 }
             }
         }
-    }
-
-    /// After our own commit was found by a read: the event key holding the natural-key item when
-    /// it is not ours (the commit landed without it: a collision), one consistent `GetItem`;
-    /// `None` without a natural key or when ours holds it.
-    async fn holder_if_collided(
-        &self,
-        pk: &str,
-        booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
-    ) -> Result<Option<String>, StoreError> {
-        let Some(key) = natural_key else {
-            return Ok(None);
-        };
-        let holder = self
-            .natural_key_holder(&natural_key_pk(pk, &booking.source_event, key))
-            .await?;
-        Ok(holder.filter(|h| *h != booking.source_event))
     }
 
     /// One consistent read of a record that must exist.
@@ -446,7 +344,6 @@ pub fn commit_request_token(pk: &str, owner: &str, effect_id: &str) -> String {
         effect_id,
         &Variant {
             other_effects: false,
-            without_natural_key: false,
             resend: 0,
         },
     )
@@ -473,21 +370,18 @@ mod tests {
         assert_ne!(first, commit_request_token("ect#ab", "req-1#0", "S2"));
         let mut seen = std::collections::BTreeSet::from([first]);
         for other_effects in [false, true] {
-            for without_natural_key in [false, true] {
-                for resend in 0..3 {
-                    let v = Variant {
-                        other_effects,
-                        without_natural_key,
-                        resend,
-                    };
-                    if v.suffix().is_empty() {
-                        continue;
-                    }
-                    assert!(
-                        seen.insert(commit_request_token_of("ect#ab", "req-1#0", "S1", &v)),
-                        "{v:?}"
-                    );
+            for resend in 0..3 {
+                let v = Variant {
+                    other_effects,
+                    resend,
+                };
+                if v.suffix().is_empty() {
+                    continue;
                 }
+                assert!(
+                    seen.insert(commit_request_token_of("ect#ab", "req-1#0", "S1", &v)),
+                    "{v:?}"
+                );
             }
         }
     }

@@ -34,28 +34,19 @@ pub(crate) enum ItemRole {
     Record,
     /// The business row's put (`attribute_not_exists(source_event)`).
     Booking,
-    /// The natural-key item's put (signal 4).
-    NaturalKey,
 }
 
 /// What a cancelled commit transaction means, from its `CancellationReasons` read item by item
 /// ([`ItemRole`]).
 #[derive(Debug)]
 pub(crate) enum Cancelled {
-    /// The record's condition failed: its old item (`ALL_OLD`), if the reason carries it, and
-    /// the event key holding the natural-key item when that condition failed too (from its
-    /// reason's old item), so a commit that meets its own earlier commit still reports a
-    /// collision that commit had.
+    /// The record's condition failed: its old item (`ALL_OLD`), if the reason carries it.
     NotInFlight {
         item: Option<HashMap<String, AttributeValue>>,
-        natural_key_holder: Option<String>,
     },
-    /// Only the booking's condition failed (or it and the natural key's): a business row exists
-    /// for the event; its effect id, if the reason carries the old row.
+    /// Only the booking's condition failed: a business row exists for the event; its effect
+    /// id, if the reason carries the old row.
     BookingExists(Option<String>),
-    /// Only the natural-key item's condition failed: another event key holds it (the reason's
-    /// old item, if any).
-    NaturalKeyTaken(Option<HashMap<String, AttributeValue>>),
     /// Some item met a running transaction (`TransactionConflict`) and no item's condition
     /// failed on the record: nothing was written, the transaction can be sent again.
     Conflict,
@@ -77,15 +68,13 @@ const VALIDATION_ERROR: &str = "ValidationError";
 /// Classifies a cancellation of the commit transaction whose items had `roles` (in request
 /// order) from its `reasons` (the same order). Precedence, whatever the order of the items:
 ///
-/// 1. the record's `ConditionalCheckFailed`: [`Cancelled::NotInFlight`] (the record decides;
-///    never a retry without the natural key while the record refused);
+/// 1. the record's `ConditionalCheckFailed`: [`Cancelled::NotInFlight`] (the record decides);
 /// 2. any `TransactionConflict`: [`Cancelled::Conflict`] (a write met a running transaction;
 ///    nothing was written);
 /// 3. any throttling code: [`Cancelled::Throttled`];
 /// 4. any `ValidationError`: [`Cancelled::Invalid`] (permanent);
 /// 5. the booking's `ConditionalCheckFailed`: [`Cancelled::BookingExists`];
-/// 6. the natural-key item's `ConditionalCheckFailed` alone: [`Cancelled::NaturalKeyTaken`];
-/// 7. anything else, or not as many reasons as items: [`Cancelled::Other`].
+/// 6. anything else, or not as many reasons as items: [`Cancelled::Other`].
 pub(crate) fn classify_cancellation(
     roles: &[ItemRole],
     reasons: &[CancellationReason],
@@ -111,16 +100,9 @@ pub(crate) fn classify_cancellation(
     let failed =
         |role: ItemRole| reason_of(role).is_some_and(|r| r.code() == Some(CONDITION_FAILED));
     let old_item = |role: ItemRole| reason_of(role).and_then(|r| r.item()).cloned();
-    let nk_holder = || {
-        failed(ItemRole::NaturalKey)
-            .then(|| old_item(ItemRole::NaturalKey))
-            .flatten()
-            .and_then(|item| item.get("event_key").and_then(|v| v.as_s().ok()).cloned())
-    };
     if failed(ItemRole::Record) {
         return Cancelled::NotInFlight {
             item: old_item(ItemRole::Record),
-            natural_key_holder: nk_holder(),
         };
     }
     if reasons
@@ -145,14 +127,6 @@ pub(crate) fn classify_cancellation(
                 .cloned()
         });
         return Cancelled::BookingExists(effect);
-    }
-    let others_clean = roles
-        .iter()
-        .zip(reasons)
-        .filter(|(role, _)| **role != ItemRole::NaturalKey)
-        .all(|(_, r)| matches!(r.code(), None | Some("None")));
-    if failed(ItemRole::NaturalKey) && others_clean {
-        return Cancelled::NaturalKeyTaken(old_item(ItemRole::NaturalKey));
     }
     Cancelled::Other(format!("[{codes}]"))
 }
@@ -204,7 +178,7 @@ pub(crate) const VALIDATION_EXCEPTION: &str = "ValidationException";
 mod tests {
     use super::*;
 
-    const ROLES: [ItemRole; 3] = [ItemRole::Record, ItemRole::Booking, ItemRole::NaturalKey];
+    const ROLES: [ItemRole; 2] = [ItemRole::Record, ItemRole::Booking];
 
     /// A service error with `code` as the SDK hands it over after its own retries.
     fn service_error(
@@ -259,7 +233,7 @@ mod tests {
     }
 
     /// A reason with `code`; a refused item carries its old item (`ALL_OLD`): the record's with
-    /// `pk`, the booking's with `effect_id`, the natural-key item's with `event_key`.
+    /// `pk`, the booking's with `effect_id`.
     fn reason(role: ItemRole, code: &str) -> CancellationReason {
         let b = CancellationReason::builder().code(code);
         if code != CONDITION_FAILED {
@@ -269,14 +243,13 @@ mod tests {
         match role {
             ItemRole::Record => b.item("pk", s("ect#ab")),
             ItemRole::Booking => b.item("slot_id", s("EFFECT-OLD")),
-            ItemRole::NaturalKey => b.item("event_key", s("other-key")),
         }
         .build()
     }
 
-    /// Classifies the codes given per role (record, booking, natural key) with the items in
-    /// request order `order` (indexes into [`ROLES`]).
-    fn classify(codes: [&str; 3], order: [usize; 3]) -> Cancelled {
+    /// Classifies the codes given per role (record, booking) with the items in request order
+    /// `order` (indexes into [`ROLES`]).
+    fn classify(codes: [&str; 2], order: [usize; 2]) -> Cancelled {
         let roles: Vec<ItemRole> = order.iter().map(|i| ROLES[*i]).collect();
         let reasons: Vec<CancellationReason> =
             order.iter().map(|i| reason(ROLES[*i], codes[*i])).collect();
@@ -286,15 +259,8 @@ mod tests {
     /// A comparable summary of a classification.
     fn summary(c: &Cancelled) -> String {
         match c {
-            Cancelled::NotInFlight {
-                item,
-                natural_key_holder,
-            } => format!(
-                "not_in_flight(item: {}, holder: {natural_key_holder:?})",
-                item.is_some()
-            ),
+            Cancelled::NotInFlight { item } => format!("not_in_flight(item: {})", item.is_some()),
             Cancelled::BookingExists(effect) => format!("booking_exists({effect:?})"),
-            Cancelled::NaturalKeyTaken(item) => format!("natural_key_taken({})", item.is_some()),
             Cancelled::Conflict => "conflict".into(),
             Cancelled::Throttled(_) => "throttled".into(),
             Cancelled::Invalid(_) => "invalid".into(),
@@ -302,37 +268,17 @@ mod tests {
         }
     }
 
-    const ORDERS: [[usize; 3]; 3] = [[0, 1, 2], [2, 1, 0], [1, 2, 0]];
+    const ORDERS: [[usize; 2]; 2] = [[0, 1], [1, 0]];
 
-    /// Each condition of the commit fails alone and in pairs (and all three), in three orders
-    /// of the items: the classification is the same in every order, and the record's refusal
-    /// wins over everything, the booking's over the natural key's.
+    /// Each condition of the commit fails alone and both together, in both orders of the items:
+    /// the classification is the same in every order, and the record's refusal wins.
     #[test]
-    fn each_condition_alone_and_in_pairs_classifies_by_item_in_any_order() {
+    fn each_condition_alone_and_together_classifies_by_item_in_any_order() {
         let ccf = CONDITION_FAILED;
-        let cases: [([&str; 3], &str); 7] = [
-            (
-                [ccf, "None", "None"],
-                "not_in_flight(item: true, holder: None)",
-            ),
-            (
-                ["None", ccf, "None"],
-                "booking_exists(Some(\"EFFECT-OLD\"))",
-            ),
-            (["None", "None", ccf], "natural_key_taken(true)"),
-            (
-                [ccf, ccf, "None"],
-                "not_in_flight(item: true, holder: None)",
-            ),
-            (
-                [ccf, "None", ccf],
-                "not_in_flight(item: true, holder: Some(\"other-key\"))",
-            ),
-            (["None", ccf, ccf], "booking_exists(Some(\"EFFECT-OLD\"))"),
-            (
-                [ccf, ccf, ccf],
-                "not_in_flight(item: true, holder: Some(\"other-key\"))",
-            ),
+        let cases: [([&str; 2], &str); 3] = [
+            ([ccf, "None"], "not_in_flight(item: true)"),
+            (["None", ccf], "booking_exists(Some(\"EFFECT-OLD\"))"),
+            ([ccf, ccf], "not_in_flight(item: true)"),
         ];
         for (codes, want) in cases {
             for order in ORDERS {
@@ -346,20 +292,16 @@ mod tests {
     }
 
     /// A write that met a running transaction on any item is a conflict (retried), unless the
-    /// record refused; throttling likewise; never a natural-key collision.
+    /// record refused; throttling likewise.
     #[test]
     fn conflicts_and_throttling_by_item_in_any_order() {
         let ccf = CONDITION_FAILED;
-        let cases: [([&str; 3], &str); 6] = [
-            (["None", "TransactionConflict", "None"], "conflict"),
-            (["TransactionConflict", "None", "None"], "conflict"),
-            (["None", "None", "TransactionConflict"], "conflict"),
-            (["None", "TransactionConflict", ccf], "conflict"),
-            (
-                [ccf, "TransactionConflict", "None"],
-                "not_in_flight(item: true, holder: None)",
-            ),
-            (["None", "ThrottlingError", ccf], "throttled"),
+        let cases: [([&str; 2], &str); 5] = [
+            (["None", "TransactionConflict"], "conflict"),
+            (["TransactionConflict", "None"], "conflict"),
+            ([ccf, "TransactionConflict"], "not_in_flight(item: true)"),
+            (["None", "ThrottlingError"], "throttled"),
+            (["ThrottlingError", "None"], "throttled"),
         ];
         for (codes, want) in cases {
             for order in ORDERS {
@@ -372,7 +314,7 @@ mod tests {
         }
     }
 
-    /// Two items (no natural key) in both orders; a reason list that does not match the items
+    /// Both orders spelled out; a reason list that does not match the items
     /// is not guessed at.
     #[test]
     fn two_items_and_mismatched_reason_lists() {
@@ -402,7 +344,7 @@ mod tests {
                 r(ItemRole::Record, CONDITION_FAILED),
             ],
         );
-        assert_eq!(summary(&c), "not_in_flight(item: true, holder: None)");
+        assert_eq!(summary(&c), "not_in_flight(item: true)");
         let c = classify_cancellation(&two, &[r(ItemRole::Record, CONDITION_FAILED)]);
         assert_eq!(summary(&c), "other");
         let c = classify_cancellation(

@@ -18,9 +18,9 @@
 //! Calls per operation: `reserve` is one `PutItem` (a conflict comes back in the same call through
 //! `ReturnValuesOnConditionCheckFailure=ALL_OLD`; only if the service leaves the old item out of the
 //! error does a consistent `GetItem` follow); `commit` is one `TransactWriteItems` (`commit.rs`:
-//! retried here on `TransactionConflict`, without the natural key after a collision, and once after
-//! a token mismatch whose record is still ours; a consistent `GetItem` only when its outcome is
-//! unknown); every other operation is one call. [`DynamoStore::verify_conditional_writes`] is the
+//! retried here on `TransactionConflict`, and once after a token mismatch whose record is still ours; a consistent `GetItem` only when its outcome is
+//! unknown); `guard` is one `PutItem` (its holder through `ALL_OLD`, the same way); every other
+//! operation is one call. [`DynamoStore::verify_conditional_writes`] is the
 //! cold-start check that the backend honours conditions (`canary.rs`).
 //!
 //! Retries of throttling and transient errors belong to the SDK's retry configuration where the
@@ -52,6 +52,7 @@ mod canary;
 mod codec;
 mod commit;
 mod errors;
+mod guard;
 mod index;
 mod schema;
 
@@ -86,8 +87,8 @@ use schema::{
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex, InFlightPage,
-    Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the TMS bookings table on DynamoDB.
@@ -123,8 +124,8 @@ impl DynamoStore {
         }
     }
 
-    /// The same store, building the commit transaction's items in reverse order (the natural-key
-    /// item, the booking, then the record): a cancellation's reasons are read through the item
+    /// The same store, building the commit transaction's items in reverse order (the booking,
+    /// then the record): a cancellation's reasons are read through the item
     /// they belong to, so every outcome must be the same as in the usual order. For tests.
     #[cfg(feature = "testkit")]
     pub fn with_commit_items_reversed(mut self) -> Self {
@@ -293,14 +294,13 @@ impl IdempotencyStore for DynamoStore {
         }
     }
 
-    /// One `TransactWriteItems` (`commit.rs`): the record's update (condition `status =
-    /// in_flight AND lease_owner = :owner`, `ALL_OLD` on failure), the booking's put (condition
-    /// `attribute_not_exists(source_event)`) and the natural-key item's put ([`natural_key_pk`]:
-    /// `event_key`, the key's labels, `expires_at`; condition `attribute_not_exists(pk) OR
-    /// event_key = :event_key`, `ALL_OLD` on failure), under a `ClientRequestToken` derived from
-    /// the record, the owner, the effect and the attempt ([`commit_request_token`]): DynamoDB
+    /// One `TransactWriteItems` (`commit.rs`) of two items: the record's update (condition
+    /// `status = in_flight AND lease_owner = :owner`, `ALL_OLD` on failure) and the booking's put
+    /// (condition `attribute_not_exists(source_event)`), under a `ClientRequestToken` derived
+    /// from the record, the owner, the effect and the attempt ([`commit_request_token`]): DynamoDB
     /// answers the SDK's retry of an attempt within 10 minutes as the first request (AWS,
-    /// `TransactWriteItems`, "ClientRequestToken").
+    /// `TransactWriteItems`, "ClientRequestToken"). 4 write units (2 per item up to 1 KB). The
+    /// natural key is not in it: its guard was put before the call ([`IdempotencyStore::guard`]).
     ///
     /// The cancellation reasons are read through the item each belongs to, whatever the items'
     /// order, and the record's refusal wins: the record's `ConditionalCheckFailed` is
@@ -310,17 +310,13 @@ impl IdempotencyStore for DynamoStore {
     /// `effect_id`: a retry that met its own write); then any `TransactionConflict` is retried after
     /// [`TRANSACTION_CONFLICT_BACKOFF_MS`] under a new token, then
     /// [`StoreError::TransactionConflict`]; throttling is [`StoreError::Throttled`]; the booking's
-    /// refusal is [`StoreError::Corrupt`] (a booking outlived its record); the natural-key item's
-    /// refusal alone is a collision: the transaction is retried once without that item and
-    /// answers [`CommitOutcome::CommittedCollision`] with the event key from the cancellation's
-    /// old item (a consistent `GetItem` of it only if the reason carries none).
+    /// refusal is [`StoreError::Corrupt`] (a booking outlived its record).
     ///
     /// `IdempotentParameterMismatchException` (this commit built again within 10 minutes of an
     /// earlier one under the same token) and an answer that never came are settled by one
     /// consistent `GetItem` ([`crate::store::settle_unknown_commit`]): our own commit is
-    /// committed (with the collision the natural-key item shows), a record still ours after a
-    /// mismatch is sent once more under a new token, any other record is refused (mismatch) or
-    /// the error stands (lost answer).
+    /// committed, a record still ours after a mismatch is sent once more under a new token, any
+    /// other record is refused (mismatch) or the error stands (lost answer).
     ///
     /// The first transaction also requires that no other effect id is recorded
     /// (`attribute_not_exists(effect_ids) OR contains(effect_ids, :effect_id)`). When a holder that
@@ -333,14 +329,29 @@ impl IdempotencyStore for DynamoStore {
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         // What DynamoDB would drop or refuse is refused before any request (`store::limits`).
-        crate::store::limits::check_commit(pk, booking, natural_key)
-            .map_err(StoreError::Refused)?;
-        self.commit_in_transaction(pk, owner, effect_id, booking, natural_key, now_ms)
+        crate::store::limits::check_row(booking).map_err(StoreError::Refused)?;
+        self.commit_in_transaction(pk, owner, effect_id, booking, now_ms)
             .await
+    }
+
+    /// One conditional `PutItem` (`guard.rs`) of the natural-key item
+    /// ([`crate::store::natural_key_pk`]: `pk`, `event_key`,
+    /// `expires_at`, the key's labels) on condition `attribute_not_exists(pk) OR event_key =
+    /// :event_key OR expires_at < :now_s` (epoch seconds), `ALL_OLD` on a failed condition: 1
+    /// write unit (the item is under 1 KB), no index. A failed condition whose old item names
+    /// our event key (a race with our own retry) is [`GuardOutcome::Held`]; another event key is
+    /// [`GuardOutcome::Collision`]. Only when the old item is missing from the error does a
+    /// consistent `GetItem` follow.
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        self.put_guard(record, natural_key, now_ms).await
     }
 
     /// One conditional `UpdateItem` setting `lease_until = 0` (epoch ms) on condition

@@ -81,6 +81,9 @@ pub(crate) const TAKE_OVER_CONDITION: &str =
 /// Work left, held by `:owner` (the lease fence of a release).
 pub(crate) const RELEASE_CONDITION: &str =
     "(#status = :in_flight OR attribute_exists(route_pending)) AND lease_owner = :owner";
+/// The natural-key item (the guard): absent, held by `:event_key`, or expired.
+pub(crate) const GUARD_CONDITION: &str =
+    "attribute_not_exists(pk) OR event_key = :event_key OR expires_at < :now_s";
 /// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
 pub(crate) const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
 /// No effect id recorded on the record, under either name ([`EFFECT_IDS`], [`LEGACY_EFFECT_IDS`]).

@@ -100,6 +100,11 @@ impl Indexes {
         self.multi_effect.len()
     }
 
+    /// The `pk`s of the records holding two or more distinct effect ids, in order.
+    pub(super) fn multi_effect_pks(&self) -> Vec<String> {
+        self.multi_effect.iter().cloned().collect()
+    }
+
     /// One page of shard `shard`'s records created before `created_before_ms` (epoch ms), oldest
     /// first (`created_at`, then `pk`), starting after `cursor` (the `pk` that ended the previous
     /// page; a cursor that no longer matches, its record gone from the shard, ends the query with
@@ -337,14 +342,7 @@ mod tests {
                     booked_at_ms: now,
                 };
                 let _ = store
-                    .commit(
-                        &pk(key),
-                        &owner(o),
-                        &format!("S-{effect}"),
-                        &booking,
-                        None,
-                        now,
-                    )
+                    .commit(&pk(key), &owner(o), &format!("S-{effect}"), &booking, now)
                     .await;
             }
             Op::Release { key, owner: o } => {
@@ -509,7 +507,7 @@ mod tests {
             assert_eq!(page.entries.len(), 1);
             let booking = BusinessRow::for_record(&r, "S-1", now);
             store
-                .commit(&r.pk, &owner(0), "S-1", &booking, None, now)
+                .commit(&r.pk, &owner(0), "S-1", &booking, now)
                 .await
                 .unwrap();
             let page = store

@@ -13,7 +13,8 @@
 //! `pk`, the partial index `idempotency_in_flight` on `(inflight_shard, created_at_ms, pk) WHERE
 //! inflight_shard IS NOT NULL` behind the view `in_flight`, the partial index
 //! `idempotency_multi_effect` behind the view `multi_effect`), `business_rows` (primary key
-//! `source_event`) and `natural_keys` (primary key `pk`). PostgreSQL has no TTL: an expired row
+//! `source_event`), `natural_keys` (primary key `pk`) and the operators' `audit_history`
+//! (`operator.rs`, with the scans an operator makes). PostgreSQL has no TTL: an expired row
 //! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do, until the
 //! purge deletes it ([`IdempotencyStore::purge_expired`], run by the reconciler's schedule;
 //! never an `in_flight` record nor a pending routing). TLS: [`tls`].
@@ -34,8 +35,10 @@
 //! * reserve: `INSERT .. ON CONFLICT (pk) DO UPDATE .. WHERE <expired with nothing left to do>`,
 //!   and, in the same statement, the record there when nothing was written (the reserve's
 //!   `ALL_OLD`);
-//! * commit: the fenced `UPDATE` of the record, the `INSERT` of the business row and the
-//!   natural-key row's upsert, as data-modifying CTEs of one statement: all or nothing;
+//! * commit: the fenced `UPDATE` of the record and the `INSERT` of the business row, as
+//!   data-modifying CTEs of one statement: all or nothing;
+//! * guard: the natural-key row's `INSERT .. ON CONFLICT DO UPDATE .. WHERE <ours or expired>`
+//!   and its holder, in one statement;
 //! * take-over, finish: the conditional `UPDATE`, and the record there when it did not apply.
 //!
 //! The record returned beside a write that did not apply is read from the statement's snapshot,
@@ -56,6 +59,7 @@
 mod codec;
 mod config;
 mod errors;
+mod operator;
 mod schema;
 pub mod tls;
 
@@ -68,6 +72,7 @@ use tokio_postgres::Row;
 
 pub use config::{connection_string_parses, PostgresConfig};
 pub use errors::RETRY_BACKOFF_MS;
+pub use operator::SCAN_PAGE_ROWS;
 pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
 pub use tls::{Roots, SslMode};
 
@@ -81,8 +86,8 @@ use schema::Statements;
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
+    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -344,30 +349,22 @@ impl IdempotencyStore for PostgresStore {
     }
 
     /// One statement, one transaction: the record's fenced `UPDATE` (`status = 'in_flight' AND
-    /// lease_owner = :owner`), the business row's `INSERT` and, with a natural key, its row's
-    /// upsert (written when absent or held by this event key). A business row that outlived its
+    /// lease_owner = :owner`) and the business row's `INSERT`. A business row that outlived its
     /// record aborts the whole statement (a unique violation): [`StoreError::Corrupt`], nothing
-    /// written. A natural key held by another event key is left as it is and reported as
-    /// [`CommitOutcome::CommittedCollision`]. When the update did not apply: the record
-    /// committed by `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a
-    /// landed commit), no record is [`StoreError::Corrupt`], anything else
-    /// [`CommitOutcome::Refused`].
+    /// written. When the update did not apply: the record committed by `owner` with `effect_id`
+    /// is [`CommitOutcome::Committed`] (the retry of a landed commit), no record is
+    /// [`StoreError::Corrupt`], anything else [`CommitOutcome::Refused`].
     async fn commit(
         &self,
         pk: &str,
         owner: &str,
         effect_id: &str,
         booking: &BusinessRow,
-        natural_key: Option<&NaturalKey>,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        crate::store::limits::check_commit(pk, booking, natural_key)
-            .map_err(StoreError::Refused)?;
+        crate::store::limits::check_row(booking).map_err(StoreError::Refused)?;
         let row_labels = labels_to_json(&booking.labels);
-        let nk_pk = natural_key.map(|k| natural_key_pk(pk, &booking.source_event, k));
-        let nk_labels = natural_key.map(|k| labels_to_json(&k.labels));
-        let nk_expires = natural_key.map(|k| k.expires_at_s);
-        let params: [&(dyn ToSql + Sync); 10] = [
+        let params: [&(dyn ToSql + Sync); 7] = [
             &pk,
             &owner,
             &effect_id,
@@ -375,9 +372,6 @@ impl IdempotencyStore for PostgresStore {
             &booking.source_event,
             &row_labels,
             &booking.booked_at_ms,
-            &nk_pk,
-            &nk_labels,
-            &nk_expires,
         ];
         for _ in 0..SNAPSHOT_RACE_ATTEMPTS {
             let rows = match self.query("commit", &self.sql.commit, &params).await {
@@ -394,23 +388,7 @@ impl IdempotencyStore for PostgresStore {
             };
             let row = first(&rows, "commit")?;
             if count(&row, "committed")? > 0 {
-                let Some(nk_pk) = nk_pk.as_deref() else {
-                    return Ok(CommitOutcome::Committed);
-                };
-                if count(&row, "nk_written")? > 0 {
-                    return Ok(CommitOutcome::Committed);
-                }
-                let holder: Option<String> = row
-                    .try_get("nk_holder")
-                    .map_err(|e| StoreError::Corrupt(format!("column nk_holder: {e}")))?;
-                let holder = match holder {
-                    Some(h) => Some(h),
-                    // Committed by another event key after this statement's snapshot.
-                    None => self.natural_key_holder(nk_pk).await?,
-                };
-                return Ok(CommitOutcome::CommittedCollision {
-                    other_event_key: holder.unwrap_or_else(|| "unknown".to_string()),
-                });
+                return Ok(CommitOutcome::Committed);
             }
             let Some(record) = record_from_row(&row)? else {
                 match self.get(pk).await? {
@@ -435,6 +413,54 @@ impl IdempotencyStore for PostgresStore {
         Err(StoreError::Unavailable(format!(
             "commit of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
         )))
+    }
+
+    /// One statement: the natural-key row's `INSERT .. ON CONFLICT DO UPDATE` written when
+    /// absent, held by `event_key` or expired (`expires_at_s < now`, epoch seconds); otherwise
+    /// the holder, read in the same statement (or, when another event key's row was committed
+    /// after the statement's snapshot, by a new one).
+    async fn guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<GuardOutcome, StoreError> {
+        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
+        let nk_pk = natural_key_pk(record_pk, event_key, natural_key);
+        crate::store::limits::check_natural_key(&nk_pk, event_key, natural_key)
+            .map_err(StoreError::Refused)?;
+        let labels = labels_to_json(&natural_key.labels);
+        let now_s = ms_to_s(now_ms);
+        let params: [&(dyn ToSql + Sync); 5] = [
+            &nk_pk,
+            &event_key,
+            &labels,
+            &natural_key.expires_at_s,
+            &now_s,
+        ];
+        let rows = self
+            .query("guard", &self.sql.guard, &params)
+            .await
+            .map_err(|f| Self::err("guard", f))?;
+        let row = first(&rows, "guard")?;
+        if count(&row, "held")? > 0 {
+            return Ok(GuardOutcome::Held);
+        }
+        let holder: Option<String> = row
+            .try_get("holder")
+            .map_err(|e| StoreError::Corrupt(format!("column holder: {e}")))?;
+        let holder = match holder {
+            Some(h) => Some(h),
+            None => self.natural_key_holder(&nk_pk).await?,
+        };
+        match holder {
+            Some(h) if h != event_key => Ok(GuardOutcome::Collision { other_event_key: h }),
+            // Ours after all (our own concurrent retry).
+            Some(_) => Ok(GuardOutcome::Held),
+            None => Err(StoreError::Unavailable(format!(
+                "guard of {nk_pk}: refused, but no row holds it"
+            ))),
+        }
     }
 
     /// One conditional `UPDATE` setting `lease_until_ms = 0` on `(status = 'in_flight' OR

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_purge_indexes.sql",
         sql: include_str!("migrations/0003_purge_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_audit_history.sql",
+        sql: include_str!("migrations/0004_audit_history.sql"),
+    },
 ];
 
 /// The table recording applied migrations (in the store's schema).
@@ -118,6 +123,7 @@ pub(crate) struct Statements {
     pub reserve: String,
     pub take_over: String,
     pub commit: String,
+    pub guard: String,
     pub release: String,
     pub finish: String,
     pub routed: String,
@@ -129,6 +135,10 @@ pub(crate) struct Statements {
     pub stale_in_flight: String,
     pub purge_records: String,
     pub purge_natural_keys: String,
+    pub scan_records: String,
+    pub multi_effect_pks: String,
+    pub append_history: String,
+    pub history: String,
 }
 
 impl Statements {
@@ -136,6 +146,7 @@ impl Statements {
         let t = format!("{schema}.idempotency");
         let b = format!("{schema}.business_rows");
         let n = format!("{schema}.natural_keys");
+        let h = format!("{schema}.audit_history");
         let cols = RECORD_COLUMNS;
         let updates = RECORD_COLUMNS
             .split(", ")
@@ -173,11 +184,11 @@ impl Statements {
                  SELECT false AS taken, {cols} FROM {t} \
                    WHERE pk = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
             ),
-            // One statement, so one transaction: the fenced update of the record, the business
+            // One statement, so one transaction: the fenced update of the record and the business
             // row (a plain insert: a row that outlived its record aborts the whole statement
-            // with a unique violation), the natural-key row (written if absent or ours).
+            // with a unique violation).
             // $1 pk, $2 owner, $3 effect id, $4 now (ms), $5 event key, $6 row labels,
-            // $7 booked_at (ms), $8 natural-key pk or NULL, $9 its labels, $10 its expires_at (s).
+            // $7 booked_at (ms).
             commit: format!(
                 "WITH rec AS ( \
                    UPDATE {t} SET status = 'committed', effect_id = $3, \
@@ -189,20 +200,26 @@ impl Statements {
                    RETURNING pk), \
                  booked AS ( \
                    INSERT INTO {b} ({BUSINESS_ROW_COLUMNS}) \
-                   SELECT $5, $3, $6, $7 FROM rec RETURNING source_event), \
-                 nk AS ( \
-                   INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
-                   SELECT $8::text, $5, $9::jsonb, $10::bigint FROM rec WHERE $8::text IS NOT NULL \
-                   ON CONFLICT (pk) DO UPDATE SET labels = EXCLUDED.labels, \
-                     expires_at_s = EXCLUDED.expires_at_s \
-                   WHERE k.event_key = EXCLUDED.event_key \
-                   RETURNING pk) \
+                   SELECT $5, $3, $6, $7 FROM rec RETURNING source_event) \
                  SELECT (SELECT count(*) FROM rec) AS committed, \
                         (SELECT count(*) FROM booked) AS booked, \
-                        (SELECT count(*) FROM nk) AS nk_written, \
-                        (SELECT event_key FROM {n} WHERE pk = $8::text) AS nk_holder, \
                         e.* FROM {}",
                 existing_unless("rec")
+            ),
+            // The guard: the natural-key row, written when absent, held by this event key or
+            // expired; else the holder (`held` = 0; `holder` NULL when the row was committed
+            // after this statement's snapshot: read again).
+            // $1 natural-key pk, $2 event key, $3 labels, $4 expires_at (s), $5 now (s).
+            guard: format!(
+                "WITH g AS ( \
+                   INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
+                   VALUES ($1, $2, $3::jsonb, $4) \
+                   ON CONFLICT (pk) DO UPDATE SET event_key = EXCLUDED.event_key, \
+                     labels = EXCLUDED.labels, expires_at_s = EXCLUDED.expires_at_s \
+                   WHERE k.event_key = EXCLUDED.event_key OR k.expires_at_s < $5 \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM g) AS held, \
+                        (SELECT event_key FROM {n} WHERE pk = $1) AS holder"
             ),
             // $1 pk, $2 owner, $3 now (ms).
             release: format!(
@@ -268,6 +285,33 @@ impl Statements {
                    ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
                  DELETE FROM {n} AS k USING doomed \
                  WHERE k.pk = doomed.pk AND k.expires_at_s < $1 RETURNING 1"
+            ),
+            // The operator's reads (`RecordScan`). $1 the last `pk` of the previous page ('' for
+            // the first), $2 a label's name or NULL, $3 its value, $4 the page size.
+            scan_records: format!(
+                "SELECT {cols} FROM {t} \
+                 WHERE pk > $1 AND ($2::text IS NULL OR labels ->> $2::text = $3::text) \
+                 ORDER BY pk LIMIT $4"
+            ),
+            multi_effect_pks: format!("SELECT pk FROM {schema}.multi_effect ORDER BY pk"),
+            // The audit history (`AuditLog`), the lines of the record's present life only.
+            // $1 pk, $2 at (ms), $3 who, $4 action, $5 detail, $6 the most lines. The FOR KEY
+            // SHARE lock keeps the record from being purged under the insert.
+            append_history: format!(
+                "WITH rec AS (SELECT pk, created_at_ms FROM {t} WHERE pk = $1 FOR KEY SHARE), \
+                 lines AS (SELECT count(*) AS n FROM {h} AS h JOIN rec \
+                   ON h.pk = rec.pk AND h.record_created_at_ms = rec.created_at_ms), \
+                 added AS ( \
+                   INSERT INTO {h} (pk, record_created_at_ms, at_ms, who, action, detail) \
+                   SELECT rec.pk, rec.created_at_ms, $2, $3, $4, $5 FROM rec, lines \
+                   WHERE lines.n < $6 RETURNING 1) \
+                 SELECT (SELECT count(*) FROM rec) AS found, (SELECT count(*) FROM added) AS added"
+            ),
+            // $1 pk.
+            history: format!(
+                "SELECT h.at_ms, h.who, h.action, h.detail FROM {h} AS h JOIN {t} AS r \
+                   ON h.pk = r.pk AND h.record_created_at_ms = r.created_at_ms \
+                 WHERE r.pk = $1 ORDER BY h.line"
             ),
         }
     }

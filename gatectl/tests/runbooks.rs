@@ -1,8 +1,9 @@
 //! `gatectl` through each runbook case, on DynamoDB and SQS (moto): the cases every
 //! integration's gatectl passes (`kit`: a stranded record finished from the server, a cancel, a
 //! multi-effect key shown with its ids, a write refused because the lease is live, `reconcile
-//! KEY`), instantiated for truck-slot (with the terminal simulator over HTTP) and job-client
-//! (with the test kit's Idempotency-Key server) by `runbooks!`; and truck-slot's own: a redrive
+//! KEY`), instantiated for truck-slot (with the terminal simulator over HTTP), job-client and
+//! payments (with the test kit's Idempotency-Key server; payments' has no lookup by key) by
+//! `runbooks!`; and truck-slot's own: a redrive
 //! that refuses an old message, the binary's exit codes, the stack's outputs. Run with
 //! `scripts/with-moto.sh cargo test -p gatectl --test runbooks` (the same cases on PostgreSQL:
 //! `runbooks_postgres.rs`, under `scripts/with-postgres.sh` as well).
@@ -38,12 +39,15 @@ use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};
 mod job_client_kit;
 #[path = "runbooks/kit.rs"]
 mod kit;
+#[path = "runbooks/payments_kit.rs"]
+mod payments_kit;
 #[path = "runbooks/truck_slot_kit.rs"]
 mod truck_slot_kit;
 
 // The runbook cases of `kit`, for each integration's gatectl (one line per integration).
 crate::runbooks!(truck_slot_runbooks, crate::truck_slot_kit::TruckSlotFixture);
 crate::runbooks!(job_client_runbooks, crate::job_client_kit::JobClientFixture);
+crate::runbooks!(payments_runbooks, crate::payments_kit::PaymentsFixture);
 
 /// 2026-06-01T06:00:00Z.
 const T0: i64 = 1_780_293_600_000;

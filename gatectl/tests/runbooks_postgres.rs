@@ -10,6 +10,8 @@
 mod job_client_kit;
 #[path = "runbooks/kit.rs"]
 mod kit;
+#[path = "runbooks/payments_kit.rs"]
+mod payments_kit;
 #[path = "runbooks/truck_slot_kit.rs"]
 mod truck_slot_kit;
 
@@ -21,6 +23,11 @@ crate::runbooks!(
 crate::runbooks!(
     job_client_runbooks_on_postgres,
     crate::job_client_kit::JobClientFixture,
+    Postgres
+);
+crate::runbooks!(
+    payments_runbooks_on_postgres,
+    crate::payments_kit::PaymentsFixture,
     Postgres
 );
 

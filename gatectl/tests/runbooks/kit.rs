@@ -57,6 +57,13 @@ pub trait Fixture: Sized + 'static {
 
     /// Effects the server made so far.
     fn effects_made(&self) -> usize;
+
+    /// Whether the server has a lookup by key (`Integration::supports_lookup`). Without one,
+    /// `lookup` and `finish` from the server are refused and a person finishes a stranded record
+    /// with the effect id the server's own tools show. Default: it has.
+    fn has_lookup(&self) -> bool {
+        true
+    }
 }
 
 /// The operator's answer "no".
@@ -221,7 +228,9 @@ pub fn finish(key: &str, effect_id: Option<&str>) -> Action {
 
 /// OldestInFlightAge: a worker died after its call reached the server. `show` says so, `lookup`
 /// finds the effect, a dry run writes nothing, `finish` from the server commits that effect with
-/// its business row and leaves an audit line; a second finish is refused.
+/// its business row and leaves an audit line; a second finish is refused. A server without lookup
+/// by key: `lookup` and `finish` from the server are refused, saying why, and `finish` with the
+/// effect id (as the server's own tools show it) commits it.
 pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>(backend: Backend) {
     let w = World::<F>::new("gc-finish", backend).await;
     let record = w.strand(1, "inv-dead#0", T0 + 1_000).await;
@@ -265,6 +274,92 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>(backend: 
         r["next"]
     );
 
+    let given = if w.fixture.has_lookup() {
+        None
+    } else {
+        for action in [
+            Action::Lookup(record.event_key.clone()),
+            finish(&record.event_key, None),
+        ] {
+            let err = w.run(action).await.unwrap_err();
+            assert_eq!(err.exit_code(), exit::REFUSED, "{err}");
+            assert!(
+                err.to_string().contains(&format!(
+                    "has no lookup by key: whether an effect exists under Idempotency-Key {} is \
+                     unknown",
+                    record.op_key
+                )),
+                "{err}"
+            );
+        }
+        Some(effect.effect_id.as_str())
+    };
+    let source = match given {
+        Some(_) => format!("given with --{}", words.effect_id_flag),
+        None => format!("found at the {}", words.server),
+    };
+    if given.is_none() {
+        lookup_finds(&w, &record, &effect).await;
+    }
+
+    let dry = w
+        .ctl
+        .run(&finish(&record.event_key, given), true, &mut No)
+        .await
+        .unwrap();
+    assert_eq!(dry.json["dry_run"], true);
+    assert_eq!(dry.json[words.effect_id_key], effect.effect_id.as_str());
+    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
+    let refused = w
+        .ctl
+        .run(&finish(&record.event_key, given), false, &mut No)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.exit_code(), exit::NOT_CONFIRMED);
+    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
+
+    let done = w.run(finish(&record.event_key, given)).await.unwrap();
+    assert_eq!(done.code, exit::OK);
+    assert_eq!(done.json["outcome"], "Committed");
+    let after = w.get(&record.pk).await;
+    assert_eq!(after.status, RecordStatus::Committed);
+    assert_eq!(after.effect_id.as_deref(), Some(effect.effect_id.as_str()));
+    assert!(after.inflight_shard.is_none() && after.request.is_empty());
+    let row = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    assert_eq!(row.effect_id, effect.effect_id);
+    assert_eq!(row.booked_at_ms, T0 + 15 * 60_000);
+    assert_eq!(w.fixture.effects_made(), 1, "no second effect");
+    let history = w.store.history(&record.pk).await.unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].who, "gatectl:alice");
+    assert_eq!(history[0].action, "finish");
+    assert_eq!(
+        history[0].detail,
+        format!("committed {} {} ({source})", words.effect, effect.effect_id)
+    );
+
+    let again = w
+        .run(finish(&record.event_key, Some("S-OTHER")))
+        .await
+        .unwrap_err();
+    assert_eq!(again.exit_code(), exit::REFUSED);
+    assert!(
+        again
+            .to_string()
+            .contains("the record is committed, not in_flight"),
+        "{again}"
+    );
+    assert_eq!(w.store.history(&record.pk).await.unwrap().len(), 1);
+}
+
+/// `lookup` of a stranded record on a server with lookup by key: the effect the call made, in
+/// the integration's words, with no secret.
+async fn lookup_finds<F: Fixture>(
+    w: &World<F>,
+    record: &IdempotencyRecord,
+    effect: &gate::effect::Effect,
+) {
+    let words = w.words().clone();
     let found = w
         .run(Action::Lookup(record.event_key.clone()))
         .await
@@ -292,58 +387,6 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>(backend: 
         "{}",
         found.text
     );
-
-    let dry = w
-        .ctl
-        .run(&finish(&record.event_key, None), true, &mut No)
-        .await
-        .unwrap();
-    assert_eq!(dry.json["dry_run"], true);
-    assert_eq!(dry.json[words.effect_id_key], effect.effect_id.as_str());
-    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
-    let refused = w
-        .ctl
-        .run(&finish(&record.event_key, None), false, &mut No)
-        .await
-        .unwrap_err();
-    assert_eq!(refused.exit_code(), exit::NOT_CONFIRMED);
-    assert_eq!(w.get(&record.pk).await.status, RecordStatus::InFlight);
-
-    let done = w.run(finish(&record.event_key, None)).await.unwrap();
-    assert_eq!(done.code, exit::OK);
-    assert_eq!(done.json["outcome"], "Committed");
-    let after = w.get(&record.pk).await;
-    assert_eq!(after.status, RecordStatus::Committed);
-    assert_eq!(after.effect_id.as_deref(), Some(effect.effect_id.as_str()));
-    assert!(after.inflight_shard.is_none() && after.request.is_empty());
-    let row = w.store.booking(&record.event_key).await.unwrap().unwrap();
-    assert_eq!(row.effect_id, effect.effect_id);
-    assert_eq!(row.booked_at_ms, T0 + 15 * 60_000);
-    assert_eq!(w.fixture.effects_made(), 1, "no second effect");
-    let history = w.store.history(&record.pk).await.unwrap();
-    assert_eq!(history.len(), 1, "{history:?}");
-    assert_eq!(history[0].who, "gatectl:alice");
-    assert_eq!(history[0].action, "finish");
-    assert_eq!(
-        history[0].detail,
-        format!(
-            "committed {} {} (found at the {})",
-            words.effect, effect.effect_id, words.server
-        )
-    );
-
-    let again = w
-        .run(finish(&record.event_key, Some("S-OTHER")))
-        .await
-        .unwrap_err();
-    assert_eq!(again.exit_code(), exit::REFUSED);
-    assert!(
-        again
-            .to_string()
-            .contains("the record is committed, not in_flight"),
-        "{again}"
-    );
-    assert_eq!(w.store.history(&record.pk).await.unwrap().len(), 1);
 }
 
 /// A consumer still holds the lease: finish and cancel are refused, naming the holder and the

@@ -96,18 +96,12 @@ async fn a_collision_record_is_shown_and_finish_and_cancel_refuse_it() {
         deadline_ms: T0 + 60_000,
     };
     let (a, b) = (body("N-COLL-1"), body("N-COLL-2"));
-    let report = ctl
-        .gate
-        .handle_batch(sqs_event(&[("m1", &a)]), &inv)
-        .await;
+    let report = ctl.gate.handle_batch(sqs_event(&[("m1", &a)]), &inv).await;
     assert!(matches!(
         report.records[0].outcome,
         RecordOutcome::Committed { .. }
     ));
-    let report = ctl
-        .gate
-        .handle_batch(sqs_event(&[("m2", &b)]), &inv)
-        .await;
+    let report = ctl.gate.handle_batch(sqs_event(&[("m2", &b)]), &inv).await;
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Manual(ManualReason::NaturalKeyCollision)

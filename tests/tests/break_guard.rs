@@ -209,11 +209,7 @@ async fn a_guard_whose_answer_was_lost_commits_at_once_on_dynamodb() {
     assert!(w.manual.items().is_empty(), "{:?}", w.manual.items());
     assert_eq!(
         proxy.answers("PutItem"),
-        [
-            Ok(200),
-            Err("InternalServerError".to_string()),
-            Ok(200)
-        ],
+        [Ok(200), Err("InternalServerError".to_string()), Ok(200)],
         "reserve, the guard's lost answer, its retry"
     );
     assert_eq!(w.record(&a).await.status, RecordStatus::Committed);
@@ -585,4 +581,122 @@ async fn the_guard_outlives_the_record_with_a_configured_key_ttl() {
 
 fn store_table(store: &gate::store::dynamo::DynamoStore) -> String {
     store.idempotency_table().to_string()
+}
+
+/// A copy whose worker died after its reserve, before its guard, while the first event then
+/// committed: the reconciler resumes the copy, meets the first's guard and hands the copy to a
+/// person, uncalled; the copy's redelivery is then a duplicate of the `manual` record, so the
+/// person gets one item, naming both event keys. (Its body is the stored request: the reconciler
+/// keeps no SQS body.)
+#[tokio::test]
+async fn a_collision_found_by_the_reconciler_reaches_a_person_once() {
+    let store = memory();
+    let w = World::new(store.clone(), "bg-rec-collision");
+    let a = body("PCS-BG-13", W1, 25_000);
+    let b = body("PCS-BG-13-COPY", W1, 25_000);
+    // The copy reserved, its worker dead before the guard.
+    let now = w.clock.now_ms();
+    let n = parse_notification(&b, now, &["ECT-DELTA".to_string()]).expect("body");
+    let mut copy = w.gate.new_record(
+        &truck_slot::event(&n).expect("event"),
+        &truck_slot::derive_keys(&n).expect("keys"),
+        &w.invocation("inv-dead"),
+        now,
+    );
+    copy.lease_owner = Some("inv-dead#0".into());
+    copy.lease_until_ms = Some(now + 30_000);
+    assert_eq!(
+        w.store.reserve(&copy, now).await.expect("reserve"),
+        Reservation::Reserved
+    );
+    let out = w.deliver("inv-1", &[("m1", &a)]).await;
+    assert!(is_committed(&out[0]), "{out:?}");
+    w.clock.advance_ms(150_000);
+    let report = w
+        .gate
+        .reconcile(
+            store.as_ref(),
+            &ReconcilerConfig::default(),
+            &w.invocation("rec-1"),
+        )
+        .await;
+    assert_eq!((report.reconciled, report.manual), (0, 1), "{report:?}");
+    let out = w.deliver("inv-2", &[("m2", &b)]).await;
+    assert_eq!(out, [RecordOutcome::Duplicate(RecordStatus::Manual)]);
+    let items = w.manual.items();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0].reason, ManualReason::NaturalKeyCollision);
+    assert_eq!(items[0].event_key.as_deref(), Some(event_key(&b).as_str()));
+    assert!(items[0].detail.contains(&event_key(&a)), "{items:?}");
+    assert_eq!(w.slots(), 1);
+}
+
+// ---- Two guards at once, at the store -----------------------------------------------------
+
+/// Eight natural keys, each guarded at once by two event keys: exactly one holds each, and the
+/// other is told that one (never both `Held`, never a collision with itself).
+async fn two_guards_at_once(store: Arc<dyn IdempotencyStore>, prefix: &str) {
+    let pairs: Vec<(IdempotencyRecord, IdempotencyRecord)> = (0..8)
+        .map(|i| {
+            let window = (
+                format!("2025-06-09T0{i}:00:00Z"),
+                format!("2025-06-09T0{i}:30:00Z"),
+            );
+            let mut x = sample_record(prefix, &format!("race-x-{i}"), "owner-x", NOW_MS);
+            let mut y = sample_record(prefix, &format!("race-y-{i}"), "owner-y", NOW_MS);
+            x.labels = gate::conformance::sample_labels(&window.0, &window.1);
+            y.labels = x.labels.clone();
+            (x, y)
+        })
+        .collect();
+    for (x, y) in &pairs {
+        for r in [x, y] {
+            assert_eq!(
+                store.reserve(r, NOW_MS).await.expect("reserve"),
+                Reservation::Reserved
+            );
+        }
+    }
+    let guard = |r: &IdempotencyRecord| {
+        let store = store.clone();
+        let r = r.clone();
+        async move {
+            store
+                .guard(&r, &sample_natural_key(&r, NOW_MS), NOW_MS)
+                .await
+                .expect("guard")
+        }
+    };
+    let results = futures::future::join_all(
+        pairs
+            .iter()
+            .map(|(x, y)| futures::future::join(guard(x), guard(y))),
+    )
+    .await;
+    for ((x, y), (gx, gy)) in pairs.iter().zip(results) {
+        let held_by_x = GuardOutcome::Collision {
+            other_event_key: x.event_key.clone(),
+        };
+        let held_by_y = GuardOutcome::Collision {
+            other_event_key: y.event_key.clone(),
+        };
+        assert!(
+            (gx == GuardOutcome::Held && gy == held_by_x)
+                || (gy == GuardOutcome::Held && gx == held_by_y),
+            "{gx:?} {gy:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_guards_at_once_on_dynamodb() {
+    let (_proxy, endpoint) = FaultProxy::plain(&moto_endpoint()).await;
+    let store = store_via(&endpoint, "bg-race-ddb").await;
+    two_guards_at_once(Arc::new(store), &unique("bgrace")).await;
+}
+
+#[tokio::test]
+async fn two_guards_at_once_on_postgres() {
+    let (_proxy, store) = proxied_postgres("race").await;
+    two_guards_at_once(Arc::new(store), "bgrace").await;
 }

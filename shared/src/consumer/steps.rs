@@ -271,14 +271,21 @@ impl Gate {
     /// never called; or a store failure (retried, the lease released).
     ///
     /// The same event key is the same holder: a redelivery, a take-over and the reconciler
-    /// resuming a record whose holder crashed all find the guard theirs.
+    /// resuming a record whose holder crashed all find the guard theirs. The item expires no
+    /// earlier than `record` (its `expires_at_s`, from the configured key TTL), whatever the
+    /// integration's [`crate::record::NaturalKey::expires_at_s`] says.
     pub(crate) async fn guard_natural_key(
         &self,
         record: &IdempotencyRecord,
         d: Delivery<'_>,
     ) -> Option<RecordOutcome> {
         let now = self.clock.now_ms();
-        let natural_key = self.integration.natural_key(record, now)?;
+        let mut natural_key = self.integration.natural_key(record, now)?;
+        // The guard outlives the record it guards: the integration counts its TTL from the
+        // gate's default key TTL, the record from the configured one (`KeyTtlSeconds`), which
+        // may be longer; a guard that expired first would let a second event key claim while
+        // the first's record still answers its redeliveries.
+        natural_key.expires_at_s = natural_key.expires_at_s.max(record.expires_at_s);
         let other_event_key = match self.store.guard(record, &natural_key, now).await {
             Ok(GuardOutcome::Held) => return None,
             Ok(GuardOutcome::Collision { other_event_key }) => other_event_key,

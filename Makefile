@@ -44,6 +44,7 @@ clippy:
 
 lint-template:
 	scripts/lint-template.sh
+	scripts/lint-template.sh --example examples/payments/template.yaml
 
 # moto and a throwaway PostgreSQL (scripts/with-postgres.sh: the distribution's PostgreSQL 15,
 # installed with apt-get if missing) run on free loopback ports for the duration of the tests and

@@ -278,6 +278,8 @@ OPERATOR_MUST_READ = {
     ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
     ("secretsmanager:GetSecretValue", "TerminalApiTokenSecretArn"),
     ("secretsmanager:GetSecretValue", "TerminalTokenSecretArns"),
+    # Store=postgres: gatectl connects with the functions' connection string.
+    ("secretsmanager:GetSecretValue", "DatabaseUrlSecretArn"),
 }
 
 
@@ -327,7 +329,8 @@ def check_operator_policy(problem, resources):
                 granted.add((a, n))
                 if a in OPERATOR_READS:
                     if a == "secretsmanager:GetSecretValue" and n not in (
-                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns"):
+                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns",
+                            "DatabaseUrlSecretArn"):
                         problem(f"{name}/{sid}: GetSecretValue on {n}")
                 elif (a, n) not in OPERATOR_WRITES:
                     problem(f"{name}/{sid}: writes {a} on {n}, which no gatectl subcommand writes")

@@ -16,11 +16,20 @@
 #
 # Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec;
 # checkov runs with --skip-download, so it fetches no policy metadata).
-# Usage: scripts/lint-template.sh [template]   (default: template.yaml at the repository root)
+# Usage: scripts/lint-template.sh [--example] [template]   (default: template.yaml at the root)
+#   --example   an integration's own stack (examples/payments/template.yaml): the three scanners
+#               only; check-template-policy.py's rules name the truck-slot stack's resources and
+#               parameters (the terminal token's secret, NotificationProducerArns, the operators'
+#               managed policy), which such a stack does not have.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${VENV:-$root/.venv}"
+example=false
+if [[ "${1:-}" == "--example" ]]; then
+    example=true
+    shift
+fi
 template="${1:-$root/template.yaml}"
 
 export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-eu-west-1}"
@@ -60,9 +69,11 @@ if ! "$checkov" --file "$template" --framework cloudformation --skip-download --
     status=1
 fi
 
-echo "lint-template: check-template-policy.py $template"
-if ! "$venv/bin/python" "$root/scripts/check-template-policy.py" "$template"; then
-    status=1
+if [[ $example == false ]]; then
+    echo "lint-template: check-template-policy.py $template"
+    if ! "$venv/bin/python" "$root/scripts/check-template-policy.py" "$template"; then
+        status=1
+    fi
 fi
 
 if [[ $status -eq 0 ]]; then

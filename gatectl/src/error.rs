@@ -9,7 +9,7 @@ use gate::store::StoreError;
 /// | code | meaning |
 /// | --- | --- |
 /// | 0 | done (or, with `--dry-run`, the plan printed) |
-/// | 1 | failed: an AWS call or the terminal failed (transient; run it again) |
+/// | 1 | failed: an AWS call, the database or the terminal failed (transient; run it again) |
 /// | 2 | usage: a bad argument (clap) |
 /// | 3 | not found: no record, nothing under the key at the terminal |
 /// | 4 | refused by the gate's conditions: not `in_flight`, a live lease, a slot recorded, or (redrive) messages too old to redrive |
@@ -19,7 +19,7 @@ use gate::store::StoreError;
 pub mod exit {
     /// Done.
     pub const OK: u8 = 0;
-    /// An AWS call or the terminal failed.
+    /// An AWS call, the database (PostgreSQL store) or the terminal failed.
     pub const FAILED: u8 = 1;
     /// A bad argument (clap's own code).
     pub const USAGE: u8 = 2;

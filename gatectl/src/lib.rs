@@ -9,7 +9,8 @@
 //! calling [`main`] with its own `Stack`.
 //!
 //! * [`cli`]: the command line (clap), in the integration's words;
-//! * [`targets`]: where the tables and queues are (stack outputs or environment);
+//! * [`targets`]: where the store (DynamoDB or PostgreSQL) and the queues are (stack outputs and
+//!   parameters, or environment), opened by [`open_store`] through the core's operator port;
 //! * [`ctl`]: the subcommands; [`stack`], [`words`]: what the integration gives;
 //! * [`error`]: errors and exit codes; [`render`]: human units, tables, progress bars.
 
@@ -29,7 +30,7 @@ use std::sync::Arc;
 use gate::clock::SystemClock;
 use gate::consumer::Gate;
 use gate::manual::sqs::SqsManualQueue;
-use gate::store::dynamo::DynamoStore;
+use gate::store::OperatorStore;
 
 use crate::cli::Cli;
 use crate::ctl::{Confirm, Ctl, Prompt, Yes};
@@ -49,9 +50,32 @@ pub fn operator_name(given: Option<&str>) -> String {
     format!("{}{name}", gate::operator::OPERATOR_OWNER_PREFIX)
 }
 
+/// The store of `targets` as the stack's functions use it: DynamoDB's tables, or PostgreSQL
+/// (`STORE=postgres`: the connection string from `DATABASE_URL_SECRET_ARN` through `aws`, or
+/// `DATABASE_URL` locally), chosen where the functions choose it
+/// ([`gate::lambda::store::open_operator_store`]: no canary write, no migration).
+///
+/// # Errors
+/// [`CtlError::PermissionDenied`] when the secret may not be read, else [`CtlError::Config`]
+/// naming the variable (never the connection string).
+pub async fn open_store(
+    targets: &Targets,
+    aws: &aws_config::SdkConfig,
+) -> Result<Arc<dyn OperatorStore>, CtlError> {
+    gate::lambda::store::open_operator_store(&targets.store, aws)
+        .await
+        .map_err(|e| {
+            let text = e.to_string();
+            match CtlError::from_text(text.clone(), "open the store", &targets.store_name()) {
+                denied @ CtlError::PermissionDenied { .. } => denied,
+                _ => CtlError::Config(format!("{}: {text}", targets.source)),
+            }
+        })
+}
+
 /// Builds the [`Ctl`] for `cli` over `stack`'s integration: the AWS clients from the default
 /// credential chain (the SDK's standard retries; `AWS_ENDPOINT_URL` honoured), the targets from
-/// `--stack` or the environment, and the integration with a client of its server (its secrets
+/// `--stack` or the environment, the store they name ([`open_store`]), and the integration with a client of its server (its secrets
 /// read) only for the commands that ask the server ([`Stack::connect`], else
 /// [`Stack::offline`]).
 ///
@@ -68,11 +92,7 @@ pub async fn connect<S: Stack>(stack: &S, cli: &Cli) -> Result<Ctl, CtlError> {
         }
         None => Targets::from_env(stack)?,
     };
-    let store = Arc::new(DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&aws),
-        targets.idempotency_table.clone(),
-        targets.bookings_table.clone(),
-    ));
+    let store = open_store(&targets, &aws).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let server_ready = targets.server_configured && cli.command.needs_server();
     let integration = if server_ready {

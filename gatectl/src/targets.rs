@@ -1,13 +1,14 @@
 //! Where the stack's tables and queues are, and the gate's settings: from a CloudFormation
 //! stack's outputs and parameters (`--stack NAME`), or from the environment variables the
 //! functions read (`docs/DEPLOYING.md`, "Configuration"), so `gatectl` and the functions never
-//! disagree.
+//! disagree: the same store (DynamoDB or PostgreSQL, `STORE`), tables and queues.
 
 use std::collections::BTreeMap;
 
 use gate::consumer::GateConfig;
 use gate::lambda::{Config, StoreConfig};
 use gate::reconciler::ReconcilerConfig;
+use gate::store::dynamo::{INFLIGHT_INDEX, MULTI_EFFECT_INDEX};
 
 use crate::error::CtlError;
 use crate::stack::Stack;
@@ -29,8 +30,13 @@ pub const OUTPUT_VARIABLES: [(&str, &str); 5] = [
 /// Stack parameters and the variable the template sets from each on the reconciler (the
 /// function whose settings `gatectl reconcile` uses): the gate's; an integration adds its own
 /// ([`crate::Stack::parameters`]).
-pub const PARAMETER_VARIABLES: [(&str, &str); 9] = [
+pub const PARAMETER_VARIABLES: [(&str, &str); 12] = [
     ("IntegrationName", "INTEGRATION_NAME"),
+    // The store, as the functions get it (`DatabaseCaBundle` is a path inside the functions:
+    // gatectl reads `DATABASE_CA_BUNDLE` from its own environment).
+    ("Store", "STORE"),
+    ("DatabaseUrlSecretArn", "DATABASE_URL_SECRET_ARN"),
+    ("DatabaseSessionTimeouts", "DATABASE_SESSION_TIMEOUTS"),
     ("KeyTtlSeconds", "KEY_TTL_SECONDS"),
     ("LeaseFloorMs", "LEASE_FLOOR_MS"),
     ("ReconcilerConcurrency", "MAX_CONCURRENCY"),
@@ -72,10 +78,10 @@ pub fn variables_from_stack(
 /// Where everything is, and the settings.
 #[derive(Debug, Clone)]
 pub struct Targets {
-    /// The idempotency table.
-    pub idempotency_table: String,
-    /// The TMS bookings table.
-    pub bookings_table: String,
+    /// The store the stack's functions use (`STORE`: DynamoDB's tables, or PostgreSQL's
+    /// connection string or its secret and schema), read as they read it; opened by
+    /// `gate::lambda::store::open_operator_store`. Its `Debug` redacts the connection string.
+    pub store: StoreConfig,
     /// The manual-booking queue.
     pub manual_queue_url: String,
     /// The notification queue (for `redrive`).
@@ -94,7 +100,77 @@ pub struct Targets {
     pub source: String,
 }
 
+/// A call gatectl makes on the store, named in its errors by [`Targets::call`] in the backend's
+/// own terms (the IAM action and table on DynamoDB, the SQL operation and table on PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreCall {
+    /// One record by key.
+    Get,
+    /// One business row by event key.
+    Booking,
+    /// The scan of every record (`show` by label or text).
+    Scan,
+    /// A page of the `InFlight` index.
+    InFlight,
+    /// The keys with two or more effect ids.
+    MultiEffect,
+    /// A fenced write of a record (finish, cancel, the reconciler's pass).
+    Write,
+    /// A record's audit history read.
+    History,
+    /// A line appended to a record's audit history.
+    AppendHistory,
+}
+
 impl Targets {
+    /// The action and resource of `call` on this stack's store, for an error that names them:
+    /// DynamoDB's IAM action and table or index (`dynamodb:Query`,
+    /// `T/index/InFlight`), PostgreSQL's SQL operation and `schema.table` (`SELECT`,
+    /// `gate.in_flight`).
+    pub fn call(&self, call: StoreCall) -> (String, String) {
+        match &self.store {
+            StoreConfig::DynamoDb {
+                idempotency_table: t,
+                business_table: b,
+                ..
+            } => {
+                let (action, resource) = match call {
+                    StoreCall::Get | StoreCall::History => ("GetItem", t.clone()),
+                    StoreCall::Booking => ("GetItem", b.clone()),
+                    StoreCall::Scan => ("Scan", t.clone()),
+                    StoreCall::InFlight => ("Query", format!("{t}/index/{INFLIGHT_INDEX}")),
+                    StoreCall::MultiEffect => ("Query", format!("{t}/index/{MULTI_EFFECT_INDEX}")),
+                    StoreCall::Write | StoreCall::AppendHistory => ("UpdateItem", t.clone()),
+                };
+                (format!("dynamodb:{action}"), resource)
+            }
+            StoreConfig::Postgres(settings) => {
+                let (action, table) = match call {
+                    StoreCall::Get | StoreCall::Scan => ("SELECT", "idempotency"),
+                    StoreCall::Booking => ("SELECT", "business_rows"),
+                    StoreCall::InFlight => ("SELECT", "in_flight"),
+                    StoreCall::MultiEffect => ("SELECT", "multi_effect"),
+                    StoreCall::Write => ("UPDATE", "idempotency"),
+                    StoreCall::History => ("SELECT", "audit_history"),
+                    StoreCall::AppendHistory => ("INSERT", "audit_history"),
+                };
+                (action.to_string(), format!("{}.{table}", settings.schema))
+            }
+        }
+    }
+
+    /// Where the store is, for a person: `DynamoDB tables I and B` or `PostgreSQL schema S`.
+    pub fn store_name(&self) -> String {
+        match &self.store {
+            StoreConfig::DynamoDb {
+                idempotency_table,
+                business_table,
+                ..
+            } => format!("DynamoDB tables {idempotency_table} and {business_table}"),
+            StoreConfig::Postgres(settings) => format!("PostgreSQL schema {}", settings.schema),
+        }
+    }
+
     /// Reads the targets through `lookup` (variable name to value) as the functions read their
     /// configuration (`gate::lambda::Config::from_env`, the reconciler's view), and the
     /// integration's configuration, except that its server ([`Stack::server_variables`]) may be
@@ -120,19 +196,8 @@ impl Targets {
         .map_err(|e| CtlError::Config(format!("{source}: {e}")))?
         .for_reconciler();
         let optional = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
-        let StoreConfig::DynamoDb {
-            idempotency_table,
-            business_table,
-            ..
-        } = config.lambda.store
-        else {
-            return Err(CtlError::Config(format!(
-                "{source}: STORE: gatectl works on the DynamoDB tables only (STORE=dynamodb)"
-            )));
-        };
         let targets = Self {
-            idempotency_table,
-            bookings_table: business_table,
+            store: config.lambda.store,
             manual_queue_url: config.lambda.manual_queue_url,
             notification_queue_url: optional(NOTIFICATION_QUEUE_URL),
             dead_letter_queue_url: optional(DEAD_LETTER_QUEUE_URL),
@@ -255,7 +320,10 @@ mod tests {
         assert!(t_is_one_terminal(&vars));
         let (t, c) =
             Targets::from_lookup(&TruckSlotStack, |k| vars.get(k).cloned(), "stack prod").unwrap();
-        assert_eq!(t.bookings_table, "prod-BookingsTable-1");
+        assert_eq!(
+            t.call(StoreCall::Booking),
+            ("dynamodb:GetItem".into(), "prod-BookingsTable-1".into())
+        );
         assert_eq!(t.gate.key_ttl_s, 1_814_400);
         assert_eq!(t.gate.max_concurrency, 4);
         assert!(t.server_configured);
@@ -313,6 +381,59 @@ mod tests {
         let err = Targets::from_lookup(&TruckSlotStack, |_| None, "environment").unwrap_err();
         assert!(err.to_string().contains("IDEMPOTENCY_TABLE"), "{err}");
         assert!(!err.to_string().contains("TERMINAL_BASE_URL"), "{err}");
+    }
+
+    /// `STORE=postgres`: the same variables as the functions', errors named in SQL terms, and
+    /// the connection string (with its password) never in the targets' `Debug`.
+    #[test]
+    fn a_postgres_stack_is_read_as_its_functions_read_it() {
+        let vars = [
+            ("STORE", "postgres"),
+            (
+                "DATABASE_URL",
+                "postgresql://gate:s3cr3t-pw@db.internal:5432/gate",
+            ),
+            ("DATABASE_SCHEMA", "ops"),
+            ("MANUAL_QUEUE_URL", "http://127.0.0.1:5000/1/m"),
+            ("TERMINAL_BASE_URL", "https://slots.example"),
+        ];
+        let (t, _) = Targets::from_lookup(
+            &TruckSlotStack,
+            |k| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            },
+            "environment",
+        )
+        .unwrap();
+        assert!(matches!(&t.store, StoreConfig::Postgres(s) if s.schema == "ops"));
+        assert_eq!(
+            t.call(StoreCall::InFlight),
+            ("SELECT".into(), "ops.in_flight".into())
+        );
+        assert_eq!(
+            t.call(StoreCall::AppendHistory),
+            ("INSERT".into(), "ops.audit_history".into())
+        );
+        assert_eq!(t.store_name(), "PostgreSQL schema ops");
+        assert!(!format!("{t:?}").contains("s3cr3t-pw"), "{t:?}");
+        let stack = variables_from_stack(
+            &[],
+            &pairs(&[
+                ("Store", "postgres"),
+                (
+                    "DatabaseUrlSecretArn",
+                    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf",
+                ),
+            ]),
+            &[],
+        );
+        assert_eq!(stack["STORE"], "postgres");
+        assert_eq!(
+            stack["DATABASE_URL_SECRET_ARN"],
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! KEY`), instantiated for truck-slot (with the terminal simulator over HTTP) and job-client
 //! (with the test kit's Idempotency-Key server) by `runbooks!`; and truck-slot's own: a redrive
 //! that refuses an old message, the binary's exit codes, the stack's outputs. Run with
-//! `scripts/with-moto.sh cargo test -p gatectl`.
+//! `scripts/with-moto.sh cargo test -p gatectl --test runbooks` (the same cases on PostgreSQL:
+//! `runbooks_postgres.rs`, under `scripts/with-postgres.sh` as well).
 //!
 //! Time is a `ManualClock` (2026-06-01T06:00Z), except where SQS's own `SentTimestamp` or the
 //! binary's system clock is compared: there the test places the clock relative to the real send
@@ -499,8 +500,21 @@ async fn the_stack_says_where_everything_is() {
     let (t, c) = Targets::from_stack(&TruckSlotStack, &cfn, &name)
         .await
         .expect("targets");
-    assert_eq!(t.idempotency_table, store.idempotency_table());
-    assert_eq!(t.bookings_table, store.bookings_table());
+    assert_eq!(
+        t.store,
+        gate::lambda::StoreConfig::DynamoDb {
+            idempotency_table: store.idempotency_table().to_string(),
+            business_table: store.bookings_table().to_string(),
+            verify_conditional_writes: true,
+        }
+    );
+    assert_eq!(
+        t.call(gatectl::targets::StoreCall::InFlight),
+        (
+            "dynamodb:Query".to_string(),
+            format!("{}/index/InFlight", store.idempotency_table())
+        )
+    );
     assert_eq!(t.manual_queue_url, manual);
     assert_eq!(t.dead_letter_queue_url.as_deref(), Some(dlq.as_str()));
     assert!(t.notification_queue_url.is_some());

@@ -112,6 +112,17 @@ pub enum CallOutcome {
         /// The summary of the answer, in our words.
         detail: AnswerDetail,
     },
+    /// A permanent refusal the integration's server makes for a reason of its business (a
+    /// payments API's `402`: the card was declined), named by the integration's
+    /// [`crate::idempotency_key::AnswerReader::declines`]: `failed`, and a person gets it under
+    /// [`crate::manual::ManualReason::Declined`], in the integration's words
+    /// ([`crate::Integration::manual_reason_code`]), apart from the other refusals.
+    Declined {
+        /// The HTTP status.
+        status: u16,
+        /// The summary of the answer, in our words.
+        detail: AnswerDetail,
+    },
     /// The key was used with another body (`422`, or `409` with problem type
     /// `idempotency_mismatch`): permanent.
     KeyMismatch(AnswerDetail),

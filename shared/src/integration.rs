@@ -94,6 +94,16 @@ impl std::fmt::Display for Rejection {
 }
 
 impl Rejection {
+    /// A rejection with `code` and `detail` (quoting nothing of the body), not for an ended
+    /// event.
+    pub fn new(code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+            ended: false,
+        }
+    }
+
     /// The code, as the log line and the metrics name it.
     pub fn code(&self) -> &'static str {
         self.code
@@ -127,6 +137,17 @@ pub enum Parsed {
         /// The label the record must hold with the event's value (e.g. `server`).
         label: &'static str,
     },
+}
+
+/// A body that is an event or a rejection ([`Parsed::Event`], [`Parsed::Rejected`]): an
+/// integration's parse can be a function returning `Result<Event, Rejection>` with `?`.
+impl From<Result<Event, Rejection>> for Parsed {
+    fn from(parsed: Result<Event, Rejection>) -> Self {
+        match parsed {
+            Ok(event) => Parsed::Event(event),
+            Err(rejection) => Parsed::Rejected(rejection),
+        }
+    }
 }
 
 /// The proof that the gate holds a record's reservation: the record is in the store and this

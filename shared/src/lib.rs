@@ -19,10 +19,12 @@
 //!   stranded records finished;
 //! * [`operator`]: an operator's finish and cancel (`gatectl`), and the records' audit history;
 //! * [`signals`]: the four signals and their alarms; [`alarm_stats`]: their false-page rates;
-//! * [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
+//! * [`fields`]: an event body read field by field, each failure a typed rejection;
+//!   [`strict_json`], [`ijson`]: strict JSON for an integration's parser (no duplicate keys,
 //!   exact numbers); [`logging`]: the functions' JSON logs (feature `aws`);
 //! * `lambda` (feature `lambda`): the Lambda wiring, any integration as the consumer, the
 //!   reconciler and the metrics function from a `main.rs` of a few lines;
+//! * [`prelude`]: what an integration's code names, in one import;
 //! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
 pub mod alarm_stats;
 pub mod clock;
@@ -31,6 +33,7 @@ pub mod conformance;
 pub mod consumer;
 pub mod decision;
 pub mod effect;
+pub mod fields;
 pub mod idempotency_key;
 pub mod ijson;
 pub mod integration;
@@ -41,6 +44,7 @@ pub mod lambda;
 pub mod logging;
 pub mod manual;
 pub mod operator;
+pub mod prelude;
 pub mod purge;
 pub mod reconciler;
 pub mod record;

@@ -8,6 +8,12 @@ use gate::store::memory::MemoryStore;
 
 gate::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
 
+// The operator's port (the scans and the audit history gatectl uses), listed apart.
+mod operator {
+    use super::*;
+    gate::operator_store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
+}
+
 /// Every `pub async fn CASE(store, prefix)` in the suite is in its one case list, so no case is
 /// written and then never run.
 #[test]
@@ -25,24 +31,32 @@ fn every_case_is_in_the_case_list() {
         include_str!("../src/conformance/identity.rs"),
         include_str!("../src/conformance/index.rs"),
         include_str!("../src/conformance/limits.rs"),
+        include_str!("../src/conformance/operator.rs"),
     ];
     // Every file of the folder is read above (a new concern's file must be added here too).
     let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src/conformance"))
         .expect("the conformance folder")
         .count();
     assert_eq!(files, sources.len(), "a conformance file is not read here");
-    let list_start = list_file
-        .find("macro_rules! __with_conformance_cases")
-        .expect("the case list macro");
-    let list_end = list_start + list_file[list_start..].find("\n}\n").expect("its end");
-    let list = &list_file[list_start..list_end];
-    // Every public async function but `run_all` is a case (helpers are plain `fn`s).
+    // The store's list and the operator's port's list.
+    let list: String = [
+        "macro_rules! __with_conformance_cases",
+        "macro_rules! __with_operator_conformance_cases",
+    ]
+    .iter()
+    .map(|name| {
+        let start = list_file.find(name).expect("a case list macro");
+        let end = start + list_file[start..].find("\n}\n").expect("its end");
+        &list_file[start..end]
+    })
+    .collect();
+    // Every public async function but `run_all*` is a case (helpers are plain `fn`s).
     let cases: Vec<&str> = sources
         .iter()
         .flat_map(|source| source.lines())
         .filter_map(|l| l.strip_prefix("pub async fn "))
         .filter_map(|rest| rest.split('(').next())
-        .filter(|name| *name != "run_all")
+        .filter(|name| !name.starts_with("run_all"))
         .collect();
     assert!(cases.len() >= 18, "found only {cases:?}");
     let missing: Vec<&&str> = cases

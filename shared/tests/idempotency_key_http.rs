@@ -11,11 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-const JOBS: JsonIdAt = JsonIdAt {
-    server: "job server",
-    effect_at: "/id",
-    found_at: "/id",
-};
+const JOBS: JsonIdAt = JsonIdAt::new("job server", "/id");
 
 /// A server that answers every connection with `answer` (raw bytes, then closes), and reports
 /// the head of each request it read.

@@ -1,6 +1,6 @@
 //! The alarm thresholds are defined once, in `gate::signals`, and the attributes the `InFlight`
-//! index projects once, in `gate::store::dynamo`; `template.yaml` carries copies. These tests fail when
-//! the two drift.
+//! index projects once, in `gate::store::dynamo`; `template.yaml` and the payments example's
+//! `examples/payments/template.yaml` carry copies. These tests fail when they drift.
 
 use gate::signals::{
     metric, DISTINCT_EFFECT_IDS_ALARM, NAMESPACE, NATURAL_KEY_COLLISIONS_ALARM,
@@ -8,8 +8,21 @@ use gate::signals::{
 };
 
 fn template() -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
-    std::fs::read_to_string(path).expect("template.yaml")
+    read("template.yaml")
+}
+
+/// `path` from the workspace root.
+fn read(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    std::fs::read_to_string(full).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every template that deploys the gate's signals: the truck-slot stack's and the payments
+/// example's.
+fn templates() -> [String; 2] {
+    [template(), read("examples/payments/template.yaml")]
 }
 
 /// The text of one top-level resource: from `  Name:` to the next line indented by exactly two
@@ -37,46 +50,47 @@ fn has(block: &str, needle: &str) {
 /// Period x EvaluationPeriods (one day below 1-hour periods, seven days from 1 hour).
 #[test]
 fn every_duplicate_ratio_alarm_matches() {
-    let t = template();
-    for alarm in RATIO_ALARMS {
-        let a = resource(&t, &format!("{}Alarm", alarm.name));
-        has(
-            &a,
-            &format!("AlarmName: !Sub ${{AWS::StackName}}-{}\n", alarm.name),
-        );
-        assert_eq!(
-            a.matches(&format!("Period: {}\n", alarm.period_s)).count(),
-            2,
-            "{} reads both metrics over {} s:\n{a}",
-            alarm.name,
-            alarm.period_s
-        );
-        has(&a, "MetricName: Received\n");
-        has(&a, "MetricName: Duplicates\n");
-        has(&a, &format!("Expression: {}\n", alarm.expression()));
-        has(&a, "Threshold: 1\n");
-        has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
-        has(
-            &a,
-            &format!("EvaluationPeriods: {}\n", alarm.evaluation_periods),
-        );
-        has(
-            &a,
-            &format!("DatapointsToAlarm: {}\n", alarm.datapoints_to_alarm),
-        );
-        has(&a, "TreatMissingData: notBreaching");
-        has(&a, &format!("Namespace: {NAMESPACE}"));
-        let span = alarm.period_s * i64::from(alarm.evaluation_periods);
-        let limit = if alarm.period_s < 3_600 {
-            86_400
-        } else {
-            7 * 86_400
-        };
-        assert!(
-            span <= limit,
-            "{}: {span} s over CloudWatch's {limit} s",
-            alarm.name
-        );
+    for t in templates() {
+        for alarm in RATIO_ALARMS {
+            let a = resource(&t, &format!("{}Alarm", alarm.name));
+            has(
+                &a,
+                &format!("AlarmName: !Sub ${{AWS::StackName}}-{}\n", alarm.name),
+            );
+            assert_eq!(
+                a.matches(&format!("Period: {}\n", alarm.period_s)).count(),
+                2,
+                "{} reads both metrics over {} s:\n{a}",
+                alarm.name,
+                alarm.period_s
+            );
+            has(&a, "MetricName: Received\n");
+            has(&a, "MetricName: Duplicates\n");
+            has(&a, &format!("Expression: {}\n", alarm.expression()));
+            has(&a, "Threshold: 1\n");
+            has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
+            has(
+                &a,
+                &format!("EvaluationPeriods: {}\n", alarm.evaluation_periods),
+            );
+            has(
+                &a,
+                &format!("DatapointsToAlarm: {}\n", alarm.datapoints_to_alarm),
+            );
+            has(&a, "TreatMissingData: notBreaching");
+            has(&a, &format!("Namespace: {NAMESPACE}"));
+            let span = alarm.period_s * i64::from(alarm.evaluation_periods);
+            let limit = if alarm.period_s < 3_600 {
+                86_400
+            } else {
+                7 * 86_400
+            };
+            assert!(
+                span <= limit,
+                "{}: {span} s over CloudWatch's {limit} s",
+                alarm.name
+            );
+        }
     }
 }
 
@@ -97,44 +111,47 @@ fn the_natural_key_collisions_alarm_matches() {
 
 #[test]
 fn the_oldest_in_flight_alarm_matches() {
-    let t = template();
-    let a = resource(&t, "OldestInFlightAgeAlarm");
-    has(&a, &format!("Threshold: {OLDEST_IN_FLIGHT_MAX_S}\n"));
-    has(&a, &format!("Period: {STORE_SIGNALS_PERIOD_S}\n"));
-    has(&a, "ComparisonOperator: GreaterThanThreshold");
+    for t in templates() {
+        let a = resource(&t, "OldestInFlightAgeAlarm");
+        has(&a, &format!("Threshold: {OLDEST_IN_FLIGHT_MAX_S}\n"));
+        has(&a, &format!("Period: {STORE_SIGNALS_PERIOD_S}\n"));
+        has(&a, "ComparisonOperator: GreaterThanThreshold");
+    }
 }
 
 #[test]
 fn the_distinct_effect_ids_alarm_matches() {
-    let t = template();
-    let a = resource(&t, "DistinctEffectIdsAlarm");
-    has(&a, &format!("Threshold: {DISTINCT_EFFECT_IDS_ALARM}\n"));
-    has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
-    has(
-        &a,
-        &format!("IF(FILL(multi, 0) >= 1, {DISTINCT_EFFECT_IDS_ALARM}, 0)"),
-    );
+    for t in templates() {
+        let a = resource(&t, "DistinctEffectIdsAlarm");
+        has(&a, &format!("Threshold: {DISTINCT_EFFECT_IDS_ALARM}\n"));
+        has(&a, "ComparisonOperator: GreaterThanOrEqualToThreshold");
+        has(
+            &a,
+            &format!("IF(FILL(multi, 0) >= 1, {DISTINCT_EFFECT_IDS_ALARM}, 0)"),
+        );
+    }
 }
 
 #[test]
 fn the_in_flight_index_projects_what_the_code_reads_and_never_the_request() {
-    let t = template();
-    let table = resource(&t, "IdempotencyTable");
-    let index = table
-        .split("- IndexName: InFlight")
-        .nth(1)
-        .expect("IdempotencyTable has the InFlight index");
-    let index = index.split("- IndexName:").next().unwrap_or(index);
-    has(index, "ProjectionType: INCLUDE\n");
-    let listed = format!(
-        "NonKeyAttributes: [{}]",
-        gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
-    );
-    has(index, &listed);
-    assert!(
-        !gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
-        "the claim request holds the release PIN"
-    );
+    for t in templates() {
+        let table = resource(&t, "IdempotencyTable");
+        let index = table
+            .split("- IndexName: InFlight")
+            .nth(1)
+            .expect("IdempotencyTable has the InFlight index");
+        let index = index.split("- IndexName:").next().unwrap_or(index);
+        has(index, "ProjectionType: INCLUDE\n");
+        let listed = format!(
+            "NonKeyAttributes: [{}]",
+            gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.join(", ")
+        );
+        has(index, &listed);
+        assert!(
+            !gate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES.contains(&"request"),
+            "the claim request holds the release PIN"
+        );
+    }
 }
 
 /// Both functions that claim effects resume stale records, so both must know how long the server
@@ -161,13 +178,35 @@ fn both_functions_that_claim_get_the_key_retention() {
     }
 }
 
+/// Both functions of the payments example that charge get what the horizon is made of (the
+/// retention is the integration's, 24 h; the margin is the stack's) and the record lifetime.
+#[test]
+fn both_payments_functions_that_charge_get_the_margin_and_the_api() {
+    let t = read("examples/payments/template.yaml");
+    for function in ["ConsumerFunction", "ReconcilerFunction"] {
+        let f = resource(&t, function);
+        has(&f, "RETENTION_MARGIN_SECONDS: !Ref RetentionMarginSeconds");
+        has(&f, "KEY_TTL_SECONDS: !Ref KeyTtlSeconds");
+        has(&f, "PAYMENTS_API_URL: !Ref PaymentsApiUrl");
+        has(&f, "PAYMENTS_KEY_SECRET_ARN: !Ref PaymentsKeySecretArn");
+    }
+    for (function, binary) in [
+        ("ConsumerFunction", "payments-consumer"),
+        ("ReconcilerFunction", "payments-reconciler"),
+        ("MetricsFunction", "payments-metrics"),
+    ] {
+        has(&resource(&t, function), &format!("Binary: {binary}\n"));
+    }
+}
+
 /// The template's default record lifetime is the code's.
 #[test]
 fn the_key_ttl_default_matches() {
-    let t = template();
-    let p = resource(&t, "KeyTtlSeconds");
-    has(
-        &p,
-        &format!("Default: {}\n", gate::consumer::DEFAULT_KEY_TTL_S),
-    );
+    for t in templates() {
+        let p = resource(&t, "KeyTtlSeconds");
+        has(
+            &p,
+            &format!("Default: {}\n", gate::consumer::DEFAULT_KEY_TTL_S),
+        );
+    }
 }

@@ -88,6 +88,13 @@ enum Command {
         /// With `--seeds`: how many failing seeds to list.
         #[arg(long, default_value_t = 20)]
         list: usize,
+        /// Which integration: `truck-slot` (the deterministic simulation above) or `payments`
+        /// (examples/payments through the test kit's harness, `gate::testkit::Harness`: its
+        /// exactly-once and liveness checkers and the scenario's own, on the kit's Idempotency-Key
+        /// server shaped like the payments API; not the simulation's SQS and Lambda model;
+        /// `--jobs` and `--trace` are the simulation's).
+        #[arg(long, default_value = "truck-slot", value_parser = ["truck-slot", "payments"])]
+        integration: String,
     },
     /// Sustained-rate replay: the gate under a steady feed for minutes of simulated time (real
     /// `Gate::handle_batch`, the memory store behind a DynamoDB latency model, the terminal core
@@ -264,9 +271,18 @@ async fn run(cli: Cli) -> Result<(), String> {
             seed,
             seeds,
             first,
+            list,
+            integration,
+            ..
+        } if integration == "payments" => check_payments(seed, seeds, first, list).await?,
+        Command::Check {
+            seed,
+            seeds,
+            first,
             jobs,
             trace,
             list,
+            ..
         } => check(seed, seeds, first, jobs, trace, list)?,
         Command::SampleEvents { from, out, now } => {
             let now_ms = match now {
@@ -444,6 +460,53 @@ fn alarms(json: bool) -> Result<(), String> {
         println!("  {:<28} {}", a.name, cells.join("  "));
     }
     Ok(())
+}
+
+/// `sim check --integration payments`: the payments scenario (`payments::scenario`) for one seed
+/// or many, eight at a time, with figures; an error if any seed had a violation.
+async fn check_payments(
+    seed: Option<u64>,
+    seeds: Option<u64>,
+    first: u64,
+    list: usize,
+) -> Result<(), String> {
+    let range = match seed {
+        Some(seed) => seed..seed + 1,
+        None => first..first + seeds.unwrap_or(1_000),
+    };
+    let started = std::time::Instant::now();
+    let reports = payments::scenario::run_seeds(range.clone(), 8).await;
+    let t = payments::scenario::Totals::of(&reports);
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "payments runs: {} (seeds {}..{}) in {secs:.1} s, {:.1} ms a run",
+        t.seeds,
+        range.start,
+        range.end,
+        secs * 1_000.0 / t.seeds.max(1) as f64
+    );
+    println!(
+        "totals: {} deliveries, {} charges made, {} committed, {} cases to a person, {} \
+         committed by the reconciler",
+        t.deliveries, t.charges, t.committed, t.to_a_person, t.reconciled
+    );
+    println!(
+        "store faults: {} workers crashed, {} writes echoed, {} workers stalled past their lease",
+        t.crashes, t.echoes, t.stalls
+    );
+    println!("violations: {} run(s)", t.failures.len());
+    for (seed, vs) in t.failures.iter().take(list) {
+        for v in vs.iter().take(3) {
+            println!("  seed {seed}: {v}");
+        }
+        println!(
+            "  replay: cargo run --release -p sim -- check --integration payments --seed {seed}"
+        );
+    }
+    match t.failures.len() {
+        0 => Ok(()),
+        n => Err(format!("{n} run(s) violated an invariant")),
+    }
 }
 
 /// `sim check`: one seed with its trace, or many seeds with a summary.

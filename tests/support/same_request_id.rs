@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use gate::clock::Clock;
 use gate::consumer::{Gate, Invocation};
 use gate::record::RecordStatus;
-use gate::store::{InFlightIndex, InFlightPage, StoreError};
-use gate::testkit::{DelayedStore, Pause};
+use gate::store::{InFlightPage, StoreError};
+use gate::testkit::{AfterRead, DelayedStore, Pause, RacedIndex};
 use tokio::sync::{Barrier, Notify};
 
 use crate::reconciler_cases::World;
@@ -21,35 +21,16 @@ use crate::reconciler_cases::World;
 /// The request id both executions carry.
 const REQUEST_ID: &str = "5f0d3a52-request-id";
 
-/// The store's read side, where each run waits for the other once it has read a page with
-/// entries: both runs then hold the same stale entry (the same old lease owner) before either
-/// takes the record over, the race a twice-delivered event makes.
-struct BothReadFirst<'a> {
-    inner: &'a dyn InFlightIndex,
-    barrier: Barrier,
-}
+/// On the store's read side ([`RacedIndex`]), each run waits for the other once it has read a
+/// page with entries: both runs then hold the same stale entry (the same old lease owner) before
+/// either takes the record over, the race a twice-delivered event makes.
+struct BothReadFirst(Barrier);
 
 #[async_trait]
-impl InFlightIndex for BothReadFirst<'_> {
-    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
-        self.inner.multi_effect_keys().await
-    }
-
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        created_before_ms: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        let page = self
-            .inner
-            .stale_in_flight(shard, created_before_ms, cursor, limit)
-            .await?;
-        if !page.entries.is_empty() {
-            self.barrier.wait().await;
-        }
-        Ok(page)
+impl AfterRead for BothReadFirst {
+    async fn after_read(&self, _page: &InFlightPage) -> Result<(), StoreError> {
+        self.0.wait().await;
+        Ok(())
     }
 }
 
@@ -157,9 +138,9 @@ pub async fn at_once_neither_takes_the_others_lease(w: &World) {
     let deadline = w.clock.now_ms() + 60_000;
     let a = Invocation::new(REQUEST_ID, deadline);
     let b = Invocation::new(REQUEST_ID, deadline);
-    let index = BothReadFirst {
-        inner: w.store.as_ref(),
-        barrier: Barrier::new(2),
+    let index = RacedIndex {
+        inner: w.store.clone(),
+        after: BothReadFirst(Barrier::new(2)),
     };
     let (ra, rb) = tokio::join!(
         w.gate.reconcile(&index, &config, &a),

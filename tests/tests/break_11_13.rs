@@ -10,17 +10,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Invocation, RecordOutcome};
 use gate::manual::{ManualQueue, ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
-use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
-use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, Store, StoreError,
-    TakeOver,
-};
+use gate::store::{CommitOutcome, Reservation, Store};
+use gate::testkit::{FaultRates, FaultyStore};
 use integration_tests::fault_proxy::{store_via, FaultProxy};
-use integration_tests::field_cases::T0;
+use integration_tests::field_cases::{gate, T0};
 use integration_tests::{moto_endpoint, sqs_event, unique};
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
@@ -41,25 +39,6 @@ fn body(id: &str) -> String {
     .to_string()
 }
 
-fn gate_over(
-    store: Arc<dyn IdempotencyStore>,
-    integration: &str,
-    terminal: Arc<dyn SlotTerminal>,
-    manual: Arc<dyn ManualQueue>,
-    clock: Arc<dyn Clock>,
-) -> Gate {
-    Gate {
-        config: GateConfig::new(integration),
-        store,
-        integration: Arc::new(truck_slot::TruckSlot::new(
-            terminal,
-            vec!["ECT-DELTA".into()],
-        )),
-        manual,
-        clock,
-    }
-}
-
 /// A terminal that answers every claim with `claim` and every lookup with `lookup`.
 struct Scripted {
     claim: CallOutcome,
@@ -75,97 +54,6 @@ impl SlotTerminal for Scripted {
     }
     async fn lookup(&self, _op_key: &str, _request: &[u8]) -> LookupOutcome {
         self.lookup.clone()
-    }
-}
-
-/// A store whose first `finish` fails with `Unavailable` without writing (a throttled or
-/// unreachable DynamoDB after the SDK's retries).
-struct FailFirstFinish {
-    inner: Arc<dyn IdempotencyStore>,
-    left: AtomicUsize,
-}
-
-#[async_trait]
-impl IdempotencyStore for FailFirstFinish {
-    async fn reserve(
-        &self,
-        record: &IdempotencyRecord,
-        now_ms: i64,
-    ) -> Result<Reservation, StoreError> {
-        self.inner.reserve(record, now_ms).await
-    }
-    async fn take_over(
-        &self,
-        pk: &str,
-        old_owner: &str,
-        new_owner: &str,
-        lease_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<TakeOver, StoreError> {
-        self.inner
-            .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
-            .await
-    }
-    async fn commit(
-        &self,
-        pk: &str,
-        owner: &str,
-        effect_id: &str,
-        booking: &BusinessRow,
-        now_ms: i64,
-    ) -> Result<CommitOutcome, StoreError> {
-        self.inner
-            .commit(pk, owner, effect_id, booking, now_ms)
-            .await
-    }
-    async fn guard(
-        &self,
-        record: &IdempotencyRecord,
-        natural_key: &NaturalKey,
-        now_ms: i64,
-    ) -> Result<gate::store::GuardOutcome, StoreError> {
-        self.inner.guard(record, natural_key, now_ms).await
-    }
-    async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
-        self.inner.release_lease(pk, owner, now_ms).await
-    }
-    async fn finish(
-        &self,
-        pk: &str,
-        owner: &str,
-        status: RecordStatus,
-        error: &str,
-        item: &[u8],
-        guard: FinishGuard,
-        now_ms: i64,
-    ) -> Result<FinishOutcome, StoreError> {
-        if self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Err(StoreError::Unavailable("injected: finish failed".into()));
-        }
-        self.inner
-            .finish(pk, owner, status, error, item, guard, now_ms)
-            .await
-    }
-    async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
-        self.inner.routed(pk, owner, now_ms).await
-    }
-    async fn record_effect_id(
-        &self,
-        pk: &str,
-        effect_id: &str,
-        now_ms: i64,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record_effect_id(pk, effect_id, now_ms).await
-    }
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.get(pk).await
-    }
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.booking(source_event).await
     }
 }
 
@@ -196,11 +84,11 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
     });
-    let failing: Arc<dyn IdempotencyStore> = Arc::new(FailFirstFinish {
-        inner: store.clone(),
-        left: AtomicUsize::new(1),
-    });
-    let consumer = gate_over(
+    // Its first finish fails without writing (a throttled or unreachable store after the SDK's
+    // retries).
+    let failing = Arc::new(FaultyStore::new(store.clone(), 0, FaultRates::NONE, "inv-"));
+    failing.fail_finishes(1);
+    let consumer = gate(
         failing,
         integration,
         consumer_terminal.clone(),
@@ -241,7 +129,7 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
     // 3. Ten minutes later (past the 23 h claim horizon) the reconciler runs; the terminal's
     //    lookup endpoint fails.
     clock.advance_ms(10 * 60_000);
-    let reconciler = gate_over(
+    let reconciler = gate(
         store.clone(),
         integration,
         Arc::new(Scripted {
@@ -300,7 +188,7 @@ async fn foreign_slot_is_never_committed_on_dynamodb() {
 /// the alarm meant for exactly that stays silent.
 async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
     let clock = Arc::new(ManualClock::new(T0));
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         integration,
         Arc::new(Scripted {
@@ -379,7 +267,7 @@ async fn lost_take_over_answer_on_dynamodb() {
         claims: AtomicUsize::new(0),
     });
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         &integration,
         terminal.clone(),
@@ -437,7 +325,7 @@ async fn lost_finish_answer_on_dynamodb() {
     let integration = unique("lostfin");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
-    let mut g = gate_over(
+    let mut g = gate(
         store.clone(),
         &integration,
         Arc::new(Scripted {
@@ -484,7 +372,7 @@ async fn lost_poison_routing_answer_on_dynamodb() {
     let integration = unique("lostpoi");
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         &integration,
         Arc::new(Scripted {
@@ -522,7 +410,7 @@ async fn lost_poison_routing_answer_on_dynamodb() {
 async fn huge_negative_exponent_is_rejected_not_a_panic() {
     let clock = Arc::new(ManualClock::new(T0));
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         Arc::new(MemoryStore::new()),
         "exp-mem",
         Arc::new(Scripted {
@@ -580,7 +468,7 @@ async fn ended_window_is_never_claimed_on_take_over() {
         lookup: LookupOutcome::NotFound,
         claims: AtomicUsize::new(0),
     });
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         "ended-mem",
         terminal.clone(),
@@ -659,7 +547,7 @@ async fn expired_pending_routing_is_still_sent() {
         inner: items.clone(),
         down: true.into(),
     });
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         "expired-route",
         Arc::new(Scripted {
@@ -756,7 +644,7 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
     let created = T0 - (23 * HOUR_MS - 30_000);
     let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
-    let consumer = gate_over(
+    let consumer = gate(
         store.clone(),
         integration,
         Arc::new(PausedForeignClaim { land: land.clone() }),
@@ -803,7 +691,7 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let reconciler = gate_over(
+    let reconciler = gate(
         store.clone(),
         integration,
         Arc::new(LookupLetsClaimLand {
@@ -908,7 +796,7 @@ async fn lost_answers_on_past_retention_routing_on_dynamodb() {
         claims: AtomicUsize::new(0),
     });
     let manual = Arc::new(MemoryManualQueue::new());
-    let g = gate_over(
+    let g = gate(
         store.clone(),
         &integration,
         terminal.clone(),

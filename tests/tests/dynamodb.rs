@@ -31,6 +31,12 @@ use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 // each case on fresh tables, plus every case in turn on one table pair.
 gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 
+// The operator's port (gatectl's scans and audit history) on the same tables.
+mod operator {
+    use super::*;
+    gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+}
+
 async fn raw_item(store: &DynamoStore, pk: &str) -> HashMap<String, AttributeValue> {
     store
         .client()

@@ -17,7 +17,9 @@ use ingress::config::{IngressConfig, SecretsConfig};
 use ingress::event::SignedWebhook;
 use ingress::handler::{Handled, Ingress};
 use ingress::signature::{SecretSet, WebhookSecret};
-use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
+use integration_tests::lambda_watch::{
+    dated_events, free_port, invoke, workspace_root, WatchCommand,
+};
 use integration_tests::{fresh_queue, moto_endpoint, sdk_config, sqs_client, unique, REGION};
 use serde_json::{json, Value};
 
@@ -344,52 +346,18 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
 /// the output (the SDK's and the runtime's TRACE payload lines are filtered).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ingress_binary_queues_the_sample_event() {
-    let endpoint = moto_endpoint();
     let sqs = sqs_client().await;
     let queue_url = fresh_queue(&sqs, "ingress-binary").await;
-    let port = free_port();
     let logs = std::env::temp_dir().join(unique("ingress-watch"));
-    std::fs::create_dir_all(&logs).unwrap();
-    let (stdout_path, stderr_path) = (logs.join("stdout"), logs.join("stderr"));
-    let child = Command::new("cargo")
-        .current_dir(workspace_root())
-        .args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-            &port.to_string(),
-        ])
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", REGION)
-        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
-        .env_remove("RUST_LOG")
-        .env("NOTIFICATION_QUEUE_URL", &queue_url)
-        .env(
-            "WEBHOOK_SECRETS",
-            json!({ "active": [ingress::event::LOCAL_SAMPLE_SECRET] }).to_string(),
-        )
-        .env_remove("WEBHOOK_SECRET_ARN")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .process_group(0)
-        .spawn()
-        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let watch = Watch(child);
+    let mut watch = WatchCommand::new();
+    let port = watch.port();
+    watch
+        .against_moto()
+        .json_logs(Some("TRACE"))
+        .ingress_to(&queue_url);
+    let watch = watch.spawn_logged(&logs);
 
-    let events = std::env::temp_dir().join(unique("ingress-events"));
-    sim::sample_events::date_dir(
-        &workspace_root().join("events"),
-        &events,
-        SystemClock.now_ms(),
-    )
-    .expect("sample events dated");
+    let events = dated_events("ingress-events");
     let sample = events.join("webhook-portbase.json");
     let event: Value = serde_json::from_str(&std::fs::read_to_string(&sample).unwrap()).unwrap();
     let file = sample.clone();
@@ -419,13 +387,8 @@ async fn the_ingress_binary_queues_the_sample_event() {
     assert_eq!(problem["reason"], "invalid_signature");
     assert_eq!(drain(&sqs, &queue_url).await, vec![]);
 
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    drop(watch);
-    let text = format!(
-        "{}\n{}",
-        std::fs::read_to_string(&stdout_path).unwrap_or_default(),
-        std::fs::read_to_string(&stderr_path).unwrap_or_default()
-    );
+    let (stdout, stderr) = watch.stop().await;
+    let text = format!("{stdout}\n{stderr}");
     let lines: Vec<Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

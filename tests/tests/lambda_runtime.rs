@@ -6,7 +6,6 @@
 //! installs it into `.venv`) and `MOTO_ENDPOINT`.
 
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,64 +13,30 @@ use std::time::{Duration, Instant};
 use gate::clock::{Clock, SystemClock};
 use gate::record::RecordStatus;
 use gate::store::IdempotencyStore;
-use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
-use integration_tests::{
-    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique,
+use integration_tests::lambda_watch::{
+    dated_events, invoke, workspace_root, MotoStore, Watch, WatchCommand,
 };
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_consumer_binary_processes_the_event_files_exactly_once() {
-    let endpoint = moto_endpoint();
-    let dynamo = dynamo_client().await;
-    let (idempotency, bookings) = fresh_tables(&dynamo, "lambda").await;
-    let sqs = sqs_client().await;
-    let manual_url = fresh_queue(&sqs, "lambda-manual").await;
+    let moto = MotoStore::fresh("lambda").await;
     let core = TerminalCore::new(
         TerminalConfig::default(),
         Arc::new(SystemClock) as Arc<dyn Clock>,
     );
     let (terminal_addr, _server) = terminal::spawn(core.clone()).await.expect("terminal");
 
-    let port = free_port();
-    let child = Command::new("cargo")
-        .current_dir(workspace_root())
-        .args([
-            "lambda",
-            "watch",
-            // Build once; do not rebuild when files change while the test runs.
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-            &port.to_string(),
-        ])
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "eu-west-1")
-        .env("IDEMPOTENCY_TABLE", &idempotency)
-        .env("BOOKINGS_TABLE", &bookings)
-        .env("MANUAL_QUEUE_URL", &manual_url)
-        .env("TERMINAL_BASE_URL", format!("http://{terminal_addr}"))
-        .env("INTEGRATION_NAME", "lambda-test")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let _watch = Watch(child);
+    let mut watch = WatchCommand::new();
+    let port = watch.port();
+    watch
+        .against_moto()
+        .consumer_of(&moto, "lambda-test", &format!("http://{terminal_addr}"))
+        .command()
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON");
+    let _watch = watch.spawn(Stdio::null(), Stdio::null());
 
-    // The sample events dated for today: their windows as written end on a fixed day.
-    let events = std::env::temp_dir().join(unique("gate-events"));
-    sim::sample_events::date_dir(
-        &workspace_root().join("events"),
-        &events,
-        SystemClock.now_ms(),
-    )
-    .expect("sample events dated");
+    let events = dated_events("gate-events");
     let (notification, batch_file) = (
         events.join("notification.json"),
         events.join("batch-duplicates-poison.json"),
@@ -106,7 +71,11 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     );
 
     // The tables: three committed records with their bookings, the slot ids matching.
-    let store = gate::store::dynamo::DynamoStore::new(dynamo.clone(), &idempotency, &bookings);
+    let store = gate::store::dynamo::DynamoStore::new(
+        moto.dynamo.clone(),
+        &moto.idempotency,
+        &moto.bookings,
+    );
     for slot in core.slots() {
         let key = truck_slot::keys::event_key_of(
             &notification_id(&slot.equipment_number),
@@ -122,7 +91,13 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
         let booking = store.booking(&key).await.unwrap().unwrap();
         assert_eq!(booking.effect_id, slot.effect_id);
     }
-    let scanned = dynamo.scan().table_name(&bookings).send().await.unwrap();
+    let scanned = moto
+        .dynamo
+        .scan()
+        .table_name(&moto.bookings)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(scanned.count(), 3);
 
     // The reconciler binary: a record stranded three minutes ago (reserved, lease expired, the
@@ -214,9 +189,10 @@ async fn the_consumer_binary_processes_the_event_files_exactly_once() {
     );
 
     // The manual queue: exactly the poison body, with its reason.
-    let received = sqs
+    let received = moto
+        .sqs
         .receive_message()
-        .queue_url(&manual_url)
+        .queue_url(&moto.manual_url)
         .max_number_of_messages(10)
         .message_attribute_names("All")
         .send()
@@ -283,28 +259,12 @@ fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_va
              WEBHOOK_SECRET_ARN: missing (required; or WEBHOOK_SECRETS for local runs)",
         ),
     ] {
-        let port = free_port();
-        let mut command = Command::new("cargo");
-        command.current_dir(workspace_root()).args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-            &port.to_string(),
-        ]);
+        let mut watch = WatchCommand::new();
+        let port = watch.port();
         for variable in CONFIG_VARIABLES {
-            command.env_remove(variable);
+            watch.command().env_remove(variable);
         }
-        let watch = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-        let mut watch = Watch(watch);
+        let mut watch = watch.spawn(Stdio::piped(), Stdio::piped());
         let log = WatchLog::follow(&mut watch);
 
         let (answer, after_start) = invoke_timed(port, function, &log);

@@ -31,10 +31,8 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, SystemClock};
@@ -43,10 +41,8 @@ use gate::manual::sqs::SqsManualQueue;
 use gate::reconciler::ReconcilerConfig;
 use gate::store::dynamo::DynamoStore;
 use gate::store::IdempotencyStore;
-use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
-use integration_tests::{
-    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sdk_config, sqs_client, unique,
-};
+use integration_tests::lambda_watch::{invoke, workspace_root, MotoStore, WatchCommand};
+use integration_tests::{dynamo_client, sdk_config, sqs_client, unique};
 use serde_json::{json, Value};
 use support::{json, raw, Answer, Seen};
 use truck_slot::derive_keys;
@@ -581,16 +577,12 @@ async fn strand(
 
 struct Aws {
     store: DynamoStore,
-    idempotency: String,
-    bookings: String,
-    manual_url: String,
+    moto: MotoStore,
     secret_arn: String,
 }
 
 async fn aws(base: &str) -> Aws {
-    let dynamo = dynamo_client().await;
-    let (idempotency, bookings) = fresh_tables(&dynamo, base).await;
-    let manual_url = fresh_queue(&sqs_client().await, &format!("{base}-manual")).await;
+    let moto = MotoStore::fresh(base).await;
     let secrets = aws_sdk_secretsmanager::Client::new(&sdk_config().await);
     let secret_arn = secrets
         .create_secret()
@@ -603,10 +595,12 @@ async fn aws(base: &str) -> Aws {
         .unwrap()
         .to_string();
     Aws {
-        store: DynamoStore::new(dynamo, idempotency.clone(), bookings.clone()),
-        idempotency,
-        bookings,
-        manual_url,
+        store: DynamoStore::new(
+            moto.dynamo.clone(),
+            moto.idempotency.clone(),
+            moto.bookings.clone(),
+        ),
+        moto,
         secret_arn,
     }
 }
@@ -685,7 +679,7 @@ async fn the_handlers_log_no_secret_at_trace() {
     let http = Arc::new(HttpTerminal::new(terminal_config).unwrap());
     let manual = Arc::new(SqsManualQueue::new(
         sqs_client().await,
-        aws.manual_url.clone(),
+        aws.moto.manual_url.clone(),
     ));
     let gate = Gate {
         config: GateConfig::new("logs-lib"),
@@ -752,7 +746,7 @@ async fn the_handlers_log_no_secret_at_trace() {
 
     // Positive controls.
     assert_terminal_got_the_secrets(&terminal.seen());
-    let manual_bodies = drain(&aws.manual_url).await;
+    let manual_bodies = drain(&aws.moto.manual_url).await;
     assert!(
         manual_bodies.iter().any(|b| b.contains(PIN)),
         "the manual queue keeps the original body for the person booking by hand"
@@ -779,7 +773,7 @@ async fn the_handlers_log_no_secret_at_trace() {
     assert_clean("the reports", &reports);
     assert_clean(
         "the records' errors",
-        &record_errors(&aws.idempotency).await,
+        &record_errors(&aws.moto.idempotency).await,
     );
     let details: Vec<String> = manual_bodies
         .iter()
@@ -791,14 +785,13 @@ async fn the_handlers_log_no_secret_at_trace() {
         })
         .collect();
     assert_clean("the manual queue's details", &details.join("\n"));
-    let _ = &aws.bookings;
+    let _ = &aws.moto.bookings;
 }
 
 // --- 2. the binaries under cargo lambda watch ----------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_binaries_log_no_secret_at_trace() {
-    let endpoint = moto_endpoint();
     let aws = aws("logs-bin").await;
     let behaviour = Arc::new(Mutex::new(Behaviour::default()));
     let terminal = support::spawn(hostile(behaviour.clone())).await;
@@ -827,8 +820,6 @@ async fn the_binaries_log_no_secret_at_trace() {
     let metrics_event = workspace_root().join("events/scheduled-metrics.json");
     let schedule_event = dir.join("reconcile.json");
     std::fs::write(&schedule_event, "{\"job\":\"reconcile\"}").unwrap();
-    let stdout_path = dir.join("watch.stdout");
-    let stderr_path = dir.join("watch.stderr");
 
     let have_cargo_lambda = Command::new("cargo")
         .args(["lambda", "--version"])
@@ -838,40 +829,17 @@ async fn the_binaries_log_no_secret_at_trace() {
         have_cargo_lambda,
         "cargo-lambda is not on PATH: run `make test`, or put .venv/bin on PATH"
     );
-    let port = free_port();
-    let child = Command::new("cargo")
-        .current_dir(workspace_root())
-        .args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-        ])
-        .arg(port.to_string())
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "eu-west-1")
-        .env("IDEMPOTENCY_TABLE", &aws.idempotency)
-        .env("BOOKINGS_TABLE", &aws.bookings)
-        .env("MANUAL_QUEUE_URL", &aws.manual_url)
-        .env("TERMINAL_BASE_URL", &terminal.base_url)
+    let mut watch = WatchCommand::new();
+    let port = watch.port();
+    watch
+        .against_moto()
+        .consumer_of(&aws.moto, "logs-bin", &terminal.base_url)
+        .json_logs(Some("TRACE"))
+        .command()
         .env("TERMINAL_API_TOKEN_SECRET_ARN", &aws.secret_arn)
         .env_remove("TERMINAL_API_TOKEN")
-        .env("INTEGRATION_NAME", "logs-bin")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
-        .env_remove("RUST_LOG")
-        .env_remove("LOG_SENSITIVE_BODIES")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .process_group(0)
-        .spawn()
-        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let watch = Watch(child);
+        .env_remove("LOG_SENSITIVE_BODIES");
+    let watch = watch.spawn_logged(&dir);
 
     let file = consumer_event.clone();
     let answer = tokio::task::spawn_blocking(move || invoke(port, "consumer", &file))
@@ -902,11 +870,7 @@ async fn the_binaries_log_no_secret_at_trace() {
             .await
             .unwrap();
 
-    // Let the last lines reach the files, then stop the watcher.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    drop(watch);
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let (stdout, stderr) = watch.stop().await;
     let text = format!("{stdout}\n{stderr}");
 
     // Positive controls: the functions' own JSON lines at TRACE were captured, the token came
@@ -931,12 +895,12 @@ async fn the_binaries_log_no_secret_at_trace() {
         "lambda_runtime's TRACE payload line must be filtered"
     );
     assert_terminal_got_the_secrets(&terminal.seen());
-    let manual_bodies = drain(&aws.manual_url).await;
+    let manual_bodies = drain(&aws.moto.manual_url).await;
     assert!(manual_bodies.iter().any(|b| b.contains(PIN)));
 
     assert_clean("the binaries' stdout and stderr", &text);
     assert_clean("the invoke answers", &format!("{answer} {run} {published}"));
-    let errors = record_errors(&aws.idempotency).await;
+    let errors = record_errors(&aws.moto.idempotency).await;
     assert!(
         errors.contains("terminal answered 400")
             && errors.contains("failed (lookup: terminal answered 500"),

@@ -12,14 +12,8 @@
 #[path = "../../integrations/truck-slot/tests/support/mod.rs"]
 mod support;
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
-use integration_tests::{
-    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique,
-};
+use integration_tests::lambda_watch::{invoke, workspace_root, MotoStore, WatchCommand};
+use integration_tests::unique;
 use serde_json::{json, Value};
 use truck_slot::keys::event_key_of;
 
@@ -57,11 +51,7 @@ fn lines(stdout: &str, message: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name() {
-    let endpoint = moto_endpoint();
-    let dynamo = dynamo_client().await;
-    let (idempotency, bookings) = fresh_tables(&dynamo, "outcomes").await;
-    let sqs = sqs_client().await;
-    let manual_url = fresh_queue(&sqs, "outcomes-manual").await;
+    let moto = MotoStore::fresh("outcomes").await;
     let terminal = support::spawn(|seen| {
         let request: Value = serde_json::from_slice(&seen.body).unwrap_or(Value::Null);
         let equipment = request["equipment_number"]
@@ -103,39 +93,14 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         std::fs::write(&path, e).unwrap();
         files.push(path);
     }
-    let stdout_path = dir.join("watch.stdout");
 
-    let port = free_port();
-    let child = Command::new("cargo")
-        .current_dir(workspace_root())
-        .args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-        ])
-        .arg(port.to_string())
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "eu-west-1")
-        .env("IDEMPOTENCY_TABLE", &idempotency)
-        .env("BOOKINGS_TABLE", &bookings)
-        .env("MANUAL_QUEUE_URL", &manual_url)
-        .env("TERMINAL_BASE_URL", &terminal.base_url)
-        .env("INTEGRATION_NAME", "outcomes")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env_remove("AWS_LAMBDA_LOG_LEVEL")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let watch = Watch(child);
+    let mut watch = WatchCommand::new();
+    let port = watch.port();
+    watch
+        .against_moto()
+        .consumer_of(&moto, "outcomes", &terminal.base_url)
+        .json_logs(None);
+    let watch = watch.spawn_logged(&dir);
 
     let mut answers = Vec::new();
     for file in files {
@@ -149,9 +114,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
         json!({"batchItemFailures": [{"itemIdentifier": "m-refused"}]}),
         "only the 503 is retried"
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    drop(watch);
-    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let (stdout, _) = watch.stop().await;
 
     let processed = lines(&stdout, "record processed");
     let by_message = |id: &str| -> Value {

@@ -68,6 +68,12 @@ async fn fresh_store(case: &str) -> PostgresStore {
 // each case in a fresh schema, plus every case in turn in one schema.
 gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 
+// The operator's port (gatectl's scans and audit history), each case in a fresh schema.
+mod operator {
+    use super::*;
+    gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+}
+
 /// The address of the test server, from a URL `postgresql://user@host:port/db?..`.
 fn server_addr(url: &str) -> SocketAddr {
     let rest = url.split_once('@').map_or(url, |(_, r)| r);

@@ -8,6 +8,7 @@
 
 use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
+use gate::store::audit::AuditLog;
 use gate::store::postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex};
 
@@ -110,11 +111,21 @@ async fn rows_of_the_previous_layout_are_read_committed_over_and_counted() {
 
     assert_eq!(
         store.migrate().await.expect("migrate"),
-        vec![2, 3],
-        "from version 1: the neutral names (2), then the purge indexes (3)"
+        vec![2, 3, 4],
+        "from version 1: the neutral names (2), the purge indexes (3), the audit history (4)"
     );
 
     assert_eq!(store.get(&two.pk).await.expect("get"), Some(two.clone()));
+    // A record of the previous layout takes gatectl's audit lines (the table of version 4).
+    assert!(store.history(&two.pk).await.expect("history").is_empty());
+    let line = gate::store::audit::AuditEntry {
+        at_ms: NOW_MS,
+        who: "gatectl:alice".into(),
+        action: "finish".into(),
+        detail: "after the upgrade".into(),
+    };
+    store.append_history(&two.pk, &line).await.expect("append");
+    assert_eq!(store.history(&two.pk).await.expect("history"), vec![line]);
     assert_eq!(
         store
             .booking(&two.event_key)

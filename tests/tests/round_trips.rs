@@ -33,6 +33,7 @@ use gate::store::dynamo::DynamoStore;
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
+use gate::testkit::{AfterRead, RacedIndex};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_store_with, sqs_event, CallRecorder,
 };
@@ -472,30 +473,16 @@ async fn reconciler_pages_cost_one_query_each() {
     );
 }
 
-/// An `InFlight` index that lets "someone else" act on every record of a page after the `Query`
-/// and before the reconciler's take-over: the race a second reconciler or a late consumer makes.
-struct RacingStore {
-    inner: Arc<dyn InFlightIndex>,
+/// "Someone else" acting on every record of a page after the `Query` and before the
+/// reconciler's take-over ([`RacedIndex`]): the race a second reconciler or a late consumer makes.
+struct SomeoneElse {
     other: DynamoStore,
     commit_instead: bool,
 }
 
 #[async_trait]
-impl InFlightIndex for RacingStore {
-    async fn multi_effect_keys(&self) -> Result<usize, StoreError> {
-        self.inner.multi_effect_keys().await
-    }
-    async fn stale_in_flight(
-        &self,
-        shard: &str,
-        before: i64,
-        cursor: Option<String>,
-        limit: usize,
-    ) -> Result<InFlightPage, StoreError> {
-        let page = self
-            .inner
-            .stale_in_flight(shard, before, cursor, limit)
-            .await?;
+impl AfterRead for SomeoneElse {
+    async fn after_read(&self, page: &InFlightPage) -> Result<(), StoreError> {
         for r in &page.entries {
             let owner = r.lease_owner.clone().unwrap_or_default();
             let now = T0;
@@ -515,17 +502,19 @@ impl InFlightIndex for RacingStore {
                 assert_eq!(out, CommitOutcome::Committed);
             }
         }
-        Ok(page)
+        Ok(())
     }
 }
 
 async fn racing_world(name: &str, commit_instead: bool) -> World {
     let mut w = World::new(name).await;
     let inner = w.index.clone();
-    w.index = Arc::new(RacingStore {
+    w.index = Arc::new(RacedIndex {
         inner,
-        other: w.other.clone(),
-        commit_instead,
+        after: SomeoneElse {
+            other: w.other.clone(),
+            commit_instead,
+        },
     });
     w
 }

@@ -172,6 +172,12 @@ fn the_template_passes_and_every_breach_is_named() {
             "allowed to ['MetricsRole']",
         ),
         (
+            "the operators cannot reach a PostgreSQL store (its connection string)",
+            "            - Sid: DatabaseUrl\n              Effect: Allow\n              Action: secretsmanager:GetSecretValue\n              Resource: !Ref DatabaseUrlSecretArn",
+            "            - Sid: DatabaseUrl\n              Effect: Allow\n              Action: secretsmanager:DescribeSecret\n              Resource: !Ref DatabaseUrlSecretArn",
+            "cannot read: secretsmanager:GetSecretValue on DatabaseUrlSecretArn",
+        ),
+        (
             "the terminals' tokens readable beyond their secrets",
             "                  Resource: !Ref TerminalTokenSecretArns\n",
             "                  Resource:\n                    - !Ref TerminalApiTokenSecretArn\n                    - !Ref TerminalTokenSecretArns\n",

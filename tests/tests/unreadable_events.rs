@@ -14,15 +14,8 @@
 //! line the watcher printed. Needs `cargo-lambda` on PATH and `MOTO_ENDPOINT`
 //! (`scripts/with-moto.sh cargo test -p integration-tests --test unreadable_events`).
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use gate::clock::{Clock, SystemClock};
-use integration_tests::lambda_watch::{free_port, invoke, workspace_root, Watch};
-use integration_tests::{
-    dynamo_client, fresh_queue, fresh_tables, moto_endpoint, sqs_client, unique, REGION,
-};
+use integration_tests::lambda_watch::{dated_events, invoke, MotoStore, WatchCommand};
+use integration_tests::{fresh_queue, unique};
 use serde_json::{json, Value};
 
 /// Every message of `queue_url` (up to 10), bodies only, deleted.
@@ -50,60 +43,21 @@ async fn drain(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() {
-    let endpoint = moto_endpoint();
-    let dynamo = dynamo_client().await;
-    let (idempotency, bookings) = fresh_tables(&dynamo, "unreadable").await;
-    let sqs = sqs_client().await;
-    let manual_url = fresh_queue(&sqs, "unreadable-manual").await;
-    let notifications_url = fresh_queue(&sqs, "unreadable-notifications").await;
-    let port = free_port();
+    let moto = MotoStore::fresh("unreadable").await;
+    let sqs = &moto.sqs;
+    let notifications_url = fresh_queue(sqs, "unreadable-notifications").await;
     let logs = std::env::temp_dir().join(unique("unreadable-watch"));
-    std::fs::create_dir_all(&logs).unwrap();
-    let (stdout_path, stderr_path) = (logs.join("stdout"), logs.join("stderr"));
-    let child = Command::new("cargo")
-        .current_dir(workspace_root())
-        .args([
-            "lambda",
-            "watch",
-            "--ignore-changes",
-            "-A",
-            "127.0.0.1",
-            "-P",
-            &port.to_string(),
-        ])
-        .env("AWS_ENDPOINT_URL", &endpoint)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", REGION)
-        .env("AWS_LAMBDA_LOG_LEVEL", "TRACE")
-        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
-        .env_remove("RUST_LOG")
-        .env("IDEMPOTENCY_TABLE", &idempotency)
-        .env("BOOKINGS_TABLE", &bookings)
-        .env("MANUAL_QUEUE_URL", &manual_url)
-        // Never called: the only readable record below is routed before any claim.
-        .env("TERMINAL_BASE_URL", "http://127.0.0.1:9")
-        .env("INTEGRATION_NAME", "unreadable-test")
-        .env("NOTIFICATION_QUEUE_URL", &notifications_url)
-        .env(
-            "WEBHOOK_SECRETS",
-            json!({ "active": [ingress::event::LOCAL_SAMPLE_SECRET] }).to_string(),
-        )
-        .env_remove("WEBHOOK_SECRET_ARN")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .process_group(0)
-        .spawn()
-        .expect("cargo lambda watch starts (is cargo-lambda installed? run `make test`)");
-    let watch = Watch(child);
-    let events = std::env::temp_dir().join(unique("unreadable-events"));
-    sim::sample_events::date_dir(
-        &workspace_root().join("events"),
-        &events,
-        SystemClock.now_ms(),
-    )
-    .expect("sample events dated");
+    let mut watch = WatchCommand::new();
+    let port = watch.port();
+    watch
+        .against_moto()
+        .json_logs(Some("TRACE"))
+        // The terminal is never called: the only readable record below is routed before any
+        // claim.
+        .consumer_of(&moto, "unreadable-test", "http://127.0.0.1:9")
+        .ingress_to(&notifications_url);
+    let watch = watch.spawn_logged(&logs);
+    let events = dated_events("unreadable-events");
     let invoke_with = |name: &str, event: &Value, function: &'static str| {
         let file = events.join(name);
         std::fs::write(&file, event.to_string()).unwrap();
@@ -152,7 +106,7 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         let detail = problem["detail"].as_str().unwrap();
         assert!(detail.contains(named), "{detail}");
     }
-    assert_eq!(drain(&sqs, &notifications_url).await, Vec::<String>::new());
+    assert_eq!(drain(sqs, &notifications_url).await, Vec::<String>::new());
 
     // --- the consumer -----------------------------------------------------------------------
     let notification: Value =
@@ -170,7 +124,7 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
     record["messageAttributes"] = json!({ "x": "ATTRIBUTEMARKER\u{1}" });
     let answer = invoke_with("consumer.json", &json!({ "Records": [record] }), "consumer").await;
     assert_eq!(answer, json!({ "batchItemFailures": [] }), "acknowledged");
-    let routed = drain(&sqs, &manual_url).await;
+    let routed = drain(sqs, &moto.manual_url).await;
     assert_eq!(routed.len(), 1, "{routed:?}");
     let item: Value = serde_json::from_str(&routed[0]).unwrap();
     assert_eq!(item["reason"], "rejected");
@@ -194,13 +148,8 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
     .await;
     assert_eq!(report["reconciled"], 0, "the pass ran: {report}");
 
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    drop(watch);
-    let text = format!(
-        "{}\n{}",
-        std::fs::read_to_string(&stdout_path).unwrap_or_default(),
-        std::fs::read_to_string(&stderr_path).unwrap_or_default()
-    );
+    let (stdout, stderr) = watch.stop().await;
+    let text = format!("{stdout}\n{stderr}");
     for marker in &markers {
         assert!(
             !text.contains(marker.as_str()),

@@ -12,14 +12,11 @@
 //! payload is a mismatch, routed to a person) and, in RFC 8785 form, the request bytes. The
 //! business row is the gate's default (the record's label `job` and the job's id).
 
+pub mod lambda;
+
 use std::time::Duration;
 
-use async_trait::async_trait;
-use gate::effect::{CallOutcome, LookupOutcome};
-use gate::idempotency_key::{client, JsonIdAt};
-use gate::integration::{Event, Held, Integration, Parsed, Rejection};
-use gate::record::{IdempotencyRecord, Labels};
-use serde_json::Value;
+use gate::prelude::*;
 
 /// The operation name of the job's `Idempotency-Key`.
 pub const POST_JOB: &str = "post-job";
@@ -30,11 +27,7 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Where the job server's answers hold the job's id: `201 {"id"}` to a call, `200 {"id"}` to a
 /// lookup. Every status is classified by the core's Idempotency-Key table
 /// (`gate::idempotency_key::classify`), summaries in the core's words, no excerpt of the answer.
-const JOB_SERVER: JsonIdAt = JsonIdAt {
-    server: "job server",
-    effect_at: "/id",
-    found_at: "/id",
-};
+const JOB_SERVER: JsonIdAt = JsonIdAt::new("job server", "/id");
 
 /// The job server's client.
 #[derive(Debug, Clone)]
@@ -59,47 +52,35 @@ impl JobClient {
     }
 }
 
-fn reject(code: &'static str, detail: &str) -> Parsed {
-    Parsed::Rejected(Rejection {
-        code,
-        detail: detail.to_string(),
-        ended: false,
+/// A job event's job, or why the body can never be one (the crate docs).
+///
+/// # Errors
+/// The rejection, typed (`gate::fields`): `body_too_large`, `not_json`, `unknown_field`,
+/// `missing_field` or `bad_field`, naming the field.
+pub fn job(body: &str) -> Result<Event, Rejection> {
+    let f = Fields::parse(body, MAX_BODY_BYTES)?;
+    let (job, payload) = (f.text("job_id", 128)?, f.object("payload")?);
+    f.all_read()?;
+    let request = serde_json_canonicalizer::to_vec(payload)
+        .map_err(|_| Fields::bad("payload", "cannot be written as canonical JSON"))?;
+    Ok(Event {
+        key_material: format!("job:{job}"),
+        business_fields: payload.clone(),
+        request,
+        labels: Labels::from([("job".to_string(), job.to_string())]),
+        ends_at_ms: None,
+        subject: job.to_string(),
     })
 }
 
-#[async_trait]
+#[async_trait::async_trait]
 impl Integration for JobClient {
     fn operation(&self) -> &str {
         POST_JOB
     }
 
     fn parse(&self, body: &str, _now_ms: i64) -> Parsed {
-        if body.len() > MAX_BODY_BYTES {
-            return reject("body_too_large", "body over 16 KiB");
-        }
-        let Ok(Value::Object(fields)) = gate::strict_json::from_str_strict(body) else {
-            return reject("not_json", "body is not a JSON object with unique keys");
-        };
-        let job = match fields.get("job_id").and_then(Value::as_str) {
-            Some(id) if !id.is_empty() && id.len() <= 128 && !id.chars().any(char::is_control) => {
-                id.to_string()
-            }
-            _ => return reject("bad_job_id", "job_id missing, empty, too long or not text"),
-        };
-        let Some(payload @ Value::Object(_)) = fields.get("payload") else {
-            return reject("missing_field", "payload missing or not an object");
-        };
-        let Ok(request) = serde_json_canonicalizer::to_vec(payload) else {
-            return reject("not_json", "payload cannot be written as canonical JSON");
-        };
-        Parsed::Event(Event {
-            key_material: format!("job:{job}"),
-            business_fields: payload.clone(),
-            request,
-            labels: Labels::from([("job".to_string(), job.clone())]),
-            ends_at_ms: None,
-            subject: job,
-        })
+        job(body).into()
     }
 
     async fn call(&self, held: &Held<'_>) -> CallOutcome {

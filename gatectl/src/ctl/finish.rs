@@ -9,12 +9,13 @@ use serde_json::json;
 use super::{approve, event_key_arg, Confirm, Ctl, Output};
 use crate::error::CtlError;
 use crate::render::cut;
+use crate::targets::StoreCall;
 
 impl Ctl {
-    pub(super) fn refusal(&self, e: OperatorError, action: &str) -> CtlError {
+    pub(super) fn refusal(&self, e: OperatorError, call: StoreCall) -> CtlError {
         match e {
             OperatorError::Refused(r) => CtlError::Refused(r.to_string()),
-            OperatorError::Store(e) => CtlError::store(e, action, self.table()),
+            OperatorError::Store(e) => self.store_error(e, call),
         }
     }
 
@@ -92,7 +93,7 @@ impl Ctl {
             .gate
             .operator_finish(&r, slot.clone(), &invocation)
             .await
-            .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
+            .map_err(|e| self.refusal(e, StoreCall::Write))?;
         let (detail, result) = match &outcome {
             RecordOutcome::Committed { effect_id } => {
                 (format!("committed {effect} {effect_id} ({source})"), Ok(()))
@@ -164,7 +165,7 @@ impl Ctl {
             .gate
             .operator_cancel(&r, &detail, &invocation)
             .await
-            .map_err(|e| self.refusal(e, "dynamodb:UpdateItem"))?;
+            .map_err(|e| self.refusal(e, StoreCall::Write))?;
         let ok = matches!(outcome, RecordOutcome::Manual(_));
         let audit = if ok {
             format!(

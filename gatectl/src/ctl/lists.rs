@@ -3,8 +3,7 @@
 
 use gate::manual::ManualItem;
 use gate::record::{RecordStatus, INFLIGHT_SHARDS};
-use gate::store::dynamo::MULTI_EFFECT_INDEX;
-use gate::store::{IdempotencyStore, InFlightEntry, InFlightIndex};
+use gate::store::InFlightEntry;
 use serde_json::{json, Value};
 
 use super::{
@@ -13,6 +12,7 @@ use super::{
 };
 use crate::error::CtlError;
 use crate::render::{cut, human_ms, human_s, progress, table};
+use crate::targets::StoreCall;
 
 impl Ctl {
     pub(super) async fn in_flight_entries(
@@ -27,16 +27,9 @@ impl Ctl {
             loop {
                 let page = self
                     .store
-                    .index()
                     .stale_in_flight(&shard, created_before_ms, cursor.take(), 100)
                     .await
-                    .map_err(|e| {
-                        CtlError::store(
-                            e,
-                            "dynamodb:Query",
-                            &format!("{}/index/InFlight", self.table()),
-                        )
-                    })?;
+                    .map_err(|e| self.store_error(e, StoreCall::InFlight))?;
                 entries.extend(page.entries);
                 match page.cursor {
                     Some(c) => cursor = Some(c),
@@ -89,13 +82,11 @@ impl Ctl {
     }
 
     pub(super) async fn list_multi_effect(&self) -> Result<Output, CtlError> {
-        let pks = self.store.index().multi_effect_pks().await.map_err(|e| {
-            CtlError::store(
-                e,
-                "dynamodb:Query",
-                &format!("{}/index/{MULTI_EFFECT_INDEX}", self.table()),
-            )
-        })?;
+        let pks = self
+            .store
+            .multi_effect_pks()
+            .await
+            .map_err(|e| self.store_error(e, StoreCall::MultiEffect))?;
         let words = self.words();
         let bar = progress(
             pks.len() as u64,
@@ -111,7 +102,7 @@ impl Ctl {
                 .store
                 .get(pk)
                 .await
-                .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?
+                .map_err(|e| self.store_error(e, StoreCall::Get))?
             else {
                 continue;
             };

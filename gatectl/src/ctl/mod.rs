@@ -17,15 +17,14 @@ use std::sync::Arc;
 
 use gate::consumer::{Gate, Invocation};
 use gate::effect::LookupOutcome;
-use gate::operator::{AuditEntry, AuditLog, OperatorError, Refusal, OPERATOR_LEASE_MS};
+use gate::operator::{AuditEntry, OperatorError, Refusal, OPERATOR_LEASE_MS};
 use gate::record::{record_pk, IdempotencyRecord};
-use gate::store::dynamo::DynamoStore;
-use gate::store::IdempotencyStore;
+use gate::store::{OperatorStore, StoreError};
 use serde_json::Value;
 
 use crate::error::{exit, CtlError};
 
-use crate::targets::Targets;
+use crate::targets::{StoreCall, Targets};
 pub use crate::words::Query;
 use crate::words::{is_event_key, View, Words};
 
@@ -52,15 +51,15 @@ impl Output {
     }
 }
 
-/// Everything a command needs: the gate over the stack's tables, queues and integration, the
-/// DynamoDB store itself (scans, the audit history), SQS, the integration's view and words, and
-/// who is acting.
+/// Everything a command needs: the gate over the stack's store, queues and integration, the
+/// store itself through the operator's port (scans, the audit history: DynamoDB, PostgreSQL or
+/// memory alike), SQS, the integration's view and words, and who is acting.
 pub struct Ctl {
     /// The gate: its store is [`Ctl::store`], its manual queue the stack's, its clock the time
     /// every age is computed at.
     pub gate: Gate,
-    /// The DynamoDB store (the same tables as the gate's).
-    pub store: Arc<DynamoStore>,
+    /// The store through the operator's port ([`OperatorStore`]): the same store as the gate's.
+    pub store: Arc<dyn OperatorStore>,
     /// SQS (the manual queue, the dead-letter queue, the notification queue).
     pub sqs: aws_sdk_sqs::Client,
     /// Where everything is.
@@ -134,8 +133,10 @@ impl Ctl {
         self.view.words()
     }
 
-    fn table(&self) -> &str {
-        &self.targets.idempotency_table
+    /// A store error of `call`, naming the backend's action and resource ([`Targets::call`]).
+    fn store_error(&self, e: StoreError, call: StoreCall) -> CtlError {
+        let (action, resource) = self.targets.call(call);
+        CtlError::store(e, &action, &resource)
     }
 
     /// A lease token for one write: `gatectl:{user}#{8 hex}`, unique per acquisition.
@@ -168,7 +169,7 @@ impl Ctl {
         self.store
             .get(&pk)
             .await
-            .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?
+            .map_err(|e| self.store_error(e, StoreCall::Get))?
             .ok_or_else(|| CtlError::NotFound(format!("no record {pk}")))
     }
 
@@ -183,7 +184,7 @@ impl Ctl {
             OperatorError::Refused(Refusal::NotFound { pk }) => {
                 CtlError::NotFound(format!("no record {pk}"))
             }
-            other => self.refusal(other, "dynamodb:GetItem"),
+            other => self.refusal(other, StoreCall::Get),
         })
     }
 
@@ -195,7 +196,7 @@ impl Ctl {
             detail,
         };
         self.store.append_history(pk, &entry).await.map_err(|e| {
-            let err = CtlError::store(e, "dynamodb:UpdateItem", self.table());
+            let err = self.store_error(e, StoreCall::AppendHistory);
             match err {
                 CtlError::Failed(m) => CtlError::Failed(format!(
                     "the change was made, but its audit line was not written: {m}"

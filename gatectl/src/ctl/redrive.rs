@@ -1,10 +1,10 @@
 //! `list dead-letters` and `redrive`: the dead letters, and which of them may go back to the
 //! notification queue before their records expire.
 
+use crate::targets::StoreCall;
 use aws_sdk_sqs::types::{Message, QueueAttributeName};
-use gate::operator::{AuditEntry, AuditLog};
+use gate::operator::AuditEntry;
 use gate::record::record_pk;
-use gate::store::IdempotencyStore;
 use serde_json::{json, Value};
 
 use super::{
@@ -94,7 +94,7 @@ impl Ctl {
                 .store
                 .get(&pk)
                 .await
-                .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?;
+                .map_err(|e| self.store_error(e, StoreCall::Get))?;
             if record.is_some_and(|r| r.expires_at_s.saturating_mul(1000) < horizon_ms) {
                 ids.push(m.message_id().unwrap_or_default().to_string());
             }
@@ -270,7 +270,7 @@ impl Ctl {
                     .await
                 {
                     Ok(()) | Err(gate::store::StoreError::Corrupt(_)) => {}
-                    Err(e) => return Err(CtlError::store(e, "dynamodb:UpdateItem", self.table())),
+                    Err(e) => return Err(self.store_error(e, StoreCall::AppendHistory)),
                 }
             }
             moved.push(m.message_id().unwrap_or_default().to_string());

@@ -1,17 +1,17 @@
 //! `show`: a record (or the records a query finds) for a person and as JSON.
 
-use gate::operator::{rfc3339_ms, AuditLog};
+use gate::operator::rfc3339_ms;
 use gate::record::IdempotencyRecord;
-use gate::store::IdempotencyStore;
 use serde_json::{json, Value};
 
 use super::{Ctl, Output, Query};
 use crate::error::CtlError;
 use crate::render::{human_ms, human_s, progress};
+use crate::targets::StoreCall;
 use crate::words::Words;
 
 impl Ctl {
-    /// The records a scan of the idempotency table finds: with `label`, those whose label
+    /// The records a scan of the store finds ([`gate::store::RecordScan`]): with `label`, those whose label
     /// `name` is `value`; then those `keep` keeps.
     pub(super) async fn scan(
         &self,
@@ -21,10 +21,9 @@ impl Ctl {
         let bar = progress(0, "scanning the idempotency table", self.progress);
         let found = self
             .store
-            .index()
             .scan_records(label, &mut |n| bar.inc(n))
             .await
-            .map_err(|e| CtlError::store(e, "dynamodb:Scan", self.table()))?;
+            .map_err(|e| self.store_error(e, StoreCall::Scan))?;
         bar.finish_and_clear();
         Ok(found.into_iter().filter(|r| keep(r)).collect())
     }
@@ -59,15 +58,16 @@ impl Ctl {
     ) -> Result<(String, Value), CtlError> {
         let now = self.now();
         let words: &Words = self.words();
-        let booking =
-            self.store.booking(&r.event_key).await.map_err(|e| {
-                CtlError::store(e, "dynamodb:GetItem", &self.targets.bookings_table)
-            })?;
+        let booking = self
+            .store
+            .booking(&r.event_key)
+            .await
+            .map_err(|e| self.store_error(e, StoreCall::Booking))?;
         let history = self
             .store
             .history(&r.pk)
             .await
-            .map_err(|e| CtlError::store(e, "dynamodb:GetItem", self.table()))?;
+            .map_err(|e| self.store_error(e, StoreCall::History))?;
         let next = self.gate.next_step(r, &self.targets.reconciler, now);
         let lease = match (r.lease_owner.as_deref(), r.lease_until_ms) {
             (Some(owner), Some(until)) if r.has_work() && now <= until => {

@@ -4,6 +4,10 @@
 //! while the lease is live, a cancel, a multi-effect key, `reconcile KEY`. Texts and JSON keys
 //! are asserted in the integration's own words ([`Words`]).
 //!
+//! Each case runs on a [`Backend`]: DynamoDB (moto) or PostgreSQL (a fresh schema of the server
+//! `scripts/with-postgres.sh` starts), the store opened as `gatectl` opens it
+//! ([`gatectl::open_store`], from the variables the stack's functions read); SQS is moto's.
+//!
 //! Time is a `ManualClock` at 2026-06-01T06:00Z.
 
 use std::sync::Arc;
@@ -12,16 +16,15 @@ use gate::clock::{Clock, ManualClock};
 use gate::consumer::{derive_keys, Gate, Invocation};
 use gate::integration::Parsed;
 use gate::manual::sqs::SqsManualQueue;
-use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
-use gate::store::dynamo::DynamoStore;
-use gate::store::{IdempotencyStore, Reservation};
+use gate::store::postgres::PostgresStore;
+use gate::store::{OperatorStore, Reservation};
 use gate::Integration;
 use gatectl::ctl::{Action, Confirm, Ctl, Output, Yes};
 use gatectl::error::{exit, CtlError};
 use gatectl::targets::Targets;
 use gatectl::{Stack, Words};
-use integration_tests::{fresh_queue, fresh_store, sqs_client, unique};
+use integration_tests::{fresh_queue, fresh_store, sdk_config, sqs_client, unique};
 use serde_json::{json, Value};
 
 /// 2026-06-01T06:00:00Z.
@@ -65,29 +68,72 @@ impl Confirm for No {
     }
 }
 
-/// gatectl over fresh tables and queues on moto, with the fixture's server.
+/// Where the records live in a case. (Each test binary compiles the kit and names one backend:
+/// `runbooks.rs` DynamoDB, `runbooks_postgres.rs` PostgreSQL.)
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Fresh DynamoDB tables on moto.
+    DynamoDb,
+    /// A fresh, migrated schema on the PostgreSQL server of `GATE_TEST_DATABASE_URL`.
+    Postgres,
+}
+
+impl Backend {
+    /// The variables that select a fresh store of this backend for case `name`.
+    async fn variables(self, name: &str) -> Vec<(&'static str, String)> {
+        match self {
+            Self::DynamoDb => {
+                let store = fresh_store(name).await;
+                vec![
+                    ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
+                    ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+                ]
+            }
+            Self::Postgres => {
+                let url = std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
+                    panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
+                });
+                let schema = unique(&format!("gc_{name}"))
+                    .to_ascii_lowercase()
+                    .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+                let mut schema = format!("s{schema}");
+                schema.truncate(63);
+                let config =
+                    gate::store::postgres::PostgresConfig::new(&url, 2).with_schema(schema.clone());
+                let store = PostgresStore::with_config(&config).expect("store");
+                store.migrate().await.expect("migrate");
+                vec![
+                    ("STORE", "postgres".to_string()),
+                    ("DATABASE_URL", url),
+                    ("DATABASE_SCHEMA", schema),
+                ]
+            }
+        }
+    }
+}
+
+/// gatectl over a fresh store and queues, with the fixture's server.
 pub struct World<F: Fixture> {
     pub ctl: Ctl,
-    pub store: Arc<DynamoStore>,
+    pub store: Arc<dyn OperatorStore>,
     pub clock: Arc<ManualClock>,
     pub fixture: F,
     pub manual_url: String,
 }
 
 impl<F: Fixture> World<F> {
-    pub async fn new(name: &str) -> Self {
-        let store = Arc::new(fresh_store(name).await);
+    pub async fn new(name: &str, backend: Backend) -> Self {
         let sqs = sqs_client().await;
         let manual_url = fresh_queue(&sqs, &format!("{name}-manual")).await;
         let clock = Arc::new(ManualClock::new(T0));
         let (fixture, own) = F::start(clock.clone()).await;
-        let mut vars = vec![
-            ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
-            ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+        let mut vars = backend.variables(name).await;
+        vars.extend([
             ("MANUAL_QUEUE_URL", manual_url.clone()),
             ("INTEGRATION_NAME", unique("gatectl")),
             ("KEY_TTL_SECONDS", "3600".to_string()),
-        ];
+        ]);
         vars.extend(own);
         let stack = F::stack();
         let (targets, _) = Targets::from_lookup(
@@ -96,6 +142,9 @@ impl<F: Fixture> World<F> {
             "test",
         )
         .expect("targets");
+        let store = gatectl::open_store(&targets, &sdk_config().await)
+            .await
+            .expect("the store gatectl opens");
         let gate = Gate {
             config: targets.gate.clone(),
             store: store.clone(),
@@ -171,8 +220,8 @@ pub fn finish(key: &str, effect_id: Option<&str>) -> Action {
 /// OldestInFlightAge: a worker died after its call reached the server. `show` says so, `lookup`
 /// finds the effect, a dry run writes nothing, `finish` from the server commits that effect with
 /// its business row and leaves an audit line; a second finish is refused.
-pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
-    let w = World::<F>::new("gc-finish").await;
+pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>(backend: Backend) {
+    let w = World::<F>::new("gc-finish", backend).await;
     let record = w.strand(1, "inv-dead#0", T0 + 1_000).await;
     let gate::effect::CallOutcome::Done(effect) = w
         .ctl
@@ -297,8 +346,8 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>() {
 
 /// A consumer still holds the lease: finish and cancel are refused, naming the holder and the
 /// lease's end; nothing is written.
-pub async fn a_write_is_refused_while_the_lease_is_live<F: Fixture>() {
-    let w = World::<F>::new("gc-live").await;
+pub async fn a_write_is_refused_while_the_lease_is_live<F: Fixture>(backend: Backend) {
+    let w = World::<F>::new("gc-live", backend).await;
     let record = w.strand(2, "inv-slow#3", T0 + 120_000).await;
     w.clock.advance_ms(10_000);
     for action in [
@@ -323,8 +372,10 @@ pub async fn a_write_is_refused_while_the_lease_is_live<F: Fixture>() {
 
 /// Cancel: `failed` with the reason, out of the `InFlight` index, the stored request in the
 /// manual queue, an audit line; `list manual` shows the item without the request's secrets.
-pub async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history<F: Fixture>() {
-    let w = World::<F>::new("gc-cancel").await;
+pub async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history<F: Fixture>(
+    backend: Backend,
+) {
+    let w = World::<F>::new("gc-cancel", backend).await;
     let record = w.strand(3, "inv-dead#1", T0 + 1_000).await;
     w.clock.advance_ms(20 * 60_000);
     let listed = w
@@ -406,8 +457,8 @@ pub async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history<F: Fix
 /// DistinctEffectIds: the server returned two ids for one key. The multi-effect list shows the
 /// key with both and the one to cancel, in the integration's words; `show` by the event's source
 /// id finds it, and an unknown one is not found.
-pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>() {
-    let w = World::<F>::new("gc-multi").await;
+pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>(backend: Backend) {
+    let w = World::<F>::new("gc-multi", backend).await;
     let record = w.strand(4, "inv-1#0", T0 + 1_000).await;
     let committed = gate::consumer::commit(
         w.store.as_ref(),
@@ -461,8 +512,8 @@ pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>() {
 }
 
 /// `reconcile KEY`: one pass for one stranded record, now; the effect made with the same key.
-pub async fn reconcile_one_key_now<F: Fixture>() {
-    let w = World::<F>::new("gc-reconcile").await;
+pub async fn reconcile_one_key_now<F: Fixture>(backend: Backend) {
+    let w = World::<F>::new("gc-reconcile", backend).await;
     let record = w.strand(5, "inv-dead#2", T0 + 1_000).await;
     w.clock.advance_ms(60_000);
     let out = w
@@ -484,37 +535,44 @@ pub async fn reconcile_one_key_now<F: Fixture>() {
 }
 
 /// The runbook cases of [`kit`](self) for one integration: `runbooks!(module, Fixture)` makes a
-/// module of `#[tokio::test]`s. Another integration's runbooks are one more line.
+/// module of `#[tokio::test]`s on DynamoDB, `runbooks!(module, Fixture, Postgres)` on
+/// PostgreSQL. Another integration's runbooks are one more line.
 #[macro_export]
 macro_rules! runbooks {
     ($module:ident, $fixture:ty) => {
+        $crate::runbooks!($module, $fixture, DynamoDb);
+    };
+    ($module:ident, $fixture:ty, $backend:ident) => {
         mod $module {
             use super::kit;
+            const BACKEND: kit::Backend = kit::Backend::$backend;
 
             #[tokio::test]
             async fn a_stranded_record_is_finished_from_the_server() {
-                kit::a_stranded_record_is_finished_from_the_server::<$fixture>().await;
+                kit::a_stranded_record_is_finished_from_the_server::<$fixture>(BACKEND).await;
             }
 
             #[tokio::test]
             async fn a_write_is_refused_while_the_lease_is_live() {
-                kit::a_write_is_refused_while_the_lease_is_live::<$fixture>().await;
+                kit::a_write_is_refused_while_the_lease_is_live::<$fixture>(BACKEND).await;
             }
 
             #[tokio::test]
             async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history() {
-                kit::a_cancel_marks_failed_leaves_the_index_and_keeps_the_history::<$fixture>()
-                    .await;
+                kit::a_cancel_marks_failed_leaves_the_index_and_keeps_the_history::<$fixture>(
+                    BACKEND,
+                )
+                .await;
             }
 
             #[tokio::test]
             async fn a_multi_effect_key_is_shown_with_its_ids() {
-                kit::a_multi_effect_key_is_shown_with_its_ids::<$fixture>().await;
+                kit::a_multi_effect_key_is_shown_with_its_ids::<$fixture>(BACKEND).await;
             }
 
             #[tokio::test]
             async fn reconcile_one_key_now() {
-                kit::reconcile_one_key_now::<$fixture>().await;
+                kit::reconcile_one_key_now::<$fixture>(BACKEND).await;
             }
         }
     };

@@ -35,7 +35,8 @@ fn text(outcome: &CallOutcome) -> String {
         CallOutcome::Transient(d)
         | CallOutcome::KeyMismatch(d)
         | CallOutcome::EffectRefused(d)
-        | CallOutcome::Permanent { detail: d, .. } => d.to_string(),
+        | CallOutcome::Permanent { detail: d, .. }
+        | CallOutcome::Declined { detail: d, .. } => d.to_string(),
         CallOutcome::Done(slot) => format!("{slot:?}"),
         CallOutcome::KeyInFlight => String::new(),
     };

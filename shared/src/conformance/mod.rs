@@ -16,7 +16,10 @@
 //! race), `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is
 //! kept by every later write), `index` (the `InFlight` pages) and `limits`
 //! (reserved label names, the item size limit); every case is re-exported here, where the one
-//! case list below names it.
+//! case list below names it. The operator's port ([`OperatorStore`]: the scans and the audit
+//! history gatectl uses) has its own cases (`operator`) and list, run by
+//! [`operator_store_conformance_tests!`](crate::operator_store_conformance_tests) on the
+//! adapters that provide it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,8 +31,8 @@ use crate::record::{
     natural_key_expires_at_s, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus,
 };
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, Reservation, Store,
-    StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, InFlightEntry, OperatorStore,
+    Reservation, Store, StoreError, TakeOver,
 };
 
 /// The suite's "now": 2025-06-09T04:00:00Z in epoch **milliseconds**.
@@ -141,6 +144,7 @@ mod identity;
 mod index;
 mod lease;
 mod limits;
+mod operator;
 mod reserve;
 
 pub use commit::*;
@@ -155,6 +159,7 @@ pub use identity::the_reserved_identity_survives_every_write;
 pub use index::*;
 pub use lease::*;
 pub use limits::*;
+pub use operator::*;
 pub use reserve::*;
 
 /// Calls `$crate::$callback!(ARGS; case, case, ...)` with every case of the suite: the one list
@@ -251,6 +256,65 @@ macro_rules! store_conformance_tests {
             let $case: &str = "run_all";
             let store: ::std::sync::Arc<dyn $crate::store::Store> = $store;
             $crate::conformance::run_all(store, "all").await;
+        }
+    };
+}
+
+/// Calls `$crate::$callback!(ARGS; case, ...)` with every case of the operator's port
+/// ([`OperatorStore`]), as [`__with_conformance_cases!`](crate::__with_conformance_cases) does
+/// for the store.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_operator_conformance_cases {
+    ($callback:ident!($($args:tt)*)) => {
+        $crate::$callback! {
+            $($args)*;
+            scan_records_finds_every_record_and_filters_on_a_label,
+            multi_effect_pks_lists_the_records_with_two_effect_ids,
+            audit_history_appends_in_order_within_its_bounds,
+            a_new_reservation_starts_an_empty_history
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __operator_conformance_test_fns {
+    ($case:ident => $store:expr; $($name:ident),*) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let $case: &str = stringify!($name);
+                let store: ::std::sync::Arc<dyn $crate::store::OperatorStore> = $store;
+                $crate::conformance::$name(store, $case).await;
+            }
+        )*
+    };
+}
+
+/// Runs every case of the operator's port in turn on one store, each under its own prefix.
+pub async fn run_all_operator(store: Arc<dyn OperatorStore>, prefix: &str) {
+    crate::__with_operator_conformance_cases!(__run_conformance_cases!(store, prefix));
+}
+
+/// One `#[tokio::test]` per case of the operator's port ([`OperatorStore`]: the scans and the
+/// audit history), plus `run_all_operator_cases_on_one_store`; used beside
+/// [`store_conformance_tests!`](crate::store_conformance_tests) by every adapter that gatectl
+/// operates:
+///
+/// ```ignore
+/// gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+/// ```
+#[macro_export]
+macro_rules! operator_store_conformance_tests {
+    ($case:ident => $store:expr) => {
+        $crate::__with_operator_conformance_cases!(__operator_conformance_test_fns!($case => $store));
+
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn run_all_operator_cases_on_one_store() {
+            let $case: &str = "run_all_operator";
+            let store: ::std::sync::Arc<dyn $crate::store::OperatorStore> = $store;
+            $crate::conformance::run_all_operator(store, "all-operator").await;
         }
     };
 }

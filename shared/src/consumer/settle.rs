@@ -63,6 +63,17 @@ impl Gate {
                     )
                     .await
             }
+            CallOutcome::Declined { detail, .. } => {
+                return self
+                    .route_held_record(
+                        record,
+                        RecordStatus::Failed,
+                        ManualReason::Declined,
+                        detail.to_string(),
+                        d,
+                    )
+                    .await
+            }
             // The effect exists, but its id may not be kept: a person, told how to see it.
             CallOutcome::EffectRefused(detail) => {
                 return self

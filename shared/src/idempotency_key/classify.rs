@@ -23,6 +23,7 @@
 //! | `409` otherwise | `KeyInFlight` | draft -07, section 2.7: a request with the same key is still being processed |
 //! | `422` | `KeyMismatch` | draft -07, section 2.7: the key was reused with another request payload |
 //! | every other `4xx` (`400`, `402`, `403`, `404`, `405`, `410`, `413`, ...) | `Permanent` | the server refused the request itself (RFC 9110 15.5); the same bytes under the same key are refused again (draft -07: a missing key is `400` too) |
+//! | one of those `4xx` the integration names as a refusal of its business ([`AnswerReader::declines`]: a payments API's `402`, a declined card) | `Declined` | as `Permanent`, but a person gets it under its own reason ([`crate::manual::ManualReason::Declined`]) |
 //! | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells |
 //! | no answer: timeout, connect error, answer body unreadable, any other request error | `Transient` | nothing or an unknown part was done; asked again under the same key |
 //!
@@ -149,6 +150,17 @@ pub trait AnswerReader {
         let _ = id;
         false
     }
+
+    /// Whether a permanent refusal with `status` is one of the server's business (a payments
+    /// API's `402`: the card was declined): the call is then [`CallOutcome::Declined`] and a
+    /// person gets it under [`crate::manual::ManualReason::Declined`] (in the integration's
+    /// words, [`crate::Integration::manual_reason_code`]) instead of
+    /// [`CallOutcome::Permanent`]. Asked only for a status the table classifies as permanent (a
+    /// mismatch, an in-flight or a transient status stays what it is). Default: `false`.
+    fn declines(&self, status: u16) -> bool {
+        let _ = status;
+        false
+    }
 }
 
 /// Why the gate refuses to keep `id`, in our words after "its effect id", or `None` when it may be
@@ -184,7 +196,16 @@ fn refused(
 
 /// An [`AnswerReader`] for a server that answers JSON with the effect id as a string at a JSON
 /// pointer (RFC 6901): `{"id": "..."}` is `effect_at: "/id"`. The id must pass
-/// the core's [`IdFormat`] checks (the default format); nothing is quoted.
+/// the core's [`IdFormat`] checks (the default format); nothing is quoted. `declined` names the
+/// permanent refusals of the server's business by status ([`AnswerReader::declines`]).
+///
+/// ```
+/// use gate::idempotency_key::{AnswerReader, JsonIdAt};
+///
+/// const API: JsonIdAt = JsonIdAt::new("payments API", "/id").declining(&[402]);
+/// assert!(API.declines(402));
+/// assert!(!API.declines(400));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JsonIdAt {
     /// The server's name in summaries.
@@ -193,9 +214,28 @@ pub struct JsonIdAt {
     pub effect_at: &'static str,
     /// Where a lookup's `200` answer holds the effect id.
     pub found_at: &'static str,
+    /// The permanent statuses that are refusals of the server's business
+    /// ([`AnswerReader::declines`]); empty for none.
+    pub declined: &'static [u16],
 }
 
 impl JsonIdAt {
+    /// A server named `server` whose call and lookup answers hold the id at `pointer`, declining
+    /// nothing.
+    pub const fn new(server: &'static str, pointer: &'static str) -> Self {
+        Self {
+            server,
+            effect_at: pointer,
+            found_at: pointer,
+            declined: &[],
+        }
+    }
+
+    /// The same reader, declining with the statuses `declined` ([`AnswerReader::declines`]).
+    pub const fn declining(self, declined: &'static [u16]) -> Self {
+        Self { declined, ..self }
+    }
+
     fn read(body: &[u8], pointer: &str) -> Result<Effect, &'static str> {
         let value: Value = serde_json::from_slice(body).map_err(|_| "is not JSON")?;
         let id = match value.pointer(pointer) {
@@ -224,6 +264,10 @@ impl AnswerReader for JsonIdAt {
 
     fn found(&self, answer: &Answer<'_>) -> Result<Effect, &'static str> {
         Self::read(answer.body, self.found_at)
+    }
+
+    fn declines(&self, status: u16) -> bool {
+        self.declined.contains(&status)
     }
 }
 
@@ -440,6 +484,10 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
             ))),
         },
         CallClass::Transient => CallOutcome::Transient(detail()),
+        CallClass::Permanent if reader.declines(answer.status) => CallOutcome::Declined {
+            status: answer.status,
+            detail: detail(),
+        },
         CallClass::Permanent => CallOutcome::Permanent {
             status: answer.status,
             detail: detail(),

@@ -8,6 +8,7 @@ const JOB: JsonIdAt = JsonIdAt {
     server: "job server",
     effect_at: "/id",
     found_at: "/job/id",
+    declined: &[],
 };
 
 /// The simulator's problem documents (`sim/src/server.rs`), byte for byte in shape.
@@ -296,6 +297,34 @@ fn row_other_4xx_is_permanent() {
         assert_eq!(s, status);
         assert!(detail.summary().contains("refused the request"), "{detail}");
     }
+}
+
+/// A reader may name a refusal of its server's business (a declined card): that permanent status
+/// alone becomes `Declined` with the same detail; a status of another class stays what it is.
+#[test]
+fn row_a_declined_status_is_declined() {
+    const PAY: JsonIdAt = JsonIdAt::new("payments API", "/id").declining(&[402, 409, 503]);
+    let CallOutcome::Declined { status, detail } = classify_call(&Answer::new(402, INVALID), &PAY)
+    else {
+        panic!("402 must be declined");
+    };
+    assert_eq!(status, 402);
+    assert!(
+        detail.summary().starts_with("payments API answered 402"),
+        "{detail}"
+    );
+    assert!(matches!(
+        classify_call(&Answer::new(400, INVALID), &PAY),
+        CallOutcome::Permanent { status: 400, .. }
+    ));
+    assert_eq!(
+        classify_call(&Answer::new(409, IN_FLIGHT), &PAY),
+        CallOutcome::KeyInFlight
+    );
+    assert!(matches!(
+        classify_call(&Answer::new(503, UNAVAILABLE), &PAY),
+        CallOutcome::Transient(_)
+    ));
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! ```no_run
 //! # async fn example(record: &gate::record::IdempotencyRecord) -> Result<(), reqwest::Error> {
 //! use gate::idempotency_key::{client, JsonIdAt};
-//! const JOBS: JsonIdAt = JsonIdAt { server: "job server", effect_at: "/id", found_at: "/id" };
+//! const JOBS: JsonIdAt = JsonIdAt::new("job server", "/id");
 //! let http = client::builder("my-integration/1").build()?;
 //! let request = http.post("https://jobs.example/jobs").body(record.request.clone());
 //! let outcome = client::call(request, &record.op_key, &JOBS).await;
@@ -17,7 +17,8 @@
 //! ```
 
 use reqwest::header::CONTENT_TYPE;
-use reqwest::{RequestBuilder, Response};
+use reqwest::{RequestBuilder, Response, Url};
+use std::net::IpAddr;
 
 use super::classify::{
     classify_call, classify_call_failure, classify_lookup, classify_lookup_failure, Answer,
@@ -38,6 +39,44 @@ pub fn builder(user_agent: &str) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(user_agent)
+}
+
+/// Whether `url` may be used as a server's base URL: `https://` with a host, or `http://` to
+/// a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`) for local runs and tests. The URL is
+/// parsed (WHATWG URL rules, as reqwest sends it), so `http://127.0.0.1:80@evil.example` is a
+/// request to `evil.example` and refused. Never allowed: user info (`user:password@`, a
+/// credential in a URL ends up in logs and error messages), a query or a fragment (the client
+/// appends its path and query), white space or a control character anywhere (the parser
+/// strips a trailing space that a client, appending its path, would send as `%20`).
+pub fn base_url_allowed(url: &str) -> bool {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    let Ok(parsed) = Url::parse(url) else {
+        return false;
+    };
+    if !parsed.username().is_empty()
+        || parsed.password().is_some()
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+    {
+        return false;
+    }
+    let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
+        return false;
+    };
+    match parsed.scheme() {
+        "https" => true,
+        "http" => {
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        _ => false,
+    }
 }
 
 /// An answer as read: status, `Content-Type` and at most [`MAX_ANSWER_BYTES`] of the body.

@@ -131,6 +131,34 @@ impl<'a> Env<'a> {
         }
     }
 
+    /// The full ARN of a Secrets Manager secret ([`secret_arn_valid`]), or `None` with the
+    /// problem recorded (`missing (required)`, or not such an ARN: not quoted).
+    pub fn secret_arn(&self, variable: &'static str) -> Option<String> {
+        let arn = self.required(variable)?;
+        if !secret_arn_valid(&arn) {
+            self.problem(variable, "not the full ARN of a Secrets Manager secret");
+            return None;
+        }
+        Some(arn)
+    }
+
+    /// A server's base URL (`crate::idempotency_key::client::base_url_allowed`: `https://`, or
+    /// `http://` to a loopback host; no user info, query or fragment), or `None` with the
+    /// problem recorded (not quoted: a refused URL may carry a credential). Feature `http`.
+    #[cfg(feature = "http")]
+    pub fn base_url(&self, variable: &'static str) -> Option<String> {
+        let url = self.required(variable)?;
+        if !crate::idempotency_key::client::base_url_allowed(&url) {
+            self.problem(
+                variable,
+                "must be https:// (http:// only to a loopback host), without user info, query, \
+                 fragment or white space",
+            );
+            return None;
+        }
+        Some(url)
+    }
+
     /// Whether a problem was recorded.
     pub fn has_problems(&self) -> bool {
         !self.problems.borrow().is_empty()
@@ -237,5 +265,41 @@ mod tests {
             problem: "bad".into(),
         }]);
         assert_eq!(one.to_string(), "invalid configuration: 1 problem: X: bad");
+    }
+
+    /// A secret's ARN and a server's base URL are checked; a refused value is never quoted.
+    #[test]
+    fn a_secret_arn_and_a_base_url_are_checked_unquoted() {
+        let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:api-key-AbCdEf";
+        let lookup = |k: &str| match k {
+            "ARN" => Some(arn.to_string()),
+            "NOT_ARN" => Some("api-key".to_string()),
+            "URL" => Some("https://api.payments.example".to_string()),
+            "LOCAL" => Some("http://127.0.0.1:8080".to_string()),
+            "CREDENTIAL" => Some("https://user:hunter2@api.example".to_string()),
+            "PLAIN" => Some("http://api.example".to_string()),
+            _ => None,
+        };
+        let env = Env::new(&lookup);
+        assert_eq!(env.secret_arn("ARN").as_deref(), Some(arn));
+        assert_eq!(env.secret_arn("NOT_ARN"), None);
+        assert_eq!(env.secret_arn("UNSET"), None);
+        #[cfg(feature = "http")]
+        {
+            assert_eq!(
+                env.base_url("URL").as_deref(),
+                Some("https://api.payments.example")
+            );
+            assert!(env.base_url("LOCAL").is_some());
+            assert_eq!(env.base_url("CREDENTIAL"), None);
+            assert_eq!(env.base_url("PLAIN"), None);
+        }
+        let err = env.finish(|| ()).unwrap_err().to_string();
+        assert!(err.contains("NOT_ARN: not the full ARN"), "{err}");
+        assert!(err.contains("UNSET: missing (required)"), "{err}");
+        assert!(
+            !err.contains("hunter2") && !err.contains("api-key\""),
+            "{err}"
+        );
     }
 }

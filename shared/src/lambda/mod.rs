@@ -16,31 +16,15 @@
 //! function), [`runner`]
 //! (the handlers and the runtime loops).
 //!
-//! The job client of `examples/job-client` wired as a consumer: its one variable, its build,
-//! its `main` (the reconciler's and the metrics function's are the same with [`run_reconciler`]
-//! and `run_metrics(None)`):
+//! The job client of `examples/job-client` wired as a consumer: its one variable and its build
+//! are `job_client::lambda` (`examples/job-client/src/lambda.rs`; the payments example's
+//! `examples/payments/src/lambda.rs` adds a secret), and its `main` is this (the reconciler's
+//! and the metrics function's are the same with [`run_reconciler`] and `run_metrics`):
 //!
 //! ```no_run
-//! use gate::lambda::{Env, Error, IntegrationConfig, LambdaConfig, SdkConfig};
-//! use job_client::JobClient;
-//!
-//! /// `JOB_SERVER_URL`: the job server's base URL.
-//! #[derive(Debug)]
-//! struct JobServer(String);
-//!
-//! impl IntegrationConfig for JobServer {
-//!     fn from_env(env: &Env<'_>, _gate: &mut LambdaConfig) -> Self {
-//!         JobServer(env.required("JOB_SERVER_URL").unwrap_or_default())
-//!     }
-//! }
-//!
-//! async fn build(config: JobServer, _aws: SdkConfig) -> Result<JobClient, Error> {
-//!     Ok(JobClient::new(config.0)?)
-//! }
-//!
 //! #[tokio::main(flavor = "current_thread")]
-//! async fn main() -> Result<(), Error> {
-//!     gate::lambda::run_consumer(build).await
+//! async fn main() -> Result<(), gate::lambda::Error> {
+//!     gate::lambda::run_consumer(job_client::lambda::build).await
 //! }
 //! ```
 
@@ -57,6 +41,9 @@ pub mod store_config;
 /// The SDK configuration an integration's `build` receives (for its own clients, e.g. Secrets
 /// Manager's).
 pub use aws_config::SdkConfig;
+/// The Secrets Manager client an integration's `build` reads its secret with
+/// ([`fetch_secret_string`], [`fetch_secret`]): `SecretsClient::new(&aws)`.
+pub use aws_sdk_secretsmanager::Client as SecretsClient;
 /// The error type of the runtime and of every `build`.
 pub use lambda_runtime::Error;
 

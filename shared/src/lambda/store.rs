@@ -1,7 +1,8 @@
 //! The store as configured ([`StoreConfig`]), built in one place for every function: the write
 //! path and the read side for the consumer and the reconciler ([`build_store`], with the
 //! cold-start checks: DynamoDB's conditional writes, PostgreSQL's connection string and
-//! migrations), the read side alone for the metrics function ([`build_index`]).
+//! migrations), the read side alone for the metrics function ([`build_index`]), and the store an
+//! operator's tool opens ([`open_operator_store`]), chosen in the same place (`open`).
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use lambda_runtime::Error;
 
 use crate::clock::{Clock, SystemClock};
 use crate::store::dynamo::{DynamoIndex, DynamoStore};
-use crate::store::{IdempotencyStore, InFlightIndex};
+use crate::store::{IdempotencyStore, InFlightIndex, OperatorStore};
 
 use super::config::{MetricsConfig, StoreConfig};
 use super::store_config::PostgresSettings;
@@ -30,18 +31,16 @@ pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 /// string; the migrations failed. Each message names its variable and never holds the
 /// connection string.
 pub async fn build_store(config: &StoreConfig, aws: &SdkConfig) -> Result<Stores, Error> {
-    match config {
-        StoreConfig::DynamoDb {
-            idempotency_table,
-            business_table,
-            verify_conditional_writes: verify,
-        } => {
-            let store = DynamoStore::new(
-                aws_sdk_dynamodb::Client::new(aws),
-                idempotency_table.clone(),
-                business_table.clone(),
+    match open(config, aws).await? {
+        Opened::DynamoDb(store) => {
+            let verify = matches!(
+                config,
+                StoreConfig::DynamoDb {
+                    verify_conditional_writes: true,
+                    ..
+                }
             );
-            if *verify {
+            if verify {
                 verify_conditional_writes(&store, SystemClock.now_ms()).await?;
             } else {
                 tracing::warn!(
@@ -52,7 +51,61 @@ pub async fn build_store(config: &StoreConfig, aws: &SdkConfig) -> Result<Stores
             let index = Arc::new(store.index().clone());
             Ok((Arc::new(store), index))
         }
-        StoreConfig::Postgres(settings) => build_postgres(settings, aws).await,
+        #[cfg(feature = "postgres")]
+        Opened::Postgres(store) => {
+            if matches!(config, StoreConfig::Postgres(s) if s.run_migrations) {
+                let applied = store
+                    .migrate()
+                    .await
+                    .map_err(|e| Error::from(format!("DATABASE_RUN_MIGRATIONS: {e}")))?;
+                tracing::info!(?applied, schema = store.schema(), "migrations applied");
+            }
+            Ok((Arc::new(store.clone()), Arc::new(store)))
+        }
+    }
+}
+
+/// The store of `config` as an operator's tool (gatectl) uses it: the same adapter, tables or
+/// database the functions of the stack use ([`StoreConfig`], chosen as for [`build_store`]),
+/// with the operator's reads and the audit history ([`OperatorStore`]). Runs neither the
+/// cold-start conditional-write check (it writes a canary item) nor the migrations (the
+/// functions' cold start or a deployment runs them).
+///
+/// # Errors
+/// PostgreSQL: the secret could not be read or holds no connection string, the CA bundle or the
+/// schema name is refused; each message names its variable and never holds the connection
+/// string.
+pub async fn open_operator_store(
+    config: &StoreConfig,
+    aws: &SdkConfig,
+) -> Result<Arc<dyn OperatorStore>, Error> {
+    Ok(match open(config, aws).await? {
+        Opened::DynamoDb(store) => Arc::new(store),
+        #[cfg(feature = "postgres")]
+        Opened::Postgres(store) => Arc::new(store),
+    })
+}
+
+/// A store as `config` selects it, connected (lazily: no request sent yet), nothing checked.
+enum Opened {
+    DynamoDb(DynamoStore),
+    #[cfg(feature = "postgres")]
+    Postgres(crate::store::postgres::PostgresStore),
+}
+
+/// The one place the adapter is chosen from [`StoreConfig`].
+async fn open(config: &StoreConfig, aws: &SdkConfig) -> Result<Opened, Error> {
+    match config {
+        StoreConfig::DynamoDb {
+            idempotency_table,
+            business_table,
+            ..
+        } => Ok(Opened::DynamoDb(DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(aws),
+            idempotency_table.clone(),
+            business_table.clone(),
+        ))),
+        StoreConfig::Postgres(settings) => open_postgres(settings, aws).await,
     }
 }
 
@@ -74,9 +127,10 @@ pub async fn verify_conditional_writes(store: &DynamoStore, now_ms: i64) -> Resu
     Ok(())
 }
 
-/// The PostgreSQL store of `settings` (see [`build_store`]).
+/// The PostgreSQL store of `settings`, its connection string read (see [`build_store`]); no
+/// migration run.
 #[cfg(feature = "postgres")]
-async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<Stores, Error> {
+async fn open_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<Opened, Error> {
     use super::secrets::{fetch_secret, SecretString};
     use super::store_config::{database_url_parses, DatabaseUrl};
     use crate::store::postgres::{PostgresConfig, PostgresStore};
@@ -116,20 +170,13 @@ async fn build_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<
         pool_size = config.pool_size,
         "PostgreSQL store"
     );
-    if settings.run_migrations {
-        let applied = store
-            .migrate()
-            .await
-            .map_err(|e| Error::from(format!("DATABASE_RUN_MIGRATIONS: {e}")))?;
-        tracing::info!(?applied, schema = store.schema(), "migrations applied");
-    }
-    Ok((Arc::new(store.clone()), Arc::new(store)))
+    Ok(Opened::Postgres(store))
 }
 
 /// Without the feature `postgres` the configuration refuses `STORE=postgres`; this is the
 /// same refusal should a configuration be built by hand.
 #[cfg(not(feature = "postgres"))]
-async fn build_postgres(_settings: &PostgresSettings, _aws: &SdkConfig) -> Result<Stores, Error> {
+async fn open_postgres(_settings: &PostgresSettings, _aws: &SdkConfig) -> Result<Opened, Error> {
     Err("STORE: `postgres` is not built into this function (the gate's feature `postgres`)".into())
 }
 
@@ -155,12 +202,11 @@ pub async fn build_metrics_index(
 ) -> Result<Arc<dyn InFlightIndex>, Error> {
     match &config.postgres {
         None => Ok(build_index(&config.idempotency_table, aws)),
-        Some(settings) => {
-            let settings = PostgresSettings {
-                run_migrations: false,
-                ..settings.clone()
-            };
-            Ok(build_postgres(&settings, aws).await?.1)
-        }
+        // `open_postgres` runs no migration.
+        Some(settings) => match open_postgres(settings, aws).await? {
+            Opened::DynamoDb(store) => Ok(Arc::new(store.index().clone())),
+            #[cfg(feature = "postgres")]
+            Opened::Postgres(store) => Ok(Arc::new(store)),
+        },
     }
 }

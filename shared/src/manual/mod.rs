@@ -33,6 +33,12 @@ pub enum ManualReason {
     ServerKeyMismatch,
     /// The server answered another permanent error (4xx).
     ServerRejected,
+    /// The server declined the request for a reason of its business, a refusal the integration
+    /// names apart from [`ManualReason::ServerRejected`] (its
+    /// [`crate::idempotency_key::AnswerReader::declines`]; [`crate::effect::CallOutcome::Declined`]):
+    /// a payments API's `402`, a declined card, which payments calls `card_declined`
+    /// ([`crate::Integration::manual_reason_code`]).
+    Declined,
     /// The server's key retention has passed: calling again could make a second effect.
     PastKeyRetention,
     /// The server answered for another subject than the one asked.
@@ -50,8 +56,8 @@ pub enum ManualReason {
 
 impl ManualReason {
     /// `rejected`, `event_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
-    /// `server_rejected`, `past_key_retention`, `server_answer_invalid`, `unrecorded_effect`,
-    /// `cancelled`, `natural_key_collision`: the core's codes.
+    /// `server_rejected`, `declined`, `past_key_retention`, `server_answer_invalid`,
+    /// `unrecorded_effect`, `cancelled`, `natural_key_collision`: the core's codes.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -60,6 +66,7 @@ impl ManualReason {
             Self::NoIdempotencySupport => "no_idempotency_support",
             Self::ServerKeyMismatch => "server_key_mismatch",
             Self::ServerRejected => "server_rejected",
+            Self::Declined => "declined",
             Self::PastKeyRetention => "past_key_retention",
             Self::ServerAnswerInvalid => "server_answer_invalid",
             Self::UnrecordedEffect => "unrecorded_effect",
@@ -79,6 +86,7 @@ impl ManualReason {
             }
             Self::ServerKeyMismatch => "the server said the key was reused with another body",
             Self::ServerRejected => "the server refused the request (a permanent error)",
+            Self::Declined => "the server declined the request for a reason of its business",
             Self::PastKeyRetention => {
                 "the server's key retention has passed: a new call could make a second effect"
             }
@@ -96,13 +104,14 @@ impl ManualReason {
 
 impl ManualReason {
     /// Every reason of the core, for parsing codes.
-    pub const ALL: [ManualReason; 11] = [
+    pub const ALL: [ManualReason; 12] = [
         Self::Rejected,
         Self::EventEnded,
         Self::Mismatch,
         Self::NoIdempotencySupport,
         Self::ServerKeyMismatch,
         Self::ServerRejected,
+        Self::Declined,
         Self::PastKeyRetention,
         Self::ServerAnswerInvalid,
         Self::UnrecordedEffect,

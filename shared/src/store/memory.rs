@@ -3,11 +3,13 @@
 //! both. It refuses what DynamoDB refuses ([`crate::store::limits`]): a label named like a store
 //! attribute, and a write that would make an item larger than DynamoDB's item limit.
 //!
-//! Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
+//! Its audit histories are in `audit`, the operator's scans ([`crate::store::RecordScan`]) in
+//! `scan`. Its index reads ([`InFlightIndex`]) are answered from indexes kept on every write, as
 //! DynamoDB keeps its sparse GSIs (`index`), so they cost O(answer), not O(table).
 
 mod audit;
 mod index;
+mod scan;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,7 +2,10 @@
 //! (conditional writes, one transaction for the commit), split by caller:
 //!
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
-//! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function).
+//! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function);
+//! * [`RecordScan`] and [`audit::AuditLog`]: what an operator's tool reads and writes besides
+//!   ([`records`]: a full scan, the multi-effect keys; [`audit`]: the audit history), together
+//!   with the above an [`OperatorStore`].
 //!
 //! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
 //! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
@@ -16,8 +19,10 @@ pub mod limits;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod records;
 mod unknown_commit;
 
+pub use records::{OperatorStore, RecordScan};
 pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;

@@ -1,4 +1,5 @@
-//! [`FaultyStore`]: the harness's store, a [`MemoryStore`] behind three faults decided per lease
+//! [`FaultyStore`]: the harness's store, a store (there a
+//! [`MemoryStore`](crate::store::memory::MemoryStore)) behind three faults decided per lease
 //! token (one record handled by one worker) from the run's seed, so a seed replays the same run:
 //!
 //! * **crash**: the worker dies before or after its k-th write (k in 1..=3: a reserve or
@@ -11,6 +12,10 @@
 //! * **stall**: a worker pauses before its commit or its routing's mark until its lease has
 //!   expired, meanwhile the reconciler runs (a hook the harness installs) and takes the record
 //!   over; then the worker's fenced write meets the new holder.
+//!
+//! One knob outside the seed: [`FaultyStore::fail_finishes`], the next `n` finishes refused
+//! (a store that is down when a worker finishes). With [`FaultRates::NONE`] it is the only fault,
+//! over any store (a test's DynamoDB on moto as well as memory).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -21,7 +26,6 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
-use crate::store::memory::MemoryStore;
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
     StoreError, TakeOver,
@@ -41,6 +45,16 @@ pub struct FaultRates {
     /// Per lease token of a consumer (`inv-...`): stalls past its lease before its commit or
     /// routing mark while the reconciler takes over.
     pub stall: f64,
+}
+
+impl FaultRates {
+    /// No seeded fault: every write passes through once (for a test that wants only
+    /// [`FaultyStore::fail_finishes`]).
+    pub const NONE: Self = Self {
+        crash: 0.0,
+        echo: 0.0,
+        stall: 0.0,
+    };
 }
 
 impl Default for FaultRates {
@@ -72,11 +86,14 @@ struct State {
     stalled: HashSet<String>,
     stalling: bool,
     counts: FaultCounts,
+    /// Finishes still to refuse ([`FaultyStore::fail_finishes`]).
+    failing_finishes: usize,
 }
 
-/// A [`MemoryStore`] with seeded crashes, echoes and stalls (module docs). Reads pass through.
+/// A store with seeded crashes, echoes and stalls, and finishes refused on demand (module docs).
+/// Reads pass through.
 pub struct FaultyStore {
-    inner: Arc<MemoryStore>,
+    inner: Arc<dyn IdempotencyStore>,
     seed: u64,
     rates: FaultRates,
     /// The lease-token prefix of consumer workers (the only ones that stall).
@@ -114,7 +131,7 @@ impl FaultyStore {
     /// `inner` with `rates`, drawn from `seed`; workers whose lease token starts with
     /// `consumer_prefix` may stall.
     pub fn new(
-        inner: Arc<MemoryStore>,
+        inner: Arc<dyn IdempotencyStore>,
         seed: u64,
         rates: FaultRates,
         consumer_prefix: impl Into<String>,
@@ -141,6 +158,14 @@ impl FaultyStore {
     /// What the faults did so far.
     pub fn counts(&self) -> FaultCounts {
         self.lock().counts
+    }
+
+    /// Refuses the next `n` [`IdempotencyStore::finish`] calls with [`StoreError::Unavailable`]
+    /// (`"injected: finish failed"`) without passing them on: nothing is written, as when the
+    /// store is throttled or unreachable after the SDK's retries. Counted in none of
+    /// [`FaultCounts`]; a worker's later writes are not affected.
+    pub fn fail_finishes(&self, n: usize) {
+        self.lock().failing_finishes = n;
     }
 
     /// The crash point of `token`: the k-th write (1..=3), and whether after it.
@@ -284,6 +309,13 @@ impl IdempotencyStore for FaultyStore {
         guard: FinishGuard,
         now_ms: i64,
     ) -> Result<FinishOutcome, StoreError> {
+        {
+            let mut st = self.lock();
+            if st.failing_finishes > 0 {
+                st.failing_finishes -= 1;
+                return Err(StoreError::Unavailable("injected: finish failed".into()));
+            }
+        }
         self.maybe_stall(owner).await;
         self.write(owner, || {
             self.inner
@@ -318,6 +350,7 @@ impl IdempotencyStore for FaultyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::memory::MemoryStore;
 
     #[test]
     fn draws_depend_on_their_inputs_only() {
@@ -331,5 +364,38 @@ mod tests {
             .filter(|i| draw(1, &[&format!("inv-{i}#0"), "crash"]) < 0.1)
             .count();
         assert!((900..1100).contains(&hits), "{hits}");
+    }
+
+    #[tokio::test]
+    async fn fail_finishes_refuses_that_many_finishes_without_writing() {
+        let inner = Arc::new(MemoryStore::new());
+        let store = FaultyStore::new(inner.clone(), 1, FaultRates::NONE, "inv-");
+        let record = crate::conformance::sample_record("t", "finish", "inv-1#0", 0);
+        assert_eq!(
+            store.reserve(&record, 0).await.unwrap(),
+            Reservation::Reserved
+        );
+        store.fail_finishes(1);
+        let finish = || {
+            store.finish(
+                &record.pk,
+                "inv-1#0",
+                RecordStatus::Failed,
+                "e",
+                b"",
+                FinishGuard::Lease,
+                1,
+            )
+        };
+        assert!(matches!(
+            finish().await,
+            Err(StoreError::Unavailable(m)) if m == "injected: finish failed"
+        ));
+        let held = inner.get(&record.pk).await.unwrap().unwrap();
+        assert_eq!(held.status, RecordStatus::InFlight, "nothing written");
+        assert!(matches!(finish().await, Ok(FinishOutcome::Finished)));
+        let done = inner.get(&record.pk).await.unwrap().unwrap();
+        assert_eq!(done.status, RecordStatus::Failed);
+        assert_eq!(store.counts(), FaultCounts::default());
     }
 }

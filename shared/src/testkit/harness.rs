@@ -195,7 +195,7 @@ impl Harness {
         let target = setup(seed, Arc::clone(&clock)).await;
         let memory = Arc::new(MemoryStore::new());
         let store = Arc::new(FaultyStore::new(
-            Arc::clone(&memory),
+            memory.clone(),
             seed,
             config.faults,
             "inv-",

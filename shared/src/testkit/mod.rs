@@ -11,9 +11,12 @@
 //!   [`liveness_violations`] (every event ends committed, failed or with a person; nothing stays
 //!   `in_flight`); [`FaultyStore`] is its store;
 //! * the store conformance suite is [`crate::conformance`], its one-line test generator
-//!   [`store_conformance_tests!`](crate::store_conformance_tests);
+//!   [`store_conformance_tests!`](crate::store_conformance_tests) (and, for a store an operator's
+//!   tool uses, [`operator_store_conformance_tests!`](crate::operator_store_conformance_tests));
 //! * [`sqs_event`]: a Lambda SQS event from `(message id, body)` pairs;
 //! * [`DelayedStore`]: a latency model of the store (benchmarks, the sustained-rate replay);
+//! * [`RacedIndex`]: the reconciler's index with a race between a page's read and its use
+//!   ([`AfterRead`]: another holder takes the records over, or a second reconciler reads too);
 //! * [`CallRecorder`] (with feature `aws`): an SDK interceptor that records every request's
 //!   operation name, retries included, for round-trip counts in tests and benchmarks.
 //!
@@ -66,6 +69,7 @@ mod delay;
 mod faults;
 mod harness;
 mod invariants;
+mod race;
 #[cfg(feature = "aws")]
 mod recorder;
 mod server;
@@ -77,6 +81,7 @@ pub use delay::{DelayedStore, Pause};
 pub use faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
 pub use harness::{EffectLedger, Harness, HarnessConfig, RunReport, Target};
 pub use invariants::{exactly_once_violations, liveness_violations, Delivered};
+pub use race::{AfterRead, RacedIndex};
 #[cfg(feature = "aws")]
 pub use recorder::CallRecorder;
 pub use server::{

@@ -18,10 +18,7 @@ pub mod id_secrets;
 pub mod scrub;
 pub mod several;
 
-use std::net::IpAddr;
-
 use async_trait::async_trait;
-use reqwest::Url;
 
 pub use answer::{classify_claim, classify_lookup, MAX_SLOT_ID_CHARS};
 pub use gate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
@@ -61,40 +58,6 @@ pub trait SlotTerminal: Send + Sync {
     }
 }
 
-/// Whether `url` may be used as the terminal's base URL: `https://` with a host, or `http://` to
-/// a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`) for local runs and tests. The URL is
-/// parsed (WHATWG URL rules, as reqwest sends it), so `http://127.0.0.1:80@evil.example` is a
-/// request to `evil.example` and refused. Never allowed: user info (`user:password@`, a
-/// credential in a URL ends up in logs and error messages), a query or a fragment (the client
-/// appends `/slots` and its own query), white space or a control character anywhere (the parser
-/// strips a trailing space that the client, appending `/slots`, would send as `%20`).
-pub fn base_url_allowed(url: &str) -> bool {
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return false;
-    }
-    let Ok(parsed) = Url::parse(url) else {
-        return false;
-    };
-    if !parsed.username().is_empty()
-        || parsed.password().is_some()
-        || parsed.query().is_some()
-        || parsed.fragment().is_some()
-    {
-        return false;
-    }
-    let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
-        return false;
-    };
-    match parsed.scheme() {
-        "https" => true,
-        "http" => {
-            host.eq_ignore_ascii_case("localhost")
-                || host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }
-        _ => false,
-    }
-}
+/// Whether `url` may be used as the terminal's base URL: the core's rule for any server's
+/// (`gate::idempotency_key::client::base_url_allowed`).
+pub use gate::idempotency_key::client::base_url_allowed;

@@ -1,8 +1,8 @@
 //! The `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`) indexes on DynamoDB: the read side of
 //! the store the reconciler and the metrics function query ([`InFlightIndex`]). [`DynamoIndex`] needs only the idempotency
 //! table's name, so the metrics function reads the indexes without building a whole store. The
-//! operator's reads (gatectl: [`DynamoIndex::multi_effect_pks`], [`DynamoIndex::scan_records`])
-//! are here too, so that no caller builds a DynamoDB request of its own.
+//! operator's reads ([`RecordScan`]: the multi-effect keys, the table's `Scan`) are here too, for
+//! the index and the store, so that no caller builds a DynamoDB request of its own.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -14,7 +14,9 @@ use super::errors::map_sdk_error;
 use super::schema::{
     INFLIGHT_INDEX, MULTI_EFFECT_ATTRIBUTE, MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK,
 };
+use super::DynamoStore;
 use crate::record::IdempotencyRecord;
+use crate::store::records::RecordScan;
 use crate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 
 /// The idempotency table's sparse indexes `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`), read
@@ -31,79 +33,6 @@ impl DynamoIndex {
         Self {
             client,
             table: idempotency_table.into(),
-        }
-    }
-
-    /// The keys (`pk`) of every record of the sparse GSI `MultiEffect` (two or more distinct
-    /// effect ids), all pages of its `Query`. The GSI is eventually consistent: read each record
-    /// again before acting on it.
-    ///
-    /// # Errors
-    /// [`StoreError`] of the `Query` (its text names the denied action, if any).
-    pub async fn multi_effect_pks(&self) -> Result<Vec<String>, StoreError> {
-        let mut pks = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(MULTI_EFFECT_INDEX)
-                .key_condition_expression("multi_slot = :one")
-                .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|err| map_sdk_error("multi_slot_pks (Query)", err))?;
-            pks.extend(
-                out.items()
-                    .iter()
-                    .filter_map(|i| opt_s(i, "pk").ok().flatten()),
-            );
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(pks),
-            }
-        }
-    }
-
-    /// Every record of the idempotency table (a consistent `Scan`, all pages), or with `label`
-    /// only those whose label attribute `name` is `value` (a filter: the whole table is still
-    /// read and paid for). Natural-key items and anything else that is not a record are
-    /// skipped. `scanned` is told how many items each page read (a progress bar).
-    ///
-    /// # Errors
-    /// [`StoreError`] of the `Scan` (its text names the denied action, if any).
-    pub async fn scan_records(
-        &self,
-        label: Option<(&str, &str)>,
-        scanned: &mut (dyn FnMut(u64) + Send),
-    ) -> Result<Vec<IdempotencyRecord>, StoreError> {
-        let mut found = Vec::new();
-        let mut start = None;
-        loop {
-            let mut req = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .set_exclusive_start_key(start);
-            if let Some((name, value)) = label {
-                req = req
-                    .filter_expression("#a = :v")
-                    .expression_attribute_names("#a", name)
-                    .expression_attribute_values(":v", s(value));
-            }
-            let out = req
-                .send()
-                .await
-                .map_err(|err| map_sdk_error("scan_records (Scan)", err))?;
-            scanned(u64::try_from(out.scanned_count()).unwrap_or(0));
-            found.extend(out.items().iter().filter_map(|i| record_from_item(i).ok()));
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start = Some(key.clone()),
-                _ => return Ok(found),
-            }
         }
     }
 }
@@ -181,5 +110,92 @@ impl InFlightIndex for DynamoIndex {
             unreadable,
             cursor,
         })
+    }
+}
+
+/// The operator's reads ([`RecordScan`]): the multi-effect GSI's `Query` and the table's `Scan`.
+#[async_trait]
+impl RecordScan for DynamoIndex {
+    /// The keys (`pk`) of every record of the sparse multi-effect GSI ([`MULTI_EFFECT_INDEX`]:
+    /// two or more distinct effect ids), all pages of its `Query`. The GSI is eventually
+    /// consistent: read each record again before acting on it.
+    async fn multi_effect_pks(&self) -> Result<Vec<String>, StoreError> {
+        let mut pks = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(MULTI_EFFECT_INDEX)
+                .key_condition_expression(format!("{MULTI_EFFECT_ATTRIBUTE} = :one"))
+                .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|err| map_sdk_error("multi_effect_pks (Query)", err))?;
+            pks.extend(
+                out.items()
+                    .iter()
+                    .filter_map(|i| opt_s(i, "pk").ok().flatten()),
+            );
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(pks),
+            }
+        }
+    }
+
+    /// Every record of the idempotency table (a consistent `Scan`, all pages), or with `label`
+    /// only those whose label attribute `name` is `value` (a filter: the whole table is still
+    /// read and paid for). Natural-key items and anything else that is not a record are
+    /// skipped. `scanned` is told how many items each page read (a progress bar).
+    async fn scan_records(
+        &self,
+        label: Option<(&str, &str)>,
+        scanned: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<Vec<IdempotencyRecord>, StoreError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            let mut req = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            if let Some((name, value)) = label {
+                req = req
+                    .filter_expression("#a = :v")
+                    .expression_attribute_names("#a", name)
+                    .expression_attribute_values(":v", s(value));
+            }
+            let out = req
+                .send()
+                .await
+                .map_err(|err| map_sdk_error("scan_records (Scan)", err))?;
+            scanned(u64::try_from(out.scanned_count()).unwrap_or(0));
+            found.extend(out.items().iter().filter_map(|i| record_from_item(i).ok()));
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(found),
+            }
+        }
+    }
+}
+
+/// The store scans its own table ([`DynamoIndex`] on the same client and table).
+#[async_trait]
+impl RecordScan for DynamoStore {
+    async fn scan_records(
+        &self,
+        label: Option<(&str, &str)>,
+        scanned: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<Vec<IdempotencyRecord>, StoreError> {
+        self.index().scan_records(label, scanned).await
+    }
+
+    async fn multi_effect_pks(&self) -> Result<Vec<String>, StoreError> {
+        self.index().multi_effect_pks().await
     }
 }

@@ -100,6 +100,11 @@ impl Indexes {
         self.multi_effect.len()
     }
 
+    /// The `pk`s of the records holding two or more distinct effect ids, in order.
+    pub(super) fn multi_effect_pks(&self) -> Vec<String> {
+        self.multi_effect.iter().cloned().collect()
+    }
+
     /// One page of shard `shard`'s records created before `created_before_ms` (epoch ms), oldest
     /// first (`created_at`, then `pk`), starting after `cursor` (the `pk` that ended the previous
     /// page; a cursor that no longer matches, its record gone from the shard, ends the query with

@@ -13,7 +13,8 @@
 //! `pk`, the partial index `idempotency_in_flight` on `(inflight_shard, created_at_ms, pk) WHERE
 //! inflight_shard IS NOT NULL` behind the view `in_flight`, the partial index
 //! `idempotency_multi_effect` behind the view `multi_effect`), `business_rows` (primary key
-//! `source_event`) and `natural_keys` (primary key `pk`). PostgreSQL has no TTL: an expired row
+//! `source_event`), `natural_keys` (primary key `pk`) and the operators' `audit_history`
+//! (`operator.rs`, with the scans an operator makes). PostgreSQL has no TTL: an expired row
 //! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do, until the
 //! purge deletes it ([`IdempotencyStore::purge_expired`], run by the reconciler's schedule;
 //! never an `in_flight` record nor a pending routing). TLS: [`tls`].
@@ -58,6 +59,7 @@
 mod codec;
 mod config;
 mod errors;
+mod operator;
 mod schema;
 pub mod tls;
 
@@ -70,6 +72,7 @@ use tokio_postgres::Row;
 
 pub use config::{connection_string_parses, PostgresConfig};
 pub use errors::RETRY_BACKOFF_MS;
+pub use operator::SCAN_PAGE_ROWS;
 pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
 pub use tls::{Roots, SslMode};
 

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_purge_indexes.sql",
         sql: include_str!("migrations/0003_purge_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_audit_history.sql",
+        sql: include_str!("migrations/0004_audit_history.sql"),
+    },
 ];
 
 /// The table recording applied migrations (in the store's schema).
@@ -130,6 +135,10 @@ pub(crate) struct Statements {
     pub stale_in_flight: String,
     pub purge_records: String,
     pub purge_natural_keys: String,
+    pub scan_records: String,
+    pub multi_effect_pks: String,
+    pub append_history: String,
+    pub history: String,
 }
 
 impl Statements {
@@ -137,6 +146,7 @@ impl Statements {
         let t = format!("{schema}.idempotency");
         let b = format!("{schema}.business_rows");
         let n = format!("{schema}.natural_keys");
+        let h = format!("{schema}.audit_history");
         let cols = RECORD_COLUMNS;
         let updates = RECORD_COLUMNS
             .split(", ")
@@ -275,6 +285,33 @@ impl Statements {
                    ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
                  DELETE FROM {n} AS k USING doomed \
                  WHERE k.pk = doomed.pk AND k.expires_at_s < $1 RETURNING 1"
+            ),
+            // The operator's reads (`RecordScan`). $1 the last `pk` of the previous page ('' for
+            // the first), $2 a label's name or NULL, $3 its value, $4 the page size.
+            scan_records: format!(
+                "SELECT {cols} FROM {t} \
+                 WHERE pk > $1 AND ($2::text IS NULL OR labels ->> $2::text = $3::text) \
+                 ORDER BY pk LIMIT $4"
+            ),
+            multi_effect_pks: format!("SELECT pk FROM {schema}.multi_effect ORDER BY pk"),
+            // The audit history (`AuditLog`), the lines of the record's present life only.
+            // $1 pk, $2 at (ms), $3 who, $4 action, $5 detail, $6 the most lines. The FOR KEY
+            // SHARE lock keeps the record from being purged under the insert.
+            append_history: format!(
+                "WITH rec AS (SELECT pk, created_at_ms FROM {t} WHERE pk = $1 FOR KEY SHARE), \
+                 lines AS (SELECT count(*) AS n FROM {h} AS h JOIN rec \
+                   ON h.pk = rec.pk AND h.record_created_at_ms = rec.created_at_ms), \
+                 added AS ( \
+                   INSERT INTO {h} (pk, record_created_at_ms, at_ms, who, action, detail) \
+                   SELECT rec.pk, rec.created_at_ms, $2, $3, $4, $5 FROM rec, lines \
+                   WHERE lines.n < $6 RETURNING 1) \
+                 SELECT (SELECT count(*) FROM rec) AS found, (SELECT count(*) FROM added) AS added"
+            ),
+            // $1 pk.
+            history: format!(
+                "SELECT h.at_ms, h.who, h.action, h.detail FROM {h} AS h JOIN {t} AS r \
+                   ON h.pk = r.pk AND h.record_created_at_ms = r.created_at_ms \
+                 WHERE r.pk = $1 ORDER BY h.line"
             ),
         }
     }

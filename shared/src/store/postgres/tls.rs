@@ -262,11 +262,17 @@ pub(crate) fn connector(
         .map_err(|e| StoreError::Corrupt(format!("TLS: {e}")))?;
     let verifier: Arc<dyn ServerCertVerifier> = match (mode, roots) {
         (SslMode::Disable, _) | (SslMode::Prefer | SslMode::Require, None) => {
-            Arc::new(Unverified(provider))
+            Arc::new(HostNotChecked {
+                chain: None,
+                provider,
+            })
         }
         (SslMode::VerifyFull, roots) => webpki(load_roots(roots)?, &provider)?,
         (SslMode::Prefer | SslMode::Require | SslMode::VerifyCa, roots) => {
-            Arc::new(ChainOnly(webpki(load_roots(roots)?, &provider)?))
+            Arc::new(HostNotChecked {
+                chain: Some(webpki(load_roots(roots)?, &provider)?),
+                provider,
+            })
         }
     };
     let config = builder
@@ -328,12 +334,22 @@ fn read_bundle(path: &Path) -> Result<Vec<CertificateDer<'static>>, StoreError> 
     Ok(certs)
 }
 
-/// `verify-ca`: the chain checked by webpki, a certificate not naming the host accepted (webpki
-/// checks the name only after the chain, so this error means the chain held).
+/// Every mode but `verify-full` (which is webpki's own verifier): the handshake's signatures
+/// checked with the provider's algorithms (the ones webpki's verifier checks them with), so the
+/// key exchange is with the holder of the certificate's key; the certificate as `chain` says.
+///
+/// * `Some` (`verify-ca`; `prefer` and `require` with a CA bundle): the chain checked by webpki,
+///   a certificate not naming the host accepted (webpki checks the name only after the chain, so
+///   this error means the chain held).
+/// * `None` (`prefer` and `require` without a CA bundle, libpq's meaning): the certificate not
+///   checked. Open to an active man in the middle: `verify-full` is the default.
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct HostNotChecked {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for HostNotChecked {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -342,10 +358,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -359,52 +375,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a CA bundle (libpq's meaning): encrypted, the certificate
-/// not checked (the handshake's signatures still are, so the key exchange is with the holder of
-/// the certificate's key). Open to an active man in the middle: `verify-full` is the default.
-#[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -418,12 +393,14 @@ impl ServerCertVerifier for Unverified {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

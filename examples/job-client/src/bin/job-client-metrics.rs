@@ -1,0 +1,7 @@
+//! The job client's scheduled metrics publisher (the gate's signals): generic, it reads only the
+//! idempotency table's indexes; `INTEGRATION_NAME` defaults to the consumer's.
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), gate::lambda::Error> {
+    gate::lambda::run_metrics(Some("jobs")).await
+}

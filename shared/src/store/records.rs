@@ -1,0 +1,51 @@
+//! The operator's read port ([`RecordScan`]): what an operator's tool (gatectl) reads of the
+//! idempotency table beyond one record by key and the `InFlight` pages, so that it never builds a
+//! request of a backend itself: every record (a full scan, optionally filtered on one label, with
+//! progress), and the keys of the records holding two or more distinct effect ids. With the write
+//! path, the read side and the audit history it makes an [`OperatorStore`].
+//!
+//! Its adapters are beside the stores: DynamoDB's `Scan` and the multi-effect GSI's `Query`
+//! (`dynamo/index.rs`), PostgreSQL's `SELECT`s of `idempotency` and the view `multi_effect`
+//! (`postgres/mod.rs`), and the memory store's maps (`memory.rs`).
+
+use async_trait::async_trait;
+
+use crate::record::IdempotencyRecord;
+use crate::store::audit::AuditLog;
+use crate::store::{Store, StoreError};
+
+/// The reads over many records an operator makes by hand: slow (a whole table), never on the
+/// gate's hot path.
+#[async_trait]
+pub trait RecordScan: Send + Sync {
+    /// Every record of the idempotency table (expired or not), or with `label` only those whose
+    /// label `name` is `value` (on DynamoDB a filter: the whole table is still read and paid
+    /// for). Natural-key items and anything else that is not a record are skipped; so is an item
+    /// that cannot be read as a record. `scanned` is told, after each page, how many items the
+    /// page read (a progress bar); the counts add up to the items read, skipped ones included.
+    /// No order is promised.
+    ///
+    /// # Errors
+    /// [`StoreError`] of the scan (its text names the denied action, if any).
+    async fn scan_records(
+        &self,
+        label: Option<(&str, &str)>,
+        scanned: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<Vec<IdempotencyRecord>, StoreError>;
+
+    /// The keys (`pk`) of every record holding two or more distinct effect ids (the records
+    /// [`crate::store::InFlightIndex::multi_effect_keys`] counts). An index may lag the table
+    /// (DynamoDB's GSI is eventually consistent): read each record again before acting on it.
+    ///
+    /// # Errors
+    /// [`StoreError`] of the read.
+    async fn multi_effect_pks(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// What an operator's tool needs of a store: the write path and the read side ([`Store`]), the
+/// scans ([`RecordScan`]) and the audit history ([`AuditLog`]) of the same tables, as the
+/// DynamoDB, PostgreSQL and memory adapters provide them (checked by the conformance cases
+/// `crate::conformance::operator`).
+pub trait OperatorStore: Store + RecordScan + AuditLog {}
+
+impl<T: Store + RecordScan + AuditLog + ?Sized> OperatorStore for T {}

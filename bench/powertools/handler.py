@@ -12,6 +12,12 @@ the whole body (``payload_validation_jmespath="@"``, the counterpart of the gate
 slot claim is a plain ``urllib`` POST to the terminal simulator (Powertools has no downstream key,
 so none is sent); the booking is a plain ``PutItem``.
 
+The fair peer (issue 24 item 2, ``--atomic-booking``, or ``POWERTOOLS_ATOMIC_BOOKING=1`` in
+``lambda_function.py``): the same handler whose booking is written in one ``TransactWriteItems``
+with Powertools' completion of its record (``AtomicBookingLayer``), so that a crash between them
+cannot leave a booking without its completed record or the reverse: Powertools with the gate's
+atomic commit, and nothing else of the gate (no guard, no stranded-record index).
+
 Run by the harness (``gate-bench``), one process for the whole phase:
 
     handler.py --endpoint URL --table T --bookings B --terminal URL --deliveries FILE [--warmup FILE]
@@ -60,9 +66,56 @@ class FakeContext:
         return max(0, int(self._deadline_ms - time.time() * 1000))
 
 
+class AtomicBookingLayer(DynamoDBPersistenceLayer):
+    """Powertools' DynamoDB persistence layer whose completion carries the business write.
+
+    ``_update_record`` (Powertools' save of a completed record: one ``UpdateItem``) becomes one
+    ``TransactWriteItems`` of that same update and the booking ``Put`` the function staged in
+    ``staged["booking"]``: 2 items, so 2 x 2 write units, in one round trip.
+    """
+
+    def __init__(self, *args, bookings_table: str, staged: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._bookings_table = bookings_table
+        self._staged = staged
+
+    def _update_record(self, data_record):
+        booking = self._staged.pop("booking", None)
+        if booking is None:
+            # Nothing staged (no booking made): Powertools' own update.
+            return super()._update_record(data_record)
+        update_expression = "SET #response_data = :response_data, #expiry = :expiry, #status = :status"
+        values = {
+            ":expiry": {"N": str(data_record.expiry_timestamp)},
+            ":response_data": {"S": data_record.response_data},
+            ":status": {"S": data_record.status},
+        }
+        names = {"#expiry": self.expiry_attr, "#response_data": self.data_attr, "#status": self.status_attr}
+        if self.payload_validation_enabled:
+            update_expression += ", #validation_key = :validation_key"
+            values[":validation_key"] = {"S": data_record.payload_hash}
+            names["#validation_key"] = self.validation_key_attr
+        self.client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": self.table_name,
+                        "Key": self._get_key(data_record.idempotency_key),
+                        "UpdateExpression": update_expression,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                },
+                {"Put": {"TableName": self._bookings_table, "Item": booking}},
+            ]
+        )
+
+
 def build(args):
     calls: dict = {}
     outcomes: dict = {}
+    staged: dict = {}
+    atomic = bool(getattr(args, "atomic_booking", False))
 
     def count(model=None, **_kwargs):
         name = getattr(model, "name", "?")
@@ -77,7 +130,12 @@ def build(args):
         config=Config(retries={"mode": "standard", "max_attempts": 3}),
     )
     client.meta.events.register("before-call.dynamodb", count)
-    persistence = DynamoDBPersistenceLayer(table_name=args.table, boto3_client=client)
+    if atomic:
+        persistence = AtomicBookingLayer(
+            table_name=args.table, boto3_client=client, bookings_table=args.bookings, staged=staged
+        )
+    else:
+        persistence = DynamoDBPersistenceLayer(table_name=args.table, boto3_client=client)
     if persistence.return_value_on_condition != {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}:
         sys.exit("Powertools does not send ReturnValuesOnConditionCheckFailure=ALL_OLD: boto3 too old")
     config = IdempotencyConfig(
@@ -104,18 +162,20 @@ def build(args):
         )
         with urllib.request.urlopen(req, timeout=10) as response:
             slot = json.loads(response.read())
-        client.put_item(
-            TableName=args.bookings,
-            Item={
-                "source_event": {"S": f"{notification['notificationId']}:{notification['equipment_number']}"},
-                "container": {"S": notification["equipment_number"]},
-                "slot_id": {"S": slot["slot_id"]},
-                "terminal": {"S": notification["terminal"]},
-                "window_start": {"S": window["start"]},
-                "window_end": {"S": window["end"]},
-                "booked_at": {"N": str(int(time.time() * 1000))},
-            },
-        )
+        booking = {
+            "source_event": {"S": f"{notification['notificationId']}:{notification['equipment_number']}"},
+            "container": {"S": notification["equipment_number"]},
+            "slot_id": {"S": slot["slot_id"]},
+            "terminal": {"S": notification["terminal"]},
+            "window_start": {"S": window["start"]},
+            "window_end": {"S": window["end"]},
+            "booked_at": {"N": str(int(time.time() * 1000))},
+        }
+        if atomic:
+            # Written with the completion of the record, in one transaction (AtomicBookingLayer).
+            staged["booking"] = booking
+        else:
+            client.put_item(TableName=args.bookings, Item=booking)
         outcomes["committed"] = outcomes.get("committed", 0) + 1
         return {"slot_id": slot["slot_id"]}
 
@@ -156,6 +216,7 @@ def main():
     p.add_argument("--terminal", required=True)
     p.add_argument("--deliveries", required=True)
     p.add_argument("--warmup")
+    p.add_argument("--atomic-booking", action="store_true", help="the fair peer (module docs)")
     args = p.parse_args()
     handler, calls, outcomes = build(args)
     if args.warmup:

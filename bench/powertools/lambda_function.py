@@ -7,7 +7,9 @@ Powertools' idempotency utility, the DynamoDB client, the persistence layer, the
 each invocation is then one SQS batch through the same ``claim_and_book`` as the comparison runs.
 
 Environment (as the gate's consumer reads its own): ``AWS_ENDPOINT_URL`` (moto),
-``IDEMPOTENCY_TABLE`` (Powertools' table, key ``id``), ``BOOKINGS_TABLE``, ``TERMINAL_BASE_URL``.
+``IDEMPOTENCY_TABLE`` (Powertools' table, key ``id``), ``BOOKINGS_TABLE``, ``TERMINAL_BASE_URL``;
+``POWERTOOLS_ATOMIC_BOOKING=1`` makes it the fair peer (the booking written in one transaction
+with the completion of the record, ``handler.AtomicBookingLayer``).
 """
 
 import os
@@ -20,6 +22,7 @@ _args = SimpleNamespace(
     table=os.environ["IDEMPOTENCY_TABLE"],
     bookings=os.environ["BOOKINGS_TABLE"],
     terminal=os.environ["TERMINAL_BASE_URL"],
+    atomic_booking=os.environ.get("POWERTOOLS_ATOMIC_BOOKING") == "1",
 )
 _handler, _calls, _outcomes = build(_args)
 

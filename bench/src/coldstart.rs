@@ -483,6 +483,17 @@ pub fn powertools_spec(env: &Env, tables: &(String, String)) -> Spec {
     }
 }
 
+/// The fair peer (issue 24 item 2): the Powertools function with its booking written in one
+/// `TransactWriteItems` with the completion of its record (`POWERTOOLS_ATOMIC_BOOKING=1`,
+/// `bench/powertools/handler.py`, `AtomicBookingLayer`).
+pub fn fair_peer_spec(env: &Env, tables: &(String, String)) -> Spec {
+    let mut spec = powertools_spec(env, tables);
+    spec.label = "fair-peer".into();
+    spec.env
+        .push(("POWERTOOLS_ATOMIC_BOOKING".into(), "1".into()));
+    spec
+}
+
 /// The naive handler: this binary with `--serve-naive-lambda`.
 pub fn naive_spec(env: &Env, tables: &(String, String)) -> Result<Spec, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;

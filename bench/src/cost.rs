@@ -1,4 +1,6 @@
-//! Dollars per million events (issue 18, item 2): naive, gate and Powertools, each as a Lambda
+//! Dollars per million events (issue 18, item 2): naive, gate, Powertools and the fair peer
+//! (Powertools with its booking and the completion of its record in one transaction, issue 24
+//! item 2), each as a Lambda
 //! process under the fake Runtime API ([`crate::coldstart`]) with the CPU share of its memory
 //! size, over moto behind a 5 ms latency floor (`bench/moto_server.py --latency-ms`: a DynamoDB
 //! call takes 5 ms, concurrent calls in parallel) and the terminal simulator.
@@ -60,18 +62,22 @@ pub const PRICES: Prices = Prices {
 /// One handler at one memory size.
 #[derive(Debug, Clone, Serialize)]
 pub struct CostRun {
-    /// `naive`, `gate`, `powertools`.
+    /// `naive`, `gate`, `powertools`, `fair-peer`.
     pub handler: String,
     /// Memory size whose CPU share the process had, MB.
     pub memory_mb: u32,
     /// Median duration of a batch of 10 new events, ms.
     pub new_batch_ms: f64,
+    /// Shortest and longest such batch, ms (the spread around the median).
+    pub new_batch_range_ms: (f64, f64),
     /// Median billed duration of such a batch (rounded up per invocation), ms.
     pub new_billed_ms: f64,
     /// Median CPU time of such a batch, ms.
     pub new_cpu_ms: f64,
     /// Median duration of a batch of 10 duplicates, ms.
     pub dup_batch_ms: f64,
+    /// Shortest and longest such batch, ms.
+    pub dup_batch_range_ms: (f64, f64),
     /// Median billed duration of such a batch, ms.
     pub dup_billed_ms: f64,
     /// Median CPU time of such a batch, ms.
@@ -179,10 +185,14 @@ pub async fn measure(
                 .map_err(|e| e.to_string())?;
             coldstart::gate_spec(consumer, env, &tables)
         }
-        "powertools" => {
+        "powertools" | "fair-peer" => {
             create_table(&client, &tables.0, "id").await?;
             create_table(&client, &tables.1, "source_event").await?;
-            coldstart::powertools_spec(env, &tables)
+            if kind == "powertools" {
+                coldstart::powertools_spec(env, &tables)
+            } else {
+                coldstart::fair_peer_spec(env, &tables)
+            }
         }
         _ => {
             create_table(&client, &tables.1, "source_event").await?;
@@ -214,14 +224,23 @@ pub async fn measure(
     let med = |runs: &[coldstart::Invoked], f: fn(&coldstart::Invoked) -> f64| {
         median(&runs.iter().map(f).collect::<Vec<_>>())
     };
+    let range = |runs: &[coldstart::Invoked]| {
+        runs.iter()
+            .map(|i| i.duration_ms)
+            .fold((f64::INFINITY, 0.0_f64), |(lo, hi), d| {
+                (lo.min(d), hi.max(d))
+            })
+    };
     let calls = &s.calls;
     let run = CostRun {
         handler: kind.to_string(),
         memory_mb,
         new_batch_ms: med(new_runs, |i| i.duration_ms),
+        new_batch_range_ms: range(new_runs),
         new_billed_ms: med(new_runs, |i| i.duration_ms.ceil()),
         new_cpu_ms: med(new_runs, |i| i.cpu_ms),
         dup_batch_ms: med(dup_runs, |i| i.duration_ms),
+        dup_batch_range_ms: range(dup_runs),
         dup_billed_ms: med(dup_runs, |i| i.duration_ms.ceil()),
         dup_cpu_ms: med(dup_runs, |i| i.cpu_ms),
         calls_per_new: per_event(&calls[warm], &calls[warm + batches], batches * 10),
@@ -281,7 +300,8 @@ pub struct Units {
 /// it writes, bytes; `new` whether the calls are a new event's (the gate's index writes).
 pub fn units(kind: &str, calls: &BTreeMap<String, f64>, largest: usize, new: bool) -> Units {
     // The gate's commit transaction: the record and the booking (the natural-key item is the
-    // guard's own `PutItem` before the claim, counted with the other `PutItem`s).
+    // guard's own `PutItem` before the claim, counted with the other `PutItem`s); the fair
+    // peer's: the completion of its record and the booking.
     let transaction_items = 2.0;
     let mut w: f64 = calls
         .iter()
@@ -380,5 +400,10 @@ mod tests {
         assert_eq!(units("gate", &dup, 600, false).wru, 1.0);
         // an item over 1 KB costs a unit per KB started
         assert_eq!(units("powertools", &dup, 1500, true).wru, 2.0);
+        // the fair peer: its in-progress `PutItem` and one transaction of 2 items, no index
+        let mut fair = BTreeMap::new();
+        fair.insert("PutItem".to_string(), 1.0);
+        fair.insert("TransactWriteItems".to_string(), 1.0);
+        assert_eq!(units("fair-peer", &fair, 400, true).wru, 5.0);
     }
 }

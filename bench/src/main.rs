@@ -137,9 +137,17 @@ struct Args {
     /// The latency floor of moto in the cost measurement, ms (a DynamoDB call).
     #[arg(long, default_value_t = 5)]
     cost_store_latency_ms: u64,
-    /// The functions measured in `cold` (gate, powertools) and `cost` (naive, gate, powertools).
-    #[arg(long, value_delimiter = ',', default_value = "naive,gate,powertools")]
+    /// The functions measured in `cold` (gate, powertools) and `cost` (naive, gate, powertools,
+    /// fair-peer: Powertools with its booking and its completion in one transaction).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "naive,gate,powertools,fair-peer"
+    )]
     lambdas: Vec<String>,
+    /// Shares of duplicates at which `cost` prices every handler, side by side (issue 24 item 2).
+    #[arg(long, value_delimiter = ',', default_value = "0.01,0.03")]
+    cost_duplicate_rates: Vec<f64>,
     /// Run as the naive handler's Lambda function (the cost measurement starts this binary so
     /// under its fake Runtime API); reads BOOKINGS_TABLE, TERMINAL_BASE_URL, AWS_ENDPOINT_URL.
     #[arg(long, hide = true)]
@@ -232,9 +240,18 @@ struct Results {
     binary_sizes: BTreeMap<String, u64>,
     cost_runs: Vec<cost::CostRun>,
     cost: Vec<cost::CostRow>,
+    /// The priced rows at each of `--cost-duplicate-rates`.
+    cost_by_rate: Vec<CostAt>,
     item_bytes: BTreeMap<String, usize>,
     prices: cost::Prices,
     capacity: Vec<sim::sustained::SustainedReport>,
+}
+
+/// The priced rows at one share of duplicates.
+#[derive(Debug, Serialize)]
+struct CostAt {
+    duplicate_rate: f64,
+    rows: Vec<cost::CostRow>,
 }
 
 fn machine() -> Machine {
@@ -365,9 +382,10 @@ fn print_cold(cold: &[coldstart::ColdStart]) {
     }
 }
 
-/// The priced rows: naive and the gate at 128 MB, Powertools at the smallest measured memory
-/// whose batch of new events takes at most 10 % longer than at its fastest size (the fastest,
-/// not the largest: on a shared machine one size's run can be slow for reasons of its own).
+/// The priced rows: naive and the gate at 128 MB, Powertools and the fair peer each at the
+/// smallest measured memory whose batch of new events takes at most 10 % longer than at its
+/// fastest size (the fastest, not the largest: on a shared machine one size's run can be slow for
+/// reasons of its own).
 fn cost_rows(
     runs: &[cost::CostRun],
     sizes: &BTreeMap<String, usize>,
@@ -390,17 +408,19 @@ fn cost_rows(
             rows.push(cost::row(r, largest(kind), duplicate_rate));
         }
     }
-    let pt: Vec<&cost::CostRun> = runs.iter().filter(|r| r.handler == "powertools").collect();
-    let fastest = pt
-        .iter()
-        .map(|r| r.new_batch_ms)
-        .fold(f64::INFINITY, f64::min);
-    if let Some(chosen) = pt
-        .iter()
-        .filter(|r| r.new_batch_ms <= 1.1 * fastest)
-        .min_by_key(|r| r.memory_mb)
-    {
-        rows.push(cost::row(chosen, largest("powertools"), duplicate_rate));
+    for kind in ["powertools", "fair-peer"] {
+        let pt: Vec<&cost::CostRun> = runs.iter().filter(|r| r.handler == kind).collect();
+        let fastest = pt
+            .iter()
+            .map(|r| r.new_batch_ms)
+            .fold(f64::INFINITY, f64::min);
+        if let Some(chosen) = pt
+            .iter()
+            .filter(|r| r.new_batch_ms <= 1.1 * fastest)
+            .min_by_key(|r| r.memory_mb)
+        {
+            rows.push(cost::row(chosen, largest(kind), duplicate_rate));
+        }
     }
     rows
 }
@@ -415,7 +435,7 @@ fn print_cost(
     println!(
         "\nMeasured per batch of 10 (medians; each function with the CPU share of its memory; moto behind a 5 ms latency floor; terminal simulator):\n"
     );
-    println!("| handler | memory | new: duration / billed / CPU | duplicates: duration / billed / CPU | DynamoDB requests per new event / per duplicate | peak RSS |");
+    println!("| handler | memory | new: duration (lowest-highest) / billed / CPU | duplicates: duration (lowest-highest) / billed / CPU | DynamoDB requests per new event / per duplicate | peak RSS |");
     println!("| --- | ---: | ---: | ---: | --- | ---: |");
     let ops = |m: &BTreeMap<String, f64>| {
         m.iter()
@@ -425,13 +445,17 @@ fn print_cost(
     };
     for r in runs {
         println!(
-            "| {} | {} MB | {:.1} / {:.0} / {:.1} ms | {:.1} / {:.0} / {:.1} ms | {} / {} | {:.1} MB |",
+            "| {} | {} MB | {:.1} ({:.0}-{:.0}) / {:.0} / {:.1} ms | {:.1} ({:.0}-{:.0}) / {:.0} / {:.1} ms | {} / {} | {:.1} MB |",
             r.handler,
             r.memory_mb,
             r.new_batch_ms,
+            r.new_batch_range_ms.0,
+            r.new_batch_range_ms.1,
             r.new_billed_ms,
             r.new_cpu_ms,
             r.dup_batch_ms,
+            r.dup_batch_range_ms.0,
+            r.dup_batch_range_ms.1,
             r.dup_billed_ms,
             r.dup_cpu_ms,
             ops(&r.calls_per_new),
@@ -474,6 +498,77 @@ fn print_cost(
             g.total_usd / p.total_usd,
             g.total_usd / n.total_usd
         );
+    }
+    if let (Some(g), Some(f)) = (get("gate"), get("fair-peer")) {
+        println!("gate / fair peer: {:.2}x", g.total_usd / f.total_usd);
+    }
+}
+
+/// The side-by-side table of issue 24 item 2: each handler's total at each share of duplicates.
+fn print_cost_side_by_side(by_rate: &[CostAt]) {
+    let Some(first) = by_rate.first() else {
+        return;
+    };
+    let rates: Vec<String> = by_rate
+        .iter()
+        .map(|c| format!("{:.0} %", c.duplicate_rate * 100.0))
+        .collect();
+    println!(
+        "\nSide by side, one run ({} prices read {}), total per million events at {}:\n",
+        cost::PRICES.region,
+        cost::PRICES.read_on,
+        rates.join(" / ")
+    );
+    println!(
+        "| handler | memory | WRU per new event / duplicate | DynamoDB at {r} | Lambda at {r} | **total at {r}** |",
+        r = rates.join(" / ")
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    let join = |f: &dyn Fn(&cost::CostRow) -> f64, handler: &str, bold: bool| {
+        by_rate
+            .iter()
+            .filter_map(|c| c.rows.iter().find(|r| r.handler == handler))
+            .map(|r| {
+                if bold {
+                    format!("${:.2}", f(r))
+                } else {
+                    format!("${:.3}", f(r))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    for r in &first.rows {
+        println!(
+            "| {} | {} MB | {:.0} / {:.0} | {} | {} | **{}** |",
+            r.handler,
+            r.memory_mb,
+            r.units_new.wru,
+            r.units_dup.wru,
+            join(&|x| x.dynamodb_usd, &r.handler, false),
+            join(
+                &|x| x.lambda_duration_usd + x.lambda_requests_usd,
+                &r.handler,
+                false
+            ),
+            join(&|x| x.total_usd, &r.handler, true),
+        );
+    }
+    for c in by_rate {
+        let get = |k: &str| c.rows.iter().find(|r| r.handler == k).map(|r| r.total_usd);
+        if let Some(g) = get("gate") {
+            let ratio = |k: &str| {
+                get(k)
+                    .map(|x| format!("{:.2}x", g / x))
+                    .unwrap_or_else(|| "-".into())
+            };
+            println!(
+                "at {:.0} %: gate / fair peer {}, gate / Powertools {}",
+                c.duplicate_rate * 100.0,
+                ratio("fair-peer"),
+                ratio("powertools")
+            );
+        }
     }
 }
 
@@ -680,6 +775,7 @@ async fn main() -> Result<(), String> {
         binary_sizes: BTreeMap::new(),
         cost_runs: Vec::new(),
         cost: Vec::new(),
+        cost_by_rate: Vec::new(),
         item_bytes: BTreeMap::new(),
         prices: cost::PRICES,
         capacity: Vec::new(),
@@ -880,6 +976,7 @@ async fn main() -> Result<(), String> {
         let mut plan: Vec<(&str, u32)> = vec![("naive", 128), ("gate", 128), ("gate", 1769)];
         for m in &args.powertools_memory {
             plan.push(("powertools", *m));
+            plan.push(("fair-peer", *m));
         }
         for (kind, memory) in plan.into_iter().filter(|(k, _)| lambda(k)) {
             eprintln!("bench: cost: {kind} at {memory} MB ...");
@@ -915,6 +1012,15 @@ async fn main() -> Result<(), String> {
             &results.item_bytes,
             args.duplicate_rate,
         );
+        results.cost_by_rate = args
+            .cost_duplicate_rates
+            .iter()
+            .map(|rate| CostAt {
+                duplicate_rate: *rate,
+                rows: cost_rows(&results.cost_runs, &results.item_bytes, *rate),
+            })
+            .collect();
+        print_cost_side_by_side(&results.cost_by_rate);
     }
     if part("capacity") {
         results.capacity = capacity_runs()?;

@@ -1,7 +1,6 @@
-//! `gate-bench --parts stores` (issue 26, item 6): the gate's store on PostgreSQL and on
-//! DynamoDB (moto) side by side, in one run: round trips and latency per new event and per
-//! duplicate, and the reserve's and the commit's own latency, against the first gate's claim for
-//! its reserve ("one Postgres round trip, say 4 ms at p99").
+//! `gate-bench --parts stores` (issue 26 item 6): the store on PostgreSQL and DynamoDB (moto) in
+//! one run: round trips and latency per new event and duplicate, the reserve's, guard's and
+//! commit's own latency, against the first gate's "one Postgres round trip, 4 ms at p99".
 //!
 //! Each delivery goes through `Gate::handle_batch` (one record per batch, the terminal in
 //! process, so the figures are the store's), the store wrapped in [`Timed`], which times each
@@ -72,6 +71,10 @@ pub struct Figures {
     pub commit_p50_ms: f64,
     /// The commit call's latency, ms (99th percentile).
     pub commit_p99_ms: f64,
+    /// The natural key's guard's latency, ms (median; `NaN` without guards).
+    pub guard_p50_ms: f64,
+    /// The guard's latency, ms (99th percentile).
+    pub guard_p99_ms: f64,
     /// Round trips per delivery, fewest.
     pub round_trips_min: u64,
     /// Round trips per delivery, most.
@@ -259,6 +262,7 @@ struct Samples {
     latency_us: Vec<u64>,
     reserve_us: Vec<u64>,
     commit_us: Vec<u64>,
+    guard_us: Vec<u64>,
     round_trips: Vec<u64>,
     port_calls: BTreeMap<String, u64>,
     wire: BTreeMap<String, u64>,
@@ -282,6 +286,8 @@ impl Samples {
             reserve_p99_ms: ms(&self.reserve_us, 0.99),
             commit_p50_ms: ms(&self.commit_us, 0.5),
             commit_p99_ms: ms(&self.commit_us, 0.99),
+            guard_p50_ms: ms(&self.guard_us, 0.5),
+            guard_p99_ms: ms(&self.guard_us, 0.99),
             round_trips_min: rt.iter().copied().min().unwrap_or(0),
             round_trips_max: rt.iter().copied().max().unwrap_or(0),
             round_trips_mean: rt.iter().sum::<u64>() as f64 / rt.len().max(1) as f64,
@@ -325,6 +331,7 @@ async fn pass(
             match op {
                 "reserve" => s.reserve_us.push(us),
                 "commit" => s.commit_us.push(us),
+                "guard" => s.guard_us.push(us),
                 _ => {}
             }
         }
@@ -549,20 +556,22 @@ pub fn print(runs: &[StoreRun], plan: &Plan) {
         "\nPostgreSQL and DynamoDB (moto) side by side: {} run(s) of {} new events and {} duplicates per store, one delivery per batch, terminal in process, one connection; medians over runs (lowest-highest run):\n",
         plan.runs, plan.events, plan.duplicates
     );
-    println!("| store | round trips per new event | new event p50 / p99 ms | reserve p50 / p99 ms | commit p50 / p99 ms | round trips per duplicate | duplicate p50 / p99 ms |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| store | round trips per new event | new event p50 / p99 ms | reserve p50 / p99 ms | guard p50 / p99 ms | commit p50 / p99 ms | round trips per duplicate | duplicate p50 / p99 ms |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for store in ["postgresql", "dynamodb-moto"] {
         let rs: Vec<&StoreRun> = runs.iter().filter(|r| r.store == store).collect();
         if rs.is_empty() {
             continue;
         }
         println!(
-            "| {store} | {} | {} / {} | {} / {} | {} / {} | {} | {} / {} |",
+            "| {store} | {} | {} / {} | {} / {} | {} / {} | {} / {} | {} | {} / {} |",
             trips(&rs, |r| &r.new),
             spread(&rs, |r| r.new.p50_ms),
             spread(&rs, |r| r.new.p99_ms),
             spread(&rs, |r| r.new.reserve_p50_ms),
             spread(&rs, |r| r.new.reserve_p99_ms),
+            spread(&rs, |r| r.new.guard_p50_ms),
+            spread(&rs, |r| r.new.guard_p99_ms),
             spread(&rs, |r| r.new.commit_p50_ms),
             spread(&rs, |r| r.new.commit_p99_ms),
             trips(&rs, |r| &r.duplicate),

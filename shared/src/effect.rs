@@ -108,8 +108,8 @@ pub enum CallOutcome {
     /// manual queue.
     Permanent {
         /// The HTTP status; `0` when nothing was sent (a stored request the server's API shape
-        /// cannot carry, e.g. truck-slot's
-        /// `appointments_v2_body` refusing a stored request of another shape).
+        /// cannot carry, e.g. an integration whose server changed its API refusing a stored
+        /// request of the old shape).
         status: u16,
         /// The summary of the answer, in our words.
         detail: AnswerDetail,

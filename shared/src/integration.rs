@@ -104,6 +104,17 @@ impl Rejection {
         }
     }
 
+    /// A rejection with `code` and `detail` (quoting nothing of the body) because the event has
+    /// ended: the second half of [`Parsed::Ended`]. Such a body never starts a side effect; its
+    /// own record decides (a copy of a committed event is a duplicate), else it reaches a person
+    /// once as [`crate::manual::ManualReason::EventEnded`].
+    pub fn ended(code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            ended: true,
+            ..Self::new(code, detail)
+        }
+    }
+
     /// The code, as the log line and the metrics name it.
     pub fn code(&self) -> &'static str {
         self.code

@@ -41,7 +41,9 @@ pub enum ManualReason {
     Declined,
     /// The server's key retention has passed: calling again could make a second effect.
     PastKeyRetention,
-    /// The server answered for another subject than the one asked.
+    /// The server made the effect, but its answer names an effect the gate cannot keep: an id
+    /// outside the format the server declares ([`crate::idempotency_key::AnswerReader::id_format`]),
+    /// one that quotes a secret of the request, or one the store cannot commit.
     ServerAnswerInvalid,
     /// The server made an effect for a record another holder had already finished as `failed`
     /// or `manual`: nothing recorded that effect; record it by hand or undo it at the server.
@@ -90,7 +92,9 @@ impl ManualReason {
             Self::PastKeyRetention => {
                 "the server's key retention has passed: a new call could make a second effect"
             }
-            Self::ServerAnswerInvalid => "the server answered for another subject than asked",
+            Self::ServerAnswerInvalid => {
+                "the server made the effect, but its answer names an effect id the gate cannot keep"
+            }
             Self::UnrecordedEffect => {
                 "the server made an effect for a record already finished: nothing recorded it"
             }

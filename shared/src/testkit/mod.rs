@@ -74,6 +74,8 @@ mod race;
 mod recorder;
 mod server;
 mod server_config;
+mod skew;
+mod totals;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 
@@ -82,6 +84,8 @@ pub use faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
 pub use harness::{EffectLedger, Harness, HarnessConfig, RunReport, Target};
 pub use invariants::{exactly_once_violations, liveness_violations, Delivered};
 pub use race::{AfterRead, RacedIndex};
+pub use skew::SkewedClock;
+pub use totals::{run_parallel, Totals};
 #[cfg(feature = "aws")]
 pub use recorder::CallRecorder;
 pub use server::{

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
+pub(crate) use gate::testkit::SkewedClock;
 use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
@@ -68,21 +69,6 @@ impl SlotTerminal for CoreTerminal {
             .handle("GET", "/slots", Some(&query), None, b"")
             .await;
         classify_lookup(r.status, &r.body)
-    }
-}
-
-/// A host's clock: true simulated time plus a fixed offset (clock skew). A worker's invocation
-/// deadline is given on its own clock (`now + remaining time`, as a runtime that reports the
-/// remaining time would), so a skew shifts its leases as other hosts see them, not its own
-/// notion of how much time is left.
-pub(crate) struct SkewedClock {
-    pub base: Arc<ManualClock>,
-    pub offset_ms: i64,
-}
-
-impl Clock for SkewedClock {
-    fn now_ms(&self) -> i64 {
-        self.base.now_ms() + self.offset_ms
     }
 }
 

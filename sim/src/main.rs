@@ -513,7 +513,9 @@ async fn check_integration(
         for v in vs.iter().take(3) {
             println!("  seed {seed}: {v}");
         }
-        println!("  replay: cargo run --release -p sim -- check --integration {name} --seed {seed}");
+        println!(
+            "  replay: cargo run --release -p sim -- check --integration {name} --seed {seed}"
+        );
     }
     match t.failures.len() {
         0 => Ok(()),

@@ -12,9 +12,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gate::prelude::{
-    CallOutcome, Held, IdempotencyRecord, Integration, LookupOutcome, Parsed,
-};
+use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, LookupOutcome, Parsed};
 use gate::store::memory::MemoryStore;
 use gate::testkit::{exactly_once_violations, Harness, IdempotencyServer, Target};
 use job_client::scenario::{self, job, job_server, JOBS, T0};
@@ -119,7 +117,11 @@ async fn a_client_that_ignores_the_key_is_caught_with_its_seed() {
     for seed in 0..10 {
         let report = harness.run(seed, &setup).await;
         assert_eq!(report.seed, seed);
-        if report.violations.iter().any(|v| v.contains("the server made")) {
+        if report
+            .violations
+            .iter()
+            .any(|v| v.contains("the server made"))
+        {
             caught.push(seed);
         }
     }

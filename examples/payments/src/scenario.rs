@@ -19,8 +19,8 @@ use std::sync::Arc;
 use gate::clock::ManualClock;
 use gate::lambda::SecretString;
 use gate::manual::ManualReason;
-use gate::testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport};
 use gate::testkit::{run_parallel, ServerConfig, Target};
+use gate::testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport};
 use serde_json::json;
 
 use crate::{Payments, KEY_RETENTION_MS};

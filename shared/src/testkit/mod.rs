@@ -84,13 +84,13 @@ pub use faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
 pub use harness::{EffectLedger, Harness, HarnessConfig, RunReport, Target};
 pub use invariants::{exactly_once_violations, liveness_violations, Delivered};
 pub use race::{AfterRead, RacedIndex};
-pub use skew::SkewedClock;
-pub use totals::{run_parallel, Totals};
 #[cfg(feature = "aws")]
 pub use recorder::CallRecorder;
 pub use server::{
     Answer, AnswerFn, Counters, Faults, IdempotencyServer, MismatchAnswer, ServerConfig,
 };
+pub use skew::SkewedClock;
+pub use totals::{run_parallel, Totals};
 
 /// The event source ARN the built events carry.
 pub const QUEUE_ARN: &str = "arn:aws:sqs:eu-west-1:123456789012:portbase-notifications";

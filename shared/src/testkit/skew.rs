@@ -30,8 +30,14 @@ mod tests {
     #[test]
     fn a_skewed_clock_reads_true_time_plus_its_offset() {
         let base = Arc::new(ManualClock::new(10_000));
-        let ahead = SkewedClock { base: Arc::clone(&base), offset_ms: 1_500 };
-        let behind = SkewedClock { base: Arc::clone(&base), offset_ms: -2_000 };
+        let ahead = SkewedClock {
+            base: Arc::clone(&base),
+            offset_ms: 1_500,
+        };
+        let behind = SkewedClock {
+            base: Arc::clone(&base),
+            offset_ms: -2_000,
+        };
         assert_eq!(ahead.now_ms(), 11_500);
         assert_eq!(behind.now_ms(), 8_000);
         base.advance_ms(500);

@@ -46,10 +46,7 @@ impl Totals {
             }
             t.effects += r.effects.values().map(Vec::len).sum::<usize>();
             t.committed += r.committed();
-            t.to_a_person += ManualReason::ALL
-                .iter()
-                .map(|&x| r.cases(x))
-                .sum::<usize>();
+            t.to_a_person += ManualReason::ALL.iter().map(|&x| r.cases(x)).sum::<usize>();
             t.deliveries += r.deliveries;
             t.lost += r.lost;
             t.reconciled += r.reconciled;

@@ -9,8 +9,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gate::clock::{Clock, ManualClock};
-pub(crate) use gate::testkit::SkewedClock;
 use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
@@ -19,6 +17,7 @@ use gate::store::{
     IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
     UnknownCommit,
 };
+pub(crate) use gate::testkit::SkewedClock;
 use rand::Rng;
 use truck_slot::terminal::{
     classify_claim, classify_lookup, AnswerDetail, CallOutcome, LookupOutcome, SlotTerminal,

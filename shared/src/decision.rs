@@ -33,8 +33,8 @@
 
 use crate::effect::AnswerDetail;
 use crate::manual::ManualReason;
+use crate::record::is_routing_record;
 use crate::record::IdempotencyRecord;
-use crate::routing::is_routing_record;
 
 /// Who holds the record and asks what to do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

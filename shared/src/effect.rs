@@ -62,7 +62,8 @@ impl AnswerDetail {
         }
     }
 
-    /// The summary.
+    /// The summary, in our words (never an excerpt of the server's answer): what a log line, a
+    /// record's `error` and a person's text show.
     pub fn summary(&self) -> &str {
         &self.summary
     }
@@ -107,7 +108,8 @@ pub enum CallOutcome {
     /// manual queue.
     Permanent {
         /// The HTTP status; `0` when nothing was sent (a stored request the server's API shape
-        /// cannot carry, [`several::appointments_v2_body`]).
+        /// cannot carry, e.g. truck-slot's
+        /// `appointments_v2_body` refusing a stored request of another shape).
         status: u16,
         /// The summary of the answer, in our words.
         detail: AnswerDetail,

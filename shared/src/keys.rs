@@ -50,7 +50,7 @@ pub fn operation_key(event_key: &str, operation: &str) -> String {
     sha256_hex(format!("{event_key}:{operation}").as_bytes())
 }
 
-/// The operation name of routing an item to the manual-booking queue. A routing record (see
+/// The operation name of routing an item to the manual queue. A routing record (see
 /// [`crate::routing`]) carries `operation_key(route_key, MANUAL_ROUTE)` as its `op_key`, which is
 /// how the reconciler tells it from a side effect's record.
 pub const MANUAL_ROUTE: &str = "manual-route";

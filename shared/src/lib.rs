@@ -13,7 +13,10 @@
 //!   adapters (`store::memory`, `store::dynamo`);
 //! * [`manual`]: the `ManualQueue` port with its adapters (`manual::memory`, `manual::sqs`);
 //!   [`clock`]: the `Clock` port;
-//! * [`consumer`]: the consumer handler, [`Gate`] (the four steps); [`decision`]: the one
+//! * [`Gate`], [`GateConfig`], [`Invocation`], [`Delivery`] (`gate.rs`): the gate every path runs
+//!   on, its settings, the execution it runs in, and what every path does alike with a record it
+//!   holds (the lease's end, take-over, release, the policy);
+//! * [`consumer`]: the consumer handler (the four steps, the settlement); [`decision`]: the one
 //!   decision for a record the gate holds (call, look up, or a person), for the consumer, the
 //!   reconciler and `gatectl`; [`routing`]: routing to a person exactly once; [`reconciler`]:
 //!   stranded records finished;
@@ -26,6 +29,7 @@
 //!   reconciler and the metrics function from a `main.rs` of a few lines;
 //! * [`prelude`]: what an integration's code names, in one import;
 //! * [`conformance`], [`testkit`] (feature `testkit`): the store conformance suite and test tools.
+#![warn(missing_docs)]
 pub mod alarm_stats;
 pub mod clock;
 #[cfg(feature = "testkit")]
@@ -34,6 +38,7 @@ pub mod consumer;
 pub mod decision;
 pub mod effect;
 pub mod fields;
+mod gate;
 pub mod idempotency_key;
 pub mod ijson;
 pub mod integration;
@@ -55,5 +60,6 @@ pub mod strict_json;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use consumer::{Delivery, Gate, GateConfig, Invocation, RecordOutcome};
+pub use consumer::RecordOutcome;
+pub use gate::{Delivery, Gate, GateConfig, Invocation};
 pub use integration::{Event, Held, Integration, Parsed, Rejection};

@@ -7,7 +7,7 @@
 //! `lambda_runtime` logs every raw event it receives at TRACE ("raw JSON event received from
 //! Lambda": an SQS event's bodies hold release PINs); the AWS SDK logs every request it transmits
 //! and every response body it reads at TRACE (a `SendMessage` to the manual queue holds the
-//! original body, a DynamoDB item holds the stored claim request); its DEBUG errors print raw
+//! original body, a DynamoDB item holds the stored request); its DEBUG errors print raw
 //! responses. Raising a function's `ApplicationLogLevel` to debug something must not put PINs
 //! into CloudWatch Logs. The gate's own events never hold a secret (`Debug` of every type that
 //! holds one redacts it; server answers are scrubbed, see `truck_slot::server`), and

@@ -11,7 +11,7 @@
 
 use tracing::{info, warn};
 
-use crate::consumer::{Gate, Invocation};
+use crate::gate::{Gate, Invocation};
 #[cfg(doc)]
 use crate::store::IdempotencyStore;
 use crate::store::PurgeCount;

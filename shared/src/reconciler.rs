@@ -19,8 +19,9 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::outcome::RecordOutcome;
 use crate::decision::Holder;
+use crate::gate::{Delivery, Gate, Invocation};
 use crate::manual::ManualReason;
 use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};

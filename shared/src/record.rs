@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::clock::ms_to_s;
+use crate::keys;
 
 /// Number of shards of the sparse GSI `InFlight`: `inflight_shard` is `"00"`..`"15"`.
 pub const INFLIGHT_SHARDS: u8 = 16;
@@ -22,7 +23,7 @@ pub const INFLIGHT_SHARDS: u8 = 16;
 pub enum RecordStatus {
     /// Reserved; the claim may or may not have reached the server. Carries a lease.
     InFlight,
-    /// The effect is claimed and the TMS booking written (in one transaction).
+    /// The effect is made and the business row written (in one transaction).
     Committed,
     /// A permanent error; replayed to duplicates, the event sits in the manual queue.
     Failed,
@@ -60,7 +61,7 @@ impl fmt::Display for RecordStatus {
 }
 
 /// One row of the idempotency table (partition key `pk = "{integration}#{event_key}"`).
-/// `Debug` redacts `request`, which holds the release PIN.
+/// `Debug` redacts `request`, which may hold secrets (the release PIN on the truck-slot path).
 #[derive(Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
     /// `"{integration}#{event_key}"`.
@@ -71,7 +72,8 @@ pub struct IdempotencyRecord {
     pub status: RecordStatus,
     /// SHA-256 hex of the RFC 8785 canonical business fields.
     pub fingerprint: String,
-    /// The exact claim request body, built once at reservation. Secret (holds the PIN).
+    /// The exact request body of the side effect, built once at reservation and re-sent byte
+    /// for byte by whoever resumes the record. Secret (it may hold credentials).
     pub request: Vec<u8>,
     /// The `Idempotency-Key` sent to the server.
     pub op_key: String,
@@ -248,11 +250,25 @@ pub struct NaturalKey {
     pub expires_at_s: i64,
 }
 
-/// A natural-key item's TTL, epoch **seconds**: [`crate::consumer::DEFAULT_KEY_TTL_S`] after the
+/// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
+/// person exactly once" in `crate::routing`): resuming it sends its stored item; it is never
+/// claimed at the server.
+pub(crate) fn is_routing_record(record: &IdempotencyRecord) -> bool {
+    record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
+}
+
+/// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
+/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
+/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
+/// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
+/// again under a key the server forgot long ago.
+pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
+
+/// A natural-key item's TTL, epoch **seconds**: [`DEFAULT_KEY_TTL_S`] after the
 /// later of `now_ms` (epoch ms) and the event's end `ends_at_ms` (epoch ms; `None` counts as now),
 /// as long as a redelivery of the event can still come back.
 pub fn natural_key_expires_at_s(ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
-    ms_to_s(now_ms).max(ends_at_ms.map_or(0, ms_to_s)) + crate::consumer::DEFAULT_KEY_TTL_S
+    ms_to_s(now_ms).max(ends_at_ms.map_or(0, ms_to_s)) + DEFAULT_KEY_TTL_S
 }
 
 #[cfg(test)]

@@ -36,8 +36,9 @@
 use tracing::{info, warn};
 
 use crate::clock::ms_to_s;
-use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::outcome::RecordOutcome;
 use crate::effect::Effect;
+use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::Rejection;
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
@@ -362,11 +363,4 @@ pub(crate) fn make_routing_record(
     record.status = RecordStatus::Manual;
     record.route_pending = true;
     record.error = Some(item.detail.clone());
-}
-
-/// Whether `record` is a routing record (its operation is a manual-queue send, see "Routing to a
-/// person exactly once" in the module docs): resuming it sends its stored item; it is never
-/// claimed at the server.
-pub(crate) fn is_routing_record(record: &IdempotencyRecord) -> bool {
-    record.op_key == keys::operation_key(&record.event_key, keys::MANUAL_ROUTE)
 }

@@ -42,8 +42,8 @@ pub const NOW_MS: i64 = 1_749_441_600_000;
 pub const LEASE_MS: i64 = 30_000;
 
 /// The TTL the cases use, **seconds**: the gate's default key TTL, 21 days
-/// ([`crate::consumer::DEFAULT_KEY_TTL_S`]).
-pub const TTL_S: i64 = crate::consumer::DEFAULT_KEY_TTL_S;
+/// ([`crate::record::DEFAULT_KEY_TTL_S`]).
+pub const TTL_S: i64 = crate::record::DEFAULT_KEY_TTL_S;
 
 /// The event key for case `name` in run `prefix`: lowercase hex SHA-256, like a real one.
 pub fn event_key(prefix: &str, name: &str) -> String {

@@ -4,7 +4,7 @@
 //! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
 //! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
 //! 3. [`claim`]: the effect claimed with the operation key in the `Idempotency-Key` header;
-//! 4. [`commit`]: the outcome and the TMS booking written in one transaction.
+//! 4. [`commit`]: the outcome and the business row written in one transaction.
 //!
 //! ## A write that landed and lost its answer
 //!
@@ -15,169 +15,29 @@
 //! token with its effect is committed, a mark that meets its own mark is marked; a release, a
 //! confirmation and an effect-id `ADD` are idempotent by nature.
 mod input;
-mod outcome;
+pub(crate) mod outcome;
 mod settle;
 mod steps;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
-use crate::clock::Clock;
 use crate::decision::Holder;
-use crate::integration::{Event, Integration, Parsed, Rejection};
-use crate::manual::{ManualItem, ManualQueue, ManualReason};
+use crate::integration::{Event, Parsed, Rejection};
+use crate::manual::{ManualItem, ManualReason};
 use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
-use crate::store::{IdempotencyStore, Reservation};
+use crate::store::Reservation;
 
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};
 pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
 
-/// 21 days in seconds: the default key TTL, longer than the longest redelivery horizon. A
-/// notification can wait 4 days in the notification queue, then up to 14 days (the SQS maximum
-/// `MessageRetentionPeriod`) in its dead-letter queue, and a redrive sends it back as a new message with 4
-/// more days: 18 days, plus 3 days of margin. A record that expired would let a redelivery claim
-/// again under a key the server forgot long ago.
-pub const DEFAULT_KEY_TTL_S: i64 = 21 * 24 * 3600;
-
-/// The gate's settings.
-#[derive(Debug, Clone)]
-pub struct GateConfig {
-    /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
-    pub integration: String,
-    /// Whether the side effect's server honours `Idempotency-Key` (the server, on the
-    /// truck-slot path), unless the integration says otherwise for a record
-    /// ([`Integration::supports_idempotency_key`]). If not, every event goes to the manual queue:
-    /// a retry could make a second effect.
-    pub server_supports_idempotency_key: bool,
-    /// Record lifetime in **seconds**, counted from the later of the reservation and the
-    /// event's end ([`Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see
-    /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
-    /// ([`DEFAULT_KEY_TTL_S`]).
-    pub key_ttl_s: i64,
-    /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
-    /// never less than this, even when the invocation has no time left.
-    pub lease_floor_ms: i64,
-    /// Records processed at once within a batch.
-    pub max_concurrency: usize,
-    /// No new record is started when less than this many **milliseconds** remain before the
-    /// invocation's deadline (keep it above the server's request timeout plus a commit).
-    pub deadline_margin_ms: i64,
-    /// A record older than this many **milliseconds** is never claimed again by whoever resumes
-    /// it: the server's key retention minus a margin (default 23 h: 24 h retention, 1 h
-    /// margin, as [`crate::reconciler::ReconcilerConfig`]). Past it the server may have
-    /// forgotten the key, so a claim could make a second effect; the effect is looked up instead,
-    /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
-    /// redelivery days later from claiming again.
-    pub claim_horizon_ms: i64,
-}
-
-impl GateConfig {
-    /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
-    /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
-    pub fn new(integration: impl Into<String>) -> Self {
-        Self {
-            integration: integration.into(),
-            server_supports_idempotency_key: true,
-            key_ttl_s: DEFAULT_KEY_TTL_S,
-            lease_floor_ms: 30_000,
-            max_concurrency: 10,
-            deadline_margin_ms: 12_000,
-            claim_horizon_ms: 23 * 3_600_000,
-        }
-    }
-}
-
-/// The gate and its ports, built once per cold start.
-#[derive(Clone)]
-pub struct Gate {
-    /// Settings.
-    pub config: GateConfig,
-    /// The idempotency table and the business table (the write path).
-    pub store: Arc<dyn IdempotencyStore>,
-    /// The integration: the parse, the side effect and its lookup, the business row.
-    pub integration: Arc<dyn Integration>,
-    /// The manual-booking queue.
-    pub manual: Arc<dyn ManualQueue>,
-    /// Time.
-    pub clock: Arc<dyn Clock>,
-}
-
-/// The invocation a batch (or a reconciler run) arrives in: one execution of the function.
-#[derive(Debug, Clone)]
-pub struct Invocation {
-    /// The execution's id, the stem of every lease token it writes: in a deployment the Lambda
-    /// request id and a nonce drawn for this execution, `"{request_id}/{nonce}"`
-    /// ([`Invocation::new`]). Lambda gives two executions the same request id (an asynchronous
-    /// invocation retried, an event its queue delivers twice), so the request id alone would let
-    /// one execution meet the other's lease and take it for its own; the nonce makes the token
-    /// one execution's. Each record handled in the invocation gets its own lease token from it
-    /// ([`Invocation::for_record`]), so that two copies of one message in one batch never hold
-    /// the same lease, and a write that meets our token is our own.
-    pub request_id: String,
-    /// The invocation's deadline, epoch milliseconds.
-    pub deadline_ms: i64,
-}
-
-impl Invocation {
-    /// One execution of the Lambda request `request_id` ending at `deadline_ms` (epoch ms), with
-    /// a nonce of 64 random bits (16 lowercase hex digits) drawn now: its lease tokens are
-    /// `"{request_id}/{nonce}#{n}"`. Lambda retries an asynchronous invocation (a scheduled
-    /// reconciler run) with the same request id, and its event queue may deliver one event twice
-    /// ("Asynchronous invocation", AWS Lambda developer guide); two such executions never hold
-    /// the same lease token, so a fenced write of one never succeeds on the other's lease.
-    pub fn new(request_id: &str, deadline_ms: i64) -> Invocation {
-        Invocation::with_nonce(
-            request_id,
-            &format!("{:016x}", rand::random::<u64>()),
-            deadline_ms,
-        )
-    }
-
-    /// [`Invocation::new`] with a given `nonce` (the simulation draws it from its seed). The
-    /// nonce must be unique per execution of `request_id`.
-    pub fn with_nonce(request_id: &str, nonce: &str, deadline_ms: i64) -> Invocation {
-        Invocation {
-            request_id: format!("{request_id}/{nonce}"),
-            deadline_ms,
-        }
-    }
-
-    /// The invocation as seen by the `n`-th record handled in it: its `request_id` becomes the
-    /// lease token `"{request_id}#{n}"` (the `lease_owner` of what that record reserves or takes
-    /// over), unique per acquisition as long as `n` is unique within the invocation.
-    pub fn for_record(&self, n: usize) -> Invocation {
-        Invocation {
-            request_id: format!("{}#{n}", self.request_id),
-            deadline_ms: self.deadline_ms,
-        }
-    }
-}
-
-/// One SQS delivery as the steps after the parse see it: the body as received (what the manual
-/// queue gets as `original_body`), its message id, and the invocation (with the lease token of
-/// this record, [`Invocation::for_record`]) it is handled in.
-#[derive(Debug, Clone, Copy)]
-pub struct Delivery<'a> {
-    /// The SQS body, verbatim.
-    pub body: &'a str,
-    /// The SQS message id (unique per delivery, never part of a key).
-    pub message_id: &'a str,
-    /// The invocation; its `request_id` is the lease token of what this delivery holds.
-    pub invocation: &'a Invocation,
-}
-
-impl Delivery<'_> {
-    /// The lease token of everything this delivery reserves or takes over.
-    pub fn owner(&self) -> &str {
-        &self.invocation.request_id
-    }
-}
+pub use crate::gate::{Delivery, Gate, GateConfig, Invocation};
+pub use crate::record::DEFAULT_KEY_TTL_S;
 
 impl Gate {
     /// Handles one SQS batch: records concurrently (at most `max_concurrency` at once), no new
@@ -420,36 +280,3 @@ impl Gate {
 /// ([`crate::store::StoreError::is_transient`] is `false`: a `ValidationException`, an item it
 /// refuses).
 pub const STORE_REFUSED: &str = "store_refused";
-
-#[cfg(test)]
-mod tests {
-    use super::Invocation;
-
-    /// Two executions of one Lambda request id (an asynchronous retry, a twice-delivered event)
-    /// get different lease tokens for the same record position; each keeps the request id in
-    /// front, so a lease still names the request that holds it.
-    #[test]
-    fn two_executions_of_one_request_id_never_share_a_lease_token() {
-        let first = Invocation::new("8f3c-request", 1_000);
-        let second = Invocation::new("8f3c-request", 1_000);
-        assert_ne!(first.request_id, second.request_id);
-        assert_ne!(
-            first.for_record(0).request_id,
-            second.for_record(0).request_id
-        );
-        for inv in [&first, &second] {
-            let nonce = inv
-                .request_id
-                .strip_prefix("8f3c-request/")
-                .expect("the request id, then the nonce");
-            assert_eq!(nonce.len(), 16, "{nonce}");
-            assert!(nonce.bytes().all(|b| b.is_ascii_hexdigit()), "{nonce}");
-        }
-        assert_eq!(
-            Invocation::with_nonce("r", "n1", 5)
-                .for_record(3)
-                .request_id,
-            "r/n1#3"
-        );
-    }
-}

@@ -102,10 +102,11 @@ impl RecordOutcome {
     }
 }
 
-/// One record's report.
+/// One record's report: what the `record processed` log line says of it and what the signals
+/// count. Carries no secret (no body, no request).
 #[derive(Debug, Clone)]
 pub struct RecordReport {
-    /// The SQS message id.
+    /// The SQS message id (the `itemIdentifier` of `batchItemFailures` when it is retried).
     pub message_id: String,
     /// The event key, if the body got that far.
     pub event_key: Option<String>,
@@ -114,7 +115,7 @@ pub struct RecordReport {
     pub subject: Option<String>,
     /// Whether this record took over an expired lease.
     pub took_over: bool,
-    /// What happened.
+    /// What happened; [`RecordOutcome::acknowledged`] decides whether it is retried.
     pub outcome: RecordOutcome,
 }
 

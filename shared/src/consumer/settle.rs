@@ -5,8 +5,9 @@
 
 use tracing::warn;
 
-use super::{Delivery, Gate, RecordOutcome};
+use super::RecordOutcome;
 use crate::effect::{CallOutcome, Effect};
+use crate::gate::{Delivery, Gate};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::{IdempotencyRecord, RecordStatus};
@@ -293,24 +294,6 @@ impl Gate {
             ours: effect.effect_id.clone(),
             distinct_effect_ids,
         }
-    }
-
-    /// A transient failure: the record stays `in_flight`, the lease is released so the
-    /// redelivery can take over at once, and the record is reported in `batchItemFailures`.
-    pub(crate) async fn release(
-        &self,
-        record: &IdempotencyRecord,
-        owner: &str,
-        why: String,
-    ) -> RecordOutcome {
-        if let Err(e) = self
-            .store
-            .release_lease(&record.pk, owner, self.clock.now_ms())
-            .await
-        {
-            warn!(event_key = %record.event_key, error = %e, "lease not released; it expires on its own");
-        }
-        RecordOutcome::Retry(why)
     }
 
     /// Our claim returned `effect` but the record had meanwhile been finished as `failed` or

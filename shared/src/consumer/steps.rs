@@ -5,10 +5,11 @@
 
 use tracing::{info, warn};
 
-use super::{Delivery, Gate, Invocation, RecordOutcome};
+use super::RecordOutcome;
 use crate::clock::ms_to_s;
 use crate::decision::{decide, Handover, Holder, IfFailed, NextStep, Policy};
 use crate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
+use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::{Event, Held, Integration};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
@@ -26,7 +27,8 @@ pub struct DerivedKeys {
     pub op_key: String,
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,
-    /// The claim request body (holds the PIN).
+    /// The request body for the side effect, built once here ([`Event::request`]); secret
+    /// (it may hold credentials: the release PIN on the truck-slot path).
     pub request: Vec<u8>,
 }
 
@@ -69,7 +71,7 @@ pub async fn claim(integration: &dyn Integration, held: &Held<'_>) -> CallOutcom
 /// Step 4: commits the effect `effect_id` and the integration's business row in one transaction,
 /// only while `owner` holds the record's lease (`in_flight`, `lease_owner = owner`: a holder
 /// whose lease was taken over is refused). The natural key is not part of it: it was held as a
-/// guard before the call ([`Gate::guard_natural_key`]).
+/// guard before the call (`Gate::guard_natural_key`, [`IdempotencyStore::guard`]).
 ///
 /// # Errors
 /// A transient [`StoreError`], or [`StoreError::Corrupt`] when a row exists without its record.
@@ -88,35 +90,6 @@ pub async fn commit(
 }
 
 impl Gate {
-    /// Takes over for `invocation` (its request id the new owner, until [`Gate::lease_until`])
-    /// the expired lease `old_owner` held on `pk`: the one conditional `UpdateItem` the consumer,
-    /// the manual routing and the reconciler all resume a record with.
-    pub(crate) async fn take_over_for(
-        &self,
-        pk: &str,
-        old_owner: Option<&str>,
-        invocation: &Invocation,
-        now_ms: i64,
-    ) -> Result<TakeOver, StoreError> {
-        self.store
-            .take_over(
-                pk,
-                old_owner.unwrap_or_default(),
-                &invocation.request_id,
-                self.lease_until(invocation, now_ms),
-                now_ms,
-            )
-            .await
-    }
-
-    /// The lease end for a record started at `now_ms` in `invocation`: the invocation's deadline,
-    /// but at least `now + lease_floor` (epoch ms).
-    pub fn lease_until(&self, invocation: &Invocation, now_ms: i64) -> i64 {
-        invocation
-            .deadline_ms
-            .max(now_ms.saturating_add(self.config.lease_floor_ms))
-    }
-
     /// When a record for an event ending at `ends_at_ms` (epoch ms, [`Event::ends_at_ms`]),
     /// reserved at `now_ms` (epoch ms), expires, epoch **seconds**: the key TTL counted from the
     /// later of now and the event's end. A record must outlive the event it guards: until the
@@ -126,27 +99,6 @@ impl Gate {
     pub fn record_expiry_s(&self, ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
         let from = ends_at_ms.map_or(ms_to_s(now_ms), |end| ms_to_s(now_ms).max(ms_to_s(end)));
         from + self.config.key_ttl_s
-    }
-
-    /// What the integration says about the server of `record` ([`Policy`]): its key support
-    /// ([`Integration::supports_idempotency_key`], else
-    /// `config.server_supports_idempotency_key`), its lookup support
-    /// ([`Integration::supports_lookup`]), its claim horizon ([`Integration::claim_horizon_ms`],
-    /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
-    /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
-    pub fn policy(&self, record: &IdempotencyRecord) -> Policy {
-        Policy {
-            supports_key: self
-                .integration
-                .supports_idempotency_key(record)
-                .unwrap_or(self.config.server_supports_idempotency_key),
-            supports_lookup: self.integration.supports_lookup(record),
-            claim_horizon_ms: self
-                .integration
-                .claim_horizon_ms(record)
-                .unwrap_or(self.config.claim_horizon_ms),
-            ends_at_ms: self.integration.ends_at_ms(record),
-        }
     }
 
     /// Builds the record that step 2 reserves for `event`.

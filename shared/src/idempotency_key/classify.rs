@@ -144,7 +144,7 @@ pub trait AnswerReader {
 
     /// The second line behind the format: whether an id (already in the format) quotes a secret
     /// of the request the answer is about, under any encoding the integration's scrubber knows
-    /// (hex of the PIN fits most formats). Such an id is refused like one outside the format.
+    /// (the hex of a secret fits most formats). Such an id is refused like one outside the format.
     /// Default: `false` (the integration's requests hold no secret).
     fn id_quotes_secret(&self, id: &str) -> bool {
         let _ = id;

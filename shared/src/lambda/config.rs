@@ -17,8 +17,9 @@
 //! | `RECONCILE_PAGE_SIZE` | reconciler: records per `InFlight` page | | `25` |
 //! | `LOG_SENSITIVE_BODIES` | refused unless `false`: the AWS SDK would log request bodies | | unset |
 
-use crate::consumer::{GateConfig, DEFAULT_KEY_TTL_S};
+use crate::gate::GateConfig;
 use crate::reconciler::ReconcilerConfig;
+use crate::record::DEFAULT_KEY_TTL_S;
 
 use super::env::{ConfigErrors, Env};
 /// The name `SERVER_KEY_RETENTION_SECONDS` had before the neutral vocabulary (issue 22): read as
@@ -50,7 +51,8 @@ pub struct LambdaConfig {
     pub gate: GateConfig,
     /// The reconciler's settings (unused by the consumer but for the claim horizon).
     pub reconciler: ReconcilerConfig,
-    /// The store.
+    /// Where the records and the business rows live (`STORE`: the DynamoDB tables, or PostgreSQL
+    /// with its `DATABASE_*` settings).
     pub store: StoreConfig,
     /// The manual queue's URL (`MANUAL_QUEUE_URL`).
     pub manual_queue_url: String,
@@ -166,7 +168,7 @@ impl IntegrationConfig for () {
 pub struct Config<C> {
     /// The gate's generic configuration.
     pub lambda: LambdaConfig,
-    /// The integration's own.
+    /// The integration's own variables, read by its [`IntegrationConfig::from_env`].
     pub integration: C,
 }
 
@@ -230,7 +232,8 @@ pub struct MetricsConfig {
     /// `STORE=postgres`: the PostgreSQL store's settings (`DATABASE_*`, as the consumer's; its
     /// views `in_flight` and `multi_effect` are read). `None`: DynamoDB.
     pub postgres: Option<super::store_config::PostgresSettings>,
-    /// The integration's name.
+    /// The integration's name (`INTEGRATION_NAME`, else the default given): the metrics'
+    /// `Integration` dimension.
     pub integration: String,
 }
 

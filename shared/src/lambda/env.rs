@@ -8,7 +8,7 @@ use std::cell::RefCell;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{variable}: {problem}")]
 pub struct ConfigError {
-    /// The environment variable.
+    /// The environment variable's name, e.g. `IDEMPOTENCY_TABLE` (never its value).
     pub variable: &'static str,
     /// What is wrong with it. Quotes a value only when it cannot be a secret.
     pub problem: String,

@@ -9,12 +9,11 @@
 //! integration from its configuration and the SDK configuration (reading a secret with
 //! [`secrets::fetch_secret`] if it needs one), and the runtime loop starts.
 //!
-//! Modules, one concern each: [`env`] (reading variables, collecting problems), [`config`] (the
-//! configuration), [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
-//! [`store_config`] (which store: DynamoDB or PostgreSQL), [`store`] (the store as configured,
-//! with its cold-start checks), [`emf`] (the EMF recorder), [`metrics`] (the metrics
-//! function), [`runner`]
-//! (the handlers and the runtime loops).
+//! Modules, one concern each: [`env`](mod@env) (reading variables, collecting problems), [`config`]
+//! (the configuration), [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
+//! [`store_config`] (which store: DynamoDB or PostgreSQL), [`store`] (the store as configured, with
+//! its cold-start checks), [`emf`] (the EMF recorder), [`metrics`] (the metrics function),
+//! [`runner`] (the handlers and the runtime loops).
 //!
 //! The job client of `examples/job-client` wired as a consumer: its one variable and its build
 //! are `job_client::lambda` (`examples/job-client/src/lambda.rs`; the payments example's

@@ -12,7 +12,8 @@ use aws_lambda_events::event::sqs::SqsBatchResponse;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::clock::{Clock, SystemClock};
-use crate::consumer::{Gate, Invocation, SqsInput};
+use crate::consumer::SqsInput;
+use crate::gate::{Gate, Invocation};
 use crate::integration::Integration;
 use crate::manual::sqs::SqsManualQueue;
 use crate::reconciler::{ReconcileReport, ReconcilerConfig};

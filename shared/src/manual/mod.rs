@@ -134,13 +134,13 @@ impl ManualReason {
     }
 }
 
-/// One message for the manual-booking queue. `Debug` redacts the original body (it holds the
-/// release PIN, which the person booking by hand needs, but no log does).
+/// One message for the manual queue. `Debug` redacts the original body (it may hold secrets,
+/// the release PIN on the truck-slot path, which the person acting by hand needs, but no log does).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ManualItem {
     /// Why.
     pub reason: ManualReason,
-    /// A human-readable explanation (never the PIN).
+    /// A human-readable explanation (never a secret of the request).
     pub detail: String,
     /// The SQS body exactly as received.
     pub original_body: String,
@@ -191,7 +191,8 @@ impl ManualItem {
     /// The same bytes are the manual-queue message (SQS: 256 KiB) and a routing record's stored
     /// `request` (DynamoDB: 400 KB per item), so whoever resumes the record (a redelivery, the
     /// reconciler) sends the same item, and neither the send nor the routing record's write can
-    /// fail on size and turn a bad body into a retry loop. Holds the original body, and so the PIN.
+    /// fail on size and turn a bad body into a retry loop. Holds the original body, and so its
+    /// secrets.
     pub fn to_json(&self) -> Vec<u8> {
         self.to_json_with(ManualReason::code)
     }
@@ -316,10 +317,16 @@ fn prefix_within(text: &str, budget: usize) -> &str {
 #[error("manual queue unavailable: {0}")]
 pub struct ManualQueueError(pub String);
 
-/// The manual-booking queue.
+/// The manual queue port: where a record goes to a person, with its reason and original body.
 #[async_trait]
 pub trait ManualQueue: Send + Sync {
-    /// Enqueues one item.
+    /// Enqueues one item. The gate may send the same item again (a routing resumed after a crash
+    /// between the send and its confirmation, see [`crate::routing`]): at least once, with the
+    /// same `event_key` (or `original_body`) so a person sees it is one case.
+    ///
+    /// # Errors
+    /// [`ManualQueueError`] when the item could not be enqueued: the gate releases the routing's
+    /// lease, so a redelivery or the reconciler sends the item again; it is never dropped.
     async fn send(&self, item: ManualItem) -> Result<(), ManualQueueError>;
 }
 

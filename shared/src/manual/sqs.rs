@@ -9,7 +9,8 @@
 //!
 //! and a message attribute `reason` (DataType `String`) holding the same reason code, so a
 //! subscription filter or a person can sort the queue without parsing bodies. The body holds the
-//! original SQS body and so the release PIN: the queue must be encrypted (`docs/SECURITY.md`).
+//! original SQS body and so its secrets (the release PIN on the truck-slot path): the queue must
+//! be encrypted (`docs/SECURITY.md`).
 //!
 //! A message always fits SQS's limit ([`crate::manual::MAX_ITEM_JSON_BYTES`], 256 KiB with the
 //! attribute), so a send never fails on size and an oversized body cannot turn into a retry loop:
@@ -34,7 +35,7 @@ pub type ReasonCodes = Arc<dyn Fn(ManualReason) -> &'static str + Send + Sync>;
 /// The name of the message attribute that holds the reason code.
 pub const REASON_ATTRIBUTE: &str = "reason";
 
-/// The manual-booking queue on SQS.
+/// The manual queue on SQS: one JSON message per [`ManualItem`].
 ///
 /// Build the [`Client`] once per cold start, with the SDK's retry configuration; a failed send
 /// (after those retries) is a [`ManualQueueError`] and the SQS record is retried.

@@ -3,12 +3,13 @@
 //!
 //! * [`Gate::operator_finish`]: take the expired lease over as the operator (a lease token
 //!   `gatectl:{user}#{n}`, unique per acquisition), then settle the effect exactly as the consumer
-//!   and the reconciler do (`settle_claim`: the subject check, the fenced commit with the TMS
-//!   booking, a refused commit re-read and acted on);
+//!   and the reconciler do (`settle_claim`: the subject check, the fenced commit with the
+//!   business row, a refused commit re-read and acted on);
 //! * [`Gate::operator_cancel`]: take the lease over, then route the record to a person as the gate
 //!   routes any record (`failed`, reason [`ManualReason::Cancelled`]): mark first (fenced by the
-//!   lease), send the stored claim request to the manual-booking queue (the person who books by
-//!   hand needs its PIN: nothing lost silently), confirm (the record leaves the `InFlight` index);
+//!   lease), send the stored request to the manual queue (the person who acts by hand
+//!   needs it, secrets included: nothing lost silently), confirm (the record leaves the
+//!   `InFlight` index);
 //! * [`Gate::operator_check`]: the refusals both share, before anything is written;
 //! * [`Gate::operator_lookup`]: the effect the server holds under a record's key, read-only
 //!   (no lease taken, nothing sent);
@@ -20,13 +21,14 @@
 //! reservation of an expired, finished key replaces the item, and with it its history).
 
 use crate::clock::ms_to_s;
-use crate::consumer::{Delivery, Gate, Invocation, RecordOutcome};
+use crate::consumer::outcome::RecordOutcome;
 use crate::decision::{decide, Holder};
 use crate::effect::{CallOutcome, Effect, LookupOutcome};
+use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::Held;
 use crate::manual::ManualReason;
+use crate::record::is_routing_record;
 use crate::record::{IdempotencyRecord, RecordStatus};
-use crate::routing::is_routing_record;
 use crate::store::{StoreError, TakeOver};
 
 /// The prefix of every lease token an operator's command takes: `gatectl:{user}#{n}`.
@@ -166,9 +168,9 @@ impl Gate {
     }
 
     /// The runbook's finish: takes the expired lease of `record` over as the operator
-    /// (`invocation.request_id`, a `gatectl:{user}#{n}` token) and commits `effect` with the TMS
-    /// booking, through the gate's own settlement of a claim (the effect must be for the record's
-    /// subject when the server named one; a refused commit is re-read and acted on as the
+    /// (`invocation.request_id`, a `gatectl:{user}#{n}` token) and commits `effect` with the
+    /// business row, through the gate's own settlement of a claim (the effect must be for the
+    /// record's subject when the server named one; a refused commit is re-read and acted on as the
     /// consumer would). Returns what happened ([`RecordOutcome::Committed`] when all went well).
     /// Refused ([`Refusal::OtherEffectRecorded`]) when the server already returned another effect
     /// id for the record: committing a second effect would leave the first unbooked.
@@ -211,8 +213,8 @@ impl Gate {
     /// The runbook's cancel: refused when the server already returned an effect id for the
     /// record ([`Refusal::EffectRecorded`]); otherwise takes the expired lease over as the operator
     /// and routes the record to a person as `failed` with reason [`ManualReason::Cancelled`]
-    /// and `error` = `detail`: marked (fenced by the lease), its stored claim request sent to the
-    /// manual-booking queue (with the PIN the person booking by hand needs), the routing
+    /// and `error` = `detail`: marked (fenced by the lease), its stored request sent to the
+    /// manual queue (with the secrets the person acting by hand needs), the routing
     /// confirmed, which takes it out of the `InFlight` index. Returns
     /// [`RecordOutcome::Manual`] when all went well.
     ///

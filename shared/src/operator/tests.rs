@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::clock::{Clock, ManualClock};
-use crate::consumer::{derive_keys, GateConfig};
+use crate::consumer::derive_keys;
+use crate::gate::GateConfig;
 use crate::integration::{Event, Integration, Parsed};
 use crate::manual::MemoryManualQueue;
 use crate::reconciler::ReconcilerConfig;

@@ -56,11 +56,11 @@ pub const MAX_EFFECT_ID_BYTES: usize = crate::idempotency_key::MAX_EFFECT_ID_CHA
 /// `crate::consumer`), so the set cannot outgrow the record's [`GROWTH_ALLOWANCE_BYTES`].
 pub const MAX_EFFECT_IDS: usize = 16;
 
-/// Most lines a record's audit `history` holds (`crate::operator::AuditLog`); an append past
+/// Most lines a record's audit `history` holds (`crate::store::audit::AuditLog`); an append past
 /// it is refused ([`ItemRefusal::HistoryFull`]).
 pub const MAX_HISTORY_ENTRIES: usize = 20;
 
-/// Longest `who` of an audit line, **bytes** (cut by [`crate::operator::AuditEntry::bounded`]).
+/// Longest `who` of an audit line, **bytes** (cut by [`crate::store::audit::AuditEntry::bounded`]).
 pub const MAX_AUDIT_WHO_BYTES: usize = 64;
 
 /// Longest `action` of an audit line, **bytes**.
@@ -296,11 +296,11 @@ pub fn natural_key_item_bytes(item_pk: &str, event_key: &str, key: &NaturalKey) 
 /// name, 3 bytes for the list plus 1 per element, and each element a map of 3 bytes plus 1 per
 /// member (`at` a number, `who`, `action`, `detail` strings) with its members' names and values
 /// (AWS, DynamoDB Developer Guide, "Item sizes and formats").
-pub fn history_bytes(entries: &[crate::operator::AuditEntry]) -> usize {
+pub fn history_bytes(entries: &[crate::store::audit::AuditEntry]) -> usize {
     if entries.is_empty() {
         return 0;
     }
-    let entry = |e: &crate::operator::AuditEntry| {
+    let entry = |e: &crate::store::audit::AuditEntry| {
         3 + 4
             + n("at", e.at_ms)
             + s("who", &e.who)

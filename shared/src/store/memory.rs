@@ -43,7 +43,7 @@ impl Tables {
     }
 }
 
-/// An in-memory idempotency table and TMS bookings table. Every method is atomic (one lock), as
+/// An in-memory idempotency table and business table. Every method is atomic (one lock), as
 /// DynamoDB's conditional writes and transactions are. Expired records stay stored (like
 /// DynamoDB, whose TTL deletes lazily) and count as absent for `reserve` once they have no work
 /// left (an expired `in_flight` record is a conflict, taken over with its history).
@@ -84,7 +84,7 @@ impl MemoryStore {
         self.lock().records.contains_key(pk)
     }
 
-    /// Every TMS booking, in no particular order.
+    /// Every business row, in no particular order.
     pub fn bookings(&self) -> Vec<BusinessRow> {
         self.lock().bookings.values().cloned().collect()
     }

@@ -1,4 +1,4 @@
-//! The store port: the idempotency table and the TMS bookings table, as DynamoDB offers them
+//! The store port: the idempotency table and the business table, as DynamoDB offers them
 //! (conditional writes, one transaction for the commit), split by caller:
 //!
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
@@ -120,11 +120,11 @@ pub enum FinishGuard {
 }
 
 /// What the `InFlight` index holds of one `in_flight` record: enough to choose a record and take
-/// its lease over, and deliberately not the stored claim request (it holds the release PIN) nor
-/// the business fields. On DynamoDB the index projects only these attributes
-/// ([`crate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`]), so the metrics function, which may query the
-/// index, cannot read a PIN; whoever takes the lease over gets the whole record from the
-/// take-over itself (`ReturnValues=ALL_NEW`), with no extra read.
+/// its lease over, and deliberately not the stored request (it may hold secrets) nor the business
+/// fields. On DynamoDB the index projects only these attributes
+/// ([`crate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`]), so the metrics function, which may
+/// query the index, cannot read a secret of the request; whoever takes the lease over gets the
+/// whole record from the take-over itself (`ReturnValues=ALL_NEW`), with no extra read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InFlightEntry {
     /// `"{integration}#{event_key}"`.
@@ -240,7 +240,7 @@ impl StoreError {
     }
 }
 
-/// The write path of the idempotency table and the TMS bookings table: what the consumer and the
+/// The write path of the idempotency table and the business table: what the consumer and the
 /// reconciler do to one record (reserve, take over, commit, release, finish, confirm a routing,
 /// record an effect id) and the two consistent reads they act on (`get`, `booking`). The read side
 /// over many records is [`InFlightIndex`].

@@ -41,7 +41,8 @@ use super::invariants::{exactly_once_violations, liveness_violations, Delivered}
 use super::skew::SkewedClock;
 use super::sqs_event;
 use crate::clock::{Clock, ManualClock};
-use crate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use crate::consumer::derive_keys;
+use crate::gate::{Gate, GateConfig, Invocation};
 use crate::integration::{Event, Integration, Parsed};
 use crate::manual::{ManualItem, ManualReason, MemoryManualQueue};
 use crate::reconciler::ReconcilerConfig;
@@ -122,7 +123,7 @@ impl HarnessConfig {
 /// The end state of one run and what happened on the way.
 #[derive(Debug, Clone)]
 pub struct RunReport {
-    /// The seed.
+    /// The seed the run was drawn from: [`Harness::run`] with it replays the same run.
     pub seed: u64,
     /// Every record at the end.
     pub records: Vec<IdempotencyRecord>,

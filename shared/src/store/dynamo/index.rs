@@ -64,10 +64,10 @@ impl InFlightIndex for DynamoIndex {
         }
     }
 
-    /// One `Query` of the GSI `InFlight`: `inflight_shard = :shard AND created_at < :before`
-    /// (epoch ms), oldest first, `Limit = limit` (at least 1). An item that does not read as an
-    /// [`InFlightEntry`] goes to `unreadable` instead of failing the page. The cursor is the
-    /// `LastEvaluatedKey` as JSON. The GSI is eventually consistent: a record that just left
+    /// One `Query` of the GSI `InFlight`: `inflight_shard = :shard AND created_at < :before` (epoch
+    /// ms), oldest first, `Limit = limit` (at least 1). An item that does not read as an
+    /// [`crate::store::InFlightEntry`] goes to `unreadable` instead of failing the page. The cursor
+    /// is the `LastEvaluatedKey` as JSON. The GSI is eventually consistent: a record that just left
     /// `in_flight` may still show (the reconciler's take-over is conditional anyway).
     async fn stale_in_flight(
         &self,

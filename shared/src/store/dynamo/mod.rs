@@ -7,9 +7,10 @@
 //!
 //! * the idempotency table, partition key `pk` (S), with the sparse GSI `InFlight` (partition key
 //!   `inflight_shard` (S), sort key `created_at` (N), projection `INCLUDE`
-//!   [`INFLIGHT_PROJECTED_ATTRIBUTES`], never the claim request with its PIN) and TTL on
+//!   [`INFLIGHT_PROJECTED_ATTRIBUTES`], never the request with its secrets) and TTL on
 //!   `expires_at`;
-//! * the TMS bookings table, partition key `source_event` (S).
+//! * the business table (the TMS bookings table on the truck-slot path), partition key
+//!   `source_event` (S).
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds** (the TTL attribute, compared with
 //! `ms_to_s(now_ms)` in the reserve condition); `lease_until`, `created_at`, `updated_at` and
@@ -91,7 +92,7 @@ use crate::store::{
     InFlightPage, Reservation, StoreError, TakeOver,
 };
 
-/// The idempotency table and the TMS bookings table on DynamoDB.
+/// The idempotency table and the business table on DynamoDB.
 ///
 /// Build the [`Client`] once per cold start, with the SDK's retry configuration (throttling and
 /// transient errors are retried there, not here).
@@ -138,7 +139,7 @@ impl DynamoStore {
         &self.idempotency_table
     }
 
-    /// The TMS bookings table's name.
+    /// The business table's name.
     pub fn bookings_table(&self) -> &str {
         &self.bookings_table
     }

@@ -19,10 +19,11 @@ use crate::store::StoreError;
 pub const INFLIGHT_INDEX: &str = "InFlight";
 
 /// The non-key attributes the `InFlight` index projects (`ProjectionType: INCLUDE`; the keys `pk`,
-/// `inflight_shard` and `created_at` come with every index item): what an [`InFlightEntry`] needs
-/// and nothing more. Not `request` (the claim body with the release PIN), not the business fields:
-/// the metrics function queries this index, and a role that may read the index reads everything it
-/// projects. `template.yaml` lists the same names (a test compares them).
+/// `inflight_shard` and `created_at` come with every index item): what an
+/// [`crate::store::InFlightEntry`] needs and nothing more. Not `request` (the request body, which
+/// may hold secrets), not the business fields: the metrics function queries this index, and a role
+/// that may read the index reads everything it projects. `template.yaml` lists the same names (a
+/// test compares them).
 pub const INFLIGHT_PROJECTED_ATTRIBUTES: [&str; 5] = [
     "event_key",
     "status",

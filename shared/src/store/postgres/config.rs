@@ -21,7 +21,7 @@ pub struct PostgresConfig {
     /// check the chain as libpq does with a root file); `None`: the connection string's
     /// `sslrootcert`, else the system's roots. Set together with `sslrootcert`: refused.
     pub ca_bundle: Option<PathBuf>,
-    /// The schema holding the store's tables ([`check_schema_name`]); default `gate`.
+    /// The schema holding the store's tables ([`super::check_schema_name`]); default `gate`.
     pub schema: String,
     /// Connections per pool (one pool per process: per Lambda execution environment, the
     /// consumer's record concurrency is enough).
@@ -76,7 +76,8 @@ impl PostgresConfig {
     /// The connection string's `sslmode` (default `verify-full`).
     ///
     /// # Errors
-    /// As [`PostgresConfig::pool`].
+    /// [`StoreError::Corrupt`] for a connection string that does not parse (the message never
+    /// holds the string).
     pub fn ssl_mode(&self) -> Result<SslMode, StoreError> {
         Ok(split_connection_string(&self.url)
             .map_err(unparsable)?

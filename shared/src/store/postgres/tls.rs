@@ -24,7 +24,7 @@
 //! system roots.
 //!
 //! tokio-postgres knows only `disable`, `prefer` and `require` and no `sslrootcert`: they are
-//! taken out of the connection string here ([`split_connection_string`]) and the driver is given
+//! taken out of the connection string here (`split_connection_string`) and the driver is given
 //! `disable`, `prefer` or `require`; the verification is this module's rustls configuration.
 
 use std::path::{Path, PathBuf};

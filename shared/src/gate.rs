@@ -1,0 +1,264 @@
+//! The gate itself: [`Gate`], the value every path runs on (the consumer, the routing to a
+//! person, the reconciler, an operator's finish and cancel, the purge), built once per cold start;
+//! its settings ([`GateConfig`]); the execution it runs in ([`Invocation`]) and one delivery as the
+//! steps see it ([`Delivery`]); and what every path does alike with a record it holds: the lease's
+//! end ([`Gate::lease_until`]), the take-over of an expired lease, the release of a lease after a
+//! transient failure, and the policy the one decision reads ([`Gate::policy`]).
+//!
+//! Each path's own methods live beside it: the four steps and the settlement in
+//! [`crate::consumer`], routing to a person in [`crate::routing`], stranded records in
+//! [`crate::reconciler`], an operator's commands in [`crate::operator`], the purge in
+//! [`crate::purge`].
+
+use std::sync::Arc;
+
+use tracing::warn;
+
+use crate::clock::Clock;
+use crate::consumer::outcome::RecordOutcome;
+use crate::decision::Policy;
+use crate::integration::Integration;
+use crate::manual::ManualQueue;
+use crate::record::{IdempotencyRecord, DEFAULT_KEY_TTL_S};
+use crate::store::{IdempotencyStore, StoreError, TakeOver};
+
+/// The gate's generic settings, the same for every integration: the record keys' prefix, the
+/// server's key support, the record TTL (**seconds**), the lease floor, the deadline margin and the
+/// claim horizon (**milliseconds**), the concurrency within a batch. [`GateConfig::new`] gives
+/// the defaults; in a deployment `gate::lambda` reads them from the environment at cold start.
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    /// The integration's name, the prefix of every record key (`"{integration}#{event_key}"`).
+    pub integration: String,
+    /// Whether the side effect's server honours `Idempotency-Key` (the server, on the
+    /// truck-slot path), unless the integration says otherwise for a record
+    /// ([`Integration::supports_idempotency_key`]). If not, every event goes to the manual queue:
+    /// a retry could make a second effect.
+    pub server_supports_idempotency_key: bool,
+    /// Record lifetime in **seconds**, counted from the later of the reservation and the event's
+    /// end ([`crate::integration::Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see
+    /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
+    /// ([`DEFAULT_KEY_TTL_S`]).
+    pub key_ttl_s: i64,
+    /// The shortest lease, **milliseconds**: a lease lasts until the invocation's deadline, but
+    /// never less than this, even when the invocation has no time left.
+    pub lease_floor_ms: i64,
+    /// Records processed at once within a batch (0 counts as 1); each holds its own lease.
+    pub max_concurrency: usize,
+    /// No new record is started when less than this many **milliseconds** remain before the
+    /// invocation's deadline (keep it above the server's request timeout plus a commit).
+    pub deadline_margin_ms: i64,
+    /// A record older than this many **milliseconds** is never claimed again by whoever resumes
+    /// it: the server's key retention minus a margin (default 23 h: 24 h retention, 1 h
+    /// margin, as [`crate::reconciler::ReconcilerConfig`]). Past it the server may have
+    /// forgotten the key, so a claim could make a second effect; the effect is looked up instead,
+    /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
+    /// redelivery days later from claiming again.
+    pub claim_horizon_ms: i64,
+}
+
+impl GateConfig {
+    /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
+    /// 30 s lease floor, 10 records at once, 12 s deadline margin, 23 h claim horizon.
+    pub fn new(integration: impl Into<String>) -> Self {
+        Self {
+            integration: integration.into(),
+            server_supports_idempotency_key: true,
+            key_ttl_s: DEFAULT_KEY_TTL_S,
+            lease_floor_ms: 30_000,
+            max_concurrency: 10,
+            deadline_margin_ms: 12_000,
+            claim_horizon_ms: 23 * 3_600_000,
+        }
+    }
+}
+
+/// The gate and its ports, built once per cold start.
+#[derive(Clone)]
+pub struct Gate {
+    /// The generic settings (TTL, lease floor, deadline margin, claim horizon, concurrency).
+    pub config: GateConfig,
+    /// The idempotency table and the business table (the write path).
+    pub store: Arc<dyn IdempotencyStore>,
+    /// The integration: the parse, the side effect and its lookup, the business row.
+    pub integration: Arc<dyn Integration>,
+    /// The manual queue: where a record goes to a person ([`crate::routing`]).
+    pub manual: Arc<dyn ManualQueue>,
+    /// The time every lease, TTL and horizon is measured by (epoch milliseconds): the system
+    /// clock in a deployment, a simulated one in tests and the simulation.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The invocation a batch (or a reconciler run) arrives in: one execution of the function.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The execution's id, the stem of every lease token it writes: in a deployment the Lambda
+    /// request id and a nonce drawn for this execution, `"{request_id}/{nonce}"`
+    /// ([`Invocation::new`]). Lambda gives two executions the same request id (an asynchronous
+    /// invocation retried, an event its queue delivers twice), so the request id alone would let
+    /// one execution meet the other's lease and take it for its own; the nonce makes the token
+    /// one execution's. Each record handled in the invocation gets its own lease token from it
+    /// ([`Invocation::for_record`]), so that two copies of one message in one batch never hold
+    /// the same lease, and a write that meets our token is our own.
+    pub request_id: String,
+    /// The invocation's deadline, epoch milliseconds.
+    pub deadline_ms: i64,
+}
+
+impl Invocation {
+    /// One execution of the Lambda request `request_id` ending at `deadline_ms` (epoch ms), with
+    /// a nonce of 64 random bits (16 lowercase hex digits) drawn now: its lease tokens are
+    /// `"{request_id}/{nonce}#{n}"`. Lambda retries an asynchronous invocation (a scheduled
+    /// reconciler run) with the same request id, and its event queue may deliver one event twice
+    /// ("Asynchronous invocation", AWS Lambda developer guide); two such executions never hold
+    /// the same lease token, so a fenced write of one never succeeds on the other's lease.
+    pub fn new(request_id: &str, deadline_ms: i64) -> Invocation {
+        Invocation::with_nonce(
+            request_id,
+            &format!("{:016x}", rand::random::<u64>()),
+            deadline_ms,
+        )
+    }
+
+    /// [`Invocation::new`] with a given `nonce` (the simulation draws it from its seed). The
+    /// nonce must be unique per execution of `request_id`.
+    pub fn with_nonce(request_id: &str, nonce: &str, deadline_ms: i64) -> Invocation {
+        Invocation {
+            request_id: format!("{request_id}/{nonce}"),
+            deadline_ms,
+        }
+    }
+
+    /// The invocation as seen by the `n`-th record handled in it: its `request_id` becomes the
+    /// lease token `"{request_id}#{n}"` (the `lease_owner` of what that record reserves or takes
+    /// over), unique per acquisition as long as `n` is unique within the invocation.
+    pub fn for_record(&self, n: usize) -> Invocation {
+        Invocation {
+            request_id: format!("{}#{n}", self.request_id),
+            deadline_ms: self.deadline_ms,
+        }
+    }
+}
+
+/// One SQS delivery as the steps after the parse see it: the body as received (what the manual
+/// queue gets as `original_body`), its message id, and the invocation (with the lease token of
+/// this record, [`Invocation::for_record`]) it is handled in.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    /// The SQS body, verbatim.
+    pub body: &'a str,
+    /// The SQS message id (unique per delivery, never part of a key).
+    pub message_id: &'a str,
+    /// The invocation; its `request_id` is the lease token of what this delivery holds.
+    pub invocation: &'a Invocation,
+}
+
+impl Delivery<'_> {
+    /// The lease token of everything this delivery reserves or takes over.
+    pub fn owner(&self) -> &str {
+        &self.invocation.request_id
+    }
+}
+
+impl Gate {
+    /// Takes over for `invocation` (its request id the new owner, until [`Gate::lease_until`])
+    /// the expired lease `old_owner` held on `pk`: the one conditional `UpdateItem` the consumer,
+    /// the manual routing and the reconciler all resume a record with.
+    pub(crate) async fn take_over_for(
+        &self,
+        pk: &str,
+        old_owner: Option<&str>,
+        invocation: &Invocation,
+        now_ms: i64,
+    ) -> Result<TakeOver, StoreError> {
+        self.store
+            .take_over(
+                pk,
+                old_owner.unwrap_or_default(),
+                &invocation.request_id,
+                self.lease_until(invocation, now_ms),
+                now_ms,
+            )
+            .await
+    }
+
+    /// The lease end for a record started at `now_ms` in `invocation`: the invocation's deadline,
+    /// but at least `now + lease_floor` (epoch ms).
+    pub fn lease_until(&self, invocation: &Invocation, now_ms: i64) -> i64 {
+        invocation
+            .deadline_ms
+            .max(now_ms.saturating_add(self.config.lease_floor_ms))
+    }
+
+    /// What the integration says about the server of `record` ([`Policy`]): its key support
+    /// ([`Integration::supports_idempotency_key`], else
+    /// `config.server_supports_idempotency_key`), its lookup support
+    /// ([`Integration::supports_lookup`]), its claim horizon ([`Integration::claim_horizon_ms`],
+    /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
+    /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
+    pub fn policy(&self, record: &IdempotencyRecord) -> Policy {
+        Policy {
+            supports_key: self
+                .integration
+                .supports_idempotency_key(record)
+                .unwrap_or(self.config.server_supports_idempotency_key),
+            supports_lookup: self.integration.supports_lookup(record),
+            claim_horizon_ms: self
+                .integration
+                .claim_horizon_ms(record)
+                .unwrap_or(self.config.claim_horizon_ms),
+            ends_at_ms: self.integration.ends_at_ms(record),
+        }
+    }
+
+    /// A transient failure: the record stays `in_flight`, the lease is released so the
+    /// redelivery can take over at once, and the record is reported in `batchItemFailures`.
+    pub(crate) async fn release(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        why: String,
+    ) -> RecordOutcome {
+        if let Err(e) = self
+            .store
+            .release_lease(&record.pk, owner, self.clock.now_ms())
+            .await
+        {
+            warn!(event_key = %record.event_key, error = %e, "lease not released; it expires on its own");
+        }
+        RecordOutcome::Retry(why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Invocation;
+
+    /// Two executions of one Lambda request id (an asynchronous retry, a twice-delivered event)
+    /// get different lease tokens for the same record position; each keeps the request id in
+    /// front, so a lease still names the request that holds it.
+    #[test]
+    fn two_executions_of_one_request_id_never_share_a_lease_token() {
+        let first = Invocation::new("8f3c-request", 1_000);
+        let second = Invocation::new("8f3c-request", 1_000);
+        assert_ne!(first.request_id, second.request_id);
+        assert_ne!(
+            first.for_record(0).request_id,
+            second.for_record(0).request_id
+        );
+        for inv in [&first, &second] {
+            let nonce = inv
+                .request_id
+                .strip_prefix("8f3c-request/")
+                .expect("the request id, then the nonce");
+            assert_eq!(nonce.len(), 16, "{nonce}");
+            assert!(nonce.bytes().all(|b| b.is_ascii_hexdigit()), "{nonce}");
+        }
+        assert_eq!(
+            Invocation::with_nonce("r", "n1", 5)
+                .for_record(3)
+                .request_id,
+            "r/n1#3"
+        );
+    }
+}

@@ -17,14 +17,14 @@
 //!    and with [`HarnessConfig::lost_rate`] never comes back at all (its event's record is in the
 //!    store: only the reconciler can finish it); the reconciler runs every
 //!    [`HarnessConfig::reconcile_every`] batches;
-//! 4a. every batch is one worker on its own host: its clock ([`SkewedClock`]) is off true time by
+//! 5. every batch is one worker on its own host: its clock ([`SkewedClock`]) is off true time by
 //!    a seeded skew of up to ±[`HarnessConfig::max_skew_ms`], and so is the reconciler's (one
 //!    skew per run); a worker's deadline is `now + 60 s` on its own clock;
-//! 5. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
+//! 6. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
 //!    land twice (a lost answer retried), workers stall past their lease while the reconciler
 //!    takes their record over ([`FaultRates`]): the stall lasts the lease plus twice the largest
 //!    skew plus the reconciler's minimum age (docs/SIMULATION.md's liveness bound);
-//! 6. then the reconciler runs every minute from ten minutes on, until it finds nothing.
+//! 7. then the reconciler runs every minute from ten minutes on, until it finds nothing.
 //!
 //! Records are handled one at a time (`max_concurrency` 1), so the requests reach the server in
 //! the same order every time: a seed replays the same run.

@@ -88,12 +88,13 @@ enum Command {
         /// With `--seeds`: how many failing seeds to list.
         #[arg(long, default_value_t = 20)]
         list: usize,
-        /// Which integration: `truck-slot` (the deterministic simulation above) or `payments`
-        /// (examples/payments through the test kit's harness, `gate::testkit::Harness`: its
+        /// Which integration: `truck-slot` (the deterministic simulation above), `payments` or
+        /// `job-client` (the example's scenario through the test kit's harness,
+        /// `gate::testkit::Harness`: skewed clocks, visibility timeouts and lost messages, its
         /// exactly-once and liveness checkers and the scenario's own, on the kit's Idempotency-Key
-        /// server shaped like the payments API; not the simulation's SQS and Lambda model;
-        /// `--jobs` and `--trace` are the simulation's).
-        #[arg(long, default_value = "truck-slot", value_parser = ["truck-slot", "payments"])]
+        /// server shaped like the example's server; not the simulation's interleaving of
+        /// concurrent workers; `--jobs` and `--trace` are the simulation's).
+        #[arg(long, default_value = "truck-slot", value_parser = ["truck-slot", "payments", "job-client"])]
         integration: String,
     },
     /// Sustained-rate replay: the gate under a steady feed for minutes of simulated time (real
@@ -294,7 +295,9 @@ async fn run(cli: Cli) -> Result<(), String> {
             list,
             integration,
             ..
-        } if integration == "payments" => check_payments(seed, seeds, first, list).await?,
+        } if integration != "truck-slot" => {
+            check_integration(&integration, seed, seeds, first, list).await?
+        }
         Command::Check {
             seed,
             seeds,
@@ -521,9 +524,11 @@ fn alarms(json: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// `sim check --integration payments`: the payments scenario (`payments::scenario`) for one seed
-/// or many, eight at a time, with figures; an error if any seed had a violation.
-async fn check_payments(
+/// `sim check --integration NAME`: the example's scenario (`payments::scenario`,
+/// `job_client::scenario`) for one seed or many, eight at a time, with the test kit's
+/// [`Totals`](gate::testkit::Totals); an error if any seed had a violation.
+async fn check_integration(
+    name: &str,
     seed: Option<u64>,
     seeds: Option<u64>,
     first: u64,
@@ -534,24 +539,33 @@ async fn check_payments(
         None => first..first + seeds.unwrap_or(1_000),
     };
     let started = std::time::Instant::now();
-    let reports = payments::scenario::run_seeds(range.clone(), 8).await;
-    let t = payments::scenario::Totals::of(&reports);
+    let reports = match name {
+        "payments" => payments::scenario::run_seeds(range.clone(), 8).await,
+        "job-client" => job_client::scenario::run_seeds(range.clone(), 8).await,
+        other => return Err(format!("no harness scenario for the integration {other:?}")),
+    };
+    let t = gate::testkit::Totals::of(&reports);
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "payments runs: {} (seeds {}..{}) in {secs:.1} s, {:.1} ms a run",
+        "{name} runs: {} (seeds {}..{}) in {secs:.1} s, {:.1} ms a run",
         t.seeds,
         range.start,
         range.end,
         secs * 1_000.0 / t.seeds.max(1) as f64
     );
     println!(
-        "totals: {} deliveries, {} charges made, {} committed, {} cases to a person, {} \
+        "totals: {} deliveries, {} effects made, {} committed, {} cases to a person, {} \
          committed by the reconciler",
-        t.deliveries, t.charges, t.committed, t.to_a_person, t.reconciled
+        t.deliveries, t.effects, t.committed, t.to_a_person, t.reconciled
     );
     println!(
         "store faults: {} workers crashed, {} writes echoed, {} workers stalled past their lease",
         t.crashes, t.echoes, t.stalls
+    );
+    println!(
+        "queue and clocks: {} failed messages lost (the reconciler finished them), clock skew up \
+         to {} ms",
+        t.lost, t.max_skew_ms
     );
     println!("violations: {} run(s)", t.failures.len());
     for (seed, vs) in t.failures.iter().take(list) {
@@ -559,7 +573,7 @@ async fn check_payments(
             println!("  seed {seed}: {v}");
         }
         println!(
-            "  replay: cargo run --release -p sim -- check --integration payments --seed {seed}"
+            "  replay: cargo run --release -p sim -- check --integration {name} --seed {seed}"
         );
     }
     match t.failures.len() {

@@ -13,6 +13,9 @@
 //! business row is the gate's default (the record's label `job` and the job's id).
 
 pub mod lambda;
+/// The exactly-once scenario on the test kit's harness (feature `testkit`).
+#[cfg(feature = "testkit")]
+pub mod scenario;
 
 use std::time::Duration;
 

@@ -3,109 +3,42 @@
 //! idempotency_mismatch` on another body, answers lost after the job was made, `503`s): the store
 //! conformance suite, and seeded runs of the kit's harness (`gate::testkit::Harness`:
 //! redeliveries, duplicates, mismatched bodies, a poison body, workers that crash at every store
-//! write or stall past their lease, workers that died after their reserve, then the reconciler)
+//! write or stall past their lease, workers that died after their reserve, skewed clocks, failed
+//! messages back after their visibility timeout or lost, then the reconciler; `job_client::scenario`)
 //! checked with the gate's safety and liveness invariants.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gate::manual::ManualReason;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, LookupOutcome, Parsed};
 use gate::store::memory::MemoryStore;
-use gate::testkit::{
-    exactly_once_violations, Faults, Harness, IdempotencyServer, MismatchAnswer, ServerConfig,
-    Target,
-};
+use gate::testkit::{exactly_once_violations, Harness, IdempotencyServer, Target};
+use job_client::scenario::{self, job, job_server, JOBS, T0};
 use job_client::JobClient;
-use serde_json::json;
 
 // The suite every store passes, on the store the example runs on.
 gate::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
 
-/// 2030-01-07T08:00:00Z in epoch ms: a fixed, simulated time.
-const T0: i64 = 1_893_916_800_000;
+/// Seeds the test runs (more: `sim check --integration job-client --seeds N`).
+const SEEDS: u64 = 200;
 
-/// Jobs in each run.
-const JOBS: usize = 24;
-
-/// Jobs that also get a copy with another payload (a mismatch): 1 in 8.
-const MISMATCHED: [usize; 3] = [5, 13, 21];
-
-fn job(n: usize, changed: bool) -> String {
-    let payload = if changed {
-        json!({"n": n, "priority": "high"})
-    } else {
-        json!({"n": n})
-    };
-    json!({"job_id": format!("J-{n}"), "payload": payload}).to_string()
-}
-
-/// The job server as the example's client expects it: `POST /jobs` answers `201 {"id": ...}`,
-/// a reused key with another body `409 idempotency_mismatch`, `GET /jobs?idempotency_key=K` the
-/// job; a third of the answers lost after the job was made and one POST in ten failing first.
-fn server(seed: u64) -> ServerConfig {
-    ServerConfig::new("/jobs", "id")
-        .id_prefix("JOB")
-        .mismatch(MismatchAnswer::Conflict)
-        .faults(Faults {
-            lose_answer_rate: 0.33,
-            unavailable_rate: 0.1,
-            latency_ms: 0,
-            seed,
-        })
-}
-
-/// 24 jobs (the first three reserved by a worker that died, the others delivered 1 to 3
-/// times), three of them also with a mismatched copy, and a poison body; seeded faults of the
-/// server and the store; then the reconciler. Every seed: no violation of the exactly-once and
-/// liveness invariants, every job made once and committed, a person got each mismatch and the
-/// poison body, and nothing else.
+/// The scenario (`job_client::scenario`: 24 jobs, three also with a mismatched copy, a poison
+/// body; the first three stranded, the others delivered 1 to 3 times; seeded faults of the
+/// server and the store, skewed clocks, visibility timeouts and lost messages; then the
+/// reconciler). Every seed: no violation of the exactly-once and liveness invariants nor of the
+/// scenario's own (every job made once and committed, a person got each mismatch and the poison
+/// body, and nothing else).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_job_is_made_once_across_seeded_runs() {
-    let bodies: Vec<String> = (0..JOBS)
-        .map(|n| job(n, false))
-        .chain(MISMATCHED.iter().map(|&n| job(n, true)))
-        .chain(["{not json".to_string()])
-        .collect();
-    let mut harness = Harness::new("jobs", bodies);
-    harness.config.start_ms = T0;
-    let reports = harness
-        .check_seeds(0..40, async |seed, clock| {
-            let server = IdempotencyServer::start(server(seed), clock)
-                .await
-                .expect("a loopback port");
-            let client = JobClient::new(server.url()).expect("an HTTP client");
-            Target {
-                integration: Arc::new(client),
-                ledger: Arc::new(server),
-            }
-        })
-        .await;
+    let reports = scenario::run_seeds(0..SEEDS, 8).await;
     for r in &reports {
-        let seed = r.seed;
-        assert_eq!(r.effects.len(), JOBS, "seed {seed}: one job per key");
         assert!(
-            r.effects.values().all(|made| made.len() == 1),
-            "seed {seed}"
-        );
-        assert_eq!(r.committed(), JOBS, "seed {seed}");
-        assert_eq!(r.rows.len(), JOBS, "seed {seed}");
-        assert_eq!(
-            r.cases(ManualReason::Mismatch),
-            MISMATCHED.len(),
-            "seed {seed}"
-        );
-        assert_eq!(r.cases(ManualReason::Rejected), 1, "seed {seed}");
-        let others: Vec<_> = r
-            .manual
-            .iter()
-            .filter(|i| !matches!(i.reason, ManualReason::Mismatch | ManualReason::Rejected))
-            .collect();
-        assert!(others.is_empty(), "seed {seed}: {others:?}");
-        // The three stranded jobs only the reconciler could finish.
-        assert!(
-            r.reconciled >= 3,
-            "seed {seed}: reconciled {}",
-            r.reconciled
+            r.violations.is_empty(),
+            "seed {}: {:#?}",
+            r.seed,
+            r.violations
         );
     }
     // The faults happened (not a run that passed because nothing went wrong).
@@ -116,6 +49,96 @@ async fn every_job_is_made_once_across_seeded_runs() {
         crashes > 0 && echoes > 0 && stalls > 0,
         "{crashes} {echoes} {stalls}"
     );
+    // Failed messages lost for good, and skewed clocks, happened too.
+    let lost: usize = reports.iter().map(|r| r.lost).sum();
+    assert!(lost > 0, "no message was lost in {} runs", reports.len());
+    assert!(
+        reports.iter().any(|r| r.max_skew_seen_ms > 0),
+        "no clock was skewed"
+    );
+}
+
+/// A planted bug: a client that sends a fresh `Idempotency-Key` on every call instead of the
+/// record's (a retry after a lost answer makes the job again).
+struct FreshKeyEveryCall {
+    inner: JobClient,
+    calls: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Integration for FreshKeyEveryCall {
+    fn operation(&self) -> &str {
+        self.inner.operation()
+    }
+    fn parse(&self, body: &str, now_ms: i64) -> Parsed {
+        self.inner.parse(body, now_ms)
+    }
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
+        let mut record = held.record().clone();
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        record.op_key = format!("{}-{n}", record.op_key);
+        self.inner.call(&Held::for_tests(&record)).await
+    }
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        self.inner.lookup(held).await
+    }
+    fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        self.inner.ends_at_ms(record)
+    }
+    fn label_names(&self) -> &[&'static str] {
+        self.inner.label_names()
+    }
+}
+
+/// The harness is not vacuous: with skewed clocks, visibility timeouts and lost messages on, a
+/// client that ignores the record's key is reported with its seed, and `check_seeds` fails
+/// naming the seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_ignores_the_key_is_caught_with_its_seed() {
+    let bodies: Vec<String> = (0..JOBS).map(|n| job(n, false)).collect();
+    let mut harness = Harness::new("jobs", bodies);
+    harness.config.start_ms = T0;
+    harness.config.max_skew_ms = 30_000;
+    harness.config.lost_rate = 0.5;
+    let setup = async |seed: u64, clock: Arc<gate::clock::ManualClock>| {
+        let server = IdempotencyServer::start(job_server(seed), clock)
+            .await
+            .expect("a loopback port");
+        let inner = JobClient::new(server.url()).expect("an HTTP client");
+        Target {
+            integration: Arc::new(FreshKeyEveryCall {
+                inner,
+                calls: AtomicUsize::new(0),
+            }),
+            ledger: Arc::new(server),
+        }
+    };
+    let mut caught = Vec::new();
+    for seed in 0..10 {
+        let report = harness.run(seed, &setup).await;
+        assert_eq!(report.seed, seed);
+        if report
+            .violations
+            .iter()
+            .any(|v| v.contains("the server made"))
+        {
+            caught.push(seed);
+        }
+    }
+    // A third of the answers are lost: a run without a retried call is not one of ten.
+    assert!(caught.len() >= 5, "caught only in seeds {caught:?}");
+    let first = caught[0];
+    let panic = tokio::spawn(async move {
+        harness.check_seeds(first..first + 1, setup).await;
+    })
+    .await
+    .expect_err("check_seeds fails on the planted bug");
+    let message = panic.into_panic();
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.starts_with(&format!("seed {first}:")), "{text}");
 }
 
 /// The checker is not vacuous: a second effect under one key, a row without its record and a

@@ -1,6 +1,6 @@
 //! The exactly-once scenario of the payments integration (feature `testkit`), for its test
 //! (`tests/exactly_once.rs`, 1,000 seeds in `make test`) and its benchmark (`cargo run --release
-//! -p sim -- check --integration payments --seeds N`, with figures, [`Totals`]): one run of the test kit's harness
+//! -p sim -- check --integration payments --seeds N`, with the kit's `Totals`): one run of the test kit's harness
 //! (`gate::testkit::Harness`) against the test kit's Idempotency-Key server shaped like the
 //! payments API (`POST /v1/charges`, `201 {"id": "ch-000001"}`, a declined card `402`, a reused
 //! key with another body `409 idempotency_mismatch`, no lookup by key, keys kept 24 hours), with
@@ -19,8 +19,8 @@ use std::sync::Arc;
 use gate::clock::ManualClock;
 use gate::lambda::SecretString;
 use gate::manual::ManualReason;
+use gate::testkit::{run_parallel, ServerConfig, Target};
 use gate::testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport};
-use gate::testkit::{ServerConfig, Target};
 use serde_json::json;
 
 use crate::{Payments, KEY_RETENTION_MS};
@@ -138,67 +138,11 @@ pub async fn run(harness: &Harness, http: &reqwest::Client, seed: u64) -> RunRep
     report
 }
 
-/// Runs every seed of `seeds`, `parallel` at a time on this task (each run has its own server,
-/// store and clock, so runs are independent and each seed replays alike; their waits on the
-/// loopback overlap), and returns the reports in seed order.
+/// Runs every seed of `seeds`, `parallel` at a time ([`gate::testkit::run_parallel`]), and
+/// returns the reports in seed order.
 pub async fn run_seeds(seeds: std::ops::Range<u64>, parallel: usize) -> Vec<RunReport> {
     let (harness, http) = (harness(), http());
-    let mut reports = Vec::new();
-    let seeds: Vec<u64> = seeds.collect();
-    for chunk in seeds.chunks(parallel.max(1)) {
-        let runs = chunk.iter().map(|&seed| run(&harness, &http, seed));
-        reports.extend(futures::future::join_all(runs).await);
-    }
-    reports
-}
-
-/// What many runs did: the figures `sim check --integration payments` prints.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Totals {
-    /// Runs.
-    pub seeds: u64,
-    /// Each run with a violation: its seed and its violations.
-    pub failures: Vec<(u64, Vec<String>)>,
-    /// Charges the API made.
-    pub charges: usize,
-    /// Records committed.
-    pub committed: usize,
-    /// Distinct cases a person got, all reasons.
-    pub to_a_person: usize,
-    /// SQS deliveries, redeliveries included.
-    pub deliveries: usize,
-    /// Records the reconciler committed.
-    pub reconciled: usize,
-    /// Store faults: workers that crashed, writes echoed, workers stalled past their lease.
-    pub crashes: usize,
-    /// See `crashes`.
-    pub echoes: usize,
-    /// See `crashes`.
-    pub stalls: usize,
-}
-
-impl Totals {
-    /// The totals of `reports`.
-    pub fn of(reports: &[RunReport]) -> Self {
-        let mut t = Totals::default();
-        for r in reports {
-            t.seeds += 1;
-            if !r.violations.is_empty() {
-                t.failures.push((r.seed, r.violations.clone()));
-            }
-            t.charges += r.effects.values().map(Vec::len).sum::<usize>();
-            t.committed += r.committed();
-            let reasons = [ManualReason::Declined, ManualReason::Mismatch];
-            t.to_a_person += reasons.iter().map(|&x| r.cases(x)).sum::<usize>();
-            t.to_a_person += r.cases(ManualReason::Rejected);
-            t.deliveries += r.deliveries;
-            t.reconciled += r.reconciled;
-            t.crashes += r.faults.crashes;
-            t.echoes += r.faults.echoes;
-            t.stalls += r.faults.stalls;
-        }
-        t
-    }
+    run_parallel(seeds, parallel, |seed| run(&harness, &http, seed)).await
 }
 
 /// What this scenario must end with, beyond the kit's invariants; each miss in words: one

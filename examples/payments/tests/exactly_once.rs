@@ -24,12 +24,12 @@ async fn every_invoice_is_charged_once_across_1000_seeds() {
             r.violations
         );
     }
-    let totals = payments::scenario::Totals::of(&reports);
+    let totals = gate::testkit::Totals::of(&reports);
     assert!(totals.failures.is_empty());
     // Every good card charged once a run, every declined card, mismatch and rejected body to a
     // person once a run (figures of the scenario's module docs).
     let good = (INVOICES - DECLINED.len()) * SEEDS as usize;
-    assert_eq!(totals.charges, good);
+    assert_eq!(totals.effects, good);
     assert_eq!(totals.committed, good);
     let cases = DECLINED.len() + MISMATCHED.len() + REJECTED;
     assert_eq!(totals.to_a_person, cases * SEEDS as usize);
@@ -38,6 +38,8 @@ async fn every_invoice_is_charged_once_across_1000_seeds() {
     assert!(sum(|r| r.faults.crashes) > 0, "no worker crashed");
     assert!(sum(|r| r.faults.echoes) > 0, "no write was echoed");
     assert!(sum(|r| r.faults.stalls) > 0, "no worker stalled");
+    assert!(totals.lost > 0, "no failed message was lost");
+    assert!(totals.max_skew_ms > 0, "no clock was skewed");
     // The reconciler committed records (the stranded invoices only it can finish: the API has
     // no lookup, so it re-sent them under their key).
     assert!(reports.iter().all(|r| r.reconciled > 0));
@@ -76,6 +78,8 @@ fn the_scenario_checks_catch_what_they_claim() {
         violations: Vec::new(),
         faults: Default::default(),
         deliveries: 0,
+        lost: 0,
+        max_skew_seen_ms: 0,
         reconciled: 0,
     };
     let v = payments::scenario::expectation_violations(&report);

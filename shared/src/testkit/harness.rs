@@ -11,13 +11,20 @@
 //! 3. the first [`HarnessConfig::stranded`] events are reserved by a worker that died right after
 //!    its reserve and whose message never comes back (only the reconciler can finish them);
 //! 4. every other body is delivered 1 to [`HarnessConfig::max_copies`] times, shuffled, in batches
-//!    of 1 to [`HarnessConfig::max_batch`], one simulated second apart; every batch item failure is
-//!    delivered again later (SQS redelivers it), and the reconciler runs every
+//!    of 1 to [`HarnessConfig::max_batch`], one simulated second apart; a message that failed (a
+//!    batch item failure: the worker crashed, the server or the store failed) is visible again
+//!    only after [`HarnessConfig::visibility_timeout_ms`] of simulated time, as SQS redelivers it,
+//!    and with [`HarnessConfig::lost_rate`] never comes back at all (its event's record is in the
+//!    store: only the reconciler can finish it); the reconciler runs every
 //!    [`HarnessConfig::reconcile_every`] batches;
-//! 5. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
+//! 5. every batch is one worker on its own host: its clock ([`SkewedClock`]) is off true time by
+//!    a seeded skew of up to ±[`HarnessConfig::max_skew_ms`], and so is the reconciler's (one
+//!    skew per run); a worker's deadline is `now + 60 s` on its own clock;
+//! 6. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
 //!    land twice (a lost answer retried), workers stall past their lease while the reconciler
-//!    takes their record over ([`FaultRates`]);
-//! 6. then the reconciler runs every minute from ten minutes on, until it finds nothing.
+//!    takes their record over ([`FaultRates`]): the stall lasts the lease plus twice the largest
+//!    skew plus the reconciler's minimum age (docs/SIMULATION.md's liveness bound);
+//! 7. then the reconciler runs every minute from ten minutes on, until it finds nothing.
 //!
 //! Records are handled one at a time (`max_concurrency` 1), so the requests reach the server in
 //! the same order every time: a seed replays the same run.
@@ -31,6 +38,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
 use super::invariants::{exactly_once_violations, liveness_violations, Delivered};
+use super::skew::SkewedClock;
 use super::sqs_event;
 use crate::clock::{Clock, ManualClock};
 use crate::consumer::derive_keys;
@@ -81,6 +89,16 @@ pub struct HarnessConfig {
     pub faults: FaultRates,
     /// Batches between two reconciler runs while messages are delivered (default 8).
     pub reconcile_every: usize,
+    /// The largest clock skew of a worker or the reconciler from true time, **milliseconds**
+    /// (default 5,000; each draws its own in `-max..=max`; 0: every clock reads true time).
+    pub max_skew_ms: i64,
+    /// How long a failed message stays invisible before SQS delivers it again, **milliseconds**
+    /// of simulated time (default 30,000: the SQS queue default).
+    pub visibility_timeout_ms: i64,
+    /// The chance a failed message never comes back (its receive count exhausted, or lost),
+    /// drawn only when its event's record, with its fingerprint, is in the store, so the
+    /// reconciler can finish it (default 0.1).
+    pub lost_rate: f64,
 }
 
 impl HarnessConfig {
@@ -95,6 +113,9 @@ impl HarnessConfig {
             stranded: 3,
             faults: FaultRates::default(),
             reconcile_every: 8,
+            max_skew_ms: 5_000,
+            visibility_timeout_ms: 30_000,
+            lost_rate: 0.1,
         }
     }
 }
@@ -120,6 +141,11 @@ pub struct RunReport {
     pub faults: FaultCounts,
     /// SQS deliveries made (redeliveries included).
     pub deliveries: usize,
+    /// Failed messages that never came back (only the reconciler finished their events).
+    pub lost: usize,
+    /// The largest clock skew drawn in the run (a worker's or the reconciler's), absolute,
+    /// **milliseconds**.
+    pub max_skew_seen_ms: i64,
     /// Records the reconciler committed (its runs during stalls included).
     pub reconciled: usize,
 }
@@ -192,6 +218,18 @@ impl Harness {
     {
         let config = &self.config;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Skews and losses draw from their own streams, so the deliveries' order is the seed's
+        // whatever they are set to.
+        let mut skews = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c10c);
+        let mut losses = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_1057);
+        let max_skew = config.max_skew_ms.max(0);
+        let mut draw_skew = move || {
+            if max_skew == 0 {
+                0
+            } else {
+                skews.random_range(-max_skew..=max_skew)
+            }
+        };
         let clock = Arc::new(ManualClock::new(config.start_ms));
         let target = setup(seed, Arc::clone(&clock)).await;
         let memory = Arc::new(MemoryStore::new());
@@ -211,18 +249,31 @@ impl Harness {
             manual: manual.clone(),
             clock: clock.clone(),
         };
+        let reconciler_skew = draw_skew();
+        let mut max_skew_seen_ms = reconciler_skew.abs();
+        let reconciler_clock = Arc::new(SkewedClock {
+            base: Arc::clone(&clock),
+            offset_ms: reconciler_skew,
+        });
+        let reconciler = Gate {
+            clock: reconciler_clock.clone(),
+            ..gate.clone()
+        };
         let reconciled_in_stalls = Arc::new(AtomicUsize::new(0));
         store.set_stall_hook(Some(stall_hook(
-            &gate,
+            &reconciler,
+            max_skew,
             &memory,
             &clock,
+            &reconciler_clock,
             &config.reconciler,
             &reconciled_in_stalls,
         )));
 
         let (delivered, events) =
             classify(target.integration.as_ref(), &self.bodies, config.start_ms);
-        let mut queue: Vec<String> = Vec::new();
+        // (visible from, epoch ms of true time; body), in the order SQS hands them out.
+        let mut queue: Vec<(i64, String)> = Vec::new();
         let mut stranded = 0;
         for body in &self.bodies {
             if stranded < config.stranded {
@@ -233,7 +284,7 @@ impl Harness {
                 }
             }
             for _ in 0..rng.random_range(1..=config.max_copies.max(1)) {
-                queue.push(body.clone());
+                queue.push((config.start_ms, body.clone()));
             }
         }
         for i in (1..queue.len()).rev() {
@@ -241,45 +292,73 @@ impl Harness {
         }
 
         let mut deliveries = 0;
+        let mut lost = 0;
         let mut reconciled = 0;
         let mut batches = 0;
         // Each delivery can fail a bounded number of times; a run that does not settle is a
         // violation, never a hang.
         let limit = 50 * (queue.len() + 1);
         while !queue.is_empty() && deliveries < limit {
-            let take = rng
-                .random_range(1..=config.max_batch.max(1))
-                .min(queue.len());
-            let batch: Vec<(String, String)> = queue
-                .drain(..take)
-                .map(|body| {
+            let take = rng.random_range(1..=config.max_batch.max(1));
+            clock.advance_ms(1_000);
+            // Nothing visible: the next message becomes visible when its timeout ends.
+            let now = clock.now_ms();
+            if queue.iter().all(|(from, _)| *from > now) {
+                let next = queue.iter().map(|(from, _)| *from).min().unwrap_or(now);
+                clock.advance_ms(next - now);
+            }
+            let now = clock.now_ms();
+            let mut batch: Vec<(String, String)> = Vec::new();
+            let mut i = 0;
+            while i < queue.len() && batch.len() < take {
+                if queue[i].0 <= now {
+                    let (_, body) = queue.remove(i);
                     deliveries += 1;
-                    (format!("m-{deliveries}"), body)
-                })
-                .collect();
+                    batch.push((format!("m-{deliveries}"), body));
+                } else {
+                    i += 1;
+                }
+            }
             let pairs: Vec<(&str, &str)> = batch
                 .iter()
                 .map(|(id, body)| (id.as_str(), body.as_str()))
                 .collect();
             batches += 1;
-            clock.advance_ms(1_000);
+            let skew = draw_skew();
+            max_skew_seen_ms = max_skew_seen_ms.max(skew.abs());
+            let worker_clock = Arc::new(SkewedClock {
+                base: Arc::clone(&clock),
+                offset_ms: skew,
+            });
+            let worker = Gate {
+                clock: worker_clock.clone(),
+                ..gate.clone()
+            };
             let invocation = Invocation {
                 request_id: format!("inv-{batches}"),
-                deadline_ms: clock.now_ms() + 60_000,
+                deadline_ms: worker_clock.now_ms() + 60_000,
             };
-            let report = gate.handle_batch(sqs_event(&pairs), &invocation).await;
+            let report = worker.handle_batch(sqs_event(&pairs), &invocation).await;
+            let visible_from = clock.now_ms() + config.visibility_timeout_ms.max(0);
             for failure in &report.response.batch_item_failures {
                 if let Some((_, body)) = batch.iter().find(|(id, _)| *id == failure.item_identifier)
                 {
-                    queue.push(body.clone());
+                    let finishable = events.get(body).is_some_and(|event| {
+                        has_record(&memory, event, target.integration.as_ref())
+                    });
+                    if finishable && losses.random_bool(config.lost_rate.clamp(0.0, 1.0)) {
+                        lost += 1;
+                    } else {
+                        queue.push((visible_from, body.clone()));
+                    }
                 }
             }
             if batches % config.reconcile_every.max(1) == 0 {
                 clock.advance_ms(60_000);
                 reconciled += reconcile(
-                    &gate,
+                    &reconciler,
                     &memory,
-                    &clock,
+                    reconciler_clock.as_ref(),
                     &config.reconciler,
                     &format!("rec-b{batches}"),
                 )
@@ -292,9 +371,9 @@ impl Harness {
         for run in 0..60 {
             clock.advance_ms(60_000);
             let (done, examined) = reconcile(
-                &gate,
+                &reconciler,
                 &memory,
-                &clock,
+                reconciler_clock.as_ref(),
                 &config.reconciler,
                 &format!("rec-{run}"),
             )
@@ -329,6 +408,8 @@ impl Harness {
             violations,
             faults: store.counts(),
             deliveries,
+            lost,
+            max_skew_seen_ms,
             reconciled,
         }
     }
@@ -371,6 +452,17 @@ fn classify(
     (delivered, events)
 }
 
+/// Whether the store holds `event`'s record with its fingerprint (the reconciler can finish it).
+fn has_record(memory: &MemoryStore, event: &Event, integration: &dyn Integration) -> bool {
+    let Ok(keys) = derive_keys(event, integration.operation()) else {
+        return false;
+    };
+    memory
+        .records()
+        .iter()
+        .any(|r| r.event_key == keys.event_key && r.fingerprint == keys.fingerprint)
+}
+
 /// A worker reserved `event` two minutes before `start_ms` and died; its message never comes back.
 async fn strand(gate: &Gate, memory: &MemoryStore, event: &Event, n: usize, start_ms: i64) {
     let Ok(keys) = derive_keys(event, gate.integration.operation()) else {
@@ -392,7 +484,7 @@ async fn strand(gate: &Gate, memory: &MemoryStore, event: &Event, n: usize, star
 async fn reconcile(
     gate: &Gate,
     index: &MemoryStore,
-    clock: &ManualClock,
+    clock: &dyn Clock,
     config: &ReconcilerConfig,
     request_id: &str,
 ) -> (usize, usize) {
@@ -404,18 +496,23 @@ async fn reconcile(
     (report.reconciled, report.examined)
 }
 
-/// What a stalled worker waits through: its lease expires (the clock moves past the longest
-/// consumer lease and the reconciler's minimum age) and the reconciler runs.
+/// What a stalled worker waits through: its lease expires (true time moves past the longest
+/// consumer lease, twice the largest skew and the reconciler's minimum age) and the reconciler
+/// (`gate`, on `reconciler_clock`) runs.
+#[allow(clippy::too_many_arguments)]
 fn stall_hook(
     gate: &Gate,
+    max_skew_ms: i64,
     memory: &Arc<MemoryStore>,
     clock: &Arc<ManualClock>,
+    reconciler_clock: &Arc<SkewedClock>,
     config: &ReconcilerConfig,
     reconciled: &Arc<AtomicUsize>,
 ) -> StallHook {
     let gate = gate.clone();
     let memory = Arc::clone(memory);
     let clock = Arc::clone(clock);
+    let reconciler_clock = Arc::clone(reconciler_clock);
     let config = config.clone();
     let reconciled = Arc::clone(reconciled);
     let stalls = Arc::new(AtomicUsize::new(0));
@@ -423,15 +520,24 @@ fn stall_hook(
         let gate = gate.clone();
         let memory = Arc::clone(&memory);
         let clock = Arc::clone(&clock);
+        let reconciler_clock = Arc::clone(&reconciler_clock);
         let config = config.clone();
         let reconciled = Arc::clone(&reconciled);
         let n = stalls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             // The consumer's lease lasts until its invocation's deadline (60 s in the harness),
-            // at least the lease floor; the reconciler looks at records older than its minimum age.
+            // at least the lease floor, on the worker's clock; the reconciler's clock may be up to
+            // twice the largest skew behind it; it looks at records older than its minimum age.
             let lease = 60_000_i64.max(gate.config.lease_floor_ms);
-            clock.advance_ms(lease.max(config.min_age_ms) + 1_000);
-            let (done, _) = reconcile(&gate, &memory, &clock, &config, &format!("stall-{n}")).await;
+            clock.advance_ms(lease.max(config.min_age_ms) + 2 * max_skew_ms + 1_000);
+            let (done, _) = reconcile(
+                &gate,
+                &memory,
+                reconciler_clock.as_ref(),
+                &config,
+                &format!("stall-{n}"),
+            )
+            .await;
             reconciled.fetch_add(done, Ordering::SeqCst);
         })
     })

@@ -74,6 +74,8 @@ mod race;
 mod recorder;
 mod server;
 mod server_config;
+mod skew;
+mod totals;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 
@@ -87,6 +89,8 @@ pub use recorder::CallRecorder;
 pub use server::{
     Answer, AnswerFn, Counters, Faults, IdempotencyServer, MismatchAnswer, ServerConfig,
 };
+pub use skew::SkewedClock;
+pub use totals::{run_parallel, Totals};
 
 /// The event source ARN the built events carry.
 pub const QUEUE_ARN: &str = "arn:aws:sqs:eu-west-1:123456789012:portbase-notifications";

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gate::clock::{Clock, ManualClock};
 use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
@@ -18,6 +17,7 @@ use gate::store::{
     IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
     UnknownCommit,
 };
+pub(crate) use gate::testkit::SkewedClock;
 use rand::Rng;
 use truck_slot::terminal::{
     classify_claim, classify_lookup, AnswerDetail, CallOutcome, LookupOutcome, SlotTerminal,
@@ -68,21 +68,6 @@ impl SlotTerminal for CoreTerminal {
             .handle("GET", "/slots", Some(&query), None, b"")
             .await;
         classify_lookup(r.status, &r.body)
-    }
-}
-
-/// A host's clock: true simulated time plus a fixed offset (clock skew). A worker's invocation
-/// deadline is given on its own clock (`now + remaining time`, as a runtime that reports the
-/// remaining time would), so a skew shifts its leases as other hosts see them, not its own
-/// notion of how much time is left.
-pub(crate) struct SkewedClock {
-    pub base: Arc<ManualClock>,
-    pub offset_ms: i64,
-}
-
-impl Clock for SkewedClock {
-    fn now_ms(&self) -> i64 {
-        self.base.now_ms() + self.offset_ms
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-/// The effect a call made (an effect the server issued, on the truck-slot path). `Debug` names the
+/// The effect a call made. `Debug` names the
 /// server's `subject` by its keyed digest only (it is the server's text).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Effect {

@@ -30,7 +30,7 @@ use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
 
 /// What the gate takes from a body that passed the integration's strict parse.
 ///
-/// `Debug` redacts `request` (it may hold secrets: the release PIN on the truck-slot path).
+/// `Debug` redacts `request` (it may hold secrets: an API key or a PIN).
 #[derive(Clone)]
 pub struct Event {
     /// What identifies the event, stable across redeliveries and never the SQS message id: the

@@ -61,7 +61,7 @@ impl fmt::Display for RecordStatus {
 }
 
 /// One row of the idempotency table (partition key `pk = "{integration}#{event_key}"`).
-/// `Debug` redacts `request`, which may hold secrets (the release PIN on the truck-slot path).
+/// `Debug` redacts `request`, which may hold secrets (an API key or a PIN).
 #[derive(Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
     /// `"{integration}#{event_key}"`.

@@ -28,7 +28,7 @@ pub struct DerivedKeys {
     /// SHA-256 hex of the canonical business fields.
     pub fingerprint: String,
     /// The request body for the side effect, built once here ([`Event::request`]); secret
-    /// (it may hold credentials: the release PIN on the truck-slot path).
+    /// (it may hold credentials: an API key or a PIN).
     pub request: Vec<u8>,
 }
 

@@ -139,7 +139,7 @@ impl ManualReason {
 }
 
 /// One message for the manual queue. `Debug` redacts the original body (it may hold secrets,
-/// the release PIN on the truck-slot path, which the person acting by hand needs, but no log does).
+/// an API key or a PIN, which the person acting by hand needs, but no log does).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ManualItem {
     /// Why.

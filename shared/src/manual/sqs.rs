@@ -9,7 +9,7 @@
 //!
 //! and a message attribute `reason` (DataType `String`) holding the same reason code, so a
 //! subscription filter or a person can sort the queue without parsing bodies. The body holds the
-//! original SQS body and so its secrets (the release PIN on the truck-slot path): the queue must
+//! original SQS body and so its secrets (an API key or a PIN): the queue must
 //! be encrypted (`docs/SECURITY.md`).
 //!
 //! A message always fits SQS's limit ([`crate::manual::MAX_ITEM_JSON_BYTES`], 256 KiB with the

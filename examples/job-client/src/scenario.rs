@@ -18,8 +18,8 @@ use std::sync::Arc;
 use gate::clock::ManualClock;
 use gate::manual::ManualReason;
 use gate::testkit::{
-    run_parallel, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport, ServerConfig,
-    Target,
+    figure_misses, run_parallel, unexpected_manual_items, Faults, Harness, IdempotencyServer,
+    MismatchAnswer, RunReport, ServerConfig, Target,
 };
 use serde_json::json;
 
@@ -123,25 +123,17 @@ pub fn expectation_violations(r: &RunReport) -> Vec<String> {
             REJECTED,
         ),
     ];
-    for (what, got, want) in figures {
-        if got != want {
-            v.push(format!("{what}: {got}, expected {want}"));
-        }
-    }
+    v.extend(figure_misses(&figures));
     if r.reconciled < 3 {
         v.push(format!(
             "reconciled {}, expected at least the 3 stranded jobs",
             r.reconciled
         ));
     }
-    for item in &r.manual {
-        if !matches!(item.reason, ManualReason::Mismatch | ManualReason::Rejected) {
-            v.push(format!(
-                "unexpected manual item {} {:?}",
-                item.reason.code(),
-                item.detail
-            ));
-        }
-    }
+    v.extend(unexpected_manual_items(
+        r,
+        &[ManualReason::Mismatch, ManualReason::Rejected],
+        |_| false,
+    ));
     v
 }

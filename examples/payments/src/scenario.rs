@@ -19,7 +19,7 @@ use std::sync::Arc;
 use gate::clock::ManualClock;
 use gate::lambda::SecretString;
 use gate::manual::ManualReason;
-use gate::testkit::{run_parallel, ServerConfig, Target};
+use gate::testkit::{figure_misses, run_parallel, unexpected_manual_items, ServerConfig, Target};
 use gate::testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport};
 use serde_json::json;
 
@@ -174,24 +174,14 @@ pub fn expectation_violations(r: &RunReport) -> Vec<String> {
             REJECTED,
         ),
     ];
-    for (what, got, want) in figures {
-        if got != want {
-            v.push(format!("{what}: {got}, expected {want}"));
-        }
-    }
+    v.extend(figure_misses(&figures));
     let expected = [
         ManualReason::Declined,
         ManualReason::Mismatch,
         ManualReason::Rejected,
     ];
-    for item in &r.manual {
-        if !expected.contains(&item.reason) || item.detail.contains("pm_card") {
-            v.push(format!(
-                "unexpected manual item {} {:?}",
-                item.reason.code(),
-                item.detail
-            ));
-        }
-    }
+    v.extend(unexpected_manual_items(r, &expected, |detail| {
+        detail.contains("pm_card")
+    }));
     v
 }

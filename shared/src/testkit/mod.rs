@@ -66,6 +66,7 @@
 //! effects made per key.
 
 mod delay;
+mod expect;
 mod faults;
 mod harness;
 mod invariants;
@@ -80,6 +81,7 @@ mod totals;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 
 pub use delay::{DelayedStore, Pause};
+pub use expect::{figure_misses, unexpected_manual_items};
 pub use faults::{FaultCounts, FaultRates, FaultyStore, StallHook};
 pub use harness::{EffectLedger, Harness, HarnessConfig, RunReport, Target};
 pub use invariants::{exactly_once_violations, liveness_violations, Delivered};

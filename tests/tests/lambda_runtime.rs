@@ -18,8 +18,29 @@ use integration_tests::lambda_watch::{
 };
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_consumer_binary_processes_the_event_files_exactly_once() {
+/// One `cargo lambda watch` of this file at a time: run side by side on a loaded machine, an
+/// invocation of one test was once answered by the other test's unconfigured consumer (two
+/// watchers on one loopback port: `free_port` releases the port before the watcher binds it).
+static ONE_WATCHER: Mutex<()> = Mutex::new(());
+
+fn one_watcher_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_WATCHER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[test]
+fn the_consumer_binary_processes_the_event_files_exactly_once() {
+    let _one = one_watcher_at_a_time();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(consumer_binary_case());
+}
+
+async fn consumer_binary_case() {
     let moto = MotoStore::fresh("lambda").await;
     let core = TerminalCore::new(
         TerminalConfig::default(),
@@ -244,6 +265,7 @@ const CONFIG_VARIABLES: &[&str] = &[
 /// function, not necessarily the one that failed.
 #[test]
 fn a_function_without_configuration_fails_the_invocation_at_once_naming_every_variable() {
+    let _one = one_watcher_at_a_time();
     let four = "invalid configuration: 4 problems: TERMINAL_BASE_URL: missing (required); \
                 IDEMPOTENCY_TABLE: missing (required); BOOKINGS_TABLE: missing (required); \
                 MANUAL_QUEUE_URL: missing (required)";

@@ -280,12 +280,24 @@ pub async fn past_retention_is_routed_to_manual_without_a_claim(w: &World) {
     );
 }
 
-/// A live lease is not taken, even on an old record.
+/// A live lease is not taken. The lease is one record's work from the reserve (`lease_floor_ms`,
+/// 15 s by default), not the invocation's deadline (issue 24): 10 s after its reserve, a slow
+/// consumer still holds it, although its invocation has 15 minutes left.
 pub async fn a_live_lease_is_not_taken(w: &World) {
     let body = World::body("R-5", "CSQU3054383");
-    // A consumer with a long lease (deadline 15 minutes away).
     let record = w.strand(&body, "inv-slow", T0 + 900_000).await;
-    w.clock.advance_ms(300_000);
+    assert_eq!(
+        record.lease_until_ms,
+        Some(
+            w.clock.now_ms()
+                + w.gate
+                    .config
+                    .lease_floor_ms
+                    .max(w.gate.config.deadline_margin_ms)
+        ),
+        "the lease is the floor from the reserve, not the deadline"
+    );
+    w.clock.advance_ms(10_000);
     let report = w
         .gate
         .reconcile(

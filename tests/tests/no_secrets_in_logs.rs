@@ -737,10 +737,12 @@ async fn the_handlers_log_no_secret_at_trace() {
     // the lookup: their lookup behaviours are never asked) and commits two, retries one (a claim
     // that fails with an echo), refuses a slot id quoting the PIN (issue 25: a person gets it,
     // the id named by its keyed digest), and routes the one past retention whose lookup fails
-    // with an echo.
+    // with an echo. It also takes the three records the consumer released after a transient
+    // answer (503, 401, not JSON): the reconciler selects by lease end (issue 24), and they fail
+    // again the same way.
     assert_eq!(
         (run.examined, run.reconciled, run.manual, run.transient),
-        (5, 2, 2, 1),
+        (5 + 3, 2, 2, 1 + 3),
         "{run:?}"
     );
 
@@ -859,9 +861,12 @@ async fn the_binaries_log_no_secret_at_trace() {
             &run["manual"],
             &run["transient"]
         ),
-        // As in `the_handlers_log_no_secret_at_trace`: two re-sends committed, one retried, a
-        // refused slot id and a failing lookup past retention to a person.
-        (&json!(5), &json!(2), &json!(2), &json!(1)),
+        // The scheduled run sweeps four times (at 0, 15, 30 and 45 s, issue 24). The first as in
+        // `the_handlers_log_no_secret_at_trace`: two re-sends committed, a refused slot id and a
+        // failing lookup past retention to a person, four records retried (one claim and the
+        // three the consumer released after a transient answer); each later sweep retries the
+        // same four again.
+        (&json!(8 + 3 * 4), &json!(2), &json!(2), &json!(4 + 3 * 4)),
         "{run}"
     );
     // The metrics function publishes the store signals (PutMetricData to moto's CloudWatch).

@@ -108,7 +108,7 @@ pub struct SqsInput {
 }
 
 /// The JSON type's name of `v`, for errors that must not quote it.
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

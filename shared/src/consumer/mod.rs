@@ -32,6 +32,7 @@ use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
 use crate::store::Reservation;
 
+pub(crate) use input::type_name;
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};
 pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};

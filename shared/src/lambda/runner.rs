@@ -90,14 +90,7 @@ pub struct ScheduledInput {
 impl<'de> serde::Deserialize<'de> for ScheduledInput {
     fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
         use serde_json::Value;
-        let kind = |v: &Value| match v {
-            Value::Null => "null",
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            Value::Array(_) => "an array",
-            Value::Object(_) => "an object",
-        };
+        let kind = crate::consumer::type_name;
         let value = Value::deserialize(de)?;
         Ok(match &value {
             Value::Object(map) => match map.get("job") {

@@ -344,6 +344,17 @@ pub fn check_row(row: &BusinessRow) -> Result<(), ItemRefusal> {
     within(row_item_bytes(row))
 }
 
+/// The `pk` of the natural-key item `key` of `record` ([`crate::store::natural_key_pk`]), once
+/// [`check_natural_key`] accepts it: what every adapter's guard writes first.
+///
+/// # Errors
+/// As [`check_natural_key`].
+pub fn guard_pk(record: &IdempotencyRecord, key: &NaturalKey) -> Result<String, ItemRefusal> {
+    let item_pk = crate::store::natural_key_pk(&record.pk, &record.event_key, key);
+    check_natural_key(&item_pk, &record.event_key, key)?;
+    Ok(item_pk)
+}
+
 /// What a store checks before it writes a natural-key item `item_pk` for `event_key`: the key's
 /// labels and the item's size.
 ///

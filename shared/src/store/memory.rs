@@ -20,8 +20,8 @@ use async_trait::async_trait;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
-    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -236,9 +236,8 @@ impl IdempotencyStore for MemoryStore {
         natural_key: &NaturalKey,
         now_ms: i64,
     ) -> Result<GuardOutcome, StoreError> {
-        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
-        let nk = natural_key_pk(record_pk, event_key, natural_key);
-        limits::check_natural_key(&nk, event_key, natural_key).map_err(refused)?;
+        let event_key = record.event_key.as_str();
+        let nk = limits::guard_pk(record, natural_key).map_err(refused)?;
         let mut t = self.lock();
         if let Some((holder, expires_at_s)) = t.natural_keys.get(&nk) {
             // `attribute_not_exists(pk) OR event_key = :event_key OR expires_at < :now_s`.

@@ -89,7 +89,8 @@ pub use race::{AfterRead, RacedIndex};
 #[cfg(feature = "aws")]
 pub use recorder::CallRecorder;
 pub use server::{
-    Answer, AnswerFn, Counters, Faults, IdempotencyServer, MismatchAnswer, ServerConfig,
+    normalize_key, Answer, AnswerFn, Counters, Faults, IdempotencyServer, MismatchAnswer,
+    ServerConfig,
 };
 pub use skew::SkewedClock;
 pub use totals::{run_parallel, Totals};

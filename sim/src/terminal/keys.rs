@@ -16,31 +16,9 @@ pub(super) fn fingerprint(key: &str, method: &str, path: &str, body: &[u8]) -> F
     h.finalize().into()
 }
 
-/// The key from an `Idempotency-Key` value: a Structured Field string (`"abc"`, with `\"` and
-/// `\\` escapes) is unquoted; anything else is taken as is (trimmed).
-pub fn normalize_key(raw: &str) -> String {
-    let raw = raw.trim();
-    match raw
-        .strip_prefix('"')
-        .and_then(|inner| inner.strip_suffix('"'))
-    {
-        Some(inner) => {
-            let mut out = String::with_capacity(inner.len());
-            let mut chars = inner.chars();
-            while let Some(c) = chars.next() {
-                if c == '\\' {
-                    if let Some(next) = chars.next() {
-                        out.push(next);
-                    }
-                } else {
-                    out.push(c);
-                }
-            }
-            out
-        }
-        None => raw.to_string(),
-    }
-}
+/// The key from an `Idempotency-Key` value: the test kit's, which its Idempotency-Key server
+/// uses too (one parse of a received header for every fake server).
+pub use gate::testkit::normalize_key;
 
 /// `a=b&c=d` into decoded pairs (`+` is a space, `%XX` percent-decoded).
 pub(super) fn parse_query(query: &str) -> Vec<(String, String)> {

@@ -12,7 +12,7 @@ use super::schema::GUARD_CONDITION;
 use super::DynamoStore;
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, NaturalKey};
-use crate::store::{natural_key_pk, GuardOutcome, StoreError};
+use crate::store::{GuardOutcome, StoreError};
 
 impl DynamoStore {
     /// [`crate::store::IdempotencyStore::guard`] on DynamoDB: see the trait method's docs in
@@ -23,10 +23,9 @@ impl DynamoStore {
         natural_key: &NaturalKey,
         now_ms: i64,
     ) -> Result<GuardOutcome, StoreError> {
-        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
-        let nk_pk = natural_key_pk(record_pk, event_key, natural_key);
-        crate::store::limits::check_natural_key(&nk_pk, event_key, natural_key)
-            .map_err(StoreError::Refused)?;
+        let event_key = record.event_key.as_str();
+        let nk_pk =
+            crate::store::limits::guard_pk(record, natural_key).map_err(StoreError::Refused)?;
         let mut item = HashMap::from([
             ("pk".to_string(), s(&nk_pk)),
             ("event_key".to_string(), s(event_key)),

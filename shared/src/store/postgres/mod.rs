@@ -86,8 +86,8 @@ use schema::Statements;
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
-    natural_key_pk, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
-    InFlightIndex, InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
+    InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -425,10 +425,9 @@ impl IdempotencyStore for PostgresStore {
         natural_key: &NaturalKey,
         now_ms: i64,
     ) -> Result<GuardOutcome, StoreError> {
-        let (record_pk, event_key) = (record.pk.as_str(), record.event_key.as_str());
-        let nk_pk = natural_key_pk(record_pk, event_key, natural_key);
-        crate::store::limits::check_natural_key(&nk_pk, event_key, natural_key)
-            .map_err(StoreError::Refused)?;
+        let event_key = record.event_key.as_str();
+        let nk_pk =
+            crate::store::limits::guard_pk(record, natural_key).map_err(StoreError::Refused)?;
         let labels = labels_to_json(&natural_key.labels);
         let now_s = ms_to_s(now_ms);
         let params: [&(dyn ToSql + Sync); 5] = [

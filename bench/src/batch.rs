@@ -117,7 +117,7 @@ pub async fn run(
     .await?;
     let mut model_gate = moto_gate.clone();
     model_gate.store = Arc::new(DelayedStore {
-        inner: Arc::new(MemoryStore::new()),
+        inner: Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS)),
         pause: Sleep(Duration::from_millis(store_latency_ms)),
     });
     let on_model = measure(

@@ -69,7 +69,8 @@ pub async fn run(
         vec!["ECT-DELTA".to_string()],
     ));
     let mut memory_http = dynamo_http.clone();
-    memory_http.store = Arc::new(MemoryStore::new());
+    memory_http.store =
+        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS));
     let mut memory_mem = memory_http.clone();
     memory_mem.integration = Arc::new(truck_slot::TruckSlot::new(
         Arc::new(InProcessTerminal),

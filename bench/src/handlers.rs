@@ -1,9 +1,9 @@
-//! The three handlers, each run over the same deliveries as one phase: the naive handler and the
+//! Past 600 lines (near 700): the handlers are one concern, each a phase over the same
+//! deliveries, kept side by side so that what each one measures stays comparable.
+//!
+//! The handlers, each run over the same deliveries as one phase: the naive handler and the
 //! gate in this process (CPU from `getrusage`), Powertools in a Python child process (which
 //! reports its own `time.process_time`).
-//!
-//! Just over 600 lines: the handlers are one concern, each a phase over the same
-//! deliveries, kept side by side so that what each one measures stays comparable.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,10 +36,12 @@ pub enum Kind {
     Gate,
     /// Python, Powertools `idempotent_function` + `DynamoDBPersistenceLayer`.
     Powertools,
-    /// The floor: the gate's two DynamoDB requests (reserve `PutItem`, commit
-    /// `TransactWriteItems`) and its terminal call, through the same clients (`DynamoStore`,
-    /// `HttpTerminal`) in a bare loop: records built before the measured loop, no parse, no keys,
-    /// no outcome logic.
+    /// The floor: the DynamoDB requests and the terminal call the gate sends per delivery,
+    /// through the same clients and the same public store methods (`DynamoStore`, `HttpTerminal`)
+    /// in a bare loop: per new event the reserve `PutItem`, the natural key's guard `PutItem`
+    /// (`IdempotencyStore::guard`), the claim and the commit `TransactWriteItems`; per duplicate
+    /// the reserve alone. Records are built before the measured loop: no parse, no keys, no
+    /// outcome logic, no log line.
     Floor,
     /// The floor with the SDK's stalled-stream protection off (on by default with
     /// `BehaviorVersion::latest()`): what that setting costs per request.
@@ -48,17 +50,26 @@ pub enum Kind {
     /// request opens a new TCP connection, as an invocation does after the pool's idle timeout
     /// (90 s). Plain HTTP to moto, so without the TLS handshake a real endpoint adds.
     FloorNoReuse,
+    /// The gate on a current-thread runtime of its own, as the functions run
+    /// (`#[tokio::main(flavor = "current_thread")]`); the other handlers run on the harness's
+    /// multi-thread runtime.
+    GateCurrentThread,
+    /// The floor on a current-thread runtime of its own (as [`Kind::GateCurrentThread`]): what
+    /// the runtime's flavour costs per event.
+    FloorCurrentThread,
 }
 
 impl Kind {
-    /// The three, in table order.
-    pub const ALL: [Kind; 6] = [
+    /// All of them, in table order.
+    pub const ALL: [Kind; 8] = [
         Kind::Naive,
         Kind::Gate,
         Kind::Powertools,
         Kind::Floor,
         Kind::FloorNoStall,
         Kind::FloorNoReuse,
+        Kind::GateCurrentThread,
+        Kind::FloorCurrentThread,
     ];
 
     /// The short name.
@@ -70,6 +81,8 @@ impl Kind {
             Kind::Floor => "floor",
             Kind::FloorNoStall => "floor-nostall",
             Kind::FloorNoReuse => "floor-noreuse",
+            Kind::GateCurrentThread => "gate-1thread",
+            Kind::FloorCurrentThread => "floor-1thread",
         }
     }
 }
@@ -289,7 +302,7 @@ pub async fn build_gate(
 }
 
 /// [`build_gate`] over `client`.
-async fn build_gate_with(
+pub(crate) async fn build_gate_with(
     client: aws_sdk_dynamodb::Client,
     env: &Env,
     tag: &str,
@@ -305,7 +318,10 @@ async fn build_gate_with(
     config.max_concurrency = max_concurrency;
     Ok(Gate {
         config,
-        store: Arc::new(DynamoStore::new(client, idem, book)),
+        store: Arc::new(
+            DynamoStore::new(client, idem, book)
+                .with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
+        ),
         integration: Arc::new(truck_slot::TruckSlot::new(
             Arc::new(terminal),
             vec!["ECT-DELTA".to_string()],
@@ -323,7 +339,7 @@ pub fn invocation(request_id: &str) -> Invocation {
     }
 }
 
-fn outcome_name(outcome: &RecordOutcome) -> String {
+pub(crate) fn outcome_name(outcome: &RecordOutcome) -> String {
     match outcome {
         RecordOutcome::Committed { .. } => "committed".into(),
         o if o.is_duplicate() => "duplicate".into(),
@@ -355,6 +371,9 @@ pub async fn run_phase(
         Kind::Powertools => run_powertools(env, tag, warmup, deliveries).await?,
         Kind::Floor | Kind::FloorNoStall | Kind::FloorNoReuse => {
             run_floor(kind, env, tag, warmup, deliveries).await?
+        }
+        Kind::GateCurrentThread | Kind::FloorCurrentThread => {
+            on_current_thread(kind, env, tag, warmup, deliveries).await?
         }
     };
     // Every warm-up delivery is a new event: one slot each, whichever the handler.
@@ -438,9 +457,49 @@ async fn run_gate(
     Ok(phase)
 }
 
+/// Runs the phase of `kind` ([`Kind::GateCurrentThread`] or [`Kind::FloorCurrentThread`]) on a
+/// current-thread runtime of its own, on a thread of its own, as the functions run: its clients
+/// are built in that runtime (their connections' tasks live there), and the harness's
+/// multi-thread runtime has no work while it waits. The process's CPU (`getrusage`) still counts
+/// every thread, so the two runtimes are measured alike.
+///
+/// # Errors
+/// When the runtime cannot be built, or the phase's own errors.
+async fn on_current_thread(
+    kind: Kind,
+    env: &Env,
+    tag: &str,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Phase, String> {
+    let (env, tag) = (env.clone(), tag.to_string());
+    // The gate's own notification ids, as the floor's (`run_floor`): the multi-thread gate's
+    // phase sent the same operation keys, and the terminal would answer them as replays.
+    let (warmup, deliveries) = if kind == Kind::GateCurrentThread {
+        (own(warmup, "\"PCG-"), own(deliveries, "\"PCG-"))
+    } else {
+        (warmup.to_vec(), deliveries.to_vec())
+    };
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("current-thread runtime: {e}"))?;
+        runtime.block_on(async {
+            if kind == Kind::GateCurrentThread {
+                run_gate(&env, &tag, &warmup, &deliveries).await
+            } else {
+                run_floor(kind, &env, &tag, &warmup, &deliveries).await
+            }
+        })
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
 /// The floor's inputs of one delivery: its record (built as the gate builds it), prepared
 /// outside the measured loop.
-fn floor_records(
+pub(crate) fn floor_records(
     gate: &Gate,
     deliveries: &[Delivery],
 ) -> Result<Vec<gate::record::IdempotencyRecord>, String> {
@@ -460,7 +519,10 @@ fn floor_records(
 
 /// One delivery of the floor: reserve, the natural key's guard, claim, commit through the gate's
 /// own store and integration, nothing else.
-async fn floor_one(gate: &Gate, record: &gate::record::IdempotencyRecord) -> &'static str {
+pub(crate) async fn floor_one(
+    gate: &Gate,
+    record: &gate::record::IdempotencyRecord,
+) -> &'static str {
     use gate::effect::CallOutcome;
     use gate::store::Reservation;
     let now = SystemClock.now_ms();
@@ -512,17 +574,16 @@ async fn run_floor(
     let client = dynamo_client_with(&env.moto, &counter, settings).await;
     let tag = format!("{tag}-{}", kind.name());
     let gate = build_gate_with(client, env, &tag, 1).await?;
-    // Its own notification ids: the gate's run of the same workload used the same operation
-    // keys, and the terminal would answer the floor's claims as replays (without its latency).
-    let own = |ds: &[Delivery]| -> Vec<Delivery> {
-        ds.iter()
-            .map(|d| Delivery {
-                body: d.body.replacen("\"PCS-", "\"PCF-", 1),
-                ..d.clone()
-            })
-            .collect()
+    // Its own notification ids, one prefix per variant: the gate's run of the same workload
+    // (and each other floor variant's) would otherwise send the same operation keys, and the
+    // terminal would answer the claims as replays (without its latency, and no slot issued).
+    let prefix = match kind {
+        Kind::FloorNoStall => "\"PCN-",
+        Kind::FloorNoReuse => "\"PCR-",
+        Kind::FloorCurrentThread => "\"PCT-",
+        _ => "\"PCF-",
     };
-    let (warmup, deliveries) = (own(warmup), own(deliveries));
+    let (warmup, deliveries) = (own(warmup, prefix), own(deliveries, prefix));
     let (warmup, deliveries) = (warmup.as_slice(), deliveries.as_slice());
     for r in floor_records(&gate, warmup)? {
         floor_one(&gate, &r).await;
@@ -617,4 +678,15 @@ async fn run_powertools(
         outcomes: out.outcomes,
         slots_issued: 0,
     })
+}
+
+/// The notification ids of one side: the workload's `PCS-` prefix replaced by `prefix`.
+pub(crate) fn own(deliveries: &[Delivery], prefix: &str) -> Vec<Delivery> {
+    deliveries
+        .iter()
+        .map(|d| Delivery {
+            body: d.body.replacen("\"PCS-", prefix, 1),
+            ..d.clone()
+        })
+        .collect()
 }

@@ -30,10 +30,13 @@
 //!    sustained`, issue 18, item 3);
 //! 9. `stores` (not in the default parts; needs `--database-url`): the store on PostgreSQL and on
 //!    DynamoDB (moto) side by side, round trips and latency per new event and per duplicate
-//!    (issue 26, item 6; `stores.rs`).
+//!    (issue 26, item 6; `stores.rs`);
+//! 10. `paired` (not in the default parts): the gate and its floor alternating delivery by
+//!     delivery on one current-thread runtime, the thread's CPU per delivery (issue 24, item 5;
+//!     `paired.rs`).
 //!
-//! The handler `floor` (in `compare`) is the gate's two DynamoDB requests and terminal call in a
-//! bare loop (issue 18, item 4).
+//! The handler `floor` (in `compare`) is the gate's DynamoDB requests (reserve, the natural key's
+//! guard, commit) and terminal call in a bare loop (issue 18, item 4; issue 24, item 5).
 //!
 //! Writes `results.json` (figures without the raw latencies), `latency.png` and
 //! `cold-and-cost.png` to `--out`.
@@ -46,6 +49,7 @@ mod coldstart;
 mod counter;
 mod handlers;
 mod ingress;
+mod paired;
 mod pg_wire;
 mod plot;
 mod procs;
@@ -110,7 +114,8 @@ struct Args {
     #[arg(long = "binary")]
     binaries: Vec<String>,
     /// Parts to run: `compare`, `breakdown`, `batch`, `cold`, `ingress`, `cost`, `capacity`,
-    /// and `stores` (not by default: it needs `--database-url`) (comma-separated).
+    /// and, not by default, `stores` (it needs `--database-url`) and `paired` (the gate and its
+    /// floor alternating delivery by delivery, `--runs` x `--events`) (comma-separated).
     #[arg(
         long,
         value_delimiter = ',',
@@ -119,7 +124,8 @@ struct Args {
     parts: Vec<String>,
     /// Handlers in the comparison (comma-separated): `naive`, `gate`, `powertools`, `floor`, and
     /// the floor with other client settings: `floor-nostall` (stalled-stream protection off),
-    /// `floor-noreuse` (no idle connection kept to DynamoDB).
+    /// `floor-noreuse` (no idle connection kept to DynamoDB); `gate-1thread` and `floor-1thread`
+    /// (each on a current-thread runtime of its own, as the functions run).
     #[arg(
         long,
         value_delimiter = ',',
@@ -245,6 +251,9 @@ struct Results {
     item_bytes: BTreeMap<String, usize>,
     prices: cost::Prices,
     capacity: Vec<sim::sustained::SustainedReport>,
+    /// `paired`: the gate against its floor, delivery by delivery, one summary per run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    paired: Vec<paired::RunSummary>,
 }
 
 /// The priced rows at one share of duplicates.
@@ -329,7 +338,7 @@ fn print_table(title: &str, rows: &[(&'static str, BTreeMap<&'static str, f64>)]
             );
         }
     }
-    for variant in ["floor-nostall", "floor-noreuse"] {
+    for variant in ["floor-nostall", "floor-noreuse", "floor-1thread"] {
         if let (Some(f), Some(v)) = (get("floor"), get(variant)) {
             println!(
                 "\n{variant}/floor: CPU/event {:.2}x, p50 {:.2}x, p99 {:.2}x",
@@ -338,6 +347,36 @@ fn print_table(title: &str, rows: &[(&'static str, BTreeMap<&'static str, f64>)]
                 v["p99_ms"] / f["p99_ms"],
             );
         }
+    }
+}
+
+/// Client CPU per event of one handler against another, run by run (the machine is shared: a
+/// ratio within one run, where both ran minutes apart, is steadier than a ratio of medians).
+const RUN_RATIOS: [(&str, &str); 5] = [
+    ("gate", "floor"),
+    ("gate-1thread", "floor-1thread"),
+    ("floor-nostall", "floor"),
+    ("floor-noreuse", "floor"),
+    ("floor-1thread", "floor"),
+];
+
+/// Prints [`RUN_RATIOS`] for every run that has both handlers, and their median.
+fn print_run_ratios(runs: &[BTreeMap<&'static str, Summary>]) {
+    for (a, b) in RUN_RATIOS {
+        let ratios: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| Some(r.get(a)?.cpu_us_per_event / r.get(b)?.cpu_us_per_event))
+            .collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        let each: Vec<String> = ratios.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "
+{a}/{b}, client CPU per event, run by run: {} (median {:.2}x)",
+            each.join(", "),
+            median(&ratios)
+        );
     }
 }
 
@@ -779,6 +818,7 @@ async fn main() -> Result<(), String> {
         item_bytes: BTreeMap::new(),
         prices: cost::PRICES,
         capacity: Vec::new(),
+        paired: Vec::new(),
     };
     eprintln!(
         "bench: {} cores, {}",
@@ -853,6 +893,7 @@ async fn main() -> Result<(), String> {
             &rows,
             unique,
         );
+        print_run_ratios(&results.runs);
         let series: Vec<(String, Vec<u64>)> = pooled
             .into_iter()
             .map(|(k, v)| (k.name().to_string(), v))
@@ -870,6 +911,36 @@ async fn main() -> Result<(), String> {
             &series,
         )?;
         eprintln!("bench: wrote {}", png.display());
+    }
+
+    if part("paired") {
+        for run in 0..args.runs {
+            let tag = format!("{stamp}-p{run}");
+            let deliveries = workload::deliveries(
+                &tag,
+                args.events,
+                args.duplicate_rate,
+                &window,
+                args.seed + run as u64,
+            );
+            let warmup =
+                workload::deliveries(&format!("{tag}-warm"), args.warmup, 0.0, &window, 99);
+            eprintln!(
+                "bench: paired run {} of {}: gate and floor, {} deliveries ...",
+                run + 1,
+                args.runs,
+                deliveries.len()
+            );
+            let r = paired::run(&env, &tag, &warmup, &deliveries).await?;
+            let s = r.summary();
+            eprintln!(
+                "bench:   gate {:.0} µs/delivery (p50 {:.0}), floor {:.0} (p50 {:.0}): {:.2}x; outcomes {:?} / {:?}",
+                s.gate.mean_us, s.gate.p50_us, s.floor.mean_us, s.floor.p50_us, s.ratio_mean,
+                r.gate.outcomes, r.floor.outcomes
+            );
+            results.paired.push(s);
+        }
+        paired::print(&results.paired, args.events, args.duplicate_rate);
     }
 
     if part("breakdown") {

@@ -1,4 +1,4 @@
-//! The process's own CPU accounting, percentiles and medians.
+//! The process's and a thread's own CPU accounting, percentiles and medians.
 
 use std::time::Duration;
 
@@ -16,6 +16,30 @@ pub fn cpu_time() -> Duration {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
     };
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// CPU time (user + system) of the calling thread so far, nanoseconds
+/// (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`); `0` when the clock cannot be read.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time (user + system) of every thread of this process so far, nanoseconds
+/// (`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`); `0` when the clock cannot be read.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` only writes the struct we pass.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec.max(0) as u64) * 1_000_000_000 + ts.tv_nsec.max(0) as u64
 }
 
 /// The `q`-quantile (0..=1) of `values` by nearest rank; `0` when empty.

@@ -1,3 +1,6 @@
+//! Past 600 lines: the part is one concern, one run over both stores, and [`Timed`] must forward
+//! every port method of the store it times (each new port method adds its forwarding here).
+//!
 //! `gate-bench --parts stores` (issue 26 item 6): the store on PostgreSQL and DynamoDB (moto) in
 //! one run: round trips and latency per new event and duplicate, the reserve's, guard's and
 //! commit's own latency, against the first gate's "one Postgres round trip, 4 ms at p99".
@@ -184,6 +187,17 @@ impl IdempotencyStore for Timed {
             .await
     }
 
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let f = self.inner.extend_lease(pk, owner, lease_until_ms, now_ms);
+        self.time("extend_lease", f).await
+    }
+
     async fn finish(
         &self,
         pk: &str,
@@ -221,6 +235,10 @@ impl IdempotencyStore for Timed {
 
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.time("booking", self.inner.booking(source_event)).await
+    }
+
+    fn row_columns(&self) -> gate::record::RowColumns {
+        self.inner.row_columns()
     }
 }
 
@@ -484,7 +502,9 @@ async fn dynamo_run(
     create_tables(&client, &idem, &book)
         .await
         .map_err(|e| e.to_string())?;
-    let timed = Arc::new(Timed::new(Arc::new(DynamoStore::new(client, idem, book))));
+    let timed = Arc::new(Timed::new(Arc::new(
+        DynamoStore::new(client, idem, book).with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
+    )));
     let gate = gate_over(Arc::clone(&timed), tag);
     let (n, d) = measure(&gate, &timed, tag, plan, window, &Counter::Sdk(&recorder)).await?;
     Ok((n.figures(&n), d.figures(&d)))

@@ -15,8 +15,9 @@ use crate::words::Words;
 ///
 /// Exit codes: 0 done; 1 failed (AWS or the server; transient); 2 usage; 3 not found;
 /// 4 refused by the gate's conditions (not in_flight, a live lease, an effect recorded, dead
-/// letters too old to redrive); 5 permission denied (the IAM action and resource are named);
-/// 6 not confirmed; 7 configuration missing.
+/// letters too old to redrive); 5 permission denied (the IAM action or SQL operation and the
+/// resource are named; PostgreSQL's SQLSTATE 42501 too); 6 not confirmed; 7 configuration
+/// missing.
 #[derive(Debug, Parser)]
 #[command(name = "gatectl", version)]
 pub struct Cli {

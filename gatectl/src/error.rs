@@ -13,7 +13,7 @@ use gate::store::StoreError;
 /// | 2 | usage: a bad argument (clap) |
 /// | 3 | not found: no record, nothing under the key at the terminal |
 /// | 4 | refused by the gate's conditions: not `in_flight`, a live lease, a slot recorded, or (redrive) messages too old to redrive |
-/// | 5 | permission denied: the message names the IAM action and the resource |
+/// | 5 | permission denied: the message names the IAM action (or SQL operation) and the resource; PostgreSQL's SQLSTATE 42501 too |
 /// | 6 | not confirmed: the prompt was answered no, or there is no terminal to ask and no `--yes` |
 /// | 7 | configuration: the stack or the environment does not say where the tables and queues are |
 pub mod exit {
@@ -27,7 +27,7 @@ pub mod exit {
     pub const NOT_FOUND: u8 = 3;
     /// Refused by the gate's conditions.
     pub const REFUSED: u8 = 4;
-    /// Missing IAM permission.
+    /// Missing IAM permission, or a PostgreSQL privilege (SQLSTATE 42501).
     pub const PERMISSION: u8 = 5;
     /// The confirmation was not given.
     pub const NOT_CONFIRMED: u8 = 6;
@@ -91,10 +91,16 @@ impl CtlError {
     }
 }
 
-/// Whether `text` (an AWS error rendered with its context) is an access denial, and then the
-/// action and resource AWS named in it, if it did ("... is not authorized to perform:
-/// dynamodb:UpdateItem on resource: arn:aws:dynamodb:...:table/T because ...").
+/// Whether `text` (an AWS or PostgreSQL error rendered with its context) is an access denial,
+/// and then the action and resource AWS named in it, if it did ("... is not authorized to
+/// perform: dynamodb:UpdateItem on resource: arn:aws:dynamodb:...:table/T because ..."). A
+/// PostgreSQL refusal (SQLSTATE 42501 `insufficient_privilege`,
+/// [`gate::store::postgres::names_insufficient_privilege`]) names neither: the caller's SQL
+/// operation and relation stand.
 pub fn permission_denied(text: &str) -> Option<(Option<String>, Option<String>)> {
+    if gate::store::postgres::names_insufficient_privilege(text) {
+        return Some((None, None));
+    }
     const CODES: [&str; 4] = [
         "AccessDeniedException",
         "AccessDenied",
@@ -124,6 +130,15 @@ impl fmt::Display for CtlError {
         match self {
             Self::NotFound(m) => write!(f, "not found: {m}"),
             Self::Refused(m) => write!(f, "refused: {m}"),
+            Self::PermissionDenied {
+                action,
+                resource,
+                message,
+            } if gate::store::postgres::names_insufficient_privilege(message) => write!(
+                f,
+                "permission denied: the connection string's role may not {action} on {resource}; \
+                 gatectl needs the functions' grants on the schema. PostgreSQL said: {message}"
+            ),
             Self::PermissionDenied {
                 action,
                 resource,
@@ -172,6 +187,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// PostgreSQL's `insufficient_privilege` (SQLSTATE 42501), as the store renders it, is a
+    /// permission denial of the call made (exit 5), not a failure to retry (exit 1).
+    #[test]
+    fn a_postgres_privilege_refusal_is_a_permission_denial() {
+        let text = "stale_in_flight: ERROR (42501): permission denied for view in_flight";
+        let err = CtlError::store(
+            StoreError::Unavailable(text.into()),
+            "SELECT",
+            "ops.in_flight",
+        );
+        assert_eq!(err.exit_code(), exit::PERMISSION);
+        let shown = err.to_string();
+        assert!(
+            shown.contains("role may not SELECT on ops.in_flight"),
+            "{shown}"
+        );
+        assert!(!shown.contains("OperatorPolicyArn"), "{shown}");
+        let other = CtlError::store(
+            StoreError::Unavailable("stale_in_flight: ERROR (42P01): relation missing".into()),
+            "SELECT",
+            "ops.in_flight",
+        );
+        assert_eq!(other.exit_code(), exit::FAILED);
     }
 
     #[test]

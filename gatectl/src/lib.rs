@@ -50,7 +50,8 @@ pub fn operator_name(given: Option<&str>) -> String {
     format!("{}{name}", gate::operator::OPERATOR_OWNER_PREFIX)
 }
 
-/// The store of `targets` as the stack's functions use it: DynamoDB's tables, or PostgreSQL
+/// The store of `targets` as the stack's functions use it, the business row's columns named
+/// `columns` (the integration's, [`gate::Integration::row_columns`]): DynamoDB's tables, or PostgreSQL
 /// (`STORE=postgres`: the connection string from `DATABASE_URL_SECRET_ARN` through `aws`, or
 /// `DATABASE_URL` locally), chosen where the functions choose it
 /// ([`gate::lambda::store::open_operator_store`]: no canary write, no migration).
@@ -61,8 +62,9 @@ pub fn operator_name(given: Option<&str>) -> String {
 pub async fn open_store(
     targets: &Targets,
     aws: &aws_config::SdkConfig,
+    columns: gate::record::RowColumns,
 ) -> Result<Arc<dyn OperatorStore>, CtlError> {
-    gate::lambda::store::open_operator_store(&targets.store, aws)
+    gate::lambda::store::open_operator_store(&targets.store, aws, columns)
         .await
         .map_err(|e| {
             let text = e.to_string();
@@ -92,14 +94,15 @@ pub async fn connect<S: Stack>(stack: &S, cli: &Cli) -> Result<Ctl, CtlError> {
         }
         None => Targets::from_env(stack)?,
     };
-    let store = open_store(&targets, &aws).await?;
-    let sqs = aws_sdk_sqs::Client::new(&aws);
     let server_ready = targets.server_configured && cli.command.needs_server();
     let integration = if server_ready {
         stack.connect(config, &aws).await?
     } else {
         stack.offline(config)
     };
+    // The business row's columns as the integration's functions name them.
+    let store = open_store(&targets, &aws, integration.row_columns()).await?;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
     let gate = Gate {
         config: targets.gate.clone(),
         store: store.clone(),

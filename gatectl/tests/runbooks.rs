@@ -449,7 +449,14 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     );
     let after = store.get(&stranded.pk).await.unwrap().unwrap();
     assert_eq!(after.effect_id.as_deref(), Some("S-9"));
-    assert!(after.lease_owner.unwrap().starts_with("gatectl:bob#"));
+    // The operator's lease token is the core's (`Invocation::new`): `gatectl:bob/` and a nonce
+    // of 64 random bits, 16 lowercase hex digits.
+    let owner = after.lease_owner.unwrap();
+    let nonce = owner.strip_prefix("gatectl:bob/").unwrap_or_default();
+    assert!(
+        nonce.len() == 16 && nonce.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')),
+        "{owner}"
+    );
     let missing = run(&["finish", &"0".repeat(64), "--slot-id", "S-9"]);
     assert_eq!(missing.status.code(), Some(i32::from(exit::NOT_FOUND)));
     let lookup = run(&["lookup", &record.event_key]);

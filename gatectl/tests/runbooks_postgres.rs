@@ -184,3 +184,70 @@ async fn a_failed_call_names_the_sql_operation_and_the_relation() {
     assert!(stderr.contains("run the migrations"), "{stderr}");
     assert!(!stderr.contains(&url), "the connection string was printed");
 }
+
+/// A privilege the database refuses (SQLSTATE 42501 `insufficient_privilege`) exits with the
+/// permission code, as DynamoDB's `AccessDenied` does, naming the SQL operation and the relation:
+/// here a login role that was granted nothing reads a migrated schema (`list in-flight`), and
+/// the message never holds the connection string.
+#[tokio::test]
+async fn a_refused_privilege_exits_with_the_permission_code() {
+    let url = std::env::var("GATE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh)"));
+    let schema = format!(
+        "s{}",
+        unique("gc_denied").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    )
+    .to_ascii_lowercase();
+    let store = PostgresStore::with_config(&PostgresConfig::new(&url, 1).with_schema(&schema))
+        .expect("store");
+    store.migrate().await.expect("migrate");
+    let role = format!(
+        "r{}",
+        unique("gc_nogrants").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    )
+    .to_ascii_lowercase();
+    store
+        .pool()
+        .get()
+        .await
+        .expect("connection")
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN"))
+        .await
+        .expect("create the role");
+    // with-postgres.sh trusts every role on loopback (but gate_tls): the same server and
+    // database as the superuser `gate`, as a role without grants.
+    let role_url = url.replacen("postgresql://gate@", &format!("postgresql://{role}@"), 1);
+    assert_ne!(role_url, url, "the test server's URL names the role gate");
+    let manual = fresh_queue(&sqs_client().await, "gc-pg-denied-manual").await;
+    let out = Command::new(env!("CARGO_BIN_EXE_gatectl"))
+        .args(["list", "in-flight"])
+        .env("AWS_ENDPOINT_URL", moto_endpoint())
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("STORE", "postgres")
+        .env("DATABASE_URL", &role_url)
+        .env("DATABASE_SCHEMA", &schema)
+        .env("MANUAL_QUEUE_URL", &manual)
+        .env("INTEGRATION_NAME", unique("gatectl-pg-denied"))
+        .env_remove("IDEMPOTENCY_TABLE")
+        .env_remove("TERMINAL_BASE_URL")
+        .env_remove("GATECTL_STACK")
+        .output()
+        .expect("gatectl runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(gatectl::error::exit::PERMISSION)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("may not SELECT on {schema}.in_flight")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(42501)"), "{stderr}");
+    assert!(
+        !stderr.contains(&role_url),
+        "the connection string was printed"
+    );
+}

@@ -35,8 +35,8 @@ impl fmt::Debug for Effect {
             )
         });
         f.debug_struct("Effect")
-            .field("slot_id", &self.effect_id)
-            .field("equipment_number", &subject)
+            .field("effect_id", &self.effect_id)
+            .field("subject", &subject)
             .finish()
     }
 }

@@ -73,13 +73,8 @@ impl Fields {
         }
     }
 
-    /// The object as read.
-    pub fn map(&self) -> &Map<String, Value> {
-        &self.map
-    }
-
     /// Checks that the body holds no field but those read so far ([`Fields::value`] and the
-    /// readers built on it; not [`Fields::map`]): call it after the last reader, so a body with a
+    /// readers built on it): call it after the last reader, so a body with a
     /// field the integration does not take is rejected.
     ///
     /// # Errors

@@ -3,7 +3,8 @@
 //! its settings ([`GateConfig`]); the execution it runs in ([`Invocation`]) and one delivery as the
 //! steps see it ([`Delivery`]); and what every path does alike with a record it holds: the lease's
 //! end ([`Gate::lease_until`]), the take-over of an expired lease, the release of a lease after a
-//! transient failure, and the policy the one decision reads ([`Gate::policy`]).
+//! transient failure, the lease's extension before a call it would not cover
+//! ([`Gate::lease_for_call`]), and the policy the one decision reads ([`Gate::policy`]).
 //!
 //! Each path's own methods live beside it: the four steps and the settlement in
 //! [`crate::consumer`], routing to a person in [`crate::routing`], stranded records in
@@ -12,7 +13,7 @@
 
 use std::sync::Arc;
 
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::clock::Clock;
 use crate::consumer::outcome::RecordOutcome;
@@ -59,11 +60,24 @@ pub struct GateConfig {
     /// and without one the record goes to a person (`past_key_retention`). This is what keeps a
     /// redelivery days later from claiming again.
     pub claim_horizon_ms: i64,
+    /// The longest one call to the side effect's server may take, **milliseconds** (its
+    /// request timeout; default 10 s, the server's). Before a call the holder needs this plus
+    /// [`COMMIT_ALLOWANCE_MS`] of lease left ([`GateConfig::call_lease_ms`]); with less (a slow
+    /// reserve or guard ate it) it extends its lease first (`Gate::lease_for_call`). In a
+    /// deployment set from the integration's request timeout (`gate::lambda`).
+    pub call_timeout_ms: i64,
 }
+
+/// What one record's work needs after its server calls, **milliseconds**: the commit and the
+/// store calls around it. The deadline margin fits the calls and this
+/// (`gate::lambda::min_deadline_margin_ms`); a holder calls only with a call's timeout and this
+/// of lease left ([`GateConfig::call_lease_ms`]).
+pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
 
 impl GateConfig {
     /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
-    /// 15 s lease, 10 records at once, 12 s deadline margin, 23 h claim horizon.
+    /// 15 s lease, 10 records at once, 12 s deadline margin, 23 h claim horizon, 10 s call
+    /// timeout.
     pub fn new(integration: impl Into<String>) -> Self {
         Self {
             integration: integration.into(),
@@ -73,9 +87,30 @@ impl GateConfig {
             max_concurrency: 10,
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
+            call_timeout_ms: 10_000,
         }
     }
+
+    /// One record's lease, **milliseconds**: `max(lease_floor_ms, deadline_margin_ms)`, a
+    /// server call and a commit with a margin ([`Gate::lease_until`]).
+    pub fn lease_ms(&self) -> i64 {
+        self.lease_floor_ms.max(self.deadline_margin_ms)
+    }
+
+    /// The lease a holder must have left to call the server, **milliseconds**: one call's
+    /// timeout ([`GateConfig::call_timeout_ms`], never below 0) and the commit
+    /// ([`COMMIT_ALLOWANCE_MS`]). A holder with less left extends its lease before it calls.
+    pub fn call_lease_ms(&self) -> i64 {
+        self.call_timeout_ms
+            .max(0)
+            .saturating_add(COMMIT_ALLOWANCE_MS)
+    }
 }
+
+/// How many extensions a holder writes before one call ([`Gate::lease_for_call`]) when each
+/// answers too late to leave the call and the commit their lease: then it does not call and
+/// releases the record for the redelivery.
+const MAX_EXTENSIONS_BEFORE_A_CALL: u32 = 2;
 
 /// The gate and its ports, built once per cold start.
 #[derive(Clone)]
@@ -193,11 +228,7 @@ impl Gate {
     /// slower than its lease is fenced: its commit is refused and its effect id recorded for
     /// the next holder (`RecordOutcome::LeaseLost`).
     pub fn lease_until(&self, now_ms: i64) -> i64 {
-        now_ms.saturating_add(
-            self.config
-                .lease_floor_ms
-                .max(self.config.deadline_margin_ms),
-        )
+        now_ms.saturating_add(self.config.lease_ms())
     }
 
     /// What the integration says about the server of `record` ([`Policy`]): its key support
@@ -219,6 +250,70 @@ impl Gate {
                 .unwrap_or(self.config.claim_horizon_ms),
             ends_at_ms: self.integration.ends_at_ms(record),
         }
+    }
+
+    /// Before a server call on `record` (held by `owner`, as the reserve or the take-over
+    /// returned it): whether the lease left covers the call and the commit
+    /// ([`GateConfig::call_lease_ms`]). Arithmetic on the clock when it does (the usual case: no
+    /// round trip), `None`: call. When it does not (a slow reserve, take-over or guard ate the
+    /// lease), one fenced write moves the lease to [`Gate::lease_until`] of now, or further if a
+    /// call and the commit need more ([`IdempotencyStore::extend_lease`]): extended, the lease
+    /// left is checked again on the clock (a slow store answers the extension late), `None`,
+    /// call. Otherwise the outcome that ends the record without a call:
+    ///
+    /// * refused: the record is no longer ours (taken over after our lease ran out, or finished):
+    ///   nothing is written, [`RecordOutcome::LeaseLost`] (acknowledged; the holder finishes it).
+    ///   Without this a holder would call after its lease ended while the next holder re-sends
+    ///   under the same `Idempotency-Key`, and exactly-once would rest on the server's answer to
+    ///   two requests in flight at once;
+    /// * a store error: released as every transient failure ([`Gate::release`]), retried;
+    /// * still short after [`MAX_EXTENSIONS_BEFORE_A_CALL`] extensions, each answered too late:
+    ///   released and retried the same way.
+    ///
+    /// Only before a call (`NextStep::Call`, the consumer's and the reconciler's, `gatectl
+    /// reconcile`'s through the same decision): a lookup makes no effect, and one that outlives
+    /// the lease ends in a refused commit (`LeaseLost`) like any holder that overran.
+    pub(crate) async fn lease_for_call(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+    ) -> Option<RecordOutcome> {
+        let need = self.config.call_lease_ms();
+        let mut lease_until = record.lease_until_ms.unwrap_or(0);
+        // The lease an extension writes is counted from when it was sent: a slow store (the
+        // one that cut the lease short) may answer it so late that the lease left is short
+        // again, so the lease left is checked again after every extension.
+        for extensions in 0..=MAX_EXTENSIONS_BEFORE_A_CALL {
+            let now = self.clock.now_ms();
+            let left = lease_until.saturating_sub(now);
+            if left >= need {
+                return None;
+            }
+            if extensions == MAX_EXTENSIONS_BEFORE_A_CALL {
+                let why = format!(
+                    "lease too short for a call after {extensions} extensions ({left} ms left, \
+                     {need} ms needed): the store answers too slowly; not called"
+                );
+                warn!(event_key = %record.event_key, left_ms = left, "lease too short for a call after its extensions: not called, released");
+                return Some(self.release(record, owner, why).await);
+            }
+            let until = self.lease_until(now).max(now.saturating_add(need));
+            match self.store.extend_lease(&record.pk, owner, until, now).await {
+                Ok(true) => {
+                    info!(event_key = %record.event_key, left_ms = left, lease_until_ms = until, "lease too short for a call: extended before calling");
+                    lease_until = until;
+                }
+                Ok(false) => {
+                    warn!(event_key = %record.event_key, left_ms = left, "lease too short for a call and no longer ours: not called, nothing written");
+                    return Some(RecordOutcome::LeaseLost { effect_id: None });
+                }
+                Err(e) => {
+                    warn!(event_key = %record.event_key, left_ms = left, error = %e, "lease too short for a call and not extended: not called, released");
+                    return Some(self.release(record, owner, e.to_string()).await);
+                }
+            }
+        }
+        None
     }
 
     /// A transient failure: the record stays `in_flight`, the lease is released so the

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 
 use crate::effect::{CallOutcome, LookupOutcome};
 use crate::manual::ManualReason;
-use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
+use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey, RowColumns};
 
 /// What the gate takes from a body that passed the integration's strict parse.
 ///
@@ -313,6 +313,18 @@ pub trait Integration: Send + Sync {
     /// a reader of an older layout finds them). Default: none.
     fn label_names(&self) -> &[&'static str] {
         &[]
+    }
+
+    /// The stored names of the business row's columns on DynamoDB (the key holding the event
+    /// key, the effect id, the time in epoch ms). Default: [`RowColumns::NEUTRAL`]
+    /// (`source_event`, `effect_id`, `written_at`). An integration whose business table is read
+    /// by others under other names keeps them here (as the model integration keeps its TMS's
+    /// names). The Lambda wiring and gatectl build the store with
+    /// these; a label named like one of them is refused. Never change them on a deployed table
+    /// (the key at all: it is the table's key; the others: rows already written keep the old
+    /// names, and only the names of [`RowColumns::LEGACY`] are read as a fallback).
+    fn row_columns(&self) -> RowColumns {
+        RowColumns::NEUTRAL
     }
 
     /// The business row committed with `record` and the effect `effect_id` at `now_ms` (epoch

@@ -61,5 +61,5 @@ pub mod strict_json;
 pub mod testkit;
 
 pub use consumer::RecordOutcome;
-pub use gate::{Delivery, Gate, GateConfig, Invocation};
+pub use gate::{Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS};
 pub use integration::{Event, Held, Integration, Parsed, Rejection};

@@ -1,14 +1,16 @@
 //! What an integration's code names, in one import: `use gate::prelude::*;`.
 //!
 //! The [`Integration`] trait and what its methods take and give ([`Event`], [`Parsed`],
-//! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`],
-//! [`ManualReason`] for its own reason codes and texts), the
+//! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`] and the
+//! [`AnswerDetail`] an outcome carries (a server's answer in your words, `client::call_with`),
+//! [`ManualReason`] for its own reason codes and texts, [`RowColumns`] for its business row's
+//! stored names), the
 //! body reader [`Fields`], and with feature `http` the Idempotency-Key client
 //! (`client`) beside its [`JsonIdAt`] reader; with feature `lambda` the wiring's
 //! `SecretString`. The trait's `async` methods need `#[async_trait::async_trait]` on the impl
 //! (the integration's own dependency on `async-trait`).
 
-pub use crate::effect::{CallOutcome, LookupOutcome};
+pub use crate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
 pub use crate::fields::Fields;
 #[cfg(feature = "http")]
 pub use crate::idempotency_key::client;
@@ -17,4 +19,4 @@ pub use crate::integration::{Event, Held, Integration, Parsed, Rejection};
 #[cfg(feature = "lambda")]
 pub use crate::lambda::SecretString;
 pub use crate::manual::ManualReason;
-pub use crate::record::{IdempotencyRecord, Labels};
+pub use crate::record::{IdempotencyRecord, Labels, RowColumns};

@@ -201,12 +201,32 @@ impl Gate {
     /// its margin; between sweeps it awaits `sleep(ms)` (the Lambda wiring: `tokio::time::sleep`;
     /// tests: a manual clock moved on). Returns the sweeps' reports added up, and how many ran.
     /// A lost or late run costs only its own sweeps: the next scheduled run starts afresh.
+    /// [`Gate::reconcile_run_each`] with nothing done per sweep.
     pub async fn reconcile_run<S, F>(
         &self,
         index: &dyn InFlightIndex,
         config: &ReconcilerConfig,
         invocation: &Invocation,
         sleep: S,
+    ) -> (ReconcileReport, u32)
+    where
+        S: Fn(u64) -> F,
+        F: std::future::Future<Output = ()>,
+    {
+        self.reconcile_run_each(index, config, invocation, sleep, |_| {})
+            .await
+    }
+
+    /// [`Gate::reconcile_run`], handing each sweep's own report to `each_sweep` as soon as the
+    /// sweep ends: the Lambda wiring emits its counters (EMF) then, so a run killed at its
+    /// function timeout loses only the sweep it was in, not the counts of the sweeps before.
+    pub async fn reconcile_run_each<S, F>(
+        &self,
+        index: &dyn InFlightIndex,
+        config: &ReconcilerConfig,
+        invocation: &Invocation,
+        sleep: S,
+        mut each_sweep: impl FnMut(&ReconcileReport),
     ) -> (ReconcileReport, u32)
     where
         S: Fn(u64) -> F,
@@ -234,7 +254,9 @@ impl Gate {
                     deadline_ms: invocation.deadline_ms,
                 },
             };
-            total.absorb(self.reconcile(index, config, &sweep).await);
+            let report = self.reconcile(index, config, &sweep).await;
+            each_sweep(&report);
+            total.absorb(report);
             sweeps += 1;
         }
         (total, sweeps)

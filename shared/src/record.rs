@@ -195,19 +195,115 @@ pub fn inflight_shard(event_key: &str) -> String {
 /// DynamoDB's item limit ([`crate::store::limits`]).
 pub type Labels = BTreeMap<String, String>;
 
+/// The stored names of the business row's own columns on DynamoDB, named by the integration
+/// ([`crate::integration::Integration::row_columns`]) so that a business table others already
+/// read (a TMS, a ledger) keeps its names. The store learns them where it is built
+/// (`DynamoStore::with_row_columns`, `MemoryStore::with_row_columns`; the Lambda wiring and
+/// gatectl pass the integration's); every other attribute of the row is a label of that name.
+///
+/// A label named like one of these columns would overwrite the row's own attribute, so every
+/// store refuses it ([`crate::store::limits::check_row`]). PostgreSQL keeps its fixed
+/// `business_rows` columns (`source_event`, `effect_id`, `booked_at_ms`; the labels in one
+/// JSON column) whatever the names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RowColumns {
+    /// The partition key of the business table, holding the event key (S). The table is
+    /// created with it: changing it on a deployed table is a new table.
+    pub event_key: &'static str,
+    /// The effect id the server returned (S).
+    pub effect_id: &'static str,
+    /// When the row was written, epoch **milliseconds** (N).
+    pub written_at: &'static str,
+}
+
+impl RowColumns {
+    /// The neutral names, the default: `source_event` (the key every business table of the
+    /// templates already has: a DynamoDB table's key cannot be renamed in place), `effect_id`,
+    /// `written_at`.
+    pub const NEUTRAL: Self = Self {
+        event_key: "source_event",
+        effect_id: "effect_id",
+        written_at: "written_at",
+    };
+
+    /// The names every business row had before the integration named them (issue 22), the
+    /// deployed bookings tables' names. Read when the configured name is absent, so a row
+    /// written by an older gate reads the same; never written unless an integration names its
+    /// columns so.
+    pub const LEGACY: Self = Self {
+        event_key: "source_event",
+        effect_id: "slot_id",
+        written_at: "booked_at",
+    };
+
+    /// The three names: key, effect id, time.
+    pub const fn names(&self) -> [&'static str; 3] {
+        [self.event_key, self.effect_id, self.written_at]
+    }
+
+    /// Whether `name` is one of the three.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names().contains(&name)
+    }
+
+    /// Checks that the names can lay out an item: none empty, all distinct.
+    ///
+    /// # Errors
+    /// A sentence naming the fault (the Lambda wiring reports it as an init error).
+    pub fn validate(&self) -> Result<(), String> {
+        let [key, id, at] = self.names();
+        if key.is_empty() || id.is_empty() || at.is_empty() {
+            return Err(format!(
+                "the business row's column names must not be empty: {self:?}"
+            ));
+        }
+        if key == id || key == at || id == at {
+            return Err(format!(
+                "the business row's column names must be distinct: {self:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that none of the integration's `label_names` ([`crate::Integration::label_names`])
+    /// is one of these column names: such a label is refused on every commit (it would overwrite
+    /// the column), so every new event would go to a person. The Lambda wiring checks it at cold
+    /// start (`gate::lambda::build_gate`, feature `lambda`): an init error instead.
+    ///
+    /// # Errors
+    /// The first label named like a column, with the columns.
+    pub fn validate_labels(&self, label_names: &[&str]) -> Result<(), String> {
+        match label_names.iter().find(|label| self.contains(label)) {
+            Some(label) => Err(format!(
+                "the label {label:?} is named like one of the business row's columns {:?}: \
+                 rename the label or the column (Integration::row_columns)",
+                self.names()
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Default for RowColumns {
+    /// [`RowColumns::NEUTRAL`].
+    fn default() -> Self {
+        Self::NEUTRAL
+    }
+}
+
 /// A row of the business table the commit writes in the same transaction as the record (the TMS
-/// bookings table on the truck-slot path; partition key `source_event` = the event key). On
-/// DynamoDB: `source_event` (S), `effect_id` (S, the effect id), `booked_at` (N, epoch **ms**) and
-/// one string attribute per label.
+/// bookings table on the truck-slot path; partition key = the event key). On DynamoDB: the
+/// integration's [`RowColumns`] (by default `source_event` (S, the event key), `effect_id` (S),
+/// `written_at` (N, epoch **ms**)) and one string attribute per label.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusinessRow {
     /// The event key.
     pub source_event: String,
-    /// The id the side effect returned (the business row keeps it under `store::dynamo::ROW_EFFECT_ID`).
+    /// The id the side effect returned (stored under [`RowColumns::effect_id`]).
     pub effect_id: String,
     /// The integration's labels (usually the record's, see [`BusinessRow::for_record`]).
     pub labels: Labels,
-    /// When the row was written, epoch milliseconds.
+    /// When the row was written, epoch milliseconds (stored under [`RowColumns::written_at`]).
     pub booked_at_ms: i64,
 }
 
@@ -273,6 +369,20 @@ pub fn natural_key_expires_at_s(ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_label_named_like_a_row_column_is_refused_at_start() {
+        let columns = RowColumns::NEUTRAL;
+        assert_eq!(columns.validate_labels(&["invoice", "customer"]), Ok(()));
+        let err = columns
+            .validate_labels(&["invoice", "written_at"])
+            .unwrap_err();
+        assert!(err.contains("\"written_at\""), "{err}");
+        assert!(RowColumns::LEGACY.validate_labels(&["written_at"]).is_ok());
+        assert!(RowColumns::LEGACY
+            .validate_labels(&[RowColumns::LEGACY.effect_id])
+            .is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -166,3 +166,58 @@ async fn failed_requests_are_named_by_their_kind() {
     };
     assert!(why.summary().contains("answer 201 unreadable"), "{why}");
 }
+
+/// A server that departs from the draft (its 422 refuses the operation, not the key): the
+/// override decides that status, the key is sent as by `call`, and every other answer keeps the
+/// draft's table (a 422 without the override is a key mismatch).
+#[tokio::test]
+async fn call_with_sends_the_key_and_lets_a_documented_status_depart() {
+    let refused = raw(
+        "422 Unprocessable Content",
+        "content-type: application/json\r\n",
+        "{}",
+    );
+    let declined = |answer: &client::Received| {
+        (answer.status == 422).then(|| CallOutcome::Declined {
+            status: 422,
+            detail: gate::effect::AnswerDetail::new("the refund was refused"),
+        })
+    };
+    let (base, mut heads) = scripted(refused.clone()).await;
+    let outcome = client::call_with(
+        http().post(format!("{base}/refunds")),
+        "k-422",
+        &JOBS,
+        declined,
+    )
+    .await;
+    assert!(
+        matches!(outcome, CallOutcome::Declined { status: 422, .. }),
+        "{outcome:?}"
+    );
+    let head = heads.recv().await.unwrap().to_ascii_lowercase();
+    assert!(head.contains("idempotency-key: \"k-422\""), "{head}");
+    let (base, _heads) = scripted(refused).await;
+    let outcome = client::call(http().post(format!("{base}/refunds")), "k-422", &JOBS).await;
+    assert!(
+        matches!(outcome, CallOutcome::KeyMismatch(_)),
+        "{outcome:?}"
+    );
+    let (base, _heads) = scripted(raw(
+        "201 Created",
+        "content-type: application/json\r\n",
+        r#"{"id":"re_1"}"#,
+    ))
+    .await;
+    let outcome = client::call_with(
+        http().post(format!("{base}/refunds")),
+        "k-201",
+        &JOBS,
+        declined,
+    )
+    .await;
+    let CallOutcome::Done(effect) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(effect.effect_id, "re_1");
+}

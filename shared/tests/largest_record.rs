@@ -14,8 +14,9 @@ use gate::operator::AuditEntry;
 use gate::record::{
     inflight_shard, record_pk, BusinessRow, IdempotencyRecord, Labels, RecordStatus,
 };
+use gate::store::audit::history_bytes;
 use gate::store::limits::{
-    check_new_event, history_bytes, multi_mark_bytes, record_item_bytes, MAX_AUDIT_ACTION_BYTES,
+    check_new_event, multi_mark_bytes, record_item_bytes, MAX_AUDIT_ACTION_BYTES,
     MAX_AUDIT_DETAIL_BYTES, MAX_AUDIT_WHO_BYTES, MAX_EFFECT_IDS, MAX_EFFECT_ID_BYTES,
     MAX_ERROR_BYTES, MAX_HISTORY_ENTRIES, MAX_ITEM_BYTES, MAX_LEASE_OWNER_BYTES,
 };
@@ -55,7 +56,7 @@ fn reserved(
 
 fn admitted(record: &IdempotencyRecord) -> bool {
     let row = BusinessRow::for_record(record, "", record.created_at_ms);
-    check_new_event(record, &row, None).is_ok()
+    check_new_event(record, &row, None, &gate::record::RowColumns::NEUTRAL).is_ok()
 }
 
 /// The longest request the check admits for the record `at(len)`, if any (a binary search: the

@@ -416,10 +416,9 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         }
     }
 
-    let store: Arc<dyn Store> = options
-        .store
-        .clone()
-        .unwrap_or_else(|| Arc::new(MemoryStore::new()));
+    let store: Arc<dyn Store> = options.store.clone().unwrap_or_else(|| {
+        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS))
+    });
     let manual = Arc::new(MemoryManualQueue::new());
     let mut config = GateConfig::new(INTEGRATION);
     config.server_supports_idempotency_key = scenario.terminal.supports_idempotency_key;

@@ -1,6 +1,7 @@
 //! Choosing the replay's idempotency store: the embedded memory store, DynamoDB at an endpoint
 //! (a moto server for local runs, or real DynamoDB with the caller's credentials), or PostgreSQL
 //! at a connection string (a fresh schema per run).
+//! Each lays the business row out as truck-slot's bookings table (`truck_slot::booking::BOOKING_COLUMNS`).
 
 use std::sync::Arc;
 
@@ -47,7 +48,9 @@ pub async fn build_at(
     database_url: Option<&str>,
 ) -> Result<Arc<dyn Store>, String> {
     match kind {
-        StoreKind::Memory => Ok(Arc::new(MemoryStore::new())),
+        StoreKind::Memory => Ok(Arc::new(
+            MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
+        )),
         StoreKind::Postgres => {
             let url = database_url.ok_or("--store postgres needs --database-url")?;
             let stamp = std::time::SystemTime::now()
@@ -88,7 +91,10 @@ pub async fn build_at(
             create_tables(&client, &idempotency, &bookings)
                 .await
                 .map_err(|e| format!("cannot create the replay tables: {e}"))?;
-            Ok(Arc::new(DynamoStore::new(client, idempotency, bookings)))
+            Ok(Arc::new(
+                DynamoStore::new(client, idempotency, bookings)
+                    .with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
+            ))
         }
     }
 }

@@ -565,7 +565,8 @@ fn outcome_name(o: &RecordOutcome) -> String {
 /// The replay itself, on `time` (driven by [`drive`]; see [`run_blocking`]).
 pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let core = TerminalCore::new(TerminalConfig::default(), time.clock() as Arc<dyn Clock>);
-    let memory = Arc::new(MemoryStore::new());
+    let memory =
+        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS));
     let manual = Arc::new(MemoryManualQueue::new());
     let mut gate_config = GateConfig::new(INTEGRATION);
     gate_config.max_concurrency = config.record_concurrency.max(1);

@@ -621,6 +621,21 @@ impl IdempotencyStore for LostAnswers {
             self.inner.release_lease(pk, owner, now_ms).await
         )
     }
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, gate::store::StoreError> {
+        twice_if!(
+            self,
+            "extend_lease",
+            self.inner
+                .extend_lease(pk, owner, lease_until_ms, now_ms)
+                .await
+        )
+    }
     async fn finish(
         &self,
         pk: &str,
@@ -669,5 +684,9 @@ impl IdempotencyStore for LostAnswers {
         source_event: &str,
     ) -> Result<Option<BusinessRow>, gate::store::StoreError> {
         self.inner.booking(source_event).await
+    }
+
+    fn row_columns(&self) -> gate::record::RowColumns {
+        self.inner.row_columns()
     }
 }

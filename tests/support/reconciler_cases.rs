@@ -288,13 +288,7 @@ pub async fn a_live_lease_is_not_taken(w: &World) {
     let record = w.strand(&body, "inv-slow", T0 + 900_000).await;
     assert_eq!(
         record.lease_until_ms,
-        Some(
-            w.clock.now_ms()
-                + w.gate
-                    .config
-                    .lease_floor_ms
-                    .max(w.gate.config.deadline_margin_ms)
-        ),
+        Some(w.gate.lease_until(w.clock.now_ms())),
         "the lease is the floor from the reserve, not the deadline"
     );
     w.clock.advance_ms(10_000);

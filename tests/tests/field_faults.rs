@@ -38,6 +38,7 @@ async fn every_consumer_write_retried_on_memory() {
             "finish",
             "routed",
             "release_lease",
+            "extend_lease",
             "record_effect_id",
         ],
         usize::MAX,

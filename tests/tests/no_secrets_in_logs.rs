@@ -925,15 +925,31 @@ async fn the_binaries_log_no_secret_at_trace() {
         .collect();
     assert_clean("the manual queue's details", &details.join("\n"));
 
-    // The EMF documents (one per invocation, on stdout) and the published metrics.
+    // The EMF documents (on stdout) and the published metrics. The counters' documents: the
+    // consumer's one per invocation; the reconciler's one per sweep (four), written as each sweep
+    // ends, and the invocation's own flush after the run (its counters left: zeros). Their
+    // `Reconciled` values add up to the run's.
     let emf: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v.get("_aws").is_some())
         .collect();
-    assert!(
-        emf.len() >= 2,
-        "the consumer's and the reconciler's EMF documents: {emf:?}"
+    let counters: Vec<&Value> = emf
+        .iter()
+        .filter(|v| v.get("Reconciled").is_some())
+        .collect();
+    assert_eq!(
+        counters.len(),
+        1 + 4 + 1,
+        "the consumer's document, one per sweep and the reconciler's last flush: {emf:?}"
+    );
+    assert_eq!(
+        counters
+            .iter()
+            .map(|v| v["Reconciled"].as_i64().unwrap_or_default())
+            .sum::<i64>(),
+        run["reconciled"].as_i64().unwrap(),
+        "{emf:?}"
     );
     assert_clean("the EMF documents", &format!("{emf:?}"));
     let cloudwatch = aws_sdk_cloudwatch::Client::new(&sdk_config().await);

@@ -473,9 +473,13 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
     let aws = aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
         .build();
-    let (store, _index) = build_store(&config.lambda.store, &aws)
-        .await
-        .expect("store built, migrated");
+    let (store, _index) = build_store(
+        &config.lambda.store,
+        &aws,
+        gate::record::RowColumns::NEUTRAL,
+    )
+    .await
+    .expect("store built, migrated");
     let clock = Arc::new(ManualClock::new(T0));
     let core = terminal_core(&clock);
     let manual = Arc::new(MemoryManualQueue::new());

@@ -5,6 +5,7 @@
 //! | path | case | DynamoDB requests |
 //! | --- | --- | --- |
 //! | consumer (`Gate::handle_batch`) | new event | `PutItem` (reserve), `PutItem` (the natural key's guard, before the call), `TransactWriteItems` (commit: record and business row) |
+//! | consumer, an integration with no natural key (payments, job-client) | new event | `PutItem` (reserve), `TransactWriteItems` (commit): no guard |
 //! | consumer | duplicate of a finished event | `PutItem` (conflict, the old item comes back through `ALL_OLD`) |
 //! | consumer | duplicate while the first is in flight (live lease) | `PutItem` |
 //! | consumer | same key, other fingerprint (mismatch), first delivery | `PutItem` (conflict), `PutItem` + `UpdateItem` (its routing record: reserve, then `manual`; the manual queue is SQS) |
@@ -287,6 +288,72 @@ async fn a_natural_key_collision_goes_to_a_person_without_a_call() {
     assert_eq!(
         report.records[0].outcome,
         RecordOutcome::Duplicate(RecordStatus::Manual)
+    );
+    assert_eq!(w.take_calls(), ["PutItem"]);
+}
+
+/// An integration with no natural key (as payments and job-client) has no guard: a new event is
+/// the reserve and the commit, two requests, and a duplicate one, as before issue 24.
+struct Unguarded;
+
+#[async_trait]
+impl gate::Integration for Unguarded {
+    fn operation(&self) -> &str {
+        "charge"
+    }
+
+    fn parse(&self, body: &str, _now_ms: i64) -> gate::Parsed {
+        gate::Parsed::Event(gate::Event {
+            key_material: format!("invoice:{body}"),
+            business_fields: serde_json::json!({ "invoice": body }),
+            request: body.as_bytes().to_vec(),
+            labels: Default::default(),
+            ends_at_ms: None,
+            subject: body.to_string(),
+        })
+    }
+
+    async fn call(&self, held: &gate::Held<'_>) -> CallOutcome {
+        CallOutcome::Done(Effect {
+            effect_id: format!("ch_{}", &held.record().event_key[..8]),
+            subject: None,
+        })
+    }
+
+    async fn lookup(&self, _held: &gate::Held<'_>) -> LookupOutcome {
+        LookupOutcome::Transient("no lookup by key".into())
+    }
+
+    fn supports_lookup(&self, _record: &IdempotencyRecord) -> bool {
+        false
+    }
+
+    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
+        None
+    }
+}
+
+#[tokio::test]
+async fn without_a_natural_key_a_new_event_costs_two_calls_and_a_duplicate_one() {
+    let mut w = World::new("unguarded").await;
+    w.gate.integration = Arc::new(Unguarded);
+    let inv = w.invocation("req-1");
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m1", "INV-1")]), &inv)
+        .await;
+    assert!(
+        matches!(report.records[0].outcome, RecordOutcome::Committed { .. }),
+        "{report:?}"
+    );
+    assert_eq!(w.take_calls(), ["PutItem", "TransactWriteItems"]);
+    let report = w
+        .gate
+        .handle_batch(sqs_event(&[("m2", "INV-1")]), &inv)
+        .await;
+    assert_eq!(
+        report.records[0].outcome,
+        RecordOutcome::Duplicate(RecordStatus::Committed)
     );
     assert_eq!(w.take_calls(), ["PutItem"]);
 }

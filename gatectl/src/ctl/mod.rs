@@ -139,17 +139,12 @@ impl Ctl {
         CtlError::store(e, &action, &resource)
     }
 
-    /// A lease token for one write: `gatectl:{user}#{8 hex}`, unique per acquisition.
-    pub fn lease_token(&self) -> String {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        format!("{}#{}", self.who, &id[..8])
-    }
-
+    /// The invocation one command writes as: the core's [`Invocation::new`] with the request id
+    /// `gatectl:{user}`, so its lease token is `gatectl:{user}/{nonce}` (64 random bits, as every
+    /// execution of the functions), unique per command; its deadline the operator's lease
+    /// ([`OPERATOR_LEASE_MS`]) from now.
     fn invocation(&self) -> Invocation {
-        Invocation {
-            request_id: self.lease_token(),
-            deadline_ms: self.now() + OPERATOR_LEASE_MS,
-        }
+        Invocation::new(&self.who, self.now() + OPERATOR_LEASE_MS)
     }
 
     fn need_server(&self, what: &str) -> Result<(), CtlError> {

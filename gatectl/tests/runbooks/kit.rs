@@ -149,13 +149,14 @@ impl<F: Fixture> World<F> {
             "test",
         )
         .expect("targets");
-        let store = gatectl::open_store(&targets, &sdk_config().await)
+        let integration = fixture.integration();
+        let store = gatectl::open_store(&targets, &sdk_config().await, integration.row_columns())
             .await
             .expect("the store gatectl opens");
         let gate = Gate {
             config: targets.gate.clone(),
             store: store.clone(),
-            integration: fixture.integration(),
+            integration,
             manual: Arc::new(SqsManualQueue::new(sqs.clone(), manual_url.clone())),
             clock: clock.clone(),
         };

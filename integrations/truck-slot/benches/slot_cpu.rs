@@ -147,11 +147,10 @@ fn steps(c: &mut Criterion) {
     });
     g.bench_function("booking_to_item", |b| {
         b.iter(|| {
-            booking_to_item(&gate::record::BusinessRow::for_record(
-                black_box(&record),
-                "ECTD-1",
-                NOW_MS,
-            ))
+            booking_to_item(
+                &gate::record::BusinessRow::for_record(black_box(&record), "ECTD-1", NOW_MS),
+                &truck_slot::booking::BOOKING_COLUMNS,
+            )
         })
     });
 
@@ -166,9 +165,10 @@ fn steps(c: &mut Criterion) {
                 NOW_MS,
             );
             let item = record_to_item(&record);
-            let booking = booking_to_item(&gate::record::BusinessRow::for_record(
-                &record, "ECTD-1", NOW_MS,
-            ));
+            let booking = booking_to_item(
+                &gate::record::BusinessRow::for_record(&record, "ECTD-1", NOW_MS),
+                &truck_slot::booking::BOOKING_COLUMNS,
+            );
             (item, booking)
         })
     });

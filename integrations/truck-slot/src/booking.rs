@@ -1,7 +1,18 @@
 //! The TMS booking: the truck-slot path's business row (the TMS bookings table, partition key
 //! `source_event` = the event key), as the commit writes it with the record.
 
-use gate::record::BusinessRow;
+use gate::record::{BusinessRow, RowColumns};
+
+/// The stored names of the TMS bookings table's own columns, as the deployed table has them and
+/// the TMS reads them: `source_event` (the partition key, the event key), `slot_id` (the slot
+/// the terminal issued), `booked_at` (epoch **milliseconds**). Truck-slot's
+/// [`gate::Integration::row_columns`]: a deployed bookings table keeps working with no
+/// migration.
+pub const BOOKING_COLUMNS: RowColumns = RowColumns {
+    event_key: "source_event",
+    effect_id: "slot_id",
+    written_at: "booked_at",
+};
 
 /// A row of the TMS bookings table, read from the gate's generic [`BusinessRow`] (its labels are
 /// the record's: `container`, `terminal`, `window_start`, `window_end`; its effect id is the slot).

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use gate::effect::{CallOutcome, LookupOutcome};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::ManualReason;
-use gate::record::{natural_key_expires_at_s, IdempotencyRecord, Labels, NaturalKey};
+use gate::record::{natural_key_expires_at_s, IdempotencyRecord, Labels, NaturalKey, RowColumns};
 
 use crate::keys::{claim_request, key_material, SLOT_CLAIM};
 use crate::notification::{parse_notification, Notification, RejectReason};
@@ -271,6 +271,11 @@ impl Integration for TruckSlot {
 
     fn label_names(&self) -> &[&'static str] {
         &LABELS
+    }
+
+    /// The TMS bookings table's deployed names ([`crate::booking::BOOKING_COLUMNS`]).
+    fn row_columns(&self) -> RowColumns {
+        crate::booking::BOOKING_COLUMNS
     }
 
     /// `"{equipment number}#{window start}"`, labelled `container` and `window_start`, expiring

@@ -1,4 +1,5 @@
-//! Conformance cases of the lease: take-over rules, release then take-over.
+//! Conformance cases of the lease: take-over rules, release then take-over, the extension before
+//! a call.
 
 use super::*;
 
@@ -177,5 +178,111 @@ pub async fn release_lease_then_take_over(store: Arc<dyn Store>, prefix: &str) {
         .release_lease(&missing, "owner-a", NOW_MS)
         .await
         .expect("release");
+    assert_eq!(store.get(&missing).await.expect("get"), None);
+}
+
+/// `extend_lease` (before a call the lease left would not cover) moves only the lease and
+/// `updated_at`, fenced by the owner token: a stranger is refused and changes nothing; the owner
+/// extends a live lease and one that has run out but was not taken over; the retry of an
+/// extension that landed (its answer lost) is recognised (`true`, the same values); after a
+/// take-over the old holder is refused and the new holder's lease is untouched; a committed
+/// record and a missing one are refused; and a take-over of the extended lease waits for its new
+/// end.
+pub async fn extend_lease_is_fenced_by_the_owner(store: Arc<dyn Store>, prefix: &str) {
+    let store = store.as_ref();
+    let r = sample_record(prefix, "extend", "owner-a", NOW_MS);
+    must_reserve(store, &r, NOW_MS).await;
+    let until = NOW_MS + LEASE_MS;
+
+    let by_stranger = store
+        .extend_lease(&r.pk, "owner-x", until + LEASE_MS, NOW_MS + 1)
+        .await
+        .expect("extend_lease");
+    assert!(!by_stranger, "a stranger extended the lease");
+    assert_eq!(must_get(store, &r.pk).await, r, "a refused extension wrote");
+
+    // A live lease, extended by its owner.
+    let extended_until = NOW_MS + 20_000 + LEASE_MS;
+    assert!(store
+        .extend_lease(&r.pk, "owner-a", extended_until, NOW_MS + 20_000)
+        .await
+        .expect("extend_lease"));
+    let extended = IdempotencyRecord {
+        lease_until_ms: Some(extended_until),
+        updated_at_ms: NOW_MS + 20_000,
+        ..r.clone()
+    };
+    assert_eq!(must_get(store, &r.pk).await, extended);
+
+    // The client's retry of that write (it landed, the answer was lost) meets its own token.
+    assert!(
+        store
+            .extend_lease(&r.pk, "owner-a", extended_until, NOW_MS + 20_000)
+            .await
+            .expect("extend_lease"),
+        "the retry of a landed extension was not recognised"
+    );
+    assert_eq!(must_get(store, &r.pk).await, extended);
+
+    // The old end has passed, the new one not: no take-over.
+    let t = store
+        .take_over(&r.pk, "owner-a", "owner-b", until + 1 + LEASE_MS, until + 1)
+        .await
+        .expect("take_over");
+    assert_eq!(t, TakeOver::Refused, "took over an extended lease");
+
+    // Run out, not taken over: still the owner's, so it may extend.
+    let late = extended_until + 5;
+    assert!(store
+        .extend_lease(&r.pk, "owner-a", late + LEASE_MS, late)
+        .await
+        .expect("extend_lease"));
+    assert_eq!(
+        must_get(store, &r.pk).await.lease_until_ms,
+        Some(late + LEASE_MS)
+    );
+
+    // Taken over after that lease: the old holder's extension is refused, nothing changes.
+    let taken_at = late + LEASE_MS + 1;
+    let taken = match store
+        .take_over(&r.pk, "owner-a", "owner-b", taken_at + LEASE_MS, taken_at)
+        .await
+        .expect("take_over")
+    {
+        TakeOver::Taken(now) => *now,
+        TakeOver::Refused => panic!("take-over of an expired lease refused"),
+    };
+    assert!(!store
+        .extend_lease(&r.pk, "owner-a", taken_at + 2 * LEASE_MS, taken_at + 1)
+        .await
+        .expect("extend_lease"));
+    assert_eq!(must_get(store, &r.pk).await, taken, "the old holder wrote");
+
+    // Committed by the new holder: nobody extends it any more.
+    let booking = BusinessRow::for_record(&taken, "EFFECT-1", taken_at + 2);
+    assert_eq!(
+        store
+            .commit(&r.pk, "owner-b", "EFFECT-1", &booking, taken_at + 2)
+            .await
+            .expect("commit"),
+        CommitOutcome::Committed
+    );
+    let committed = must_get(store, &r.pk).await;
+    assert!(!store
+        .extend_lease(&r.pk, "owner-b", taken_at + 3 + LEASE_MS, taken_at + 3)
+        .await
+        .expect("extend_lease"));
+    assert_eq!(
+        must_get(store, &r.pk).await,
+        committed,
+        "a committed record was extended"
+    );
+
+    // A missing record: refused, nothing created.
+    let missing = format!("{prefix}#no-such-key-extend");
+    assert!(!store
+        .extend_lease(&missing, "owner-a", NOW_MS + LEASE_MS, NOW_MS)
+        .await
+        .expect("extend_lease"));
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }

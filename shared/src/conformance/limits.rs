@@ -3,7 +3,9 @@
 //! [`StoreError::Refused`] and nothing written, so the memory store refuses what DynamoDB refuses.
 
 use super::*;
-use crate::store::limits::{record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES};
+use crate::store::limits::{
+    check_new_event, record_item_bytes, ItemRefusal, MAX_ITEM_BYTES, RESERVED_NAMES,
+};
 use crate::store::GuardOutcome;
 
 /// A reserve whose record has a label named like a store attribute (each of
@@ -86,7 +88,8 @@ pub async fn items_over_the_size_limit_are_refused(store: Arc<dyn Store>, prefix
     assert_eq!(store.get(&wide.pk).await.expect("get"), None);
 }
 
-/// A commit whose business row has a label named like a store attribute (`booked_at`), or a
+/// A commit whose business row has a label named like a store attribute (`booked_at`, a legacy
+/// name of the row's time, read on rows an older gate wrote), or a
 /// guard whose natural-key item has one (`expires_at`), is refused with
 /// [`ItemRefusal::ReservedLabel`] before anything is written: the record stays `in_flight` under
 /// its holder, no row and no natural-key item exist. The same writes with the integration's own
@@ -138,6 +141,52 @@ pub async fn commit_and_guard_refuse_reserved_labels(store: Arc<dyn Store>, pref
         .await
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);
+    assert_eq!(
+        store.booking(&r.event_key).await.expect("booking"),
+        Some(row)
+    );
+}
+
+/// A commit whose business row has a label named like one of the row's own columns as this
+/// store lays them out ([`IdempotencyStore::row_columns`]: by default `source_event`,
+/// `effect_id`, `written_at`; an integration's own names when the store was built with them) is
+/// refused with [`ItemRefusal::ReservedLabel`] before anything is written: a label `written_at`
+/// would overwrite the row's time. The consumer's pre-check ([`check_new_event`] with the same
+/// names) refuses the same row. The row without it is committed and read back whole.
+pub async fn commit_refuses_a_label_named_like_a_row_column(store: Arc<dyn Store>, prefix: &str) {
+    let r = sample_record(prefix, "row-column-labels", "w1#0", NOW_MS);
+    must_reserve(store.as_ref(), &r, NOW_MS).await;
+    let row = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + 1);
+    let columns = store.row_columns();
+    for name in columns.names() {
+        let mut bad = row.clone();
+        bad.labels
+            .insert(name.to_string(), "label value".to_string());
+        let refused = ItemRefusal::ReservedLabel {
+            name: name.to_string(),
+        };
+        assert_eq!(
+            check_new_event(&r, &bad, None, &columns),
+            Err(refused.clone()),
+            "pre-check, label {name}"
+        );
+        assert_eq!(
+            store
+                .commit(&r.pk, "w1#0", "EFFECT-1", &bad, NOW_MS + 1)
+                .await,
+            Err(StoreError::Refused(refused)),
+            "label {name}"
+        );
+        assert_eq!(must_get(store.as_ref(), &r.pk).await, r, "label {name}");
+        assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+    }
+    assert_eq!(
+        store
+            .commit(&r.pk, "w1#0", "EFFECT-1", &row, NOW_MS + 1)
+            .await
+            .expect("commit"),
+        CommitOutcome::Committed
+    );
     assert_eq!(
         store.booking(&r.event_key).await.expect("booking"),
         Some(row)

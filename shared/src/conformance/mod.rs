@@ -10,7 +10,7 @@
 //!
 //! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
 //!
-//! The cases live by concern: `reserve`, `lease` (take-over, release), `guard` (the natural
+//! The cases live by concern: `reserve`, `lease` (take-over, release, extension), `guard` (the natural
 //! key held before the call, signal 4), `commit` (with the business row and effect ids),
 //! `commit_conditions` (the commit's conditions alone and together), `concurrency` (writes that
 //! race), `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is
@@ -180,6 +180,7 @@ macro_rules! __with_conformance_cases {
             commit_not_in_flight,
             concurrent_commit_one_winner,
             release_lease_then_take_over,
+            extend_lease_is_fenced_by_the_owner,
             finish_rules,
             record_effect_id_accumulates,
             finished_records_hold_no_request,
@@ -196,7 +197,9 @@ macro_rules! __with_conformance_cases {
             items_over_the_size_limit_are_refused,
             record_effect_id_keeps_at_most_max_effect_ids,
             commit_and_guard_refuse_reserved_labels,
-            stale_in_flight_paginates
+            commit_refuses_a_label_named_like_a_row_column,
+            stale_in_flight_paginates,
+            stale_in_flight_cursor_outlives_its_record
         }
     };
 }

@@ -250,9 +250,12 @@ impl Gate {
         // reserve with its typed reason and routed to a person once: never a retry loop.
         let row = self.integration.business_row(&fresh, "", now_ms);
         let natural_key = self.integration.natural_key(&fresh, now_ms);
-        if let Err(refusal) =
-            crate::store::limits::check_new_event(&fresh, &row, natural_key.as_ref())
-        {
+        if let Err(refusal) = crate::store::limits::check_new_event(
+            &fresh,
+            &row,
+            natural_key.as_ref(),
+            &self.store.row_columns(),
+        ) {
             return Err(self.route_rejection(refusal.rejection(), d, now_ms).await);
         }
         match reserve(self.store.as_ref(), &fresh, now_ms).await {

@@ -222,13 +222,17 @@ impl Gate {
                 self.hand_over(record, handover, &policy, now_ms, None, d)
                     .await
             }
-            // Step 3, once the natural key is ours (signal 4's guard).
+            // Step 3, once the natural key is ours (signal 4's guard) and the lease left covers
+            // the call and the commit (extended first if not).
             NextStep::Call => match self.guard_natural_key(record, d).await {
                 Some(stop) => stop,
-                None => {
-                    let outcome = claim(self.integration.as_ref(), &held).await;
-                    self.settle_claim(record, outcome, d).await
-                }
+                None => match self.lease_for_call(record, d.owner()).await {
+                    Some(stop) => stop,
+                    None => {
+                        let outcome = claim(self.integration.as_ref(), &held).await;
+                        self.settle_claim(record, outcome, d).await
+                    }
+                },
             },
             NextStep::LookUp {
                 if_not_found,

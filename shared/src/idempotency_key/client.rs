@@ -1,7 +1,9 @@
 //! The reqwest side of the `Idempotency-Key` contract (cargo feature `http`): a client builder
 //! that follows no redirect, an answer read up to [`MAX_ANSWER_BYTES`], a failed request named by
 //! its kind only, and [`call`] / [`lookup`], which send a request and classify what came back
-//! with [`super::classify_call`] / [`super::classify_lookup`].
+//! with [`super::classify_call`] / [`super::classify_lookup`] ([`call_with`] for a server whose
+//! documented statuses depart from the draft). [`exchange`] sends a request as it is: it adds no
+//! `Idempotency-Key`, so a call under a key goes through [`call`] or [`call_with`].
 //!
 //! An integration builds its request (URL, method, body, its own headers such as the bearer
 //! token, which reqwest's `bearer_auth` marks sensitive) and hands it here:
@@ -111,7 +113,9 @@ pub fn failure_of(error: &reqwest::Error, status: Option<u16>) -> RequestFailure
     }
 }
 
-/// Sends `request` and reads its answer, at most [`MAX_ANSWER_BYTES`] of the body.
+/// Sends `request` as it is (no `Idempotency-Key` added: a side effect goes through [`call`] or
+/// [`call_with`], which send the key) and reads its answer, at most [`MAX_ANSWER_BYTES`] of the
+/// body.
 ///
 /// # Errors
 /// The [`RequestFailure`] kind when no whole answer came back.
@@ -155,6 +159,40 @@ pub async fn call<R: AnswerReader + ?Sized>(
     key: &str,
     reader: &R,
 ) -> CallOutcome {
+    call_with(request, key, reader, |_| None).await
+}
+
+/// [`call`] for a server that departs from the draft on statuses its documentation names (a
+/// `422` that refuses the operation rather than the key, a `409` for any reused key): sends
+/// `request` with `Idempotency-Key: "key"` exactly as [`call`] does, then asks `departs` first
+/// about a whole answer. `Some(outcome)` is the server's meaning; `None` hands the answer to the
+/// draft's table ([`classify_call`]). A failed request (no whole answer) is always
+/// [`classify_call_failure`]'s. Keep `departs` to the statuses the server documents.
+///
+/// ```no_run
+/// # async fn example(request: reqwest::RequestBuilder, record: &gate::record::IdempotencyRecord) {
+/// use gate::effect::{AnswerDetail, CallOutcome};
+/// use gate::idempotency_key::{client, JsonIdAt};
+/// const REFUNDS: JsonIdAt = JsonIdAt::new("payments API", "/id");
+/// let outcome = client::call_with(request, &record.op_key, &REFUNDS, |answer| {
+///     (answer.status == 422).then(|| CallOutcome::Declined {
+///         status: 422,
+///         detail: AnswerDetail::new("payments API answered 422: the refund was refused"),
+///     })
+/// })
+/// .await;
+/// # let _ = outcome; }
+/// ```
+pub async fn call_with<R, F>(
+    request: RequestBuilder,
+    key: &str,
+    reader: &R,
+    departs: F,
+) -> CallOutcome
+where
+    R: AnswerReader + ?Sized,
+    F: FnOnce(&Received) -> Option<CallOutcome>,
+{
     let value = match header_value(key) {
         Ok(value) => value,
         Err(why) => {
@@ -165,7 +203,9 @@ pub async fn call<R: AnswerReader + ?Sized>(
         }
     };
     match exchange(request.header(HEADER, value)).await {
-        Ok(received) => classify_call(&received.answer(), reader),
+        Ok(received) => {
+            departs(&received).unwrap_or_else(|| classify_call(&received.answer(), reader))
+        }
         Err(failure) => classify_call_failure(failure, reader),
     }
 }

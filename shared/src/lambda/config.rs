@@ -30,9 +30,7 @@ pub const LEGACY_KEY_RETENTION_VARIABLE: &str = "TERMINAL_KEY_RETENTION_SECONDS"
 
 pub use super::store_config::StoreConfig;
 
-/// What the deadline margin reserves for the commit (and the store calls around it) after the
-/// server calls of one record, milliseconds.
-pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
+pub use crate::gate::COMMIT_ALLOWANCE_MS;
 
 /// The least deadline margin for a record that makes `calls` server calls of at most
 /// `call_timeout_ms` each and then commits, milliseconds: `calls × timeout + COMMIT_ALLOWANCE_MS`.
@@ -155,8 +153,10 @@ pub trait IntegrationConfig: Sized + std::fmt::Debug + Send + Sync + 'static {
 
     /// The longest one call to the side effect's server may take, **milliseconds** (its request
     /// timeout); `DEADLINE_MARGIN_MS` is raised to fit one call and the commit (the reconciler:
-    /// a lookup, a call and the commit), [`min_deadline_margin_ms`]. Default 0 (no raise beyond
-    /// the commit allowance).
+    /// a lookup, a call and the commit), [`min_deadline_margin_ms`], and the gate's
+    /// `GateConfig::call_timeout_ms` (the lease a holder needs left before it calls) is set to
+    /// it. Default 0 (no raise beyond the commit allowance; the lease check keeps the gate's
+    /// 10 s).
     fn call_timeout_ms(&self) -> i64 {
         0
     }
@@ -192,10 +192,16 @@ impl<C: IntegrationConfig> Config<C> {
         let own = Env::new(&lookup);
         let integration = C::from_env(&own, &mut lambda);
         lambda.gate.claim_horizon_ms = lambda.reconciler.claim_horizon_ms();
+        let call_timeout_ms = integration.call_timeout_ms();
         lambda.gate.deadline_margin_ms = lambda
             .gate
             .deadline_margin_ms
-            .max(min_deadline_margin_ms(integration.call_timeout_ms(), 1));
+            .max(min_deadline_margin_ms(call_timeout_ms, 1));
+        // The lease a call needs left (`Gate::lease_for_call`): the integration's request
+        // timeout; the gate's default (10 s) when the integration names none.
+        if call_timeout_ms > 0 {
+            lambda.gate.call_timeout_ms = call_timeout_ms;
+        }
         let mut problems = own.into_problems();
         problems.extend(generic.into_problems());
         if problems.is_empty() {
@@ -412,6 +418,9 @@ mod tests {
         assert_eq!(c.integration.url, "https://jobs.example");
         assert_eq!(c.lambda.gate.claim_horizon_ms, 7_200_000 - 3_600_000);
         assert_eq!(c.lambda.gate.deadline_margin_ms, 12_000);
+        // The lease a call needs left: the integration's 5 s call and the commit.
+        assert_eq!(c.lambda.gate.call_timeout_ms, 5_000);
+        assert_eq!(c.lambda.gate.call_lease_ms(), 5_000 + COMMIT_ALLOWANCE_MS);
         vars.push(("DEADLINE_MARGIN_MS", "1000"));
         let c = Config::<Jobs>::from_env(env(&vars)).unwrap();
         assert_eq!(c.lambda.gate.deadline_margin_ms, 7_000);
@@ -426,6 +435,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(none.lambda.gate.deadline_margin_ms, COMMIT_ALLOWANCE_MS);
+        // No call timeout named: the gate's default server timeout (10 s) for the lease check.
+        assert_eq!(none.lambda.gate.call_timeout_ms, 10_000);
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub use config::{
     min_deadline_margin_ms, Config, IntegrationConfig, LambdaConfig, MetricsConfig, StoreConfig,
     COMMIT_ALLOWANCE_MS,
 };
-pub use emf::init_metrics;
+pub use emf::{emit_sweep, init_metrics};
 pub use env::{fixed_env, secret_arn_valid, ConfigError, ConfigErrors, Env};
 pub use init_error::{report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
 pub use metrics::{handle_metrics, run_metrics};

@@ -21,7 +21,7 @@ use crate::signals::Counts;
 use crate::store::InFlightIndex;
 
 use super::config::{Config, IntegrationConfig};
-use super::emf::init_metrics;
+use super::emf::{emit_sweep, init_metrics};
 use super::init_error::start;
 use super::store::build_store;
 
@@ -113,8 +113,11 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
 }
 
 /// Runs one scheduled reconciler run (a sweep every `config.sweep_interval_ms` within the
-/// one-minute schedule, [`Gate::reconcile_run`]) and returns its sweeps' report; then, on a store
-/// without TTL (PostgreSQL), the purge of expired rows ([`crate::purge`]).
+/// one-minute schedule, [`Gate::reconcile_run_each`]) and returns its sweeps' report; then, on a
+/// store without TTL (PostgreSQL), the purge of expired rows ([`crate::purge`]). Each sweep's
+/// counters are written as soon as it ends through `metrics` ([`super::emf::emit_sweep`]), so a
+/// run killed at its timeout keeps the counts of its finished sweeps; without a collector (a
+/// test) they are emitted to the installed recorder, if any, with the invocation's flush.
 ///
 /// # Errors
 /// None in practice; failures are counted in the report and retried by the next run.
@@ -122,6 +125,7 @@ pub async fn handle_reconcile(
     gate: &Gate,
     index: &dyn InFlightIndex,
     config: &ReconcilerConfig,
+    metrics: Option<&metrics_cloudwatch_embedded::Collector>,
     event: LambdaEvent<ScheduledInput>,
 ) -> Result<ReconcileReport, Error> {
     if let Some(kind) = event.payload.unexpected {
@@ -134,12 +138,18 @@ pub async fn handle_reconcile(
     // Several sweeps a run (every `RECONCILE_SWEEP_INTERVAL_SECONDS` of the one-minute
     // schedule): a stranded record waits at most a sweep interval after its lease ends.
     let (report, sweeps) = gate
-        .reconcile_run(index, config, &invocation, |ms| {
-            tokio::time::sleep(std::time::Duration::from_millis(ms))
-        })
+        .reconcile_run_each(
+            index,
+            config,
+            &invocation,
+            |ms| tokio::time::sleep(std::time::Duration::from_millis(ms)),
+            |sweep| match metrics {
+                Some(collector) => emit_sweep(sweep, collector, std::io::stdout()),
+                None => Counts::of_reconcile(sweep).emit(),
+            },
+        )
         .await;
     tracing::info!(sweeps, ?report, "reconciler run finished");
-    Counts::of_reconcile(&report).emit();
     // A store without TTL (PostgreSQL): expired rows with nothing left to do, after the pass.
     gate.purge_expired(&invocation).await;
     Ok(report)
@@ -208,7 +218,11 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
         .load()
         .await;
     let integration = build.build(config.integration, aws.clone()).await?;
-    let (store, index) = build_store(&config.lambda.store, &aws).await?;
+    integration
+        .row_columns()
+        .validate_labels(integration.label_names())
+        .map_err(|e| Error::from(format!("the integration's label_names: {e}")))?;
+    let (store, index) = build_store(&config.lambda.store, &aws, integration.row_columns()).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();
@@ -281,7 +295,7 @@ pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Resu
     metrics_cloudwatch_embedded::lambda::service::run(
         metrics,
         service_fn(move |event: LambdaEvent<ScheduledInput>| async move {
-            handle_reconcile(gate, index, reconciler, event).await
+            handle_reconcile(gate, index, reconciler, Some(metrics), event).await
         }),
     )
     .await

@@ -10,6 +10,7 @@ use aws_config::SdkConfig;
 use lambda_runtime::Error;
 
 use crate::clock::{Clock, SystemClock};
+use crate::record::RowColumns;
 use crate::store::dynamo::{DynamoIndex, DynamoStore};
 use crate::store::{IdempotencyStore, InFlightIndex, OperatorStore};
 
@@ -19,7 +20,9 @@ use super::store_config::PostgresSettings;
 /// The write path and the read side of one store.
 pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 
-/// The store of `config` with the SDK configuration `aws`, once per cold start: the write path
+/// The store of `config` with the SDK configuration `aws`, once per cold start, the business
+/// row's columns named `columns` (the integration's, [`crate::Integration::row_columns`]; a
+/// DynamoDB table only: PostgreSQL keeps its fixed `business_rows` columns): the write path
 /// and the read side of its idempotency table (`InFlight`, the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`): what the reconciler
 /// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that conditional writes
 /// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
@@ -28,10 +31,14 @@ pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 ///
 /// # Errors
 /// The check failed or could not run; the secret could not be read or holds no connection
-/// string; the migrations failed. Each message names its variable and never holds the
-/// connection string.
-pub async fn build_store(config: &StoreConfig, aws: &SdkConfig) -> Result<Stores, Error> {
-    match open(config, aws).await? {
+/// string; the migrations failed; `columns` cannot lay out an item ([`RowColumns::validate`]).
+/// Each message names its variable and never holds the connection string.
+pub async fn build_store(
+    config: &StoreConfig,
+    aws: &SdkConfig,
+    columns: RowColumns,
+) -> Result<Stores, Error> {
+    match open(config, aws, columns).await? {
         Opened::DynamoDb(store) => {
             let verify = matches!(
                 config,
@@ -67,19 +74,21 @@ pub async fn build_store(config: &StoreConfig, aws: &SdkConfig) -> Result<Stores
 
 /// The store of `config` as an operator's tool (gatectl) uses it: the same adapter, tables or
 /// database the functions of the stack use ([`StoreConfig`], chosen as for [`build_store`]),
-/// with the operator's reads and the audit history ([`OperatorStore`]). Runs neither the
+/// with the operator's reads and the audit history ([`OperatorStore`]), the business row's
+/// columns named `columns` (the integration's, as the functions name them). Runs neither the
 /// cold-start conditional-write check (it writes a canary item) nor the migrations (the
 /// functions' cold start or a deployment runs them).
 ///
 /// # Errors
 /// PostgreSQL: the secret could not be read or holds no connection string, the CA bundle or the
 /// schema name is refused; each message names its variable and never holds the connection
-/// string.
+/// string. `columns` cannot lay out an item ([`RowColumns::validate`]).
 pub async fn open_operator_store(
     config: &StoreConfig,
     aws: &SdkConfig,
+    columns: RowColumns,
 ) -> Result<Arc<dyn OperatorStore>, Error> {
-    Ok(match open(config, aws).await? {
+    Ok(match open(config, aws, columns).await? {
         Opened::DynamoDb(store) => Arc::new(store),
         #[cfg(feature = "postgres")]
         Opened::Postgres(store) => Arc::new(store),
@@ -93,18 +102,25 @@ enum Opened {
     Postgres(crate::store::postgres::PostgresStore),
 }
 
-/// The one place the adapter is chosen from [`StoreConfig`].
-async fn open(config: &StoreConfig, aws: &SdkConfig) -> Result<Opened, Error> {
+/// The one place the adapter is chosen from [`StoreConfig`], and where a DynamoDB store
+/// learns the business row's `columns`.
+async fn open(config: &StoreConfig, aws: &SdkConfig, columns: RowColumns) -> Result<Opened, Error> {
+    columns
+        .validate()
+        .map_err(|e| Error::from(format!("the integration's row_columns: {e}")))?;
     match config {
         StoreConfig::DynamoDb {
             idempotency_table,
             business_table,
             ..
-        } => Ok(Opened::DynamoDb(DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(aws),
-            idempotency_table.clone(),
-            business_table.clone(),
-        ))),
+        } => Ok(Opened::DynamoDb(
+            DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(aws),
+                idempotency_table.clone(),
+                business_table.clone(),
+            )
+            .with_row_columns(columns),
+        )),
         StoreConfig::Postgres(settings) => open_postgres(settings, aws).await,
     }
 }

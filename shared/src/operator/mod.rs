@@ -2,7 +2,8 @@
 //! gate's own code and conditions: the `gatectl` command line calls these.
 //!
 //! * [`Gate::operator_finish`]: take the expired lease over as the operator (a lease token
-//!   `gatectl:{user}#{n}`, unique per acquisition), then settle the effect exactly as the consumer
+//!   `gatectl:{user}/{nonce}`, the nonce 64 random bits drawn per command by
+//!   [`Invocation::new`]), then settle the effect exactly as the consumer
 //!   and the reconciler do (`settle_claim`: the subject check, the fenced commit with the
 //!   business row, a refused commit re-read and acted on);
 //! * [`Gate::operator_cancel`]: take the lease over, then route the record to a person as the gate
@@ -31,7 +32,9 @@ use crate::record::is_routing_record;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::store::{StoreError, TakeOver};
 
-/// The prefix of every lease token an operator's command takes: `gatectl:{user}#{n}`.
+/// The prefix of every lease token an operator's command takes: `gatectl:{user}/{nonce}`
+/// ([`Invocation::new`] with the request id `gatectl:{user}`; `#{n}` after it per record of a
+/// `gatectl reconcile`).
 pub const OPERATOR_OWNER_PREFIX: &str = "gatectl:";
 
 /// How long an operator's lease lasts, **milliseconds**: long enough for a commit or a routing
@@ -168,7 +171,7 @@ impl Gate {
     }
 
     /// The runbook's finish: takes the expired lease of `record` over as the operator
-    /// (`invocation.request_id`, a `gatectl:{user}#{n}` token) and commits `effect` with the
+    /// (`invocation.request_id`, a `gatectl:{user}/{nonce}` token) and commits `effect` with the
     /// business row, through the gate's own settlement of a claim (the effect must be for the
     /// record's subject when the server named one; a refused commit is re-read and acted on as the
     /// consumer would). Returns what happened ([`RecordOutcome::Committed`] when all went well).

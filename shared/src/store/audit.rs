@@ -35,6 +35,26 @@ impl AuditEntry {
     }
 }
 
+/// The size, bytes, of an audit `history` list attribute of `entries` as DynamoDB counts it: the
+/// name, 3 bytes for the list plus 1 per element, and each element a map of 3 bytes plus 1 per
+/// member (`at` a number, [`limits::number_bytes`], and the strings `who`, `action`, `detail`)
+/// with its members' names and values (AWS, DynamoDB Developer Guide, "Item sizes and formats").
+/// Here, beside the line it measures, so that the limits read nothing of the audit log.
+pub fn history_bytes(entries: &[AuditEntry]) -> usize {
+    if entries.is_empty() {
+        return 0;
+    }
+    let entry = |e: &AuditEntry| {
+        3 + 4
+            + "at".len()
+            + limits::number_bytes(e.at_ms)
+            + limits::s("who", &e.who)
+            + limits::s("action", &e.action)
+            + limits::s("detail", &e.detail)
+    };
+    "history".len() + 3 + entries.len() + entries.iter().map(entry).sum::<usize>()
+}
+
 /// A record's audit history (the `history` attribute of its item): at most
 /// [`limits::MAX_HISTORY_ENTRIES`] lines, each [`AuditEntry::bounded`].
 #[async_trait]
@@ -47,4 +67,18 @@ pub trait AuditLog: Send + Sync {
 
     /// The history of record `pk`, oldest first; empty when it has none (or no record).
     async fn history(&self, pk: &str) -> Result<Vec<AuditEntry>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    /// The arrow between the audit log and the limits goes one way: the audit line is bounded by
+    /// the limits, and the limits name nothing of the audit log (no import loop).
+    #[test]
+    fn the_limits_read_nothing_of_the_audit_log() {
+        let limits = include_str!("limits.rs");
+        assert!(
+            !limits.contains("audit::"),
+            "limits.rs refers to the audit log"
+        );
+    }
 }

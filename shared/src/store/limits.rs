@@ -2,9 +2,10 @@
 //! (a label must not take one) and DynamoDB's item size limit, so the memory store refuses what
 //! DynamoDB refuses and a memory-store test cannot pass what production breaks.
 //!
-//! * [`RESERVED_NAMES`]: the attribute names of the store's items (record, business row,
-//!   natural-key item, audit history). A label under one of these names would overwrite the
-//!   store's own attribute or be dropped, so it is refused.
+//! * [`RESERVED_NAMES`]: the attribute names of the store's items (record, natural-key item,
+//!   audit history, the business row's legacy names), and on a business row also its
+//!   [`RowColumns`] (named by the integration). A label under one of these names would
+//!   overwrite the store's own attribute or be dropped, so it is refused.
 //! * [`MAX_ITEM_BYTES`]: DynamoDB's item size limit; [`record_item_bytes`],
 //!   [`row_item_bytes`] and [`natural_key_item_bytes`] size an item the way DynamoDB documents
 //!   it (AWS, Amazon DynamoDB Developer Guide, "Item sizes and formats": the UTF-8 length of every
@@ -18,7 +19,7 @@
 //! until it reaches the dead-letter queue.
 
 use crate::manual::MAX_ITEM_JSON_BYTES;
-use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey};
+use crate::record::{BusinessRow, IdempotencyRecord, Labels, NaturalKey, RowColumns};
 
 /// DynamoDB's item size limit, **bytes**: "400 KB" (AWS, DynamoDB "Service, account, and table
 /// quotas": item size, attribute names and values included), read as 400,000 bytes. The service
@@ -56,11 +57,11 @@ pub const MAX_EFFECT_ID_BYTES: usize = crate::idempotency_key::MAX_EFFECT_ID_CHA
 /// `crate::consumer`), so the set cannot outgrow the record's [`GROWTH_ALLOWANCE_BYTES`].
 pub const MAX_EFFECT_IDS: usize = 16;
 
-/// Most lines a record's audit `history` holds (`crate::store::audit::AuditLog`); an append past
+/// Most lines a record's audit `history` holds (the audit log's); an append past
 /// it is refused ([`ItemRefusal::HistoryFull`]).
 pub const MAX_HISTORY_ENTRIES: usize = 20;
 
-/// Longest `who` of an audit line, **bytes** (cut by [`crate::store::audit::AuditEntry::bounded`]).
+/// Longest `who` of an audit line, **bytes** (the audit line cuts it when it is bounded).
 pub const MAX_AUDIT_WHO_BYTES: usize = 64;
 
 /// Longest `action` of an audit line, **bytes**.
@@ -92,9 +93,11 @@ pub fn bounded_error(text: &str) -> &str {
 }
 
 /// The attribute names of the store's own items, which no label may take: the record's
-/// (`pk` .. `route_pending`, the multi-effect mark, the audit `history`), the business row's
-/// (`source_event`, `effect_id`, `booked_at`) and the natural-key item's (`pk`, `event_key`,
-/// `expires_at`). The DynamoDB codec reads every other string attribute of an item as a label.
+/// (`pk` .. `route_pending`, the multi-effect mark, the audit `history`), the natural-key
+/// item's (`pk`, `event_key`, `expires_at`) and the business row's legacy names
+/// ([`RowColumns::LEGACY`], read on a row an older gate wrote). A business row's label must
+/// not take its [`RowColumns`] either ([`check_row`]). The DynamoDB codec reads every other
+/// string attribute of an item as a label.
 pub const RESERVED_NAMES: [&str; 22] = [
     "pk",
     "event_key",
@@ -110,8 +113,8 @@ pub const RESERVED_NAMES: [&str; 22] = [
     "effect_id",
     "effect_ids",
     // The legacy names: `slot_id`, `slot_ids` (read on items written by an older gate,
-    // `store::dynamo::LEGACY_EFFECT_ID`); the business row's effect id keeps its legacy name
-    // (`store::dynamo::ROW_EFFECT_ID`), and so does the multi-effect mark (legacy `multi_slot`).
+    // `store::dynamo::LEGACY_EFFECT_ID`, and on its business rows: `RowColumns::LEGACY`); the
+    // multi-effect mark keeps its deployed name (`multi_slot`).
     "slot_id",
     "slot_ids",
     "inflight_shard",
@@ -189,11 +192,19 @@ impl ItemRefusal {
 /// # Errors
 /// [`ItemRefusal::ReservedLabel`], [`ItemRefusal::EmptyLabelName`].
 pub fn check_label_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), ItemRefusal> {
+    check_names(names, &[])
+}
+
+/// [`check_label_names`], refusing also the names in `own` (a business row's [`RowColumns`]).
+fn check_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    own: &[&str],
+) -> Result<(), ItemRefusal> {
     for name in names {
         if name.is_empty() {
             return Err(ItemRefusal::EmptyLabelName);
         }
-        if RESERVED_NAMES.contains(&name) {
+        if RESERVED_NAMES.contains(&name) || own.contains(&name) {
             return Err(ItemRefusal::ReservedLabel {
                 name: name.to_string(),
             });
@@ -210,6 +221,15 @@ pub fn check_labels(labels: &Labels) -> Result<(), ItemRefusal> {
     check_label_names(labels.keys().map(String::as_str))
 }
 
+/// [`check_labels`] of a business row's `labels`, refusing also its `columns`' names (a label
+/// `written_at` would overwrite the row's time).
+///
+/// # Errors
+/// As [`check_label_names`].
+pub fn check_row_labels(labels: &Labels, columns: &RowColumns) -> Result<(), ItemRefusal> {
+    check_names(labels.keys().map(String::as_str), &columns.names())
+}
+
 /// The size, bytes, DynamoDB counts for a number attribute's value `n`: one byte per two
 /// significant digits (trailing zeros trimmed), rounded up, plus one (plus one for a sign).
 pub fn number_bytes(n: i64) -> usize {
@@ -218,7 +238,8 @@ pub fn number_bytes(n: i64) -> usize {
     significant.div_ceil(2) + 1 + usize::from(n < 0)
 }
 
-fn s(name: &str, value: &str) -> usize {
+/// The size, bytes, of a string attribute or map member `name` holding `value`.
+pub(crate) fn s(name: &str, value: &str) -> usize {
     name.len() + value.len()
 }
 
@@ -274,12 +295,12 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
     size
 }
 
-/// The size, bytes, of `row` as a DynamoDB item: `source_event`, the effect id (under
-/// its legacy stored name `slot_id`: `store::dynamo::ROW_EFFECT_ID`), `booked_at` and each label.
-pub fn row_item_bytes(row: &BusinessRow) -> usize {
-    s("source_event", &row.source_event)
-        + s("slot_id", &row.effect_id)
-        + n("booked_at", row.booked_at_ms)
+/// The size, bytes, of `row` as a DynamoDB item laid out with `columns`: the event key, the
+/// effect id and the time under their names, and each label.
+pub fn row_item_bytes(row: &BusinessRow, columns: &RowColumns) -> usize {
+    s(columns.event_key, &row.source_event)
+        + s(columns.effect_id, &row.effect_id)
+        + n(columns.written_at, row.booked_at_ms)
         + labels_bytes(&row.labels)
 }
 
@@ -290,24 +311,6 @@ pub fn natural_key_item_bytes(item_pk: &str, event_key: &str, key: &NaturalKey) 
         + s("event_key", event_key)
         + n("expires_at", key.expires_at_s)
         + labels_bytes(&key.labels)
-}
-
-/// The size, bytes, of an audit `history` list attribute of `entries` as DynamoDB counts it: the
-/// name, 3 bytes for the list plus 1 per element, and each element a map of 3 bytes plus 1 per
-/// member (`at` a number, `who`, `action`, `detail` strings) with its members' names and values
-/// (AWS, DynamoDB Developer Guide, "Item sizes and formats").
-pub fn history_bytes(entries: &[crate::store::audit::AuditEntry]) -> usize {
-    if entries.is_empty() {
-        return 0;
-    }
-    let entry = |e: &crate::store::audit::AuditEntry| {
-        3 + 4
-            + n("at", e.at_ms)
-            + s("who", &e.who)
-            + s("action", &e.action)
-            + s("detail", &e.detail)
-    };
-    "history".len() + 3 + entries.len() + entries.iter().map(entry).sum::<usize>()
 }
 
 /// The size, bytes, of the multi-effect mark (legacy stored name `multi_slot`, `"1"`), written
@@ -335,13 +338,14 @@ pub fn check_record(record: &IdempotencyRecord) -> Result<(), ItemRefusal> {
     within(record_item_bytes(record))
 }
 
-/// What a store checks before it writes a business row: its labels and its size.
+/// What a store checks before it writes a business row laid out with `columns`: its labels
+/// (none named like a store attribute or one of `columns`) and its size.
 ///
 /// # Errors
 /// A reserved or empty label name; over [`MAX_ITEM_BYTES`].
-pub fn check_row(row: &BusinessRow) -> Result<(), ItemRefusal> {
-    check_labels(&row.labels)?;
-    within(row_item_bytes(row))
+pub fn check_row(row: &BusinessRow, columns: &RowColumns) -> Result<(), ItemRefusal> {
+    check_row_labels(&row.labels, columns)?;
+    within(row_item_bytes(row, columns))
 }
 
 /// The `pk` of the natural-key item `key` of `record` ([`crate::store::natural_key_pk`]), once
@@ -386,7 +390,8 @@ pub fn record_bytes_at_most(record: &IdempotencyRecord) -> usize {
 }
 
 /// The consumer's check of a new event before its reserve: the record's labels and its largest
-/// later size ([`record_bytes_at_most`]), the business row's labels and size (with
+/// later size ([`record_bytes_at_most`]), the business row's labels and size as laid out with
+/// the store's `columns` (with
 /// [`EFFECT_ID_ALLOWANCE_BYTES`] for the effect id it does not know yet) and the natural-key
 /// item's labels. A refusal is the event's [`ItemRefusal::rejection`]: routed to a person once,
 /// never retried (a store would refuse the same write every time).
@@ -397,11 +402,12 @@ pub fn check_new_event(
     record: &IdempotencyRecord,
     row: &BusinessRow,
     natural_key: Option<&NaturalKey>,
+    columns: &RowColumns,
 ) -> Result<(), ItemRefusal> {
     check_labels(&record.labels)?;
     within(record_bytes_at_most(record))?;
-    check_labels(&row.labels)?;
-    within(row_item_bytes(row) + EFFECT_ID_ALLOWANCE_BYTES)?;
+    check_row_labels(&row.labels, columns)?;
+    within(row_item_bytes(row, columns) + EFFECT_ID_ALLOWANCE_BYTES)?;
     if let Some(key) = natural_key {
         let item_pk = crate::store::natural_key_pk(&record.pk, &record.event_key, key);
         check_natural_key(&item_pk, &record.event_key, key)?;
@@ -444,5 +450,45 @@ mod tests {
             ItemRefusal::EmptyLabelName.rejection().code,
             "label_name_empty"
         );
+    }
+
+    #[test]
+    fn a_row_label_named_like_one_of_its_columns_is_refused() {
+        let custom = RowColumns {
+            event_key: "order",
+            effect_id: "charge",
+            written_at: "charged_at",
+        };
+        for columns in [RowColumns::NEUTRAL, RowColumns::LEGACY, custom] {
+            for name in columns.names() {
+                let labels = Labels::from([(name.to_string(), "x".to_string())]);
+                assert_eq!(
+                    check_row_labels(&labels, &columns),
+                    Err(ItemRefusal::ReservedLabel {
+                        name: name.to_string()
+                    }),
+                    "{name} in {columns:?}"
+                );
+            }
+        }
+        // A custom layout's names are the integration's own on the record and the natural-key
+        // item, and on a row laid out otherwise.
+        let labels = Labels::from([("charged_at".to_string(), "x".to_string())]);
+        assert_eq!(check_labels(&labels), Ok(()));
+        assert_eq!(check_row_labels(&labels, &RowColumns::NEUTRAL), Ok(()));
+    }
+
+    #[test]
+    fn a_row_is_sized_with_its_column_names() {
+        let row = BusinessRow {
+            source_event: "ab".into(),
+            effect_id: "E-1".into(),
+            labels: Labels::from([("who".to_string(), "me".to_string())]),
+            booked_at_ms: 1_749_441_600_000,
+        };
+        // source_event(12)+ab(2) + effect_id(9)+E-1(3) + written_at(10)+5 + who(3)+me(2)
+        assert_eq!(row_item_bytes(&row, &RowColumns::NEUTRAL), 46);
+        // The legacy names (7 and 9 bytes) instead: 3 bytes less.
+        assert_eq!(row_item_bytes(&row, &RowColumns::LEGACY), 43);
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
@@ -53,6 +53,8 @@ pub struct MemoryStore {
     calls: AtomicU64,
     /// Each record's audit history (`crate::store::audit::AuditLog`).
     pub(crate) audit: audit::AuditTable,
+    /// The business row's column names, refused as label names as DynamoDB's layout needs.
+    columns: RowColumns,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -64,9 +66,17 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store, the business row's columns named [`RowColumns::NEUTRAL`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same store with the business row's columns named `columns` (the integration's,
+    /// [`crate::integration::Integration::row_columns`]): a row label named like one of them is
+    /// refused, as the DynamoDB store built with the same names refuses it.
+    pub fn with_row_columns(mut self, columns: RowColumns) -> Self {
+        self.columns = columns;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -186,7 +196,7 @@ impl IdempotencyStore for MemoryStore {
         booking: &BusinessRow,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        limits::check_row(booking).map_err(refused)?;
+        limits::check_row(booking, &self.columns).map_err(refused)?;
         let mut t = self.lock();
         let Some(r) = t.records.get(pk) else {
             return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
@@ -262,6 +272,26 @@ impl IdempotencyStore for MemoryStore {
         }
         t.reindex(pk);
         Ok(())
+    }
+
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut t = self.lock();
+        let Some(r) = t.records.get_mut(pk) else {
+            return Ok(false);
+        };
+        if r.status != RecordStatus::InFlight || r.lease_owner.as_deref() != Some(owner) {
+            return Ok(false);
+        }
+        r.lease_until_ms = Some(lease_until_ms);
+        r.updated_at_ms = now_ms;
+        t.reindex(pk);
+        Ok(true)
     }
 
     async fn finish(
@@ -349,6 +379,10 @@ impl IdempotencyStore for MemoryStore {
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         Ok(self.lock().bookings.get(source_event).cloned())
     }
+
+    fn row_columns(&self) -> RowColumns {
+        self.columns
+    }
 }
 
 #[async_trait]
@@ -365,7 +399,7 @@ impl InFlightIndex for MemoryStore {
         limit: usize,
     ) -> Result<InFlightPage, StoreError> {
         let t = self.lock();
-        Ok(t.index
-            .stale_in_flight(&t.records, shard, created_before_ms, cursor, limit))
+        t.index
+            .stale_in_flight(&t.records, shard, created_before_ms, cursor, limit)
     }
 }

@@ -13,6 +13,7 @@
 //! every adapter: [`limits`].
 
 pub mod audit;
+mod cursor;
 #[cfg(feature = "aws")]
 pub mod dynamo;
 pub mod limits;
@@ -27,7 +28,7 @@ pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
 
-use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 
 /// The result of step 2, the reserve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +194,11 @@ pub struct InFlightPage {
     pub entries: Vec<InFlightEntry>,
     /// Index items of this page that could not be read (none from a store this code wrote).
     pub unreadable: Vec<UnreadableEntry>,
-    /// Pass back to get the next page; `None` on the last page.
+    /// Pass back to get the next page; `None` on the last page. A position in the index's
+    /// order, not a record: the next page starts after it even when its record has left the
+    /// index meanwhile (the reconciler commits a page's records before it asks for the next),
+    /// as DynamoDB's `ExclusiveStartKey` does (conformance case
+    /// `stale_in_flight_cursor_outlives_its_record`).
     pub cursor: Option<String>,
 }
 
@@ -333,6 +338,23 @@ pub trait IdempotencyStore: Send + Sync {
     /// it. Idempotent by nature: a retry of a release that landed meets the same condition.
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError>;
 
+    /// Moves `owner`'s lease on an `in_flight` record to `lease_until_ms` (epoch ms), before a
+    /// server call the lease left would not cover (`Gate::lease_for_call`). Fenced like the
+    /// commit: conditional on `status = in_flight AND lease_owner = :owner`, so a holder whose
+    /// lease was taken over (or whose record was finished) changes nothing: `Ok(false)`. Whether
+    /// the old lease has already run out does not matter: while nobody took it over it is still
+    /// ours, and a take-over racing the extension is conditional on the old lease's end, so one
+    /// of the two is refused. `Ok(true)`: the lease is ours until `lease_until_ms`. A retry of an
+    /// extension that landed (its answer lost) meets the same condition (the item shows our
+    /// token) and writes the same values: `Ok(true)` again.
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+
     /// Ends an `in_flight` record held by `owner` as `failed` or `manual` with `error`, its
     /// routing to a person pending: the stored request becomes `item` (the manual item's JSON),
     /// `route_pending` is set, and the record keeps its lease and its `InFlight` shard until
@@ -382,6 +404,15 @@ pub trait IdempotencyStore: Send + Sync {
 
     /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
+
+    /// The stored names of the business row's columns this store was built with (the
+    /// integration's, [`crate::integration::Integration::row_columns`]): a label named like one
+    /// is refused ([`limits::check_row`]), and the consumer checks a new event against the same
+    /// names before its reserve. Default: [`RowColumns::NEUTRAL`]. A store that wraps another
+    /// returns the inner one's.
+    fn row_columns(&self) -> RowColumns {
+        RowColumns::NEUTRAL
+    }
 
     /// Deletes up to `limit` records whose TTL has passed at `now_ms` (epoch ms; `expires_at <
     /// now` in epoch seconds, as [`IdempotencyRecord::is_expired`]) **and** that have nothing

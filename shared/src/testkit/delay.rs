@@ -68,6 +68,16 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
         self.pause.pause().await;
         self.inner.release_lease(pk, owner, now).await
     }
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        until: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.pause.pause().await;
+        self.inner.extend_lease(pk, owner, until, now).await
+    }
     async fn finish(
         &self,
         pk: &str,
@@ -103,5 +113,9 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.pause.pause().await;
         self.inner.booking(source_event).await
+    }
+
+    fn row_columns(&self) -> crate::record::RowColumns {
+        self.inner.row_columns()
     }
 }

@@ -299,6 +299,19 @@ impl IdempotencyStore for FaultyStore {
             .await
     }
 
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.write(owner, || {
+            self.inner.extend_lease(pk, owner, lease_until_ms, now_ms)
+        })
+        .await
+    }
+
     async fn finish(
         &self,
         pk: &str,
@@ -344,6 +357,10 @@ impl IdempotencyStore for FaultyStore {
 
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.inner.booking(source_event).await
+    }
+
+    fn row_columns(&self) -> crate::record::RowColumns {
+        self.inner.row_columns()
     }
 }
 

@@ -232,7 +232,10 @@ impl Harness {
         };
         let clock = Arc::new(ManualClock::new(config.start_ms));
         let target = setup(seed, Arc::clone(&clock)).await;
-        let memory = Arc::new(MemoryStore::new());
+        // The business row laid out as the integration's functions lay it out: the memory
+        // store refuses the labels DynamoDB built with the same names would.
+        let memory =
+            Arc::new(MemoryStore::new().with_row_columns(target.integration.row_columns()));
         let store = Arc::new(FaultyStore::new(
             memory.clone(),
             seed,

@@ -140,7 +140,7 @@ pub(crate) fn liveness_bound_ms(
         .max()
         .unwrap_or(0);
     schedule.lambda_timeout_ms
-        + gate.lease_floor_ms.max(gate.deadline_margin_ms)
+        + gate.lease_ms()
         + 2 * max_skew
         + reconciler.min_age_ms
         + 2 * TICK_MS
@@ -169,7 +169,7 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
     let shared = Arc::new(Shared::new(
         clock,
         core,
-        Arc::new(MemoryStore::new()),
+        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS)),
         manual,
         INTEGRATION.to_string(),
         terminals.clone(),

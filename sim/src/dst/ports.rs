@@ -340,6 +340,33 @@ impl IdempotencyStore for SimStore {
         }
     }
 
+    /// Parks before and after like every fenced write, with the store's faults (an error, a lost
+    /// answer retried): it runs only when a slow reserve, take-over or store retry (the `slow`
+    /// fault) left the holder less lease than a call and a commit need, so a seed without such
+    /// a delay keeps its schedule.
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.before("extend_lease", false).await?;
+        let store = &self.shared.store;
+        let r = self
+            .pg_attempts("extend_lease", || {
+                store.extend_lease(pk, owner, lease_until_ms, now_ms)
+            })
+            .await?;
+        match self.after("extend_lease:ack", "extend_lease").await {
+            Answer::Delivered => r,
+            Answer::Error => Err(Self::ambiguous_error("extend_lease")),
+            Answer::LostThenRetried | Answer::LostThenRebuilt { .. } => {
+                store.extend_lease(pk, owner, lease_until_ms, now_ms).await
+            }
+        }
+    }
+
     async fn finish(
         &self,
         pk: &str,
@@ -437,6 +464,10 @@ impl IdempotencyStore for SimStore {
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.before("booking", false).await?;
         self.shared.store.booking(source_event).await
+    }
+
+    fn row_columns(&self) -> gate::record::RowColumns {
+        self.shared.store.row_columns()
     }
 }
 

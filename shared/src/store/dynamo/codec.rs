@@ -1,9 +1,13 @@
+//! Past 600 lines only with its unit tests (from `mod tests` on, about 250 lines): the codec is
+//! one concern, and its tests sit beside the layout they pin.
+//!
 //! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`BusinessRow`] as
 //! DynamoDB items and back, a line of a record's audit history ([`AuditEntry`], the list
 //! attribute `history`), and the `InFlight` query's opaque cursor.
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds**; `lease_until`, `created_at`,
-//! `updated_at` and `booked_at` are **epoch milliseconds**.
+//! `updated_at` and the business row's time ([`RowColumns::written_at`]) are **epoch
+//! milliseconds**.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -12,9 +16,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 
 use super::schema::{
-    EFFECT_ID, EFFECT_IDS, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, ROUTE_PENDING_MARK, ROW_EFFECT_ID,
+    EFFECT_ID, EFFECT_IDS, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, ROUTE_PENDING_MARK,
 };
-use crate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus};
+use crate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus, RowColumns};
 use crate::store::audit::AuditEntry;
 use crate::store::{InFlightEntry, StoreError};
 
@@ -170,32 +174,79 @@ pub(crate) fn in_flight_entry_from_item(
     })
 }
 
-/// A business row as a DynamoDB item: `source_event`, [`ROW_EFFECT_ID`] (the effect id), `booked_at`
-/// (epoch **milliseconds**) and one string attribute per label.
-pub fn booking_to_item(booking: &BusinessRow) -> HashMap<String, AttributeValue> {
+/// A business row as a DynamoDB item laid out with `columns` (the integration's names): the
+/// event key (S) under [`RowColumns::event_key`], the effect id (S) under
+/// [`RowColumns::effect_id`], the time (N, epoch **milliseconds**) under
+/// [`RowColumns::written_at`], and one string attribute per label.
+pub fn booking_to_item(
+    booking: &BusinessRow,
+    columns: &RowColumns,
+) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
-        ("source_event".to_string(), s(&booking.source_event)),
-        (ROW_EFFECT_ID.to_string(), s(&booking.effect_id)),
-        ("booked_at".to_string(), num(booking.booked_at_ms)),
+        (columns.event_key.to_string(), s(&booking.source_event)),
+        (columns.effect_id.to_string(), s(&booking.effect_id)),
+        (columns.written_at.to_string(), num(booking.booked_at_ms)),
     ]);
     insert_labels(&mut item, &booking.labels);
     item
 }
 
-/// Reads a business row from a DynamoDB item (the inverse of [`booking_to_item`]): every string
-/// attribute but `source_event` and [`ROW_EFFECT_ID`] is a label.
+/// Reads a business row from a DynamoDB item laid out with `columns` (the inverse of
+/// [`booking_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
+/// `slot_id`, the time under `booked_at`) reads the same: each legacy name is read when the
+/// configured one is absent, or holds another type than its column's while the legacy column is
+/// there (an older row's label of that name: the previous release reserved neither
+/// `written_at` nor an integration's new names; that attribute stays a label). Every other
+/// string attribute (none of the columns read, of the legacy names or of
+/// [`RECORD_ATTRIBUTES`]) is a label.
 ///
 /// # Errors
-/// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
+/// [`StoreError::Corrupt`] when an attribute is missing (under both names) or has the wrong
+/// type.
 pub fn booking_from_item(
     item: &HashMap<String, AttributeValue>,
+    columns: &RowColumns,
 ) -> Result<BusinessRow, StoreError> {
+    let legacy = RowColumns::LEGACY;
+    // The configured name is the column when it holds the column's type. Absent, or holding
+    // another type while the legacy column is there, the row is an older gate's: its column is
+    // the legacy one and the attribute of the configured name one of its labels (the previous
+    // release let a label take `written_at` or an integration's new name).
+    let id_is_column = matches!(item.get(columns.effect_id), Some(AttributeValue::S(_)))
+        || !matches!(item.get(legacy.effect_id), Some(AttributeValue::S(_)));
+    let at_is_column = matches!(item.get(columns.written_at), Some(AttributeValue::N(_)))
+        || !matches!(item.get(legacy.written_at), Some(AttributeValue::N(_)));
+    let effect_id = if id_is_column {
+        req_s(item, columns.effect_id)?
+    } else {
+        req_s(item, legacy.effect_id)?
+    };
+    let written_at = if at_is_column {
+        req_n(item, columns.written_at)?
+    } else {
+        req_n(item, legacy.written_at)?
+    };
+    let mut own: Vec<&str> = vec![columns.event_key];
+    own.extend(id_is_column.then_some(columns.effect_id));
+    own.extend(at_is_column.then_some(columns.written_at));
+    own.extend(legacy.names());
     Ok(BusinessRow {
-        source_event: req_s(item, "source_event")?,
-        effect_id: req_s(item, ROW_EFFECT_ID)?,
-        booked_at_ms: req_n(item, "booked_at")?,
-        labels: labels_of(item, &["source_event", ROW_EFFECT_ID, "booked_at"]),
+        source_event: req_s(item, columns.event_key)?,
+        effect_id,
+        booked_at_ms: written_at,
+        labels: labels_of(item, &own),
     })
+}
+
+/// The effect id of a business row's item laid out with `columns` (the legacy name when the
+/// configured one is absent), if it holds one as a string.
+pub(crate) fn row_effect_id(
+    item: &HashMap<String, AttributeValue>,
+    columns: &RowColumns,
+) -> Option<String> {
+    [columns.effect_id, RowColumns::LEGACY.effect_id]
+        .iter()
+        .find_map(|name| item.get(*name).and_then(|v| v.as_s().ok()).cloned())
 }
 
 /// The attributes of the store's own items; every other string attribute is a label
@@ -216,7 +267,7 @@ pub(crate) fn checked_record_item(
 }
 
 /// Writes each label as a string attribute of its name, never over one of the item's own (the
-/// checked writes refuse such a label first: [`checked_record_item`], `crate::store::limits::check_commit`).
+/// checked writes refuse such a label first: [`checked_record_item`], `crate::store::limits::check_row`).
 fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {
     for (name, value) in labels {
         if !RECORD_ATTRIBUTES.contains(&name.as_str()) {
@@ -452,15 +503,116 @@ mod tests {
     }
 
     #[test]
-    fn the_business_row_keeps_its_deployed_effect_id_name() {
+    fn a_business_row_round_trips_under_the_neutral_names() {
         let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
-        let item = booking_to_item(&row);
-        assert_eq!(item[ROW_EFFECT_ID], s("S1"));
+        let item = booking_to_item(&row, &RowColumns::NEUTRAL);
+        let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+        names.sort_unstable();
         assert_eq!(
-            ROW_EFFECT_ID, "slot_id",
-            "the TMS reads the deployed bookings table by it"
+            names,
+            [
+                "container",
+                "effect_id",
+                "source_event",
+                "terminal",
+                "window_end",
+                "window_start",
+                "written_at"
+            ]
         );
-        assert_eq!(booking_from_item(&item).unwrap(), row);
+        assert_eq!(item["effect_id"], s("S1"));
+        assert_eq!(item["source_event"], s("ab"));
+        assert_eq!(
+            item["written_at"],
+            AttributeValue::N("1749441600000".into())
+        );
+        assert_eq!(booking_from_item(&item, &RowColumns::NEUTRAL).unwrap(), row);
+    }
+
+    /// An integration's own layout: its names are written, nothing under the neutral or
+    /// legacy names, and the item reads back the same row with the same layout.
+    #[test]
+    fn a_business_row_round_trips_under_an_integrations_names() {
+        let columns = RowColumns {
+            event_key: "invoice_event",
+            effect_id: "charge_id",
+            written_at: "charged_at",
+        };
+        let row = BusinessRow::for_record(&record(), "ch_1", 1_749_441_600_000);
+        let item = booking_to_item(&row, &columns);
+        assert_eq!(item["invoice_event"], s("ab"));
+        assert_eq!(item["charge_id"], s("ch_1"));
+        assert_eq!(
+            item["charged_at"],
+            AttributeValue::N("1749441600000".into())
+        );
+        for other in RowColumns::NEUTRAL
+            .names()
+            .into_iter()
+            .chain(LEGACY.names())
+        {
+            assert!(!item.contains_key(other), "{other} is not written");
+        }
+        assert_eq!(item.len(), 3 + row.labels.len());
+        assert_eq!(booking_from_item(&item, &columns).unwrap(), row);
+        // Read with another layout, the key is missing: corrupt, never a guess.
+        assert!(matches!(
+            booking_from_item(&item, &RowColumns::NEUTRAL),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    const LEGACY: RowColumns = RowColumns::LEGACY;
+
+    /// The legacy layout (the deployed bookings tables' names, which an integration may keep)
+    /// writes exactly those names and reads back.
+    #[test]
+    fn the_legacy_layout_writes_the_deployed_names() {
+        assert_eq!(
+            LEGACY.names(),
+            ["source_event", LEGACY_EFFECT_ID, "booked_at"]
+        );
+        let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
+        let item = booking_to_item(&row, &LEGACY);
+        assert_eq!(item["source_event"], s("ab"));
+        assert_eq!(item[LEGACY_EFFECT_ID], s("S1"));
+        assert_eq!(item["booked_at"], AttributeValue::N("1749441600000".into()));
+        assert!(!item.contains_key("effect_id") && !item.contains_key("written_at"));
+        assert_eq!(booking_from_item(&item, &LEGACY).unwrap(), row);
+    }
+
+    /// A row an older gate wrote ([`RowColumns::LEGACY`]) reads the same under the neutral
+    /// names and under an integration's own, with no label named after a legacy column; the
+    /// configured name wins when both are present.
+    #[test]
+    fn a_row_written_by_an_older_gate_reads_under_any_names() {
+        let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
+        let old = booking_to_item(&row, &LEGACY);
+        let custom = RowColumns {
+            event_key: "source_event",
+            effect_id: "charge_id",
+            written_at: "charged_at",
+        };
+        for columns in [RowColumns::NEUTRAL, custom] {
+            assert_eq!(
+                booking_from_item(&old, &columns).unwrap(),
+                row,
+                "{columns:?}"
+            );
+        }
+        let mut both = old.clone();
+        both.insert("effect_id".into(), s("S2"));
+        both.insert("written_at".into(), num(7));
+        let read = booking_from_item(&both, &RowColumns::NEUTRAL).unwrap();
+        assert_eq!((read.effect_id.as_str(), read.booked_at_ms), ("S2", 7));
+        assert_eq!(read.labels, row.labels);
+
+        let mut neither = old;
+        neither.remove(LEGACY.effect_id);
+        assert!(matches!(
+            booking_from_item(&neither, &RowColumns::NEUTRAL),
+            Err(StoreError::Corrupt(m)) if m.contains("effect_id")
+        ));
     }
 
     #[test]

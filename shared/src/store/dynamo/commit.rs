@@ -32,7 +32,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::codec::{booking_to_item, num, record_from_item, s};
+use super::codec::{booking_to_item, num, record_from_item, row_effect_id, s};
 use super::errors::{
     classify_cancellation, map_sdk_error, Cancelled, ItemRole, THROTTLING_CODES,
     TRANSACTION_CONFLICT_BACKOFF_MS,
@@ -122,8 +122,9 @@ impl DynamoStore {
             .map_err(build_error)?;
         let put = Put::builder()
             .table_name(&self.bookings_table)
-            .set_item(Some(booking_to_item(booking)))
-            .condition_expression("attribute_not_exists(source_event)")
+            .set_item(Some(booking_to_item(booking, &self.columns)))
+            .condition_expression("attribute_not_exists(#row_key)")
+            .expression_attribute_names("#row_key", self.columns.event_key)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(build_error)?;
@@ -260,12 +261,15 @@ impl DynamoStore {
                     }
                     return Ok(CommitOutcome::Refused(Box::new(record)));
                 }
-                Cancelled::BookingExists(existing_effect) => {
+                Cancelled::BookingExists(old) => {
+                    let existing_effect = old
+                        .as_ref()
+                        .and_then(|item| row_effect_id(item, &self.columns));
                     return Err(StoreError::Corrupt(format!(
                         "a business row for {} already exists with effect id {}",
                         booking.source_event,
                         existing_effect.as_deref().unwrap_or("?")
-                    )))
+                    )));
                 }
                 Cancelled::Conflict => match backoff.next() {
                     Some(ms) => {

@@ -32,7 +32,7 @@ pub(crate) const THROTTLING_CODES: &[&str] = &[
 pub(crate) enum ItemRole {
     /// The record's update (fenced by the lease).
     Record,
-    /// The business row's put (`attribute_not_exists(source_event)`).
+    /// The business row's put (`attribute_not_exists` of its key).
     Booking,
 }
 
@@ -44,9 +44,10 @@ pub(crate) enum Cancelled {
     NotInFlight {
         item: Option<HashMap<String, AttributeValue>>,
     },
-    /// Only the booking's condition failed: a business row exists for the event; its effect
-    /// id, if the reason carries the old row.
-    BookingExists(Option<String>),
+    /// Only the booking's condition failed: a business row exists for the event; its old item
+    /// (`ALL_OLD`), if the reason carries it (its effect id is read with the store's
+    /// [`crate::record::RowColumns`]).
+    BookingExists(Option<HashMap<String, AttributeValue>>),
     /// Some item met a running transaction (`TransactionConflict`) and no item's condition
     /// failed on the record: nothing was written, the transaction can be sent again.
     Conflict,
@@ -121,12 +122,7 @@ pub(crate) fn classify_cancellation(
         return Cancelled::Invalid(codes);
     }
     if failed(ItemRole::Booking) {
-        let effect = old_item(ItemRole::Booking).and_then(|item| {
-            item.get(super::schema::ROW_EFFECT_ID)
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-        });
-        return Cancelled::BookingExists(effect);
+        return Cancelled::BookingExists(old_item(ItemRole::Booking));
     }
     Cancelled::Other(format!("[{codes}]"))
 }
@@ -242,7 +238,7 @@ mod tests {
         let s = |v: &str| AttributeValue::S(v.to_string());
         match role {
             ItemRole::Record => b.item("pk", s("ect#ab")),
-            ItemRole::Booking => b.item("slot_id", s("EFFECT-OLD")),
+            ItemRole::Booking => b.item("effect_id", s("EFFECT-OLD")),
         }
         .build()
     }
@@ -260,7 +256,14 @@ mod tests {
     fn summary(c: &Cancelled) -> String {
         match c {
             Cancelled::NotInFlight { item } => format!("not_in_flight(item: {})", item.is_some()),
-            Cancelled::BookingExists(effect) => format!("booking_exists({effect:?})"),
+            Cancelled::BookingExists(item) => format!(
+                "booking_exists({:?})",
+                item.as_ref()
+                    .and_then(|item| super::super::codec::row_effect_id(
+                        item,
+                        &crate::record::RowColumns::NEUTRAL
+                    ))
+            ),
             Cancelled::Conflict => "conflict".into(),
             Cancelled::Throttled(_) => "throttled".into(),
             Cancelled::Invalid(_) => "invalid".into(),

@@ -9,12 +9,13 @@
 //!   `inflight_shard` (S), sort key `created_at` (N), projection `INCLUDE`
 //!   [`INFLIGHT_PROJECTED_ATTRIBUTES`], never the request with its secrets) and TTL on
 //!   `expires_at`;
-//! * the business table (the TMS bookings table on the truck-slot path), partition key
-//!   `source_event` (S).
+//! * the business table (the TMS bookings table on the truck-slot path), its columns named by
+//!   the integration ([`RowColumns`], [`DynamoStore::with_row_columns`]; by default partition
+//!   key `source_event` (S), `effect_id`, `written_at`).
 //!
 //! Units, never mixed: `expires_at` is **epoch seconds** (the TTL attribute, compared with
 //! `ms_to_s(now_ms)` in the reserve condition); `lease_until`, `created_at`, `updated_at` and
-//! `booked_at` are **epoch milliseconds**.
+//! the business row's time are **epoch milliseconds**.
 //!
 //! Calls per operation: `reserve` is one `PutItem` (a conflict comes back in the same call through
 //! `ReturnValuesOnConditionCheckFailure=ALL_OLD`; only if the service leaves the old item out of the
@@ -76,9 +77,9 @@ pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
 use errors::{condition_failure_item, is_update_condition_failure};
 pub use index::DynamoIndex;
 pub use schema::{
-    create_tables, EFFECT_ID, EFFECT_IDS, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
-    LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, MULTI_EFFECT_ATTRIBUTE, MULTI_EFFECT_INDEX,
-    MULTI_EFFECT_MARK, ROUTE_PENDING_MARK, ROW_EFFECT_ID,
+    create_tables, create_tables_for, EFFECT_ID, EFFECT_IDS, INFLIGHT_INDEX,
+    INFLIGHT_PROJECTED_ATTRIBUTES, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, MULTI_EFFECT_ATTRIBUTE,
+    MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK, ROUTE_PENDING_MARK,
 };
 use schema::{
     HELD_CONDITION, NO_EFFECT_ID_RECORDED, RELEASE_CONDITION, RESERVE_CONDITION,
@@ -86,7 +87,7 @@ use schema::{
 };
 
 use crate::clock::ms_to_s;
-use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
     InFlightPage, Reservation, StoreError, TakeOver,
@@ -102,6 +103,8 @@ pub struct DynamoStore {
     idempotency_table: String,
     bookings_table: String,
     index: DynamoIndex,
+    /// The business row's column names (the integration's).
+    columns: RowColumns,
     /// Build the commit transaction's items in reverse order (tests of the classification of
     /// its cancellations, which must not depend on the order).
     reverse_commit_items: bool,
@@ -109,7 +112,9 @@ pub struct DynamoStore {
 
 impl DynamoStore {
     /// A store on `idempotency_table` (partition key `pk`, GSI `InFlight`, TTL `expires_at` in
-    /// epoch seconds) and `bookings_table` (partition key `source_event`), through `client`.
+    /// epoch seconds) and `bookings_table`, through `client`, the business row's columns named
+    /// [`RowColumns::NEUTRAL`] (partition key `source_event`) until
+    /// [`DynamoStore::with_row_columns`] names them.
     pub fn new(
         client: Client,
         idempotency_table: impl Into<String>,
@@ -121,8 +126,18 @@ impl DynamoStore {
             client,
             idempotency_table,
             bookings_table: bookings_table.into(),
+            columns: RowColumns::NEUTRAL,
             reverse_commit_items: false,
         }
+    }
+
+    /// The same store with the business row's columns named `columns` (the integration's,
+    /// [`crate::integration::Integration::row_columns`]; the Lambda wiring and gatectl pass
+    /// them): the commit writes the row under these names and the business table's key is
+    /// `columns.event_key`. A row written under [`RowColumns::LEGACY`] still reads.
+    pub fn with_row_columns(mut self, columns: RowColumns) -> Self {
+        self.columns = columns;
+        self
     }
 
     /// The same store, building the commit transaction's items in reverse order (the booking,
@@ -144,7 +159,7 @@ impl DynamoStore {
         &self.bookings_table
     }
 
-    /// The read side of the same table: its `InFlight` and `MultiEffect` indexes.
+    /// The read side of the same table: its `InFlight` and [`MULTI_EFFECT_INDEX`] indexes.
     pub fn index(&self) -> &DynamoIndex {
         &self.index
     }
@@ -154,8 +169,8 @@ impl DynamoStore {
         &self.client
     }
 
-    /// Marks `pk` as holding two or more distinct effect ids (`multi_effect = "1"`, the sparse GSI
-    /// `MultiEffect`). Idempotent.
+    /// Marks `pk` as holding two or more distinct effect ids ([`MULTI_EFFECT_ATTRIBUTE`] `= "1"`, the sparse GSI
+    /// [`MULTI_EFFECT_INDEX`]). Idempotent.
     async fn mark_multi_effect(&self, pk: &str) -> Result<(), StoreError> {
         self.client
             .update_item()
@@ -297,7 +312,7 @@ impl IdempotencyStore for DynamoStore {
 
     /// One `TransactWriteItems` (`commit.rs`) of two items: the record's update (condition
     /// `status = in_flight AND lease_owner = :owner`, `ALL_OLD` on failure) and the booking's put
-    /// (condition `attribute_not_exists(source_event)`), under a `ClientRequestToken` derived
+    /// (condition `attribute_not_exists` of its key, [`RowColumns::event_key`]), under a `ClientRequestToken` derived
     /// from the record, the owner, the effect and the attempt ([`commit_request_token`]): DynamoDB
     /// answers the SDK's retry of an attempt within 10 minutes as the first request (AWS,
     /// `TransactWriteItems`, "ClientRequestToken"). 4 write units (2 per item up to 1 KB). The
@@ -333,7 +348,7 @@ impl IdempotencyStore for DynamoStore {
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
         // What DynamoDB would drop or refuse is refused before any request (`store::limits`).
-        crate::store::limits::check_row(booking).map_err(StoreError::Refused)?;
+        crate::store::limits::check_row(booking, &self.columns).map_err(StoreError::Refused)?;
         self.commit_in_transaction(pk, owner, effect_id, booking, now_ms)
             .await
     }
@@ -377,6 +392,39 @@ impl IdempotencyStore for DynamoStore {
             Ok(_) => Ok(()),
             Err(err) if is_update_condition_failure(&err) => Ok(()),
             Err(err) => Err(map_sdk_error("release_lease (UpdateItem)", err)),
+        }
+    }
+
+    /// One conditional `UpdateItem` setting `lease_until = :until` (epoch ms) on condition
+    /// `status = in_flight AND lease_owner = :owner` (the commit's fence); a failed condition is
+    /// `Ok(false)`. 1 write unit on the table and 1 on `InFlight` (`lease_until` is projected);
+    /// only when the lease left is short. A retry of an extension that landed meets the same
+    /// condition (our token) and writes the same values: `Ok(true)`.
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.idempotency_table)
+            .key("pk", s(pk))
+            .update_expression("SET lease_until = :until, updated_at = :now_ms")
+            .condition_expression(HELD_CONDITION)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":until", num(lease_until_ms))
+            .expression_attribute_values(":now_ms", num(now_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if is_update_condition_failure(&err) => Ok(false),
+            Err(err) => Err(map_sdk_error("extend_lease (UpdateItem)", err)),
         }
     }
 
@@ -473,7 +521,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One `UpdateItem` (`ADD effect_ids`, `ReturnValues=ALL_NEW`); when the set then holds two
-    /// or more ids, a second `UpdateItem` sets `multi_effect = "1"` (the sparse GSI `MultiEffect`).
+    /// or more ids, a second `UpdateItem` sets [`MULTI_EFFECT_ATTRIBUTE`] `= "1"` (the sparse GSI [`MULTI_EFFECT_INDEX`]).
     /// A set that already holds [`crate::store::limits::MAX_EFFECT_IDS`] ids takes no new one
     /// (the condition returns the record as it is).
     /// This path runs only when the server returned another effect id than the committed one.
@@ -547,14 +595,18 @@ impl IdempotencyStore for DynamoStore {
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.consistent_get(
             &self.bookings_table,
-            "source_event",
+            self.columns.event_key,
             source_event,
             "booking (GetItem)",
         )
         .await?
         .as_ref()
-        .map(booking_from_item)
+        .map(|item| booking_from_item(item, &self.columns))
         .transpose()
+    }
+
+    fn row_columns(&self) -> RowColumns {
+        self.columns
     }
 }
 

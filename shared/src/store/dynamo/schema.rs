@@ -1,4 +1,4 @@
-//! The DynamoDB schema of the store: table keys, the sparse indexes (`InFlight`, `MultiEffect`),
+//! The DynamoDB schema of the store: table keys, the sparse indexes (`InFlight`, [`MULTI_EFFECT_INDEX`]),
 //! the marks a record carries, the condition expressions of the conditional writes, and
 //! [`create_tables`] (the tables as `template.yaml` defines them, for tests and local runs).
 
@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 
 use super::errors::map_sdk_error;
+use crate::record::RowColumns;
 use crate::store::StoreError;
 
 /// The name of the sparse GSI over `in_flight` records: partition key `inflight_shard`, sort key
@@ -47,10 +48,6 @@ pub const LEGACY_EFFECT_ID: &str = "slot_id";
 /// older gate holds it. Read as part of the record's ids (the union with [`EFFECT_IDS`]), never
 /// written; every condition that asks for "no id recorded" asks it of both names.
 pub const LEGACY_EFFECT_IDS: &str = "slot_ids";
-
-/// The business row's effect id attribute (S). Kept as the deployed bookings tables have it (the
-/// TMS reads the truck-slot bookings table by this name): docs/DEPLOYING.md, "Stored names".
-pub const ROW_EFFECT_ID: &str = "slot_id";
 
 /// The attribute marking a record that holds two or more distinct effect ids: the partition key
 /// of [`MULTI_EFFECT_INDEX`] (present, [`MULTI_EFFECT_MARK`], only on such records). Its stored
@@ -93,10 +90,11 @@ pub(crate) const NO_EFFECT_ID_RECORDED: &str =
 
 /// Creates the two tables as `template.yaml` defines them, for tests and local runs:
 /// `idempotency_table` (partition key `pk` S, GSI `InFlight` on `inflight_shard` S /
-/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI `MultiEffect` on
-/// `multi_effect` S, `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
-/// `bookings_table` (partition key `source_event` S), both PAY_PER_REQUEST. Tables that already
-/// exist are kept; TTL is enabled if it is not.
+/// `created_at` N with projection `INCLUDE` [`INFLIGHT_PROJECTED_ATTRIBUTES`]; GSI
+/// [`MULTI_EFFECT_INDEX`] on [`MULTI_EFFECT_ATTRIBUTE`] S (their deployed names), `KEYS_ONLY`; TTL on `expires_at` in epoch seconds) and
+/// `bookings_table` (partition key `source_event` S, the key of [`RowColumns::NEUTRAL`] and of
+/// every template's business table), both PAY_PER_REQUEST. Tables that already exist are kept;
+/// TTL is enabled if it is not.
 ///
 /// # Errors
 /// [`StoreError::Unavailable`] (or `Throttled`) when a call fails.
@@ -104,6 +102,26 @@ pub async fn create_tables(
     client: &Client,
     idempotency_table: &str,
     bookings_table: &str,
+) -> Result<(), StoreError> {
+    create_tables_for(
+        client,
+        idempotency_table,
+        bookings_table,
+        &RowColumns::NEUTRAL,
+    )
+    .await
+}
+
+/// [`create_tables`] with the business table keyed by `columns.event_key` (S), for an
+/// integration that names its business row's columns ([`RowColumns`]).
+///
+/// # Errors
+/// As [`create_tables`].
+pub async fn create_tables_for(
+    client: &Client,
+    idempotency_table: &str,
+    bookings_table: &str,
+    columns: &RowColumns,
 ) -> Result<(), StoreError> {
     let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
     let attr = |name: &str, t: ScalarAttributeType| {
@@ -165,8 +183,8 @@ pub async fn create_tables(
         .create_table()
         .table_name(bookings_table)
         .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attr("source_event", ScalarAttributeType::S)?)
-        .key_schema(key("source_event", KeyType::Hash)?)
+        .attribute_definitions(attr(columns.event_key, ScalarAttributeType::S)?)
+        .key_schema(key(columns.event_key, KeyType::Hash)?)
         .send()
         .await;
     ignore_existing(created, "create_tables (bookings)")?;

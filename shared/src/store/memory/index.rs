@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use crate::record::IdempotencyRecord;
-use crate::store::{InFlightEntry, InFlightPage};
+use crate::store::cursor::{decode_cursor, encode_cursor};
+use crate::store::{InFlightEntry, InFlightPage, StoreError};
 
 /// What the indexes hold of one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,9 +107,13 @@ impl Indexes {
     }
 
     /// One page of shard `shard`'s records created before `created_before_ms` (epoch ms), oldest
-    /// first (`created_at`, then `pk`), starting after `cursor` (the `pk` that ended the previous
-    /// page; a cursor that no longer matches, its record gone from the shard, ends the query with
-    /// an empty page), at most `limit` (at least 1). `records` are the store's records, by `pk`.
+    /// first (`created_at`, then `pk`), starting after `cursor` (the position that ended the
+    /// previous page, `store::cursor`: the next page starts there whether or not that
+    /// record is still in the shard), at most `limit` (at least 1). `records` are the store's
+    /// records, by `pk`.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for a cursor this store did not write.
     pub(super) fn stale_in_flight(
         &self,
         records: &BTreeMap<String, IdempotencyRecord>,
@@ -116,25 +121,20 @@ impl Indexes {
         created_before_ms: i64,
         cursor: Option<String>,
         limit: usize,
-    ) -> InFlightPage {
-        let Some(set) = self.in_flight.get(shard) else {
-            return InFlightPage::default();
-        };
-        let start = match cursor {
+    ) -> Result<InFlightPage, StoreError> {
+        let start = match cursor.as_deref().map(decode_cursor).transpose()? {
             None => Bound::Unbounded,
-            Some(pk) => match self.by_pk.get(&pk).and_then(|k| k.in_flight.as_ref()) {
-                Some((s, created_at_ms)) if s == shard && *created_at_ms < created_before_ms => {
-                    Bound::Excluded((*created_at_ms, pk))
-                }
-                _ => return InFlightPage::default(),
-            },
+            Some(after) => Bound::Excluded(after),
+        };
+        let Some(set) = self.in_flight.get(shard) else {
+            return Ok(InFlightPage::default());
         };
         let mut matching = set
             .range((start, Bound::Unbounded))
             .take_while(|(created_at_ms, _)| *created_at_ms < created_before_ms);
         let page: Vec<&(i64, String)> = matching.by_ref().take(limit.max(1)).collect();
         let more = matching.next().is_some();
-        InFlightPage {
+        Ok(InFlightPage {
             entries: page
                 .iter()
                 .filter_map(|(_, pk)| records.get(pk))
@@ -142,9 +142,12 @@ impl Indexes {
                 .collect(),
             unreadable: Vec::new(),
             cursor: more
-                .then(|| page.last().map(|(_, pk)| pk.clone()))
+                .then(|| {
+                    page.last()
+                        .map(|(created_at_ms, pk)| encode_cursor(*created_at_ms, pk))
+                })
                 .flatten(),
-        }
+        })
     }
 }
 
@@ -157,6 +160,7 @@ mod tests {
 
     use super::Indexes;
     use crate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
+    use crate::store::cursor::{decode_cursor, encode_cursor};
     use crate::store::memory::MemoryStore;
     use crate::store::{FinishGuard, IdempotencyStore, InFlightEntry, InFlightIndex, InFlightPage};
 
@@ -408,11 +412,13 @@ mod tests {
             .filter(|r| r.created_at_ms < created_before_ms)
             .collect();
         matching.sort_by(|a, b| (a.created_at_ms, &a.pk).cmp(&(b.created_at_ms, &b.pk)));
-        let start = match cursor {
-            Some(c) => matching
+        // The cursor is a position: the first record after it, whether or not it names one.
+        let start = match cursor.as_deref().map(decode_cursor) {
+            Some(Ok(after)) => matching
                 .iter()
-                .position(|r| r.pk == c)
-                .map_or(matching.len(), |p| p + 1),
+                .position(|r| (r.created_at_ms, r.pk.clone()) > after)
+                .unwrap_or(matching.len()),
+            Some(Err(e)) => panic!("a cursor the store wrote: {e}"),
             None => 0,
         };
         let page: Vec<InFlightEntry> = matching
@@ -422,7 +428,7 @@ mod tests {
             .map(|r| InFlightEntry::from(*r))
             .collect();
         let cursor = if start + page.len() < matching.len() {
-            page.last().map(|r| r.pk.clone())
+            page.last().map(|r| encode_cursor(r.created_at_ms, &r.pk))
         } else {
             None
         };
@@ -433,8 +439,9 @@ mod tests {
         }
     }
 
-    /// Every page of every shard, for a few bounds and page sizes, against the scan; and a
-    /// cursor that names a record no longer in the shard.
+    /// Every page of every shard, for a few bounds and page sizes, against the scan; cursors at
+    /// positions of no record in the shard (the page starts after them); a cursor the store did
+    /// not write (refused as corrupt).
     async fn assert_reads_match_a_scan(store: &MemoryStore, now_ms: i64) {
         let records = store.records();
         let multi = records.iter().filter(|r| r.effect_ids.len() > 1).count();
@@ -457,14 +464,23 @@ mod tests {
                         }
                     }
                 }
-                for stray in [pk(0), pk(1), "it#absent".to_string()] {
-                    let got = store
-                        .stale_in_flight(shard, bound, Some(stray.clone()), 1)
-                        .await
-                        .unwrap();
-                    let want = scanned_page(&records, shard, bound, Some(stray), 1);
-                    assert_eq!((got.entries, got.cursor), (want.entries, want.cursor));
+                // Positions whose record may be anywhere or nowhere: the page starts after them.
+                for stray_pk in [pk(0), pk(1), "it#absent".to_string()] {
+                    for created in [now_ms - 4_000, now_ms - 2_000, now_ms] {
+                        let stray = encode_cursor(created, &stray_pk);
+                        let got = store
+                            .stale_in_flight(shard, bound, Some(stray.clone()), 1)
+                            .await
+                            .unwrap();
+                        let want = scanned_page(&records, shard, bound, Some(stray), 1);
+                        assert_eq!((got.entries, got.cursor), (want.entries, want.cursor));
+                    }
                 }
+                let refused = store.stale_in_flight(shard, bound, Some(pk(0)), 1).await;
+                assert!(
+                    matches!(refused, Err(crate::store::StoreError::Corrupt(_))),
+                    "a cursor the store did not write: {refused:?}"
+                );
             }
         }
     }

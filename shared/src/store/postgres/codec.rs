@@ -161,35 +161,9 @@ impl RecordParams {
     }
 }
 
-/// The `stale_in_flight` cursor: the last entry's `created_at_ms` and `pk`, as
-/// `"{created_at_ms}:{pk}"`.
-pub(crate) fn encode_cursor(created_at_ms: i64, pk: &str) -> String {
-    format!("{created_at_ms}:{pk}")
-}
-
-/// Reads a cursor of [`encode_cursor`]; [`StoreError::Corrupt`] for anything else.
-pub(crate) fn decode_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
-    let (created, pk) = cursor
-        .split_once(':')
-        .ok_or_else(|| corrupt("cursor", "no ':'"))?;
-    let created = created.parse::<i64>().map_err(|e| corrupt("cursor", e))?;
-    Ok((created, pk.to_string()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cursor_round_trips_with_colons_in_the_key() {
-        let c = encode_cursor(1_749_441_600_000, "ect#ab:cd");
-        assert_eq!(
-            decode_cursor(&c).unwrap(),
-            (1_749_441_600_000, "ect#ab:cd".to_string())
-        );
-        assert!(matches!(decode_cursor("nope"), Err(StoreError::Corrupt(_))));
-        assert!(matches!(decode_cursor("x:pk"), Err(StoreError::Corrupt(_))));
-    }
 
     #[test]
     fn labels_round_trip_and_refuse_non_strings() {

@@ -135,6 +135,10 @@ pub(crate) fn map_db_error(op: &str, e: &tokio_postgres::Error) -> StoreError {
         Some(c) if *c == SqlState::UNDEFINED_TABLE => StoreError::Unavailable(format!(
             "{op}: {detail} (run the migrations: PostgresStore::migrate)"
         )),
+        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => StoreError::Unavailable(format!(
+            "{op}: {detail} (the connection string's role lacks a grant on the schema or a \
+             relation)"
+        )),
         _ => StoreError::Unavailable(format!("{op}: {detail}")),
     }
 }
@@ -149,6 +153,18 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
             None => e.to_string(),
         },
     }
+}
+
+/// SQLSTATE `42501` `insufficient_privilege` as [`describe`] renders it in a store error's text.
+const INSUFFICIENT_PRIVILEGE: &str = "(42501):";
+
+/// Whether a store error's text (its `Display`, as the adapter renders the server's error) is
+/// PostgreSQL's refusal of a privilege, SQLSTATE `42501` `insufficient_privilege` (PostgreSQL
+/// documentation, Appendix A): a missing `GRANT` (on the database, the schema or a relation),
+/// not an outage. `gatectl` exits with its permission code on it, as on DynamoDB's
+/// `AccessDenied`.
+pub fn names_insufficient_privilege(text: &str) -> bool {
+    text.contains(INSUFFICIENT_PRIVILEGE)
 }
 
 /// Whether `e` is a unique violation of constraint `constraint`.

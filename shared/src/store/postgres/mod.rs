@@ -71,14 +71,14 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 pub use config::{connection_string_parses, PostgresConfig};
-pub use errors::RETRY_BACKOFF_MS;
+pub use errors::{names_insufficient_privilege, RETRY_BACKOFF_MS};
 pub use operator::SCAN_PAGE_ROWS;
 pub use schema::{check_schema_name, Migration, MIGRATIONS, MIGRATIONS_TABLE};
 pub use tls::{Roots, SslMode};
 
+use crate::store::cursor::{decode_cursor, encode_cursor};
 use codec::{
-    business_row_from_row, decode_cursor, encode_cursor, in_flight_entry_from_row, labels_to_json,
-    record_from_row, RecordParams,
+    business_row_from_row, in_flight_entry_from_row, labels_to_json, record_from_row, RecordParams,
 };
 use errors::{backoff, describe, is_unique_violation, Failure, Verdict};
 use schema::Statements;
@@ -362,7 +362,11 @@ impl IdempotencyStore for PostgresStore {
         booking: &BusinessRow,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError> {
-        crate::store::limits::check_row(booking).map_err(StoreError::Refused)?;
+        // The fixed `business_rows` columns hold no label, but the store refuses what DynamoDB
+        // built with the neutral names refuses (the consumer's pre-check reads the same names:
+        // `IdempotencyStore::row_columns`, the default).
+        crate::store::limits::check_row(booking, &self.row_columns())
+            .map_err(StoreError::Refused)?;
         let row_labels = labels_to_json(&booking.labels);
         let params: [&(dyn ToSql + Sync); 7] = [
             &pk,
@@ -469,6 +473,27 @@ impl IdempotencyStore for PostgresStore {
             .await
             .map_err(|f| Self::err("release_lease", f))?;
         Ok(())
+    }
+
+    /// One conditional `UPDATE` setting `lease_until_ms` on `status = 'in_flight' AND
+    /// lease_owner = :owner` (the commit's fence); `Ok(false)` when it did not apply. A retry of
+    /// an extension that landed meets the same condition and writes the same values.
+    async fn extend_lease(
+        &self,
+        pk: &str,
+        owner: &str,
+        lease_until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let rows = self
+            .query(
+                "extend_lease",
+                &self.sql.extend,
+                &[&pk, &owner, &lease_until_ms, &now_ms],
+            )
+            .await
+            .map_err(|f| Self::err("extend_lease", f))?;
+        Ok(!rows.is_empty())
     }
 
     /// One conditional `UPDATE` on `status = 'in_flight' AND lease_owner = :owner` (and no

@@ -125,6 +125,7 @@ pub(crate) struct Statements {
     pub commit: String,
     pub guard: String,
     pub release: String,
+    pub extend: String,
     pub finish: String,
     pub routed: String,
     pub record_effect_id: String,
@@ -225,6 +226,11 @@ impl Statements {
             release: format!(
                 "UPDATE {t} SET lease_until_ms = 0, updated_at_ms = $3 \
                  WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2"
+            ),
+            // $1 pk, $2 owner, $3 lease until (ms), $4 now (ms).
+            extend: format!(
+                "UPDATE {t} SET lease_until_ms = $3, updated_at_ms = $4 \
+                 WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 RETURNING 1"
             ),
             // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-effect guard.
             finish: format!(

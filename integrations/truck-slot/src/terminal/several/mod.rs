@@ -315,7 +315,10 @@ mod tests {
 
     /// A call that cannot get a permit within the request timeout is transient, sent nowhere; an
     /// unknown terminal is transient without a call.
-    #[tokio::test]
+    /// On paused time: both claims start at the same instant, so the second's wait for the
+    /// permit and the first's call end on the same tick (on the machine's clock a loaded host
+    /// could start the second a millisecond later and hand it the permit the first released).
+    #[tokio::test(start_paused = true)]
     async fn a_call_without_a_free_permit_in_time_is_transient() {
         let slow = counting(300);
         let router = TerminalRouter::new(Duration::from_millis(100)).with("A", slow.clone(), 1);

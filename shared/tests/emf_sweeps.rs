@@ -1,0 +1,143 @@
+//! The reconciler's counters are written after every sweep of a scheduled run
+//! (`gate::lambda::emit_sweep`), not once at its end: a run killed at its function timeout keeps
+//! the counts of the sweeps it finished. On the memory store and a manual clock, three records
+//! stranded so that the sweeps at 0, 30 and 45 s each commit one: four EMF documents, one per
+//! sweep, whose `Reconciled` values are 1, 0, 1, 1 and add up to the run's report.
+#![cfg(feature = "lambda")]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gate::clock::{Clock, ManualClock};
+use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use gate::effect::{CallOutcome, Effect, LookupOutcome};
+use gate::integration::{Event, Held, Integration, Parsed};
+use gate::manual::MemoryManualQueue;
+use gate::reconciler::ReconcilerConfig;
+use gate::record::{IdempotencyRecord, Labels};
+use gate::store::memory::MemoryStore;
+use gate::store::{IdempotencyStore, Reservation};
+
+/// 2026-06-01T06:00:00Z, epoch ms.
+const T0: i64 = 1_780_293_600_000;
+
+/// A server that honours `Idempotency-Key`: every call makes (or replays) job `job-{key}`.
+struct Jobs;
+
+#[async_trait]
+impl Integration for Jobs {
+    fn operation(&self) -> &str {
+        "run-job"
+    }
+
+    fn parse(&self, body: &str, _now_ms: i64) -> Parsed {
+        Parsed::Event(Event {
+            key_material: body.to_string(),
+            business_fields: serde_json::json!({ "job": body }),
+            request: body.as_bytes().to_vec(),
+            labels: Labels::new(),
+            ends_at_ms: None,
+            subject: String::new(),
+        })
+    }
+
+    async fn call(&self, held: &Held<'_>) -> CallOutcome {
+        CallOutcome::Done(Effect {
+            effect_id: format!("job-{}", &held.record().op_key[..8]),
+            subject: None,
+        })
+    }
+
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
+        LookupOutcome::Transient("not asked in this test".into())
+    }
+
+    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
+        None
+    }
+}
+
+/// A worker reserves `body` at `at_ms` (its lease: 15 s) and dies.
+async fn strand(gate: &Gate, store: &MemoryStore, body: &str, at_ms: i64) {
+    let Parsed::Event(event) = gate.integration.parse(body, at_ms) else {
+        panic!("parse")
+    };
+    let keys = derive_keys(&event, "run-job").unwrap();
+    let worker = Invocation {
+        request_id: format!("consumer-{body}#0"),
+        deadline_ms: at_ms + 30_000,
+    };
+    let record = gate.new_record(&event, &keys, &worker, at_ms);
+    assert_eq!(
+        store.reserve(&record, at_ms).await.unwrap(),
+        Reservation::Reserved
+    );
+}
+
+#[tokio::test]
+async fn every_sweep_writes_its_own_counts() {
+    let collector = gate::lambda::init_metrics("emf-sweeps").expect("recorder");
+    let store = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(T0));
+    let gate = Gate {
+        config: GateConfig::new("jobs"),
+        store: store.clone(),
+        integration: Arc::new(Jobs),
+        manual: Arc::new(MemoryManualQueue::new()),
+        clock: clock.clone(),
+    };
+    // Lease ended before the run: the sweep at 0 s. Lease to 16 s: the sweep at 30 s. Created
+    // at 20 s, lease to 35 s: the sweep at 45 s.
+    strand(&gate, &store, "a", T0 - 20_000).await;
+    strand(&gate, &store, "b", T0 + 1_000).await;
+    strand(&gate, &store, "c", T0 + 20_000).await;
+
+    let invocation = Invocation {
+        request_id: "reconciler-1".into(),
+        deadline_ms: T0 + 75_000,
+    };
+    let mut out = Vec::new();
+    let mut documents_after_sweep = Vec::new();
+    let sleep_clock = clock.clone();
+    let (report, sweeps) = gate
+        .reconcile_run_each(
+            store.as_ref(),
+            &ReconcilerConfig::default(),
+            &invocation,
+            move |ms| {
+                sleep_clock.advance_ms(i64::try_from(ms).unwrap());
+                std::future::ready(())
+            },
+            |sweep| {
+                gate::lambda::emit_sweep(sweep, collector, &mut out);
+                documents_after_sweep.push(String::from_utf8_lossy(&out).lines().count());
+            },
+        )
+        .await;
+    assert_eq!(sweeps, 4);
+    assert_eq!(report.reconciled, 3, "{report:?}");
+    // Each sweep's document is out before the next sweep starts.
+    assert_eq!(documents_after_sweep, [1, 2, 3, 4]);
+
+    let text = String::from_utf8(out).unwrap();
+    let reconciled: Vec<i64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("one JSON document a line"))
+        .map(|doc| {
+            assert_eq!(
+                doc["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+                "ExactlyOnceGate"
+            );
+            assert_eq!(doc["Integration"], "emf-sweeps");
+            doc["Reconciled"]
+                .as_i64()
+                .expect("Reconciled, zeros explicit")
+        })
+        .collect();
+    assert_eq!(reconciled, [1, 0, 1, 1]);
+    assert_eq!(
+        reconciled.iter().sum::<i64>(),
+        i64::try_from(report.reconciled).unwrap()
+    );
+    assert_eq!(clock.now_ms(), T0 + 45_000);
+}

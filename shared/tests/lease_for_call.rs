@@ -227,6 +227,10 @@ impl IdempotencyStore for Scripted {
     async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.inner.booking(source_event).await
     }
+
+    fn row_columns(&self) -> gate::record::RowColumns {
+        self.inner.row_columns()
+    }
 }
 
 /// One call as the server saw it: the clock, and the caller's lease owner and lease end as the

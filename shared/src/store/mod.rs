@@ -408,11 +408,10 @@ pub trait IdempotencyStore: Send + Sync {
     /// The stored names of the business row's columns this store was built with (the
     /// integration's, [`crate::integration::Integration::row_columns`]): a label named like one
     /// is refused ([`limits::check_row`]), and the consumer checks a new event against the same
-    /// names before its reserve. Default: [`RowColumns::NEUTRAL`]. A store that wraps another
-    /// returns the inner one's.
-    fn row_columns(&self) -> RowColumns {
-        RowColumns::NEUTRAL
-    }
+    /// names before its reserve. No default: a store that wraps another returns the inner one's,
+    /// and a wrapper that forgot to would otherwise pre-check with other names than its commit
+    /// refuses (the event then refused at the commit instead of before the reserve).
+    fn row_columns(&self) -> RowColumns;
 
     /// Deletes up to `limit` records whose TTL has passed at `now_ms` (epoch ms; `expires_at <
     /// now` in epoch seconds, as [`IdempotencyRecord::is_expired`]) **and** that have nothing

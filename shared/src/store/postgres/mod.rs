@@ -84,7 +84,7 @@ use errors::{backoff, describe, is_unique_violation, Failure, Verdict};
 use schema::Statements;
 
 use crate::clock::ms_to_s;
-use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
+use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
     InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
@@ -364,7 +364,7 @@ impl IdempotencyStore for PostgresStore {
     ) -> Result<CommitOutcome, StoreError> {
         // The fixed `business_rows` columns hold no label, but the store refuses what DynamoDB
         // built with the neutral names refuses (the consumer's pre-check reads the same names:
-        // `IdempotencyStore::row_columns`, the default).
+        // `IdempotencyStore::row_columns`: the neutral names).
         crate::store::limits::check_row(booking, &self.row_columns())
             .map_err(StoreError::Refused)?;
         let row_labels = labels_to_json(&booking.labels);
@@ -633,6 +633,14 @@ impl IdempotencyStore for PostgresStore {
             .await
             .map_err(|f| Self::err("booking", f))?;
         rows.first().map(business_row_from_row).transpose()
+    }
+
+    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
+    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
+    /// labels are refused under the neutral names, as the memory store built by default refuses
+    /// them.
+    fn row_columns(&self) -> RowColumns {
+        RowColumns::NEUTRAL
     }
 }
 

@@ -107,6 +107,14 @@ impl GateConfig {
     }
 }
 
+/// What an extension adds beyond what a call needs ([`GateConfig::call_lease_ms`]),
+/// **milliseconds**: one store attempt (the Lambda wiring's DynamoDB attempt timeout, 3 s), so
+/// that the extension's own round trip does not leave the lease short again. Without it a lease
+/// no longer than what a call needs (a request timeout of 13 s or more against the 15 s floor)
+/// would be extended, found short by the extension's few milliseconds, extended again, and
+/// released: no call ever made by the consumer.
+pub const EXTENSION_HEADROOM_MS: i64 = 3_000;
+
 /// How many extensions a holder writes before one call ([`Gate::lease_for_call`]) when each
 /// answers too late to leave the call and the commit their lease: then it does not call and
 /// releases the record for the redelivery.
@@ -256,8 +264,9 @@ impl Gate {
     /// returned it): whether the lease left covers the call and the commit
     /// ([`GateConfig::call_lease_ms`]). Arithmetic on the clock when it does (the usual case: no
     /// round trip), `None`: call. When it does not (a slow reserve, take-over or guard ate the
-    /// lease), one fenced write moves the lease to [`Gate::lease_until`] of now, or further if a
-    /// call and the commit need more ([`IdempotencyStore::extend_lease`]): extended, the lease
+    /// lease), one fenced write moves the lease to [`Gate::lease_until`] of now, or to what a
+    /// call and the commit need plus [`EXTENSION_HEADROOM_MS`] if that is further
+    /// ([`IdempotencyStore::extend_lease`]): extended, the lease
     /// left is checked again on the clock (a slow store answers the extension late), `None`,
     /// call. Otherwise the outcome that ends the record without a call:
     ///
@@ -297,7 +306,9 @@ impl Gate {
                 warn!(event_key = %record.event_key, left_ms = left, "lease too short for a call after its extensions: not called, released");
                 return Some(self.release(record, owner, why).await);
             }
-            let until = self.lease_until(now).max(now.saturating_add(need));
+            let until = self
+                .lease_until(now)
+                .max(now.saturating_add(need.saturating_add(EXTENSION_HEADROOM_MS)));
             match self.store.extend_lease(&record.pk, owner, until, now).await {
                 Ok(true) => {
                     info!(event_key = %record.event_key, left_ms = left, lease_until_ms = until, "lease too short for a call: extended before calling");

@@ -61,5 +61,7 @@ pub mod strict_json;
 pub mod testkit;
 
 pub use consumer::RecordOutcome;
-pub use gate::{Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS};
+pub use gate::{
+    Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS, EXTENSION_HEADROOM_MS,
+};
 pub use integration::{Event, Held, Integration, Parsed, Rejection};

@@ -67,6 +67,41 @@ fn an_older_row_with_a_label_named_like_a_new_column_still_reads() {
     );
 }
 
+/// The review of the recovered change: an older row (legacy `slot_id`, `booked_at`) with a label
+/// named like the integration's own effect-id column. The layout is decided once for the item,
+/// from its time: the row is the older gate's, so its effect id is `slot_id` and `charge_id`
+/// stays a label (read per attribute, a string `charge_id` passed for the effect id and the real
+/// one was dropped). The commit's cancellation reason reads the same id (`row_effect_id`, through
+/// the same decision).
+#[test]
+fn an_older_rows_label_named_like_the_effect_id_column_stays_a_label() {
+    let item = HashMap::from([
+        ("source_event".to_string(), s("ev-1")),
+        ("slot_id".to_string(), s("E-1")),
+        ("booked_at".to_string(), n(1_749_441_600_000)),
+        ("charge_id".to_string(), s("x")),
+    ]);
+    let row = booking_from_item(&item, &CUSTOM).expect("an older row reads");
+    assert_eq!(row.effect_id, "E-1");
+    assert_eq!(row.booked_at_ms, 1_749_441_600_000);
+    assert_eq!(
+        row.labels,
+        Labels::from([("charge_id".to_string(), "x".to_string())])
+    );
+    // A row of the configured layout is read under it, a legacy-named label kept out.
+    let item = HashMap::from([
+        ("source_event".to_string(), s("ev-2")),
+        ("charge_id".to_string(), s("ch_2")),
+        ("charged_at".to_string(), n(1_749_441_600_001)),
+    ]);
+    let row = booking_from_item(&item, &CUSTOM).expect("a row reads");
+    assert_eq!(
+        (row.effect_id.as_str(), row.booked_at_ms),
+        ("ch_2", 1_749_441_600_001)
+    );
+    assert!(row.labels.is_empty(), "{row:?}");
+}
+
 /// A configured column of the wrong type with no legacy column to fall back on is corrupt,
 /// never a guess.
 #[test]

@@ -306,6 +306,10 @@ struct World {
 }
 
 fn world() -> World {
+    world_with(GateConfig::new("jobs"))
+}
+
+fn world_with(config: GateConfig) -> World {
     let memory = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(T0));
     let store = Arc::new(Scripted::new(memory.clone(), clock.clone()));
@@ -315,7 +319,7 @@ fn world() -> World {
         calls: Mutex::default(),
     });
     let gate = Gate {
-        config: GateConfig::new("jobs"),
+        config,
         store: store.clone(),
         integration: jobs.clone(),
         manual: Arc::new(MemoryManualQueue::new()),
@@ -601,4 +605,33 @@ async fn extensions_that_all_answer_too_late_end_in_a_release_not_a_call() {
     );
     assert_eq!(w.calls().len(), 1);
     assert_eq!(w.calls()[0].1.as_deref(), Some("inv-2#0"));
+}
+
+/// Break (the review of the recovered change): a lease no longer than a call needs (a 12 s floor
+/// against a 10 s call and the 2 s commit) and store round trips of a few milliseconds. An
+/// extension to exactly what a call needs would be short again by its own round trip, extended
+/// again, and released: the consumer would never call. The extension adds
+/// `EXTENSION_HEADROOM_MS`, so one extension suffices and the record commits with one call.
+#[tokio::test]
+async fn a_lease_no_longer_than_a_call_is_extended_once_with_headroom_and_called() {
+    let mut config = GateConfig::new("jobs");
+    config.lease_floor_ms = 12_000;
+    assert_eq!(config.lease_ms(), config.call_lease_ms());
+    let w = world_with(config);
+    w.store.then("reserve", Act::Slow(4));
+    w.store.then("guard", Act::Slow(4));
+    w.store.then("extend_lease", Act::Slow(4));
+    w.store.then("extend_lease", Act::Slow(4));
+    let outcome = w.deliver("i", "inv-1").await;
+    assert!(
+        matches!(outcome, RecordOutcome::Committed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        w.store.seen(),
+        ["reserve", "guard", "extend_lease", "commit"]
+    );
+    // Extended at T0 + 8 ms to a call, the commit and the headroom: 15 s; called 4 ms later.
+    let until = T0 + 8 + 12_000 + gate::EXTENSION_HEADROOM_MS;
+    assert_eq!(w.calls(), [(T0 + 12, Some("inv-1#0".into()), Some(until))]);
 }

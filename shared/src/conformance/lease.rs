@@ -185,7 +185,8 @@ pub async fn release_lease_then_take_over(store: Arc<dyn Store>, prefix: &str) {
 /// `updated_at`, fenced by the owner token: a stranger is refused and changes nothing; the owner
 /// extends a live lease and one that has run out but was not taken over; the retry of an
 /// extension that landed (its answer lost) is recognised (`true`, the same values); after a
-/// take-over the old holder is refused and the new holder's lease is untouched; a committed
+/// take-over the old holder is refused and the new holder's lease is untouched; a released lease
+/// is refused (the holder gave it up) and can be taken over at once; a committed
 /// record and a missing one are refused; and a take-over of the extended lease waits for its new
 /// end.
 pub async fn extend_lease_is_fenced_by_the_owner(store: Arc<dyn Store>, prefix: &str) {
@@ -258,18 +259,55 @@ pub async fn extend_lease_is_fenced_by_the_owner(store: Arc<dyn Store>, prefix: 
         .expect("extend_lease"));
     assert_eq!(must_get(store, &r.pk).await, taken, "the old holder wrote");
 
+    // Released by its holder (a transient failure, an extension that answered an error): an
+    // extension of the same holder landing late (an attempt still queued) does not hold the
+    // record again against the redelivery.
+    store
+        .release_lease(&r.pk, "owner-b", taken_at + 1)
+        .await
+        .expect("release_lease");
+    let released = must_get(store, &r.pk).await;
+    assert_eq!(released.lease_until_ms, Some(0), "{released:?}");
+    assert!(
+        !store
+            .extend_lease(&r.pk, "owner-b", taken_at + 2 * LEASE_MS, taken_at + 1)
+            .await
+            .expect("extend_lease"),
+        "a released lease was extended"
+    );
+    assert_eq!(
+        must_get(store, &r.pk).await,
+        released,
+        "a released lease changed"
+    );
+    let taken = match store
+        .take_over(
+            &r.pk,
+            "owner-b",
+            "owner-b2",
+            taken_at + 1 + LEASE_MS,
+            taken_at + 1,
+        )
+        .await
+        .expect("take_over")
+    {
+        TakeOver::Taken(now) => *now,
+        TakeOver::Refused => panic!("take-over of a released lease refused"),
+    };
+    assert_eq!(taken.lease_owner.as_deref(), Some("owner-b2"));
+
     // Committed by the new holder: nobody extends it any more.
     let booking = BusinessRow::for_record(&taken, "EFFECT-1", taken_at + 2);
     assert_eq!(
         store
-            .commit(&r.pk, "owner-b", "EFFECT-1", &booking, taken_at + 2)
+            .commit(&r.pk, "owner-b2", "EFFECT-1", &booking, taken_at + 2)
             .await
             .expect("commit"),
         CommitOutcome::Committed
     );
     let committed = must_get(store, &r.pk).await;
     assert!(!store
-        .extend_lease(&r.pk, "owner-b", taken_at + 3 + LEASE_MS, taken_at + 3)
+        .extend_lease(&r.pk, "owner-b2", taken_at + 3 + LEASE_MS, taken_at + 3)
         .await
         .expect("extend_lease"));
     assert_eq!(

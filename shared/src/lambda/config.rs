@@ -8,7 +8,7 @@
 //! | `STORE`, `IDEMPOTENCY_TABLE`, `BOOKINGS_TABLE`, `VERIFY_CONDITIONAL_WRITES`, `DATABASE_*` | the store ([`StoreConfig`], `super::store_config`; the business table's name is the first integration's) | | DynamoDB; its tables required |
 //! | `MANUAL_QUEUE_URL` | manual queue URL | | required |
 //! | `KEY_TTL_SECONDS` | record lifetime | seconds | `1814400` (21 days) |
-//! | `LEASE_FLOOR_MS` | the lease from a reserve or take-over (at least the deadline margin: one record's work) | milliseconds | `15000` |
+//! | `LEASE_FLOOR_MS` | the lease from a reserve or take-over (at least the deadline margin: one record's work; raised to the integration's request timeout + 5 s, a call, the commit and an extension, if less) | milliseconds | `15000` |
 //! | `MAX_CONCURRENCY` | records at once per batch (the reconciler: per run) | | `10` |
 //! | `DEADLINE_MARGIN_MS` | no new record this close to the deadline; raised to at least one server call ([`IntegrationConfig::call_timeout_ms`]) + [`COMMIT_ALLOWANCE_MS`] (the reconciler: two calls + the allowance) | milliseconds | `12000` |
 //! | `RECONCILE_MIN_AGE_SECONDS` | reconciler: minimum record age by `created_at` (the lease end selects) | seconds | `0` |
@@ -202,6 +202,15 @@ impl<C: IntegrationConfig> Config<C> {
         if call_timeout_ms > 0 {
             lambda.gate.call_timeout_ms = call_timeout_ms;
         }
+        // A lease shorter than a call, the commit and an extension's round trip would be
+        // extended before every call (one more write per event, and the extension's own round
+        // trip eating the headroom): the floor is raised to cover them, as the deadline margin is.
+        lambda.gate.lease_floor_ms = lambda.gate.lease_floor_ms.max(
+            lambda
+                .gate
+                .call_lease_ms()
+                .saturating_add(crate::gate::EXTENSION_HEADROOM_MS),
+        );
         let mut problems = own.into_problems();
         problems.extend(generic.into_problems());
         if problems.is_empty() {
@@ -421,6 +430,8 @@ mod tests {
         // The lease a call needs left: the integration's 5 s call and the commit.
         assert_eq!(c.lambda.gate.call_timeout_ms, 5_000);
         assert_eq!(c.lambda.gate.call_lease_ms(), 5_000 + COMMIT_ALLOWANCE_MS);
+        // The default floor covers that call, the commit and an extension's round trip.
+        assert_eq!(c.lambda.gate.lease_floor_ms, 15_000);
         vars.push(("DEADLINE_MARGIN_MS", "1000"));
         let c = Config::<Jobs>::from_env(env(&vars)).unwrap();
         assert_eq!(c.lambda.gate.deadline_margin_ms, 7_000);
@@ -437,6 +448,30 @@ mod tests {
         assert_eq!(none.lambda.gate.deadline_margin_ms, COMMIT_ALLOWANCE_MS);
         // No call timeout named: the gate's default server timeout (10 s) for the lease check.
         assert_eq!(none.lambda.gate.call_timeout_ms, 10_000);
+    }
+
+    /// A lease floor set below what a call needs (the call, the commit, an extension's round
+    /// trip) is raised to it: otherwise every record would be extended before its call.
+    #[test]
+    fn a_lease_floor_below_a_call_is_raised_to_cover_it() {
+        let mut vars = BASE.to_vec();
+        vars.push(("JOB_SERVER_URL", "https://jobs.example"));
+        vars.push(("LEASE_FLOOR_MS", "1000"));
+        let c = Config::<Jobs>::from_env(env(&vars)).unwrap();
+        // 5 s call + 2 s commit + 3 s extension headroom.
+        assert_eq!(c.lambda.gate.lease_floor_ms, 10_000);
+        assert_eq!(
+            c.lambda.gate.lease_ms(),
+            12_000,
+            "the deadline margin is longer"
+        );
+        vars.pop();
+        vars.push(("LEASE_FLOOR_MS", "40000"));
+        let c = Config::<Jobs>::from_env(env(&vars)).unwrap();
+        assert_eq!(
+            c.lambda.gate.lease_floor_ms, 40_000,
+            "a longer floor is kept"
+        );
     }
 
     #[test]

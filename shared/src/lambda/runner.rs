@@ -218,11 +218,14 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
         .load()
         .await;
     let integration = build.build(config.integration, aws.clone()).await?;
-    integration
+    let (store, index) = build_store(&config.lambda.store, &aws, integration.row_columns()).await?;
+    // Against the names the store refuses on every commit (DynamoDB: the integration's;
+    // PostgreSQL: the neutral ones, its fixed columns), not the integration's alone: a label
+    // refused only there would send every new event to a person.
+    store
         .row_columns()
         .validate_labels(integration.label_names())
         .map_err(|e| Error::from(format!("the integration's label_names: {e}")))?;
-    let (store, index) = build_store(&config.lambda.store, &aws, integration.row_columns()).await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();

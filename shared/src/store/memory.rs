@@ -285,7 +285,10 @@ impl IdempotencyStore for MemoryStore {
         let Some(r) = t.records.get_mut(pk) else {
             return Ok(false);
         };
-        if r.status != RecordStatus::InFlight || r.lease_owner.as_deref() != Some(owner) {
+        if r.status != RecordStatus::InFlight
+            || r.lease_owner.as_deref() != Some(owner)
+            || r.lease_until_ms == Some(0)
+        {
             return Ok(false);
         }
         r.lease_until_ms = Some(lease_until_ms);

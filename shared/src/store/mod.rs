@@ -341,7 +341,11 @@ pub trait IdempotencyStore: Send + Sync {
     /// Moves `owner`'s lease on an `in_flight` record to `lease_until_ms` (epoch ms), before a
     /// server call the lease left would not cover (`Gate::lease_for_call`). Fenced like the
     /// commit: conditional on `status = in_flight AND lease_owner = :owner`, so a holder whose
-    /// lease was taken over (or whose record was finished) changes nothing: `Ok(false)`. Whether
+    /// lease was taken over (or whose record was finished) changes nothing: `Ok(false)`; and on
+    /// a lease not released (`lease_until <> 0`, [`IdempotencyStore::release_lease`]), so an
+    /// extension that lands after its holder gave up on it (an SDK attempt still queued when
+    /// the call returned an error and the holder released) does not hold the record again
+    /// against the redelivery: `Ok(false)`. Whether
     /// the old lease has already run out does not matter: while nobody took it over it is still
     /// ours, and a take-over racing the extension is conditional on the old lease's end, so one
     /// of the two is refused. `Ok(true)`: the lease is ours until `lease_until_ms`. A retry of an

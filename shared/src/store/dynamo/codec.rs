@@ -193,60 +193,58 @@ pub fn booking_to_item(
 
 /// Reads a business row from a DynamoDB item laid out with `columns` (the inverse of
 /// [`booking_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
-/// `slot_id`, the time under `booked_at`) reads the same: each legacy name is read when the
-/// configured one is absent, or holds another type than its column's while the legacy column is
-/// there (an older row's label of that name: the previous release reserved neither
-/// `written_at` nor an integration's new names; that attribute stays a label). Every other
-/// string attribute (none of the columns read, of the legacy names or of
+/// `slot_id`, the time under `booked_at`) reads the same. Such a row is recognised when the
+/// item's time under the configured name is absent (or not a number) while the legacy
+/// `booked_at` is a number: then the whole row is read under the legacy names, and an attribute
+/// of a configured name is one of its labels (the previous release reserved neither
+/// `written_at` nor an integration's new names). One decision for the item, from its time
+/// column ([`row_layout`]): a label of the legacy row named like the configured effect id stays a
+/// label. Every other string attribute (none of the columns read, of the legacy names or of
 /// [`RECORD_ATTRIBUTES`]) is a label.
 ///
 /// # Errors
-/// [`StoreError::Corrupt`] when an attribute is missing (under both names) or has the wrong
-/// type.
+/// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
 pub fn booking_from_item(
     item: &HashMap<String, AttributeValue>,
     columns: &RowColumns,
 ) -> Result<BusinessRow, StoreError> {
-    let legacy = RowColumns::LEGACY;
-    // The configured name is the column when it holds the column's type. Absent, or holding
-    // another type while the legacy column is there, the row is an older gate's: its column is
-    // the legacy one and the attribute of the configured name one of its labels (the previous
-    // release let a label take `written_at` or an integration's new name).
-    let id_is_column = matches!(item.get(columns.effect_id), Some(AttributeValue::S(_)))
-        || !matches!(item.get(legacy.effect_id), Some(AttributeValue::S(_)));
-    let at_is_column = matches!(item.get(columns.written_at), Some(AttributeValue::N(_)))
-        || !matches!(item.get(legacy.written_at), Some(AttributeValue::N(_)));
-    let effect_id = if id_is_column {
-        req_s(item, columns.effect_id)?
-    } else {
-        req_s(item, legacy.effect_id)?
-    };
-    let written_at = if at_is_column {
-        req_n(item, columns.written_at)?
-    } else {
-        req_n(item, legacy.written_at)?
-    };
-    let mut own: Vec<&str> = vec![columns.event_key];
-    own.extend(id_is_column.then_some(columns.effect_id));
-    own.extend(at_is_column.then_some(columns.written_at));
-    own.extend(legacy.names());
+    let layout = row_layout(item, columns);
+    let mut own: Vec<&str> = layout.names().to_vec();
+    own.extend(RowColumns::LEGACY.names());
     Ok(BusinessRow {
-        source_event: req_s(item, columns.event_key)?,
-        effect_id,
-        booked_at_ms: written_at,
+        source_event: req_s(item, layout.event_key)?,
+        effect_id: req_s(item, layout.effect_id)?,
+        booked_at_ms: req_n(item, layout.written_at)?,
         labels: labels_of(item, &own),
     })
 }
 
-/// The effect id of a business row's item laid out with `columns` (the legacy name when the
-/// configured one is absent), if it holds one as a string.
+/// The names a business row's `item` is laid out with: `columns`, or, for a row an older gate
+/// wrote (no number under `columns.written_at`, a number under the legacy `booked_at`),
+/// [`RowColumns::LEGACY`] with `columns`' key (the table's key is never renamed).
+fn row_layout(item: &HashMap<String, AttributeValue>, columns: &RowColumns) -> RowColumns {
+    let legacy = RowColumns::LEGACY;
+    let older = !matches!(item.get(columns.written_at), Some(AttributeValue::N(_)))
+        && matches!(item.get(legacy.written_at), Some(AttributeValue::N(_)));
+    if older {
+        RowColumns {
+            event_key: columns.event_key,
+            ..legacy
+        }
+    } else {
+        *columns
+    }
+}
+
+/// The effect id of a business row's item laid out with `columns` (or, an older gate's row, the
+/// legacy names: [`row_layout`]), if it holds one as a string.
 pub(crate) fn row_effect_id(
     item: &HashMap<String, AttributeValue>,
     columns: &RowColumns,
 ) -> Option<String> {
-    [columns.effect_id, RowColumns::LEGACY.effect_id]
-        .iter()
-        .find_map(|name| item.get(*name).and_then(|v| v.as_s().ok()).cloned())
+    item.get(row_layout(item, columns).effect_id)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
 }
 
 /// The attributes of the store's own items; every other string attribute is a label

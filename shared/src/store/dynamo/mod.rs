@@ -82,7 +82,7 @@ pub use schema::{
     MULTI_EFFECT_INDEX, MULTI_EFFECT_MARK, ROUTE_PENDING_MARK,
 };
 use schema::{
-    HELD_CONDITION, NO_EFFECT_ID_RECORDED, RELEASE_CONDITION, RESERVE_CONDITION,
+    EXTEND_CONDITION, HELD_CONDITION, NO_EFFECT_ID_RECORDED, RELEASE_CONDITION, RESERVE_CONDITION,
     TAKE_OVER_CONDITION,
 };
 
@@ -396,8 +396,8 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One conditional `UpdateItem` setting `lease_until = :until` (epoch ms) on condition
-    /// `status = in_flight AND lease_owner = :owner` (the commit's fence); a failed condition is
-    /// `Ok(false)`. 1 write unit on the table and 1 on `InFlight` (`lease_until` is projected);
+    /// `status = in_flight AND lease_owner = :owner` (the commit's fence) and a lease not
+    /// released (`lease_until <> 0`); a failed condition is `Ok(false)`. 1 write unit on the table and 1 on `InFlight` (`lease_until` is projected);
     /// only when the lease left is short. A retry of an extension that landed meets the same
     /// condition (our token) and writes the same values: `Ok(true)`.
     async fn extend_lease(
@@ -413,10 +413,11 @@ impl IdempotencyStore for DynamoStore {
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression("SET lease_until = :until, updated_at = :now_ms")
-            .condition_expression(HELD_CONDITION)
+            .condition_expression(EXTEND_CONDITION)
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":released", num(0))
             .expression_attribute_values(":until", num(lease_until_ms))
             .expression_attribute_values(":now_ms", num(now_ms))
             .send()

@@ -230,7 +230,8 @@ impl Statements {
             // $1 pk, $2 owner, $3 lease until (ms), $4 now (ms).
             extend: format!(
                 "UPDATE {t} SET lease_until_ms = $3, updated_at_ms = $4 \
-                 WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 RETURNING 1"
+                 WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
+                   AND lease_until_ms <> 0 RETURNING 1"
             ),
             // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-effect guard.
             finish: format!(

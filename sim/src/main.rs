@@ -1,7 +1,7 @@
-//! `sim`: replay scenarios through the gate or the naive handler.
-//!
 //! Over 600 lines: the command line of every subcommand (replay, compare, check, recovery,
 //! bench-replay, ...) and the printing of its figures; the work of each lives in the library.
+//!
+//! `sim`: replay scenarios through the gate or the naive handler.
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use sim::replay::{self, HandlerKind, ReplayOptions};
 use sim::report;

@@ -605,11 +605,13 @@ mod tests {
         assert_eq!((read.effect_id.as_str(), read.booked_at_ms), ("S2", 7));
         assert_eq!(read.labels, row.labels);
 
+        // An older row (its time under `booked_at`) without its effect id: corrupt, naming the
+        // column that row keeps its effect id in.
         let mut neither = old;
         neither.remove(LEGACY.effect_id);
         assert!(matches!(
             booking_from_item(&neither, &RowColumns::NEUTRAL),
-            Err(StoreError::Corrupt(m)) if m.contains("effect_id")
+            Err(StoreError::Corrupt(m)) if m.contains(LEGACY.effect_id)
         ));
     }
 

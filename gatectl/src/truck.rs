@@ -33,6 +33,7 @@ pub const WORDS: Words = Words {
     server: "terminal",
     business_row: "TMS booking",
     business_row_key: "booking",
+    written: "booked",
     manual_queue: "manual-booking queue",
     event_queue: "notification queue",
     request: "claim request",

@@ -35,6 +35,10 @@ pub struct Words {
     pub business_row: &'static str,
     /// The business row's JSON key in `show` (`"booking"`; neutral `"business_row"`).
     pub business_row_key: &'static str,
+    /// What writing the business row is called, a past participle (`"booked"`; neutral
+    /// `"written"`): `show` prints `{effect} {id} {written} 5m ago` and the row's time under the
+    /// JSON key `{written}_at_ms` (epoch **milliseconds**).
+    pub written: &'static str,
     /// The manual queue, as its readers call it (`"manual-booking queue"`).
     pub manual_queue: &'static str,
     /// The queue the events arrive on (`"notification queue"`; neutral `"event queue"`).
@@ -62,6 +66,7 @@ impl Words {
         server: "server",
         business_row: "business row",
         business_row_key: "business_row",
+        written: "written",
         manual_queue: "manual queue",
         event_queue: "event queue",
         request: "request",

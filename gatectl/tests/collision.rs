@@ -54,7 +54,7 @@ async fn a_collision_record_is_shown_and_finish_and_cancel_refuse_it() {
     let integration = unique("gatectl");
     let vars = [
         ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
-        ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+        ("BOOKINGS_TABLE", store.business_table().to_string()),
         ("MANUAL_QUEUE_URL", manual_url.clone()),
         ("TERMINAL_BASE_URL", format!("http://{addr}")),
         ("INTEGRATION_NAME", integration.clone()),

@@ -88,7 +88,7 @@ impl World {
         let integration = unique("gatectl");
         let vars = [
             ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
-            ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+            ("BOOKINGS_TABLE", store.business_table().to_string()),
             ("MANUAL_QUEUE_URL", manual_url.clone()),
             ("TERMINAL_BASE_URL", format!("http://{addr}")),
             ("INTEGRATION_NAME", integration.clone()),
@@ -377,7 +377,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("IDEMPOTENCY_TABLE", store.idempotency_table())
-            .env("BOOKINGS_TABLE", store.bookings_table())
+            .env("BOOKINGS_TABLE", store.business_table())
             .env("MANUAL_QUEUE_URL", &manual)
             .env("INTEGRATION_NAME", &integration)
             .env_remove("TERMINAL_BASE_URL")
@@ -487,7 +487,7 @@ async fn the_stack_says_where_everything_is() {
         "Resources": {"Placeholder": {"Type": "AWS::SQS::Queue"}},
         "Outputs": {
             "IdempotencyTableName": {"Value": store.idempotency_table()},
-            "BookingsTableName": {"Value": store.bookings_table()},
+            "BookingsTableName": {"Value": store.business_table()},
             "ManualBookingQueueUrl": {"Value": manual},
             "NotificationDeadLetterQueueUrl": {"Value": dlq},
             "NotificationQueueUrl": {"Value": {"Ref": "Placeholder"}},
@@ -515,7 +515,7 @@ async fn the_stack_says_where_everything_is() {
         t.store,
         gate::lambda::StoreConfig::DynamoDb {
             idempotency_table: store.idempotency_table().to_string(),
-            business_table: store.bookings_table().to_string(),
+            business_table: store.business_table().to_string(),
             verify_conditional_writes: true,
         }
     );
@@ -694,7 +694,12 @@ async fn finish_rechecks_the_slot_ids_under_its_lease() {
     let after = w.get(&record.pk).await;
     assert_eq!(after.status, RecordStatus::InFlight);
     assert_eq!(after.effect_id, None);
-    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
+    assert!(w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .is_none());
     // The lease is handed back: the reconciler (or `finish --slot-id SLOT-LATE`) may go on now.
     assert!(!after.lease_is_live(w.clock.now_ms()), "{after:?}");
 }

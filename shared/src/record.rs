@@ -1,7 +1,7 @@
 //! The idempotency record, its states, and the business row its commit writes.
 //!
 //! Units, never mixed: `expires_at_s` is **epoch seconds** (the DynamoDB TTL attribute);
-//! `lease_until_ms`, `created_at_ms`, `updated_at_ms` and `booked_at_ms` are **epoch
+//! `lease_until_ms`, `created_at_ms`, `updated_at_ms` and `written_at_ms` are **epoch
 //! milliseconds**.
 //!
 //! What is the integration's own (a subject, a server, a window on the truck-slot path; a job
@@ -203,7 +203,7 @@ pub type Labels = BTreeMap<String, String>;
 ///
 /// A label named like one of these columns would overwrite the row's own attribute, so every
 /// store refuses it ([`crate::store::limits::check_row`]). PostgreSQL keeps its fixed
-/// `business_rows` columns (`source_event`, `effect_id`, `booked_at_ms`; the labels in one
+/// `business_rows` columns (`source_event`, `effect_id`, `written_at_ms`; the labels in one
 /// JSON column) whatever the names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RowColumns {
@@ -304,7 +304,7 @@ pub struct BusinessRow {
     /// The integration's labels (usually the record's, see [`BusinessRow::for_record`]).
     pub labels: Labels,
     /// When the row was written, epoch milliseconds (stored under [`RowColumns::written_at`]).
-    pub booked_at_ms: i64,
+    pub written_at_ms: i64,
 }
 
 impl BusinessRow {
@@ -314,7 +314,7 @@ impl BusinessRow {
             source_event: record.event_key.clone(),
             effect_id: effect_id.to_string(),
             labels: record.labels.clone(),
-            booked_at_ms: now_ms,
+            written_at_ms: now_ms,
         }
     }
 

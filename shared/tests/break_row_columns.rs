@@ -1,12 +1,12 @@
 //! Hostile-review regression tests of the business row's columns named by the integration
-//! (issue 22 item 2: `RowColumns`, `booking_to_item`/`booking_from_item`, the stores' refusal
+//! (issue 22 item 2: `RowColumns`, `row_to_item`/`row_from_item`, the stores' refusal
 //! of a row label named like a column). Each test names the attack; all pass on a right codec.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::record::{BusinessRow, Labels, RowColumns};
-use gate::store::dynamo::{booking_from_item, booking_to_item};
+use gate::store::dynamo::{row_from_item, row_to_item};
 use gate::store::limits::{check_row, ItemRefusal};
 use gate::store::memory::MemoryStore;
 use gate::store::{IdempotencyStore, StoreError};
@@ -40,10 +40,10 @@ fn an_older_row_with_a_label_named_like_a_new_column_still_reads() {
         ("written_at".to_string(), s("2025-06-09T04:00:00Z")),
         ("job".to_string(), s("j-1")),
     ]);
-    let row = booking_from_item(&item, &RowColumns::NEUTRAL).expect("an older row reads");
+    let row = row_from_item(&item, &RowColumns::NEUTRAL).expect("an older row reads");
     assert_eq!(row.source_event, "ev-1");
     assert_eq!(row.effect_id, "E-1");
-    assert_eq!(row.booked_at_ms, 1_749_441_600_000);
+    assert_eq!(row.written_at_ms, 1_749_441_600_000);
     assert_eq!(
         row.labels,
         Labels::from([
@@ -56,9 +56,9 @@ fn an_older_row_with_a_label_named_like_a_new_column_still_reads() {
     let mut custom_item = item.clone();
     custom_item.remove("written_at");
     custom_item.insert("charged_at".to_string(), s("yesterday"));
-    let row = booking_from_item(&custom_item, &CUSTOM).expect("an older row reads");
+    let row = row_from_item(&custom_item, &CUSTOM).expect("an older row reads");
     assert_eq!(
-        (row.effect_id.as_str(), row.booked_at_ms),
+        (row.effect_id.as_str(), row.written_at_ms),
         ("E-1", 1_749_441_600_000)
     );
     assert_eq!(
@@ -81,9 +81,9 @@ fn an_older_rows_label_named_like_the_effect_id_column_stays_a_label() {
         ("booked_at".to_string(), n(1_749_441_600_000)),
         ("charge_id".to_string(), s("x")),
     ]);
-    let row = booking_from_item(&item, &CUSTOM).expect("an older row reads");
+    let row = row_from_item(&item, &CUSTOM).expect("an older row reads");
     assert_eq!(row.effect_id, "E-1");
-    assert_eq!(row.booked_at_ms, 1_749_441_600_000);
+    assert_eq!(row.written_at_ms, 1_749_441_600_000);
     assert_eq!(
         row.labels,
         Labels::from([("charge_id".to_string(), "x".to_string())])
@@ -94,9 +94,9 @@ fn an_older_rows_label_named_like_the_effect_id_column_stays_a_label() {
         ("charge_id".to_string(), s("ch_2")),
         ("charged_at".to_string(), n(1_749_441_600_001)),
     ]);
-    let row = booking_from_item(&item, &CUSTOM).expect("a row reads");
+    let row = row_from_item(&item, &CUSTOM).expect("a row reads");
     assert_eq!(
-        (row.effect_id.as_str(), row.booked_at_ms),
+        (row.effect_id.as_str(), row.written_at_ms),
         ("ch_2", 1_749_441_600_001)
     );
     assert!(row.labels.is_empty(), "{row:?}");
@@ -112,7 +112,7 @@ fn a_column_of_the_wrong_type_without_a_legacy_one_is_corrupt() {
         ("written_at".to_string(), s("noon")),
     ]);
     assert!(matches!(
-        booking_from_item(&item, &RowColumns::NEUTRAL),
+        row_from_item(&item, &RowColumns::NEUTRAL),
         Err(StoreError::Corrupt(_))
     ));
     let item = HashMap::from([
@@ -121,7 +121,7 @@ fn a_column_of_the_wrong_type_without_a_legacy_one_is_corrupt() {
         ("written_at".to_string(), n(1)),
     ]);
     assert!(matches!(
-        booking_from_item(&item, &RowColumns::NEUTRAL),
+        row_from_item(&item, &RowColumns::NEUTRAL),
         Err(StoreError::Corrupt(_))
     ));
 }
@@ -140,13 +140,13 @@ fn reserved_words_and_punctuation_as_column_names_round_trip() {
         source_event: "ev-2".into(),
         effect_id: "E-2".into(),
         labels: Labels::from([("size".to_string(), "XL".to_string())]),
-        booked_at_ms: 1_749_441_600_001,
+        written_at_ms: 1_749_441_600_001,
     };
-    let item = booking_to_item(&row, &columns);
+    let item = row_to_item(&row, &columns);
     assert_eq!(item["name"], s("ev-2"));
     assert_eq!(item["status.id"], s("E-2"));
     assert_eq!(item["#size"], n(1_749_441_600_001));
-    assert_eq!(booking_from_item(&item, &columns).expect("round trip"), row);
+    assert_eq!(row_from_item(&item, &columns).expect("round trip"), row);
 }
 
 /// Two names for one column are refused before any store is built; an empty one too.
@@ -184,7 +184,7 @@ async fn a_label_named_like_a_column_is_refused_the_same_by_both_checks() {
                 source_event: "ev-3".into(),
                 effect_id: "E-3".into(),
                 labels: Labels::from([(name.to_string(), "x".to_string())]),
-                booked_at_ms: 1,
+                written_at_ms: 1,
             };
             let want = ItemRefusal::ReservedLabel {
                 name: name.to_string(),
@@ -201,7 +201,7 @@ async fn a_label_named_like_a_column_is_refused_the_same_by_both_checks() {
         source_event: "ev-3".into(),
         effect_id: "E-3".into(),
         labels: Labels::from([("charged_at".to_string(), "x".to_string())]),
-        booked_at_ms: 1,
+        written_at_ms: 1,
     };
     assert_eq!(check_row(&row, &RowColumns::NEUTRAL), Ok(()));
 }

@@ -322,7 +322,12 @@ async fn a_commit_keeps_the_reserved_identity_and_a_fresh_process_sees_a_duplica
         w.server.calls(),
         vec![(r.op_key.clone(), first.into_bytes())]
     );
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    let booking = w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(booking.effect_id, "E-1");
 
     // The operation name has moved on since; an identical copy to a fresh process.

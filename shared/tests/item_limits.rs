@@ -231,7 +231,7 @@ async fn a_reserved_label_on_the_business_row_is_rejected_before_any_call() {
     assert_eq!(rejected_code(&outcomes[0]), "label_reserved");
     assert_eq!(w.manual.items().len(), 1);
     assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
-    assert!(w.store.bookings().is_empty());
+    assert!(w.store.business_rows().is_empty());
 }
 
 /// A body of `bytes` bytes exactly: `{"id", "label", "size": 1}` padded with JSON whitespace.
@@ -363,7 +363,7 @@ async fn a_natural_key_longer_than_a_partition_key_is_rejected_before_any_call()
         "key_too_long: a key of the item takes 2049 bytes, over the store's partition key limit of 2048 bytes"
     );
     assert_eq!(w.integration.calls.load(Ordering::SeqCst), 0);
-    assert!(w.store.bookings().is_empty());
+    assert!(w.store.business_rows().is_empty());
     no_event_record(&w.store);
 
     let w = world(Labelled {
@@ -403,7 +403,7 @@ async fn an_empty_effect_id_goes_to_a_person_not_to_the_commit() {
         RecordOutcome::Manual(ManualReason::ServerAnswerInvalid)
     );
     assert_eq!(w.integration.calls.load(Ordering::SeqCst), 1);
-    assert!(w.store.bookings().is_empty());
+    assert!(w.store.business_rows().is_empty());
     let items = w.manual.items();
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0].reason, ManualReason::ServerAnswerInvalid);

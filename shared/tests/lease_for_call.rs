@@ -224,8 +224,8 @@ impl IdempotencyStore for Scripted {
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.get(pk).await
     }
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.booking(source_event).await
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        self.inner.business_row(source_event).await
     }
 
     fn row_columns(&self) -> gate::record::RowColumns {

@@ -1054,7 +1054,7 @@ async fn gated_state(
     let mut in_flight = 0;
     for (k, terminal) in keys {
         if store
-            .booking(&k)
+            .business_row(&k)
             .await
             .map_err(|e| e.to_string())?
             .is_some()

@@ -823,7 +823,7 @@ pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let terminals = vec!["ECT-DELTA".to_string()];
     let slots = core.slots();
     let records = memory.records();
-    let bookings = memory.bookings();
+    let bookings = memory.business_rows();
     let keys: Vec<gate::consumer::DerivedKeys> = bodies
         .iter()
         .filter_map(|b| {

@@ -154,7 +154,12 @@ async fn a_new_event_is_claimed_once_and_committed_with_its_booking() {
     // claim request with its PIN is gone.
     assert_eq!(record.lease_owner.as_deref(), Some("inv-1#0"));
     assert!(record.request.is_empty());
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    let booking = w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(booking.effect_id, slot);
     assert_eq!(booking.label("container"), "CSQU3054383");
     // The key the terminal saw is the operation key of the event key.
@@ -190,7 +195,7 @@ async fn a_duplicate_of_a_committed_record_is_acknowledged_without_a_claim() {
     );
     assert_eq!(w.recording.claims.lock().unwrap().len(), 1);
     assert_eq!(w.core.slots_issued(), 1);
-    assert_eq!(w.store.bookings().len(), 1);
+    assert_eq!(w.store.business_rows().len(), 1);
 }
 
 #[tokio::test]
@@ -271,7 +276,7 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
     assert_eq!(claims.len(), 2);
     assert_eq!(claims[0], claims[1]);
     assert_eq!(w.core.slots_issued(), 1);
-    assert_eq!(w.store.bookings().len(), 1);
+    assert_eq!(w.store.business_rows().len(), 1);
 }
 
 #[tokio::test]
@@ -339,7 +344,7 @@ async fn a_poison_body_between_two_valid_ones_is_routed_and_not_retried() {
     assert_eq!(items[0].original_body, "{bad");
     assert_eq!(items[0].message_id, "m2");
     assert_eq!(w.core.slots_issued(), 2);
-    assert_eq!(w.store.bookings().len(), 2);
+    assert_eq!(w.store.business_rows().len(), 2);
 }
 
 #[tokio::test]
@@ -366,7 +371,7 @@ async fn the_same_message_id_twice_in_one_batch_makes_one_slot() {
         1
     );
     assert_eq!(w.core.slots_issued(), 1);
-    assert_eq!(w.store.bookings().len(), 1);
+    assert_eq!(w.store.business_rows().len(), 1);
 }
 
 #[tokio::test]
@@ -405,7 +410,7 @@ async fn a_503_is_a_batch_item_failure_and_the_redelivery_sends_the_same_key_and
     assert_eq!(claims[0].0, claims[1].0, "same Idempotency-Key");
     assert_eq!(claims[0].1, claims[1].1, "byte-identical body");
     assert_eq!(w.core.slots_issued(), 1);
-    assert_eq!(w.store.bookings().len(), 1);
+    assert_eq!(w.store.business_rows().len(), 1);
 }
 
 #[tokio::test]
@@ -482,7 +487,7 @@ async fn a_terminal_key_mismatch_fails_the_record_and_routes_it() {
         .unwrap();
     assert_eq!(record.status, RecordStatus::Failed);
     assert!(record.error.unwrap().contains("key reused"));
-    assert_eq!(w.store.bookings().len(), 0);
+    assert_eq!(w.store.business_rows().len(), 0);
 }
 
 #[tokio::test]
@@ -621,7 +626,7 @@ async fn a_slot_for_a_record_finished_meanwhile_goes_to_a_person_once() {
     let record = w.store.get(&pk).await.unwrap().unwrap();
     assert_eq!(record.status, RecordStatus::Manual);
     assert!(record.effect_ids.contains("ECT-LATE-0001"));
-    assert_eq!(w.store.booking(&record.event_key).await.unwrap(), None);
+    assert_eq!(w.store.business_row(&record.event_key).await.unwrap(), None);
     let items = w.manual.items();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::UnrecordedEffect);

@@ -227,7 +227,7 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
             .unwrap();
         assert_eq!(record.status, RecordStatus::Committed, "notification {i}");
         assert_eq!(record.effect_ids.len(), 1, "notification {i}");
-        let booking = store.booking(&keys.event_key).await.unwrap().unwrap();
+        let booking = store.business_row(&keys.event_key).await.unwrap().unwrap();
         assert_eq!(
             Some(booking.effect_id),
             record.effect_id,

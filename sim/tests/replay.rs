@@ -102,7 +102,7 @@ async fn lost_crashed_messages_are_finished_by_the_reconciler_with_the_pre_crash
         assert_eq!(record.status, RecordStatus::Committed);
         assert_eq!(record.effect_ids.len(), 1);
         let booking = store
-            .bookings()
+            .business_rows()
             .into_iter()
             .find(|b| b.label("container") == container)
             .unwrap();

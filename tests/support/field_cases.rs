@@ -349,7 +349,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
     FenceResult {
         consumer: report.records[0].outcome.clone(),
         booking: store
-            .booking(&record.event_key)
+            .business_row(&record.event_key)
             .await
             .expect("booking")
             .map(|b| b.effect_id),
@@ -494,7 +494,10 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn IdempotencyStore>, integ
     assert_eq!(now.created_at_ms, T0, "history kept");
     assert_eq!(now.status, RecordStatus::Manual);
     assert_eq!(
-        store.booking(&record.event_key).await.expect("booking"),
+        store
+            .business_row(&record.event_key)
+            .await
+            .expect("booking"),
         None
     );
     let items = queue.items();
@@ -679,11 +682,11 @@ impl IdempotencyStore for LostAnswers {
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {
         self.inner.get(pk).await
     }
-    async fn booking(
+    async fn business_row(
         &self,
         source_event: &str,
     ) -> Result<Option<BusinessRow>, gate::store::StoreError> {
-        self.inner.booking(source_event).await
+        self.inner.business_row(source_event).await
     }
 
     fn row_columns(&self) -> gate::record::RowColumns {

@@ -148,7 +148,12 @@ pub async fn stranded_after_claim_is_answered_by_the_replay(w: &World) {
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
     assert_eq!(after.effect_id.as_deref(), Some(slot.effect_id.as_str()));
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    let booking = w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(booking.effect_id, slot.effect_id);
     assert_eq!(w.core.slots_issued(), 1);
 }
@@ -251,7 +256,12 @@ pub async fn racing_a_slow_consumer_makes_one_slot_and_one_booking(w: &World) {
     let after = w.store.get(&record.pk).await.unwrap().unwrap();
     assert_eq!(after.status, RecordStatus::Committed);
     assert_eq!(after.effect_ids.len(), 1);
-    assert!(w.store.booking(&record.event_key).await.unwrap().is_some());
+    assert!(w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .is_some());
 }
 
 /// Past the terminal's key retention (minus the margin): never claimed, routed to manual.

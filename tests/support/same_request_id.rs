@@ -121,7 +121,12 @@ pub async fn killed_after_its_call_then_run_again(w: &World) {
         "the re-send was answered by the replay"
     );
     assert_eq!(done.effect_ids.len(), 1);
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    let booking = w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(Some(booking.effect_id), done.effect_id);
     assert!(w.manual.items().is_empty(), "{:?}", w.manual.items());
 }
@@ -169,7 +174,12 @@ pub async fn at_once_neither_takes_the_others_lease(w: &World) {
         Some(winner.for_record(0).request_id.as_str()),
         "committed under the winner's own token"
     );
-    let booking = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    let booking = w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(Some(booking.effect_id), done.effect_id);
     assert!(w.manual.items().is_empty(), "{:?}", w.manual.items());
 }

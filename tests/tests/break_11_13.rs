@@ -153,7 +153,10 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
     assert_eq!(run.examined, 1, "{run:?}");
 
     let record = store.get(&stranded.pk).await.expect("get").expect("record");
-    let booking = store.booking(&record.event_key).await.expect("booking");
+    let booking = store
+        .business_row(&record.event_key)
+        .await
+        .expect("booking");
     assert_eq!(
         booking.as_ref().map(|b| b.effect_id.as_str()),
         None,
@@ -716,7 +719,10 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
         .await;
     let consumer_report = task.await.expect("consumer");
     let record = store.get(&stranded.pk).await.expect("get").expect("record");
-    let booking = store.booking(&record.event_key).await.expect("booking");
+    let booking = store
+        .business_row(&record.event_key)
+        .await
+        .expect("booking");
     assert_eq!(
         booking.map(|b| b.effect_id),
         None,

@@ -53,12 +53,12 @@ async fn an_older_row_with_a_label_named_written_at_reads_through_the_read_port(
     .await
     .expect("the read port");
     let row = port
-        .booking("ev-old")
+        .business_row("ev-old")
         .await
         .expect("an older row reads")
         .expect("the row");
     assert_eq!(row.effect_id, "E-old");
-    assert_eq!(row.booked_at_ms, 1_749_441_600_000);
+    assert_eq!(row.written_at_ms, 1_749_441_600_000);
     assert_eq!(
         row.labels,
         Labels::from([("written_at".to_string(), "2025-06-09T04:00:00Z".to_string())])
@@ -92,7 +92,7 @@ async fn reserved_words_and_punctuation_as_column_names_commit_and_read_back() {
         source_event: r.event_key.clone(),
         effect_id: "E-1".into(),
         labels: Labels::from([("size".to_string(), "XL".to_string())]),
-        booked_at_ms: NOW_MS + 1,
+        written_at_ms: NOW_MS + 1,
     };
     let outcome = store
         .commit(&r.pk, "owner-a", "E-1", &row, NOW_MS + 1)
@@ -113,7 +113,7 @@ async fn reserved_words_and_punctuation_as_column_names_commit_and_read_back() {
     assert_eq!(item["status.id"], AttributeValue::S("E-1".into()));
     assert_eq!(item["#size"], AttributeValue::N((NOW_MS + 1).to_string()));
     assert_eq!(
-        store.booking(&r.event_key).await.expect("read"),
+        store.business_row(&r.event_key).await.expect("read"),
         Some(row.clone())
     );
 
@@ -133,5 +133,8 @@ async fn reserved_words_and_punctuation_as_column_names_commit_and_read_back() {
         .commit(&r2.pk, "owner-b", "E-2", &other, NOW_MS + 2)
         .await;
     assert!(matches!(second, Err(StoreError::Corrupt(_))), "{second:?}");
-    assert_eq!(store.booking(&r.event_key).await.expect("read"), Some(row));
+    assert_eq!(
+        store.business_row(&r.event_key).await.expect("read"),
+        Some(row)
+    );
 }

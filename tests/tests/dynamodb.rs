@@ -183,7 +183,7 @@ async fn stored_item_shape_and_units() {
     let b = store
         .client()
         .get_item()
-        .table_name(store.bookings_table())
+        .table_name(store.business_table())
         .key("source_event", AttributeValue::S(r.event_key.clone()))
         .send()
         .await
@@ -364,7 +364,7 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(recorder.calls(), vec!["PutItem"]);
 
     let event_key = report.records[0].event_key.clone().unwrap();
-    let booking = store.booking(&event_key).await.unwrap().unwrap();
+    let booking = store.business_row(&event_key).await.unwrap().unwrap();
     assert_eq!(booking.effect_id, "ECT-SLOT-0001");
     assert_eq!(booking.label("container"), "CSQU3054383");
     let record = store

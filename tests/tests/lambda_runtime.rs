@@ -109,7 +109,7 @@ async fn consumer_binary_case() {
             .unwrap_or_else(|| panic!("no record for {}", slot.equipment_number));
         assert_eq!(record.status, RecordStatus::Committed);
         assert_eq!(record.effect_id.as_deref(), Some(slot.effect_id.as_str()));
-        let booking = store.booking(&key).await.unwrap().unwrap();
+        let booking = store.business_row(&key).await.unwrap().unwrap();
         assert_eq!(booking.effect_id, slot.effect_id);
     }
     let scanned = moto

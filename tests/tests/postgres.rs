@@ -235,7 +235,7 @@ async fn an_answer_lost_after_the_commit_is_recognised_by_the_retry() {
     assert_eq!(stored.status, RecordStatus::Committed);
     assert_eq!(stored.effect_id.as_deref(), Some("SLOT-LOST-ANSWER"));
     assert_eq!(
-        store.booking(&r.event_key).await.expect("booking"),
+        store.business_row(&r.event_key).await.expect("booking"),
         Some(booking)
     );
 }
@@ -379,7 +379,10 @@ async fn statement_and_lock_timeouts_are_clear_transient_errors() {
             Err(StoreError::Unavailable(msg)) => assert!(msg.contains(named), "{msg}"),
             other => panic!("{case}: {other:?}"),
         }
-        assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+        assert_eq!(
+            store.business_row(&r.event_key).await.expect("booking"),
+            None
+        );
         tx.rollback().await.expect("rollback");
         let out = store
             .commit(&r.pk, "owner-a", "SLOT-T", &booking, NOW_MS + 2)

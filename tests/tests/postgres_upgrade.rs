@@ -128,7 +128,7 @@ async fn rows_of_the_previous_layout_are_read_committed_over_and_counted() {
     assert_eq!(store.history(&two.pk).await.expect("history"), vec![line]);
     assert_eq!(
         store
-            .booking(&two.event_key)
+            .business_row(&two.event_key)
             .await
             .expect("booking")
             .map(|b| b.effect_id),
@@ -150,7 +150,7 @@ async fn rows_of_the_previous_layout_are_read_committed_over_and_counted() {
     assert_eq!(after.effect_id.as_deref(), Some("S-RECORDED"));
     assert_eq!(after.effect_ids, ["S-RECORDED".to_string()].into());
     assert_eq!(
-        store.booking(&held.event_key).await.expect("booking"),
+        store.business_row(&held.event_key).await.expect("booking"),
         Some(row)
     );
     assert_eq!(store.multi_effect_keys().await.expect("multi"), 1);

@@ -103,7 +103,7 @@ impl World {
         let other = DynamoStore::new(
             dynamo_client().await,
             store.idempotency_table(),
-            store.bookings_table(),
+            store.business_table(),
         );
         let clock = Arc::new(ManualClock::new(T0));
         let store = Arc::new(store);

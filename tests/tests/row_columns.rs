@@ -224,13 +224,13 @@ async fn a_row_the_previous_release_wrote_reads_back_through_the_read_port() {
     .await
     .expect("the read port");
     let row = port
-        .booking("ab12")
+        .business_row("ab12")
         .await
         .expect("booking")
         .expect("the old row");
     assert_eq!(row.source_event, "ab12");
     assert_eq!(row.effect_id, "ch_old");
-    assert_eq!(row.booked_at_ms, T0 - 86_400_000);
+    assert_eq!(row.written_at_ms, T0 - 86_400_000);
     assert_eq!(
         row.labels,
         gate::record::Labels::from([("invoice".to_string(), "INV-1".to_string())])

@@ -150,7 +150,7 @@ fn the_invariants_catch_a_double_effect() {
         source_event: "e".into(),
         effect_id: "JOB-1".into(),
         labels: Default::default(),
-        booked_at_ms: T0,
+        written_at_ms: T0,
     };
     let v = exactly_once_violations(&[], &[row], &[], &effects);
     assert_eq!(v.len(), 2, "{v:?}");

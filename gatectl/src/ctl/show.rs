@@ -60,7 +60,7 @@ impl Ctl {
         let words: &Words = self.words();
         let booking = self
             .store
-            .booking(&r.event_key)
+            .business_row(&r.event_key)
             .await
             .map_err(|e| self.store_error(e, StoreCall::Booking))?;
         let history = self
@@ -148,10 +148,11 @@ impl Ctl {
                 "{:<13} {}",
                 words.business_row,
                 booking.as_ref().map_or("none".to_string(), |b| format!(
-                    "{} {} booked {} ago",
+                    "{} {} {} {} ago",
                     words.effect,
                     b.effect_id,
-                    human_ms(now - b.booked_at_ms)
+                    words.written,
+                    human_ms(now - b.written_at_ms)
                 ))
             ),
             format!(
@@ -212,7 +213,7 @@ impl Ctl {
                 for (name, value) in &b.labels {
                     row.insert(name.clone(), json!(value));
                 }
-                row.insert("booked_at_ms".into(), json!(b.booked_at_ms));
+                row.insert(format!("{}_at_ms", words.written), json!(b.written_at_ms));
                 Value::Object(row)
             });
             map.insert(words.business_row_key.into(), json!(row));

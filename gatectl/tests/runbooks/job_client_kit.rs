@@ -31,6 +31,7 @@ const WORDS: Words = Words {
     server: "job server",
     business_row: "job row",
     business_row_key: "job_row",
+    written: "run",
     manual_queue: "manual queue",
     event_queue: "job queue",
     request: "job request",

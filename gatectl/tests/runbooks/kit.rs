@@ -94,7 +94,7 @@ impl Backend {
                 let store = fresh_store(name).await;
                 vec![
                     ("IDEMPOTENCY_TABLE", store.idempotency_table().to_string()),
-                    ("BOOKINGS_TABLE", store.bookings_table().to_string()),
+                    ("BOOKINGS_TABLE", store.business_table().to_string()),
                 ]
             }
             Self::Postgres => {
@@ -326,9 +326,14 @@ pub async fn a_stranded_record_is_finished_from_the_server<F: Fixture>(backend: 
     assert_eq!(after.status, RecordStatus::Committed);
     assert_eq!(after.effect_id.as_deref(), Some(effect.effect_id.as_str()));
     assert!(after.inflight_shard.is_none() && after.request.is_empty());
-    let row = w.store.booking(&record.event_key).await.unwrap().unwrap();
+    let row = w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(row.effect_id, effect.effect_id);
-    assert_eq!(row.booked_at_ms, T0 + 15 * 60_000);
+    assert_eq!(row.written_at_ms, T0 + 15 * 60_000);
     assert_eq!(w.fixture.effects_made(), 1, "no second effect");
     let history = w.store.history(&record.pk).await.unwrap();
     assert_eq!(history.len(), 1, "{history:?}");
@@ -413,7 +418,12 @@ pub async fn a_write_is_refused_while_the_lease_is_live<F: Fixture>(backend: Bac
     }
     assert_eq!(w.get(&record.pk).await, record);
     assert!(w.store.history(&record.pk).await.unwrap().is_empty());
-    assert!(w.store.booking(&record.event_key).await.unwrap().is_none());
+    assert!(w
+        .store
+        .business_row(&record.event_key)
+        .await
+        .unwrap()
+        .is_none());
 }
 
 /// Cancel: `failed` with the reason, out of the `InFlight` index, the stored request in the
@@ -550,6 +560,15 @@ pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>(backend: Backe
         shown.json[0][words.business_row_key][words.effect_id_key],
         "EFFECT-A"
     );
+    // The row's time in the integration's words (truck-slot: `booked_at_ms`, "booked").
+    let written_at = &shown.json[0][words.business_row_key][format!("{}_at_ms", words.written)];
+    assert!(
+        written_at.as_i64().is_some_and(|ms| ms > 0),
+        "{}",
+        shown.json
+    );
+    let line = format!("{} EFFECT-A {} ", words.effect, words.written);
+    assert!(shown.text.contains(&line), "{line:?} not in {}", shown.text);
     let none = w
         .run(Action::Show(w.fixture.source_id(404)))
         .await

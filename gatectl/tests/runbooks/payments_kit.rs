@@ -34,6 +34,7 @@ const WORDS: Words = Words {
     server: "payments API",
     business_row: "charge row",
     business_row_key: "charge_row",
+    written: "charged",
     manual_queue: "manual queue",
     event_queue: "invoice queue",
     request: "charge request",

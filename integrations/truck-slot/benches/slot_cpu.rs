@@ -10,7 +10,7 @@
 //! * `new_record`: the record step 2 reserves;
 //! * `record_to_item` / `record_from_item`: the record to and from DynamoDB attribute values
 //!   (feature `aws`; the benches turn it on through the package's dev-dependency on itself);
-//! * `booking_to_item`: the TMS booking of the commit;
+//! * `row_to_item`: the TMS booking of the commit;
 //! * `total_new_event`: everything the gate computes for a new event: parse, keys, record, record
 //!   item, booking item; `total_duplicate`: parse, keys, record, record item, and reading the old
 //!   item that `ALL_OLD` returns.
@@ -25,7 +25,7 @@ use gate::clock::ManualClock;
 use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::manual::MemoryManualQueue;
 use gate::record::RecordStatus;
-use gate::store::dynamo::{booking_to_item, record_from_item, record_to_item};
+use gate::store::dynamo::{record_from_item, record_to_item, row_to_item};
 use gate::store::memory::MemoryStore;
 use truck_slot::derive_keys;
 use truck_slot::iso6346::EquipmentNumber;
@@ -145,9 +145,9 @@ fn steps(c: &mut Criterion) {
     g.bench_function("record_from_item", |b| {
         b.iter(|| record_from_item(black_box(&committed_item)))
     });
-    g.bench_function("booking_to_item", |b| {
+    g.bench_function("row_to_item", |b| {
         b.iter(|| {
-            booking_to_item(
+            row_to_item(
                 &gate::record::BusinessRow::for_record(black_box(&record), "ECTD-1", NOW_MS),
                 &truck_slot::booking::BOOKING_COLUMNS,
             )
@@ -165,7 +165,7 @@ fn steps(c: &mut Criterion) {
                 NOW_MS,
             );
             let item = record_to_item(&record);
-            let booking = booking_to_item(
+            let booking = row_to_item(
                 &gate::record::BusinessRow::for_record(&record, "ECTD-1", NOW_MS),
                 &truck_slot::booking::BOOKING_COLUMNS,
             );

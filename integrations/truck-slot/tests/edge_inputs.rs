@@ -490,7 +490,7 @@ async fn look_alike_ids_make_one_event_and_two_rejections() {
         .collect();
     assert_eq!(codes, ["surrounding_whitespace", "invisible_character"]);
     assert_eq!(terminal.seen().len(), 1, "one claim");
-    assert_eq!(w.store.bookings().len(), 1, "one booking");
+    assert_eq!(w.store.business_rows().len(), 1, "one booking");
     let items = w.manual.items();
     assert_eq!(items.len(), 2);
     assert!(items.iter().all(|i| i.reason == ManualReason::Rejected));
@@ -582,7 +582,7 @@ async fn assert_transient_answer(answer: Answer) -> String {
     assert_eq!(record.status, RecordStatus::InFlight);
     assert!(!record.lease_is_live(w.clock.now_ms()), "lease released");
     assert!(w.manual.items().is_empty());
-    assert!(w.store.bookings().is_empty());
+    assert!(w.store.business_rows().is_empty());
     assert_eq!(terminal.seen().len(), 1);
     why.clone()
 }
@@ -658,7 +658,7 @@ async fn a_slot_id_outside_the_format_goes_to_a_person_unquoted() {
             .unwrap();
         assert_eq!(record.status, RecordStatus::Failed);
         assert!(record.effect_id.is_none() && record.effect_ids.is_empty());
-        assert!(w.store.bookings().is_empty());
+        assert!(w.store.business_rows().is_empty());
         let items = w.manual.items();
         assert_eq!(items.len(), 1);
         let detail = &items[0].detail;
@@ -700,7 +700,10 @@ async fn an_answer_for_another_container_is_routed_as_invalid() {
         record.effect_ids.contains("S-OTHER"),
         "the slot made is kept"
     );
-    assert!(w.store.bookings().is_empty(), "no booking for a wrong slot");
+    assert!(
+        w.store.business_rows().is_empty(),
+        "no booking for a wrong slot"
+    );
     let items = w.manual.items();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::ServerAnswerInvalid);

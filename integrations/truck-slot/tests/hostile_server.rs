@@ -519,7 +519,7 @@ impl World {
             );
             searched += 2;
         }
-        for booking in self.store.bookings() {
+        for booking in self.store.business_rows() {
             let text = format!("{booking:?}");
             assert_eq!(decoder::find(&text, needles), None, "{phase}: {text}");
             searched += 1;
@@ -790,7 +790,7 @@ async fn a_hostile_terminal_gets_no_secret_into_logs_tables_or_the_manual_queue(
         "{MODES} modes; searched {texts_1} + {texts_2} + {texts_3} texts; {} records, {} \
          bookings, {} manual items",
         w.store.records().len(),
-        w.store.bookings().len(),
+        w.store.business_rows().len(),
         w.manual.items().len()
     );
 }

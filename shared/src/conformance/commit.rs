@@ -49,7 +49,7 @@ pub async fn commit_writes_record_and_booking(store: Arc<dyn Store>, prefix: &st
     };
     assert_eq!(must_get(store, &r.pk).await, expected);
     assert_eq!(
-        store.booking(&r.event_key).await.expect("booking"),
+        store.business_row(&r.event_key).await.expect("booking"),
         Some(booking)
     );
 }
@@ -91,7 +91,10 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         }
     }
     assert_eq!(must_get(store, &r.pk).await, taken);
-    assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+    assert_eq!(
+        store.business_row(&r.event_key).await.expect("booking"),
+        None
+    );
 
     let first = BusinessRow::for_record(&r, "EFFECT-1", NOW_MS + LEASE_MS + 10);
     let out = store
@@ -125,7 +128,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     }
     assert_eq!(must_get(store, &r.pk).await, committed);
     assert_eq!(
-        store.booking(&r.event_key).await.expect("booking"),
+        store.business_row(&r.event_key).await.expect("booking"),
         Some(first)
     );
 
@@ -162,7 +165,10 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
             panic!("committed a failed record")
         }
     }
-    assert_eq!(store.booking(&f.event_key).await.expect("booking"), None);
+    assert_eq!(
+        store.business_row(&f.event_key).await.expect("booking"),
+        None
+    );
 
     // No record at all.
     let ghost = sample_record(prefix, "commit-ghost", "owner-a", NOW_MS);
@@ -172,7 +178,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
         .await;
     assert!(matches!(out, Err(StoreError::Corrupt(_))), "{out:?}");
     assert_eq!(
-        store.booking(&ghost.event_key).await.expect("booking"),
+        store.business_row(&ghost.event_key).await.expect("booking"),
         None
     );
     assert_eq!(store.get(&ghost.pk).await.expect("get"), None);
@@ -195,7 +201,7 @@ pub async fn commit_not_in_flight(store: Arc<dyn Store>, prefix: &str) {
     );
     assert_eq!(
         store
-            .booking(&r.event_key)
+            .business_row(&r.event_key)
             .await
             .expect("booking")
             .map(|b| b.effect_id),
@@ -240,7 +246,7 @@ pub async fn concurrent_commit_one_winner(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(stored.effect_id.as_deref(), Some(winners[0]));
     assert_eq!(stored.effect_ids, set(&[winners[0]]));
     let booking = store
-        .booking(&r.event_key)
+        .business_row(&r.event_key)
         .await
         .expect("booking")
         .expect("a booking");

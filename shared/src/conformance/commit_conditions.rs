@@ -62,7 +62,7 @@ async fn commit_with(store: &dyn IdempotencyStore, prefix: &str, name: &str, ref
     let row = BusinessRow::for_record(&r, &effect, now);
     let out = store.commit(&r.pk, "owner-a", &effect, &row, now).await;
     let booking = store
-        .booking(&r.event_key)
+        .business_row(&r.event_key)
         .await
         .expect("booking")
         .map(|b| b.effect_id);

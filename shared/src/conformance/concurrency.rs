@@ -52,7 +52,7 @@ pub async fn concurrent_take_over_and_commit_one_wins(store: Arc<dyn Store>, pre
         };
         let (commit, take_over) = (commit.await.expect("task"), take_over.await.expect("task"));
         let stored = store.get(&r.pk).await.expect("get").expect("record");
-        let row = store.booking(&r.event_key).await.expect("booking");
+        let row = store.business_row(&r.event_key).await.expect("booking");
         match (&commit, &take_over) {
             (CommitOutcome::Committed, TakeOver::Refused) => {
                 assert_eq!(stored.status, RecordStatus::Committed);

@@ -126,7 +126,10 @@ pub async fn commit_and_guard_refuse_reserved_labels(store: Arc<dyn Store>, pref
         }))
     );
     assert_eq!(must_get(store.as_ref(), &r.pk).await, r, "nothing written");
-    assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+    assert_eq!(
+        store.business_row(&r.event_key).await.expect("booking"),
+        None
+    );
     // No natural-key item was written: another event key for the same event still holds it.
     let mut other = sample_record(prefix, "commit-labels-other", "w2#0", NOW_MS);
     other.labels = r.labels.clone();
@@ -142,7 +145,7 @@ pub async fn commit_and_guard_refuse_reserved_labels(store: Arc<dyn Store>, pref
         .expect("commit");
     assert_eq!(out, CommitOutcome::Committed);
     assert_eq!(
-        store.booking(&r.event_key).await.expect("booking"),
+        store.business_row(&r.event_key).await.expect("booking"),
         Some(row)
     );
 }
@@ -178,7 +181,10 @@ pub async fn commit_refuses_a_label_named_like_a_row_column(store: Arc<dyn Store
             "label {name}"
         );
         assert_eq!(must_get(store.as_ref(), &r.pk).await, r, "label {name}");
-        assert_eq!(store.booking(&r.event_key).await.expect("booking"), None);
+        assert_eq!(
+            store.business_row(&r.event_key).await.expect("booking"),
+            None
+        );
     }
     assert_eq!(
         store
@@ -188,7 +194,7 @@ pub async fn commit_refuses_a_label_named_like_a_row_column(store: Arc<dyn Store
         CommitOutcome::Committed
     );
     assert_eq!(
-        store.booking(&r.event_key).await.expect("booking"),
+        store.business_row(&r.event_key).await.expect("booking"),
         Some(row)
     );
 }

@@ -168,7 +168,7 @@ async fn finish_commits_the_given_effect_fenced_by_the_operators_lease() {
     assert_eq!(after.lease_owner.as_deref(), Some("gatectl:alice#1"));
     assert_eq!(
         w.store
-            .booking(&record.event_key)
+            .business_row(&record.event_key)
             .await
             .unwrap()
             .unwrap()

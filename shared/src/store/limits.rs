@@ -300,7 +300,7 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
 pub fn row_item_bytes(row: &BusinessRow, columns: &RowColumns) -> usize {
     s(columns.event_key, &row.source_event)
         + s(columns.effect_id, &row.effect_id)
-        + n(columns.written_at, row.booked_at_ms)
+        + n(columns.written_at, row.written_at_ms)
         + labels_bytes(&row.labels)
 }
 
@@ -484,7 +484,7 @@ mod tests {
             source_event: "ab".into(),
             effect_id: "E-1".into(),
             labels: Labels::from([("who".to_string(), "me".to_string())]),
-            booked_at_ms: 1_749_441_600_000,
+            written_at_ms: 1_749_441_600_000,
         };
         // source_event(12)+ab(2) + effect_id(9)+E-1(3) + written_at(10)+5 + who(3)+me(2)
         assert_eq!(row_item_bytes(&row, &RowColumns::NEUTRAL), 46);

@@ -95,7 +95,7 @@ impl MemoryStore {
     }
 
     /// Every business row, in no particular order.
-    pub fn bookings(&self) -> Vec<BusinessRow> {
+    pub fn business_rows(&self) -> Vec<BusinessRow> {
         self.lock().bookings.values().cloned().collect()
     }
 
@@ -379,7 +379,7 @@ impl IdempotencyStore for MemoryStore {
         Ok(self.lock().records.get(pk).cloned())
     }
 
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         Ok(self.lock().bookings.get(source_event).cloned())
     }
 

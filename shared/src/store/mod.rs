@@ -247,7 +247,7 @@ impl StoreError {
 
 /// The write path of the idempotency table and the business table: what the consumer and the
 /// reconciler do to one record (reserve, take over, commit, release, finish, confirm a routing,
-/// record an effect id) and the two consistent reads they act on (`get`, `booking`). The read side
+/// record an effect id) and the two consistent reads they act on (`get`, `business_row`). The read side
 /// over many records is [`InFlightIndex`].
 ///
 /// A wrapper (a fault injector in a test, a delay in a benchmark) implements this trait alone and
@@ -291,7 +291,7 @@ pub trait IdempotencyStore: Send + Sync {
     /// Step 4: atomically sets the record to `committed` with `effect_id` (adding it to `effect_ids`,
     /// removing `lease_until`, `inflight_shard` and the stored request, keeping `lease_owner` as
     /// the committer) on condition `status = in_flight AND lease_owner = :owner` (fenced: a holder
-    /// whose lease was taken over cannot commit), and writes the business row `booking` on
+    /// whose lease was taken over cannot commit), and writes the business row `row` on
     /// condition that no row exists for its event. A refusal that finds the record committed by
     /// `owner` with `effect_id` is [`CommitOutcome::Committed`] (the retry of a commit that landed).
     /// `effect_id` is the id the side effect returned.
@@ -301,7 +301,7 @@ pub trait IdempotencyStore: Send + Sync {
         pk: &str,
         owner: &str,
         effect_id: &str,
-        booking: &BusinessRow,
+        row: &BusinessRow,
         now_ms: i64,
     ) -> Result<CommitOutcome, StoreError>;
 
@@ -407,7 +407,7 @@ pub trait IdempotencyStore: Send + Sync {
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
 
     /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
 
     /// The stored names of the business row's columns this store was built with (the
     /// integration's, [`crate::integration::Integration::row_columns`]): a label named like one

@@ -110,9 +110,9 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
         self.pause.pause().await;
         self.inner.get(pk).await
     }
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.pause.pause().await;
-        self.inner.booking(source_event).await
+        self.inner.business_row(source_event).await
     }
 
     fn row_columns(&self) -> crate::record::RowColumns {

@@ -355,8 +355,8 @@ impl IdempotencyStore for FaultyStore {
         self.inner.get(pk).await
     }
 
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.booking(source_event).await
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        self.inner.business_row(source_event).await
     }
 
     fn row_columns(&self) -> crate::record::RowColumns {

@@ -390,7 +390,7 @@ impl Harness {
         reconciled += reconciled_in_stalls.load(Ordering::SeqCst);
 
         let records = memory.records();
-        let rows = memory.bookings();
+        let rows = memory.business_rows();
         let items = manual.items();
         let effects = target.ledger.effects();
         let mut violations = exactly_once_violations(&records, &rows, &items, &effects);

@@ -596,7 +596,8 @@ impl Driver<'_> {
             return;
         }
         let records = store.records();
-        let bookings: Vec<TmsBooking> = store.bookings().iter().map(TmsBooking::from).collect();
+        let bookings: Vec<TmsBooking> =
+            store.business_rows().iter().map(TmsBooking::from).collect();
         let replaced = self.observer.replaced;
         self.observer.look(
             self.shared.now(),
@@ -796,7 +797,7 @@ impl Driver<'_> {
             bookings: self
                 .shared
                 .store
-                .bookings()
+                .business_rows()
                 .iter()
                 .map(TmsBooking::from)
                 .collect(),

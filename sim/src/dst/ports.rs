@@ -291,7 +291,7 @@ impl IdempotencyStore for SimStore {
                         REBUILT_WITHIN_WINDOW_MS
                     };
                 let rebuilt = BusinessRow {
-                    booked_at_ms: later,
+                    written_at_ms: later,
                     ..booking.clone()
                 };
                 if after_token_window {
@@ -461,9 +461,9 @@ impl IdempotencyStore for SimStore {
         self.shared.store.get(pk).await
     }
 
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.before("booking", false).await?;
-        self.shared.store.booking(source_event).await
+        self.shared.store.business_row(source_event).await
     }
 
     fn row_columns(&self) -> gate::record::RowColumns {

@@ -144,7 +144,7 @@ async fn assert_outcome(
     let slot = world.core.slots()[0].effect_id.clone();
     assert_eq!(
         store
-            .booking(&event_key)
+            .business_row(&event_key)
             .await
             .expect("booking")
             .map(|b| b.effect_id),

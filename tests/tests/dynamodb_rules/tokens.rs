@@ -85,7 +85,7 @@ async fn rebuilt_commit_within_and_after_the_token_window(mode: TokenHash) {
     assert!(record.is_committed_by("owner-a", "SLOT-1"));
     assert_eq!(record.effect_ids, ["SLOT-1".to_string()].into());
     assert_eq!(
-        store.booking(&r.event_key).await.expect("booking"),
+        store.business_row(&r.event_key).await.expect("booking"),
         Some(first),
         "one business row, the first"
     );
@@ -127,7 +127,7 @@ async fn lost_commit_answer_through_the_gate(attempts: u32) {
     let event_key = report.records[0].event_key.clone().expect("event key");
     assert_eq!(
         store
-            .booking(&event_key)
+            .business_row(&event_key)
             .await
             .expect("booking")
             .map(|b| b.effect_id),

@@ -178,21 +178,18 @@ pub(crate) fn in_flight_entry_from_item(
 /// event key (S) under [`RowColumns::event_key`], the effect id (S) under
 /// [`RowColumns::effect_id`], the time (N, epoch **milliseconds**) under
 /// [`RowColumns::written_at`], and one string attribute per label.
-pub fn booking_to_item(
-    booking: &BusinessRow,
-    columns: &RowColumns,
-) -> HashMap<String, AttributeValue> {
+pub fn row_to_item(booking: &BusinessRow, columns: &RowColumns) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
         (columns.event_key.to_string(), s(&booking.source_event)),
         (columns.effect_id.to_string(), s(&booking.effect_id)),
-        (columns.written_at.to_string(), num(booking.booked_at_ms)),
+        (columns.written_at.to_string(), num(booking.written_at_ms)),
     ]);
     insert_labels(&mut item, &booking.labels);
     item
 }
 
 /// Reads a business row from a DynamoDB item laid out with `columns` (the inverse of
-/// [`booking_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
+/// [`row_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
 /// `slot_id`, the time under `booked_at`) reads the same. Such a row is recognised when the
 /// item's time under the configured name is absent (or not a number) while the legacy
 /// `booked_at` is a number: then the whole row is read under the legacy names, and an attribute
@@ -204,7 +201,7 @@ pub fn booking_to_item(
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
-pub fn booking_from_item(
+pub fn row_from_item(
     item: &HashMap<String, AttributeValue>,
     columns: &RowColumns,
 ) -> Result<BusinessRow, StoreError> {
@@ -214,7 +211,7 @@ pub fn booking_from_item(
     Ok(BusinessRow {
         source_event: req_s(item, layout.event_key)?,
         effect_id: req_s(item, layout.effect_id)?,
-        booked_at_ms: req_n(item, layout.written_at)?,
+        written_at_ms: req_n(item, layout.written_at)?,
         labels: labels_of(item, &own),
     })
 }
@@ -503,7 +500,7 @@ mod tests {
     #[test]
     fn a_business_row_round_trips_under_the_neutral_names() {
         let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
-        let item = booking_to_item(&row, &RowColumns::NEUTRAL);
+        let item = row_to_item(&row, &RowColumns::NEUTRAL);
         let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(
@@ -524,7 +521,7 @@ mod tests {
             item["written_at"],
             AttributeValue::N("1749441600000".into())
         );
-        assert_eq!(booking_from_item(&item, &RowColumns::NEUTRAL).unwrap(), row);
+        assert_eq!(row_from_item(&item, &RowColumns::NEUTRAL).unwrap(), row);
     }
 
     /// An integration's own layout: its names are written, nothing under the neutral or
@@ -537,7 +534,7 @@ mod tests {
             written_at: "charged_at",
         };
         let row = BusinessRow::for_record(&record(), "ch_1", 1_749_441_600_000);
-        let item = booking_to_item(&row, &columns);
+        let item = row_to_item(&row, &columns);
         assert_eq!(item["invoice_event"], s("ab"));
         assert_eq!(item["charge_id"], s("ch_1"));
         assert_eq!(
@@ -552,10 +549,10 @@ mod tests {
             assert!(!item.contains_key(other), "{other} is not written");
         }
         assert_eq!(item.len(), 3 + row.labels.len());
-        assert_eq!(booking_from_item(&item, &columns).unwrap(), row);
+        assert_eq!(row_from_item(&item, &columns).unwrap(), row);
         // Read with another layout, the key is missing: corrupt, never a guess.
         assert!(matches!(
-            booking_from_item(&item, &RowColumns::NEUTRAL),
+            row_from_item(&item, &RowColumns::NEUTRAL),
             Err(StoreError::Corrupt(_))
         ));
     }
@@ -571,12 +568,12 @@ mod tests {
             ["source_event", LEGACY_EFFECT_ID, "booked_at"]
         );
         let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
-        let item = booking_to_item(&row, &LEGACY);
+        let item = row_to_item(&row, &LEGACY);
         assert_eq!(item["source_event"], s("ab"));
         assert_eq!(item[LEGACY_EFFECT_ID], s("S1"));
         assert_eq!(item["booked_at"], AttributeValue::N("1749441600000".into()));
         assert!(!item.contains_key("effect_id") && !item.contains_key("written_at"));
-        assert_eq!(booking_from_item(&item, &LEGACY).unwrap(), row);
+        assert_eq!(row_from_item(&item, &LEGACY).unwrap(), row);
     }
 
     /// A row an older gate wrote ([`RowColumns::LEGACY`]) reads the same under the neutral
@@ -585,24 +582,20 @@ mod tests {
     #[test]
     fn a_row_written_by_an_older_gate_reads_under_any_names() {
         let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
-        let old = booking_to_item(&row, &LEGACY);
+        let old = row_to_item(&row, &LEGACY);
         let custom = RowColumns {
             event_key: "source_event",
             effect_id: "charge_id",
             written_at: "charged_at",
         };
         for columns in [RowColumns::NEUTRAL, custom] {
-            assert_eq!(
-                booking_from_item(&old, &columns).unwrap(),
-                row,
-                "{columns:?}"
-            );
+            assert_eq!(row_from_item(&old, &columns).unwrap(), row, "{columns:?}");
         }
         let mut both = old.clone();
         both.insert("effect_id".into(), s("S2"));
         both.insert("written_at".into(), num(7));
-        let read = booking_from_item(&both, &RowColumns::NEUTRAL).unwrap();
-        assert_eq!((read.effect_id.as_str(), read.booked_at_ms), ("S2", 7));
+        let read = row_from_item(&both, &RowColumns::NEUTRAL).unwrap();
+        assert_eq!((read.effect_id.as_str(), read.written_at_ms), ("S2", 7));
         assert_eq!(read.labels, row.labels);
 
         // An older row (its time under `booked_at`) without its effect id: corrupt, naming the
@@ -610,7 +603,7 @@ mod tests {
         let mut neither = old;
         neither.remove(LEGACY.effect_id);
         assert!(matches!(
-            booking_from_item(&neither, &RowColumns::NEUTRAL),
+            row_from_item(&neither, &RowColumns::NEUTRAL),
             Err(StoreError::Corrupt(m)) if m.contains(LEGACY.effect_id)
         ));
     }

@@ -32,7 +32,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::codec::{booking_to_item, num, record_from_item, row_effect_id, s};
+use super::codec::{num, record_from_item, row_effect_id, row_to_item, s};
 use super::errors::{
     classify_cancellation, map_sdk_error, Cancelled, ItemRole, THROTTLING_CODES,
     TRANSACTION_CONFLICT_BACKOFF_MS,
@@ -122,7 +122,7 @@ impl DynamoStore {
             .map_err(build_error)?;
         let put = Put::builder()
             .table_name(&self.bookings_table)
-            .set_item(Some(booking_to_item(booking, &self.columns)))
+            .set_item(Some(row_to_item(booking, &self.columns)))
             .condition_expression("attribute_not_exists(#row_key)")
             .expression_attribute_names("#row_key", self.columns.event_key)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

@@ -67,10 +67,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use aws_sdk_dynamodb::Client;
 
 pub use canary::{ConditionalWritesError, CANARY_PK_PREFIX};
-pub use codec::{
-    booking_from_item, booking_to_item, record_from_item, record_to_item, RECORD_ATTRIBUTES,
-};
 use codec::{num, s};
+pub use codec::{record_from_item, record_to_item, row_from_item, row_to_item, RECORD_ATTRIBUTES};
 pub use commit::commit_request_token;
 pub(crate) use errors::map_sdk_error;
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
@@ -155,7 +153,7 @@ impl DynamoStore {
     }
 
     /// The business table's name.
-    pub fn bookings_table(&self) -> &str {
+    pub fn business_table(&self) -> &str {
         &self.bookings_table
     }
 
@@ -593,7 +591,7 @@ impl IdempotencyStore for DynamoStore {
     }
 
     /// One consistent `GetItem` on the bookings table.
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.consistent_get(
             &self.bookings_table,
             self.columns.event_key,
@@ -602,7 +600,7 @@ impl IdempotencyStore for DynamoStore {
         )
         .await?
         .as_ref()
-        .map(|item| booking_from_item(item, &self.columns))
+        .map(|item| row_from_item(item, &self.columns))
         .transpose()
     }
 

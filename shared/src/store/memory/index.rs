@@ -343,7 +343,7 @@ mod tests {
                     source_event: event_key(key),
                     effect_id: format!("S-{effect}"),
                     labels: Default::default(),
-                    booked_at_ms: now,
+                    written_at_ms: now,
                 };
                 let _ = store
                     .commit(&pk(key), &owner(o), &format!("S-{effect}"), &booking, now)

@@ -114,7 +114,7 @@ pub(crate) fn business_row_from_row(row: &Row) -> Result<BusinessRow, StoreError
         source_event: get(row, "source_event")?,
         effect_id: get(row, "effect_id")?,
         labels: labels_from_json(get(row, "labels")?)?,
-        booked_at_ms: get(row, "booked_at_ms")?,
+        written_at_ms: get(row, "booked_at_ms")?,
     })
 }
 

@@ -375,13 +375,13 @@ impl IdempotencyStore for PostgresStore {
             &now_ms,
             &booking.source_event,
             &row_labels,
-            &booking.booked_at_ms,
+            &booking.written_at_ms,
         ];
         for _ in 0..SNAPSHOT_RACE_ATTEMPTS {
             let rows = match self.query("commit", &self.sql.commit, &params).await {
                 Ok(rows) => rows,
                 Err(Failure::Db(e)) if is_unique_violation(&e, "business_rows_pkey") => {
-                    let existing = self.booking(&booking.source_event).await?;
+                    let existing = self.business_row(&booking.source_event).await?;
                     return Err(StoreError::Corrupt(format!(
                         "a business row for {} already exists with effect id {}",
                         booking.source_event,
@@ -628,7 +628,7 @@ impl IdempotencyStore for PostgresStore {
     }
 
     /// One `SELECT` of `business_rows` by primary key.
-    async fn booking(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         let rows = self
             .query("booking", &self.sql.booking, &[&source_event])
             .await

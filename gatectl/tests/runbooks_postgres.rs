@@ -49,11 +49,7 @@ use serde_json::Value;
 async fn the_binary_operates_a_postgres_stack_named_by_its_parameters() {
     let url = std::env::var("GATE_TEST_DATABASE_URL")
         .unwrap_or_else(|_| panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh)"));
-    let schema = format!(
-        "s{}",
-        unique("gc_bin_pg").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-    )
-    .to_ascii_lowercase();
+    let schema = fresh_name("s", "gc_bin_pg");
     let store = PostgresStore::with_config(&PostgresConfig::new(&url, 1).with_schema(&schema))
         .expect("store");
     store.migrate().await.expect("migrate");
@@ -153,28 +149,8 @@ async fn the_binary_operates_a_postgres_stack_named_by_its_parameters() {
 async fn a_failed_call_names_the_sql_operation_and_the_relation() {
     let url = std::env::var("GATE_TEST_DATABASE_URL")
         .unwrap_or_else(|_| panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh)"));
-    let schema = format!(
-        "s{}",
-        unique("gc_unmigrated").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-    )
-    .to_ascii_lowercase();
-    let manual = fresh_queue(&sqs_client().await, "gc-pg-err-manual").await;
-    let out = Command::new(env!("CARGO_BIN_EXE_gatectl"))
-        .args(["list", "in-flight"])
-        .env("AWS_ENDPOINT_URL", moto_endpoint())
-        .env("AWS_REGION", "eu-west-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("STORE", "postgres")
-        .env("DATABASE_URL", &url)
-        .env("DATABASE_SCHEMA", &schema)
-        .env("MANUAL_QUEUE_URL", &manual)
-        .env("INTEGRATION_NAME", unique("gatectl-pg-err"))
-        .env_remove("IDEMPOTENCY_TABLE")
-        .env_remove("TERMINAL_BASE_URL")
-        .env_remove("GATECTL_STACK")
-        .output()
-        .expect("gatectl runs");
+    let schema = fresh_name("s", "gc_unmigrated");
+    let out = list_in_flight(&url, &schema, "gatectl-pg-err").await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -193,19 +169,11 @@ async fn a_failed_call_names_the_sql_operation_and_the_relation() {
 async fn a_refused_privilege_exits_with_the_permission_code() {
     let url = std::env::var("GATE_TEST_DATABASE_URL")
         .unwrap_or_else(|_| panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh)"));
-    let schema = format!(
-        "s{}",
-        unique("gc_denied").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-    )
-    .to_ascii_lowercase();
+    let schema = fresh_name("s", "gc_denied");
     let store = PostgresStore::with_config(&PostgresConfig::new(&url, 1).with_schema(&schema))
         .expect("store");
     store.migrate().await.expect("migrate");
-    let role = format!(
-        "r{}",
-        unique("gc_nogrants").replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-    )
-    .to_ascii_lowercase();
+    let role = fresh_name("r", "gc_nogrants");
     store
         .pool()
         .get()
@@ -218,23 +186,7 @@ async fn a_refused_privilege_exits_with_the_permission_code() {
     // database as the superuser `gate`, as a role without grants.
     let role_url = url.replacen("postgresql://gate@", &format!("postgresql://{role}@"), 1);
     assert_ne!(role_url, url, "the test server's URL names the role gate");
-    let manual = fresh_queue(&sqs_client().await, "gc-pg-denied-manual").await;
-    let out = Command::new(env!("CARGO_BIN_EXE_gatectl"))
-        .args(["list", "in-flight"])
-        .env("AWS_ENDPOINT_URL", moto_endpoint())
-        .env("AWS_REGION", "eu-west-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("STORE", "postgres")
-        .env("DATABASE_URL", &role_url)
-        .env("DATABASE_SCHEMA", &schema)
-        .env("MANUAL_QUEUE_URL", &manual)
-        .env("INTEGRATION_NAME", unique("gatectl-pg-denied"))
-        .env_remove("IDEMPOTENCY_TABLE")
-        .env_remove("TERMINAL_BASE_URL")
-        .env_remove("GATECTL_STACK")
-        .output()
-        .expect("gatectl runs");
+    let out = list_in_flight(&role_url, &schema, "gatectl-pg-denied").await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(
         out.status.code(),
@@ -250,4 +202,37 @@ async fn a_refused_privilege_exits_with_the_permission_code() {
         !stderr.contains(&role_url),
         "the connection string was printed"
     );
+}
+
+/// A PostgreSQL identifier no other test uses: `prefix` and a unique name from `stem`, lower
+/// case, every character not alphanumeric an `_`.
+fn fresh_name(prefix: &str, stem: &str) -> String {
+    format!(
+        "{prefix}{}",
+        unique(stem).replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    )
+    .to_ascii_lowercase()
+}
+
+/// `gatectl list in-flight` as an operator runs it on a PostgreSQL stack: the store at `url` in
+/// `schema`, a fresh manual queue at moto, the integration named after `name`, no DynamoDB table,
+/// server or stack set.
+async fn list_in_flight(url: &str, schema: &str, name: &str) -> std::process::Output {
+    let manual = fresh_queue(&sqs_client().await, &format!("{name}-manual")).await;
+    Command::new(env!("CARGO_BIN_EXE_gatectl"))
+        .args(["list", "in-flight"])
+        .env("AWS_ENDPOINT_URL", moto_endpoint())
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("STORE", "postgres")
+        .env("DATABASE_URL", url)
+        .env("DATABASE_SCHEMA", schema)
+        .env("MANUAL_QUEUE_URL", &manual)
+        .env("INTEGRATION_NAME", unique(name))
+        .env_remove("IDEMPOTENCY_TABLE")
+        .env_remove("TERMINAL_BASE_URL")
+        .env_remove("GATECTL_STACK")
+        .output()
+        .expect("gatectl runs")
 }

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
 use gate::effect::{CallOutcome, Effect, LookupOutcome};
-use gate::integration::{Event, Held, Integration, Parsed};
+use gate::integration::{Held, Integration, Parsed};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{
@@ -25,7 +25,7 @@ use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
     StoreError, TakeOver,
 };
-use gate::testkit::sqs_event;
+use gate::testkit::{plain_event, sqs_event};
 use gate::RecordOutcome;
 
 /// 2026-06-01T06:00:00Z, epoch ms.
@@ -252,14 +252,7 @@ impl Integration for Jobs {
     }
 
     fn parse(&self, body: &str, _now_ms: i64) -> Parsed {
-        Parsed::Event(Event {
-            key_material: body.to_string(),
-            business_fields: serde_json::json!({ "job": body }),
-            request: body.as_bytes().to_vec(),
-            labels: Labels::new(),
-            ends_at_ms: None,
-            subject: String::new(),
-        })
+        Parsed::Event(plain_event(body))
     }
 
     async fn call(&self, held: &Held<'_>) -> CallOutcome {

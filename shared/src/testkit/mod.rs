@@ -116,6 +116,20 @@ pub fn sqs_event(records: &[(&str, &str)]) -> SqsEvent {
     event
 }
 
+/// An event made of `body` alone, for tests of the gate's own paths that need no integration's
+/// parsing: `body` is its key material (so its event key), its request bytes and its one business
+/// field `job`; no labels, no end, no subject.
+pub fn plain_event(body: &str) -> crate::integration::Event {
+    crate::integration::Event {
+        key_material: body.to_string(),
+        business_fields: serde_json::json!({ "job": body }),
+        request: body.as_bytes().to_vec(),
+        labels: crate::record::Labels::new(),
+        ends_at_ms: None,
+        subject: String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -221,6 +221,16 @@ impl SlotTerminal for NoTerminal {
 mod tests {
     use super::*;
 
+    /// `show --json` on a truck-slot stack keeps the keys its operators' scripts read since
+    /// before the neutral vocabulary: the row under `booking`, its id under `slot_id`, its time
+    /// under `booked_at_ms` (the runbook kit reads them through the words, so only this pins them).
+    #[test]
+    fn show_keeps_the_deployed_json_keys() {
+        assert_eq!(WORDS.business_row_key, "booking");
+        assert_eq!(WORDS.effect_id_key, "slot_id");
+        assert_eq!(format!("{}_at_ms", WORDS.written), "booked_at_ms");
+    }
+
     #[test]
     fn a_query_is_read_as_a_person_types_it() {
         let view = TruckSlotView;

@@ -36,7 +36,7 @@ pub struct Words {
     /// The business row's JSON key in `show` (`"booking"`; neutral `"business_row"`).
     pub business_row_key: &'static str,
     /// What writing the business row is called, a past participle (`"booked"`; neutral
-    /// `"written"`): `show` prints `{effect} {id} {written} 5m ago` and the row's time under the
+    /// `"written"`): `show` prints `{effect} {id} {written} 5 min ago` and the row's time under the
     /// JSON key `{written}_at_ms` (epoch **milliseconds**).
     pub written: &'static str,
     /// The manual queue, as its readers call it (`"manual-booking queue"`).

@@ -203,7 +203,7 @@ pub type Labels = BTreeMap<String, String>;
 ///
 /// A label named like one of these columns would overwrite the row's own attribute, so every
 /// store refuses it ([`crate::store::limits::check_row`]). PostgreSQL keeps its fixed
-/// `business_rows` columns (`source_event`, `effect_id`, `written_at_ms`; the labels in one
+/// `business_rows` columns (`source_event`, `effect_id`, `booked_at_ms`; the labels in one
 /// JSON column) whatever the names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RowColumns {
@@ -227,9 +227,9 @@ impl RowColumns {
     };
 
     /// The names every business row had before the integration named them (issue 22), the
-    /// deployed bookings tables' names. Read when the configured name is absent, so a row
-    /// written by an older gate reads the same; never written unless an integration names its
-    /// columns so.
+    /// deployed bookings tables' names. A row without the configured effect id (a string) and
+    /// time (a number) but with these is read under these names, so a row written by an older
+    /// gate reads the same; never written unless an integration names its columns so.
     pub const LEGACY: Self = Self {
         event_key: "source_event",
         effect_id: "slot_id",
@@ -276,7 +276,8 @@ impl RowColumns {
         match label_names.iter().find(|label| self.contains(label)) {
             Some(label) => Err(format!(
                 "the label {label:?} is named like one of the business row's columns {:?}: \
-                 rename the label or the column (Integration::row_columns)",
+                 rename the label, or on DynamoDB the column (Integration::row_columns; \
+                 PostgreSQL's columns are fixed)",
                 self.names()
             )),
             None => Ok(()),

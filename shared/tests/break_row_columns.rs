@@ -102,6 +102,41 @@ fn an_older_rows_label_named_like_the_effect_id_column_stays_a_label() {
     assert!(row.labels.is_empty(), "{row:?}");
 }
 
+/// The second review: an integration that keeps one legacy name (`{charge_id, booked_at}`).
+/// Its older rows (`slot_id`, `booked_at`) have the configured time but not the configured
+/// effect id: the layout looks at both columns, so they still read under the legacy names (from
+/// the time alone they read as corrupt, "charge_id missing").
+#[test]
+fn an_integration_keeping_one_legacy_name_reads_its_older_rows() {
+    const HALF: RowColumns = RowColumns {
+        event_key: "source_event",
+        effect_id: "charge_id",
+        written_at: "booked_at",
+    };
+    HALF.validate().expect("distinct and non-empty");
+    let older = HashMap::from([
+        ("source_event".to_string(), s("ev-1")),
+        ("slot_id".to_string(), s("E-1")),
+        ("booked_at".to_string(), n(1_749_441_600_000)),
+    ]);
+    let row = row_from_item(&older, &HALF).expect("an older row reads");
+    assert_eq!(
+        (row.effect_id.as_str(), row.written_at_ms),
+        ("E-1", 1_749_441_600_000)
+    );
+    assert!(row.labels.is_empty(), "{row:?}");
+    let new = HashMap::from([
+        ("source_event".to_string(), s("ev-2")),
+        ("charge_id".to_string(), s("ch_2")),
+        ("booked_at".to_string(), n(1_749_441_600_001)),
+    ]);
+    let row = row_from_item(&new, &HALF).expect("a row reads");
+    assert_eq!(
+        (row.effect_id.as_str(), row.written_at_ms),
+        ("ch_2", 1_749_441_600_001)
+    );
+}
+
 /// A configured column of the wrong type with no legacy column to fall back on is corrupt,
 /// never a guess.
 #[test]

@@ -476,10 +476,27 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
     let aws = aws_config::SdkConfig::builder()
         .behavior_version(aws_config::BehaviorVersion::latest())
         .build();
+    // PostgreSQL's columns are fixed: a label is checked against the neutral names whatever the
+    // integration's columns, so `written_at` under truck-slot's names is an init error here
+    // (on DynamoDB it is the integration's own label).
+    let refused = build_store(
+        &config.lambda.store,
+        &aws,
+        gate::record::RowColumns::LEGACY,
+        &["written_at"],
+    )
+    .await
+    .err()
+    .expect("a label named like a PostgreSQL column is refused");
+    assert!(
+        refused.to_string().contains("label_names") && refused.to_string().contains("written_at"),
+        "{refused}"
+    );
     let (store, _index) = build_store(
         &config.lambda.store,
         &aws,
         gate::record::RowColumns::NEUTRAL,
+        &[],
     )
     .await
     .expect("store built, migrated");

@@ -304,7 +304,7 @@ async fn the_wiring_connects_with_database_ca_bundle() {
         let aws = aws_config::SdkConfig::builder()
             .behavior_version(aws_config::BehaviorVersion::latest())
             .build();
-        let (store, _index) = build_store(&config, &aws, gate::record::RowColumns::NEUTRAL)
+        let (store, _index) = build_store(&config, &aws, gate::record::RowColumns::NEUTRAL, &[])
             .await
             .expect("store built");
         let r = sample_record(

@@ -66,6 +66,40 @@ fn invocation(request_id: &str, clock: &ManualClock) -> Invocation {
     }
 }
 
+/// A label named like one of the store's columns is an init error, reported before the store is
+/// checked: the tables here do not exist, so the conditional-write check would fail first
+/// otherwise. The same label under truck-slot's names is the integration's own, and the check
+/// runs (and fails on the missing tables).
+#[tokio::test]
+async fn a_label_named_like_a_column_is_refused_before_the_store_is_checked() {
+    let config = Config::<()>::from_env(fixed_env(&[
+        ("INTEGRATION_NAME", "rows-labels"),
+        (
+            "MANUAL_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/1/manual",
+        ),
+        ("IDEMPOTENCY_TABLE", "no-such-idempotency-table"),
+        ("BOOKINGS_TABLE", "no-such-business-table"),
+    ]))
+    .expect("configuration");
+    let aws = sdk_config().await;
+    let labels = ["invoice", "written_at"];
+    let refused = build_store(&config.lambda.store, &aws, RowColumns::NEUTRAL, &labels)
+        .await
+        .err()
+        .expect("refused");
+    let text = refused.to_string();
+    assert!(
+        text.contains("label_names") && text.contains("\"written_at\""),
+        "{text}"
+    );
+    let checked = build_store(&config.lambda.store, &aws, RowColumns::LEGACY, &labels)
+        .await
+        .err()
+        .expect("the check fails on the missing tables");
+    assert!(!checked.to_string().contains("label_names"), "{checked}");
+}
+
 /// Truck-slot's consumer, its store built by the wiring with truck-slot's columns, commits a
 /// TMS booking with exactly the deployed table's names: the TMS reads them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +113,7 @@ async fn the_truck_slot_consumer_writes_the_tms_booking_names() {
         vec!["ECT-DELTA".into()],
     )
     .row_columns();
-    let (store, _) = build_store(&config.lambda.store, &sdk_config().await, columns)
+    let (store, _) = build_store(&config.lambda.store, &sdk_config().await, columns, &[])
         .await
         .expect("store");
     assert_eq!(store.row_columns(), columns);
@@ -155,6 +189,7 @@ async fn the_payments_consumer_writes_the_neutral_names() {
         &config.lambda.store,
         &sdk_config().await,
         integration.row_columns(),
+        integration.label_names(),
     )
     .await
     .expect("store");

@@ -31,7 +31,7 @@ pub struct TmsBooking {
     /// Window end, RFC 3339 UTC.
     pub window_end: String,
     /// When the booking was written, epoch milliseconds.
-    pub written_at_ms: i64,
+    pub booked_at_ms: i64,
 }
 
 impl From<&BusinessRow> for TmsBooking {
@@ -43,7 +43,7 @@ impl From<&BusinessRow> for TmsBooking {
             terminal: row.label("terminal").to_string(),
             window_start: row.label("window_start").to_string(),
             window_end: row.label("window_end").to_string(),
-            written_at_ms: row.written_at_ms,
+            booked_at_ms: row.written_at_ms,
         }
     }
 }

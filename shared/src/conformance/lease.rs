@@ -186,7 +186,8 @@ pub async fn release_lease_then_take_over(store: Arc<dyn Store>, prefix: &str) {
 /// extends a live lease and one that has run out but was not taken over; the retry of an
 /// extension that landed (its answer lost) is recognised (`true`, the same values); after a
 /// take-over the old holder is refused and the new holder's lease is untouched; a released lease
-/// is refused (the holder gave it up) and can be taken over at once; a committed
+/// is refused (the holder gave it up) and can be taken over at once, an absent one is not a
+/// released one; a committed
 /// record and a missing one are refused; and a take-over of the extended lease waits for its new
 /// end.
 pub async fn extend_lease_is_fenced_by_the_owner(store: Arc<dyn Store>, prefix: &str) {
@@ -314,6 +315,25 @@ pub async fn extend_lease_is_fenced_by_the_owner(store: Arc<dyn Store>, prefix: 
         must_get(store, &r.pk).await,
         committed,
         "a committed record was extended"
+    );
+
+    // A record with no lease stored (none of the gate's writes leaves one; a released lease is
+    // 0, not absent): not a released lease, so its owner extends it on every store.
+    let bare = IdempotencyRecord {
+        lease_until_ms: None,
+        ..sample_record(prefix, "extend-bare", "owner-a", NOW_MS)
+    };
+    must_reserve(store, &bare, NOW_MS).await;
+    assert!(
+        store
+            .extend_lease(&bare.pk, "owner-a", NOW_MS + LEASE_MS, NOW_MS)
+            .await
+            .expect("extend_lease"),
+        "an absent lease was taken for a released one"
+    );
+    assert_eq!(
+        must_get(store, &bare.pk).await.lease_until_ms,
+        Some(NOW_MS + LEASE_MS)
     );
 
     // A missing record: refused, nothing created.

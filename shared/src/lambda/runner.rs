@@ -218,14 +218,16 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
         .load()
         .await;
     let integration = build.build(config.integration, aws.clone()).await?;
-    let (store, index) = build_store(&config.lambda.store, &aws, integration.row_columns()).await?;
-    // Against the names the store refuses on every commit (DynamoDB: the integration's;
-    // PostgreSQL: the neutral ones, its fixed columns), not the integration's alone: a label
-    // refused only there would send every new event to a person.
-    store
-        .row_columns()
-        .validate_labels(integration.label_names())
-        .map_err(|e| Error::from(format!("the integration's label_names: {e}")))?;
+    // The labels are checked against the names the store refuses on every commit (DynamoDB:
+    // the integration's; PostgreSQL: the neutral ones, its fixed columns), before the store is
+    // checked or migrated: a label refused there would send every new event to a person.
+    let (store, index) = build_store(
+        &config.lambda.store,
+        &aws,
+        integration.row_columns(),
+        integration.label_names(),
+    )
+    .await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();
@@ -257,6 +259,7 @@ pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result
             integration = %config.lambda.gate.integration,
             supports_idempotency_key = config.lambda.gate.server_supports_idempotency_key,
             deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
+            lease_ms = config.lambda.gate.lease_ms(),
             integration_config = ?config.integration,
             "consumer starting"
         );
@@ -286,6 +289,7 @@ pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Resu
         tracing::info!(
             integration = %config.lambda.gate.integration,
             deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
+            lease_ms = config.lambda.gate.lease_ms(),
             "reconciler starting"
         );
         let reconciler = config.lambda.reconciler.clone();

@@ -27,18 +27,32 @@ pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 /// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that conditional writes
 /// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
 /// the connection string (from Secrets Manager by ARN, or `DATABASE_URL` locally) and applies
-/// the migrations when `DATABASE_RUN_MIGRATIONS=true`.
+/// the migrations when `DATABASE_RUN_MIGRATIONS=true`. Before either, checks that none of
+/// `label_names` (the integration's, [`crate::Integration::label_names`]) is named like one of
+/// the opened store's columns ([`IdempotencyStore::row_columns`]: DynamoDB the integration's,
+/// PostgreSQL the neutral ones), which every commit would refuse.
 ///
 /// # Errors
 /// The check failed or could not run; the secret could not be read or holds no connection
-/// string; the migrations failed; `columns` cannot lay out an item ([`RowColumns::validate`]).
-/// Each message names its variable and never holds the connection string.
+/// string; the migrations failed; `columns` cannot lay out an item ([`RowColumns::validate`]);
+/// a label is named like a column ([`RowColumns::validate_labels`]). Each message names its
+/// variable and never holds the connection string.
 pub async fn build_store(
     config: &StoreConfig,
     aws: &SdkConfig,
     columns: RowColumns,
+    label_names: &[&str],
 ) -> Result<Stores, Error> {
-    match open(config, aws, columns).await? {
+    let opened = open(config, aws, columns).await?;
+    let store_columns = match &opened {
+        Opened::DynamoDb(store) => store.row_columns(),
+        #[cfg(feature = "postgres")]
+        Opened::Postgres(store) => store.row_columns(),
+    };
+    store_columns
+        .validate_labels(label_names)
+        .map_err(|e| Error::from(format!("the integration's label_names: {e}")))?;
+    match opened {
         Opened::DynamoDb(store) => {
             let verify = matches!(
                 config,

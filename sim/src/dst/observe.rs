@@ -189,9 +189,9 @@ impl Observer {
                          booked at {}",
                         short(&b.source_event),
                         first.slot_id,
-                        first.written_at_ms,
+                        first.booked_at_ms,
                         b.slot_id,
-                        b.written_at_ms
+                        b.booked_at_ms
                     );
                     self.note(line);
                 }

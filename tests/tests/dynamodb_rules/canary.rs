@@ -104,7 +104,7 @@ async fn build_via(
         business_table,
         verify_conditional_writes,
     };
-    build_store(&config, &aws, gate::record::RowColumns::NEUTRAL).await
+    build_store(&config, &aws, gate::record::RowColumns::NEUTRAL, &[]).await
 }
 
 /// The wiring: where conditions are dropped the start fails, naming the variable and the

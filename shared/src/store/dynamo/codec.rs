@@ -191,11 +191,11 @@ pub fn row_to_item(booking: &BusinessRow, columns: &RowColumns) -> HashMap<Strin
 /// Reads a business row from a DynamoDB item laid out with `columns` (the inverse of
 /// [`row_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
 /// `slot_id`, the time under `booked_at`) reads the same. Such a row is recognised when the
-/// item's time under the configured name is absent (or not a number) while the legacy
-/// `booked_at` is a number: then the whole row is read under the legacy names, and an attribute
+/// item lacks the configured effect id (a string) or time (a number) while it has the legacy
+/// `slot_id` and `booked_at`: then the whole row is read under the legacy names, and an attribute
 /// of a configured name is one of its labels (the previous release reserved neither
-/// `written_at` nor an integration's new names). One decision for the item, from its time
-/// column ([`row_layout`]): a label of the legacy row named like the configured effect id stays a
+/// `written_at` nor an integration's new names). One decision for the item, from both
+/// columns ([`row_layout`]): a label of the legacy row named like the configured effect id stays a
 /// label. Every other string attribute (none of the columns read, of the legacy names or of
 /// [`RECORD_ATTRIBUTES`]) is a label.
 ///
@@ -217,12 +217,18 @@ pub fn row_from_item(
 }
 
 /// The names a business row's `item` is laid out with: `columns`, or, for a row an older gate
-/// wrote (no number under `columns.written_at`, a number under the legacy `booked_at`),
-/// [`RowColumns::LEGACY`] with `columns`' key (the table's key is never renamed).
+/// wrote (not both a string under `columns.effect_id` and a number under `columns.written_at`,
+/// but a string under the legacy `slot_id` and a number under the legacy `booked_at`),
+/// [`RowColumns::LEGACY`] with `columns`' key (the table's key is never renamed). Both columns
+/// are looked at, so an integration that keeps one legacy name (`{charge_id, booked_at}`) still
+/// reads its older rows.
 fn row_layout(item: &HashMap<String, AttributeValue>, columns: &RowColumns) -> RowColumns {
     let legacy = RowColumns::LEGACY;
-    let older = !matches!(item.get(columns.written_at), Some(AttributeValue::N(_)))
-        && matches!(item.get(legacy.written_at), Some(AttributeValue::N(_)));
+    let laid_out = |c: &RowColumns| {
+        matches!(item.get(c.effect_id), Some(AttributeValue::S(_)))
+            && matches!(item.get(c.written_at), Some(AttributeValue::N(_)))
+    };
+    let older = !laid_out(columns) && laid_out(&legacy);
     if older {
         RowColumns {
             event_key: columns.event_key,
@@ -598,13 +604,12 @@ mod tests {
         assert_eq!((read.effect_id.as_str(), read.written_at_ms), ("S2", 7));
         assert_eq!(read.labels, row.labels);
 
-        // An older row (its time under `booked_at`) without its effect id: corrupt, naming the
-        // column that row keeps its effect id in.
+        // A row with neither layout's effect id: corrupt, naming the configured column.
         let mut neither = old;
         neither.remove(LEGACY.effect_id);
         assert!(matches!(
             row_from_item(&neither, &RowColumns::NEUTRAL),
-            Err(StoreError::Corrupt(m)) if m.contains(LEGACY.effect_id)
+            Err(StoreError::Corrupt(m)) if m.contains("effect_id")
         ));
     }
 

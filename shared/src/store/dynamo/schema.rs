@@ -85,9 +85,9 @@ pub(crate) const GUARD_CONDITION: &str =
 /// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
 pub(crate) const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
 /// An extension's condition: [`HELD_CONDITION`] on a lease not released (`lease_until` is 0
-/// after `release_lease`; `:released` is 0).
-pub(crate) const EXTEND_CONDITION: &str =
-    "#status = :in_flight AND lease_owner = :owner AND lease_until <> :released";
+/// after `release_lease`; `:released` is 0). An absent `lease_until` is not a released lease.
+pub(crate) const EXTEND_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner AND \
+     (attribute_not_exists(lease_until) OR lease_until <> :released)";
 /// No effect id recorded on the record, under either name ([`EFFECT_IDS`], [`LEGACY_EFFECT_IDS`]).
 pub(crate) const NO_EFFECT_ID_RECORDED: &str =
     "(attribute_not_exists(effect_ids) AND attribute_not_exists(slot_ids))";

@@ -476,8 +476,9 @@ impl IdempotencyStore for PostgresStore {
     }
 
     /// One conditional `UPDATE` setting `lease_until_ms` on `status = 'in_flight' AND
-    /// lease_owner = :owner` (the commit's fence) and a lease not released (`lease_until_ms <>
-    /// 0`); `Ok(false)` when it did not apply. A retry of
+    /// lease_owner = :owner` (the commit's fence) and a lease not released (`lease_until_ms IS
+    /// DISTINCT FROM 0`: a NULL lease is not a released one); `Ok(false)` when it did not apply.
+    /// A retry of
     /// an extension that landed meets the same condition and writes the same values.
     async fn extend_lease(
         &self,

@@ -231,7 +231,7 @@ impl Statements {
             extend: format!(
                 "UPDATE {t} SET lease_until_ms = $3, updated_at_ms = $4 \
                  WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
-                   AND lease_until_ms <> 0 RETURNING 1"
+                   AND lease_until_ms IS DISTINCT FROM 0 RETURNING 1"
             ),
             // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-effect guard.
             finish: format!(

@@ -192,7 +192,7 @@ pub fn row_to_item(booking: &BusinessRow, columns: &RowColumns) -> HashMap<Strin
 /// [`row_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
 /// `slot_id`, the time under `booked_at`) reads the same. Such a row is recognised when the
 /// item lacks the configured effect id (a string) or time (a number) while it has the legacy
-/// `slot_id` and `booked_at`: then the whole row is read under the legacy names, and an attribute
+/// ones: then the whole row is read under the legacy names, and an attribute
 /// of a configured name is one of its labels (the previous release reserved neither
 /// `written_at` nor an integration's new names). One decision for the item, from both
 /// columns ([`row_layout`]): a label of the legacy row named like the configured effect id stays a
@@ -218,7 +218,7 @@ pub fn row_from_item(
 
 /// The names a business row's `item` is laid out with: `columns`, or, for a row an older gate
 /// wrote (not both a string under `columns.effect_id` and a number under `columns.written_at`,
-/// but a string under the legacy `slot_id` and a number under the legacy `booked_at`),
+/// but a string under the legacy effect id and a number under the legacy time),
 /// [`RowColumns::LEGACY`] with `columns`' key (the table's key is never renamed). Both columns
 /// are looked at, so an integration that keeps one legacy name (`{charge_id, booked_at}`) still
 /// reads its older rows.

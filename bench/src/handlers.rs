@@ -1,4 +1,4 @@
-//! Past 600 lines (near 700): the handlers are one concern, each a phase over the same
+//! Over 600 lines (near 700): the handlers are one concern, each a phase over the same
 //! deliveries, kept side by side so that what each one measures stays comparable.
 //!
 //! The handlers, each run over the same deliveries as one phase: the naive handler and the

@@ -1,4 +1,4 @@
-//! Past 600 lines: the part is one concern, one run over both stores, and [`Timed`] must forward
+//! Over 600 lines: the part is one concern, one run over both stores, and [`Timed`] must forward
 //! every port method of the store it times (each new port method adds its forwarding here).
 //!
 //! `gate-bench --parts stores` (issue 26 item 6): the store on PostgreSQL and DynamoDB (moto) in

@@ -1,4 +1,4 @@
-//! Past 600 lines only with its unit tests (from `mod tests` on, about 250 lines): the codec is
+//! Over 600 lines only with its unit tests (from `mod tests` on, about 250 lines): the codec is
 //! one concern, and its tests sit beside the layout they pin.
 //!
 //! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`BusinessRow`] as

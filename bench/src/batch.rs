@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gate::consumer::Gate;
-use gate::store::memory::MemoryStore;
 use gate::testkit::{DelayedStore, Pause};
 use serde::Serialize;
 
@@ -117,7 +116,7 @@ pub async fn run(
     .await?;
     let mut model_gate = moto_gate.clone();
     model_gate.store = Arc::new(DelayedStore {
-        inner: Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS)),
+        inner: Arc::new(sim::stores::memory_store()),
         pause: Sleep(Duration::from_millis(store_latency_ms)),
     });
     let on_model = measure(

@@ -13,7 +13,6 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use gate::consumer::Gate;
-use gate::store::memory::MemoryStore;
 use serde::Serialize;
 use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
@@ -69,8 +68,7 @@ pub async fn run(
         vec!["ECT-DELTA".to_string()],
     ));
     let mut memory_http = dynamo_http.clone();
-    memory_http.store =
-        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS));
+    memory_http.store = Arc::new(sim::stores::memory_store());
     let mut memory_mem = memory_http.clone();
     memory_mem.integration = Arc::new(truck_slot::TruckSlot::new(
         Arc::new(InProcessTerminal),

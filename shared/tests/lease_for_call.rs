@@ -357,6 +357,25 @@ impl World {
     async fn record(&self, pk: &str) -> IdempotencyRecord {
         self.memory.get(pk).await.unwrap().expect("the record")
     }
+
+    /// `body`'s record (`pk`) was released, still `in_flight`, for the redelivery, and the
+    /// redelivery (invocation `inv-2`) takes it over at once and calls once.
+    async fn released_then_the_redelivery_calls_once(&self, pk: &str, body: &str) {
+        let released = self.record(pk).await;
+        assert_eq!(released.status, RecordStatus::InFlight);
+        assert_eq!(
+            released.lease_until_ms,
+            Some(0),
+            "released for the redelivery"
+        );
+        let outcome = self.deliver(body, "inv-2").await;
+        assert!(
+            matches!(outcome, RecordOutcome::Committed { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(self.calls().len(), 1);
+        assert_eq!(self.calls()[0].1.as_deref(), Some("inv-2#0"));
+    }
 }
 
 #[test]
@@ -461,20 +480,7 @@ async fn an_extension_that_fails_is_released_not_called_and_the_redelivery_calls
         w.store.seen(),
         ["reserve", "guard", "extend_lease", "release_lease"]
     );
-    let released = w.record(&pk).await;
-    assert_eq!(
-        released.lease_until_ms,
-        Some(0),
-        "released for the redelivery"
-    );
-    // The redelivery takes it over at once and calls once.
-    let outcome = w.deliver("e", "inv-2").await;
-    assert!(
-        matches!(outcome, RecordOutcome::Committed { .. }),
-        "{outcome:?}"
-    );
-    assert_eq!(w.calls().len(), 1);
-    assert_eq!(w.calls()[0].1.as_deref(), Some("inv-2#0"));
+    w.released_then_the_redelivery_calls_once(&pk, "e").await;
 }
 
 #[tokio::test]
@@ -584,20 +590,7 @@ async fn extensions_that_all_answer_too_late_end_in_a_release_not_a_call() {
             "release_lease"
         ]
     );
-    let released = w.record(&pk).await;
-    assert_eq!(released.status, RecordStatus::InFlight);
-    assert_eq!(
-        released.lease_until_ms,
-        Some(0),
-        "released for the redelivery"
-    );
-    let outcome = w.deliver("h", "inv-2").await;
-    assert!(
-        matches!(outcome, RecordOutcome::Committed { .. }),
-        "{outcome:?}"
-    );
-    assert_eq!(w.calls().len(), 1);
-    assert_eq!(w.calls()[0].1.as_deref(), Some("inv-2#0"));
+    w.released_then_the_redelivery_calls_once(&pk, "h").await;
 }
 
 /// Break (the review of the recovered change): a lease no longer than a call needs (a 12 s floor

@@ -16,7 +16,6 @@ use gate::manual::{ManualQueue, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
-use gate::store::memory::MemoryStore;
 use gate::store::{IdempotencyStore, InFlightIndex, Store};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
@@ -199,7 +198,8 @@ impl SlotTerminal for FaultyTerminal {
 pub struct ReplayOptions {
     /// The handler.
     pub handler: HandlerKind,
-    /// The idempotency store for the gated handler; `None` for a fresh [`MemoryStore`].
+    /// The idempotency store for the gated handler; `None` for a fresh
+    /// [`gate::store::memory::MemoryStore`] (`crate::stores::memory_store`).
     pub store: Option<Arc<dyn Store>>,
 }
 
@@ -212,7 +212,8 @@ impl ReplayOptions {
         }
     }
 
-    /// The gated handler on a fresh [`MemoryStore`].
+    /// The gated handler on a fresh [`gate::store::memory::MemoryStore`]
+    /// (`crate::stores::memory_store`).
     pub fn gated() -> Self {
         Self {
             handler: HandlerKind::Gated,
@@ -416,9 +417,10 @@ pub async fn run(scenario: &Scenario, options: ReplayOptions) -> Result<Report, 
         }
     }
 
-    let store: Arc<dyn Store> = options.store.clone().unwrap_or_else(|| {
-        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS))
-    });
+    let store: Arc<dyn Store> = options
+        .store
+        .clone()
+        .unwrap_or_else(|| Arc::new(crate::stores::memory_store()));
     let manual = Arc::new(MemoryManualQueue::new());
     let mut config = GateConfig::new(INTEGRATION);
     config.server_supports_idempotency_key = scenario.terminal.supports_idempotency_key;

@@ -26,6 +26,13 @@ pub enum StoreKind {
 /// concurrently (at most this many statements at once; more wait for a free connection).
 pub const REPLAY_POOL_SIZE: usize = 8;
 
+/// The memory store laid out as truck-slot's functions lay out the TMS booking
+/// ([`truck_slot::booking::BOOKING_COLUMNS`]): every replay, simulation and benchmark of the
+/// truck-slot path builds its memory store here.
+pub fn memory_store() -> MemoryStore {
+    MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS)
+}
+
 /// Builds the store. For DynamoDB, creates a fresh pair of tables named
 /// `gate-replay-{n}-idempotency` / `-bookings` (`n` = epoch ms) at `endpoint`; without explicit
 /// AWS credentials in the environment, moto's dummy credentials and `eu-west-1` are used.
@@ -48,9 +55,7 @@ pub async fn build_at(
     database_url: Option<&str>,
 ) -> Result<Arc<dyn Store>, String> {
     match kind {
-        StoreKind::Memory => Ok(Arc::new(
-            MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
-        )),
+        StoreKind::Memory => Ok(Arc::new(memory_store())),
         StoreKind::Postgres => {
             let url = database_url.ok_or("--store postgres needs --database-url")?;
             let stamp = std::time::SystemTime::now()

@@ -13,8 +13,9 @@
 //! real [`Gate::handle_batch`] with `record_concurrency` records at once (`RecordConcurrency`,
 //! [`GateConfig::max_concurrency`]) over:
 //!
-//! * the real [`MemoryStore`] behind a fixed latency per call (`store_latency_ms`, the latency
-//!   model of DynamoDB the benchmarks use: concurrent calls are served in parallel);
+//! * the real [`gate::store::memory::MemoryStore`] behind a fixed latency per call
+//!   (`store_latency_ms`, the latency model of DynamoDB the benchmarks use: concurrent calls are
+//!   served in parallel);
 //! * the terminal simulator's core in process with `terminal_latency_ms` per slot claim, and at
 //!   most `terminal_concurrency` claims served at once when set (a terminal's limit: its rate is
 //!   then at most `terminal_concurrency / latency`; more waits in line);
@@ -59,7 +60,6 @@ use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
-use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use gate::testkit::{DelayedStore, Pause};
 use rand::{Rng, SeedableRng};
@@ -565,8 +565,7 @@ fn outcome_name(o: &RecordOutcome) -> String {
 /// The replay itself, on `time` (driven by [`drive`]; see [`run_blocking`]).
 pub async fn run(config: SustainedConfig, time: SimTime) -> SustainedReport {
     let core = TerminalCore::new(TerminalConfig::default(), time.clock() as Arc<dyn Clock>);
-    let memory =
-        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS));
+    let memory = Arc::new(crate::stores::memory_store());
     let manual = Arc::new(MemoryManualQueue::new());
     let mut gate_config = GateConfig::new(INTEGRATION);
     gate_config.max_concurrency = config.record_concurrency.max(1);

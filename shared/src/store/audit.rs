@@ -37,7 +37,7 @@ impl AuditEntry {
 
 /// The size, bytes, of an audit `history` list attribute of `entries` as DynamoDB counts it: the
 /// name, 3 bytes for the list plus 1 per element, and each element a map of 3 bytes plus 1 per
-/// member (`at` a number, [`limits::number_bytes`], and the strings `who`, `action`, `detail`)
+/// member (`at` a number, and the strings `who`, `action`, `detail`)
 /// with its members' names and values (AWS, DynamoDB Developer Guide, "Item sizes and formats").
 /// Here, beside the line it measures, so that the limits read nothing of the audit log.
 pub fn history_bytes(entries: &[AuditEntry]) -> usize {
@@ -46,8 +46,7 @@ pub fn history_bytes(entries: &[AuditEntry]) -> usize {
     }
     let entry = |e: &AuditEntry| {
         3 + 4
-            + "at".len()
-            + limits::number_bytes(e.at_ms)
+            + limits::n("at", e.at_ms)
             + limits::s("who", &e.who)
             + limits::s("action", &e.action)
             + limits::s("detail", &e.detail)

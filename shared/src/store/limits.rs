@@ -243,7 +243,8 @@ pub(crate) fn s(name: &str, value: &str) -> usize {
     name.len() + value.len()
 }
 
-fn n(name: &str, value: i64) -> usize {
+/// The size, bytes, of a number attribute or map member `name` holding `value`.
+pub(crate) fn n(name: &str, value: i64) -> usize {
     name.len() + number_bytes(value)
 }
 

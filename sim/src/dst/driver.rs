@@ -20,7 +20,6 @@ use gate::clock::{Clock, ManualClock};
 use gate::consumer::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
 use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
-use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -169,7 +168,7 @@ pub fn run_seed(seed: u64, record_trace: bool) -> RunResult {
     let shared = Arc::new(Shared::new(
         clock,
         core,
-        Arc::new(MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS)),
+        Arc::new(crate::stores::memory_store()),
         manual,
         INTEGRATION.to_string(),
         terminals.clone(),

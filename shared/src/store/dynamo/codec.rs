@@ -178,13 +178,13 @@ pub(crate) fn in_flight_entry_from_item(
 /// event key (S) under [`RowColumns::event_key`], the effect id (S) under
 /// [`RowColumns::effect_id`], the time (N, epoch **milliseconds**) under
 /// [`RowColumns::written_at`], and one string attribute per label.
-pub fn row_to_item(booking: &BusinessRow, columns: &RowColumns) -> HashMap<String, AttributeValue> {
+pub fn row_to_item(row: &BusinessRow, columns: &RowColumns) -> HashMap<String, AttributeValue> {
     let mut item = HashMap::from([
-        (columns.event_key.to_string(), s(&booking.source_event)),
-        (columns.effect_id.to_string(), s(&booking.effect_id)),
-        (columns.written_at.to_string(), num(booking.written_at_ms)),
+        (columns.event_key.to_string(), s(&row.source_event)),
+        (columns.effect_id.to_string(), s(&row.effect_id)),
+        (columns.written_at.to_string(), num(row.written_at_ms)),
     ]);
-    insert_labels(&mut item, &booking.labels);
+    insert_labels(&mut item, &row.labels);
     item
 }
 

@@ -82,12 +82,20 @@ pub(crate) const RELEASE_CONDITION: &str =
 /// The natural-key item (the guard): absent, held by `:event_key`, or expired.
 pub(crate) const GUARD_CONDITION: &str =
     "attribute_not_exists(pk) OR event_key = :event_key OR expires_at < :now_s";
+/// The lease fence's text, written once for [`HELD_CONDITION`] and [`EXTEND_CONDITION`].
+macro_rules! held_condition {
+    () => {
+        "#status = :in_flight AND lease_owner = :owner"
+    };
+}
 /// `in_flight`, held by `:owner` (the lease fence of a commit and a finish).
-pub(crate) const HELD_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner";
+pub(crate) const HELD_CONDITION: &str = held_condition!();
 /// An extension's condition: [`HELD_CONDITION`] on a lease not released (`lease_until` is 0
 /// after `release_lease`; `:released` is 0). An absent `lease_until` is not a released lease.
-pub(crate) const EXTEND_CONDITION: &str = "#status = :in_flight AND lease_owner = :owner AND \
-     (attribute_not_exists(lease_until) OR lease_until <> :released)";
+pub(crate) const EXTEND_CONDITION: &str = concat!(
+    held_condition!(),
+    " AND (attribute_not_exists(lease_until) OR lease_until <> :released)"
+);
 /// No effect id recorded on the record, under either name ([`EFFECT_IDS`], [`LEGACY_EFFECT_IDS`]).
 pub(crate) const NO_EFFECT_ID_RECORDED: &str =
     "(attribute_not_exists(effect_ids) AND attribute_not_exists(slot_ids))";

@@ -2,6 +2,7 @@
 //! redeliveries (another message id, the same body) of an earlier event, placed after it.
 
 use serde::Serialize;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One SQS delivery.
 #[derive(Debug, Clone, Serialize)]
@@ -48,21 +49,28 @@ pub fn container(serial: u32) -> String {
     format!("{first_ten}{check}")
 }
 
-/// The container serial of event `i` of run `tag`: its own block of serials per tag (FNV-1a of
-/// the tag), so that the warm-up's events and the measured ones never share a container and a
-/// window (the gate's natural key, signal 4: they would collide and cost a second transaction).
-fn serial(tag: &str, i: usize) -> u32 {
-    let h = tag.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    ((h % 90) as u32) * 10_000 + 100_000 + (i as u32 % 10_000)
+/// The first container serial ISO 6346's six digits leave us (100000..=999999).
+const FIRST_SERIAL: u32 = 100_000;
+/// How many serials there are before they repeat.
+const SERIALS: u32 = 900_000;
+/// The next serial no `deliveries` call of this process has handed out.
+static NEXT_SERIAL: AtomicU32 = AtomicU32::new(0);
+
+/// `n` serials no other `deliveries` call of this process holds (until 900,000 have been handed
+/// out), so that two runs sharing a store, say the warm-up and the measured events, never share a
+/// container and a window: the gate's natural key (signal 4) would send the second to a person.
+/// A hash of the tag chose among 90 blocks before, and two tags of one run met in the same block
+/// about once in fifteen processes.
+fn serials(n: usize) -> u32 {
+    NEXT_SERIAL.fetch_add(n as u32, Ordering::Relaxed) % SERIALS
 }
 
-/// A notification body for event `i` of run `tag`, window `window` (RFC 3339 start, end).
-pub fn body(tag: &str, i: usize, window: &(String, String)) -> String {
+/// A notification body for event `i` of run `tag`, its container from `serial` (counted from
+/// 100000, wrapping at 999999), window `window` (RFC 3339 start, end).
+pub fn body(tag: &str, i: usize, serial: u32, window: &(String, String)) -> String {
     serde_json::json!({
         "notificationId": format!("PCS-{tag}-{i:06}"),
-        "equipment_number": container(serial(tag, i)),
+        "equipment_number": container(FIRST_SERIAL + serial % SERIALS),
         "preferred_window": {"start": window.0, "end": window.1},
         "terminal": "ECT-DELTA",
         "pin": format!("{:04}-{:04}", i % 9973, (i * 7919) % 10_000),
@@ -83,6 +91,7 @@ pub fn deliveries(
 ) -> Vec<Delivery> {
     let duplicates = ((n as f64) * duplicate_rate).round() as usize;
     let unique = n.saturating_sub(duplicates).max(1);
+    let first = serials(unique);
     let mut rng = Rng::new(seed);
     // Event indices in delivery order.
     let mut order: Vec<(usize, bool)> = (0..unique).map(|i| (i, false)).collect();
@@ -100,7 +109,7 @@ pub fn deliveries(
         .enumerate()
         .map(|(m, (e, duplicate))| Delivery {
             message_id: format!("{tag}-msg-{m:06}"),
-            body: body(tag, e, window),
+            body: body(tag, e, first + e as u32, window),
             duplicate,
         })
         .collect()
@@ -125,5 +134,31 @@ mod tests {
             }
         }
         assert!(truck_slot::iso6346::EquipmentNumber::parse(&container(42)).is_ok());
+    }
+
+    /// The warm-up and the measured events of one run share a store: no container of one may
+    /// be a container of the other, whatever the tags (the natural key would collide).
+    #[test]
+    fn two_calls_never_share_a_container() {
+        let w = (
+            "2030-01-01T08:00:00Z".to_string(),
+            "2030-01-01T10:00:00Z".to_string(),
+        );
+        let containers = |d: &[Delivery]| -> std::collections::BTreeSet<String> {
+            d.iter()
+                .map(|x| {
+                    let v: serde_json::Value = serde_json::from_str(&x.body).unwrap();
+                    v["equipment_number"].as_str().unwrap().to_string()
+                })
+                .collect()
+        };
+        // These two tags hashed to the same block of serials before.
+        let a = containers(&deliveries("smoke29092-s0-po-counted", 50, 0.0, &w, 1));
+        let b = containers(&deliveries("smoke29092-s0-po-counted-warm", 50, 0.0, &w, 1));
+        let again = containers(&deliveries("smoke29092-s0-po-counted", 50, 0.0, &w, 1));
+        assert_eq!((a.len(), b.len(), again.len()), (50, 50, 50));
+        assert!(a.is_disjoint(&b));
+        assert!(a.is_disjoint(&again));
+        assert!(b.is_disjoint(&again));
     }
 }

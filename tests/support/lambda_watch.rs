@@ -3,11 +3,13 @@
 //! against moto, its output captured, the sample events dated, the invocation). `cargo-lambda`
 //! must be on PATH (`make test` installs it into `.venv`).
 
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gate::clock::{Clock, SystemClock};
@@ -22,12 +24,25 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A loopback port free at the time of the call.
+/// The ports `free_port` has handed out in this process.
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A loopback port free at the time of the call and never handed out before in this process:
+/// the port is released before a watcher or a server binds it, and two tests running side by
+/// side could otherwise be given the same one (the kernel picks among about 14,000).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// `cargo lambda watch`, spawned in its own process group (`process_group(0)`), killed group and

@@ -467,8 +467,9 @@ fn consumer_bodies(tag: &str, behaviour: &Mutex<Behaviour>) -> Vec<String> {
         b.claims.insert(c.clone(), *claim);
         bodies.push(notification(&format!("PCS-{tag}-{i}"), &c).to_string());
     }
-    let ok = notification(&format!("PCS-{tag}-0"), &container("CSQU305438"));
-    // A duplicate of the first, and a mismatch (same key, other business fields).
+    // A duplicate of the first (its very body: a window built again could cross a second), and
+    // a mismatch (same key, other business fields).
+    let ok: Value = serde_json::from_str(&bodies[0]).expect("the first body is JSON");
     bodies.push(ok.to_string());
     let mut other = ok.clone();
     other["gross_mass_kg"] = json!(26000);

@@ -453,7 +453,11 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
 
     let url = database_url();
     let integration = unique("pg-wiring");
+    // Its own schema: the default one (`gate`) would keep the event's row from an earlier run
+    // against the same database.
+    let schema = schema_for("wiring");
     let config = Config::<()>::from_env(fixed_env(&[
+        ("DATABASE_SCHEMA", schema.as_str()),
         ("INTEGRATION_NAME", integration.as_str()),
         (
             "MANUAL_QUEUE_URL",

@@ -13,6 +13,9 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
   !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
   reconciler), !Ref WebhookSecretArn for the webhook ingress, !Ref DatabaseUrlSecretArn
   (Store=postgres) for the functions that use the store (consumer, reconciler, metrics);
+* their keys: kms:Decrypt (a secret under a customer managed key) on one key parameter, through
+  Secrets Manager only (kms:ViaService) and for one secret its holder may read only
+  (kms:EncryptionContext:SecretARN), in the functions' roles and in the operators' policy;
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -307,6 +310,31 @@ def policy_statements(document):
             yield st
 
 
+def check_kms_decrypt(problem, where, st, readable):
+    """A `kms:Decrypt` grant decrypts one secret the holder may read, through Secrets Manager
+    only: its key is a parameter (no wildcard), `kms:ViaService` is Secrets Manager's endpoint and
+    `kms:EncryptionContext:SecretARN` names a secret parameter in `readable` (the AWS Secrets
+    Manager user guide, "Secret encryption and decryption": the secret's ARN is its encryption
+    context)."""
+    sid = st.get("Sid", "?")
+    keys = as_list(st.get("Resource"))
+    if len(keys) != 1 or ref(keys[0]) is None:
+        problem(f"{where}/{sid}: kms:Decrypt on {keys}, not one key parameter")
+    equals = (st.get("Condition") or {}).get("StringEquals") or {}
+    via = equals.get("kms:ViaService")
+    text = via.value if isinstance(via, Tag) and via.name == "!Sub" else via
+    if isinstance(text, list) and text:
+        text = text[0]
+    if not (isinstance(text, str) and text.startswith("secretsmanager.")):
+        problem(f"{where}/{sid}: kms:Decrypt not limited to Secrets Manager (kms:ViaService)")
+    secret = ref(equals.get("kms:EncryptionContext:SecretARN"))
+    if secret is None:
+        problem(f"{where}/{sid}: kms:Decrypt not limited to one secret "
+                f"(kms:EncryptionContext:SecretARN)")
+    elif secret not in readable:
+        problem(f"{where}/{sid}: kms:Decrypt for {secret}, which it may not read")
+
+
 def check_operator_policy(problem, resources):
     policies = {k: v for k, v in resources.items() if v["Type"] == "AWS::IAM::ManagedPolicy"}
     if len(policies) != 1:
@@ -320,6 +348,10 @@ def check_operator_policy(problem, resources):
             continue
         actions = set(as_list(st.get("Action")))
         names_ = [resource_name(r) for r in as_list(st.get("Resource"))]
+        if "kms:Decrypt" in actions:
+            check_kms_decrypt(problem, name, st, {
+                "TerminalApiTokenSecretArn", "TerminalTokenSecretArns", "DatabaseUrlSecretArn"})
+            continue
         if any(a.endswith("*") for a in actions):
             problem(f"{name}/{sid}: wildcard action {sorted(actions)}")
         if any(n == "*" or (isinstance(n, str) and n.endswith(":*")) for n in names_):
@@ -379,6 +411,11 @@ def main(path):
                     problem(f"{role_name}/{sid}: Resource '*' without a Condition")
             if any(a.endswith("*") for a in actions):
                 problem(f"{role_name}/{sid}: wildcard action {sorted(actions)}")
+            if "kms:Decrypt" in actions:
+                readers = {f for f, r in role_of.items() if r == role_name}
+                readable = {secret for secret, allowed in SECRET_READERS.items()
+                            if readers and readers <= allowed}
+                check_kms_decrypt(problem, role_name, st, readable)
             if "secretsmanager:GetSecretValue" in actions:
                 readers = [f for f, r in role_of.items() if r == role_name]
                 secrets = [ref(r) for r in resources_]

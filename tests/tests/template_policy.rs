@@ -125,8 +125,8 @@ fn the_template_passes_and_every_breach_is_named() {
         ),
         (
             "the metrics function cannot read the database's connection string (Store=postgres)",
-            "                - Sid: DatabaseUrl\n                  # Store=postgres: the connection string, read once per cold start.\n                  Effect: Allow\n                  Action: secretsmanager:GetSecretValue\n                  Resource: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - Sid: PublishSignals",
-            "                - Sid: DatabaseUrl\n                  # Store=postgres: the connection string, read once per cold start.\n                  Effect: Allow\n                  Action: secretsmanager:GetObject\n                  Resource: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - Sid: PublishSignals",
+            "                - Sid: DatabaseUrl\n                  # Store=postgres: the connection string, read once per cold start.\n                  Effect: Allow\n                  Action: secretsmanager:GetSecretValue\n                  Resource: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - !If\n                - DatabaseSecretHasCmk\n                - Sid: DatabaseUrlKey\n                  # Only for a customer managed key; aws/secretsmanager needs no permission.\n                  Effect: Allow\n                  Action: kms:Decrypt\n                  Resource: !Ref DatabaseUrlSecretKmsKeyArn\n                  Condition:\n                    StringEquals:\n                      kms:ViaService: !Sub\n                        - secretsmanager.${SecretRegion}.amazonaws.com\n                        - SecretRegion: !Select [3, !Split [\":\", !Ref DatabaseUrlSecretArn]]\n                      kms:EncryptionContext:SecretARN: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - Sid: PublishSignals",
+            "                - Sid: DatabaseUrl\n                  # Store=postgres: the connection string, read once per cold start.\n                  Effect: Allow\n                  Action: secretsmanager:GetObject\n                  Resource: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - !If\n                - DatabaseSecretHasCmk\n                - Sid: DatabaseUrlKey\n                  # Only for a customer managed key; aws/secretsmanager needs no permission.\n                  Effect: Allow\n                  Action: kms:Decrypt\n                  Resource: !Ref DatabaseUrlSecretKmsKeyArn\n                  Condition:\n                    StringEquals:\n                      kms:ViaService: !Sub\n                        - secretsmanager.${SecretRegion}.amazonaws.com\n                        - SecretRegion: !Select [3, !Split [\":\", !Ref DatabaseUrlSecretArn]]\n                      kms:EncryptionContext:SecretARN: !Ref DatabaseUrlSecretArn\n                - !Ref AWS::NoValue\n              - Sid: PublishSignals",
             "MetricsFunction",
         ),
         (
@@ -182,6 +182,30 @@ fn the_template_passes_and_every_breach_is_named() {
             "                  Resource: !Ref TerminalTokenSecretArns\n",
             "                  Resource:\n                    - !Ref TerminalApiTokenSecretArn\n                    - !Ref TerminalTokenSecretArns\n",
             "GetSecretValue on",
+        ),
+        (
+            "the database key decrypts any secret (no encryption context)",
+            "                      kms:EncryptionContext:SecretARN: !Ref DatabaseUrlSecretArn\n",
+            "",
+            "ConsumerRole/DatabaseUrlKey: kms:Decrypt not limited to one secret",
+        ),
+        (
+            "the webhook key decrypts outside Secrets Manager",
+            "                      kms:ViaService: !Sub\n                        - secretsmanager.${SecretRegion}.amazonaws.com\n                        - SecretRegion: !Select [3, !Split [\":\", !Ref WebhookSecretArn]]\n",
+            "",
+            "IngressRole/WebhookSecretsKey: kms:Decrypt not limited to Secrets Manager",
+        ),
+        (
+            "the ingress decrypts the database's secret",
+            "                      kms:EncryptionContext:SecretARN: !Ref WebhookSecretArn\n",
+            "                      kms:EncryptionContext:SecretARN: !Ref DatabaseUrlSecretArn\n",
+            "IngressRole/WebhookSecretsKey: kms:Decrypt for DatabaseUrlSecretArn, which it may not read",
+        ),
+        (
+            "the operators decrypt with any key",
+            "              Action: kms:Decrypt\n              Resource: !Ref DatabaseUrlSecretKmsKeyArn\n",
+            "              Action: kms:Decrypt\n              Resource: \"*\"\n",
+            "DatabaseUrlKey: kms:Decrypt on ['*'], not one key parameter",
         ),
         (
             "a literal maxReceiveCount of 3",

@@ -13,9 +13,12 @@ Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule 
   !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
   reconciler), !Ref WebhookSecretArn for the webhook ingress, !Ref DatabaseUrlSecretArn
   (Store=postgres) for the functions that use the store (consumer, reconciler, metrics);
-* their keys: kms:Decrypt (a secret under a customer managed key) on one key parameter, through
-  Secrets Manager only (kms:ViaService) and for one secret its holder may read only
-  (kms:EncryptionContext:SecretARN), in the functions' roles and in the operators' policy;
+* their keys: kms:Decrypt (a secret under a customer managed key) alone in its statement, on that
+  secret's key parameter, through Secrets Manager only (kms:ViaService) and for one secret its
+  holder may read only (kms:EncryptionContext:SecretARN), in the functions' roles and in the
+  operators' policy;
+* every Allow statement names its actions and resources: no NotAction or NotResource, no wildcard
+  (`*` or `?`) in an action name, compared without case as IAM does;
 * every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
   than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
   literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
@@ -310,22 +313,53 @@ def policy_statements(document):
             yield st
 
 
+# Each secret parameter and the parameter of the customer managed key it may be encrypted with.
+SECRET_KEYS = {
+    "TerminalApiTokenSecretArn": "TerminalApiTokenSecretKmsKeyArn",
+    "TerminalTokenSecretArns": "TerminalApiTokenSecretKmsKeyArn",
+    "WebhookSecretArn": "WebhookSecretKmsKeyArn",
+    "DatabaseUrlSecretArn": "DatabaseUrlSecretKmsKeyArn",
+}
+
+
+def actions_of(st):
+    """A statement's actions, lower-cased (IAM compares action names without case)."""
+    return {a.lower() if isinstance(a, str) else repr(a) for a in as_list(st.get("Action"))}
+
+
+def is_wildcard(action):
+    """Whether an action name matches more than itself (IAM's `*` and `?`)."""
+    return "*" in action or "?" in action
+
+
+def check_allow_shape(problem, where, st):
+    """An Allow statement names its actions and resources: no `NotAction`, no `NotResource`
+    (each grants everything but what it lists), no wildcard in an action."""
+    sid = st.get("Sid", "?")
+    for field in ("NotAction", "NotResource"):
+        if field in st:
+            problem(f"{where}/{sid}: {field} in an Allow statement")
+    if any(is_wildcard(a) for a in actions_of(st)):
+        problem(f"{where}/{sid}: wildcard action {sorted(actions_of(st))}")
+
+
 def check_kms_decrypt(problem, where, st, readable):
     """A `kms:Decrypt` grant decrypts one secret the holder may read, through Secrets Manager
-    only: its key is a parameter (no wildcard), `kms:ViaService` is Secrets Manager's endpoint and
-    `kms:EncryptionContext:SecretARN` names a secret parameter in `readable` (the AWS Secrets
-    Manager user guide, "Secret encryption and decryption": the secret's ARN is its encryption
-    context)."""
+    only: it grants nothing else, its key is that secret's key parameter (`SECRET_KEYS`), every
+    `kms:ViaService` value is Secrets Manager's endpoint and `kms:EncryptionContext:SecretARN`
+    names a secret parameter in `readable` (the AWS Secrets Manager user guide, "Secret
+    encryption and decryption": the secret's ARN is its encryption context)."""
     sid = st.get("Sid", "?")
-    keys = as_list(st.get("Resource"))
-    if len(keys) != 1 or ref(keys[0]) is None:
-        problem(f"{where}/{sid}: kms:Decrypt on {keys}, not one key parameter")
+    if actions_of(st) != {"kms:decrypt"}:
+        problem(f"{where}/{sid}: kms:Decrypt granted with {sorted(actions_of(st))}")
     equals = (st.get("Condition") or {}).get("StringEquals") or {}
     via = equals.get("kms:ViaService")
-    text = via.value if isinstance(via, Tag) and via.name == "!Sub" else via
-    if isinstance(text, list) and text:
-        text = text[0]
-    if not (isinstance(text, str) and text.startswith("secretsmanager.")):
+    if isinstance(via, Tag) and via.name == "!Sub":
+        values = [via.value[0] if isinstance(via.value, list) and via.value else via.value]
+    else:
+        values = as_list(via)
+    if not values or not all(isinstance(v, str) and v.startswith("secretsmanager.")
+                             for v in values):
         problem(f"{where}/{sid}: kms:Decrypt not limited to Secrets Manager (kms:ViaService)")
     secret = ref(equals.get("kms:EncryptionContext:SecretARN"))
     if secret is None:
@@ -333,6 +367,12 @@ def check_kms_decrypt(problem, where, st, readable):
                 f"(kms:EncryptionContext:SecretARN)")
     elif secret not in readable:
         problem(f"{where}/{sid}: kms:Decrypt for {secret}, which it may not read")
+    keys = as_list(st.get("Resource"))
+    wanted = SECRET_KEYS.get(secret)
+    if len(keys) != 1 or ref(keys[0]) is None:
+        problem(f"{where}/{sid}: kms:Decrypt on {keys}, not one key parameter")
+    elif wanted is not None and ref(keys[0]) != wanted:
+        problem(f"{where}/{sid}: kms:Decrypt on {ref(keys[0])}, not {secret}'s key {wanted}")
 
 
 def check_operator_policy(problem, resources):
@@ -348,12 +388,10 @@ def check_operator_policy(problem, resources):
             continue
         actions = set(as_list(st.get("Action")))
         names_ = [resource_name(r) for r in as_list(st.get("Resource"))]
-        if "kms:Decrypt" in actions:
+        check_allow_shape(problem, name, st)
+        if "kms:decrypt" in actions_of(st):
             check_kms_decrypt(problem, name, st, {
                 "TerminalApiTokenSecretArn", "TerminalTokenSecretArns", "DatabaseUrlSecretArn"})
-            continue
-        if any(a.endswith("*") for a in actions):
-            problem(f"{name}/{sid}: wildcard action {sorted(actions)}")
         if any(n == "*" or (isinstance(n, str) and n.endswith(":*")) for n in names_):
             problem(f"{name}/{sid}: Resource '*' for {sorted(actions)}")
         for a in actions:
@@ -409,14 +447,13 @@ def main(path):
                     problem(f"{role_name}/{sid}: Resource '*' for {sorted(actions)}")
                 elif "Condition" not in st:
                     problem(f"{role_name}/{sid}: Resource '*' without a Condition")
-            if any(a.endswith("*") for a in actions):
-                problem(f"{role_name}/{sid}: wildcard action {sorted(actions)}")
-            if "kms:Decrypt" in actions:
+            check_allow_shape(problem, role_name, st)
+            if "kms:decrypt" in actions_of(st):
                 readers = {f for f, r in role_of.items() if r == role_name}
                 readable = {secret for secret, allowed in SECRET_READERS.items()
                             if readers and readers <= allowed}
                 check_kms_decrypt(problem, role_name, st, readable)
-            if "secretsmanager:GetSecretValue" in actions:
+            if "secretsmanager:getsecretvalue" in actions_of(st):
                 readers = [f for f, r in role_of.items() if r == role_name]
                 secrets = [ref(r) for r in resources_]
                 if len(secrets) != 1 or secrets[0] not in SECRET_READERS:

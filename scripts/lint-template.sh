@@ -8,8 +8,9 @@
 #                                with `Metadata: checkov: skip:` and a comment
 #                                (docs/SECURITY.md lists every skip with its reason)
 #   check-template-policy.py     the project's own rules no scanner knows: one role per function,
-#                                no "*" resource where one can be named, the token's secret read
-#                                only by its readers, DLQ retention above the source's,
+#                                no "*" resource where one can be named, no wildcard or
+#                                NotAction, each secret (and its KMS key) read only by its
+#                                readers, DLQ retention above the source's,
 #                                maxReceiveCount at least 5, tables with PITR and deletion
 #                                protection, bounded SQS event sources, queue policies (who
 #                                sends, who reads), the PITR window parameter

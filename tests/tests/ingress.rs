@@ -340,7 +340,8 @@ async fn a_queue_that_is_down_answers_503_and_the_retry_is_queued_once_it_is_bac
 }
 
 /// The `ingress` binary under `cargo lambda watch` (docs/WEBHOOK_INGRESS.md), logging at TRACE:
-/// the sample event, dated and signed for now with the sample's local secret, is answered `202`
+/// after an unsigned warm-up (`401`, while the watcher builds the function), the sample event,
+/// dated and signed for now with the sample's local secret, is answered `202`
 /// and its body queued; the same event with its signature broken is answered `401`. One log line
 /// per request with its outcome, the EMF counters, and neither the PIN nor the secret anywhere in
 /// the output (the SDK's and the runtime's TRACE payload lines are filtered).
@@ -416,15 +417,21 @@ async fn the_ingress_binary_queues_the_sample_event() {
         .iter()
         .filter(|l| l["fields"]["message"] == "webhook")
         .collect();
-    let outcomes: Vec<(&Value, &Value)> = webhook_lines
+    let mut outcomes: Vec<(&Value, &Value)> = webhook_lines
         .iter()
         .map(|l| (&l["fields"]["outcome"], &l["fields"]["webhook_id"]))
         .collect();
+    // The warm-up: once, or more if `invoke` retried an attempt that reached the function.
+    let warm_ups = outcomes
+        .iter()
+        .take_while(|o| o.0 == "missing_signature_headers" && o.1 == "")
+        .count();
+    assert!(warm_ups >= 1, "the warm-up is logged:\n{text}");
+    outcomes.drain(..warm_ups);
     let id = event["headers"]["webhook-id"].clone();
     assert_eq!(
         outcomes,
         vec![
-            (&json!("missing_signature_headers"), &json!("")),
             (&json!("accepted"), &id),
             // Unsigned: the sender's id only by its keyed digest.
             (&json!("invalid_signature"), &json!(""))

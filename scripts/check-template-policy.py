@@ -210,6 +210,9 @@ OPERATOR_WRITES = {
     ("sqs:SendMessage", "NotificationQueue"),
     ("sqs:DeleteMessage", "NotificationDeadLetterQueue"),
 }
+# The secrets gatectl reads: the terminals' tokens (to ask them) and, with Store=postgres, the
+# functions' connection string.
+OPERATOR_SECRETS = {"TerminalApiTokenSecretArn", "TerminalTokenSecretArns", "DatabaseUrlSecretArn"}
 # What "reads everything" means: each of these (action, resource) pairs is granted.
 OPERATOR_MUST_READ = {
     ("cloudformation:DescribeStacks", "AWS::StackId"),
@@ -224,11 +227,7 @@ OPERATOR_MUST_READ = {
     ("sqs:GetQueueAttributes", "NotificationQueue"),
     ("sqs:GetQueueAttributes", "ManualBookingQueue"),
     ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
-    ("secretsmanager:GetSecretValue", "TerminalApiTokenSecretArn"),
-    ("secretsmanager:GetSecretValue", "TerminalTokenSecretArns"),
-    # Store=postgres: gatectl connects with the functions' connection string.
-    ("secretsmanager:GetSecretValue", "DatabaseUrlSecretArn"),
-}
+} | {("secretsmanager:GetSecretValue", secret) for secret in OPERATOR_SECRETS}
 
 
 def check_operator_policy(problem, resources):
@@ -246,17 +245,14 @@ def check_operator_policy(problem, resources):
         names_ = [resource_name(r) for r in as_list(st.get("Resource"))]
         check_allow_shape(problem, name, st)
         if "kms:decrypt" in actions_of(st):
-            check_kms_decrypt(problem, name, st, {
-                "TerminalApiTokenSecretArn", "TerminalTokenSecretArns", "DatabaseUrlSecretArn"})
+            check_kms_decrypt(problem, name, st, OPERATOR_SECRETS)
         if any(n == "*" or (isinstance(n, str) and n.endswith(":*")) for n in names_):
             problem(f"{name}/{sid}: Resource '*' for {sorted(actions)}")
         for a in actions:
             for n in names_:
                 granted.add((a, n))
                 if a in OPERATOR_READS:
-                    if a == "secretsmanager:GetSecretValue" and n not in (
-                            "TerminalApiTokenSecretArn", "TerminalTokenSecretArns",
-                            "DatabaseUrlSecretArn"):
+                    if a == "secretsmanager:GetSecretValue" and n not in OPERATOR_SECRETS:
                         problem(f"{name}/{sid}: GetSecretValue on {n}")
                 elif (a, n) not in OPERATOR_WRITES:
                     problem(f"{name}/{sid}: writes {a} on {n}, which no gatectl subcommand writes")
@@ -292,6 +288,7 @@ def main(path):
 
     # No wildcard resource where one can be named; the token's secret read by its readers only.
     for role_name, role in roles.items():
+        readers = [f for f, r in role_of.items() if r == role_name]
         for st in statements(role):
             if st.get("Effect") != "Allow":
                 continue
@@ -305,12 +302,10 @@ def main(path):
                     problem(f"{role_name}/{sid}: Resource '*' without a Condition")
             check_allow_shape(problem, role_name, st)
             if "kms:decrypt" in actions_of(st):
-                readers = {f for f, r in role_of.items() if r == role_name}
                 readable = {secret for secret, allowed in SECRET_READERS.items()
-                            if readers and readers <= allowed}
+                            if readers and set(readers) <= allowed}
                 check_kms_decrypt(problem, role_name, st, readable)
             if "secretsmanager:getsecretvalue" in actions_of(st):
-                readers = [f for f, r in role_of.items() if r == role_name]
                 secrets = [ref(r) for r in resources_]
                 if len(secrets) != 1 or secrets[0] not in SECRET_READERS:
                     problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")

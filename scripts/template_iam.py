@@ -59,13 +59,7 @@ def ref(value):
 def statements(role):
     """Every statement of a role's inline policies; !If branches both count."""
     for policy in role.get("Properties", {}).get("Policies", []) or []:
-        for st in as_list(policy.get("PolicyDocument", {}).get("Statement")):
-            if isinstance(st, Tag) and st.name == "!If":
-                for branch in st.value[1:]:
-                    if isinstance(branch, dict):
-                        yield branch
-            elif isinstance(st, dict):
-                yield st
+        yield from policy_statements(policy.get("PolicyDocument"))
 
 
 def resource_name(value):
@@ -83,6 +77,7 @@ def resource_name(value):
 
 
 def policy_statements(document):
+    """Every statement of one policy document; !If branches both count."""
     for st in as_list((document or {}).get("Statement")):
         if isinstance(st, Tag) and st.name == "!If":
             for branch in st.value[1:]:

@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{
 use gate::clock::{Clock, SystemClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
-use gate::store::dynamo::{create_tables, DynamoStore};
+use gate::store::dynamo::create_tables;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};
@@ -318,10 +318,7 @@ pub(crate) async fn build_gate_with(
     config.max_concurrency = max_concurrency;
     Ok(Gate {
         config,
-        store: Arc::new(
-            DynamoStore::new(client, idem, book)
-                .with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
-        ),
+        store: Arc::new(sim::stores::dynamo_store(client, idem, book)),
         integration: Arc::new(truck_slot::TruckSlot::new(
             Arc::new(terminal),
             vec!["ECT-DELTA".to_string()],
@@ -432,10 +429,7 @@ async fn run_gate(
 ) -> Result<Phase, String> {
     let counter = CallRecorder::default();
     let gate = build_gate(env, tag, &counter, 10).await?;
-    for d in warmup {
-        gate.handle_batch(sqs_event(&[d]), &invocation(&d.message_id))
-            .await;
-    }
+    warm_gate(&gate, warmup).await;
     let events: Vec<SqsEvent> = deliveries.iter().map(|d| sqs_event(&[d])).collect();
     counter.clear();
     let mut phase = Phase {
@@ -495,6 +489,30 @@ async fn on_current_thread(
     })
     .await
     .map_err(|e| e.to_string())?
+}
+
+/// The gate's warm-up: each of `warmup` handled as a one-record batch, outcomes unread.
+pub(crate) async fn warm_gate(gate: &Gate, warmup: &[Delivery]) {
+    for d in warmup {
+        gate.handle_batch(sqs_event(&[d]), &invocation(&d.message_id))
+            .await;
+    }
+}
+
+/// The floor's warm-up (each of `warmup` run through [`floor_one`]) and the records of
+/// `deliveries` it will run, measured, afterwards.
+///
+/// # Errors
+/// When a delivery does not parse as an event of the gate's integration.
+pub(crate) async fn prepare_floor(
+    gate: &Gate,
+    warmup: &[Delivery],
+    deliveries: &[Delivery],
+) -> Result<Vec<gate::record::IdempotencyRecord>, String> {
+    for r in floor_records(gate, warmup)? {
+        floor_one(gate, &r).await;
+    }
+    floor_records(gate, deliveries)
 }
 
 /// The floor's inputs of one delivery: its record (built as the gate builds it), prepared
@@ -584,11 +602,7 @@ async fn run_floor(
         _ => "\"PCF-",
     };
     let (warmup, deliveries) = (own(warmup, prefix), own(deliveries, prefix));
-    let (warmup, deliveries) = (warmup.as_slice(), deliveries.as_slice());
-    for r in floor_records(&gate, warmup)? {
-        floor_one(&gate, &r).await;
-    }
-    let records = floor_records(&gate, deliveries)?;
+    let records = prepare_floor(&gate, &warmup, &deliveries).await?;
     counter.clear();
     let mut phase = Phase {
         events: deliveries.len(),

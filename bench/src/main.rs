@@ -296,6 +296,25 @@ const METRICS: [&str; 6] = [
     "slots_issued",
 ];
 
+/// Run `run`'s measured deliveries (`--events`, `--duplicate-rate`, seeded by `--seed` plus
+/// the run) and its warm-up (`--warmup` new events), both tagged `tag`.
+fn run_workload(
+    args: &Args,
+    tag: &str,
+    run: usize,
+    window: &(String, String),
+) -> (Vec<workload::Delivery>, Vec<workload::Delivery>) {
+    let deliveries = workload::deliveries(
+        tag,
+        args.events,
+        args.duplicate_rate,
+        window,
+        args.seed + run as u64,
+    );
+    let warmup = workload::deliveries(&format!("{tag}-warm"), args.warmup, 0.0, window, 99);
+    (deliveries, warmup)
+}
+
 fn metric(s: &Summary, m: &str) -> f64 {
     match m {
         "events_per_s" => s.events_per_s,
@@ -830,16 +849,8 @@ async fn main() -> Result<(), String> {
         let mut unique = 0;
         for run in 0..args.runs {
             let tag = format!("{stamp}-r{run}");
-            let deliveries = workload::deliveries(
-                &tag,
-                args.events,
-                args.duplicate_rate,
-                &window,
-                args.seed + run as u64,
-            );
+            let (deliveries, warmup) = run_workload(&args, &tag, run, &window);
             unique = deliveries.iter().filter(|d| !d.duplicate).count();
-            let warmup =
-                workload::deliveries(&format!("{tag}-warm"), args.warmup, 0.0, &window, 99);
             let mut summaries = BTreeMap::new();
             let mut order = handlers.clone();
             let shift = run % order.len().max(1);
@@ -916,15 +927,7 @@ async fn main() -> Result<(), String> {
     if part("paired") {
         for run in 0..args.runs {
             let tag = format!("{stamp}-p{run}");
-            let deliveries = workload::deliveries(
-                &tag,
-                args.events,
-                args.duplicate_rate,
-                &window,
-                args.seed + run as u64,
-            );
-            let warmup =
-                workload::deliveries(&format!("{tag}-warm"), args.warmup, 0.0, &window, 99);
+            let (deliveries, warmup) = run_workload(&args, &tag, run, &window);
             eprintln!(
                 "bench: paired run {} of {}: gate and floor, {} deliveries ...",
                 run + 1,

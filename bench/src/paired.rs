@@ -22,27 +22,24 @@
 //! and counted by neither.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::consumer::{Gate, Invocation};
 use gate::record::IdempotencyRecord;
 use serde::Serialize;
 
-use crate::counter::{dynamo_client, CallRecorder};
+use crate::counter::CallRecorder;
 use crate::handlers::{self, Env};
 use crate::stats;
 use crate::workload::Delivery;
 
 /// What one side (gate or floor) used, delivery by delivery, in one run.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Side {
     /// The measuring thread's CPU per delivery, nanoseconds, in delivery order.
     pub thread_cpu_ns: Vec<u64>,
     /// The process's CPU per delivery (every thread), nanoseconds, in delivery order.
     pub process_cpu_ns: Vec<u64>,
-    /// Wall time per delivery, microseconds, in delivery order.
-    pub latencies_us: Vec<u64>,
     /// Outcomes by name (`committed`, `duplicate`, ...).
     pub outcomes: BTreeMap<String, u64>,
     /// DynamoDB requests by operation during the measured deliveries.
@@ -50,7 +47,7 @@ pub struct Side {
 }
 
 /// One run: both sides over the same deliveries.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Run {
     /// Whether delivery `i` was a redelivery of an earlier event (the same for both sides).
     pub duplicate: Vec<bool>,
@@ -168,11 +165,10 @@ impl Run {
     }
 }
 
-/// The CPU clocks and the wall clock, read before a delivery.
+/// The CPU clocks, read before a delivery.
 struct Mark {
     thread: u64,
     process: u64,
-    wall: Instant,
 }
 
 impl Mark {
@@ -180,15 +176,12 @@ impl Mark {
         Self {
             thread: stats::thread_cpu_ns(),
             process: stats::process_cpu_ns(),
-            wall: Instant::now(),
         }
     }
 
     /// Records what was used since `self` into `side`.
     fn record(self, side: &mut Side) {
         let (thread, process) = (stats::thread_cpu_ns(), stats::process_cpu_ns());
-        side.latencies_us
-            .push(self.wall.elapsed().as_micros() as u64);
         side.thread_cpu_ns.push(thread.saturating_sub(self.thread));
         side.process_cpu_ns
             .push(process.saturating_sub(self.process));
@@ -213,9 +206,8 @@ async fn prepare(
     deliveries: &[Delivery],
 ) -> Result<Prepared, String> {
     let counter = CallRecorder::default();
-    let client = dynamo_client(&env.moto, &counter).await;
     let (prefix, max_concurrency) = if floor { ("\"PPF-", 1) } else { ("\"PPG-", 10) };
-    let gate = handlers::build_gate_with(client, env, tag, max_concurrency).await?;
+    let gate = handlers::build_gate(env, tag, &counter, max_concurrency).await?;
     let (warmup, deliveries) = (
         handlers::own(warmup, prefix),
         handlers::own(deliveries, prefix),
@@ -227,20 +219,9 @@ async fn prepare(
         records: Vec::new(),
     };
     if floor {
-        for r in handlers::floor_records(&prepared.gate, &warmup)? {
-            handlers::floor_one(&prepared.gate, &r).await;
-        }
-        prepared.records = handlers::floor_records(&prepared.gate, &deliveries)?;
+        prepared.records = handlers::prepare_floor(&prepared.gate, &warmup, &deliveries).await?;
     } else {
-        for d in &warmup {
-            prepared
-                .gate
-                .handle_batch(
-                    handlers::sqs_event(&[d]),
-                    &handlers::invocation(&d.message_id),
-                )
-                .await;
-        }
+        handlers::warm_gate(&prepared.gate, &warmup).await;
         prepared.events = deliveries
             .iter()
             .map(|d| Some((handlers::sqs_event(&[d]), d.message_id.clone())))

@@ -28,7 +28,7 @@ use gate::clock::SystemClock;
 use gate::consumer::{Gate, GateConfig, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
-use gate::store::dynamo::{create_tables, DynamoStore};
+use gate::store::dynamo::create_tables;
 use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
@@ -503,9 +503,9 @@ async fn dynamo_run(
     create_tables(&client, &idem, &book)
         .await
         .map_err(|e| e.to_string())?;
-    let timed = Arc::new(Timed::new(Arc::new(
-        DynamoStore::new(client, idem, book).with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
-    )));
+    let timed = Arc::new(Timed::new(Arc::new(sim::stores::dynamo_store(
+        client, idem, book,
+    ))));
     let gate = gate_over(Arc::clone(&timed), tag);
     let (n, d) = measure(&gate, &timed, tag, plan, window, &Counter::Sdk(&recorder)).await?;
     Ok((n.figures(&n), d.figures(&d)))

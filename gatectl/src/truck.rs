@@ -228,7 +228,7 @@ mod tests {
     fn show_keeps_the_deployed_json_keys() {
         assert_eq!(WORDS.business_row_key, "booking");
         assert_eq!(WORDS.effect_id_key, "slot_id");
-        assert_eq!(format!("{}_at_ms", WORDS.written), "booked_at_ms");
+        assert_eq!(WORDS.written_at_key(), "booked_at_ms");
     }
 
     #[test]

@@ -79,6 +79,12 @@ impl Words {
         format!("{}s", self.effect_id_key)
     }
 
+    /// The JSON key of the business row's time in `show --json`, epoch **milliseconds**:
+    /// `{written}_at_ms` (`"booked_at_ms"`; neutral `"written_at_ms"`).
+    pub fn written_at_key(&self) -> String {
+        format!("{}_at_ms", self.written)
+    }
+
     /// The record's subject (its [`Words::subject_label`]; empty when there is none).
     pub fn subject_of<'r>(&self, r: &'r IdempotencyRecord) -> &'r str {
         if self.subject_label.is_empty() {

@@ -70,9 +70,19 @@ pub struct GateConfig {
 
 /// What one record's work needs after its server calls, **milliseconds**: the commit and the
 /// store calls around it. The deadline margin fits the calls and this
-/// (`gate::lambda::min_deadline_margin_ms`); a holder calls only with a call's timeout and this
+/// ([`min_deadline_margin_ms`]); a holder calls only with a call's timeout and this
 /// of lease left ([`GateConfig::call_lease_ms`]).
 pub const COMMIT_ALLOWANCE_MS: i64 = 2_000;
+
+/// The least deadline margin for a record that makes `calls` server calls of at most
+/// `call_timeout_ms` each and then commits, milliseconds: `calls × timeout + COMMIT_ALLOWANCE_MS`
+/// (a negative timeout counts as 0).
+pub fn min_deadline_margin_ms(call_timeout_ms: i64, calls: i64) -> i64 {
+    call_timeout_ms
+        .max(0)
+        .saturating_mul(calls)
+        .saturating_add(COMMIT_ALLOWANCE_MS)
+}
 
 impl GateConfig {
     /// Defaults for `integration` (the record keys' prefix): key support on, 21-day TTL,
@@ -101,9 +111,7 @@ impl GateConfig {
     /// timeout ([`GateConfig::call_timeout_ms`], never below 0) and the commit
     /// ([`COMMIT_ALLOWANCE_MS`]). A holder with less left extends its lease before it calls.
     pub fn call_lease_ms(&self) -> i64 {
-        self.call_timeout_ms
-            .max(0)
-            .saturating_add(COMMIT_ALLOWANCE_MS)
+        min_deadline_margin_ms(self.call_timeout_ms, 1)
     }
 }
 
@@ -292,7 +300,8 @@ impl Gate {
         // The lease an extension writes is counted from when it was sent: a slow store (the
         // one that cut the lease short) may answer it so late that the lease left is short
         // again, so the lease left is checked again after every extension.
-        for extensions in 0..=MAX_EXTENSIONS_BEFORE_A_CALL {
+        let mut extensions = 0;
+        loop {
             let now = self.clock.now_ms();
             let left = lease_until.saturating_sub(now);
             if left >= need {
@@ -323,8 +332,8 @@ impl Gate {
                     return Some(self.release(record, owner, e.to_string()).await);
                 }
             }
+            extensions += 1;
         }
-        None
     }
 
     /// A transient failure: the record stays `in_flight`, the lease is released so the

@@ -9,15 +9,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::{Held, Integration, Parsed};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::IdempotencyRecord;
 use gate::store::memory::MemoryStore;
-use gate::store::{IdempotencyStore, Reservation};
-use gate::testkit::plain_event;
+use gate::testkit::{plain_event, reserve_stranded};
 
 /// 2026-06-01T06:00:00Z, epoch ms.
 const T0: i64 = 1_780_293_600_000;
@@ -53,19 +52,11 @@ impl Integration for Jobs {
 
 /// A worker reserves `body` at `at_ms` (its lease: 15 s) and dies.
 async fn strand(gate: &Gate, store: &MemoryStore, body: &str, at_ms: i64) {
-    let Parsed::Event(event) = gate.integration.parse(body, at_ms) else {
-        panic!("parse")
-    };
-    let keys = derive_keys(&event, "run-job").unwrap();
     let worker = Invocation {
         request_id: format!("consumer-{body}#0"),
         deadline_ms: at_ms + 30_000,
     };
-    let record = gate.new_record(&event, &keys, &worker, at_ms);
-    assert_eq!(
-        store.reserve(&record, at_ms).await.unwrap(),
-        Reservation::Reserved
-    );
+    reserve_stranded(gate, store, body, &worker, at_ms).await;
 }
 
 #[tokio::test]

@@ -18,14 +18,14 @@ use gate::integration::{Held, Integration, Parsed};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{
-    BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus, DEFAULT_KEY_TTL_S,
+    record_pk, BusinessRow, IdempotencyRecord, Labels, NaturalKey, RecordStatus, DEFAULT_KEY_TTL_S,
 };
 use gate::store::memory::MemoryStore;
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
     StoreError, TakeOver,
 };
-use gate::testkit::{plain_event, sqs_event};
+use gate::testkit::{plain_event, reserve_stranded, sqs_event};
 use gate::RecordOutcome;
 
 /// 2026-06-01T06:00:00Z, epoch ms.
@@ -334,7 +334,7 @@ impl World {
             panic!("parse")
         };
         let keys = derive_keys(&event, "run-job").unwrap();
-        format!("jobs#{}", keys.event_key)
+        record_pk(&self.gate.config.integration, &keys.event_key)
     }
 
     /// One delivery of `body` in invocation `request_id` (deadline 60 s away): its outcome.
@@ -488,19 +488,11 @@ async fn the_reconcilers_take_over_extends_a_lease_a_slow_store_cut_short() {
     let w = world();
     let pk = w.pk("f");
     // A consumer reserved at T0 and died (nothing else).
-    let Parsed::Event(event) = w.gate.integration.parse("f", T0) else {
-        panic!("parse")
-    };
-    let keys = derive_keys(&event, "run-job").unwrap();
     let dead = Invocation {
         request_id: "inv-dead#0".into(),
         deadline_ms: T0 + 60_000,
     };
-    let record = w.gate.new_record(&event, &keys, &dead, T0);
-    assert_eq!(
-        w.memory.reserve(&record, T0).await.unwrap(),
-        Reservation::Reserved
-    );
+    reserve_stranded(&w.gate, w.memory.as_ref(), "f", &dead, T0).await;
     // The reconciler's sweep at T0 + 16 s; its take-over is stamped then and takes 8 s.
     w.clock.set_ms(T0 + 16_000);
     w.store.then("take_over", Act::Slow(8_000));

@@ -11,14 +11,15 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsMessage;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{IdempotencyRecord, Labels, RecordStatus};
 use gate::store::memory::MemoryStore;
-use gate::store::{IdempotencyStore, Reservation};
+use gate::store::IdempotencyStore;
+use gate::testkit::reserve_stranded;
 
 /// 2026-06-01T06:00:00Z, epoch ms.
 const T0: i64 = 1_780_293_600_000;
@@ -142,19 +143,11 @@ fn body(ends_at_ms: Option<i64>) -> String {
 /// Reserved at T0 by a worker whose lease ended a second later (it died); `charged`: its
 /// request had reached the server.
 async fn strand(w: &World, body: &str, charged: bool) -> IdempotencyRecord {
-    let Parsed::Event(event) = w.gate.integration.parse(body, T0) else {
-        panic!("parse")
-    };
-    let keys = derive_keys(&event, "charge").unwrap();
     let dead = Invocation {
         request_id: "inv-dead#0".into(),
         deadline_ms: T0 + 1_000,
     };
-    let record = w.gate.new_record(&event, &keys, &dead, T0);
-    assert_eq!(
-        w.store.reserve(&record, T0).await.unwrap(),
-        Reservation::Reserved
-    );
+    let record = reserve_stranded(&w.gate, w.store.as_ref(), body, &dead, T0).await;
     if charged {
         w.server.charged(&record.op_key);
     }

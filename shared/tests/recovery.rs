@@ -9,15 +9,15 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{derive_keys, Gate, GateConfig, Invocation};
+use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::{Held, Integration, Parsed};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{IdempotencyRecord, RecordStatus};
 use gate::store::memory::MemoryStore;
-use gate::store::{IdempotencyStore, Reservation};
-use gate::testkit::plain_event;
+use gate::store::IdempotencyStore;
+use gate::testkit::{plain_event, reserve_stranded};
 
 /// 2026-06-01T06:00:00Z, epoch ms.
 const T0: i64 = 1_780_293_600_000;
@@ -96,20 +96,11 @@ fn world() -> World {
 /// under its lease.
 async fn reserve_and_crash(w: &World, body: &str) -> IdempotencyRecord {
     let now = w.clock.now_ms();
-    let Parsed::Event(event) = w.gate.integration.parse(body, now) else {
-        panic!("parse")
-    };
-    let keys = derive_keys(&event, "run-job").unwrap();
     let worker = Invocation {
         request_id: format!("consumer-{body}#0"),
         deadline_ms: now + 30_000,
     };
-    let record = w.gate.new_record(&event, &keys, &worker, now);
-    assert_eq!(
-        w.store.reserve(&record, now).await.unwrap(),
-        Reservation::Reserved
-    );
-    record
+    reserve_stranded(&w.gate, w.store.as_ref(), body, &worker, now).await
 }
 
 /// One scheduled run starting now, its sleeps moving the manual clock on.

@@ -33,6 +33,18 @@ pub fn memory_store() -> MemoryStore {
     MemoryStore::new().with_row_columns(truck_slot::booking::BOOKING_COLUMNS)
 }
 
+/// The DynamoDB store over `idempotency_table` and `business_table` laid out as truck-slot's
+/// functions lay out the TMS booking ([`truck_slot::booking::BOOKING_COLUMNS`]): every replay
+/// and benchmark of the truck-slot path on DynamoDB builds its store here.
+pub fn dynamo_store(
+    client: aws_sdk_dynamodb::Client,
+    idempotency_table: impl Into<String>,
+    business_table: impl Into<String>,
+) -> DynamoStore {
+    DynamoStore::new(client, idempotency_table, business_table)
+        .with_row_columns(truck_slot::booking::BOOKING_COLUMNS)
+}
+
 /// Builds the store. For DynamoDB, creates a fresh pair of tables named
 /// `gate-replay-{n}-idempotency` / `-bookings` (`n` = epoch ms) at `endpoint`; without explicit
 /// AWS credentials in the environment, moto's dummy credentials and `eu-west-1` are used.
@@ -96,10 +108,7 @@ pub async fn build_at(
             create_tables(&client, &idempotency, &bookings)
                 .await
                 .map_err(|e| format!("cannot create the replay tables: {e}"))?;
-            Ok(Arc::new(
-                DynamoStore::new(client, idempotency, bookings)
-                    .with_row_columns(truck_slot::booking::BOOKING_COLUMNS),
-            ))
+            Ok(Arc::new(dynamo_store(client, idempotency, bookings)))
         }
     }
 }

@@ -88,6 +88,52 @@ pub async fn fresh_tables(client: &aws_sdk_dynamodb::Client, base: &str) -> (Str
     (idempotency, bookings)
 }
 
+/// A `DynamoStore` on fresh tables (named after `base`, made unique) whose business table is
+/// keyed by `columns`' key and whose rows are written under `columns`; with the business
+/// table's name.
+pub async fn fresh_store_with_columns(
+    base: &str,
+    columns: gate::record::RowColumns,
+) -> (DynamoStore, String) {
+    let client = dynamo_client().await;
+    let name = unique(base);
+    let (idempotency, bookings) = (format!("{name}-idem"), format!("{name}-book"));
+    gate::store::dynamo::create_tables_for(&client, &idempotency, &bookings, &columns)
+        .await
+        .unwrap_or_else(|e| panic!("create tables {idempotency}, {bookings}: {e}"));
+    let store = DynamoStore::new(client, idempotency, bookings.clone()).with_row_columns(columns);
+    (store, bookings)
+}
+
+/// The test server's connection string, `GATE_TEST_DATABASE_URL` (`scripts/with-postgres.sh`
+/// starts a throwaway PostgreSQL and sets it; `make test` does).
+///
+/// # Panics
+/// When it is not set: a store test that passes without its database proves nothing.
+pub fn database_url() -> String {
+    std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
+    })
+}
+
+/// The Lambda wiring's configuration of fresh DynamoDB tables (named after `base`, which is
+/// also the integration's name), as the functions read it; with the tables' names.
+pub async fn wiring_config(base: &str) -> (gate::lambda::Config<()>, String, String) {
+    let (idempotency, bookings) = fresh_tables(&dynamo_client().await, base).await;
+    let config = gate::lambda::Config::<()>::from_env(gate::lambda::fixed_env(&[
+        ("INTEGRATION_NAME", base),
+        (
+            "MANUAL_QUEUE_URL",
+            "https://sqs.eu-west-1.amazonaws.com/1/manual",
+        ),
+        ("IDEMPOTENCY_TABLE", idempotency.as_str()),
+        ("BOOKINGS_TABLE", bookings.as_str()),
+        ("VERIFY_CONDITIONAL_WRITES", "false"),
+    ]))
+    .expect("configuration");
+    (config, idempotency, bookings)
+}
+
 /// A `DynamoStore` on fresh tables, through `client`.
 pub async fn fresh_store_with(client: aws_sdk_dynamodb::Client, base: &str) -> DynamoStore {
     let (idempotency, bookings) = fresh_tables(&client, base).await;

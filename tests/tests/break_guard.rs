@@ -20,6 +20,7 @@ use gate::store::memory::MemoryStore;
 use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{GuardOutcome, IdempotencyStore, Reservation};
 use gate::testkit::sqs_event;
+use integration_tests::database_url;
 use integration_tests::fault_proxy::{store_via, Fault, FaultProxy};
 use integration_tests::field_cases::{terminal_core, LostAnswers, OffsetClock, T0};
 use integration_tests::pg_proxy::PgProxy;
@@ -213,12 +214,6 @@ async fn a_guard_whose_answer_was_lost_commits_at_once_on_dynamodb() {
         "reserve, the guard's lost answer, its retry"
     );
     assert_eq!(w.record(&a).await.status, RecordStatus::Committed);
-}
-
-fn database_url() -> String {
-    std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
-    })
 }
 
 /// A fresh, migrated PostgreSQL store for `case` reached through a [`PgProxy`].

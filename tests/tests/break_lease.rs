@@ -9,13 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gate::conformance::{sample_record, LEASE_MS, NOW_MS};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
-use gate::store::dynamo::DynamoStore;
 use gate::store::memory::MemoryStore;
 use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, TakeOver,
 };
-use integration_tests::{dynamo_client, fresh_tables, unique};
+use integration_tests::{fresh_store, unique};
 
 async fn reserved(
     store: &dyn IdempotencyStore,
@@ -134,18 +133,14 @@ async fn extension_attacks_on_the_memory_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extension_attacks_on_dynamodb() {
     let base = unique("break-lease");
-    let client = dynamo_client().await;
-    let (idempotency, bookings) = fresh_tables(&client, &base).await;
-    let store = DynamoStore::new(client, idempotency, bookings);
+    let store = fresh_store(&base).await;
     extension_attacks(&store, &base).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extension_attacks_on_postgresql() {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let url = std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
-    });
+    let url = integration_tests::database_url();
     let schema = format!(
         "break_lease_{}_{}",
         std::process::id(),

@@ -6,13 +6,12 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::conformance::{sample_record, NOW_MS};
-use gate::lambda::fixed_env;
 use gate::lambda::store::open_operator_store;
-use gate::lambda::Config;
 use gate::record::{BusinessRow, Labels, RowColumns};
-use gate::store::dynamo::{create_tables_for, DynamoStore};
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
-use integration_tests::{dynamo_client, fresh_tables, sdk_config, unique};
+use integration_tests::{
+    dynamo_client, fresh_store_with_columns, sdk_config, unique, wiring_config,
+};
 
 /// A row the previous release wrote under the legacy names with a label `written_at` (a
 /// string; the previous release did not reserve that name) reads under the neutral names: the
@@ -20,19 +19,7 @@ use integration_tests::{dynamo_client, fresh_tables, sdk_config, unique};
 /// N"), so gatectl could not show the event's row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_row_with_a_label_named_written_at_reads_through_the_read_port() {
-    let base = unique("break-rows-old");
-    let (idempotency, bookings) = fresh_tables(&dynamo_client().await, &base).await;
-    let config = Config::<()>::from_env(fixed_env(&[
-        ("INTEGRATION_NAME", base.as_str()),
-        (
-            "MANUAL_QUEUE_URL",
-            "https://sqs.eu-west-1.amazonaws.com/1/manual",
-        ),
-        ("IDEMPOTENCY_TABLE", idempotency.as_str()),
-        ("BOOKINGS_TABLE", bookings.as_str()),
-        ("VERIFY_CONDITIONAL_WRITES", "false"),
-    ]))
-    .expect("configuration");
+    let (config, _, bookings) = wiring_config(&unique("break-rows-old")).await;
     let s = |v: &str| AttributeValue::S(v.to_string());
     dynamo_client()
         .await
@@ -75,14 +62,8 @@ async fn reserved_words_and_punctuation_as_column_names_commit_and_read_back() {
         effect_id: "status.id",
         written_at: "#size",
     };
-    let client = dynamo_client().await;
     let name = unique("break-rows-words");
-    let (idempotency, bookings) = (format!("{name}-idem"), format!("{name}-book"));
-    create_tables_for(&client, &idempotency, &bookings, &columns)
-        .await
-        .expect("tables");
-    let store =
-        DynamoStore::new(client.clone(), idempotency, bookings.clone()).with_row_columns(columns);
+    let (store, bookings) = fresh_store_with_columns(&name, columns).await;
     let r = sample_record(&name, "words", "owner-a", NOW_MS);
     assert_eq!(
         store.reserve(&r, NOW_MS).await.expect("reserve"),
@@ -99,7 +80,8 @@ async fn reserved_words_and_punctuation_as_column_names_commit_and_read_back() {
         .await
         .expect("commit");
     assert_eq!(outcome, CommitOutcome::Committed);
-    let item = client
+    let item = store
+        .client()
         .get_item()
         .table_name(&bookings)
         .key("name", AttributeValue::S(r.event_key.clone()))

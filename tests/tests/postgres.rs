@@ -16,15 +16,8 @@ use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, RecordStatus};
 use gate::store::postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
+use integration_tests::database_url;
 use integration_tests::pg_proxy::PgProxy;
-
-/// The test server's connection string. Without it the test fails: a store test that passes
-/// without its database proves nothing.
-fn database_url() -> String {
-    std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
-    })
-}
 
 /// A schema name unique to this process and call, from `case` (lowercase, `_`, at most 63).
 fn schema_for(case: &str) -> String {

@@ -19,14 +19,9 @@ use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, PurgeCount,
     Reservation,
 };
+use integration_tests::database_url;
 use integration_tests::field_cases::{gate, terminal_core};
 use sim::dst::CoreTerminal;
-
-fn database_url() -> String {
-    std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
-    })
-}
 
 async fn fresh_store(case: &str) -> PostgresStore {
     static N: AtomicU64 = AtomicU64::new(0);

@@ -11,12 +11,7 @@ use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::audit::AuditLog;
 use gate::store::postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex};
-
-fn database_url() -> String {
-    std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
-    })
-}
+use integration_tests::database_url;
 
 /// Inserts `r` as migration 1 stores it (legacy `slot_id`, `slot_ids`).
 async fn insert_v1(client: &tokio_postgres::Client, schema: &str, r: &IdempotencyRecord) {

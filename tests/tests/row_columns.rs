@@ -16,30 +16,15 @@ use gate::lambda::store::open_operator_store;
 use gate::lambda::{build_store, fixed_env, Config, SecretString};
 use gate::manual::MemoryManualQueue;
 use gate::record::{record_pk, RowColumns};
-use gate::store::dynamo::{create_tables_for, DynamoStore};
+use gate::store::dynamo::DynamoStore;
 use gate::store::Store;
 use gate::testkit::{IdempotencyServer, MismatchAnswer, ServerConfig};
 use gate::Integration;
 use integration_tests::field_cases::{gate, terminal_core, LOST_ANSWER_BODY, T0};
-use integration_tests::{dynamo_client, fresh_tables, sdk_config, sqs_event, unique};
+use integration_tests::{
+    dynamo_client, fresh_store_with_columns, sdk_config, sqs_event, unique, wiring_config,
+};
 use sim::dst::CoreTerminal;
-
-/// The wiring's configuration of fresh DynamoDB tables, as the functions read it.
-async fn wiring_config(base: &str) -> (Config<()>, String, String) {
-    let (idempotency, bookings) = fresh_tables(&dynamo_client().await, base).await;
-    let config = Config::<()>::from_env(fixed_env(&[
-        ("INTEGRATION_NAME", base),
-        (
-            "MANUAL_QUEUE_URL",
-            "https://sqs.eu-west-1.amazonaws.com/1/manual",
-        ),
-        ("IDEMPOTENCY_TABLE", idempotency.as_str()),
-        ("BOOKINGS_TABLE", bookings.as_str()),
-        ("VERIFY_CONDITIONAL_WRITES", "false"),
-    ]))
-    .expect("configuration");
-    (config, idempotency, bookings)
-}
 
 /// Every item of `table`, as moto stores it.
 async fn raw_items(table: &str) -> Vec<std::collections::HashMap<String, AttributeValue>> {
@@ -281,13 +266,7 @@ const OWN: RowColumns = RowColumns {
 
 /// A store on fresh tables whose business table is keyed by [`OWN`]'s key.
 async fn own_layout_store(base: &str) -> (Arc<DynamoStore>, String) {
-    let client = dynamo_client().await;
-    let name = unique(base);
-    let (idempotency, bookings) = (format!("{name}-idem"), format!("{name}-book"));
-    create_tables_for(&client, &idempotency, &bookings, &OWN)
-        .await
-        .expect("tables");
-    let store = DynamoStore::new(client, idempotency, bookings.clone()).with_row_columns(OWN);
+    let (store, bookings) = fresh_store_with_columns(base, OWN).await;
     (Arc::new(store), bookings)
 }
 

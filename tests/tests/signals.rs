@@ -23,9 +23,7 @@ async fn store_signals_are_read_from_the_indexes_and_published() {
 /// the records the store wrote there.
 #[tokio::test]
 async fn on_postgres_the_signals_are_read_from_the_partial_indexes_and_published() {
-    let url = std::env::var("GATE_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!("set GATE_TEST_DATABASE_URL (scripts/with-postgres.sh starts a server)")
-    });
+    let url = integration_tests::database_url();
     let schema = format!("signals_{}", std::process::id());
     let store = PostgresStore::with_config(
         &PostgresConfig::new(url.as_str(), 2).with_schema(schema.clone()),

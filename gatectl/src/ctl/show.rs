@@ -213,7 +213,7 @@ impl Ctl {
                 for (name, value) in &b.labels {
                     row.insert(name.clone(), json!(value));
                 }
-                row.insert(format!("{}_at_ms", words.written), json!(b.written_at_ms));
+                row.insert(words.written_at_key(), json!(b.written_at_ms));
                 Value::Object(row)
             });
             map.insert(words.business_row_key.into(), json!(row));

@@ -561,7 +561,7 @@ pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>(backend: Backe
         "EFFECT-A"
     );
     // The row's time in the integration's words (truck-slot: `booked_at_ms`, "booked").
-    let written_at = &shown.json[0][words.business_row_key][format!("{}_at_ms", words.written)];
+    let written_at = &shown.json[0][words.business_row_key][words.written_at_key()];
     assert!(
         written_at.as_i64().is_some_and(|ms| ms > 0),
         "{}",

@@ -7,12 +7,9 @@ use gate::record::{BusinessRow, RowColumns};
 /// the TMS reads them: `source_event` (the partition key, the event key), `slot_id` (the slot
 /// the terminal issued), `booked_at` (epoch **milliseconds**). Truck-slot's
 /// [`gate::Integration::row_columns`]: a deployed bookings table keeps working with no
-/// migration.
-pub const BOOKING_COLUMNS: RowColumns = RowColumns {
-    event_key: "source_event",
-    effect_id: "slot_id",
-    written_at: "booked_at",
-};
+/// migration. They are the core's [`RowColumns::LEGACY`], the names every business row had
+/// before an integration named its own.
+pub const BOOKING_COLUMNS: RowColumns = RowColumns::LEGACY;
 
 /// A row of the TMS bookings table, read from the gate's generic [`BusinessRow`] (its labels are
 /// the record's: `container`, `terminal`, `window_start`, `window_end`; its effect id is the slot).

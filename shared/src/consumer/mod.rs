@@ -32,6 +32,7 @@ use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
 use crate::store::Reservation;
 
+#[cfg(feature = "lambda")]
 pub(crate) use input::type_name;
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
 pub use outcome::{BatchReport, RecordOutcome, RecordReport};

@@ -30,16 +30,7 @@ pub const LEGACY_KEY_RETENTION_VARIABLE: &str = "TERMINAL_KEY_RETENTION_SECONDS"
 
 pub use super::store_config::StoreConfig;
 
-pub use crate::gate::COMMIT_ALLOWANCE_MS;
-
-/// The least deadline margin for a record that makes `calls` server calls of at most
-/// `call_timeout_ms` each and then commits, milliseconds: `calls × timeout + COMMIT_ALLOWANCE_MS`.
-pub fn min_deadline_margin_ms(call_timeout_ms: i64, calls: i64) -> i64 {
-    call_timeout_ms
-        .max(0)
-        .saturating_mul(calls)
-        .saturating_add(COMMIT_ALLOWANCE_MS)
-}
+pub use crate::gate::{min_deadline_margin_ms, COMMIT_ALLOWANCE_MS};
 
 /// The gate's generic configuration, shared by the consumer and the reconciler.
 #[derive(Debug, Clone)]

@@ -130,6 +130,33 @@ pub fn plain_event(body: &str) -> crate::integration::Event {
     }
 }
 
+/// A worker that reserved `body` and died: the record `gate`'s consumer would reserve for
+/// `worker` at `at_ms` (epoch **milliseconds**), reserved in `store` directly (the gate's own
+/// store, or the one behind a wrapper a test scripts) and left `in_flight`, its lease running
+/// from `at_ms`. For the tests of recovery: take-overs, sweeps, the reconciler.
+///
+/// # Panics
+/// When `body` is not an event of `gate`'s integration at `at_ms`, or the store does not answer
+/// `Reserved` (a test's set-up that went wrong).
+pub async fn reserve_stranded(
+    gate: &crate::gate::Gate,
+    store: &dyn crate::store::IdempotencyStore,
+    body: &str,
+    worker: &crate::gate::Invocation,
+    at_ms: i64,
+) -> crate::record::IdempotencyRecord {
+    let crate::integration::Parsed::Event(event) = gate.integration.parse(body, at_ms) else {
+        panic!("reserve_stranded: {body:?} is not an event of the integration")
+    };
+    let keys = crate::consumer::derive_keys(&event, gate.integration.operation())
+        .unwrap_or_else(|e| panic!("reserve_stranded: the keys of {body:?}: {e}"));
+    let record = gate.new_record(&event, &keys, worker, at_ms);
+    match store.reserve(&record, at_ms).await {
+        Ok(crate::store::Reservation::Reserved) => record,
+        other => panic!("reserve_stranded: {body:?} was not reserved: {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -146,7 +146,7 @@ pub fn record_from_item(
             Some(AttributeValue::S(_)) => true,
             Some(_) => return Err(corrupt_type(item, "route_pending", "S")),
         },
-        labels: labels_of(item, &RECORD_ATTRIBUTES),
+        labels: labels_of(item, &[]),
         pk,
     })
 }
@@ -196,8 +196,8 @@ pub fn row_to_item(row: &BusinessRow, columns: &RowColumns) -> HashMap<String, A
 /// of a configured name is one of its labels (the previous release reserved neither
 /// `written_at` nor an integration's new names). One decision for the item, from both
 /// columns ([`row_layout`]): a label of the legacy row named like the configured effect id stays a
-/// label. Every other string attribute (none of the columns read, of the legacy names or of
-/// [`RECORD_ATTRIBUTES`]) is a label.
+/// label. Every other string attribute (none of the columns read nor of
+/// [`RECORD_ATTRIBUTES`], which hold the legacy names) is a label.
 ///
 /// # Errors
 /// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
@@ -206,13 +206,11 @@ pub fn row_from_item(
     columns: &RowColumns,
 ) -> Result<BusinessRow, StoreError> {
     let layout = row_layout(item, columns);
-    let mut own: Vec<&str> = layout.names().to_vec();
-    own.extend(RowColumns::LEGACY.names());
     Ok(BusinessRow {
         source_event: req_s(item, layout.event_key)?,
         effect_id: req_s(item, layout.effect_id)?,
         written_at_ms: req_n(item, layout.written_at)?,
-        labels: labels_of(item, &own),
+        labels: labels_of(item, &layout.names()),
     })
 }
 

@@ -18,6 +18,7 @@ use crate::integration::Integration;
 use crate::manual::sqs::SqsManualQueue;
 use crate::reconciler::{ReconcileReport, ReconcilerConfig};
 use crate::signals::Counts;
+use crate::store::budget::{self, Bounded};
 use crate::store::InFlightIndex;
 
 use super::config::{Config, IntegrationConfig};
@@ -50,6 +51,18 @@ pub fn invocation(context: &lambda_runtime::Context) -> Invocation {
     )
 }
 
+/// What an invocation keeps after its store calls, **milliseconds**: the time to build the answer
+/// and send it to the Runtime API (`POST /runtime/invocation/{id}/response`) before the deadline.
+pub const ANSWER_MARGIN_MS: i64 = 1_000;
+
+/// The store budget of `invocation` ([`budget`]): its deadline less [`ANSWER_MARGIN_MS`].
+pub fn store_budget(invocation: &Invocation) -> budget::Budget {
+    budget::Budget::until_epoch_ms(
+        invocation.deadline_ms.saturating_sub(ANSWER_MARGIN_MS),
+        SystemClock.now_ms(),
+    )
+}
+
 /// Handles one SQS event, read leniently ([`SqsInput`]: a record the typed deserialiser refuses
 /// is routed to a person, never logged): the partial batch response (`batchItemFailures`). Never
 /// returns an error for a record's failure; an error here would make SQS retry the whole batch.
@@ -66,7 +79,10 @@ pub async fn handle_sqs(
         return Err(Error::from(why.clone()));
     }
     let invocation = invocation(&event.context);
-    let report = gate.handle_input(event.payload, &invocation).await;
+    let report = budget::scope(store_budget(&invocation), async {
+        gate.handle_input(event.payload, &invocation).await
+    })
+    .await;
     Counts::of_batch(&report).emit();
     Ok(report.response)
 }
@@ -135,13 +151,28 @@ pub async fn handle_reconcile(
         );
     }
     let invocation = invocation(&event.context);
+    budget::scope(
+        store_budget(&invocation),
+        reconcile_within_budget(gate, index, config, metrics, &invocation),
+    )
+    .await
+}
+
+/// [`handle_reconcile`]'s work, inside the invocation's store budget.
+async fn reconcile_within_budget(
+    gate: &Gate,
+    index: &dyn InFlightIndex,
+    config: &ReconcilerConfig,
+    metrics: Option<&metrics_cloudwatch_embedded::Collector>,
+    invocation: &Invocation,
+) -> Result<ReconcileReport, Error> {
     // Several sweeps a run (every `RECONCILE_SWEEP_INTERVAL_SECONDS` of the one-minute
     // schedule): a stranded record waits at most a sweep interval after its lease ends.
     let (report, sweeps) = gate
         .reconcile_run_each(
             index,
             config,
-            &invocation,
+            invocation,
             |ms| tokio::time::sleep(std::time::Duration::from_millis(ms)),
             |sweep| match metrics {
                 Some(collector) => emit_sweep(sweep, collector, std::io::stdout()),
@@ -151,7 +182,7 @@ pub async fn handle_reconcile(
         .await;
     tracing::info!(sweeps, ?report, "reconciler run finished");
     // A store without TTL (PostgreSQL): expired rows with nothing left to do, after the pass.
-    gate.purge_expired(&invocation).await;
+    gate.purge_expired(invocation).await;
     Ok(report)
 }
 
@@ -228,6 +259,9 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
         integration.label_names(),
     )
     .await?;
+    // Every store call of an invocation ends before the invocation must answer (`budget`).
+    let store = Arc::new(Bounded::new(store));
+    let index: Arc<dyn InFlightIndex> = Arc::new(Bounded::new(index));
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();

@@ -81,6 +81,11 @@ pub async fn build_store(
                     .map_err(|e| Error::from(format!("DATABASE_RUN_MIGRATIONS: {e}")))?;
                 tracing::info!(?applied, schema = store.schema(), "migrations applied");
             }
+            let checked = store
+                .check_session()
+                .await
+                .map_err(|e| Error::from(format!("DATABASE_URL: {e}")))?;
+            tracing::info!(checked, "PostgreSQL session checked at start");
             Ok((Arc::new(store.clone()), Arc::new(store)))
         }
     }

@@ -13,7 +13,7 @@
 //! | `DATABASE_RUN_MIGRATIONS` | PostgreSQL: apply the shipped migrations at cold start | | `false` |
 //! | `DATABASE_CA_BUNDLE` | PostgreSQL: path of a PEM file of the CA certificates that sign the server's certificate (RDS/Aurora: AWS's `global-bundle.pem`, shipped in the deployment package, e.g. `/var/task/global-bundle.pem`, or a layer, `/opt/...`); unset: the connection string's `sslrootcert`, else the system's roots (enough for RDS Proxy). The connection string's `sslmode` (default `verify-full`) says what is checked: `gate::store::postgres::tls` | | none |
 //! | `DATABASE_SCHEMA` | PostgreSQL: the schema of the gate's tables (1 to 63 of `a-z`, `0-9`, `_`) | | `gate` |
-//! | `DATABASE_SESSION_TIMEOUTS` | PostgreSQL: `SET statement_timeout` (5 s) and `lock_timeout` (2 s) on each new connection; `false` behind RDS Proxy (a `SET` pins the proxy's session: set them on the role instead) | | `true` |
+//! | `DATABASE_SESSION_TIMEOUTS` | PostgreSQL: `SET LOCAL statement_timeout` (5 s) and `lock_timeout` (2 s) in each statement's own transaction, never on the session; `false` behind RDS Proxy (a `SET` may pin the proxy's session: set them on the role instead) | | `true` |
 
 use super::env::{secret_arn_valid, Env};
 use super::secrets::SecretString;
@@ -47,7 +47,8 @@ pub struct PostgresSettings {
     pub pool_size: usize,
     /// `DATABASE_RUN_MIGRATIONS`: apply the migrations at cold start.
     pub run_migrations: bool,
-    /// `DATABASE_SESSION_TIMEOUTS`: set the statement and lock timeouts on each connection.
+    /// `DATABASE_SESSION_TIMEOUTS`: set the statement and lock timeouts in each statement's
+    /// transaction (`SET LOCAL`).
     pub session_timeouts: bool,
     /// `DATABASE_SCHEMA`: the schema of the gate's tables.
     pub schema: String,

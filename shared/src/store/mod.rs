@@ -13,6 +13,7 @@
 //! every adapter: [`limits`].
 
 pub mod audit;
+pub mod budget;
 mod cursor;
 #[cfg(feature = "aws")]
 pub mod dynamo;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::TargetSessionAttrs;
 
 use super::tls::{connector, split_connection_string, Roots, SslMode};
 use crate::store::StoreError;
@@ -26,16 +27,24 @@ pub struct PostgresConfig {
     /// Connections per pool (one pool per process: per Lambda execution environment, the
     /// consumer's record concurrency is enough).
     pub pool_size: usize,
-    /// `SET statement_timeout` on each new connection (`None`: the server's or role's setting;
-    /// behind RDS Proxy set it on the role instead, `ALTER ROLE .. SET`, as a `SET` pins the
-    /// session). Each attempt also gives up on the client side after this plus 2 s (a half-open
-    /// connection after a failover answers nothing).
+    /// `SET LOCAL statement_timeout` in the transaction of each statement, never on the session
+    /// (a session `SET` would hold on one server connection of a pooler and reach other
+    /// clients). `None`: the server's or role's setting, and each statement is sent alone (behind
+    /// RDS Proxy, where any `SET` may pin the session, set it on the role instead, `ALTER ROLE ..
+    /// SET`). Each attempt also gives up on the client side after this plus 2 s (a half-open
+    /// connection after a failover answers nothing), and never later than the invocation's
+    /// store budget ([`crate::store::budget`]).
     pub statement_timeout: Option<Duration>,
-    /// `SET lock_timeout` on each new connection: the longest a statement waits for a row
-    /// another transaction holds (`None`: the server's setting).
+    /// `SET LOCAL lock_timeout` beside the statement timeout: the longest a statement waits for
+    /// a row another transaction holds (`None`: the server's setting).
     pub lock_timeout: Option<Duration>,
-    /// Connect timeout of a new connection, and the longest wait for a free one from the pool.
+    /// Connect timeout of a new connection (its start-up and the writability check included),
+    /// and the longest wait for a free one from the pool.
     pub connect_timeout: Duration,
+    /// A pooled connection older than this is closed instead of reused (HikariCP's and sqlx's
+    /// `max_lifetime`): a connection a failover left on a server that still accepts it is
+    /// replaced within this time even if no error ever names it.
+    pub max_lifetime: Duration,
 }
 
 impl std::fmt::Debug for PostgresConfig {
@@ -48,13 +57,14 @@ impl std::fmt::Debug for PostgresConfig {
             .field("statement_timeout", &self.statement_timeout)
             .field("lock_timeout", &self.lock_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("max_lifetime", &self.max_lifetime)
             .finish()
     }
 }
 
 impl PostgresConfig {
     /// `url` with `pool_size` connections and the defaults: schema `gate`, statement timeout
-    /// 5 s, lock timeout 2 s, connect timeout 5 s.
+    /// 5 s, lock timeout 2 s, connect timeout 5 s, maximum lifetime 10 minutes.
     pub fn new(url: impl Into<String>, pool_size: usize) -> Self {
         Self {
             url: url.into(),
@@ -64,6 +74,7 @@ impl PostgresConfig {
             statement_timeout: Some(Duration::from_secs(5)),
             lock_timeout: Some(Duration::from_secs(2)),
             connect_timeout: Duration::from_secs(5),
+            max_lifetime: Duration::from_secs(600),
         }
     }
 
@@ -85,8 +96,27 @@ impl PostgresConfig {
             .mode)
     }
 
-    /// The pool: `pool_size` connections with the TLS of `sslmode` ([`super::tls`]), recycled
-    /// when closed, each set up with the timeouts.
+    /// What opens each statement's transaction: `BEGIN` and the `SET LOCAL` of the timeouts, or
+    /// `None` when neither is set (the statement is then its own transaction).
+    pub(crate) fn transaction_settings(&self) -> Option<String> {
+        let mut settings = String::new();
+        if let Some(t) = self.statement_timeout {
+            settings.push_str(&format!(
+                "; SET LOCAL statement_timeout = {}",
+                t.as_millis()
+            ));
+        }
+        if let Some(t) = self.lock_timeout {
+            settings.push_str(&format!("; SET LOCAL lock_timeout = {}", t.as_millis()));
+        }
+        (!settings.is_empty()).then(|| format!("BEGIN{settings}"))
+    }
+
+    /// The pool: `pool_size` connections with the TLS of `sslmode` ([`super::tls`]), each
+    /// checked writable once when opened (libpq's `target_session_attrs=read-write`: a standby
+    /// or a demoted writer is refused and the next host tried), TCP keepalives and a TCP user
+    /// timeout (a black-holed network fails the socket instead of hanging it), recycled when
+    /// closed or older than `max_lifetime`.
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] for a connection string that does not parse (the message never
@@ -108,14 +138,15 @@ impl PostgresConfig {
         let tls = connector(tls.mode, roots.as_ref())?;
         pg.connect_timeout(self.connect_timeout);
         pg.keepalives(true);
+        pg.keepalives_idle(Duration::from_secs(15));
+        pg.keepalives_interval(Duration::from_secs(5));
+        pg.keepalives_retries(3);
+        pg.tcp_user_timeout(
+            self.statement_timeout.unwrap_or(Duration::from_secs(5)) + Duration::from_secs(2),
+        );
+        pg.target_session_attrs(TargetSessionAttrs::ReadWrite);
         pg.application_name("gate");
-        let mut settings = String::new();
-        if let Some(t) = self.statement_timeout {
-            settings.push_str(&format!("SET statement_timeout = {};", t.as_millis()));
-        }
-        if let Some(t) = self.lock_timeout {
-            settings.push_str(&format!("SET lock_timeout = {};", t.as_millis()));
-        }
+        let max_lifetime = self.max_lifetime;
         let manager = Manager::from_config(
             pg,
             tls,
@@ -123,23 +154,18 @@ impl PostgresConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let mut builder = Pool::builder(manager)
+        Pool::builder(manager)
             .max_size(self.pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(self.connect_timeout))
-            .create_timeout(Some(self.connect_timeout));
-        if !settings.is_empty() {
-            builder = builder.post_create(Hook::async_fn(move |client, _| {
-                let settings = settings.clone();
-                Box::pin(async move {
-                    client
-                        .batch_execute(&settings)
-                        .await
-                        .map_err(HookError::Backend)
-                })
-            }));
-        }
-        builder
+            .create_timeout(Some(self.connect_timeout))
+            .pre_recycle(Hook::sync_fn(move |_, metrics| {
+                if metrics.age() > max_lifetime {
+                    Err(HookError::message("older than the pool's maximum lifetime"))
+                } else {
+                    Ok(())
+                }
+            }))
             .build()
             .map_err(|e| StoreError::Corrupt(format!("PostgreSQL pool: {e}")))
     }
@@ -156,4 +182,51 @@ fn unparsable(e: impl std::fmt::Display) -> StoreError {
 /// never quotes it.
 pub fn connection_string_parses(url: &str) -> bool {
     split_connection_string(url).is_ok_and(|(url, _)| url.parse::<tokio_postgres::Config>().is_ok())
+}
+
+/// Whether the server's rendering of a timeout (`SHOW statement_timeout`: `5s`, `5000ms`,
+/// `1min`) is `expected_ms` (`NNNms`).
+pub(crate) fn same_timeout(seen: &str, expected: &str) -> bool {
+    let ms = |t: &str| -> Option<u128> {
+        let digits: String = t.chars().take_while(char::is_ascii_digit).collect();
+        let n: u128 = digits.parse().ok()?;
+        match &t[digits.len()..] {
+            "" | "ms" => Some(n),
+            "s" => Some(n * 1_000),
+            "min" => Some(n * 60_000),
+            "h" => Some(n * 3_600_000),
+            "d" => Some(n * 86_400_000),
+            _ => None,
+        }
+    };
+    ms(seen).is_some() && ms(seen) == ms(expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeouts_open_each_statements_transaction_and_none_sends_it_alone() {
+        let config = PostgresConfig::new("postgresql://gate@127.0.0.1/gate", 1);
+        assert_eq!(
+            config.transaction_settings().as_deref(),
+            Some("BEGIN; SET LOCAL statement_timeout = 5000; SET LOCAL lock_timeout = 2000")
+        );
+        let mut bare = config.clone();
+        bare.statement_timeout = None;
+        bare.lock_timeout = None;
+        assert_eq!(bare.transaction_settings(), None);
+    }
+
+    #[test]
+    fn the_servers_renderings_of_a_timeout_compare_in_milliseconds() {
+        for seen in ["5s", "5000ms", "5000"] {
+            assert!(same_timeout(seen, "5000ms"), "{seen}");
+        }
+        assert!(same_timeout("1min", "60000ms"));
+        assert!(!same_timeout("0", "5000ms"));
+        assert!(!same_timeout("5s", "2000ms"));
+        assert!(!same_timeout("soon", "5000ms"));
+    }
 }

@@ -39,10 +39,21 @@ impl From<tokio_postgres::Error> for Failure {
 pub(crate) enum Verdict {
     /// A serialization failure or deadlock: retry the statement (a new transaction).
     RetryConflict,
-    /// The connection broke (reset, server restart, failover): retry on a new connection.
+    /// The connection broke (reset, server restart, failover) or can no longer write (a
+    /// demoted primary): the connection is dropped for good and the statement retried on a new
+    /// one.
     RetryConnection,
     /// Not retried here.
     Fail,
+}
+
+/// PgBouncer's refusal of a transaction block in `pool_mode = statement` (its error text).
+const STATEMENT_MODE: &str = "transaction blocks not allowed in statement mode";
+
+/// Whether `text` (a failure's [`Failure::summary`]) is PgBouncer in statement mode refusing the
+/// transaction that carries the store's per-transaction timeouts.
+pub(crate) fn names_statement_mode(text: &str) -> bool {
+    text.contains(STATEMENT_MODE)
 }
 
 /// The SQLSTATE of a database error, if the server sent one.
@@ -57,10 +68,13 @@ impl Failure {
             Self::Db(e) => match sqlstate(e) {
                 Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE => Verdict::RetryConflict,
                 Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED => Verdict::RetryConflict,
-                // The server is shutting down or restarting (a failover) or refuses connections
-                // for the moment: the next attempt gets a new connection.
+                // The server is shutting down or restarting (a failover), refuses connections
+                // for the moment, or this session can no longer write (25006: after a failover a
+                // pooled connection to the demoted writer answers reads and refuses every
+                // write): the next attempt gets a new connection, checked writable.
                 Some(c)
-                    if *c == SqlState::ADMIN_SHUTDOWN
+                    if *c == SqlState::READ_ONLY_SQL_TRANSACTION
+                        || *c == SqlState::ADMIN_SHUTDOWN
                         || *c == SqlState::CRASH_SHUTDOWN
                         || *c == SqlState::CANNOT_CONNECT_NOW
                         || c.code().starts_with("08") =>

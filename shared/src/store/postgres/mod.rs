@@ -67,9 +67,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
+use config::same_timeout;
 pub use config::{connection_string_parses, PostgresConfig};
 pub use errors::{names_insufficient_privilege, RETRY_BACKOFF_MS};
 pub use operator::SCAN_PAGE_ROWS;
@@ -80,8 +81,10 @@ use crate::store::cursor::{decode_cursor, encode_cursor};
 use codec::{
     business_row_from_row, in_flight_entry_from_row, labels_to_json, record_from_row, RecordParams,
 };
-use errors::{backoff, describe, is_unique_violation, Failure, Verdict};
-use schema::Statements;
+use errors::{backoff, describe, is_unique_violation, names_statement_mode, Failure, Verdict};
+use schema::{Sql, Statements};
+
+use crate::store::budget;
 
 use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
@@ -101,6 +104,10 @@ pub struct PostgresStore {
     schema: String,
     sql: std::sync::Arc<Statements>,
     attempt_timeout: Option<Duration>,
+    /// `BEGIN` and the `SET LOCAL`s sent ahead of each statement (see [`PostgresConfig`]).
+    settings: Option<std::sync::Arc<str>>,
+    /// The statement timeout those settings give, **milliseconds** ([`Self::check_session`]).
+    statement_timeout_ms: Option<u128>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -136,6 +143,8 @@ impl PostgresStore {
             schema: config.schema.clone(),
             sql: std::sync::Arc::new(Statements::new(&config.schema)),
             attempt_timeout: config.statement_timeout.map(|t| t + Duration::from_secs(2)),
+            settings: config.transaction_settings().map(std::sync::Arc::from),
+            statement_timeout_ms: config.statement_timeout.map(|t| t.as_millis()),
         })
     }
 
@@ -155,6 +164,51 @@ impl PostgresStore {
             .map_err(|f| f.into_store_error("migrate"))
     }
 
+    /// The cold-start check of the session the store's statements get: with per-transaction
+    /// timeouts, the transaction that carries them reaches the statement (a pooler in statement
+    /// mode refuses the transaction; one that handed the statement to another server connection
+    /// would show another `statement_timeout`). Run once, before anything is consumed. Each
+    /// connection is checked writable when it is opened, so a read-only server is never
+    /// reached here. `Ok(false)` when the server could not be reached (logged at WARN: an outage
+    /// or a failover during a cold start is no configuration error; the first operation reports
+    /// it and is retried).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] naming the pooler setting to change.
+    pub async fn check_session(&self) -> Result<bool, StoreError> {
+        let probe = Sql::probe();
+        let rows = match self.query("check_session", &probe, &[]).await {
+            Ok(rows) => rows,
+            Err(f) if names_statement_mode(&f.summary()) => {
+                return Err(StoreError::Unavailable(
+                    "PostgreSQL: the pooler refuses transaction blocks (PgBouncer pool_mode = \
+                     statement), and the store runs each statement in a transaction carrying its \
+                     timeouts (SET LOCAL): set pool_mode = transaction (or session), or \
+                     DATABASE_SESSION_TIMEOUTS=false with the timeouts set on the role"
+                        .to_string(),
+                ));
+            }
+            Err(f) => {
+                tracing::warn!(error = %f.summary(), "PostgreSQL session not checked at start");
+                return Ok(false);
+            }
+        };
+        let row = first(&rows, "check_session")?;
+        let seen: String = row.try_get("statement_timeout").map_err(|e| {
+            StoreError::Corrupt(format!("check_session: column statement_timeout: {e}"))
+        })?;
+        match self.statement_timeout_ms.map(|ms| format!("{ms}ms")) {
+            Some(expected) if !same_timeout(&seen, &expected) => {
+                Err(StoreError::Unavailable(format!(
+                    "PostgreSQL: the statement ran with statement_timeout = {seen}, not its \
+                     transaction's {expected}: a pooler handed it to another server connection \
+                     (PgBouncer: set pool_mode = transaction or session)"
+                )))
+            }
+            _ => Ok(true),
+        }
+    }
+
     /// The schema of the store's tables.
     pub fn schema(&self) -> &str {
         &self.schema
@@ -166,12 +220,13 @@ impl PostgresStore {
     }
 
     /// Runs one statement, with the retries of the module docs: a serialization failure, a
-    /// deadlock or a lost connection is retried after [`RETRY_BACKOFF_MS`]; anything else, or
-    /// the last failure, is returned.
+    /// deadlock or a lost (or read-only) connection is retried after [`RETRY_BACKOFF_MS`] while
+    /// the invocation's budget lasts ([`crate::store::budget`]); anything else, or the last
+    /// failure, is returned.
     async fn query(
         &self,
         op: &'static str,
-        sql: &str,
+        sql: &Sql,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, Failure> {
         let mut attempt = 0;
@@ -181,8 +236,10 @@ impl PostgresStore {
                 Err(f) => f,
             };
             let verdict = failure.verdict();
+            let in_budget = |sleep: Duration| budget::remaining().is_none_or(|left| left > sleep);
             match (verdict, backoff(attempt)) {
                 (Verdict::Fail, _) | (_, None) => return Err(failure),
+                (_, Some(sleep)) if !in_budget(sleep) => return Err(failure),
                 (_, Some(sleep)) => {
                     tracing::warn!(
                         op,
@@ -197,31 +254,53 @@ impl PostgresStore {
         }
     }
 
+    /// One attempt of `sql`: a connection from the pool and the statement, within the attempt
+    /// timeout and the invocation's budget, whichever ends first. A connection that broke, can
+    /// no longer write or did not answer in time is taken out of the pool for good.
     async fn attempt(
         &self,
-        sql: &str,
+        sql: &Sql,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, Failure> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| Failure::Pool(pool_error(&e)))?;
-        let run = async {
-            let statement = client.prepare_cached(sql).await?;
-            client.query(&statement, params).await
+        let limit = match (self.attempt_timeout, budget::remaining()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
-        match self.attempt_timeout {
+        if limit == Some(Duration::ZERO) {
+            return Err(Failure::Timeout(Duration::ZERO));
+        }
+        let started = tokio::time::Instant::now();
+        let get = self.pool.get();
+        let client = match limit {
+            None => get.await,
+            Some(limit) => tokio::time::timeout(limit, get).await.map_err(|_| {
+                budget::mark_stalled();
+                Failure::Timeout(limit)
+            })?,
+        }
+        .map_err(|e| Failure::Pool(pool_error(&e)))?;
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+            .iter()
+            .zip(sql.types)
+            .map(|(p, t)| (*p, t.clone()))
+            .collect();
+        let run = run_statement(&client, &sql.text, &typed, self.settings.as_deref());
+        let result = match limit.map(|l| l.saturating_sub(started.elapsed())) {
             None => run.await.map_err(Failure::Db),
-            Some(limit) => match tokio::time::timeout(limit, run).await {
+            Some(left) => match tokio::time::timeout(left, run).await {
                 Ok(result) => result.map_err(Failure::Db),
                 Err(_) => {
-                    // No answer: the connection may be half-open (a failover). Never reuse it.
-                    drop(Object::take(client));
-                    Err(Failure::Timeout(limit))
+                    budget::mark_stalled();
+                    Err(Failure::Timeout(limit.unwrap_or(left)))
                 }
             },
+        };
+        if let Err(failure) = &result {
+            if failure.verdict() == Verdict::RetryConnection {
+                drop(Object::take(client));
+            }
         }
+        result
     }
 
     fn err(op: &str, failure: Failure) -> StoreError {
@@ -235,6 +314,34 @@ impl PostgresStore {
             .await
             .map_err(|f| Self::err("natural key", f))?;
         Ok(rows.first().map(|r| r.get::<_, String>(0)))
+    }
+}
+
+/// `sql` with its typed `params` as the unnamed statement (one round trip; no named statement
+/// outlives it). With `settings` (`BEGIN; SET LOCAL ..`) the statement runs in a transaction of
+/// its own, opened and committed in the same round trip: the driver pipelines requests polled
+/// together, in the order polled. A statement that failed leaves the transaction aborted and the
+/// `COMMIT` rolls it back.
+async fn run_statement(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+    settings: Option<&str>,
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    let Some(settings) = settings else {
+        return client.query_typed(sql, params).await;
+    };
+    let (begun, rows, ended) = futures::join!(
+        client.batch_execute(settings),
+        client.query_typed(sql, params),
+        client.batch_execute("COMMIT"),
+    );
+    // The server's own error first: a pooler that refused the transaction closes the
+    // connection, and the statement behind it only sees it closed.
+    match (begun, rows, ended) {
+        (Ok(()), Ok(rows), Ok(())) => Ok(rows),
+        (Err(e), _, _) if e.as_db_error().is_some() => Err(e),
+        (_, Err(e), _) | (Err(e), Ok(_), _) | (Ok(()), Ok(_), Err(e)) => Err(e),
     }
 }
 

@@ -2,6 +2,7 @@
 //! ([`MIGRATIONS`], applied by [`migrate`] and recorded in `gate_schema_migrations`) and the
 //! statements of every operation, qualified with the store's schema ([`Statements`]).
 
+use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use super::codec::{BUSINESS_ROW_COLUMNS, IN_FLIGHT_COLUMNS, RECORD_COLUMNS};
@@ -73,16 +74,18 @@ pub fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 /// Returns the versions applied now (empty when the schema is current).
 pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32>, Failure> {
     let tx = client.transaction().await?;
-    // A migration may build an index over a large table: the session's statement and lock
-    // timeouts (`DATABASE_SESSION_TIMEOUTS`, a few seconds, meant for the gate's own statements)
-    // are lifted for this transaction only, so an upgrade neither rolls back half-way nor fails
-    // every cold start; the wait for the table's lock stays bounded (one minute).
+    // A migration may build an index over a large table: no statement timeout (a role's
+    // setting of a few seconds would roll an upgrade back half-way at every cold start), and the
+    // wait for the table's lock bounded (one minute).
     tx.batch_execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = '60s'")
         .await?;
     // The lock key: the schema name's hash (PostgreSQL's own `hashtext`), so that two schemas
     // migrate independently.
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema])
-        .await?;
+    tx.query_typed(
+        "SELECT pg_advisory_xact_lock(hashtext($1))",
+        &[(&schema, Type::TEXT)],
+    )
+    .await?;
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {schema}; \
          CREATE TABLE IF NOT EXISTS {schema}.{MIGRATIONS_TABLE} ( \
@@ -92,7 +95,7 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32
     ))
     .await?;
     let applied: Vec<i32> = tx
-        .query(
+        .query_typed(
             &format!("SELECT version FROM {schema}.{MIGRATIONS_TABLE}"),
             &[],
         )
@@ -105,9 +108,9 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32
         tx.batch_execute(&format!("SET LOCAL search_path TO {schema}"))
             .await?;
         tx.batch_execute(m.sql).await?;
-        tx.execute(
+        tx.query_typed(
             &format!("INSERT INTO {schema}.{MIGRATIONS_TABLE} (version, name) VALUES ($1, $2)"),
-            &[&m.version, &m.name],
+            &[(&m.version, Type::INT4), (&m.name, Type::TEXT)],
         )
         .await?;
         now.push(m.version);
@@ -116,30 +119,105 @@ pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<Vec<i32
     Ok(now)
 }
 
+/// One statement of the store and the types of its parameters (`$1`..), in order: it is sent
+/// as the protocol's unnamed statement with its types (parse, bind and execute in one round
+/// trip), so no named prepared statement outlives its transaction (behind PgBouncer in
+/// transaction mode a named one would be missing, or another process's, on the next server
+/// connection).
+#[derive(Debug, Clone)]
+pub(crate) struct Sql {
+    pub text: String,
+    pub types: &'static [Type],
+}
+
+impl Sql {
+    fn new(types: &'static [Type], text: String) -> Self {
+        Self { text, types }
+    }
+
+    /// The cold-start probe of the session (`PostgresStore::check_session`): the statement
+    /// timeout it runs under.
+    pub(crate) fn probe() -> Self {
+        Self::new(
+            &[],
+            "SELECT current_setting('statement_timeout') AS statement_timeout".to_string(),
+        )
+    }
+}
+
+/// The parameter types of each statement of [`Statements`], `$1` first.
+mod types {
+    use tokio_postgres::types::Type;
+
+    const T: Type = Type::TEXT;
+    const I: Type = Type::INT8;
+
+    /// [`super::super::codec::RECORD_COLUMNS`], then now (s).
+    pub const RESERVE: &[Type] = &[
+        T,
+        T,
+        T,
+        T,
+        Type::BYTEA,
+        T,
+        T,
+        I,
+        I,
+        I,
+        I,
+        T,
+        Type::TEXT_ARRAY,
+        T,
+        T,
+        Type::BOOL,
+        Type::JSONB,
+        I,
+    ];
+    pub const TAKE_OVER: &[Type] = &[T, T, T, I, I];
+    pub const COMMIT: &[Type] = &[T, T, T, I, T, Type::JSONB, I];
+    pub const GUARD: &[Type] = &[T, T, Type::JSONB, I, I];
+    pub const RELEASE: &[Type] = &[T, T, I];
+    pub const EXTEND: &[Type] = &[T, T, I, I];
+    pub const FINISH: &[Type] = &[T, T, T, T, Type::BYTEA, I, Type::BOOL];
+    pub const ROUTED: &[Type] = &[T, T, I];
+    pub const RECORD_EFFECT_ID: &[Type] = &[T, T, I];
+    pub const GET: &[Type] = &[T];
+    pub const BOOKING: &[Type] = &[T];
+    pub const NATURAL_KEY_HOLDER: &[Type] = &[T];
+    pub const MULTI_EFFECT_KEYS: &[Type] = &[];
+    pub const STALE_IN_FLIGHT: &[Type] = &[T, I, I, T, I];
+    pub const PURGE_RECORDS: &[Type] = &[I, I];
+    pub const PURGE_NATURAL_KEYS: &[Type] = &[I, I];
+    pub const SCAN_RECORDS: &[Type] = &[T, T, T, I];
+    pub const MULTI_EFFECT_PKS: &[Type] = &[];
+    pub const APPEND_HISTORY: &[Type] = &[T, I, T, T, T, I];
+    pub const HISTORY: &[Type] = &[T];
+}
+
 /// The statements of the store, with the schema spliced in (checked by [`check_schema_name`]).
-/// Each is one statement: one round trip once prepared on a connection.
+/// Each is one statement: one round trip.
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
-    pub reserve: String,
-    pub take_over: String,
-    pub commit: String,
-    pub guard: String,
-    pub release: String,
-    pub extend: String,
-    pub finish: String,
-    pub routed: String,
-    pub record_effect_id: String,
-    pub get: String,
-    pub booking: String,
-    pub natural_key_holder: String,
-    pub multi_effect_keys: String,
-    pub stale_in_flight: String,
-    pub purge_records: String,
-    pub purge_natural_keys: String,
-    pub scan_records: String,
-    pub multi_effect_pks: String,
-    pub append_history: String,
-    pub history: String,
+    pub reserve: Sql,
+    pub take_over: Sql,
+    pub commit: Sql,
+    pub guard: Sql,
+    pub release: Sql,
+    pub extend: Sql,
+    pub finish: Sql,
+    pub routed: Sql,
+    pub record_effect_id: Sql,
+    pub get: Sql,
+    pub booking: Sql,
+    pub natural_key_holder: Sql,
+    pub multi_effect_keys: Sql,
+    pub stale_in_flight: Sql,
+    pub purge_records: Sql,
+    pub purge_natural_keys: Sql,
+    pub scan_records: Sql,
+    pub multi_effect_pks: Sql,
+    pub append_history: Sql,
+    pub history: Sql,
 }
 
 impl Statements {
@@ -163,7 +241,7 @@ impl Statements {
         Self {
             // Insert, or replace an expired record with nothing left to do; otherwise return
             // the record there (`written` = 0). $1..$17 the record, $18 now in epoch SECONDS.
-            reserve: format!(
+            reserve: Sql::new(types::RESERVE, format!(
                 "WITH written AS ( \
                    INSERT INTO {t} AS r ({cols}) \
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
@@ -172,9 +250,9 @@ impl Statements {
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM written) AS written, e.* FROM {}",
                 existing_unless("written")
-            ),
+            )),
             // $1 pk, $2 old owner, $3 new owner, $4 lease_until (ms), $5 now (ms).
-            take_over: format!(
+            take_over: Sql::new(types::TAKE_OVER, format!(
                 "WITH taken AS ( \
                    UPDATE {t} SET lease_owner = $3, lease_until_ms = $4, updated_at_ms = $5 \
                    WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2 \
@@ -184,13 +262,13 @@ impl Statements {
                  UNION ALL \
                  SELECT false AS taken, {cols} FROM {t} \
                    WHERE pk = $1 AND NOT EXISTS (SELECT 1 FROM taken)"
-            ),
+            )),
             // One statement, so one transaction: the fenced update of the record and the business
             // row (a plain insert: a row that outlived its record aborts the whole statement
             // with a unique violation).
             // $1 pk, $2 owner, $3 effect id, $4 now (ms), $5 event key, $6 row labels,
             // $7 booked_at (ms).
-            commit: format!(
+            commit: Sql::new(types::COMMIT, format!(
                 "WITH rec AS ( \
                    UPDATE {t} SET status = 'committed', effect_id = $3, \
                      effect_ids = CASE WHEN $3 = ANY(effect_ids) THEN effect_ids \
@@ -206,12 +284,12 @@ impl Statements {
                         (SELECT count(*) FROM booked) AS booked, \
                         e.* FROM {}",
                 existing_unless("rec")
-            ),
+            )),
             // The guard: the natural-key row, written when absent, held by this event key or
             // expired; else the holder (`held` = 0; `holder` NULL when the row was committed
             // after this statement's snapshot: read again).
             // $1 natural-key pk, $2 event key, $3 labels, $4 expires_at (s), $5 now (s).
-            guard: format!(
+            guard: Sql::new(types::GUARD, format!(
                 "WITH g AS ( \
                    INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
                    VALUES ($1, $2, $3::jsonb, $4) \
@@ -221,20 +299,20 @@ impl Statements {
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM g) AS held, \
                         (SELECT event_key FROM {n} WHERE pk = $1) AS holder"
-            ),
+            )),
             // $1 pk, $2 owner, $3 now (ms).
-            release: format!(
+            release: Sql::new(types::RELEASE, format!(
                 "UPDATE {t} SET lease_until_ms = 0, updated_at_ms = $3 \
                  WHERE pk = $1 AND (status = 'in_flight' OR route_pending) AND lease_owner = $2"
-            ),
+            )),
             // $1 pk, $2 owner, $3 lease until (ms), $4 now (ms).
-            extend: format!(
+            extend: Sql::new(types::EXTEND, format!(
                 "UPDATE {t} SET lease_until_ms = $3, updated_at_ms = $4 \
                  WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
                    AND lease_until_ms IS DISTINCT FROM 0 RETURNING 1"
-            ),
+            )),
             // $1 pk, $2 owner, $3 status, $4 error, $5 manual item, $6 now (ms), $7 no-effect guard.
-            finish: format!(
+            finish: Sql::new(types::FINISH, format!(
                 "WITH done AS ( \
                    UPDATE {t} SET status = $3, error = $4, request = $5, route_pending = true, \
                      updated_at_ms = $6 \
@@ -243,39 +321,39 @@ impl Statements {
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM done) AS finished, e.* FROM {}",
                 existing_unless("done")
-            ),
+            )),
             // $1 pk, $2 owner, $3 now (ms).
-            routed: format!(
+            routed: Sql::new(types::ROUTED, format!(
                 "UPDATE {t} SET route_pending = false, request = '\\x'::bytea, \
                    lease_until_ms = NULL, inflight_shard = NULL, updated_at_ms = $3 \
                  WHERE pk = $1 AND route_pending AND lease_owner = $2 RETURNING 1"
-            ),
+            )),
             // $1 pk, $2 effect id, $3 now (ms). One update: no lost update under concurrency.
-            record_effect_id: format!(
+            record_effect_id: Sql::new(types::RECORD_EFFECT_ID, format!(
                 "UPDATE {t} SET effect_ids = CASE WHEN $2 = ANY(effect_ids) \
                                           OR cardinality(effect_ids) >= {max_ids} THEN effect_ids \
                                         ELSE array_append(effect_ids, $2) END, \
                    updated_at_ms = $3 \
                  WHERE pk = $1 RETURNING {cols}",
                 max_ids = crate::store::limits::MAX_EFFECT_IDS
-            ),
-            get: format!("SELECT {cols} FROM {t} WHERE pk = $1"),
-            booking: format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1"),
-            natural_key_holder: format!("SELECT event_key FROM {n} WHERE pk = $1"),
-            multi_effect_keys: format!("SELECT count(*) FROM {schema}.multi_effect"),
+            )),
+            get: Sql::new(types::GET, format!("SELECT {cols} FROM {t} WHERE pk = $1")),
+            booking: Sql::new(types::BOOKING, format!("SELECT {BUSINESS_ROW_COLUMNS} FROM {b} WHERE source_event = $1")),
+            natural_key_holder: Sql::new(types::NATURAL_KEY_HOLDER, format!("SELECT event_key FROM {n} WHERE pk = $1")),
+            multi_effect_keys: Sql::new(types::MULTI_EFFECT_KEYS, format!("SELECT count(*) FROM {schema}.multi_effect")),
             // $1 shard, $2 created before (ms), $3/$4 the cursor (created_at_ms, pk), $5 limit.
-            stale_in_flight: format!(
+            stale_in_flight: Sql::new(types::STALE_IN_FLIGHT, format!(
                 "SELECT {IN_FLIGHT_COLUMNS} FROM {schema}.in_flight \
                  WHERE inflight_shard = $1 AND created_at_ms < $2 \
                    AND (created_at_ms, pk) > ($3, $4) \
                  ORDER BY created_at_ms, pk LIMIT $5"
-            ),
+            )),
             // $1 now (epoch SECONDS), $2 limit. The rows a reserve may replace (expired, nothing
             // left to do), through the partial index `idempotency_purgeable`, oldest first; rows
             // another transaction holds are skipped (the next batch takes them). The predicate
             // is checked again on the row's newest version when it is locked and deleted, so a
             // record reserved anew in the meantime (not expired) is kept.
-            purge_records: format!(
+            purge_records: Sql::new(types::PURGE_RECORDS, format!(
                 "WITH doomed AS ( \
                    SELECT pk FROM {t} \
                    WHERE expires_at_s < $1 AND status <> 'in_flight' AND NOT route_pending \
@@ -284,27 +362,27 @@ impl Statements {
                  WHERE r.pk = doomed.pk \
                    AND r.expires_at_s < $1 AND r.status <> 'in_flight' AND NOT r.route_pending \
                  RETURNING 1"
-            ),
+            )),
             // $1 now (epoch SECONDS), $2 limit.
-            purge_natural_keys: format!(
+            purge_natural_keys: Sql::new(types::PURGE_NATURAL_KEYS, format!(
                 "WITH doomed AS ( \
                    SELECT pk FROM {n} WHERE expires_at_s < $1 \
                    ORDER BY expires_at_s LIMIT $2 FOR UPDATE SKIP LOCKED) \
                  DELETE FROM {n} AS k USING doomed \
                  WHERE k.pk = doomed.pk AND k.expires_at_s < $1 RETURNING 1"
-            ),
+            )),
             // The operator's reads (`RecordScan`). $1 the last `pk` of the previous page ('' for
             // the first), $2 a label's name or NULL, $3 its value, $4 the page size.
-            scan_records: format!(
+            scan_records: Sql::new(types::SCAN_RECORDS, format!(
                 "SELECT {cols} FROM {t} \
                  WHERE pk > $1 AND ($2::text IS NULL OR labels ->> $2::text = $3::text) \
                  ORDER BY pk LIMIT $4"
-            ),
-            multi_effect_pks: format!("SELECT pk FROM {schema}.multi_effect ORDER BY pk"),
+            )),
+            multi_effect_pks: Sql::new(types::MULTI_EFFECT_PKS, format!("SELECT pk FROM {schema}.multi_effect ORDER BY pk")),
             // The audit history (`AuditLog`), the lines of the record's present life only.
             // $1 pk, $2 at (ms), $3 who, $4 action, $5 detail, $6 the most lines. The FOR KEY
             // SHARE lock keeps the record from being purged under the insert.
-            append_history: format!(
+            append_history: Sql::new(types::APPEND_HISTORY, format!(
                 "WITH rec AS (SELECT pk, created_at_ms FROM {t} WHERE pk = $1 FOR KEY SHARE), \
                  lines AS (SELECT count(*) AS n FROM {h} AS h JOIN rec \
                    ON h.pk = rec.pk AND h.record_created_at_ms = rec.created_at_ms), \
@@ -313,13 +391,13 @@ impl Statements {
                    SELECT rec.pk, rec.created_at_ms, $2, $3, $4, $5 FROM rec, lines \
                    WHERE lines.n < $6 RETURNING 1) \
                  SELECT (SELECT count(*) FROM rec) AS found, (SELECT count(*) FROM added) AS added"
-            ),
+            )),
             // $1 pk.
-            history: format!(
+            history: Sql::new(types::HISTORY, format!(
                 "SELECT h.at_ms, h.who, h.action, h.detail FROM {h} AS h JOIN {t} AS r \
                    ON h.pk = r.pk AND h.record_created_at_ms = r.created_at_ms \
                  WHERE r.pk = $1 ORDER BY h.line"
-            ),
+            )),
         }
     }
 }

@@ -29,16 +29,24 @@ use super::store::build_store;
 /// Deadlines below this (epoch ms of 2001-09-09) are durations, not instants.
 const EPOCH_MS_FLOOR: i64 = 1_000_000_000_000;
 
+/// The longest invocation Lambda runs, **milliseconds**: a function's timeout is at most 900 s
+/// (AWS Lambda Developer Guide, "Lambda quotas": function timeout).
+pub const MAX_INVOCATION_MS: i64 = 900_000;
+
 /// The invocation's deadline in epoch ms from the runtime API's `Lambda-Runtime-Deadline-Ms`
 /// (`deadline`), read at `now_ms`. Lambda sends an epoch-ms instant; `cargo lambda watch` (1.9)
-/// sends the timeout as a duration (e.g. `600000`), which is taken as `now + deadline`.
+/// sends the timeout as a duration (e.g. `600000`), which is taken as `now + deadline`. A
+/// deadline further than [`MAX_INVOCATION_MS`] ahead is a local emulator's error (SAM's has sent
+/// one decades ahead, aws-sam-cli #2519) and is cut to `now + MAX_INVOCATION_MS`, so that a
+/// reconciler run and a store budget still end.
 pub fn deadline_ms(deadline: u64, now_ms: i64) -> i64 {
     let deadline = i64::try_from(deadline).unwrap_or(i64::MAX);
-    if deadline < EPOCH_MS_FLOOR {
+    let deadline = if deadline < EPOCH_MS_FLOOR {
         now_ms.saturating_add(deadline)
     } else {
         deadline
-    }
+    };
+    deadline.min(now_ms.saturating_add(MAX_INVOCATION_MS))
 }
 
 /// The invocation of a Lambda context: this execution of the request id, with its own nonce
@@ -351,6 +359,17 @@ mod tests {
         let now = 1_780_293_600_000;
         assert_eq!(deadline_ms(1_780_293_630_000, now), 1_780_293_630_000);
         assert_eq!(deadline_ms(600_000, now), now + 600_000);
+    }
+
+    #[test]
+    fn a_deadline_decades_ahead_is_cut_to_the_longest_invocation_and_a_past_one_kept() {
+        let now = 1_780_293_600_000;
+        let fifty_years_ms = 50 * 365 * 86_400_000;
+        let far = u64::try_from(now + fifty_years_ms).unwrap();
+        assert_eq!(deadline_ms(far, now), now + 900_000);
+        assert_eq!(deadline_ms(u64::MAX, now), now + 900_000);
+        let past = u64::try_from(now - 5_000).unwrap();
+        assert_eq!(deadline_ms(past, now), now - 5_000);
     }
 
     /// Any JSON is a scheduled input: the job when it is a string, else the shape named.

@@ -9,9 +9,11 @@
 //! process, so the figures are the store's), the store wrapped in [`Timed`], which times each
 //! port call. Round trips are counted, not inferred:
 //!
-//! * PostgreSQL: by the counting proxy ([`crate::pg_wire`]), `ReadyForQuery` messages per
-//!   delivery, on a second pass of as many deliveries through the proxy (so the proxy's hop is
-//!   not in the timed pass, which connects directly);
+//! * PostgreSQL: by the counting proxy ([`crate::pg_wire`]), statements the client waited for
+//!   (extended-protocol exchanges; the per-transaction `BEGIN; SET LOCAL` and `COMMIT` sent in
+//!   the same write are counted apart, as `simple`) per delivery, on a second pass of as many
+//!   deliveries through the proxy (so the proxy's hop is not in the timed pass, which connects
+//!   directly);
 //! * DynamoDB: HTTP requests by the test kit's SDK interceptor ([`CallRecorder`], retries
 //!   included), in the timed pass.
 //!
@@ -263,6 +265,7 @@ impl Counter<'_> {
                 let kinds = BTreeMap::from([
                     ("prepared".to_string(), c.prepared),
                     ("executed".to_string(), c.executed),
+                    ("simple".to_string(), c.simple),
                 ]);
                 Some((c.round_trips, kinds))
             }

@@ -59,16 +59,17 @@ async fn a_new_event_is_three_round_trips_and_a_duplicate_one() {
         );
         assert_eq!(d.port_calls, calls(&[("reserve", 3)]));
     }
-    // On the wire: PostgreSQL executes one statement per round trip, prepared before the
-    // measured deliveries; DynamoDB sends a PutItem per reserve and per guard and a
-    // TransactWriteItems per commit.
+    // On the wire: PostgreSQL executes one unnamed statement per round trip (parsed with it,
+    // nothing prepared apart), each wrapped in its own transaction by two simple queries sent in
+    // the same write (`BEGIN; SET LOCAL` the default timeouts, and `COMMIT`); DynamoDB sends a
+    // PutItem per reserve and per guard and a TransactWriteItems per commit.
     assert_eq!(
         runs[0].new.wire,
-        calls_of(&[("executed", 15), ("prepared", 0)])
+        calls_of(&[("executed", 15), ("prepared", 15), ("simple", 30)])
     );
     assert_eq!(
         runs[0].duplicate.wire,
-        calls_of(&[("executed", 3), ("prepared", 0)])
+        calls_of(&[("executed", 3), ("prepared", 3), ("simple", 6)])
     );
     assert_eq!(
         runs[1].new.wire,

@@ -136,7 +136,12 @@ pub fn id_quotes_secret(id: &str, secrets: &[&str]) -> bool {
     if scrub::quotes_secret(id, &secrets) {
         return true;
     }
-    let texts = decodings(id);
+    // The fragments are looked for in the id as given and under each layer of escapes the
+    // scrubber decodes (`&#82&#76&#83` is `RLS`).
+    let mut texts = decodings(id);
+    for layer in scrub::decoded_layers(id) {
+        texts.extend(decodings(&layer));
+    }
     secrets.iter().any(|secret| {
         let whole = fold(secret);
         let parts = fragments(secret);
@@ -176,6 +181,8 @@ mod tests {
             // base64 cut into groups by a separator the format allows, and the PIN backwards.
             "UkxT.LTcz.MjAz.OQ".to_string(),
             "S-930237-SLR".to_string(),
+            // Numeric character references without their `;` (`RLS-732032`: the PIN's prefix).
+            "SLOT-&#82&#76&#83&#45&#55&#51&#50&#48&#51&#50".to_string(),
         ];
         ids.push(
             base64::engine::general_purpose::URL_SAFE_NO_PAD

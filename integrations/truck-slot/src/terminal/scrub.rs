@@ -244,10 +244,22 @@ fn decode_at(units: &[(char, usize, usize)]) -> Option<(char, usize)> {
                 Some('x' | 'X') => (16, 3),
                 _ => (10, 2),
             };
-            let close = units.iter().take(start + 9).position(|u| u.0 == ';')?;
-            let digits: String = units[start..close].iter().map(|u| u.0).collect();
+            // The `;` is optional: an HTML parser decodes `&#82&#76` as `RL` too (WHATWG HTML,
+            // "numeric character reference end state": a missing semicolon is a parse error,
+            // not a literal).
+            let digits: String = units[start..]
+                .iter()
+                .map(|u| u.0)
+                .take_while(|c| c.is_digit(radix))
+                .take(8)
+                .collect();
+            if digits.is_empty() {
+                return None;
+            }
             let value = u32::from_str_radix(&digits, radix).ok()?;
-            Some((char::from_u32(value)?, close + 1))
+            let end = start + digits.len();
+            let semicolon = usize::from(units.get(end).is_some_and(|u| u.0 == ';'));
+            Some((char::from_u32(value)?, end + semicolon))
         }
         _ => None,
     }
@@ -388,6 +400,20 @@ fn find(text: &str, secrets: &[&str]) -> Found {
     found
 }
 
+/// `text` with its escapes and entities decoded, one layer per entry (the first one decoded
+/// layer first), at most as many layers as the scrubber itself decodes; empty when `text` holds
+/// no escape this module knows.
+pub fn decoded_layers(text: &str) -> Vec<String> {
+    let mut layers = Vec::new();
+    let mut view = View::raw(text);
+    while layers.len() < DECODE_ROUNDS {
+        let Some(next) = view.decoded() else { break };
+        layers.push(next.text.clone());
+        view = next;
+    }
+    layers
+}
+
 /// Whether `text` quotes one of `secrets` in any form this module knows (see the module docs).
 pub fn quotes_secret(text: &str, secrets: &[&str]) -> bool {
     let found = find(text, secrets);
@@ -467,6 +493,8 @@ mod tests {
             "%50%49%4E%2D%58%59%5A%5A%59%2D%37%37%33%31".into(),
             "%5Cu0050IN-XYZZY-7731".into(),
             "&#80;IN-XYZZY-&#x37;731".into(),
+            "&#80&#73&#78&#45&#88&#89&#90&#90&#89&#45&#55&#55&#51&#49".into(),
+            "&#x50&#x49&#x4e-XYZZY-7731".into(),
             "ＰＩＮ－ＸＹＺＺＹ－７７３１".into(),
             "P\u{200b}IN-XY\u{feff}ZZY-7731".into(),
             hex::encode(PIN),

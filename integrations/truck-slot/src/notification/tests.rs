@@ -90,6 +90,16 @@ fn each_way_to_be_wrong_has_its_reason() {
             end: "2025-06-09T10:00:00Z".into()
         }
     );
+    // The reason gives the parsed instant in the gate's words, never the body's spelling of it.
+    let offset = serde_json::json!({"start": "2025-06-09T10:00:00+02:00", "end": "2025-06-09T12:00:00.000+02:00"});
+    let reason = parse_notification(&body(&[("preferred_window", offset)]), late, &t).unwrap_err();
+    assert_eq!(
+        reason,
+        RejectReason::WindowEnded {
+            end: "2025-06-09T10:00:00Z".into()
+        }
+    );
+    assert!(!reason.to_string().contains("+02:00"), "{reason}");
     assert_eq!(
         parse_notification(&body(&[("terminal", Value::from("APMT-2"))]), NOW, &t).unwrap_err(),
         RejectReason::UnknownTerminal

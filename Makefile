@@ -4,7 +4,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools build fmt-check clippy lint-template cargo-test bench bench-stores gatectl
+.PHONY: demo test tools build fmt-check clippy lint-template cargo-test test-sam-local bench bench-stores gatectl
 
 # The build shows its progress on stderr first (the first one compiles the workspace and the AWS
 # SDK crates: 10-15 minutes on 2 cores; afterwards seconds), then the replay prints only its table.
@@ -51,6 +51,14 @@ lint-template:
 # are stopped afterwards, also when a test fails.
 cargo-test:
 	scripts/with-postgres.sh scripts/with-moto.sh $(CARGO) test --workspace --all-targets --all-features
+
+# `sam local invoke` of the functions `sam build` makes (x86_64), in SAM's emulator, against moto
+# and the terminal simulator on a docker network of its own (scripts/sam-local.sh; as root: it
+# installs docker.io and debootstrap with apt if missing and starts its own dockerd). Each answer
+# and the store after it are checked, on the root template and payments', then a consumer broken
+# on purpose must fail the checks. docs/LOCAL_RUNS.md, "sam local invoke".
+test-sam-local: tools
+	scripts/sam-local.sh
 
 # Benchmarks (issue 8; not part of `make test`, never timed assertions): the criterion benches of
 # the gate's CPU work per event, the release consumer for x86_64 and arm64 (cargo lambda, zig from

@@ -166,8 +166,12 @@ pub use gate::testkit::{sqs_event, CallRecorder};
 
 pub mod fault_proxy;
 pub mod field_cases;
+pub mod lambda_env;
 pub mod lambda_watch;
+pub mod pg_cluster;
+pub mod pg_fault_proxy;
 pub mod pg_proxy;
+pub mod pgbouncer;
 pub mod probe;
 pub mod reconciler_cases;
 pub mod same_request_id;

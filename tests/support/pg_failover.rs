@@ -26,6 +26,12 @@
 //! figure printed, never asserted (these machines are noisy). The feed's bursts are 1.5 s apart
 //! (`sqs_feed::BURST_EVERY_MS`): a figure is at most that much above the time the store took to
 //! heal with work waiting.
+//!
+//! The feed's visibility timeout (10 s) is shorter than the consumer's lease (15 s), to keep a
+//! case short: a redelivery can meet the lease its own earlier invocation could not release
+//! (the store was failing) and is acknowledged as a duplicate in flight; the reconciler finishes
+//! that record, and its last run's `reconciled` counts it beside the stranded one. With the
+//! template's visibility (six times the function timeout) the redelivery takes the lease over.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

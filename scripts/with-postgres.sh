@@ -9,7 +9,9 @@
 # is installed with apt-get when missing and the script runs as root), starts it on
 # 127.0.0.1:PORT with trust authentication for the superuser `gate` and a database `gate`,
 # exports GATE_TEST_DATABASE_URL, runs "$@", and stops the server and removes the directory on
-# exit, also when the command fails or is interrupted. Exits with the command's code.
+# exit, also when the command fails or is interrupted. Exits with the command's code. PgBouncer
+# (`/usr/sbin/pgbouncer`, PGBOUNCER_BIN overrides) is installed the same way when missing; the
+# tests start their own.
 #
 # TLS (`ssl=on`) with a throwaway CA and server certificate made here with openssl (valid two
 # days from now, the name `localhost` only, not 127.0.0.1): exports GATE_TEST_DATABASE_TLS_URL
@@ -40,6 +42,18 @@ if [ ! -x "$pg_bin/initdb" ]; then
         echo "  apt-get install postgresql) or set PG_BIN to its bin directory" >&2
         exit 2
     fi
+fi
+
+# PgBouncer (Debian's package) for the tests behind a pooler (tests/support/pgbouncer.rs):
+# installed with apt-get when missing and the script runs as root; otherwise those tests say
+# what to install.
+pgbouncer_bin="${PGBOUNCER_BIN:-/usr/sbin/pgbouncer}"
+if [ ! -x "$pgbouncer_bin" ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "with-postgres: $pgbouncer_bin missing; installing pgbouncer with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends pgbouncer >&2 \
+        || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive \
+             apt-get install -y --no-install-recommends pgbouncer >&2; } \
+        || echo "with-postgres: pgbouncer could not be installed" >&2
 fi
 
 # As root, run the server's commands as an unprivileged user; otherwise as ourselves.

@@ -169,6 +169,7 @@ pub mod field_cases;
 pub mod lambda_env;
 pub mod lambda_watch;
 pub mod pg_cluster;
+pub mod pg_failover;
 pub mod pg_fault_proxy;
 pub mod pg_proxy;
 pub mod pgbouncer;
@@ -176,6 +177,7 @@ pub mod probe;
 pub mod reconciler_cases;
 pub mod same_request_id;
 pub mod signals_cases;
+pub mod sqs_feed;
 pub mod token_double;
 
 /// Writes an `InFlight` index item this code could not have written (status `"exploded"`) into

@@ -355,13 +355,14 @@ impl Ingress {
     }
 
     /// Answers one invocation's event, read by the ingress itself ([`crate::read::read_event`]):
-    /// a request that reads is [`Ingress::respond`]ed; one whose headers (or shape) the typed
-    /// deserialiser would refuse is answered `400` (`invalid_header` or `invalid_request`),
-    /// logged and counted the same way, and never quoted.
-    pub async fn respond_event(&self, event: serde_json::Value) -> ApiGatewayV2httpResponse {
+    /// a request that reads is answered as [`Ingress::answer`] does; one whose headers (or
+    /// shape) the typed deserialiser would refuse is answered `400` (`invalid_header` or
+    /// `invalid_request`), logged the same way, and never quoted. What it came to, for the
+    /// invocation's counters ([`counters`]).
+    pub async fn answer_event(&self, event: serde_json::Value) -> Handled {
         let started = Instant::now();
         match crate::read::read_event(event) {
-            Ok(request) => self.respond(&request).await,
+            Ok(request) => self.answer(&request).await,
             Err(unreadable) => {
                 let handled = Handled {
                     response: Problem::new(unreadable.reason, unreadable.detail).response(),
@@ -373,26 +374,46 @@ impl Ingress {
                 };
                 let request_id = unreadable.api_request_id.unwrap_or_default();
                 record(&handled, started, &request_id);
-                handled.response
+                handled
             }
         }
     }
 
-    /// Answers one request, logs its one line (outcome, status, `webhook-id` when valid and signed
-    /// (else its keyed digest), SQS
-    /// message id, the secret's index, body bytes, latency in ms) and counts it: `WebhooksAccepted`,
-    /// or `WebhooksRejected` with `Reason`.
-    pub async fn respond(&self, request: &ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    /// [`Ingress::answer_event`]'s answer alone.
+    pub async fn respond_event(&self, event: serde_json::Value) -> ApiGatewayV2httpResponse {
+        self.answer_event(event).await.response
+    }
+
+    /// Answers one request and logs its one line (outcome, status, `webhook-id` when valid and
+    /// signed (else its keyed digest), SQS message id, the secret's index, body bytes, latency in
+    /// ms). What it came to, for the invocation's counters ([`counters`]).
+    pub async fn answer(&self, request: &ApiGatewayV2httpRequest) -> Handled {
         let started = Instant::now();
         let handled = self.handle(request).await;
         let request_id = request.request_context.request_id.as_deref().unwrap_or("");
         record(&handled, started, request_id);
-        handled.response
+        handled
+    }
+
+    /// [`Ingress::answer`]'s answer alone.
+    pub async fn respond(&self, request: &ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+        self.answer(request).await.response
     }
 }
 
-/// Logs the one line of a request answered since `started` and counts it (see
-/// [`Ingress::respond`]).
+/// The counters of one answered request, as the Lambda wiring writes them in the invocation's
+/// EMF documents: `(metric, Reason dimension, value)`. [`METRIC_ACCEPTED`] always (0 or 1, an
+/// explicit zero for the dashboards' sums) with no `Reason`; [`METRIC_REJECTED`] = 1 with its
+/// [`METRIC_REASON_DIMENSION`] when refused.
+pub fn counters(handled: &Handled) -> Vec<(&'static str, Option<&'static str>, u64)> {
+    let mut counters = vec![(METRIC_ACCEPTED, None, u64::from(handled.rejected.is_none()))];
+    if let Some(reason) = handled.rejected {
+        counters.push((METRIC_REJECTED, Some(reason.code()), 1));
+    }
+    counters
+}
+
+/// Logs the one line of a request answered since `started` (see [`Ingress::answer`]).
 fn record(handled: &Handled, started: Instant, api_request_id: &str) {
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     // The `webhook-id` is the sender's text: logged as it is only from a sender whose signature
@@ -420,13 +441,6 @@ fn record(handled: &Handled, started: Instant, api_request_id: &str) {
         api_request_id,
         "webhook"
     );
-    match handled.rejected {
-        None => metrics::counter!(METRIC_ACCEPTED).increment(1),
-        Some(reason) => {
-            metrics::counter!(METRIC_REJECTED, METRIC_REASON_DIMENSION => reason.code())
-                .increment(1)
-        }
-    }
 }
 
 #[cfg(test)]

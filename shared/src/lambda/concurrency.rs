@@ -36,6 +36,24 @@ pub fn invocations_at_once(lookup: impl Fn(&str) -> Option<String>) -> u32 {
         .unwrap_or(1)
 }
 
+/// The tokio runtime a function's `main` runs its loop on, chosen by [`invocations_at_once`]
+/// (read from the environment): one at a time, a current-thread runtime (measured cheaper for
+/// one batch at a time: docs/BENCHMARKS.md, "Client CPU against its floor"); several, a
+/// multi-thread runtime with one worker per CPU the process may use, so that the concurrent
+/// invocations of a Lambda Managed Instances environment (default: 8 per vCPU for Rust, AWS
+/// Lambda Developer Guide, "Rust support for Lambda Managed Instances") share its vCPUs.
+///
+/// # Errors
+/// The runtime cannot be built (the OS refused a thread or the I/O driver).
+pub fn tokio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if invocations_at_once(|k| std::env::var(k).ok()) > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

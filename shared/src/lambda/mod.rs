@@ -22,9 +22,9 @@
 //! and the metrics function's are the same with [`run_reconciler`] and `run_metrics`):
 //!
 //! ```no_run
-//! #[tokio::main(flavor = "current_thread")]
-//! async fn main() -> Result<(), gate::lambda::Error> {
-//!     gate::lambda::run_consumer(job_client::lambda::build).await
+//! fn main() -> Result<(), gate::lambda::Error> {
+//!     // Current-thread, or multi-thread with several invocations at once (`concurrency`).
+//!     gate::lambda::tokio_runtime()?.block_on(gate::lambda::run_consumer(job_client::lambda::build))
 //! }
 //! ```
 
@@ -48,7 +48,7 @@ pub use aws_sdk_secretsmanager::Client as SecretsClient;
 /// The error type of the runtime and of every `build`.
 pub use lambda_runtime::Error;
 
-pub use concurrency::{invocations_at_once, MAX_CONCURRENCY_VARIABLE};
+pub use concurrency::{invocations_at_once, tokio_runtime, MAX_CONCURRENCY_VARIABLE};
 pub use config::{
     min_deadline_margin_ms, Config, IntegrationConfig, LambdaConfig, MetricsConfig, StoreConfig,
     COMMIT_ALLOWANCE_MS,

@@ -447,6 +447,27 @@ fn record(handled: &Handled, started: Instant, api_request_id: &str) {
 mod tests {
     use super::*;
 
+    /// A request's counters: accepted always (0 or 1), rejected with its reason when refused.
+    #[test]
+    fn the_counters_of_one_request() {
+        let handled = |rejected| Handled {
+            response: ApiGatewayV2httpResponse::default(),
+            rejected,
+            webhook_id: None,
+            message_id: None,
+            secret_index: None,
+            body_bytes: 0,
+        };
+        assert_eq!(counters(&handled(None)), [(METRIC_ACCEPTED, None, 1)]);
+        assert_eq!(
+            counters(&handled(Some(Reason::StaleTimestamp))),
+            [
+                (METRIC_ACCEPTED, None, 0),
+                (METRIC_REJECTED, Some("stale_timestamp"), 1)
+            ]
+        );
+    }
+
     #[test]
     fn media_types() {
         for ok in [

@@ -12,12 +12,12 @@
 //! invocations share (the gate, its store and clients) holds no per-invocation state.
 
 use std::future::Future;
+use std::io::stdout;
 use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use std::io::stdout;
 
 use crate::clock::{Clock, SystemClock};
 use crate::consumer::SqsInput;

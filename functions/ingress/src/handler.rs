@@ -143,31 +143,39 @@ impl Secrets {
     }
 
     /// Reads the secrets again if they are refreshable and older than the interval at `now_ms`;
-    /// returns the new set when it was read. A failed read is logged and leaves the set as is
-    /// (and counts as a read, so a broken source is not hammered).
+    /// returns the new set when it was read. The read is claimed (its time recorded) before it
+    /// is sent, so of the concurrent invocations of one environment (Lambda Managed Instances)
+    /// only one reads per interval. A failed read is logged and leaves the set as is (and counts
+    /// as a read, so a broken source is not hammered).
     async fn refresh(&self, now_ms: i64) -> Option<Arc<SecretSet>> {
         let source = self.source.as_ref()?;
-        let (_, read_at_ms) = self.snapshot();
-        if now_ms.saturating_sub(read_at_ms) < SECRETS_REFRESH_INTERVAL_MS {
-            return None;
+        {
+            let mut guard = self.write();
+            if now_ms.saturating_sub(guard.1) < SECRETS_REFRESH_INTERVAL_MS {
+                return None;
+            }
+            guard.1 = now_ms;
         }
-        let fetched = source.fetch().await;
-        let mut guard = match self.current.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        match fetched {
+        match source.fetch().await {
             Ok(set) => {
                 let set = Arc::new(set);
-                *guard = (set.clone(), now_ms);
+                self.write().0 = set.clone();
                 tracing::info!(active_secrets = set.len(), "webhook secrets read again");
                 Some(set)
             }
             Err(e) => {
-                guard.1 = now_ms;
                 tracing::warn!(error = %e, "webhook secrets could not be read again; keeping the ones read before");
                 None
             }
+        }
+    }
+
+    /// The set and its read time, for writing (a poisoned lock's value is still the last one
+    /// written whole: each write replaces one field).
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, (Arc<SecretSet>, i64)> {
+        match self.current.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
         }
     }
 }

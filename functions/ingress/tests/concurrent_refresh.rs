@@ -78,5 +78,9 @@ async fn a_burst_of_unverified_requests_reads_the_secrets_once() {
     }
     let statuses = requests.join_all().await;
     assert_eq!(statuses, [401; 8]);
-    assert_eq!(source.reads.load(Ordering::SeqCst), 1, "one read for the burst");
+    assert_eq!(
+        source.reads.load(Ordering::SeqCst),
+        1,
+        "one read for the burst"
+    );
 }

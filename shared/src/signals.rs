@@ -13,9 +13,9 @@
 //!
 //! The thresholds are defined here, once: the simulator evaluates its alarms with these
 //! constants, and a test checks that `template.yaml`'s alarms carry the same values.
-//! Counters are emitted in CloudWatch embedded metric format (the `metrics` facade with
-//! `metrics_cloudwatch_embedded` installed by the Lambda wiring); the store signals are published
-//! by the metrics function with `PutMetricData`.
+//! Counters are emitted in CloudWatch embedded metric format, one document per invocation (and
+//! per reconciler sweep) written by the Lambda wiring (`crate::lambda::emf`, feature `lambda`);
+//! the store signals are published by the metrics function with `PutMetricData`.
 
 use serde::Serialize;
 
@@ -373,11 +373,24 @@ impl Counts {
         self.natural_key_collisions += other.natural_key_collisions;
     }
 
-    /// Emits the counters through the `metrics` facade (in Lambda: EMF, flushed after each
-    /// invocation). Counters that are zero are still registered, so CloudWatch sees explicit
-    /// zeros for the ratio's metric math.
+    /// Emits the counters through the `metrics` facade, to whatever recorder the caller
+    /// installed (the Lambda wiring writes its own EMF documents instead, one per invocation:
+    /// a process-wide recorder would mix the counts of concurrent invocations). Counters that are
+    /// zero are still registered, so a recorder sees explicit zeros.
     pub fn emit(&self) {
-        let pairs = [
+        for (name, value) in self.counters() {
+            metrics::counter!(name).increment(value);
+        }
+        if self.max_distinct_effect_ids > 0 {
+            metrics::histogram!(metric::DISTINCT_EFFECT_IDS)
+                .record(self.max_distinct_effect_ids as f64);
+        }
+    }
+
+    /// The counters by their metric names ([`metric`]), zeros included; the distinct effect ids
+    /// (a maximum, not a count) are not among them.
+    pub fn counters(&self) -> [(&'static str, u64); 11] {
+        [
             (metric::RECEIVED, self.received),
             (metric::DUPLICATES, self.duplicates),
             (metric::MISMATCHES, self.mismatches),
@@ -389,14 +402,7 @@ impl Counts {
             (metric::RECONCILED, self.reconciled),
             (metric::TRANSIENT_FAILURES, self.transient_failures),
             (metric::NATURAL_KEY_COLLISIONS, self.natural_key_collisions),
-        ];
-        for (name, value) in pairs {
-            metrics::counter!(name).increment(value);
-        }
-        if self.max_distinct_effect_ids > 0 {
-            metrics::histogram!(metric::DISTINCT_EFFECT_IDS)
-                .record(self.max_distinct_effect_ids as f64);
-        }
+        ]
     }
 }
 

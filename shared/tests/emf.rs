@@ -1,12 +1,23 @@
-//! The counters reach CloudWatch as embedded metric format documents: one JSON object per flush
-//! with `_aws.CloudWatchMetrics` naming the namespace, the `Integration` dimension and each metric.
+//! The counters reach CloudWatch as embedded metric format documents: one JSON object per
+//! invocation with `_aws.CloudWatchMetrics` naming the namespace, the `Integration` dimension and
+//! each metric, the invocation's request id as a property, its own counts and nobody else's.
 #![cfg(feature = "lambda")]
 
+use gate::lambda::Emf;
 use gate::signals::{Counts, NAMESPACE};
+use serde_json::Value;
+
+fn lines(out: Vec<u8>) -> Vec<Value> {
+    String::from_utf8(out)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON document"))
+        .collect()
+}
 
 #[test]
-fn counters_are_written_as_emf_documents() {
-    let collector = gate::lambda::init_metrics("emf-test").expect("recorder");
+fn counters_are_written_as_one_emf_document_per_invocation() {
+    let emf = Emf::new("emf-test");
     let counts = Counts {
         received: 10,
         duplicates: 3,
@@ -16,37 +27,71 @@ fn counters_are_written_as_emf_documents() {
         max_distinct_effect_ids: 2,
         ..Counts::default()
     };
-    counts.emit();
     let mut out = Vec::new();
-    collector.flush(&mut out).expect("flush");
-    let text = String::from_utf8(out).expect("utf-8");
-    let docs: Vec<serde_json::Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("each line is one JSON document"))
+    emf.write_counts("request-a", &counts, &mut out);
+    let docs = lines(out);
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    let doc = &docs[0];
+    let meta = &doc["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(meta["Namespace"], NAMESPACE);
+    assert_eq!(meta["Dimensions"], serde_json::json!([["Integration"]]));
+    assert_eq!(doc["Integration"], "emf-test");
+    assert_eq!(doc["RequestId"], "request-a");
+    let names: Vec<&str> = meta["Metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .map(|m| m["Name"].as_str().expect("name"))
         .collect();
-    assert!(!docs.is_empty(), "{text}");
-    let mut values = serde_json::Map::new();
-    for doc in &docs {
-        let meta = &doc["_aws"]["CloudWatchMetrics"][0];
-        assert_eq!(meta["Namespace"], NAMESPACE);
-        assert_eq!(doc["Integration"], "emf-test");
-        for m in meta["Metrics"].as_array().expect("metrics") {
-            let name = m["Name"].as_str().expect("name");
-            values.insert(name.to_string(), doc[name].clone());
-        }
-    }
-    assert_eq!(values["Received"], 10);
-    assert_eq!(values["Duplicates"], 3);
-    assert_eq!(values["Mismatches"], 1);
-    assert_eq!(values["Rejected"], 1);
-    assert_eq!(values["Committed"], 5);
-    assert_eq!(values["Manual"], 0, "zeros are explicit");
-    let distinct = &values["DistinctEffectIds"];
-    assert!(
-        *distinct == serde_json::json!(2.0)
-            || *distinct == serde_json::json!([2.0])
-            || *distinct == serde_json::json!(2),
-        "{distinct}"
+    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(doc["Received"], 10);
+    assert_eq!(doc["Duplicates"], 3);
+    assert_eq!(doc["Mismatches"], 1);
+    assert_eq!(doc["Rejected"], 1);
+    assert_eq!(doc["Committed"], 5);
+    assert_eq!(doc["Manual"], 0, "zeros are explicit");
+    assert_eq!(doc["DistinctEffectIds"], 2);
+}
+
+/// Two invocations of one process, written in turn: each document holds its own counts under its
+/// own request id (a shared registry flushed after each invocation would put both under one).
+#[test]
+fn two_invocations_write_two_documents_with_their_own_counts() {
+    let emf = Emf::new("emf-test");
+    let mut out = Vec::new();
+    let a = Counts {
+        received: 1,
+        committed: 1,
+        ..Counts::default()
+    };
+    let b = Counts {
+        received: 2,
+        duplicates: 2,
+        ..Counts::default()
+    };
+    emf.write_counts("request-a", &a, &mut out);
+    emf.write_counts("request-b", &b, &mut out);
+    let docs = lines(out);
+    let by_request = |id: &str| {
+        docs.iter()
+            .find(|d| d["RequestId"] == id)
+            .unwrap_or_else(|| panic!("no document of {id}: {docs:?}"))
+    };
+    assert_eq!(docs.len(), 2);
+    assert_eq!(
+        (
+            by_request("request-a")["Received"].clone(),
+            by_request("request-a")["Committed"].clone()
+        ),
+        (1.into(), 1.into())
     );
+    assert_eq!(
+        (
+            by_request("request-b")["Received"].clone(),
+            by_request("request-b")["Duplicates"].clone()
+        ),
+        (2.into(), 2.into())
+    );
+    assert_eq!(by_request("request-b")["Committed"], 0);
+    assert!(by_request("request-b").get("DistinctEffectIds").is_none());
 }

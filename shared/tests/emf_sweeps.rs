@@ -61,7 +61,7 @@ async fn strand(gate: &Gate, store: &MemoryStore, body: &str, at_ms: i64) {
 
 #[tokio::test]
 async fn every_sweep_writes_its_own_counts() {
-    let collector = gate::lambda::init_metrics("emf-sweeps").expect("recorder");
+    let emf = gate::lambda::Emf::new("emf-sweeps");
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(T0));
     let gate = Gate {
@@ -94,7 +94,7 @@ async fn every_sweep_writes_its_own_counts() {
                 std::future::ready(())
             },
             |sweep| {
-                gate::lambda::emit_sweep(sweep, collector, &mut out);
+                gate::lambda::emit_sweep(sweep, &emf, "reconciler-1", &mut out);
                 documents_after_sweep.push(String::from_utf8_lossy(&out).lines().count());
             },
         )
@@ -114,6 +114,7 @@ async fn every_sweep_writes_its_own_counts() {
                 "ExactlyOnceGate"
             );
             assert_eq!(doc["Integration"], "emf-sweeps");
+            assert_eq!(doc["RequestId"], "reconciler-1");
             doc["Reconciled"]
                 .as_i64()
                 .expect("Reconciled, zeros explicit")

@@ -143,31 +143,39 @@ impl Secrets {
     }
 
     /// Reads the secrets again if they are refreshable and older than the interval at `now_ms`;
-    /// returns the new set when it was read. A failed read is logged and leaves the set as is
-    /// (and counts as a read, so a broken source is not hammered).
+    /// returns the new set when it was read. The read is claimed (its time recorded) before it
+    /// is sent, so of the concurrent invocations of one environment (Lambda Managed Instances)
+    /// only one reads per interval. A failed read is logged and leaves the set as is (and counts
+    /// as a read, so a broken source is not hammered).
     async fn refresh(&self, now_ms: i64) -> Option<Arc<SecretSet>> {
         let source = self.source.as_ref()?;
-        let (_, read_at_ms) = self.snapshot();
-        if now_ms.saturating_sub(read_at_ms) < SECRETS_REFRESH_INTERVAL_MS {
-            return None;
+        {
+            let mut guard = self.write();
+            if now_ms.saturating_sub(guard.1) < SECRETS_REFRESH_INTERVAL_MS {
+                return None;
+            }
+            guard.1 = now_ms;
         }
-        let fetched = source.fetch().await;
-        let mut guard = match self.current.write() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        match fetched {
+        match source.fetch().await {
             Ok(set) => {
                 let set = Arc::new(set);
-                *guard = (set.clone(), now_ms);
+                self.write().0 = set.clone();
                 tracing::info!(active_secrets = set.len(), "webhook secrets read again");
                 Some(set)
             }
             Err(e) => {
-                guard.1 = now_ms;
                 tracing::warn!(error = %e, "webhook secrets could not be read again; keeping the ones read before");
                 None
             }
+        }
+    }
+
+    /// The set and its read time, for writing (a poisoned lock's value is still the last one
+    /// written whole: each write replaces one field).
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, (Arc<SecretSet>, i64)> {
+        match self.current.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
         }
     }
 }
@@ -355,13 +363,14 @@ impl Ingress {
     }
 
     /// Answers one invocation's event, read by the ingress itself ([`crate::read::read_event`]):
-    /// a request that reads is [`Ingress::respond`]ed; one whose headers (or shape) the typed
-    /// deserialiser would refuse is answered `400` (`invalid_header` or `invalid_request`),
-    /// logged and counted the same way, and never quoted.
-    pub async fn respond_event(&self, event: serde_json::Value) -> ApiGatewayV2httpResponse {
+    /// a request that reads is answered as [`Ingress::answer`] does; one whose headers (or
+    /// shape) the typed deserialiser would refuse is answered `400` (`invalid_header` or
+    /// `invalid_request`), logged the same way, and never quoted. What it came to, for the
+    /// invocation's counters ([`counters`]).
+    pub async fn answer_event(&self, event: serde_json::Value) -> Handled {
         let started = Instant::now();
         match crate::read::read_event(event) {
-            Ok(request) => self.respond(&request).await,
+            Ok(request) => self.answer(&request).await,
             Err(unreadable) => {
                 let handled = Handled {
                     response: Problem::new(unreadable.reason, unreadable.detail).response(),
@@ -373,26 +382,46 @@ impl Ingress {
                 };
                 let request_id = unreadable.api_request_id.unwrap_or_default();
                 record(&handled, started, &request_id);
-                handled.response
+                handled
             }
         }
     }
 
-    /// Answers one request, logs its one line (outcome, status, `webhook-id` when valid and signed
-    /// (else its keyed digest), SQS
-    /// message id, the secret's index, body bytes, latency in ms) and counts it: `WebhooksAccepted`,
-    /// or `WebhooksRejected` with `Reason`.
-    pub async fn respond(&self, request: &ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    /// [`Ingress::answer_event`]'s answer alone.
+    pub async fn respond_event(&self, event: serde_json::Value) -> ApiGatewayV2httpResponse {
+        self.answer_event(event).await.response
+    }
+
+    /// Answers one request and logs its one line (outcome, status, `webhook-id` when valid and
+    /// signed (else its keyed digest), SQS message id, the secret's index, body bytes, latency in
+    /// ms). What it came to, for the invocation's counters ([`counters`]).
+    pub async fn answer(&self, request: &ApiGatewayV2httpRequest) -> Handled {
         let started = Instant::now();
         let handled = self.handle(request).await;
         let request_id = request.request_context.request_id.as_deref().unwrap_or("");
         record(&handled, started, request_id);
-        handled.response
+        handled
+    }
+
+    /// [`Ingress::answer`]'s answer alone.
+    pub async fn respond(&self, request: &ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+        self.answer(request).await.response
     }
 }
 
-/// Logs the one line of a request answered since `started` and counts it (see
-/// [`Ingress::respond`]).
+/// The counters of one answered request, as the Lambda wiring writes them in the invocation's
+/// EMF documents: `(metric, Reason dimension, value)`. [`METRIC_ACCEPTED`] always (0 or 1, an
+/// explicit zero for the dashboards' sums) with no `Reason`; [`METRIC_REJECTED`] = 1 with its
+/// [`METRIC_REASON_DIMENSION`] when refused.
+pub fn counters(handled: &Handled) -> Vec<(&'static str, Option<&'static str>, u64)> {
+    let mut counters = vec![(METRIC_ACCEPTED, None, u64::from(handled.rejected.is_none()))];
+    if let Some(reason) = handled.rejected {
+        counters.push((METRIC_REJECTED, Some(reason.code()), 1));
+    }
+    counters
+}
+
+/// Logs the one line of a request answered since `started` (see [`Ingress::answer`]).
 fn record(handled: &Handled, started: Instant, api_request_id: &str) {
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     // The `webhook-id` is the sender's text: logged as it is only from a sender whose signature
@@ -420,18 +449,32 @@ fn record(handled: &Handled, started: Instant, api_request_id: &str) {
         api_request_id,
         "webhook"
     );
-    match handled.rejected {
-        None => metrics::counter!(METRIC_ACCEPTED).increment(1),
-        Some(reason) => {
-            metrics::counter!(METRIC_REJECTED, METRIC_REASON_DIMENSION => reason.code())
-                .increment(1)
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request's counters: accepted always (0 or 1), rejected with its reason when refused.
+    #[test]
+    fn the_counters_of_one_request() {
+        let handled = |rejected| Handled {
+            response: ApiGatewayV2httpResponse::default(),
+            rejected,
+            webhook_id: None,
+            message_id: None,
+            secret_index: None,
+            body_bytes: 0,
+        };
+        assert_eq!(counters(&handled(None)), [(METRIC_ACCEPTED, None, 1)]);
+        assert_eq!(
+            counters(&handled(Some(Reason::StaleTimestamp))),
+            [
+                (METRIC_ACCEPTED, None, 0),
+                (METRIC_REJECTED, Some("stale_timestamp"), 1)
+            ]
+        );
+    }
 
     #[test]
     fn media_types() {

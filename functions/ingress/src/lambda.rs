@@ -1,20 +1,22 @@
 //! The Lambda wiring: JSON logs (`gate::logging`), configuration, the SDK clients and the secrets
-//! once per cold start, the EMF recorder, then one [`Ingress::respond_event`] per API Gateway
-//! event (read by the ingress itself, [`crate::read`]). A
-//! start that fails is reported to the Runtime API (`gate::lambda::init_error::start`) and the
-//! process exits, as the other functions do.
+//! once per cold start, then one [`Ingress::answer_event`] per API Gateway event (read by the
+//! ingress itself, [`crate::read`]), its counters written as the invocation's own EMF documents
+//! ([`write_counters`]). A start that fails is reported to the Runtime API
+//! (`gate::lambda::init_error::start`) and the process exits, as the other functions do. The loop
+//! is `lambda_runtime::run_concurrent`: several requests at once in a Lambda Managed Instances
+//! environment (`gate::lambda::concurrency`), each with its own answer, log line and documents.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpResponse;
 use gate::clock::{Clock, SystemClock};
+use gate::lambda::emf::{self, Emf};
 use gate::lambda::init_error::start;
-use gate::lambda::init_metrics;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::config::{IngressConfig, SecretsConfig};
-use crate::handler::{Ingress, SecretSource, Secrets};
+use crate::handler::{counters, Handled, Ingress, SecretSource, Secrets, METRIC_REASON_DIMENSION};
 use crate::secrets::SecretsManagerSource;
 use crate::sqs::SqsNotificationQueue;
 
@@ -67,22 +69,53 @@ pub async fn build(config: &IngressConfig, aws: &aws_config::SdkConfig) -> Resul
 /// A failed start (reported first), or the runtime's own errors.
 pub async fn run() -> Result<(), Error> {
     gate::logging::init();
-    let (config, metrics, ingress) = start(async {
+    let (config, ingress) = start(async {
         let config = IngressConfig::from_env(|k| std::env::var(k).ok())?;
-        let metrics = init_metrics(&config.integration)?;
         let ingress = build(&config, &aws_loader().load().await).await?;
-        Ok((config, metrics, ingress))
+        Ok((config, ingress))
     })
     .await?;
-    tracing::info!(integration = %config.integration, "ingress starting");
-    let ingress = &ingress;
-    metrics_cloudwatch_embedded::lambda::service::run(
-        metrics,
-        // The event as any JSON: the ingress reads it itself (`crate::read`), so a header the
-        // typed deserialiser refuses is a counted `400`, not a runtime error quoting it.
-        service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
-            Ok::<ApiGatewayV2httpResponse, Error>(ingress.respond_event(event.payload).await)
-        }),
-    )
+    tracing::info!(
+        integration = %config.integration,
+        invocations_at_once = gate::lambda::invocations_at_once(|k| std::env::var(k).ok()),
+        "ingress starting"
+    );
+    let (ingress, emf) = (Arc::new(ingress), Arc::new(Emf::new(&config.integration)));
+    // The event as any JSON: the ingress reads it itself (`crate::read`), so a header the typed
+    // deserialiser refuses is a counted `400`, not a runtime error quoting it.
+    lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<serde_json::Value>| {
+        let (ingress, emf) = (ingress.clone(), emf.clone());
+        async move {
+            let request_id = event.context.request_id;
+            emf.write_cold_start(&request_id, std::io::stdout());
+            let handled = ingress.answer_event(event.payload).await;
+            write_counters(&emf, &request_id, &handled, std::io::stdout());
+            Ok::<ApiGatewayV2httpResponse, Error>(handled.response)
+        }
+    }))
     .await
+}
+
+/// Writes the counters of the request `handled` ([`counters`]) as EMF documents of the invocation
+/// `request_id` to `out`: one per dimension set (`Integration`; `Integration` and `Reason`).
+pub fn write_counters(
+    emf: &Emf,
+    request_id: &str,
+    handled: &Handled,
+    mut out: impl std::io::Write,
+) {
+    let now_ms = SystemClock.now_ms();
+    for (metric, reason, value) in counters(handled) {
+        let integration = (gate::signals::DIMENSION, emf.integration());
+        let doc = match reason {
+            None => emf::document(&[integration], request_id, &[(metric, value)], now_ms),
+            Some(reason) => emf::document(
+                &[integration, (METRIC_REASON_DIMENSION, reason)],
+                request_id,
+                &[(metric, value)],
+                now_ms,
+            ),
+        };
+        emf.write(&doc, &mut out);
+    }
 }

@@ -11,8 +11,8 @@ use super::env::ConfigErrors;
 /// its configuration: every missing or invalid variable, named ([`ConfigErrors`]).
 pub const INVALID_CONFIGURATION: &str = "Runtime.InvalidConfiguration";
 
-/// The error type of any other failed start: a secret unreadable, a client or the
-/// EMF recorder that cannot be built.
+/// The error type of any other failed start: a secret unreadable, a client that cannot be built,
+/// a store refused by its cold-start checks.
 pub const INIT_ERROR: &str = "Runtime.InitError";
 
 /// The Runtime API path a runtime posts its initialization error to.

@@ -2,6 +2,8 @@
 //! table's indexes and publishes them with one `PutMetricData` call a minute. Fully generic: it
 //! reads no integration's data, only the `Integration` dimension's name.
 
+use std::sync::Arc;
+
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::clock::{Clock, SystemClock};
@@ -112,11 +114,13 @@ pub async fn run_metrics(default_name: Option<&str>) -> Result<(), Error> {
         ))
     })
     .await?;
-    let (index, cloudwatch, integration) = (index.as_ref(), &cloudwatch, integration.as_str());
-    lambda_runtime::run(service_fn(
-        move |_event: LambdaEvent<ScheduledInput>| async move {
-            handle_metrics(index, cloudwatch, integration, &SystemClock).await
-        },
-    ))
+    let integration: Arc<str> = integration.into();
+    // `run_concurrent`: one run at a time unless `AWS_LAMBDA_MAX_CONCURRENCY` says otherwise
+    // (`super::concurrency`); a run reads and publishes only its own figures.
+    lambda_runtime::run_concurrent(service_fn(move |_event: LambdaEvent<ScheduledInput>| {
+        let (index, cloudwatch, integration) =
+            (index.clone(), cloudwatch.clone(), integration.clone());
+        async move { handle_metrics(index.as_ref(), &cloudwatch, &integration, &SystemClock).await }
+    }))
     .await
 }

@@ -12,8 +12,9 @@
 //! Modules, one concern each: [`env`](mod@env) (reading variables, collecting problems), [`config`]
 //! (the configuration), [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
 //! [`store_config`] (which store: DynamoDB or PostgreSQL), [`store`] (the store as configured, with
-//! its cold-start checks), [`emf`] (the EMF recorder), [`metrics`] (the metrics function),
-//! [`runner`] (the handlers and the runtime loops).
+//! its cold-start checks), [`emf`] (the EMF documents), [`metrics`] (the metrics function),
+//! [`runner`] (the handlers and the runtime loops), [`concurrency`] (several invocations at once
+//! in one environment: what is per invocation and what is shared).
 //!
 //! The job client of `examples/job-client` wired as a consumer: its one variable and its build
 //! are `job_client::lambda` (`examples/job-client/src/lambda.rs`; the payments example's
@@ -21,12 +22,13 @@
 //! and the metrics function's are the same with [`run_reconciler`] and `run_metrics`):
 //!
 //! ```no_run
-//! #[tokio::main(flavor = "current_thread")]
-//! async fn main() -> Result<(), gate::lambda::Error> {
-//!     gate::lambda::run_consumer(job_client::lambda::build).await
+//! fn main() -> Result<(), gate::lambda::Error> {
+//!     // Current-thread, or multi-thread with several invocations at once (`concurrency`).
+//!     gate::lambda::tokio_runtime()?.block_on(gate::lambda::run_consumer(job_client::lambda::build))
 //! }
 //! ```
 
+pub mod concurrency;
 pub mod config;
 pub mod emf;
 pub mod env;
@@ -46,11 +48,12 @@ pub use aws_sdk_secretsmanager::Client as SecretsClient;
 /// The error type of the runtime and of every `build`.
 pub use lambda_runtime::Error;
 
+pub use concurrency::{invocations_at_once, tokio_runtime, MAX_CONCURRENCY_VARIABLE};
 pub use config::{
     min_deadline_margin_ms, Config, IntegrationConfig, LambdaConfig, MetricsConfig, StoreConfig,
     COMMIT_ALLOWANCE_MS,
 };
-pub use emf::{emit_sweep, init_metrics};
+pub use emf::{emit_sweep, Emf};
 pub use env::{fixed_env, secret_arn_valid, ConfigError, ConfigErrors, Env};
 pub use init_error::{report_init_error, INIT_ERROR, INVALID_CONFIGURATION};
 pub use metrics::{handle_metrics, run_metrics};
@@ -58,5 +61,7 @@ pub use runner::{
     build_gate, handle_reconcile, handle_sqs, run_consumer, run_reconciler, Build, ScheduledInput,
 };
 pub use secrets::{fetch_secret, fetch_secret_string, SecretError, SecretString};
-pub use store::{build_metrics_index, build_store, verify_conditional_writes};
+pub use store::{
+    build_metrics_index, build_store, verify_conditional_writes, verify_single_region,
+};
 pub use store_config::{DatabaseUrl, PostgresSettings};

@@ -1,10 +1,18 @@
 //! The consumer's and the reconciler's whole life for any [`Integration`]: JSON logs
 //! (`crate::logging`), the configuration read once ([`Config::from_env`]; a failed start is
 //! reported, [`super::init_error`]), the SDK clients, the store and the integration built once
-//! per cold start ([`build_gate`]), the EMF recorder, then the runtime loop with the SQS handler
-//! ([`handle_sqs`]) or the scheduled reconciler ([`handle_reconcile`]).
+//! per cold start ([`build_gate`]), the EMF writer ([`Emf`]), then the runtime loop with the SQS
+//! handler ([`handle_sqs`]) or the scheduled reconciler ([`handle_reconcile`]).
+//!
+//! The loop is `lambda_runtime::run_concurrent`: one invocation at a time in a classic Lambda
+//! environment, up to `AWS_LAMBDA_MAX_CONCURRENCY` at once in a Lambda Managed Instances one
+//! ([`super::concurrency`]). Everything an invocation uses is its own (its deadline, request id
+//! and lease tokens from its context, [`invocation`]; its store budget, a task-local; its EMF
+//! document; its log span, `lambda_runtime`'s per-invocation span with the request id); what the
+//! invocations share (the gate, its store and clients) holds no per-invocation state.
 
 use std::future::Future;
+use std::io::stdout;
 use std::sync::Arc;
 
 use aws_config::SdkConfig;
@@ -21,8 +29,9 @@ use crate::signals::Counts;
 use crate::store::budget::{self, Bounded};
 use crate::store::InFlightIndex;
 
+use super::concurrency::invocations_at_once;
 use super::config::{Config, IntegrationConfig};
-use super::emf::{emit_sweep, init_metrics};
+use super::emf::{emit_sweep, Emf};
 use super::init_error::start;
 use super::store::build_store;
 
@@ -74,14 +83,19 @@ pub fn store_budget(invocation: &Invocation) -> budget::Budget {
 /// Handles one SQS event, read leniently ([`SqsInput`]: a record the typed deserialiser refuses
 /// is routed to a person, never logged): the partial batch response (`batchItemFailures`). Never
 /// returns an error for a record's failure; an error here would make SQS retry the whole batch.
+/// The invocation's counters are written as one EMF document with its request id by `emf`
+/// ([`Emf::write_counts`], to stdout), the environment's cold start once.
 ///
 /// # Errors
 /// Only an event that is not an SQS event at all, or holds a record without a readable
 /// `messageId` ([`SqsInput::whole_event_error`]): the message names its shape, never a value.
 pub async fn handle_sqs(
     gate: &Gate,
+    emf: &Emf,
     event: LambdaEvent<SqsInput>,
 ) -> Result<SqsBatchResponse, Error> {
+    let request_id = event.context.request_id.clone();
+    emf.write_cold_start(&request_id, stdout());
     if let Some(why) = &event.payload.whole_event_error {
         tracing::error!(error = %why, "the event cannot be handled: the whole batch is retried");
         return Err(Error::from(why.clone()));
@@ -91,7 +105,7 @@ pub async fn handle_sqs(
         gate.handle_input(event.payload, &invocation).await
     })
     .await;
-    Counts::of_batch(&report).emit();
+    emf.write_counts(&request_id, &Counts::of_batch(&report), stdout());
     Ok(report.response)
 }
 
@@ -139,9 +153,9 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
 /// Runs one scheduled reconciler run (a sweep every `config.sweep_interval_ms` within the
 /// one-minute schedule, [`Gate::reconcile_run_each`]) and returns its sweeps' report; then, on a
 /// store without TTL (PostgreSQL), the purge of expired rows ([`crate::purge`]). Each sweep's
-/// counters are written as soon as it ends through `metrics` ([`super::emf::emit_sweep`]), so a
-/// run killed at its timeout keeps the counts of its finished sweeps; without a collector (a
-/// test) they are emitted to the installed recorder, if any, with the invocation's flush.
+/// counters are written as soon as it ends, one EMF document with the invocation's request id
+/// ([`super::emf::emit_sweep`], to stdout), so a run killed at its timeout keeps the counts of
+/// its finished sweeps.
 ///
 /// # Errors
 /// None in practice; failures are counted in the report and retried by the next run.
@@ -149,9 +163,10 @@ pub async fn handle_reconcile(
     gate: &Gate,
     index: &dyn InFlightIndex,
     config: &ReconcilerConfig,
-    metrics: Option<&metrics_cloudwatch_embedded::Collector>,
+    emf: &Emf,
     event: LambdaEvent<ScheduledInput>,
 ) -> Result<ReconcileReport, Error> {
+    emf.write_cold_start(&event.context.request_id, stdout());
     if let Some(kind) = event.payload.unexpected {
         tracing::warn!(
             input = kind,
@@ -161,17 +176,24 @@ pub async fn handle_reconcile(
     let invocation = invocation(&event.context);
     budget::scope(
         store_budget(&invocation),
-        reconcile_within_budget(gate, index, config, metrics, &invocation),
+        reconcile_within_budget(
+            gate,
+            index,
+            config,
+            (emf, &event.context.request_id),
+            &invocation,
+        ),
     )
     .await
 }
 
-/// [`handle_reconcile`]'s work, inside the invocation's store budget.
+/// [`handle_reconcile`]'s work, inside the invocation's store budget; `(emf, request_id)` write
+/// each sweep's document.
 async fn reconcile_within_budget(
     gate: &Gate,
     index: &dyn InFlightIndex,
     config: &ReconcilerConfig,
-    metrics: Option<&metrics_cloudwatch_embedded::Collector>,
+    (emf, request_id): (&Emf, &str),
     invocation: &Invocation,
 ) -> Result<ReconcileReport, Error> {
     // Several sweeps a run (every `RECONCILE_SWEEP_INTERVAL_SECONDS` of the one-minute
@@ -182,10 +204,7 @@ async fn reconcile_within_budget(
             config,
             invocation,
             |ms| tokio::time::sleep(std::time::Duration::from_millis(ms)),
-            |sweep| match metrics {
-                Some(collector) => emit_sweep(sweep, collector, std::io::stdout()),
-                None => Counts::of_reconcile(sweep).emit(),
-            },
+            |sweep| emit_sweep(sweep, emf, request_id, stdout()),
         )
         .await;
     tracing::info!(sweeps, ?report, "reconciler run finished");
@@ -289,33 +308,33 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
 /// The consumer's whole life for the integration `build` makes (from its configuration `C` and
 /// the SDK configuration): JSON logs (Lambda's `AWS_LAMBDA_LOG_FORMAT`), configuration from the
 /// environment (a failed start is reported naming every bad variable), clients built once, then
-/// the runtime loop with [`handle_sqs`] and the EMF recorder flushed after every invocation.
+/// the runtime loop (`lambda_runtime::run_concurrent`: [`super::concurrency`]) with
+/// [`handle_sqs`], each invocation writing its own EMF document.
 ///
 /// # Errors
 /// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
 pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
     crate::logging::init();
-    let (metrics, gate) = start(async {
+    let (emf, gate) = start(async {
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?;
         tracing::info!(
             integration = %config.lambda.gate.integration,
             supports_idempotency_key = config.lambda.gate.server_supports_idempotency_key,
             deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
             lease_ms = config.lambda.gate.lease_ms(),
+            invocations_at_once = invocations_at_once(|k| std::env::var(k).ok()),
             integration_config = ?config.integration,
             "consumer starting"
         );
-        let metrics = init_metrics(&config.lambda.gate.integration)?;
-        Ok((metrics, build_gate(config, build).await?.0))
+        let emf = Emf::new(&config.lambda.gate.integration);
+        Ok((emf, build_gate(config, build).await?.0))
     })
     .await?;
-    let gate = &gate;
-    metrics_cloudwatch_embedded::lambda::service::run(
-        metrics,
-        service_fn(
-            move |event: LambdaEvent<SqsInput>| async move { handle_sqs(gate, event).await },
-        ),
-    )
+    let (gate, emf) = (Arc::new(gate), Arc::new(emf));
+    lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<SqsInput>| {
+        let (gate, emf) = (gate.clone(), emf.clone());
+        async move { handle_sqs(&gate, &emf, event).await }
+    }))
     .await
 }
 
@@ -326,27 +345,27 @@ pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result
 /// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
 pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
     crate::logging::init();
-    let (metrics, gate, index, reconciler) = start(async {
+    let (emf, gate, index, reconciler) = start(async {
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?.for_reconciler();
         tracing::info!(
             integration = %config.lambda.gate.integration,
             deadline_margin_ms = config.lambda.gate.deadline_margin_ms,
             lease_ms = config.lambda.gate.lease_ms(),
+            invocations_at_once = invocations_at_once(|k| std::env::var(k).ok()),
             "reconciler starting"
         );
         let reconciler = config.lambda.reconciler.clone();
-        let metrics = init_metrics(&config.lambda.gate.integration)?;
+        let emf = Emf::new(&config.lambda.gate.integration);
         let (gate, index) = build_gate(config, build).await?;
-        Ok((metrics, gate, index, reconciler))
+        Ok((emf, gate, index, reconciler))
     })
     .await?;
-    let (gate, index, reconciler) = (&gate, index.as_ref(), &reconciler);
-    metrics_cloudwatch_embedded::lambda::service::run(
-        metrics,
-        service_fn(move |event: LambdaEvent<ScheduledInput>| async move {
-            handle_reconcile(gate, index, reconciler, Some(metrics), event).await
-        }),
-    )
+    let (gate, emf, reconciler) = (Arc::new(gate), Arc::new(emf), Arc::new(reconciler));
+    lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<ScheduledInput>| {
+        let (gate, index, emf, reconciler) =
+            (gate.clone(), index.clone(), emf.clone(), reconciler.clone());
+        async move { handle_reconcile(&gate, index.as_ref(), &reconciler, &emf, event).await }
+    }))
     .await
 }
 

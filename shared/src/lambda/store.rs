@@ -24,7 +24,8 @@ pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
 /// row's columns named `columns` (the integration's, [`crate::Integration::row_columns`]; a
 /// DynamoDB table only: PostgreSQL keeps its fixed `business_rows` columns): the write path
 /// and the read side of its idempotency table (`InFlight`, the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`): what the reconciler
-/// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that conditional writes
+/// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that both tables live in
+/// one Region ([`verify_single_region`]: a global table is refused) and that conditional writes
 /// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
 /// the connection string (from Secrets Manager by ARN, or `DATABASE_URL` locally) and applies
 /// the migrations when `DATABASE_RUN_MIGRATIONS=true`. Before either, checks that none of
@@ -62,11 +63,12 @@ pub async fn build_store(
                 }
             );
             if verify {
+                verify_single_region(&store).await?;
                 verify_conditional_writes(&store, SystemClock.now_ms()).await?;
             } else {
                 tracing::warn!(
-                    "VERIFY_CONDITIONAL_WRITES=false: the cold-start conditional-write check is \
-                     skipped"
+                    "VERIFY_CONDITIONAL_WRITES=false: the cold-start checks (tables in one \
+                     Region, conditional writes refused) are skipped"
                 );
             }
             let index = Arc::new(store.index().clone());
@@ -144,6 +146,23 @@ async fn open(config: &StoreConfig, aws: &SdkConfig, columns: RowColumns) -> Res
     }
 }
 
+/// The first cold-start check behind `VERIFY_CONDITIONAL_WRITES`: neither of `store`'s tables is a
+/// DynamoDB global table, in which a condition is checked in one Region only (eventual
+/// consistency) or transactions are refused (strong consistency)
+/// ([`DynamoStore::verify_single_region`], `crate::store::dynamo::replication`).
+///
+/// # Errors
+/// A table is a global table, or `DescribeTable` failed; one line starting with the variable's
+/// name.
+pub async fn verify_single_region(store: &DynamoStore) -> Result<(), Error> {
+    store
+        .verify_single_region()
+        .await
+        .map_err(|e| Error::from(format!("VERIFY_CONDITIONAL_WRITES: {e}")))?;
+    tracing::info!("both tables live in one Region (cold-start check)");
+    Ok(())
+}
+
 /// The cold-start check behind `VERIFY_CONDITIONAL_WRITES`: two conditional writes on a canary
 /// key of `store`'s idempotency table ([`DynamoStore::verify_conditional_writes`]), with a
 /// random (UUID v4) nonce per execution environment, at `now_ms` (epoch milliseconds). The
@@ -205,6 +224,17 @@ async fn open_postgres(settings: &PostgresSettings, aws: &SdkConfig) -> Result<O
         pool_size = config.pool_size,
         "PostgreSQL store"
     );
+    // Several invocations at once (Lambda Managed Instances) share the pool: with fewer
+    // connections than invocations they wait for each other's (within their budgets).
+    let at_once = super::concurrency::invocations_at_once(|k| std::env::var(k).ok());
+    if config.pool_size < at_once as usize {
+        tracing::warn!(
+            pool_size = config.pool_size,
+            invocations_at_once = at_once,
+            "DATABASE_POOL_SIZE is below AWS_LAMBDA_MAX_CONCURRENCY: concurrent invocations \
+             wait for each other's connections"
+        );
+    }
     Ok(Opened::Postgres(store))
 }
 

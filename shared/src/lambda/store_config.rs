@@ -4,7 +4,7 @@
 //! | variable | meaning | unit | default |
 //! | --- | --- | --- | --- |
 //! | `STORE` | `dynamodb` or `postgres` | | `dynamodb` |
-//! | `VERIFY_CONDITIONAL_WRITES` | DynamoDB: `true` runs the cold-start check that conditional writes are refused ([`crate::lambda::store::verify_conditional_writes`]); `false` skips it | | `true` |
+//! | `VERIFY_CONDITIONAL_WRITES` | DynamoDB: `true` runs the cold-start checks that both tables live in one Region, not a global table ([`crate::lambda::store::verify_single_region`]), and that conditional writes are refused ([`crate::lambda::store::verify_conditional_writes`]); `false` skips both | | `true` |
 //! | `IDEMPOTENCY_TABLE` | DynamoDB: idempotency table name | | required with `dynamodb`, not read with `postgres` |
 //! | `BOOKINGS_TABLE` | DynamoDB: business table name | | required with `dynamodb`, not read with `postgres` |
 //! | `DATABASE_URL_SECRET_ARN` | PostgreSQL: ARN of the Secrets Manager secret whose `SecretString` is the connection string, read once per cold start | | required with `postgres` unless `DATABASE_URL` |
@@ -28,8 +28,8 @@ pub enum StoreConfig {
         idempotency_table: String,
         /// The business table's name.
         business_table: String,
-        /// `VERIFY_CONDITIONAL_WRITES`: run the cold-start check that the second of two
-        /// conditional writes on a canary key is refused.
+        /// `VERIFY_CONDITIONAL_WRITES`: run the cold-start checks that neither table is a global
+        /// table and that the second of two conditional writes on a canary key is refused.
         verify_conditional_writes: bool,
     },
     /// PostgreSQL (`crate::store::postgres`, feature `postgres`), tables in the schema `gate`.
@@ -41,9 +41,9 @@ pub enum StoreConfig {
 pub struct PostgresSettings {
     /// Where the connection string comes from.
     pub url: DatabaseUrl,
-    /// `DATABASE_POOL_SIZE`: connections per execution environment (the consumer handles one
-    /// invocation at a time; its records share the pool, each statement holding a connection
-    /// only while it runs).
+    /// `DATABASE_POOL_SIZE`: connections per execution environment, shared by its records and,
+    /// in a Lambda Managed Instances environment, by its concurrent invocations
+    /// (`AWS_LAMBDA_MAX_CONCURRENCY`); each statement holds a connection only while it runs.
     pub pool_size: usize,
     /// `DATABASE_RUN_MIGRATIONS`: apply the migrations at cold start.
     pub run_migrations: bool,

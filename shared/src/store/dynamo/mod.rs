@@ -56,6 +56,7 @@ mod commit;
 mod errors;
 mod guard;
 mod index;
+mod replication;
 mod schema;
 
 use std::collections::HashMap;
@@ -74,6 +75,9 @@ pub(crate) use errors::map_sdk_error;
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
 use errors::{condition_failure_item, is_update_condition_failure};
 pub use index::DynamoIndex;
+pub use replication::{
+    check_table, replication_of, Replication, ReplicationError, LEGACY_GLOBAL_TABLE_VERSION,
+};
 pub use schema::{
     create_tables, create_tables_for, EFFECT_ID, EFFECT_IDS, INFLIGHT_INDEX,
     INFLIGHT_PROJECTED_ATTRIBUTES, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, MULTI_EFFECT_ATTRIBUTE,

@@ -33,8 +33,8 @@ use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::dynamo::create_tables;
 use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, ReserveAndGuard,
-    Reservation, StoreError, TakeOver,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
+    ReserveAndGuard, StoreError, TakeOver,
 };
 use serde::Serialize;
 

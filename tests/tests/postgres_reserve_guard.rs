@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gate::conformance::{sample_natural_key, sample_record, NOW_MS};
 use gate::store::postgres::{PostgresConfig, PostgresStore};
-use gate::store::{GuardOutcome, IdempotencyStore, ReserveAndGuard, Reservation};
+use gate::store::{GuardOutcome, IdempotencyStore, Reservation, ReserveAndGuard};
 use integration_tests::database_url;
 use integration_tests::pg_proxy::PgProxy;
 
@@ -63,7 +63,10 @@ async fn a_lost_answer_to_the_reserve_with_its_guard_is_recognised_by_the_retry(
             guard: Some(Ok(GuardOutcome::Held)),
         }
     );
-    assert_eq!(store.get(&first.pk).await.expect("get"), Some(first.clone()));
+    assert_eq!(
+        store.get(&first.pk).await.expect("get"),
+        Some(first.clone())
+    );
 
     // A second event key for the same natural key, its answer cut too: reserved, and the
     // collision its landed statement met, naming the first.
@@ -95,7 +98,11 @@ async fn a_lost_answer_to_the_reserve_with_its_guard_is_recognised_by_the_retry(
     );
     assert_eq!(
         store
-            .guard(&second, &sample_natural_key(&second, NOW_MS + 1), NOW_MS + 1)
+            .guard(
+                &second,
+                &sample_natural_key(&second, NOW_MS + 1),
+                NOW_MS + 1
+            )
             .await,
         Ok(GuardOutcome::Collision {
             other_event_key: first.event_key.clone()

@@ -133,10 +133,7 @@ pub async fn reserve_with_guard_reserves_and_guards(store: Arc<dyn Store>, prefi
 /// lease (its first holder died before its guard), a duplicate of a finished record, and an
 /// expired record with work left each come back as the conflict with the record there, and the
 /// natural key stays free for whoever calls first.
-pub async fn reserve_with_guard_writes_no_guard_on_a_conflict(
-    store: Arc<dyn Store>,
-    prefix: &str,
-) {
+pub async fn reserve_with_guard_writes_no_guard_on_a_conflict(store: Arc<dyn Store>, prefix: &str) {
     let store = store.as_ref();
     let now_s = ms_to_s(NOW_MS);
     // A holder that reserved and died before its guard; its duplicate under another token.
@@ -170,7 +167,13 @@ pub async fn reserve_with_guard_writes_no_guard_on_a_conflict(
         expires_at_s: now_s,
         // Not shard "07": `stale_in_flight_paginates` owns that shard on a shared table.
         inflight_shard: Some("14".into()),
-        ..in_window(prefix, "rg-stranded", "owner-old", NOW_MS - TTL_S * 1000, 19)
+        ..in_window(
+            prefix,
+            "rg-stranded",
+            "owner-old",
+            NOW_MS - TTL_S * 1000,
+            19,
+        )
     };
     must_reserve(store, &stranded, NOW_MS - TTL_S * 1000).await;
     let fresh = in_window(prefix, "rg-stranded", "owner-new", NOW_MS + 1000, 19);
@@ -184,7 +187,11 @@ pub async fn reserve_with_guard_writes_no_guard_on_a_conflict(
         let other = in_window(prefix, name, "owner-x", NOW_MS + 1000, hour);
         assert_eq!(
             store
-                .guard(&other, &sample_natural_key(&other, NOW_MS + 1000), NOW_MS + 1000)
+                .guard(
+                    &other,
+                    &sample_natural_key(&other, NOW_MS + 1000),
+                    NOW_MS + 1000
+                )
                 .await,
             Ok(GuardOutcome::Held),
             "a conflicting reserve wrote the guard of {name}"
@@ -286,7 +293,13 @@ pub async fn reserve_with_guard_replaces_expired_and_fences_its_lease(
 pub async fn concurrent_reserve_with_guard_one_holder(store: Arc<dyn Store>, prefix: &str) {
     let mut records = Vec::new();
     for i in 0..8 {
-        records.push(in_window(prefix, "rg-race", &format!("copy-{i}"), NOW_MS, 21));
+        records.push(in_window(
+            prefix,
+            "rg-race",
+            &format!("copy-{i}"),
+            NOW_MS,
+            21,
+        ));
         records.push(in_window(
             prefix,
             &format!("rg-race-other-{i}"),
@@ -312,7 +325,11 @@ pub async fn concurrent_reserve_with_guard_one_holder(store: Arc<dyn Store>, pre
     }
     let copies: Vec<_> = outs
         .iter()
-        .filter(|(r, _)| r.lease_owner.as_deref().is_some_and(|o| o.starts_with("copy-")))
+        .filter(|(r, _)| {
+            r.lease_owner
+                .as_deref()
+                .is_some_and(|o| o.starts_with("copy-"))
+        })
         .collect();
     let winners: Vec<_> = copies
         .iter()

@@ -30,7 +30,7 @@ use crate::integration::{Event, Parsed, Rejection};
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
-use crate::store::{GuardOutcome, ReserveAndGuard, Reservation, StoreError};
+use crate::store::{GuardOutcome, Reservation, ReserveAndGuard, StoreError};
 
 /// The answer of the guard asked for with the reserve, if it was
 /// ([`crate::store::ReserveAndGuard::guard`]).

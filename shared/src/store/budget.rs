@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, ReserveAndGuard, Reservation, StoreError, TakeOver,
+    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver,
 };
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 

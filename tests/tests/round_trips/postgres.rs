@@ -161,7 +161,11 @@ async fn postgres_natural_key_collision_costs_three_round_trips_and_no_call() {
         report.records[0].outcome,
         RecordOutcome::Manual(ManualReason::NaturalKeyCollision)
     );
-    assert_eq!(w.take_round_trips(), 3, "reserve with guard, manual, routed");
+    assert_eq!(
+        w.take_round_trips(),
+        3,
+        "reserve with guard, manual, routed"
+    );
     let second_key = truck_slot::keys::event_key_of("PCS-PG-NK-2", CONTAINERS[2]);
     let stored = w
         .other

@@ -94,7 +94,7 @@ use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, ReserveAndGuard, Reservation, StoreError, TakeOver, UnreadableEntry,
+    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the

@@ -31,7 +31,7 @@ use super::{count, first, PostgresStore, SNAPSHOT_RACE_ATTEMPTS};
 use crate::clock::ms_to_s;
 use crate::record::{IdempotencyRecord, NaturalKey};
 use crate::store::{
-    reserve_then_guard, GuardOutcome, IdempotencyStore, ReserveAndGuard, Reservation, StoreError,
+    reserve_then_guard, GuardOutcome, IdempotencyStore, Reservation, ReserveAndGuard, StoreError,
 };
 
 impl PostgresStore {

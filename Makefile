@@ -86,7 +86,8 @@ bench: tools
 
 # The store on PostgreSQL (a throwaway loopback server, scripts/with-postgres.sh) and on DynamoDB
 # (moto) side by side: round trips and latency per new event and per duplicate (issue 26, item 6;
-# docs/BENCHMARKS.md, section 9). Not part of `make bench` (it needs PostgreSQL).
+# docs/BENCHMARKS.md, section 9). Not part of `make bench` (it needs PostgreSQL). The server runs
+# with fsync off; `PG_FSYNC=on make bench-stores` measures a durable one (scripts/with-postgres.sh).
 STORES_ARGS ?= --runs 5
 bench-stores: tools
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt

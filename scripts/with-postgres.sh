@@ -21,7 +21,10 @@
 #
 # The server refuses to run as root: as root, the cluster belongs to an unprivileged user
 # (PG_USER, default `nobody`) and every server command runs as that user. The server is
-# tuned for tests only (fsync off: a crash loses the throwaway data).
+# tuned for tests only (fsync off: a crash loses the throwaway data). PG_FSYNC=on starts it
+# durable instead (`fsync`, `synchronous_commit` and `full_page_writes` on, the defaults of a
+# real server: every commit waits for its WAL flush to the disk under $TMPDIR), for
+# measurements (`PG_FSYNC=on make bench-stores`).
 set -euo pipefail
 
 if [ "$#" -eq 0 ]; then
@@ -124,10 +127,15 @@ hba="$data/pg_hba.conf"
     cat "$hba"
 } >"$dir/pg_hba.conf.new"
 cat "$dir/pg_hba.conf.new" >"$hba"
+# Durability: off for tests, on with PG_FSYNC=on.
+case "${PG_FSYNC:-off}" in
+    on) durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on" ;;
+    off) durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
+    *) echo "with-postgres: PG_FSYNC must be on or off, not ${PG_FSYNC}" >&2; exit 2 ;;
+esac
 # Many tests at once, each with its own pool: room for their connections.
 if ! "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$data" -l "$log" -w -t 60 start -o \
-    "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c synchronous_commit=off \
-     -c full_page_writes=off -c max_connections=400 \
+    "-p $port -c listen_addresses=127.0.0.1 -k $dir $durability -c max_connections=400 \
      -c ssl=on -c ssl_cert_file=$tls/server.crt -c ssl_key_file=$tls/server.key" >/dev/null; then
     echo "with-postgres: the server did not start:" >&2
     cat "$log" >&2
@@ -144,7 +152,7 @@ export GATE_TEST_DATABASE_URL="postgresql://gate@127.0.0.1:$port/gate?sslmode=di
 export GATE_TEST_DATABASE_TLS_URL="postgresql://gate_tls:$tls_password@localhost:$port/gate"
 export GATE_TEST_DATABASE_CA="$tls/ca.crt"
 export GATE_TEST_DATABASE_OTHER_CA="$tls/other-ca.crt"
-echo "with-postgres: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') at 127.0.0.1:$port (data in $dir)" >&2
+echo "with-postgres: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') at 127.0.0.1:$port (data in $dir, fsync ${PG_FSYNC:-off})" >&2
 
 set +e
 "$@"

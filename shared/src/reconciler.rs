@@ -326,7 +326,7 @@ impl Gate {
             invocation,
         };
         // The one decision for a held record (`crate::decision`), as the consumer's.
-        let (outcome, by_lookup) = self.proceed(&held, Holder::Reconciler, now, d).await;
+        let (outcome, by_lookup) = self.proceed(&held, Holder::Reconciler, now, d, None).await;
         info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)
     }

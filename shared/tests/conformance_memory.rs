@@ -34,6 +34,7 @@ fn every_case_is_in_the_case_list() {
     let sources = [
         list_file,
         include_str!("../src/conformance/reserve.rs"),
+        include_str!("../src/conformance/reserve_guard.rs"),
         include_str!("../src/conformance/lease.rs"),
         include_str!("../src/conformance/commit.rs"),
         include_str!("../src/conformance/commit_conditions.rs"),

@@ -19,7 +19,11 @@
 //!
 //! Terminal calls are not DynamoDB calls: the terminal here is an in-process fake.
 //!
-//! Run with `scripts/with-moto.sh cargo test -p integration-tests --test round_trips`.
+//! The same consumer on PostgreSQL (module `postgres`): a new event is **2** round trips, the
+//! reserve with its guard as one statement and the commit; a duplicate **1**.
+//!
+//! Run with `scripts/with-postgres.sh scripts/with-moto.sh cargo test -p integration-tests --test
+//! round_trips`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +45,15 @@ use integration_tests::{
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
 use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
+
+// The stores bench's counting proxy, compiled in here: one reading of the wire for the bench's
+// figures and this test's counts. (The bench's own unit tests of it run here too.)
+#[allow(dead_code)]
+#[path = "../../bench/src/pg_wire.rs"]
+mod pg_wire;
+
+#[path = "round_trips/postgres.rs"]
+mod postgres;
 
 /// 2026-06-01T06:00:00Z; the windows below are 08:00-10:00 the same day.
 const T0: i64 = 1_780_293_600_000;

@@ -11,7 +11,7 @@
 //! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
 //!
 //! The cases live by concern: `reserve`, `lease` (take-over, release, extension), `guard` (the natural
-//! key held before the call, signal 4), `commit` (with the business row and effect ids),
+//! key held before the call, signal 4), `reserve_guard` (the two in one call for a new record), `commit` (with the business row and effect ids),
 //! `commit_conditions` (the commit's conditions alone and together), `concurrency` (writes that
 //! race), `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is
 //! kept by every later write), `index` (the `InFlight` pages) and `limits`
@@ -146,6 +146,7 @@ mod lease;
 mod limits;
 mod operator;
 mod reserve;
+mod reserve_guard;
 
 pub use commit::*;
 pub use commit_conditions::commit_conditions_alone_and_together;
@@ -161,6 +162,7 @@ pub use lease::*;
 pub use limits::*;
 pub use operator::*;
 pub use reserve::*;
+pub use reserve_guard::*;
 
 /// Calls `$crate::$callback!(ARGS; case, case, ...)` with every case of the suite: the one list
 /// that [`run_all`] and [`store_conformance_tests!`](crate::store_conformance_tests) expand, so a
@@ -199,7 +201,11 @@ macro_rules! __with_conformance_cases {
             commit_and_guard_refuse_reserved_labels,
             commit_refuses_a_label_named_like_a_row_column,
             stale_in_flight_paginates,
-            stale_in_flight_cursor_outlives_its_record
+            stale_in_flight_cursor_outlives_its_record,
+            reserve_with_guard_reserves_and_guards,
+            reserve_with_guard_writes_no_guard_on_a_conflict,
+            reserve_with_guard_replaces_expired_and_fences_its_lease,
+            concurrent_reserve_with_guard_one_holder
         }
     };
 }

@@ -25,12 +25,16 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
-use crate::decision::Holder;
+use crate::decision::{decide, Holder, NextStep};
 use crate::integration::{Event, Parsed, Rejection};
 use crate::manual::{ManualItem, ManualReason};
 use crate::record::IdempotencyRecord;
 use crate::routing::make_routing_record;
-use crate::store::Reservation;
+use crate::store::{GuardOutcome, Reservation, ReserveAndGuard, StoreError};
+
+/// The answer of the guard asked for with the reserve, if it was
+/// ([`crate::store::ReserveAndGuard::guard`]).
+type Guarded = Option<Result<GuardOutcome, StoreError>>;
 
 #[cfg(feature = "lambda")]
 pub(crate) use input::type_name;
@@ -152,8 +156,9 @@ impl Gate {
         };
         report.event_key = Some(keys.event_key.clone());
 
-        // Step 2: reserve the key, or resume a record whose lease expired.
-        let (record, took_over) = match self
+        // Step 2: reserve the key (with the guard of a new record to be called), or resume a
+        // record whose lease expired.
+        let (record, took_over, guarded) = match self
             .reserve_or_resume(&event, &keys, ended.as_ref(), d, now)
             .await
         {
@@ -175,7 +180,9 @@ impl Gate {
             }
             _ => {
                 let now = self.clock.now_ms();
-                self.proceed(&record, Holder::Consumer, now, d).await.0
+                self.proceed(&record, Holder::Consumer, now, d, guarded)
+                    .await
+                    .0
             }
         };
         report
@@ -221,9 +228,12 @@ impl Gate {
         }
     }
 
-    /// Step 2: reserves the record for `event` (a routing record when it has `ended`), or resolves the conflict with the record that holds the key. `Ok((record,
-    /// took_over))` when `d` holds the record now; `Err(outcome)` ends the delivery (a
-    /// duplicate, a mismatch, a retry).
+    /// Step 2: reserves the record for `event` (a routing record when it has `ended`), or
+    /// resolves the conflict with the record that holds the key. `Ok((record, took_over,
+    /// guarded))` when `d` holds the record now, `guarded` the answer of the guard asked for
+    /// with the reserve (a new record whose decision is a call, with a natural key; see
+    /// [`crate::store::IdempotencyStore::reserve_with_guard`]); `Err(outcome)` ends the delivery
+    /// (a duplicate, a mismatch, a retry).
     async fn reserve_or_resume(
         &self,
         event: &Event,
@@ -231,7 +241,7 @@ impl Gate {
         ended: Option<&Rejection>,
         d: Delivery<'_>,
         now_ms: i64,
-    ) -> Result<(IdempotencyRecord, bool), RecordOutcome> {
+    ) -> Result<(IdempotencyRecord, bool, Guarded), RecordOutcome> {
         let mut fresh = self.new_record(event, keys, d.invocation, now_ms);
         if let Some(reason) = ended {
             let item = ManualItem {
@@ -259,12 +269,29 @@ impl Gate {
         ) {
             return Err(self.route_rejection(refusal.rejection(), d, now_ms).await);
         }
-        match reserve(self.store.as_ref(), &fresh, now_ms).await {
-            Ok(Reservation::Reserved) => Ok((fresh, false)),
-            Ok(Reservation::Conflict(existing)) => self
+        // The guard goes with the reserve when the new record is to be called (the decision a
+        // reserved record gets: not a routing record, not past its horizon or its end), so a
+        // store that writes both in one request (PostgreSQL) spends one round trip on them; it
+        // is written only if the reserve reserves, so a duplicate pays nothing for it.
+        let calls = ended.is_none()
+            && decide(&fresh, now_ms, &self.policy(&fresh), Holder::Consumer) == NextStep::Call;
+        let guard_key = calls.then(|| self.guard_key(&fresh, now_ms)).flatten();
+        match self
+            .store
+            .reserve_with_guard(&fresh, guard_key.as_ref(), now_ms)
+            .await
+        {
+            Ok(ReserveAndGuard {
+                reservation: Reservation::Reserved,
+                guard,
+            }) => Ok((fresh, false, guard)),
+            Ok(ReserveAndGuard {
+                reservation: Reservation::Conflict(existing),
+                ..
+            }) => self
                 .resolve_conflict(*existing, keys, d, now_ms)
                 .await
-                .map(|record| (record, true)),
+                .map(|record| (record, true, None)),
             // Refused by the service as invalid (DynamoDB's `ValidationException`, e.g. an item
             // the pre-check above did not size as DynamoDB does): the same write is refused every
             // time, so the event goes to a person once instead of retrying until its DLQ.

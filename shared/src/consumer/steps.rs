@@ -13,7 +13,7 @@ use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::{Event, Held, Integration};
 use crate::keys;
 use crate::manual::{ManualItem, ManualReason};
-use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
+use crate::record::{inflight_shard, record_pk, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{
     CommitOutcome, GuardOutcome, IdempotencyStore, Reservation, StoreError, TakeOver,
 };
@@ -50,7 +50,9 @@ pub fn derive_keys(event: &Event, operation: &str) -> Result<DerivedKeys, serde_
 }
 
 /// Step 2: reserves the key before any side effect: one conditional write that either stores
-/// `record` or returns the record holding the key.
+/// `record` or returns the record holding the key. (The consumer asks for a new record's guard in
+/// the same call, [`IdempotencyStore::reserve_with_guard`]: one round trip for both where the
+/// store merges them.)
 ///
 /// # Errors
 /// A transient [`StoreError`].
@@ -197,12 +199,20 @@ impl Gate {
     /// `holder` ([`decide`]) carried out: the routing resumed, step 3 (or the lookup) and step 4,
     /// or the record handed to a person. Returns the outcome and whether the effect was found
     /// by a lookup. Shared by the consumer and the reconciler.
+    ///
+    /// `guarded`: the guard's answer when the reserve that gave us `record` asked for it
+    /// ([`IdempotencyStore::reserve_with_guard`], only for a new record the decision would send);
+    /// settled before the call instead of a second guard. `None`: the guard is put here, before
+    /// the call. (A record guarded at its reserve whose decision is no longer a call, its event
+    /// having ended in between, keeps the guard it never uses: every other event key for that
+    /// event has ended too, so none is refused for it.)
     pub(crate) async fn proceed(
         &self,
         record: &IdempotencyRecord,
         holder: Holder,
         now_ms: i64,
         d: Delivery<'_>,
+        guarded: Option<Result<GuardOutcome, StoreError>>,
     ) -> (RecordOutcome, bool) {
         // The lease is ours here: the reserve or the take-over that gave us `record`.
         let held = Held::new(record);
@@ -224,7 +234,7 @@ impl Gate {
             }
             // Step 3, once the natural key is ours (signal 4's guard) and the lease left covers
             // the call and the commit (extended first if not).
-            NextStep::Call => match self.guard_natural_key(record, d).await {
+            NextStep::Call => match self.guard_natural_key(record, guarded, d).await {
                 Some(stop) => stop,
                 None => match self.lease_for_call(record, d.owner()).await {
                     Some(stop) => stop,
@@ -267,30 +277,43 @@ impl Gate {
         (outcome, false)
     }
 
-    /// The guard of signal 4 before a call: holds the record's natural key
-    /// ([`Integration::natural_key`]) for its event key ([`IdempotencyStore::guard`]). `None`:
-    /// the guard is ours (or the integration has no natural key), call. Otherwise the outcome
-    /// that ends the record: another event key holds the natural key, so the record goes to a
-    /// person as `manual` with both event keys ([`ManualReason::NaturalKeyCollision`]) and is
-    /// never called; or a store failure (retried, the lease released).
-    ///
-    /// The same event key is the same holder: a redelivery, a take-over and the reconciler
-    /// resuming a record whose holder crashed all find the guard theirs. The item expires no
-    /// earlier than `record` (its `expires_at_s`, from the configured key TTL), whatever the
-    /// integration's [`crate::record::NaturalKey::expires_at_s`] says.
-    pub(crate) async fn guard_natural_key(
-        &self,
-        record: &IdempotencyRecord,
-        d: Delivery<'_>,
-    ) -> Option<RecordOutcome> {
-        let now = self.clock.now_ms();
-        let mut natural_key = self.integration.natural_key(record, now)?;
+    /// The natural-key item the guard of `record` puts at `now_ms` (epoch ms): the
+    /// integration's ([`Integration::natural_key`]), expiring no earlier than `record` (its
+    /// `expires_at_s`, from the configured key TTL), whatever the integration's
+    /// [`crate::record::NaturalKey::expires_at_s`] says. `None`: the integration has none.
+    pub(crate) fn guard_key(&self, record: &IdempotencyRecord, now_ms: i64) -> Option<NaturalKey> {
+        let mut natural_key = self.integration.natural_key(record, now_ms)?;
         // The guard outlives the record it guards: the integration counts its TTL from the
         // gate's default key TTL, the record from the configured one (`KeyTtlSeconds`), which
         // may be longer; a guard that expired first would let a second event key claim while
         // the first's record still answers its redeliveries.
         natural_key.expires_at_s = natural_key.expires_at_s.max(record.expires_at_s);
-        let other_event_key = match self.store.guard(record, &natural_key, now).await {
+        Some(natural_key)
+    }
+
+    /// The guard of signal 4 before a call: holds the record's natural key
+    /// ([`Gate::guard_key`]) for its event key ([`IdempotencyStore::guard`], or the answer
+    /// `guarded` its reserve already got). `None`: the guard is ours (or the integration has no
+    /// natural key), call. Otherwise the outcome that ends the record: another event key holds
+    /// the natural key, so the record goes to a person as `manual` with both event keys
+    /// ([`ManualReason::NaturalKeyCollision`]) and is never called; or a store failure
+    /// (retried, the lease released).
+    ///
+    /// The same event key is the same holder: a redelivery, a take-over and the reconciler
+    /// resuming a record whose holder crashed all find the guard theirs.
+    pub(crate) async fn guard_natural_key(
+        &self,
+        record: &IdempotencyRecord,
+        guarded: Option<Result<GuardOutcome, StoreError>>,
+        d: Delivery<'_>,
+    ) -> Option<RecordOutcome> {
+        let now = self.clock.now_ms();
+        let natural_key = self.guard_key(record, now)?;
+        let answer = match guarded {
+            Some(answer) => answer,
+            None => self.store.guard(record, &natural_key, now).await,
+        };
+        let other_event_key = match answer {
             Ok(GuardOutcome::Held) => return None,
             Ok(GuardOutcome::Collision { other_event_key }) => other_event_key,
             Err(StoreError::Refused(refusal)) => {

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, Reservation, StoreError, TakeOver,
+    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver,
 };
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 
@@ -126,6 +126,17 @@ impl<S: IdempotencyStore + ?Sized> IdempotencyStore for Bounded<S> {
         now_ms: i64,
     ) -> Result<Reservation, StoreError> {
         bounded("reserve", self.inner.reserve(record, now_ms)).await
+    }
+
+    /// Forwarded whole, so an inner store that writes both in one request still does.
+    async fn reserve_with_guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: Option<&NaturalKey>,
+        now_ms: i64,
+    ) -> Result<ReserveAndGuard, StoreError> {
+        let call = self.inner.reserve_with_guard(record, natural_key, now_ms);
+        bounded("reserve_with_guard", call).await
     }
 
     async fn take_over(

@@ -97,6 +97,40 @@ pub enum GuardOutcome {
     },
 }
 
+/// The result of [`IdempotencyStore::reserve_with_guard`]: the reserve's, and the guard's where
+/// the reserve reserved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReserveAndGuard {
+    /// What the reserve answered, as [`IdempotencyStore::reserve`] would.
+    pub reservation: Reservation,
+    /// `None` when no natural key was given or the reserve answered
+    /// [`Reservation::Conflict`] (nothing of the guard was written); otherwise what
+    /// [`IdempotencyStore::guard`] answered right after the reserve, its error included (the
+    /// record is reserved either way: its lease is the caller's).
+    pub guard: Option<Result<GuardOutcome, StoreError>>,
+}
+
+/// [`IdempotencyStore::reserve_with_guard`] as two calls: `store.reserve`, then, only when it
+/// answered [`Reservation::Reserved`] and a natural key is given, `store.guard` with the same
+/// `now_ms` (epoch ms). The port method's default, and what an adapter that merges the two falls
+/// back to when it cannot.
+///
+/// # Errors
+/// The reserve's error (then no guard was asked for).
+pub async fn reserve_then_guard<S: IdempotencyStore + ?Sized>(
+    store: &S,
+    record: &IdempotencyRecord,
+    natural_key: Option<&NaturalKey>,
+    now_ms: i64,
+) -> Result<ReserveAndGuard, StoreError> {
+    let reservation = store.reserve(record, now_ms).await?;
+    let guard = match (&reservation, natural_key) {
+        (Reservation::Reserved, Some(key)) => Some(store.guard(record, key, now_ms).await),
+        _ => None,
+    };
+    Ok(ReserveAndGuard { reservation, guard })
+}
+
 /// The result of [`IdempotencyStore::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinishOutcome {
@@ -274,6 +308,31 @@ pub trait IdempotencyStore: Send + Sync {
         now_ms: i64,
     ) -> Result<Reservation, StoreError>;
 
+    /// Step 2 and, where it reserved, the guard of signal 4 for the new record: exactly
+    /// [`IdempotencyStore::reserve`] of `record`, then, only when that answered
+    /// [`Reservation::Reserved`] (a new key, an expired record with nothing left to do replaced,
+    /// or the retry of this very reservation) and `natural_key` is given,
+    /// [`IdempotencyStore::guard`] of `record` and `natural_key` at the same `now_ms` (epoch
+    /// ms). A conflict writes no guard and returns the existing record, as the reserve does.
+    ///
+    /// The default makes the two calls ([`reserve_then_guard`]): two round trips for a new event,
+    /// one for a duplicate. An adapter may write both in one request when the outcome is the
+    /// same in every case, a lost answer included (PostgreSQL: one statement, so a new event is
+    /// one round trip here and one at the commit). A wrapper that forwards the port to an inner
+    /// store forwards this method too, or the inner store's merge is lost.
+    ///
+    /// # Errors
+    /// As the reserve's; once the reserve answered, a failure of the guard is
+    /// [`ReserveAndGuard::guard`]'s, not this call's.
+    async fn reserve_with_guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: Option<&NaturalKey>,
+        now_ms: i64,
+    ) -> Result<ReserveAndGuard, StoreError> {
+        reserve_then_guard(self, record, natural_key, now_ms).await
+    }
+
     /// Takes the lease of a record that still has work (`in_flight`, or a routing whose send is
     /// not confirmed: [`IdempotencyRecord::route_pending`]) from `old_owner` whose lease has
     /// expired (`lease_until < now`), setting `new_owner` until `lease_until_ms`. Conditional:
@@ -319,10 +378,12 @@ pub trait IdempotencyStore: Send + Sync {
     /// knows of), so every other event key for the same natural key goes to a person.
     ///
     /// Not fenced by the lease: it writes only the event key's own claim on the natural key, the
-    /// same whoever of its holders writes it. Not in a transaction with the reserve: nothing is
-    /// called before it answers [`GuardOutcome::Held`], a crash between the reserve and the guard
-    /// leaves an `in_flight` record whose next holder puts the guard again, and a duplicate
-    /// (which never calls) does not pay for it.
+    /// same whoever of its holders writes it. It needs no transaction with the reserve (on
+    /// PostgreSQL [`IdempotencyStore::reserve_with_guard`] writes both in one statement for a
+    /// new event, on DynamoDB they are two requests): nothing is called before it answers
+    /// [`GuardOutcome::Held`], a crash between the reserve and the guard leaves an `in_flight`
+    /// record whose next holder puts the guard again, and a duplicate (which never calls) does
+    /// not pay for it.
     ///
     /// `record` is the held record the guard is for (its `pk` and `event_key`; its lease owner
     /// only names the writer, for fault injection and logs).

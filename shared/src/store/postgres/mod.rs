@@ -39,6 +39,9 @@
 //!   data-modifying CTEs of one statement: all or nothing;
 //! * guard: the natural-key row's `INSERT .. ON CONFLICT DO UPDATE .. WHERE <ours or expired>`
 //!   and its holder, in one statement;
+//! * reserve with the guard (a new event's step 2, `reserve_guard.rs`): the two above as
+//!   data-modifying CTEs of one statement, the guard fed by the reserve's `RETURNING` (written
+//!   only where the reserve wrote);
 //! * take-over, finish: the conditional `UPDATE`, and the record there when it did not apply.
 //!
 //! The record returned beside a write that did not apply is read from the statement's snapshot,
@@ -60,6 +63,7 @@ mod codec;
 mod config;
 mod errors;
 mod operator;
+mod reserve_guard;
 mod schema;
 pub mod tls;
 
@@ -90,7 +94,7 @@ use crate::clock::ms_to_s;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, Reservation, StoreError, TakeOver, UnreadableEntry,
+    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -416,6 +420,24 @@ impl IdempotencyStore for PostgresStore {
         )))
     }
 
+    /// With a natural key: the reserve and, where it wrote, the guard as one statement
+    /// (`reserve_guard.rs`): a new event's step 2 and guard in one round trip, a duplicate in
+    /// one. Without: the reserve alone.
+    async fn reserve_with_guard(
+        &self,
+        record: &IdempotencyRecord,
+        natural_key: Option<&NaturalKey>,
+        now_ms: i64,
+    ) -> Result<ReserveAndGuard, StoreError> {
+        match natural_key {
+            Some(key) => self.reserve_and_guard(record, key, now_ms).await,
+            None => Ok(ReserveAndGuard {
+                reservation: self.reserve(record, now_ms).await?,
+                guard: None,
+            }),
+        }
+    }
+
     /// One conditional `UPDATE` (`(status = 'in_flight' OR route_pending) AND lease_owner =
     /// :old AND (lease_until_ms IS NULL OR lease_until_ms < :now)`), returning the record as it
     /// is now, or as it is when the update did not apply: [`TakeOver::Taken`] if it already
@@ -553,24 +575,7 @@ impl IdempotencyStore for PostgresStore {
             .await
             .map_err(|f| Self::err("guard", f))?;
         let row = first(&rows, "guard")?;
-        if count(&row, "held")? > 0 {
-            return Ok(GuardOutcome::Held);
-        }
-        let holder: Option<String> = row
-            .try_get("holder")
-            .map_err(|e| StoreError::Corrupt(format!("column holder: {e}")))?;
-        let holder = match holder {
-            Some(h) => Some(h),
-            None => self.natural_key_holder(&nk_pk).await?,
-        };
-        match holder {
-            Some(h) if h != event_key => Ok(GuardOutcome::Collision { other_event_key: h }),
-            // Ours after all (our own concurrent retry).
-            Some(_) => Ok(GuardOutcome::Held),
-            None => Err(StoreError::Unavailable(format!(
-                "guard of {nk_pk}: refused, but no row holds it"
-            ))),
-        }
+        self.guard_answer(&row, &nk_pk, event_key).await
     }
 
     /// One conditional `UPDATE` setting `lease_until_ms = 0` on `(status = 'in_flight' OR

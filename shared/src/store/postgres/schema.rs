@@ -173,6 +173,30 @@ mod types {
         Type::JSONB,
         I,
     ];
+    /// [`RESERVE`], then the guard's: natural-key pk, labels, expires_at (s).
+    pub const RESERVE_GUARD: &[Type] = &[
+        T,
+        T,
+        T,
+        T,
+        Type::BYTEA,
+        T,
+        T,
+        I,
+        I,
+        I,
+        I,
+        T,
+        Type::TEXT_ARRAY,
+        T,
+        T,
+        Type::BOOL,
+        Type::JSONB,
+        I,
+        T,
+        Type::JSONB,
+        I,
+    ];
     pub const TAKE_OVER: &[Type] = &[T, T, T, I, I];
     pub const COMMIT: &[Type] = &[T, T, T, I, T, Type::JSONB, I];
     pub const GUARD: &[Type] = &[T, T, Type::JSONB, I, I];
@@ -199,6 +223,7 @@ mod types {
 #[derive(Debug, Clone)]
 pub(crate) struct Statements {
     pub reserve: Sql,
+    pub reserve_guard: Sql,
     pub take_over: Sql,
     pub commit: Sql,
     pub guard: Sql,
@@ -249,6 +274,33 @@ impl Statements {
                    WHERE r.expires_at_s < $18 AND r.status <> 'in_flight' AND NOT r.route_pending \
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM written) AS written, e.* FROM {}",
+                existing_unless("written")
+            )),
+            // The reserve above and, only where it wrote, the guard below (`g` reads `written`,
+            // so it inserts nothing when the reserve did not write): one statement, one round
+            // trip, one transaction. $1..$18 as the reserve ($2 the event key, $18 now in epoch
+            // SECONDS), $19 the natural key's pk, $20 its labels, $21 its expires_at (s).
+            // `held` and `holder` as the guard's; `holder` only read when the reserve wrote (a
+            // duplicate reads nothing more than the reserve alone does).
+            reserve_guard: Sql::new(types::RESERVE_GUARD, format!(
+                "WITH written AS ( \
+                   INSERT INTO {t} AS r ({cols}) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+                   ON CONFLICT (pk) DO UPDATE SET {updates} \
+                   WHERE r.expires_at_s < $18 AND r.status <> 'in_flight' AND NOT r.route_pending \
+                   RETURNING 1), \
+                 g AS ( \
+                   INSERT INTO {n} AS k (pk, event_key, labels, expires_at_s) \
+                   SELECT $19, $2, $20::jsonb, $21 FROM written \
+                   ON CONFLICT (pk) DO UPDATE SET event_key = EXCLUDED.event_key, \
+                     labels = EXCLUDED.labels, expires_at_s = EXCLUDED.expires_at_s \
+                   WHERE k.event_key = EXCLUDED.event_key OR k.expires_at_s < $18 \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM written) AS written, \
+                        (SELECT count(*) FROM g) AS held, \
+                        CASE WHEN EXISTS (SELECT 1 FROM written) \
+                          THEN (SELECT event_key FROM {n} WHERE pk = $19) END AS holder, \
+                        e.* FROM {}",
                 existing_unless("written")
             )),
             // $1 pk, $2 old owner, $3 new owner, $4 lease_until (ms), $5 now (ms).

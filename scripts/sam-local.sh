@@ -11,9 +11,10 @@
 #
 # It installs docker.io and debootstrap with apt if missing, starts its own dockerd (own socket,
 # data root under $SAM_LOCAL_STATE, no iptables, a default bridge this machine does not forward)
-# and stops it on exit, also when a check fails. The base image public.ecr.aws/lambda/provided:al2023-x86_64 is a Debian root file
-# system (debootstrap from apt's own mirror) with the step's test CA, built once and kept, keyed by
-# the SAM version and the architecture.
+# and stops it on exit, also when a check fails. The base image
+# public.ecr.aws/lambda/provided:al2023-x86_64 is a Debian root file system (debootstrap from
+# apt's own mirror) with the step's test CA, built once and kept, keyed by the SAM version and the
+# architecture.
 # The containers reach moto and the terminal only through an `--internal` docker network the step
 # creates: its gateway (this machine's bridge) is where scripts/sam_local_relay.py answers TLS for
 # the AWS endpoints' names and the terminal's, forwarding to loopback.

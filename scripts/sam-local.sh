@@ -46,6 +46,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v objdump >/dev/null || missing+=(binutils)
 command -v file >/dev/null || missing+=(file)
 command -v ip >/dev/null || missing+=(iproute2)
+command -v sysctl >/dev/null || missing+=(procps)
 if [ "${#missing[@]}" -gt 0 ]; then
     log "installing ${missing[*]} with apt-get"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -112,7 +113,8 @@ dockerd --iptables=false --ip-masq=false --ip-forward=false --bridge="$bridge" -
     -H "$DOCKER_HOST" --data-root "$state/docker" --exec-root "$run/exec" \
     --pidfile "$run/docker.pid" >"$run/dockerd.log" 2>&1 9>&- &
 dockerd_pid=$!
-for _ in $(seq 1 150); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
+# 60 s: a first start on a loaded machine (containerd, the data root's layers) can be slow.
+for _ in $(seq 1 300); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
 docker version >/dev/null || { log "dockerd did not start"; cat "$run/dockerd.log" >&2; exit 1; }
 
 # A network left by an earlier run that was killed before its cleanup.

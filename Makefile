@@ -15,7 +15,7 @@ demo:
 		echo "demo: built in $$(( $$(date +%s) - start )) s; replaying monday-2025-06-09" >&2
 	@$(CARGO) run --release -q -p sim -- compare monday-2025-06-09
 
-test: tools fmt-check clippy lint-template cargo-test
+test: tools fmt-check clippy lint-template cargo-test test-sam-local
 
 # moto[server], cargo-lambda, aws-sam-cli, cfn-lint at pinned versions into ./.venv, and checkov
 # into ./.venv/checkov (its own venv: it pins an older boto3), if missing (scripts/tools.sh).
@@ -54,9 +54,10 @@ cargo-test:
 
 # `sam local invoke` of the functions `sam build` makes (x86_64), in SAM's emulator, against moto
 # and the terminal simulator on a docker network of its own (scripts/sam-local.sh; as root: it
-# installs docker.io and debootstrap with apt if missing and starts its own dockerd). Each answer
-# and the store after it are checked, on the root template and payments', then a consumer broken
-# on purpose must fail the checks. docs/LOCAL_RUNS.md, "sam local invoke".
+# installs docker.io and debootstrap with apt if missing and starts its own dockerd, stopped at the
+# end). Each answer and the store after it are checked, on the root template and payments', then
+# a consumer broken on purpose must fail the checks. The last step of `make test`: the first run
+# builds the base image and the release binaries (docs/LOCAL_RUNS.md, "sam local invoke").
 test-sam-local: tools
 	scripts/sam-local.sh
 

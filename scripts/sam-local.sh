@@ -10,9 +10,11 @@
 #                                        the same run with the root consumer broken: it goes red
 #
 # It installs docker.io and debootstrap with apt if missing, starts its own dockerd (own socket,
-# data root under $SAM_LOCAL_STATE, no iptables, a default bridge this machine does not forward) and stops it on exit, also when
-# a check fails. The base image public.ecr.aws/lambda/provided:al2023-x86_64 is a Debian root file
-# system (debootstrap) with the step's test CA, built once and kept, keyed by the SAM version.
+# data root under $SAM_LOCAL_STATE, no iptables, a default bridge this machine does not forward)
+# and stops it on exit, also when a check fails. The base image
+# public.ecr.aws/lambda/provided:al2023-x86_64 is a Debian root file system (debootstrap from
+# apt's own mirror) with the step's test CA, built once and kept, keyed by the SAM version and the
+# architecture.
 # The containers reach moto and the terminal only through an `--internal` docker network the step
 # creates: its gateway (this machine's bridge) is where scripts/sam_local_relay.py answers TLS for
 # the AWS endpoints' names and the terminal's, forwarding to loopback.
@@ -44,6 +46,7 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v objdump >/dev/null || missing+=(binutils)
 command -v file >/dev/null || missing+=(file)
 command -v ip >/dev/null || missing+=(iproute2)
+command -v sysctl >/dev/null || missing+=(procps)
 if [ "${#missing[@]}" -gt 0 ]; then
     log "installing ${missing[*]} with apt-get"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -71,6 +74,9 @@ cleanup() {
         for _ in $(seq 1 100); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$dockerd_pid" 2>/dev/null
         wait "$dockerd_pid" 2>/dev/null
+        # The containerd dockerd started: it stops with dockerd, but not after a kill -9.
+        containerd_pid="$(cat "$run/exec/containerd/containerd.pid" 2>/dev/null)"
+        [ -n "$containerd_pid" ] && kill "$containerd_pid" 2>/dev/null
     fi
     [ -n "$bridge_made" ] && ip link del "$bridge" 2>/dev/null
     if [ "$status" -ne 0 ] && [ -f "$run/dockerd.log" ]; then
@@ -105,9 +111,10 @@ sysctl -qw "net.ipv4.conf.$bridge.forwarding=0"
 export DOCKER_HOST="unix://$run/docker.sock"
 dockerd --iptables=false --ip-masq=false --ip-forward=false --bridge="$bridge" --storage-driver overlay2 \
     -H "$DOCKER_HOST" --data-root "$state/docker" --exec-root "$run/exec" \
-    --pidfile "$run/docker.pid" >"$run/dockerd.log" 2>&1 &
+    --pidfile "$run/docker.pid" >"$run/dockerd.log" 2>&1 9>&- &
 dockerd_pid=$!
-for _ in $(seq 1 150); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
+# 60 s: a first start on a loaded machine (containerd, the data root's layers) can be slow.
+for _ in $(seq 1 300); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
 docker version >/dev/null || { log "dockerd did not start"; cat "$run/dockerd.log" >&2; exit 1; }
 
 # A network left by an earlier run that was killed before its cleanup.
@@ -122,9 +129,14 @@ if [ -z "$have_id" ] || [ "$(cat "$state/image-$key.id" 2>/dev/null)" != "$have_
     rm -rf "$tls"
     "$venv/bin/python" scripts/sam_local_relay.py certs "$tls"
     rootfs="$run/rootfs"
-    debootstrap --variant=minbase --include=ca-certificates,curl bookworm "$rootfs" \
-        "${SAM_LOCAL_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$run/debootstrap.log" 2>&1 ||
-        { tail -n 20 "$run/debootstrap.log" >&2; exit 1; }
+    # The Debian mirror (and proxy) apt is configured with: on a machine that reaches only its
+    # package mirror, that is the one address debootstrap can fetch from.
+    mirror="${SAM_LOCAL_DEBIAN_MIRROR:-$(python3 scripts/sam_local_mirror.py bookworm)}"
+    eval "$(apt-config shell http_proxy Acquire::http::Proxy)"
+    [ -n "${http_proxy:-}" ] && export http_proxy
+    log "debootstrap bookworm from ${mirror:=http://deb.debian.org/debian}"
+    debootstrap --variant=minbase --include=ca-certificates,curl bookworm "$rootfs" "$mirror" \
+        >"$run/debootstrap.log" 2>&1 || { tail -n 20 "$run/debootstrap.log" >&2; exit 1; }
     # The test CA next to Debian's roots: the functions' TLS stack reads this bundle.
     cat "$tls/ca.pem" >>"$rootfs/etc/ssl/certs/ca-certificates.crt"
     rm -rf "$rootfs/var/cache/apt/archives"/*.deb "$rootfs/var/lib/apt/lists"/*
@@ -163,6 +175,9 @@ done
 network="gate-sam-local-$$"
 docker network create --internal "$network" >/dev/null
 gateway="$(docker network inspect -f '{{range .IPAM.Config}}{{.Gateway}}{{end}}' "$network")"
+# Its bridge forwards nothing either (the containers have no route off it anyway).
+net_id="$(docker network inspect -f '{{.Id}}' "$network")"
+sysctl -qw "net.ipv4.conf.br-${net_id:0:12}.forwarding=0"
 ip -o -4 addr show | grep -qw "inet $gateway/[0-9]*" ||
     { log "the network's gateway $gateway is not on this machine"; exit 1; }
 
@@ -182,14 +197,24 @@ pids+=($!)
     --listen "$gateway:8444=127.0.0.1:$payments_port" \
     >"$run/relay.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 150); do
-    python3 - "$moto_port" "$terminal_port" <<'PY' 2>/dev/null && break
+# Ready when moto, the terminal and the relay's three listeners accept; a server that exited
+# (its port taken meanwhile by another process) fails the step with its log.
+ready=""
+for _ in $(seq 1 300); do
+    for pid in "${pids[@]}"; do
+        kill -0 "$pid" 2>/dev/null && continue
+        log "a server exited early: $(tail -n 5 "$run"/{moto,terminal,relay}.log)"; exit 1
+    done
+    python3 - "127.0.0.1:$moto_port" "127.0.0.1:$terminal_port" "$gateway:443" "$gateway:8443" \
+        "$gateway:8444" <<'PY' 2>/dev/null && { ready=1; break; }
 import socket, sys
-for p in sys.argv[1:]:
-    socket.create_connection(("127.0.0.1", int(p)), timeout=1).close()
+for a in sys.argv[1:]:
+    host, port = a.rsplit(":", 1)
+    socket.create_connection((host, int(port)), timeout=1).close()
 PY
     sleep 0.2
 done
+[ -n "$ready" ] || { log "moto, the terminal or the relay did not start in 60 s"; exit 1; }
 
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=eu-west-1 AWS_DEFAULT_REGION=eu-west-1
 check=("$venv/bin/python" scripts/sam_local_check.py --network "$network" --gateway "$gateway"

@@ -184,8 +184,10 @@ def root_suite(r, template):
         "INTEGRATION_NAME": "ect-delta-slots", "STORE": "dynamodb", "IDEMPOTENCY_TABLE": idem,
         "BOOKINGS_TABLE": rows, "MANUAL_QUEUE_URL": manual, "TERMINAL_BASE_URL": TERMINAL,
         "TERMINAL_API_TOKEN_SECRET_ARN": "", "TERMINALS": "", "TERMINAL_TOKEN_SECRET_ARNS": "",
-        # A short claim timeout and lease: the stranded record is the reconciler's in seconds.
-        "TERMINAL_REQUEST_TIMEOUT_MS": "1000", "LEASE_FLOOR_MS": "1000",
+        # A short lease (the request timeout + 5 s): the stranded record is the reconciler's by
+        # step 7. The timeout leaves room for a TLS handshake from a cold container on a loaded
+        # machine; the lost answer is a reset connection, not a timeout.
+        "TERMINAL_REQUEST_TIMEOUT_MS": "5000", "LEASE_FLOOR_MS": "1000",
         "RECONCILE_SWEEP_INTERVAL_SECONDS": "60"}
     consumer = dict(env)
     if r.a.brk == "init":

@@ -1,4 +1,4 @@
-//! A Lambda execution environment emulated for the fault tests (issue 32, item 4): the real
+//! A Lambda execution environment emulated for the fault tests: the real
 //! function binary (built once with `cargo build`, as `cargo lambda watch` runs it) started
 //! against a Runtime API served here on loopback, kept warm from one invocation to the next (one
 //! process across a database fault, as a Lambda environment outlives a failover), each

@@ -1,4 +1,4 @@
-//! Throwaway PostgreSQL 15 servers started by a test itself (issue 32, item 4): a primary
+//! Throwaway PostgreSQL 15 servers started by a test itself: a primary
 //! (`initdb`, `wal_level = replica`, trust authentication on loopback, a free loopback port) and a
 //! streaming standby made from it with `pg_basebackup -R`, synchronous (`synchronous_standby_names
 //! = '*'`: a commit the client saw acknowledged is on the standby, so a promotion loses none), and

@@ -1,5 +1,5 @@
-//! The real consumer and reconciler binaries on real PostgreSQL servers under real faults (issue
-//! 32, item 4): one case is [`run_case`] of one [`Fault`].
+//! The real consumer and reconciler binaries on real PostgreSQL servers under real faults: one
+//! case is [`run_case`] of one [`Fault`].
 //!
 //! A case starts its own servers (a primary and its synchronous streaming standby behind the
 //! fault proxy, `pg_cluster` and `pg_fault_proxy`; or one server behind PgBouncer in transaction

@@ -1,4 +1,4 @@
-//! A TCP fault proxy in front of PostgreSQL, on loopback (issue 32, item 4): every byte is
+//! A TCP fault proxy in front of PostgreSQL, on loopback: every byte is
 //! forwarded as is in [`Mode::PassThrough`]; the other modes are the network's faults a client
 //! of a failing database meets:
 //!

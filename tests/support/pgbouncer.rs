@@ -1,4 +1,4 @@
-//! A PgBouncer started by a test in front of a given PostgreSQL server (issue 32, item 3): Debian's
+//! A PgBouncer started by a test in front of a given PostgreSQL server: Debian's
 //! package (`/usr/sbin/pgbouncer`, `PGBOUNCER_BIN` overrides; `scripts/with-postgres.sh` installs
 //! it with apt-get when missing), its own ini file in a temporary directory, a free loopback
 //! port, `auth_type = trust` for the user `gate`, in transaction or session pooling, run in the

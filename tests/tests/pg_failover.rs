@@ -1,6 +1,6 @@
 //! The real `consumer` and `reconciler` binaries, warm in emulated Lambda environments, on real
-//! PostgreSQL 15 servers under the engine's own faults (issue 32, item 4;
-//! `integration_tests::pg_failover` runs a case, `integration_tests::sqs_feed` plays SQS): a
+//! PostgreSQL 15 servers under the engine's own faults
+//! (`integration_tests::pg_failover` runs a case, `integration_tests::sqs_feed` plays SQS): a
 //! failover that leaves pooled connections on the demoted writer, the primary killed and the
 //! standby promoted, a black hole, connection resets, and PgBouncer in transaction mode with the
 //! server restarted behind it. Each case asserts every notification booked exactly once (one

@@ -5,7 +5,7 @@
 //! is `lambda_runtime::run_concurrent` (crate feature `concurrency-tokio`): with the variable
 //! unset or `1` it polls the Runtime API for one invocation at a time, as `lambda_runtime::run`
 //! does; with `N > 1` it runs `N` polling loops, each handing its invocation to a clone of the
-//! handler on the same (current-thread) tokio runtime.
+//! handler on the same tokio runtime (a multi-thread one then, [`tokio_runtime`]).
 //!
 //! What makes the functions correct there, and where it lives:
 //!

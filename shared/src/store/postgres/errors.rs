@@ -89,6 +89,20 @@ impl Failure {
         }
     }
 
+    /// Whether the failure says the server itself no longer serves this pool's writes, so every
+    /// idle connection to it is as stale as this one: 25006 (a demoted writer: each session left
+    /// on it answers reads and refuses writes) and 57P01-57P03 (shutting down, crashed, not
+    /// accepting connections). A reset or an I/O error says so only of its own connection.
+    pub(crate) fn server_gone(&self) -> bool {
+        let Self::Db(e) = self else { return false };
+        sqlstate(e).is_some_and(|c| {
+            *c == SqlState::READ_ONLY_SQL_TRANSACTION
+                || *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+        })
+    }
+
     /// The [`StoreError`] for this failure of operation `op`, after the retries.
     pub(crate) fn into_store_error(self, op: &str) -> StoreError {
         match self {

@@ -303,6 +303,11 @@ impl PostgresStore {
             if failure.verdict() == Verdict::RetryConnection {
                 drop(Object::take(client));
             }
+            // The pool's other idle connections are on the same server: the next attempt must
+            // not spend itself on another of them.
+            if failure.server_gone() {
+                self.pool.retain(|_, _| false);
+            }
         }
         result
     }

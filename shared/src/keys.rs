@@ -77,6 +77,13 @@ pub fn unrecorded_effect_route_key(event_key: &str, effect_id: &str) -> String {
     sha256_hex(format!("unbooked-slot:{event_key}:{effect_id}").as_bytes())
 }
 
+/// The routing key of a record `committed` without its effect id: lowercase hex SHA-256 of
+/// `"committed-without-effect-id:{event_key}"`. Every copy of the event meets the same record, so
+/// a person is told once per event key.
+pub fn no_effect_id_route_key(event_key: &str) -> String {
+    sha256_hex(format!("committed-without-effect-id:{event_key}").as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,6 +65,9 @@ pub mod metric {
     /// Commits that found another event key committed for the same subject and window
     /// start (count): a broken key derivation, or an event re-sent under a new notificationId.
     pub const NATURAL_KEY_COLLISIONS: &str = "NaturalKeyCollisions";
+    /// Copies that met their record `committed` without an effect id (count; also counted in
+    /// `Duplicates`): an older version's or a hand-edited record, each told to a person once.
+    pub const COMMITTED_WITHOUT_EFFECT_ID: &str = "CommittedWithoutEffectId";
 }
 
 /// The high-ratio rule: a period breaches when it holds at least `min_received` records, at
@@ -298,6 +301,9 @@ pub struct Counts {
     /// Records that met another event key holding their natural key (the guard before the
     /// call): sent to a person, never called (signal 4).
     pub natural_key_collisions: u64,
+    /// Conflicts on reserve with a record `committed` without its effect id (also counted in
+    /// `duplicates`).
+    pub committed_without_effect_id: u64,
 }
 
 impl Counts {
@@ -328,6 +334,10 @@ impl Counts {
                         c.max_distinct_effect_ids.max(*distinct_effect_ids as u64);
                 }
                 RecordOutcome::Duplicate(_) | RecordOutcome::DuplicateInFlight => c.duplicates += 1,
+                RecordOutcome::DuplicateWithoutEffectId => {
+                    c.duplicates += 1;
+                    c.committed_without_effect_id += 1;
+                }
                 RecordOutcome::Mismatch => c.mismatches += 1,
                 RecordOutcome::LeaseLost { .. } => c.lease_lost += 1,
                 RecordOutcome::Rejected(_) => c.rejected += 1,
@@ -371,6 +381,7 @@ impl Counts {
             .max_distinct_effect_ids
             .max(other.max_distinct_effect_ids);
         self.natural_key_collisions += other.natural_key_collisions;
+        self.committed_without_effect_id += other.committed_without_effect_id;
     }
 
     /// Emits the counters through the `metrics` facade, to whatever recorder the caller
@@ -389,7 +400,7 @@ impl Counts {
 
     /// The counters by their metric names ([`metric`]), zeros included; the distinct effect ids
     /// (a maximum, not a count) are not among them.
-    pub fn counters(&self) -> [(&'static str, u64); 11] {
+    pub fn counters(&self) -> [(&'static str, u64); 12] {
         [
             (metric::RECEIVED, self.received),
             (metric::DUPLICATES, self.duplicates),
@@ -402,6 +413,10 @@ impl Counts {
             (metric::RECONCILED, self.reconciled),
             (metric::TRANSIENT_FAILURES, self.transient_failures),
             (metric::NATURAL_KEY_COLLISIONS, self.natural_key_collisions),
+            (
+                metric::COMMITTED_WITHOUT_EFFECT_ID,
+                self.committed_without_effect_id,
+            ),
         ]
     }
 }

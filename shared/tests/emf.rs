@@ -43,7 +43,7 @@ fn counters_are_written_as_one_emf_document_per_invocation() {
         .iter()
         .map(|m| m["Name"].as_str().expect("name"))
         .collect();
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     assert_eq!(doc["Received"], 10);
     assert_eq!(doc["Duplicates"], 3);
     assert_eq!(doc["Mismatches"], 1);

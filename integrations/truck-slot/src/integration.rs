@@ -175,6 +175,10 @@ pub fn manual_reason_text(reason: ManualReason) -> &'static str {
         ManualReason::UnrecordedEffect => {
             "the terminal issued a slot for a record already finished: nothing booked it"
         }
+        ManualReason::CommittedWithoutEffectId => {
+            "the record is committed without its slot id: the claim was not sent again, the slot \
+             may exist"
+        }
         other => other.text(),
     }
 }

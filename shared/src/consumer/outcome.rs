@@ -29,6 +29,12 @@ pub enum RecordOutcome {
     Duplicate(RecordStatus),
     /// A conflict on reserve with an `in_flight` record whose lease is live.
     DuplicateInFlight,
+    /// A conflict on reserve with a `committed` record that holds no effect id (written by an
+    /// older version, or edited by hand): a duplicate all the same (acknowledged, never called:
+    /// the effect may exist), and the anomaly sent to a person once per event key
+    /// ([`ManualReason::CommittedWithoutEffectId`]). Logged as `Duplicate` with detail
+    /// `committed_without_effect_id`.
+    DuplicateWithoutEffectId,
     /// Our lease was taken over while we worked (our commit or routing was refused): the new
     /// holder finishes the record. `effect_id` is the effect our claim returned, if any; it was
     /// added to the record's `effect_ids`, so the new holder commits it rather than route the
@@ -57,17 +63,21 @@ impl RecordOutcome {
 
     /// Whether this is a conflict on reserve (the duplicate-ratio numerator).
     pub fn is_duplicate(&self) -> bool {
-        matches!(self, Self::Duplicate(_) | Self::DuplicateInFlight)
+        matches!(
+            self,
+            Self::Duplicate(_) | Self::DuplicateInFlight | Self::DuplicateWithoutEffectId
+        )
     }
 
     /// The outcome's name as the `record processed` log line gives it in `outcome` (the
     /// runbooks search for these): `Committed`, `AlreadyCommitted`, `Duplicate`,
-    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `NotStarted`.
+    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `NotStarted`
+    /// (a [`RecordOutcome::DuplicateWithoutEffectId`] is a `Duplicate`: its detail tells it apart).
     pub fn code(&self) -> &'static str {
         match self {
             Self::Committed { .. } => "Committed",
             Self::AlreadyCommitted { .. } => "AlreadyCommitted",
-            Self::Duplicate(_) => "Duplicate",
+            Self::Duplicate(_) | Self::DuplicateWithoutEffectId => "Duplicate",
             Self::DuplicateInFlight => "DuplicateInFlight",
             Self::LeaseLost { .. } => "LeaseLost",
             Self::Mismatch => "Mismatch",
@@ -78,11 +88,15 @@ impl RecordOutcome {
         }
     }
 
-    /// The outcome's detail for the log line's `detail` field: the duplicate's record status,
-    /// the rejection's or routing's reason code, the retry's error; empty for the others.
+    /// The outcome's detail for the log line's `detail` field: the duplicate's record status
+    /// (`committed_without_effect_id` for a committed record without its effect id), the
+    /// rejection's or routing's reason code, the retry's error; empty for the others.
     pub fn detail(&self) -> String {
         match self {
             Self::Duplicate(status) => status.as_str().to_string(),
+            Self::DuplicateWithoutEffectId => {
+                ManualReason::CommittedWithoutEffectId.code().to_string()
+            }
             Self::Rejected(reason) => reason.code().to_string(),
             Self::Manual(reason) => reason.code().to_string(),
             Self::Retry(error) => error.clone(),

@@ -171,6 +171,11 @@ impl Gate {
             );
         }
         if !existing.has_work() {
+            if existing.status == RecordStatus::Committed && existing.effect_id.is_none() {
+                return Err(self
+                    .committed_without_effect_id(&existing, keys, body, message_id, invocation, now)
+                    .await);
+            }
             return Err(RecordOutcome::Duplicate(existing.status));
         }
         if existing.lease_is_live(now) {
@@ -192,6 +197,60 @@ impl Gate {
             }
             Ok(TakeOver::Refused) => Err(RecordOutcome::DuplicateInFlight),
             Err(e) => Err(RecordOutcome::Retry(e.to_string())),
+        }
+    }
+
+    /// A copy that met its record `committed` without an effect id (an older version's record,
+    /// or one edited by hand): a duplicate all the same, never called (the effect may exist and
+    /// only the effect id was lost), and a person told once per event key
+    /// ([`keys::no_effect_id_route_key`], [`ManualReason::CommittedWithoutEffectId`]) with what
+    /// the record knows. A failed routing is retried, as for a mismatch.
+    async fn committed_without_effect_id(
+        &self,
+        existing: &IdempotencyRecord,
+        keys: &DerivedKeys,
+        body: &str,
+        message_id: &str,
+        invocation: &Invocation,
+        now: i64,
+    ) -> RecordOutcome {
+        warn!(
+            event_key = %keys.event_key,
+            message_id,
+            "a duplicate met its record committed without an effect id; acknowledged, not called"
+        );
+        let returned = if existing.effect_ids.is_empty() {
+            "none recorded".to_string()
+        } else {
+            existing
+                .effect_ids
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let detail = format!(
+            "event key {} is committed without its effect id (last written at {} epoch ms; effect \
+             ids the server returned: {returned}); its copies are acknowledged as duplicates and \
+             not sent. Ask the server which effect it holds under Idempotency-Key {}, then write \
+             that effect id onto the record, or make the effect by hand if there is none",
+            keys.event_key, existing.updated_at_ms, existing.op_key
+        );
+        let item = ManualItem {
+            reason: ManualReason::CommittedWithoutEffectId,
+            detail,
+            original_body: body.to_string(),
+            event_key: Some(keys.event_key.clone()),
+            message_id: message_id.to_string(),
+            original_body_cut: None,
+        };
+        let route_key = keys::no_effect_id_route_key(&keys.event_key);
+        match self
+            .route_once(&route_key, &keys.fingerprint, item, invocation, now)
+            .await
+        {
+            Ok(()) => RecordOutcome::DuplicateWithoutEffectId,
+            Err(e) => RecordOutcome::Retry(e),
         }
     }
 

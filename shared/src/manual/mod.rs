@@ -54,12 +54,17 @@ pub enum ManualReason {
     /// Another event key holds the event's natural key (signal 4: two event keys for one
     /// event): the effect was not called; the detail names both event keys.
     NaturalKeyCollision,
+    /// A copy met its event key's record `committed` without an effect id (written by an older
+    /// version, or edited by hand): acknowledged as a duplicate and not called (the effect may
+    /// exist), told once per event key; the detail names the operation key to ask the server.
+    CommittedWithoutEffectId,
 }
 
 impl ManualReason {
     /// `rejected`, `event_ended`, `mismatch`, `no_idempotency_support`, `server_key_mismatch`,
     /// `server_rejected`, `declined`, `past_key_retention`, `server_answer_invalid`,
-    /// `unrecorded_effect`, `cancelled`, `natural_key_collision`: the core's codes.
+    /// `unrecorded_effect`, `cancelled`, `natural_key_collision`, `committed_without_effect_id`:
+    /// the core's codes.
     pub fn code(self) -> &'static str {
         match self {
             Self::Rejected => "rejected",
@@ -74,6 +79,7 @@ impl ManualReason {
             Self::UnrecordedEffect => "unrecorded_effect",
             Self::Cancelled => "cancelled",
             Self::NaturalKeyCollision => "natural_key_collision",
+            Self::CommittedWithoutEffectId => "committed_without_effect_id",
         }
     }
 
@@ -102,13 +108,17 @@ impl ManualReason {
             Self::NaturalKeyCollision => {
                 "another event key holds this event's natural key: the server was not called"
             }
+            Self::CommittedWithoutEffectId => {
+                "the record is committed without its effect id: the copy was not sent, the \
+                 effect may exist"
+            }
         }
     }
 }
 
 impl ManualReason {
     /// Every reason of the core, for parsing codes.
-    pub const ALL: [ManualReason; 12] = [
+    pub const ALL: [ManualReason; 13] = [
         Self::Rejected,
         Self::EventEnded,
         Self::Mismatch,
@@ -121,6 +131,7 @@ impl ManualReason {
         Self::UnrecordedEffect,
         Self::Cancelled,
         Self::NaturalKeyCollision,
+        Self::CommittedWithoutEffectId,
     ];
 
     /// The reason with this [`ManualReason::code`], if any.

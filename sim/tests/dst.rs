@@ -73,6 +73,12 @@ const KINDS: &[&str] = &[
     "pg_commit_outcome_unknown_retried",
     "pg_no_connection_retried",
     "pg_commit_outcome_unknown_surfaced",
+    // A failover's connections left on the demoted writer, a store that stops answering
+    // (`sim::dst` docs).
+    "pg_read_only_connection_dropped",
+    "pg_read_only_surfaced",
+    "store_stalled_attempt_timed_out",
+    "store_stalled_surfaced",
 ];
 
 fn chunk(n: u64) {

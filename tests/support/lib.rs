@@ -166,6 +166,7 @@ pub use gate::testkit::{sqs_event, CallRecorder};
 
 pub mod fault_proxy;
 pub mod field_cases;
+pub mod http_cut_proxy;
 pub mod lambda_env;
 pub mod lambda_watch;
 pub mod pg_cluster;

@@ -3,7 +3,9 @@
 //! its kind only, and [`call`] / [`lookup`], which send a request and classify what came back
 //! with [`super::classify_call`] / [`super::classify_lookup`] ([`call_with`] for a server whose
 //! documented statuses depart from the draft). [`exchange`] sends a request as it is: it adds no
-//! `Idempotency-Key`, so a call under a key goes through [`call`] or [`call_with`].
+//! `Idempotency-Key`, so a call under a key goes through [`call`] or [`call_with`]. A call whose
+//! connection failed after the request may have been sent is sent once more, the same bytes
+//! under the same key ([`is_lost_connection`]; on a new connection through [`ServerClient`]).
 //!
 //! An integration builds its request (URL, method, body, its own headers such as the bearer
 //! token, which reqwest's `bearer_auth` marks sensitive) and hands it here:
@@ -120,21 +122,141 @@ pub fn failure_of(error: &reqwest::Error, status: Option<u16>) -> RequestFailure
 /// # Errors
 /// The [`RequestFailure`] kind when no whole answer came back.
 pub async fn exchange(request: RequestBuilder) -> Result<Received, RequestFailure> {
-    let response = request.send().await.map_err(|e| failure_of(&e, None))?;
+    read_answer(request.send())
+        .await
+        .map_err(|(e, status)| failure_of(&e, status))
+}
+
+/// A failed request: reqwest's error and the answer's status if it had arrived.
+type Failed = (reqwest::Error, Option<u16>);
+
+/// The answer of `sent`, read up to [`MAX_ANSWER_BYTES`].
+async fn read_answer(
+    sent: impl std::future::Future<Output = Result<Response, reqwest::Error>>,
+) -> Result<Received, Failed> {
+    let response = sent.await.map_err(|e| (e, None))?;
     let status = response.status().as_u16();
     let content_type = response
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = read_capped(response)
-        .await
-        .map_err(|e| failure_of(&e, Some(status)))?;
+    let body = read_capped(response).await.map_err(|e| (e, Some(status)))?;
     Ok(Received {
         status,
         content_type,
         body,
     })
+}
+
+/// Whether a request failed on its connection after it may have been sent, before any answer
+/// came: the connection reset or closed before the answer (hyper's `IncompleteMessage`, a
+/// keep-alive connection that died while the Lambda environment was frozen: aws-lambda-web-adapter
+/// #830), an HTTP/2 `GOAWAY`. Not a timeout (the server may still be working: a re-send would
+/// wait as long again), not a connect failure (nothing was sent), not a request reqwest could not
+/// build.
+pub fn is_lost_connection(error: &reqwest::Error, status: Option<u16>) -> bool {
+    status.is_none()
+        && error.is_request()
+        && !error.is_timeout()
+        && !error.is_connect()
+        && !error.is_builder()
+}
+
+/// Sends `request` and reads its answer as [`exchange`] does; when the connection failed after
+/// the request may have been sent ([`is_lost_connection`]), sends the same request once more:
+/// the same bytes and headers (its `Idempotency-Key` among them), through `fresh` (a client that
+/// keeps no idle connection, so a new connection: [`ServerClient`]) or else through the client
+/// that built `request` (the failed connection is never reused; another idle one may be). A
+/// server that honours the key answers the re-send with the first request's stored answer if it
+/// ran, or runs it once if it had not: never a second effect.
+async fn exchange_resending(
+    request: RequestBuilder,
+    fresh: Option<&reqwest::Client>,
+) -> Result<Received, RequestFailure> {
+    let again = request.try_clone();
+    let first = read_answer(request.send()).await;
+    let (error, status) = match first {
+        Ok(received) => return Ok(received),
+        Err(failed) => failed,
+    };
+    let Some(again) = again.filter(|_| is_lost_connection(&error, status)) else {
+        return Err(failure_of(&error, status));
+    };
+    tracing::warn!(
+        failure = ?failure_of(&error, status),
+        "the connection failed after the request may have been sent: sent once more under the \
+         same key on a new connection"
+    );
+    let second = match fresh {
+        Some(fresh) => match again.build_split() {
+            (_, Ok(built)) => read_answer(fresh.execute(built)).await,
+            (_, Err(e)) => Err((e, None)),
+        },
+        None => read_answer(again.send()).await,
+    };
+    second.map_err(|(e, status)| failure_of(&e, status))
+}
+
+/// A server's reqwest clients: every request through a pooled client (connections kept alive),
+/// and the one re-send after a lost connection ([`is_lost_connection`]) through a second client
+/// with the same settings that keeps no idle connection, so the re-send never meets a pooled
+/// connection that died with the first (a Lambda environment frozen between invocations kills
+/// them all at once). [`ServerClient::call`] and [`ServerClient::call_with`] are [`call`] and
+/// [`call_with`] with that re-send.
+#[derive(Debug, Clone)]
+pub struct ServerClient {
+    pooled: reqwest::Client,
+    fresh: reqwest::Client,
+}
+
+impl ServerClient {
+    /// Both clients from [`builder`]`(user_agent)` with `configure` applied (timeouts, TLS
+    /// roots); the re-send's with `pool_max_idle_per_host(0)` besides.
+    ///
+    /// # Errors
+    /// reqwest's, if a client cannot be built.
+    pub fn build(
+        user_agent: &str,
+        configure: impl Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+    ) -> Result<Self, reqwest::Error> {
+        Ok(Self {
+            pooled: configure(builder(user_agent)).build()?,
+            fresh: configure(builder(user_agent))
+                .pool_max_idle_per_host(0)
+                .build()?,
+        })
+    }
+
+    /// The pooled client, to build requests with.
+    pub fn pooled(&self) -> &reqwest::Client {
+        &self.pooled
+    }
+
+    /// [`call`], re-sending once on a new connection after a lost connection.
+    pub async fn call<R: AnswerReader + ?Sized>(
+        &self,
+        request: RequestBuilder,
+        key: &str,
+        reader: &R,
+    ) -> CallOutcome {
+        self.call_with(request, key, reader, |_| None).await
+    }
+
+    /// [`call_with`], re-sending once on a new connection after a lost connection.
+    pub async fn call_with<R, F>(
+        &self,
+        request: RequestBuilder,
+        key: &str,
+        reader: &R,
+        departs: F,
+    ) -> CallOutcome
+    where
+        R: AnswerReader + ?Sized,
+        F: FnOnce(&Received) -> Option<CallOutcome>,
+    {
+        keyed_call(request, key, reader, departs, Some(&self.fresh)).await
+    }
 }
 
 async fn read_capped(mut response: Response) -> Result<Vec<u8>, reqwest::Error> {
@@ -153,7 +275,9 @@ async fn read_capped(mut response: Response) -> Result<Vec<u8>, reqwest::Error> 
 /// Sends `request` with `Idempotency-Key: "key"` ([`header_value`]) and classifies the answer
 /// ([`classify_call`]) or the failure ([`classify_call_failure`]). A key the header cannot carry
 /// is never sent: [`CallOutcome::Permanent`] with status `0` (the key does not change, so no
-/// retry could send it; nothing was made).
+/// retry could send it; nothing was made). A connection that failed after the request may have
+/// been sent gets one re-send of the same bytes under the same key (on the same client;
+/// [`ServerClient::call`] makes it on a new connection).
 pub async fn call<R: AnswerReader + ?Sized>(
     request: RequestBuilder,
     key: &str,
@@ -193,6 +317,21 @@ where
     R: AnswerReader + ?Sized,
     F: FnOnce(&Received) -> Option<CallOutcome>,
 {
+    keyed_call(request, key, reader, departs, None).await
+}
+
+/// [`call_with`]'s body; the re-send after a lost connection through `fresh` if given.
+async fn keyed_call<R, F>(
+    request: RequestBuilder,
+    key: &str,
+    reader: &R,
+    departs: F,
+    fresh: Option<&reqwest::Client>,
+) -> CallOutcome
+where
+    R: AnswerReader + ?Sized,
+    F: FnOnce(&Received) -> Option<CallOutcome>,
+{
     let value = match header_value(key) {
         Ok(value) => value,
         Err(why) => {
@@ -202,7 +341,7 @@ where
             }
         }
     };
-    match exchange(request.header(HEADER, value)).await {
+    match exchange_resending(request.header(HEADER, value), fresh).await {
         Ok(received) => {
             departs(&received).unwrap_or_else(|| classify_call(&received.answer(), reader))
         }

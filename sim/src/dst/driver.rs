@@ -115,6 +115,17 @@ const LEASE_LEFT_BY: &[(&str, &str)] = &[
     ("take_over:pg_retry", "pg_commit_outcome_unknown_surfaced"),
     ("take_over:pg_retry", "pg_transaction_conflict_surfaced"),
     ("release_lease:pg_retry", "pg_transaction_conflict_surfaced"),
+    // A connection still on the demoted writer on every attempt (`outages`): after a reserve or
+    // take-over that applied on an earlier attempt, or a release that never did.
+    ("reserve:pg_retry", "pg_read_only_surfaced"),
+    ("take_over:pg_retry", "pg_read_only_surfaced"),
+    ("release_lease:pg_retry", "pg_read_only_surfaced"),
+    // A store that stopped answering (`outages`): a reserve or take-over whose answer was lost
+    // in the stall, a release that waited in vain, or a release skipped after a cut call.
+    ("reserve:stalled", "store_stalled_answer_lost"),
+    ("take_over:stalled", "store_stalled_answer_lost"),
+    ("release_lease:stalled", "store_stalled_surfaced"),
+    ("release_lease:skipped", "store_stalled_release_skipped"),
 ];
 
 /// How long after the faults heal (or the reconciler's outage ends), or after it entered
@@ -493,6 +504,7 @@ impl Driver<'_> {
         };
         let request_id = invocation.request_id.clone();
         let deadline_ms = now + self.schedule.lambda_timeout_ms;
+        super::outages::register_task(&mut self.shared.state(), id, host, deadline_ms);
         let fut = async move { Output::Batch(gate.handle_batch(event, &invocation).await) };
         self.tasks.push(Task {
             id,
@@ -562,6 +574,12 @@ impl Driver<'_> {
                 now + self.schedule.reconciler_skew_ms + RECONCILER_TIMEOUT_MS,
             );
             let deadline_ms = now + RECONCILER_TIMEOUT_MS;
+            super::outages::register_task(
+                &mut self.shared.state(),
+                id,
+                super::outages::RECONCILER_HOST,
+                deadline_ms,
+            );
             let request_id = invocation.request_id.clone();
             self.shared.trace(|| format!("T{id} reconciler run"));
             let fut = async move {

@@ -54,6 +54,14 @@
 //!   own write after a failover's refused connections, or the error surfaced with the write
 //!   applied (`pg_commit_outcome_unknown_retried`, `pg_no_connection_retried`,
 //!   `pg_commit_outcome_unknown_surfaced`; crashes at `{write}:pg_retry`);
+//! * a failover that leaves pooled connections on the demoted writer (half of the PostgreSQL
+//!   schedules, `outages`, from their own stream): they answer reads and refuse every write with
+//!   `25006` until the adapter drops them and retries on a fresh connection
+//!   (`pg_read_only_connection_dropped`, `pg_read_only_surfaced`); and a store that stops
+//!   answering for 10-90 s (a fifth of all schedules): each attempt waits the adapter's attempt
+//!   timeout bounded by the invocation's budget (`store_stalled_attempt_timed_out`,
+//!   `store_stalled_surfaced`, `store_stalled_answer_lost`), and the invocation's releases are
+//!   skipped afterwards (`store_stalled_release_skipped`);
 //! * terminal 5xx (before the key is taken), responses lost after the slot was made (504),
 //!   latency beyond the lease (the client times out, the terminal runs the request 20-300 s
 //!   later), 409 in flight, stored 400 / 409 `idempotency_mismatch` answers, lookup failures;
@@ -83,6 +91,7 @@ mod check;
 mod driver;
 mod identity;
 mod observe;
+mod outages;
 mod pg_faults;
 mod ports;
 pub mod schedule;

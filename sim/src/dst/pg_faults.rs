@@ -20,6 +20,10 @@
 //!   `pg_commit_outcome_unknown_surfaced`; a conflict on the last retry after a lost answer is
 //!   surfaced as the conflict, as the adapter returns its last failure).
 //!
+//! * a **connection still on the demoted writer** after a failover (`outages`): `25006`,
+//!   nothing applied, the connection dropped and the statement retried on a fresh one
+//!   (`pg_read_only_connection_dropped`, `pg_read_only_surfaced`).
+//!
 //! Each wait is a parked call (`{op}:pg_retry`), so the scheduler interleaves other workers and
 //! the reconciler with it and may crash the task there. The draws come from their own stream
 //! (`State::pg_rng`): a schedule without these faults runs exactly as before they existed.
@@ -46,6 +50,9 @@ enum Failed {
     Conflict,
     /// The answer was lost after the write applied, or (after that) no connection.
     OutcomeUnknown,
+    /// The connection is still on the demoted writer after a failover (`outages`): `25006`,
+    /// nothing applied, the connection dropped.
+    ReadOnly,
 }
 
 impl SimStore {
@@ -76,6 +83,11 @@ impl SimStore {
                 self.shared.park(self.task, retry_label(label), wait).await;
             }
             let last_attempt = attempt + 1 == ATTEMPTS;
+            if self.read_only_connection() {
+                self.shared.state().count("pg_read_only_connection_dropped");
+                last = Failed::ReadOnly;
+                continue;
+            }
             let failed = {
                 let mut st = self.shared.state();
                 let after_loss = attempt > 0 && last == Failed::OutcomeUnknown;
@@ -125,6 +137,7 @@ impl SimStore {
         self.shared.state().count(match last {
             Failed::Conflict => "pg_transaction_conflict_surfaced",
             Failed::OutcomeUnknown => "pg_commit_outcome_unknown_surfaced",
+            Failed::ReadOnly => "pg_read_only_surfaced",
         });
         Err(match last {
             Failed::Conflict => StoreError::TransactionConflict(format!(
@@ -133,6 +146,10 @@ impl SimStore {
             Failed::OutcomeUnknown => StoreError::Unavailable(format!(
                 "{label}: connection lost after COMMIT, no answer after {ATTEMPTS} attempts, \
                  outcome unknown (simulated)"
+            )),
+            Failed::ReadOnly => StoreError::Unavailable(format!(
+                "{label}: ERROR (25006): cannot execute in a read-only transaction, on \
+                 {ATTEMPTS} connections still on the demoted writer (simulated)"
             )),
         })
     }
@@ -148,6 +165,8 @@ impl SimStore {
             Failed::Conflict => st.pg_rng.random_range(1..=5),
             Failed::OutcomeUnknown if st.pg_rng.random_bool(0.5) => ATTEMPT_TIMEOUT_MS,
             Failed::OutcomeUnknown => st.pg_rng.random_range(1..=20),
+            // Refused at once; from the failover's own stream (`outages`).
+            Failed::ReadOnly => st.outage_rng.random_range(1..=5),
         };
         noticed + backoff
     }

@@ -81,6 +81,8 @@ pub(crate) struct SimStore {
 
 impl SimStore {
     async fn before(&self, label: &'static str, commit: bool) -> Result<(), StoreError> {
+        // A store that stopped answering (`outages`; no draw without a stall).
+        self.through_stall(label).await?;
         let latency = self.shared.state().between(2, 25);
         self.shared.park(self.task, label, latency).await;
         let mut st = self.shared.state();
@@ -119,7 +121,11 @@ impl SimStore {
     /// followed by a retry built again ([`Answer::LostThenRebuilt`]) within or after DynamoDB's
     /// 10-minute token window (`commit_answer_lost_rebuilt_retry_within_10_min`,
     /// `commit_answer_lost_rebuilt_retry_after_10_min`).
-    async fn after(&self, label: &'static str, kind: &str) -> Answer {
+    async fn after(&self, label: &'static str, kind: &'static str) -> Answer {
+        // The answer lost in a stall (`outages`; no draw without a stall).
+        if self.answer_lost_in_stall(kind).await {
+            return Answer::Error;
+        }
         let (latency, answer) = {
             let mut st = self.shared.state();
             let p = st.profile.store_ambiguous;
@@ -326,6 +332,9 @@ impl IdempotencyStore for SimStore {
     }
 
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
+        if let Some(skipped) = self.release_skipped() {
+            return Err(skipped);
+        }
         self.before("release_lease", false).await?;
         let store = &self.shared.store;
         let r = self

@@ -461,7 +461,27 @@ impl Schedule {
             base_len,
         };
         schedule.draw_lifecycle(&originals);
+        schedule.draw_outages();
         schedule
+    }
+
+    /// The failover's and the stall's instants (`outages`), from their own stream: every other
+    /// draw of the seed is what it was before they existed. A failover in half of the PostgreSQL
+    /// schedules; a stall of 10-90 s in a fifth of all; both start while the faults are on.
+    fn draw_outages(&mut self) {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(OUTAGE_STREAM);
+        let pg = self.profile.pg_conflict > 0.0 || self.profile.pg_outcome_unknown > 0.0;
+        let failover = rng.random_bool(0.5);
+        let at = rng.random_range(START_MS..self.heal_at_ms);
+        if pg && failover {
+            self.profile.pg_failover_at_ms = Some(at);
+        }
+        if rng.random_bool(0.2) {
+            let from = rng.random_range(START_MS..self.heal_at_ms);
+            let until = from + rng.random_range(10_000..=90_000);
+            self.profile.store_stall = Some((from, until));
+        }
     }
 
     /// The lifecycle part (module docs), from stream 1 of the seed.
@@ -585,6 +605,19 @@ impl Schedule {
                 self.profile.pg_conflict, self.profile.pg_outcome_unknown
             ));
         }
+        if let Some(at) = self.profile.pg_failover_at_ms {
+            out.push(format!(
+                "postgres failover at +{}s: pooled connections refuse writes (25006)",
+                (at - START_MS) / 1000
+            ));
+        }
+        if let Some((from, until)) = self.profile.store_stall {
+            out.push(format!(
+                "store stalled +{}s..+{}s",
+                (from - START_MS) / 1000,
+                (until - START_MS) / 1000
+            ));
+        }
         for (i, b) in self.bodies.iter().enumerate().skip(self.base_len.0) {
             out.push(format!(
                 "body b{i} {:?}: {}",
@@ -655,6 +688,10 @@ pub(crate) const LOST_ANSWER_STREAM: u64 = 0x4c4f_5354;
 /// share one Lambda request id), apart from the schedule's main stream.
 pub(crate) const SAME_REQUEST_STREAM: u64 = 0x5351_4944;
 
+/// The RNG stream the failover and the stall draw from (the instants here, each call's draws
+/// in `outages`), apart from the schedule's main stream.
+pub(crate) const OUTAGE_STREAM: u64 = 0x4f55_5447;
+
 /// The RNG stream the PostgreSQL semantics draw from (the profile's `pg_*` here, each write's
 /// draws in `pg_faults`), apart from the schedule's main stream.
 pub(crate) const PG_STREAM: u64 = 0x5047_5347;
@@ -706,5 +743,8 @@ fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
         // Drawn from their own stream (`draw_pg_profile`).
         pg_conflict: 0.0,
         pg_outcome_unknown: 0.0,
+        // Drawn from their own stream (`Schedule::draw_outages`).
+        pg_failover_at_ms: None,
+        store_stall: None,
     }
 }

@@ -8,7 +8,7 @@
 //! the seed), or kills the task that owns one instead (a crash at that step boundary). Nothing
 //! runs unless the driver says so, so one seed gives one schedule.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,6 +72,13 @@ pub struct FaultProfile {
     /// the retry meets its own write, or surfaces the error when its retries are spent. Drawn
     /// per write statement.
     pub pg_outcome_unknown: f64,
+    /// A failover (PostgreSQL schedules, `outages`): from this instant (simulated epoch ms) each
+    /// host's pool holds connections still on the demoted writer, which refuse writes with
+    /// `25006` until the adapter drops them.
+    pub pg_failover_at_ms: Option<i64>,
+    /// A store that stops answering (`outages`): every call starting in `[from, until)`
+    /// (simulated epoch ms) gets no answer.
+    pub store_stall: Option<(i64, i64)>,
 }
 
 /// As `#[derive(Debug)]` would print it, with `store_lost_retried` only when it is drawn (so
@@ -178,6 +185,17 @@ pub(crate) struct State {
     /// Lease tokens a second task acquired as its own: (token, first task, second task). Each is
     /// a violation: an execution took another's lease for its own.
     pub shared_leases: Vec<(String, TaskId, TaskId)>,
+    /// The stream the failover's and the stall's draws come from (`outages`,
+    /// [`super::schedule::OUTAGE_STREAM`]), apart from `rng` for the same reason.
+    pub outage_rng: ChaCha8Rng,
+    /// Each task's host (`outages::RECONCILER_HOST` for the reconciler's environment).
+    pub task_hosts: BTreeMap<TaskId, usize>,
+    /// Each task's true deadline, simulated epoch ms.
+    pub task_deadlines: BTreeMap<TaskId, i64>,
+    /// Tasks one of whose store calls was cut by a stall (their releases are skipped).
+    pub stalled_tasks: BTreeSet<TaskId>,
+    /// Connections still on the demoted writer, per host, once drawn (`outages`).
+    pub read_only_left: BTreeMap<usize, u32>,
 }
 
 impl State {
@@ -325,6 +343,15 @@ impl Shared {
                     side.set_stream(super::schedule::SAME_REQUEST_STREAM + 1);
                     side
                 },
+                outage_rng: {
+                    let mut side = rng.clone();
+                    side.set_stream(super::schedule::OUTAGE_STREAM + 1);
+                    side
+                },
+                task_hosts: BTreeMap::new(),
+                task_deadlines: BTreeMap::new(),
+                stalled_tasks: BTreeSet::new(),
+                read_only_left: BTreeMap::new(),
                 lease_tokens: BTreeMap::new(),
                 shared_leases: Vec::new(),
                 rng,
@@ -381,6 +408,23 @@ impl Shared {
             task,
             label,
             latency,
+            ticket: None,
+        }
+    }
+
+    /// Parks the calling task at `label` for exactly `latency_ms` of simulated time (never
+    /// the `slow` fault, and no draw: a wait the caller bounds itself).
+    pub fn park_exact(
+        self: &Arc<Self>,
+        task: TaskId,
+        label: &'static str,
+        latency_ms: i64,
+    ) -> Park {
+        Park {
+            shared: Arc::clone(self),
+            task,
+            label,
+            latency: latency_ms,
             ticket: None,
         }
     }

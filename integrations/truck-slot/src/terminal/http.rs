@@ -20,6 +20,11 @@
 //! * the token travels only in the `Authorization` header (reqwest's `bearer_auth`, marked
 //!   sensitive), never in a URL, and [`HttpTerminalConfig`]'s base URL may hold no user info,
 //!   query or fragment (checked by [`crate::terminal::base_url_allowed`]);
+//! * a claim whose connection failed after it may have been sent (a reset, closed before the
+//!   answer: a keep-alive connection dead after the environment was frozen) is sent once more,
+//!   the same bytes under the same key, on a new connection
+//!   (`gate::idempotency_key::client::ServerClient`): the terminal replays its stored answer or
+//!   runs the claim once;
 //! * an answer body is read up to `gate::idempotency_key::client::MAX_ANSWER_BYTES` (64 KiB);
 //!   the rest is never read;
 //! * an answer is **never quoted** in a log line, a record's `error` or a manual item's
@@ -149,7 +154,9 @@ impl HttpTerminalConfig {
 /// The terminal client over HTTP (reqwest, rustls).
 #[derive(Debug, Clone)]
 pub struct HttpTerminal {
-    client: reqwest::Client,
+    /// Pooled for every request; a claim whose connection failed after it may have been sent
+    /// is sent once more on a new connection ([`client::ServerClient`]).
+    clients: client::ServerClient,
     config: HttpTerminalConfig,
 }
 
@@ -176,12 +183,12 @@ impl HttpTerminal {
     /// # Errors
     /// [`HttpTerminalError`] if reqwest cannot build a client.
     pub fn new(config: HttpTerminalConfig) -> Result<Self, HttpTerminalError> {
-        let client = client::builder(USER_AGENT)
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .build()
-            .map_err(|e| HttpTerminalError(e.to_string()))?;
-        Ok(Self { client, config })
+        let clients = client::ServerClient::build(USER_AGENT, |b| {
+            b.connect_timeout(config.connect_timeout)
+                .timeout(config.request_timeout)
+        })
+        .map_err(|e| HttpTerminalError(e.to_string()))?;
+        Ok(Self { clients, config })
     }
 
     fn authorise(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -227,12 +234,15 @@ impl SlotTerminal for HttpTerminal {
             },
         };
         let req = self
-            .client
+            .clients
+            .pooled()
             .post(url)
             .header("Content-Type", "application/json")
             .body(body);
         let fields = RequestFields::of(request);
-        client::call(self.authorise(req), op_key, &self.answers(&fields)).await
+        self.clients
+            .call(self.authorise(req), op_key, &self.answers(&fields))
+            .await
     }
 
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
@@ -264,10 +274,11 @@ impl HttpTerminal {
     fn lookup_request(&self, op_key: &str) -> reqwest::RequestBuilder {
         let req = match self.config.api {
             TerminalApi::Slots => self
-                .client
+                .clients
+                .pooled()
                 .get(format!("{}/slots", self.config.base_url))
                 .query(&[("idempotency_key", op_key)]),
-            TerminalApi::AppointmentsV2 => self.client.get(format!(
+            TerminalApi::AppointmentsV2 => self.clients.pooled().get(format!(
                 "{}/v2/appointments/by-key/{}",
                 self.config.base_url,
                 path_segment(op_key)

@@ -21,7 +21,10 @@
 //!   (refused). After 10 minutes the request runs again and its cancellation carries our own
 //!   commit: committed.
 //!
-//! Any other error that leaves the outcome unknown (a timeout, a 5xx) is settled by the same read:
+//! A connection failure the SDK hands over unretried (a `GOAWAY`, an incomplete message, a dead
+//! keep-alive connection: `lost_answer.rs`) is first sent once more as it was, same items and
+//! same token, so DynamoDB replays the first request's answer. Any error that still leaves the
+//! outcome unknown (a timeout, a 5xx, the connection failing again) is settled by the same read:
 //! our own commit is [`CommitOutcome::Committed`], anything else the error as it was.
 
 use std::time::Duration;
@@ -37,6 +40,7 @@ use super::errors::{
     classify_cancellation, map_sdk_error, Cancelled, ItemRole, THROTTLING_CODES,
     TRANSACTION_CONFLICT_BACKOFF_MS,
 };
+use super::lost_answer::send_resending;
 use super::schema::{HELD_CONDITION, NO_EFFECT_ID_RECORDED};
 use super::DynamoStore;
 use crate::record::{BusinessRow, RecordStatus};
@@ -172,13 +176,15 @@ impl DynamoStore {
                 !variant.other_effects,
             )?;
             let token = commit_request_token_of(pk, owner, effect_id, &variant);
-            let result = self
+            // A connection failure is sent once more as it was (same items, same token):
+            // DynamoDB answers it as the first request, or its cancellation carries our commit.
+            let request = self
                 .client
                 .transact_write_items()
                 .set_transact_items(Some(tx.items))
-                .client_request_token(&token)
-                .send()
-                .await;
+                .client_request_token(&token);
+            let result =
+                send_resending("commit (TransactWriteItems)", || request.clone().send()).await;
             let err = match result {
                 Ok(_) => {
                     if variant.other_effects {

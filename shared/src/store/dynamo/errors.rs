@@ -149,14 +149,21 @@ pub(crate) fn is_update_condition_failure<R>(err: &SdkError<UpdateItemError, R>)
 /// `Throttled`, `TransactionConflictException` to `TransactionConflict`, `ValidationException`
 /// (an item over 400 KB, a wrong key, a refused expression: the same request is refused every
 /// time) to `Invalid` (permanent, never retried),
-/// everything else (service, dispatch, timeout, response errors) to `Unavailable`.
+/// everything else (service, dispatch, timeout, response errors) to `Unavailable`. A connection
+/// failure after which the request may have been applied ([`super::lost_answer::is_lost_answer`])
+/// says so in the text: "outcome unknown", never "nothing happened".
 pub(crate) fn map_sdk_error<E, R>(op: &str, err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
     let code = err.code().map(str::to_string);
-    let detail = format!("{op}: {}", DisplayErrorContext(&err));
+    let lost = if super::lost_answer::is_lost_answer(&err) {
+        " (the connection failed after the request may have been sent: outcome unknown)"
+    } else {
+        ""
+    };
+    let detail = format!("{op}: {}{lost}", DisplayErrorContext(&err));
     match code.as_deref() {
         Some(c) if THROTTLING_CODES.contains(&c) => StoreError::Throttled(detail),
         Some("TransactionConflictException") => StoreError::TransactionConflict(detail),

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
 use super::codec::{num, s};
 use super::errors::map_sdk_error;
+use super::lost_answer::send_resending;
 use super::schema::GUARD_CONDITION;
 use super::DynamoStore;
 use crate::clock::ms_to_s;
@@ -34,7 +35,7 @@ impl DynamoStore {
         for (name, value) in &natural_key.labels {
             item.entry(name.clone()).or_insert_with(|| s(value));
         }
-        let result = self
+        let request = self
             .client
             .put_item()
             .table_name(&self.idempotency_table)
@@ -42,9 +43,9 @@ impl DynamoStore {
             .condition_expression(GUARD_CONDITION)
             .expression_attribute_values(":event_key", s(event_key))
             .expression_attribute_values(":now_s", num(ms_to_s(now_ms)))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        // A lost answer is sent once more: its failed condition then names our own event key.
+        let result = send_resending("guard (PutItem)", || request.clone().send()).await;
         let old = match result {
             Ok(_) => return Ok(GuardOutcome::Held),
             Err(err) => match err.as_service_error() {

@@ -32,7 +32,10 @@
 //! ## A write that landed and lost its answer
 //!
 //! The SDK retries a request whose answer did not arrive (a timeout, a dropped connection), and
-//! the retry can meet the write it repeats. Every conditional write here recognises itself:
+//! the retry can meet the write it repeats. Some connection failures the SDK hands over without a
+//! retry (an HTTP/2 `GOAWAY`, an incomplete message, a keep-alive connection dead after a freeze):
+//! this adapter sends every request once more after one of them (`lost_answer.rs`), never
+//! reading it as "nothing happened". Every conditional write here recognises itself:
 //!
 //! * reserve (`PutItem`): the retry's failed condition returns our own item (same lease owner, a
 //!   token unique per acquisition): reserved;
@@ -56,6 +59,7 @@ mod commit;
 mod errors;
 mod guard;
 mod index;
+mod lost_answer;
 mod replication;
 mod schema;
 
@@ -75,6 +79,7 @@ pub(crate) use errors::map_sdk_error;
 pub use errors::TRANSACTION_CONFLICT_BACKOFF_MS;
 use errors::{condition_failure_item, is_update_condition_failure};
 pub use index::DynamoIndex;
+use lost_answer::send_resending;
 pub use replication::{
     check_table, replication_of, Replication, ReplicationError, LEGACY_GLOBAL_TABLE_VERSION,
 };
@@ -174,14 +179,15 @@ impl DynamoStore {
     /// Marks `pk` as holding two or more distinct effect ids ([`MULTI_EFFECT_ATTRIBUTE`] `= "1"`, the sparse GSI
     /// [`MULTI_EFFECT_INDEX`]). Idempotent.
     async fn mark_multi_effect(&self, pk: &str) -> Result<(), StoreError> {
-        self.client
+        let request = self
+            .client
             .update_item()
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression(format!("SET {MULTI_EFFECT_ATTRIBUTE} = :one"))
             .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":one", s(MULTI_EFFECT_MARK))
-            .send()
+            .expression_attribute_values(":one", s(MULTI_EFFECT_MARK));
+        send_resending("multi-effect mark (UpdateItem)", || request.clone().send())
             .await
             .map_err(|err| map_sdk_error("multi-effect mark (UpdateItem)", err))?;
         Ok(())
@@ -192,7 +198,7 @@ impl DynamoStore {
         item: &HashMap<String, AttributeValue>,
         now_ms: i64,
     ) -> Result<Option<Option<IdempotencyRecord>>, StoreError> {
-        let result = self
+        let request = self
             .client
             .put_item()
             .table_name(&self.idempotency_table)
@@ -201,9 +207,8 @@ impl DynamoStore {
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":now_s", num(ms_to_s(now_ms)))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let result = send_resending("reserve (PutItem)", || request.clone().send()).await;
         match result {
             Ok(_) => Ok(None),
             Err(err) => match err.as_service_error() {
@@ -267,7 +272,7 @@ impl IdempotencyStore for DynamoStore {
         lease_until_ms: i64,
         now_ms: i64,
     ) -> Result<TakeOver, StoreError> {
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
@@ -283,9 +288,8 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_values(":lease_until", num(lease_until_ms))
             .expression_attribute_values(":now_ms", num(now_ms))
             .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let result = send_resending("take_over (UpdateItem)", || request.clone().send()).await;
         match result {
             Ok(out) => match out.attributes() {
                 Some(item) => Ok(TakeOver::Taken(Box::new(record_from_item(item)?))),
@@ -376,7 +380,7 @@ impl IdempotencyStore for DynamoStore {
     /// `(status = in_flight OR route_pending) AND lease_owner = :owner`; a failed condition is
     /// `Ok(())`. A retry of a release that landed meets the same condition and writes the same.
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
@@ -387,9 +391,8 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_values(":in_flight", s(RecordStatus::InFlight.as_str()))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":zero", num(0))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .send()
-            .await;
+            .expression_attribute_values(":now_ms", num(now_ms));
+        let result = send_resending("release_lease (UpdateItem)", || request.clone().send()).await;
         match result {
             Ok(_) => Ok(()),
             Err(err) if is_update_condition_failure(&err) => Ok(()),
@@ -409,7 +412,7 @@ impl IdempotencyStore for DynamoStore {
         lease_until_ms: i64,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
@@ -421,9 +424,8 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":released", num(0))
             .expression_attribute_values(":until", num(lease_until_ms))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .send()
-            .await;
+            .expression_attribute_values(":now_ms", num(now_ms));
+        let result = send_resending("extend_lease (UpdateItem)", || request.clone().send()).await;
         match result {
             Ok(_) => Ok(true),
             Err(err) if is_update_condition_failure(&err) => Ok(false),
@@ -453,7 +455,7 @@ impl IdempotencyStore for DynamoStore {
                 format!("{HELD_CONDITION} AND {NO_EFFECT_ID_RECORDED}")
             }
         };
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
@@ -473,9 +475,8 @@ impl IdempotencyStore for DynamoStore {
             .expression_attribute_values(":item", AttributeValue::B(Blob::new(item.to_vec())))
             .expression_attribute_values(":pending", s(ROUTE_PENDING_MARK))
             .expression_attribute_values(":now_ms", num(now_ms))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let result = send_resending("finish (UpdateItem)", || request.clone().send()).await;
         match result {
             Ok(_) => Ok(FinishOutcome::Finished),
             Err(err) if is_update_condition_failure(&err) => {
@@ -501,7 +502,7 @@ impl IdempotencyStore for DynamoStore {
     /// `route_pending`, `request`, `lease_until` and `inflight_shard` (keeps `lease_owner` as the
     /// last holder). A failed condition is `Ok(false)`.
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
@@ -513,9 +514,8 @@ impl IdempotencyStore for DynamoStore {
             .condition_expression("attribute_exists(route_pending) AND lease_owner = :owner")
             .expression_attribute_names("#request", "request")
             .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":now_ms", num(now_ms))
-            .send()
-            .await;
+            .expression_attribute_values(":now_ms", num(now_ms));
+        let result = send_resending("routed (UpdateItem)", || request.clone().send()).await;
         match result {
             Ok(_) => Ok(true),
             Err(err) if is_update_condition_failure(&err) => Ok(false),
@@ -534,7 +534,7 @@ impl IdempotencyStore for DynamoStore {
         effect_id: &str,
         now_ms: i64,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let result = self
+        let request = self
             .client
             .update_item()
             .table_name(&self.idempotency_table)
@@ -561,9 +561,9 @@ impl IdempotencyStore for DynamoStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             // ALL_NEW, not UPDATED_NEW: an ADD of an id already in the set changes nothing, and
             // then UPDATED_NEW may leave `effect_ids` out (moto does).
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+            .return_values(ReturnValue::AllNew);
+        let result =
+            send_resending("record_effect_id (UpdateItem)", || request.clone().send()).await;
         let out = match result {
             Ok(out) => out,
             // The set is full (MAX_EFFECT_IDS distinct ids): the record as it is, the id not added.
@@ -642,13 +642,13 @@ impl DynamoStore {
         value: &str,
         op: &str,
     ) -> Result<Option<HashMap<String, AttributeValue>>, StoreError> {
-        let out = self
+        let request = self
             .client
             .get_item()
             .table_name(table)
             .key(key, s(value))
-            .consistent_read(true)
-            .send()
+            .consistent_read(true);
+        let out = send_resending(op, || request.clone().send())
             .await
             .map_err(|e| map_sdk_error(op, e))?;
         Ok(out.item().cloned())

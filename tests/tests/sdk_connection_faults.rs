@@ -164,7 +164,8 @@ fn notification(id: &str, container: &str, start_hour: u32) -> String {
 /// through a clean run (keep-alive connections left idle in both clients' pools); then every idle
 /// keep-alive connection dies (an environment frozen and thawed) and a third notification
 /// arrives. Right: each notification booked once (one slot each), committed once with one
-/// business row, no batch item failure, nothing to a person.
+/// business row, nothing to a person; no batch item failure for the first two, and the third
+/// committed within three deliveries (the store's idle connections it meets all dead).
 #[tokio::test]
 async fn the_consumer_books_once_through_lost_answers_and_dead_keep_alive_connections() {
     let (store_proxy, store) = store_behind_proxy("sdk-cut-e2e").await;
@@ -183,29 +184,35 @@ async fn the_consumer_books_once_through_lost_answers_and_dead_keep_alive_connec
         manual.clone(),
         clock.clone(),
     );
-    let run = |n: u32, body: String| {
+    // Notification `n` delivered up to `deliveries` times (SQS's redelivery of a batch item
+    // failure); its effect id once committed.
+    let run = |n: u32, body: String, deliveries: u32| {
         let g = &g;
         async move {
-            let invocation = Invocation {
-                request_id: format!("inv-cut-{n}"),
-                deadline_ms: T0 + 60_000,
-            };
             let message_id = format!("m-cut-{n}");
-            let report = g
-                .handle_batch(
-                    sqs_event(&[(message_id.as_str(), body.as_str())]),
-                    &invocation,
-                )
-                .await;
-            assert!(
-                report.response.batch_item_failures.is_empty(),
-                "notification {n}: {:?}",
-                report.records
-            );
-            match &report.records[0].outcome {
-                RecordOutcome::Committed { effect_id } => effect_id.clone(),
-                other => panic!("notification {n}: {other:?}"),
+            for delivery in 1..=deliveries {
+                let invocation = Invocation {
+                    request_id: format!("inv-cut-{n}-{delivery}"),
+                    deadline_ms: T0 + 60_000,
+                };
+                let report = g
+                    .handle_batch(
+                        sqs_event(&[(message_id.as_str(), body.as_str())]),
+                        &invocation,
+                    )
+                    .await;
+                if report.response.batch_item_failures.is_empty() {
+                    return match &report.records[0].outcome {
+                        RecordOutcome::Committed { effect_id } => effect_id.clone(),
+                        other => panic!("notification {n}, delivery {delivery}: {other:?}"),
+                    };
+                }
+                println!(
+                    "notification {n}, delivery {delivery}: a batch item failure: {:?}",
+                    report.records
+                );
             }
+            panic!("notification {n}: not committed in {deliveries} deliveries")
         }
     };
 
@@ -214,7 +221,7 @@ async fn the_consumer_books_once_through_lost_answers_and_dead_keep_alive_connec
     store_proxy.cut_after_forward_skipping(Match::AmzTarget("PutItem"), 1, 1, Cut::Reset);
     store_proxy.cut_after_forward(Match::AmzTarget("TransactWriteItems"), 1, Cut::Close);
     terminal_proxy.cut_after_forward(Match::Route("POST", "/slots"), 1, Cut::Reset);
-    let first = run(1, LOST_ANSWER_BODY.to_string()).await;
+    let first = run(1, LOST_ANSWER_BODY.to_string(), 1).await;
     assert_eq!(core.slots_issued(), 1, "one claim made one slot");
     assert_eq!(
         terminal_proxy.forwarded_count("POST /slots"),
@@ -224,10 +231,14 @@ async fn the_consumer_books_once_through_lost_answers_and_dead_keep_alive_connec
     assert_eq!(store_proxy.cuts(), 3);
     assert_eq!(terminal_proxy.cuts(), 1);
 
-    let second = run(2, notification("PCS-F13-4", "CSQU3054383", 12)).await;
+    let second = run(2, notification("PCS-F13-4", "CSQU3054383", 12), 1).await;
+    // Every idle connection dies, unforwarded: nothing a dead connection carried landed. The
+    // store's client may hold more than one idle connection (hyper opens another when a request
+    // asks before the last one is back in its pool), so the reserve's one re-send can meet a
+    // second dead one: then the record is a batch item failure that SQS delivers again.
     store_proxy.kill_idle();
     terminal_proxy.kill_idle();
-    let third = run(3, notification("PCS-F13-5", "ABCD1234560", 16)).await;
+    let third = run(3, notification("PCS-F13-5", "ABCD1234560", 16), 3).await;
     assert!(
         store_proxy.killed() >= 1,
         "a request met a dead DynamoDB connection"
@@ -346,4 +357,63 @@ async fn a_call_whose_connection_failed_is_sent_once_more_under_its_key() {
         6,
         "each call sent twice"
     );
+}
+
+/// A call and its re-send end within the exchange limit ([`client::ServerClient::with_exchange_limit`]):
+/// a server that reads the request and closes the connection 500 ms later without an answer
+/// gets no re-send from a client limited to 200 ms (nothing is left of it), and one re-send from
+/// a client without a limit. Right: 1 request, then 2; neither call is `Done`.
+#[tokio::test]
+async fn a_re_send_never_outlives_the_exchange_limit() {
+    use gate::effect::CallOutcome;
+    use gate::idempotency_key::{client, JsonIdAt};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
+    const JOBS: JsonIdAt = JsonIdAt::new("job server", "/id");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                if matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                drop(socket);
+            });
+        }
+    });
+    for (limit, expected) in [(Some(Duration::from_millis(200)), 1), (None, 2)] {
+        requests.store(0, Ordering::SeqCst);
+        let built =
+            client::ServerClient::build("gate-test/1", |b| b.timeout(Duration::from_secs(5)))
+                .expect("clients");
+        let clients = match limit {
+            Some(limit) => built.with_exchange_limit(limit),
+            None => built,
+        };
+        let request = clients
+            .pooled()
+            .post(format!("http://{addr}/jobs"))
+            .header("content-type", "application/json")
+            .body("{\"job\":\"limited\"}");
+        let outcome = clients.call(request, "k-limit", &JOBS).await;
+        assert!(
+            !matches!(outcome, CallOutcome::Done(_)),
+            "{limit:?}: {outcome:?}"
+        );
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            expected,
+            "requests sent with the limit {limit:?}"
+        );
+    }
 }

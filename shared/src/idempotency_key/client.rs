@@ -23,6 +23,7 @@
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{RequestBuilder, Response, Url};
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use super::classify::{
     classify_call, classify_call_failure, classify_lookup, classify_lookup_failure, Answer,
@@ -163,32 +164,51 @@ pub fn is_lost_connection(error: &reqwest::Error, status: Option<u16>) -> bool {
         && !error.is_builder()
 }
 
+/// How the one re-send after a lost connection goes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Resend<'a> {
+    /// A client that keeps no idle connection (so a new connection); `None`: the request's own.
+    fresh: Option<&'a reqwest::Client>,
+    /// The first request and its re-send together end within this: the re-send gets what is
+    /// left of it, and is not sent when nothing is. `None`: the client's own timeout each.
+    limit: Option<Duration>,
+}
+
 /// Sends `request` and reads its answer as [`exchange`] does; when the connection failed after
 /// the request may have been sent ([`is_lost_connection`]), sends the same request once more:
-/// the same bytes and headers (its `Idempotency-Key` among them), through `fresh` (a client that
-/// keeps no idle connection, so a new connection: [`ServerClient`]) or else through the client
-/// that built `request` (the failed connection is never reused; another idle one may be). A
-/// server that honours the key answers the re-send with the first request's stored answer if it
-/// ran, or runs it once if it had not: never a second effect.
+/// the same bytes and headers (its `Idempotency-Key` among them), through `resend.fresh` (a
+/// client that keeps no idle connection, so a new connection: [`ServerClient`]) or else through
+/// the client that built `request` (the failed connection is never reused; another idle one may
+/// be), within what is left of `resend.limit`. A server that honours the key answers the re-send
+/// with the first request's stored answer if it ran, or runs it once if it had not: never a
+/// second effect.
 async fn exchange_resending(
     request: RequestBuilder,
-    fresh: Option<&reqwest::Client>,
+    resend: Resend<'_>,
 ) -> Result<Received, RequestFailure> {
+    let started = Instant::now();
     let again = request.try_clone();
     let first = read_answer(request.send()).await;
     let (error, status) = match first {
         Ok(received) => return Ok(received),
         Err(failed) => failed,
     };
-    let Some(again) = again.filter(|_| is_lost_connection(&error, status)) else {
+    let Some(mut again) = again.filter(|_| is_lost_connection(&error, status)) else {
         return Err(failure_of(&error, status));
     };
+    if let Some(limit) = resend.limit {
+        let left = limit.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(failure_of(&error, status));
+        }
+        again = again.timeout(left);
+    }
     tracing::warn!(
         failure = ?failure_of(&error, status),
         "the connection failed after the request may have been sent: sent once more under the \
          same key on a new connection"
     );
-    let second = match fresh {
+    let second = match resend.fresh {
         Some(fresh) => match again.build_split() {
             (_, Ok(built)) => read_answer(fresh.execute(built)).await,
             (_, Err(e)) => Err((e, None)),
@@ -208,6 +228,7 @@ async fn exchange_resending(
 pub struct ServerClient {
     pooled: reqwest::Client,
     fresh: reqwest::Client,
+    limit: Option<Duration>,
 }
 
 impl ServerClient {
@@ -225,7 +246,17 @@ impl ServerClient {
             fresh: configure(builder(user_agent))
                 .pool_max_idle_per_host(0)
                 .build()?,
+            limit: None,
         })
+    }
+
+    /// The same clients, with a call and its re-send ending together within `limit` (the
+    /// re-send gets what is left of it, none when nothing is): a caller that sized its lease
+    /// and its deadline margin for one request passes that request's timeout, so the re-send
+    /// never outlives them.
+    pub fn with_exchange_limit(mut self, limit: Duration) -> Self {
+        self.limit = Some(limit);
+        self
     }
 
     /// The pooled client, to build requests with.
@@ -255,7 +286,11 @@ impl ServerClient {
         R: AnswerReader + ?Sized,
         F: FnOnce(&Received) -> Option<CallOutcome>,
     {
-        keyed_call(request, key, reader, departs, Some(&self.fresh)).await
+        let resend = Resend {
+            fresh: Some(&self.fresh),
+            limit: self.limit,
+        };
+        keyed_call(request, key, reader, departs, resend).await
     }
 }
 
@@ -317,7 +352,7 @@ where
     R: AnswerReader + ?Sized,
     F: FnOnce(&Received) -> Option<CallOutcome>,
 {
-    keyed_call(request, key, reader, departs, None).await
+    keyed_call(request, key, reader, departs, Resend::default()).await
 }
 
 /// [`call_with`]'s body; the re-send after a lost connection through `fresh` if given.
@@ -326,7 +361,7 @@ async fn keyed_call<R, F>(
     key: &str,
     reader: &R,
     departs: F,
-    fresh: Option<&reqwest::Client>,
+    resend: Resend<'_>,
 ) -> CallOutcome
 where
     R: AnswerReader + ?Sized,
@@ -341,7 +376,7 @@ where
             }
         }
     };
-    match exchange_resending(request.header(HEADER, value), fresh).await {
+    match exchange_resending(request.header(HEADER, value), resend).await {
         Ok(received) => {
             departs(&received).unwrap_or_else(|| classify_call(&received.answer(), reader))
         }

@@ -183,11 +183,14 @@ impl HttpTerminal {
     /// # Errors
     /// [`HttpTerminalError`] if reqwest cannot build a client.
     pub fn new(config: HttpTerminalConfig) -> Result<Self, HttpTerminalError> {
+        // A claim and its one re-send end within one request timeout: the lease and the
+        // deadline margin are sized for one.
         let clients = client::ServerClient::build(USER_AGENT, |b| {
             b.connect_timeout(config.connect_timeout)
                 .timeout(config.request_timeout)
         })
-        .map_err(|e| HttpTerminalError(e.to_string()))?;
+        .map_err(|e| HttpTerminalError(e.to_string()))?
+        .with_exchange_limit(config.request_timeout);
         Ok(Self { clients, config })
     }
 

@@ -303,8 +303,8 @@ impl PostgresStore {
             if failure.verdict() == Verdict::RetryConnection {
                 drop(Object::take(client));
             }
-            // The pool's other idle connections are on the same server: the next attempt must
-            // not spend itself on another of them.
+            // Every idle connection may be on the same demoted or stopping server, and nothing
+            // tells which: the next attempt must not spend itself on another of them.
             if failure.server_gone() {
                 self.pool.retain(|_, _| false);
             }

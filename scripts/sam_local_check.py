@@ -142,9 +142,9 @@ class Run:
             fail(f"{function} answered {answer['errorType']}: {answer.get('errorMessage')}")
         return answer
 
-    def lose_next(self, port):
+    def lose_next(self, port, count=1):
         with open(self.a.lose_flag, "w") as f:
-            f.write(f"{self.a.gateway}:{port}\n")
+            f.write(f"{self.a.gateway}:{port}\n{count}\n")
 
     def wait_lease(self, record):
         left = int(record["lease_until"]) / 1000 - time.time()
@@ -200,10 +200,11 @@ def root_suite(r, template):
         template = os.path.join(broken, "template.yaml")
     inv = lambda fn, event, e=env: r.invoke(fn, event, e, template, "ReconcilerTimeoutSeconds=30")
 
-    # 1. The terminal makes the slot but its answer is lost: the record must stay in_flight and
-    #    the message be reported failed (SQS redelivers it; else the reconciler finishes it).
+    # 1. The terminal makes the slot but its answer is lost, and so is the answer to the
+    #    consumer's one re-send under the same key: the record must stay in_flight and the
+    #    message be reported failed (SQS redelivers it; else the reconciler finishes it).
     stranded_body = ev["webhook-portbase"]["body"]
-    r.lose_next(8443)
+    r.lose_next(8443, 2)
     answer = inv("ConsumerFunction", sqs_event([("m-lost", stranded_body)]), consumer)
     check(failures(answer) == ["m-lost"], f"lost answer: batchItemFailures lists m-lost ({answer})")
     recs = r.records()
@@ -336,7 +337,7 @@ def payments_suite(r, template):
     answer = inv("ConsumerFunction", sqs_event([("i-1b", invoice(1))]))
     check(failures(answer) == [] and len(r.scan(rows)) == 1 and len(PaymentsApi.charges) == 1,
           "payments: its duplicate suppressed")
-    r.lose_next(8444)
+    r.lose_next(8444, 2)
     answer = inv("ConsumerFunction", sqs_event([("i-2", invoice(2))]))
     check(failures(answer) == ["i-2"], f"payments: a lost answer reported failed ({answer})")
     stranded = next(x for x in r.records() if x["status"] == "in_flight")

@@ -12,7 +12,8 @@ the local base image), forwarding the bytes to moto and the terminal simulator o
 
 `--lose-flag FILE`: while FILE exists, a connection to the listener named by its first line
 (IP:PORT) forwards the request but drops the answer and closes: a terminal whose slot was made
-and whose response was lost (the field's unknown outcome).
+and whose response was lost (the field's unknown outcome). Its second line, if any, is how many
+connections in a row lose their answer (default 1); FILE is removed after the last.
 """
 import argparse
 import asyncio
@@ -96,10 +97,16 @@ def handler(listen, target, lose_flag):
         lose = False
         if lose_flag and os.path.exists(lose_flag):
             with open(lose_flag) as f:
-                lose = f.readline().strip() == listen
+                lines = f.read().split()
+            lose = bool(lines) and lines[0] == listen
+            left = int(lines[1]) - 1 if lose and len(lines) > 1 else 0
         if lose:
             # The request reaches the terminal; its answer is read and thrown away.
-            os.unlink(lose_flag)
+            if left > 0:
+                with open(lose_flag, "w") as f:
+                    f.write(f"{listen}\n{left}\n")
+            else:
+                os.unlink(lose_flag)
             forward = asyncio.ensure_future(pipe(client_r, up_w))
             await up_r.read(1)
             client_w.transport.abort()

@@ -19,7 +19,7 @@
 //! What the invocations share holds no state of one of them: the configuration and the clients
 //! (read and built once at cold start; no variable is read per invocation), the store's
 //! connections (DynamoDB's HTTP pool; PostgreSQL's pool of `DATABASE_POOL_SIZE`), the
-//! integration (a terminal's call permits are per environment, shared by its invocations), the
+//! integration (a server's call permits are per environment, shared by its invocations), the
 //! per-process key of the answer digests, and the cold-start flag of the EMF writer.
 
 /// The variable Lambda Managed Instances set to the invocations one environment runs at once.

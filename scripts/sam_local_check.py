@@ -237,7 +237,7 @@ def root_suite(r, template):
     answer = inv("ConsumerFunction", sqs_event([("m-big", big)]), consumer)
     check(failures(answer) == [], "oversized: acknowledged, not retried")
     items = r.manual()
-    # Both are `rejected`; the detail names the check the body failed (shared/src/fields.rs).
+    # Both are `rejected`; the detail names the check the body failed (crates/gate/src/fields.rs).
     reasons = sorted((i["reason"], i["detail"].split(":", 1)[0]) for i in items)
     check(len(items) == 2 and all(r == "rejected" for r, _ in reasons)
           and any(d == "body_too_large" for _, d in reasons),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gate::consumer::Gate;
-use gate::testkit::{DelayedStore, Pause};
+use gate_testkit::{DelayedStore, Pause};
 use serde::Serialize;
 
 use crate::counter::CallRecorder;

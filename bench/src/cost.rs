@@ -180,7 +180,7 @@ pub async fn measure(
     let tables = (format!("{tag}-idem"), format!("{tag}-book"));
     let mut spec: Spec = match kind {
         "gate" => {
-            gate::store::dynamo::create_tables(&client, &tables.0, &tables.1)
+            gate_dynamo::create_tables(&client, &tables.0, &tables.1)
                 .await
                 .map_err(|e| e.to_string())?;
             coldstart::gate_spec(consumer, env, &tables)

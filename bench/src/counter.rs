@@ -5,7 +5,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_dynamodb::config::Credentials;
-pub use gate::testkit::CallRecorder;
+pub use gate_testkit::CallRecorder;
 
 /// A DynamoDB client for moto at `endpoint` (region `eu-west-1`, dummy credentials, standard
 /// retries with 3 attempts, as the functions configure them), counting into `counter`.

@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::types::{
 use gate::clock::{Clock, SystemClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
-use gate::store::dynamo::create_tables;
+use gate_dynamo::create_tables;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use truck_slot::terminal::{HttpTerminal, HttpTerminalConfig};

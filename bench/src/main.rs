@@ -1001,7 +1001,7 @@ async fn main() -> Result<(), String> {
             .ok_or("no consumer binary: cargo lambda build --release -p consumer")?;
         let client = counter::dynamo_client(&env.moto, &counter::CallRecorder::default()).await;
         let gate_tables = (format!("{stamp}-cold-idem"), format!("{stamp}-cold-book"));
-        gate::store::dynamo::create_tables(&client, &gate_tables.0, &gate_tables.1)
+        gate_dynamo::create_tables(&client, &gate_tables.0, &gate_tables.1)
             .await
             .map_err(|e| e.to_string())?;
         let pt_tables = (

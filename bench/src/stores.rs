@@ -30,12 +30,12 @@ use gate::clock::SystemClock;
 use gate::consumer::{Gate, GateConfig, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
-use gate::store::dynamo::create_tables;
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
     ReserveAndGuard, StoreError, TakeOver,
 };
+use gate_dynamo::create_tables;
+use gate_postgres::{PostgresConfig, PostgresStore};
 use serde::Serialize;
 
 use crate::breakdown::InProcessTerminal;

@@ -95,10 +95,10 @@ impl CtlError {
 /// and then the action and resource AWS named in it, if it did ("... is not authorized to
 /// perform: dynamodb:UpdateItem on resource: arn:aws:dynamodb:...:table/T because ..."). A
 /// PostgreSQL refusal (SQLSTATE 42501 `insufficient_privilege`,
-/// [`gate::store::postgres::names_insufficient_privilege`]) names neither: the caller's SQL
+/// [`gate_postgres::names_insufficient_privilege`]) names neither: the caller's SQL
 /// operation and relation stand.
 pub fn permission_denied(text: &str) -> Option<(Option<String>, Option<String>)> {
-    if gate::store::postgres::names_insufficient_privilege(text) {
+    if gate_postgres::names_insufficient_privilege(text) {
         return Some((None, None));
     }
     const CODES: [&str; 4] = [
@@ -134,7 +134,7 @@ impl fmt::Display for CtlError {
                 action,
                 resource,
                 message,
-            } if gate::store::postgres::names_insufficient_privilege(message) => write!(
+            } if gate_postgres::names_insufficient_privilege(message) => write!(
                 f,
                 "permission denied: the connection string's role may not {action} on {resource}; \
                  gatectl needs the functions' grants on the schema. PostgreSQL said: {message}"

@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use gate::clock::SystemClock;
 use gate::consumer::Gate;
-use gate::manual::sqs::SqsManualQueue;
 use gate::store::OperatorStore;
+use gate_dynamo::sqs::SqsManualQueue;
 
 use crate::cli::Cli;
 use crate::ctl::{Confirm, Ctl, Prompt, Yes};
@@ -54,7 +54,7 @@ pub fn operator_name(given: Option<&str>) -> String {
 /// `columns` (the integration's, [`gate::Integration::row_columns`]): DynamoDB's tables, or PostgreSQL
 /// (`STORE=postgres`: the connection string from `DATABASE_URL_SECRET_ARN` through `aws`, or
 /// `DATABASE_URL` locally), chosen where the functions choose it
-/// ([`gate::lambda::store::open_operator_store`]: no canary write, no migration).
+/// ([`gate_lambda::store::open_operator_store`]: no canary write, no migration).
 ///
 /// # Errors
 /// [`CtlError::PermissionDenied`] when the secret may not be read, else [`CtlError::Config`]
@@ -64,7 +64,7 @@ pub async fn open_store(
     aws: &aws_config::SdkConfig,
     columns: gate::record::RowColumns,
 ) -> Result<Arc<dyn OperatorStore>, CtlError> {
-    gate::lambda::store::open_operator_store(&targets.store, aws, columns)
+    gate_lambda::store::open_operator_store(&targets.store, aws, columns)
         .await
         .map_err(|e| {
             let text = e.to_string();

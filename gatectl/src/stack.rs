@@ -17,8 +17,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use gate::lambda::{IntegrationConfig, SdkConfig};
 use gate::Integration;
+use gate_lambda::{IntegrationConfig, SdkConfig};
 
 use crate::error::CtlError;
 use crate::words::View;
@@ -26,7 +26,7 @@ use crate::words::View;
 /// What gatectl needs of an integration to operate its stack.
 pub trait Stack: Send + Sync + 'static {
     /// The integration's own configuration, read from the same variables as its functions
-    /// (`gate::lambda::Config<Self::Config>`).
+    /// (`gate_lambda::Config<Self::Config>`).
     type Config: IntegrationConfig;
 
     /// How its records, queries and messages read, and its words.

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use gate::consumer::GateConfig;
-use gate::lambda::{Config, StoreConfig};
 use gate::reconciler::ReconcilerConfig;
-use gate::store::dynamo::{INFLIGHT_INDEX, MULTI_EFFECT_INDEX};
+use gate_dynamo::{INFLIGHT_INDEX, MULTI_EFFECT_INDEX};
+use gate_lambda::{Config, StoreConfig};
 
 use crate::error::CtlError;
 use crate::stack::Stack;
@@ -84,7 +84,7 @@ pub fn variables_from_stack(
 pub struct Targets {
     /// The store the stack's functions use (`STORE`: DynamoDB's tables, or PostgreSQL's
     /// connection string or its secret and schema), read as they read it; opened by
-    /// `gate::lambda::store::open_operator_store`. Its `Debug` redacts the connection string.
+    /// `gate_lambda::store::open_operator_store`. Its `Debug` redacts the connection string.
     pub store: StoreConfig,
     /// The manual-booking queue.
     pub manual_queue_url: String,
@@ -176,7 +176,7 @@ impl Targets {
     }
 
     /// Reads the targets through `lookup` (variable name to value) as the functions read their
-    /// configuration (`gate::lambda::Config::from_env`, the reconciler's view), and the
+    /// configuration (`gate_lambda::Config::from_env`, the reconciler's view), and the
     /// integration's configuration, except that its server ([`Stack::server_variables`]) may be
     /// missing: its required variables are then lent [`Stack::unconfigured_server`]'s values.
     ///

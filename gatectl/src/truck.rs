@@ -12,9 +12,9 @@ use ::truck_slot::keys::event_key_of;
 use ::truck_slot::terminal::{CallOutcome, HttpTerminal, LookupOutcome, SlotTerminal};
 use ::truck_slot::TruckSlot;
 use async_trait::async_trait;
-use gate::lambda::SdkConfig;
 use gate::record::IdempotencyRecord;
 use gate::Integration;
+use gate_lambda::SdkConfig;
 use serde_json::Value;
 
 use crate::error::CtlError;

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, Invocation, RecordOutcome};
-use gate::manual::sqs::SqsManualQueue;
 use gate::manual::ManualReason;
 use gate::record::{record_pk, RecordStatus};
 use gate::store::IdempotencyStore;
-use gate::testkit::sqs_event;
+use gate_dynamo::sqs::SqsManualQueue;
+use gate_testkit::sqs_event;
 use gatectl::ctl::{Action, Ctl, Yes};
 use gatectl::error::exit;
 use gatectl::targets::Targets;

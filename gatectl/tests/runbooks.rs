@@ -18,11 +18,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, Invocation};
-use gate::manual::sqs::SqsManualQueue;
 use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
-use gate::store::dynamo::DynamoStore;
 use gate::store::{IdempotencyStore, Reservation};
+use gate_dynamo::sqs::SqsManualQueue;
+use gate_dynamo::DynamoStore;
 use gatectl::ctl::{Action, Confirm, Ctl, Yes};
 use gatectl::error::{exit, CtlError};
 use gatectl::targets::Targets;
@@ -513,7 +513,7 @@ async fn the_stack_says_where_everything_is() {
         .expect("targets");
     assert_eq!(
         t.store,
-        gate::lambda::StoreConfig::DynamoDb {
+        gate_lambda::StoreConfig::DynamoDb {
             idempotency_table: store.idempotency_table().to_string(),
             business_table: store.business_table().to_string(),
             verify_conditional_writes: true,

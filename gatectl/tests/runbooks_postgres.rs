@@ -34,9 +34,9 @@ crate::runbooks!(
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use gate::conformance::sample_record;
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{IdempotencyStore, Reservation};
+use gate_postgres::{PostgresConfig, PostgresStore};
+use gate_testkit::conformance::sample_record;
 use integration_tests::{fresh_queue, moto_endpoint, sdk_config, sqs_client, unique};
 use serde_json::Value;
 

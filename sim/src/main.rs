@@ -63,7 +63,7 @@ enum Command {
         json: bool,
     },
     /// The duplicate-ratio alarms' statistics: expected false pages a month on a healthy feed
-    /// (binomial, `gate::alarm_stats`) and the chance a re-firing upstream breaches one period.
+    /// (binomial, `sim::alarm_stats`) and the chance a re-firing upstream breaches one period.
     Alarms {
         /// Print the rows as JSON.
         #[arg(long)]
@@ -93,7 +93,7 @@ enum Command {
         list: usize,
         /// Which integration: `truck-slot` (the deterministic simulation above), `payments` or
         /// `job-client` (the example's scenario through the test kit's harness,
-        /// `gate::testkit::Harness`: skewed clocks, visibility timeouts and lost messages, its
+        /// `gate_testkit::Harness`: skewed clocks, visibility timeouts and lost messages, its
         /// exactly-once and liveness checkers and the scenario's own, on the kit's Idempotency-Key
         /// server shaped like the example's server; not the simulation's interleaving of
         /// concurrent workers; `--jobs` and `--trace` are the simulation's).
@@ -486,8 +486,8 @@ fn sign_webhook(
 /// `sim alarms`: the false pages a month at 1 % and 3 % duplicates for 5 to 5,000 notifications an
 /// hour, and the chance one period catches a third of the notifications sent twice.
 fn alarms(json: bool) -> Result<(), String> {
-    use gate::alarm_stats::{detection_probability, false_page_table};
     use gate::signals::RATIO_ALARMS;
+    use sim::alarm_stats::{detection_probability, false_page_table};
     let volumes = [5.0, 10.0, 100.0, 1_000.0, 5_000.0];
     let rows = false_page_table(&RATIO_ALARMS, &volumes, &[0.01, 0.03]);
     if json {
@@ -529,7 +529,7 @@ fn alarms(json: bool) -> Result<(), String> {
 
 /// `sim check --integration NAME`: the example's scenario (`payments::scenario`,
 /// `job_client::scenario`) for one seed or many, eight at a time, with the test kit's
-/// [`Totals`](gate::testkit::Totals); an error if any seed had a violation.
+/// [`Totals`](gate_testkit::Totals); an error if any seed had a violation.
 async fn check_integration(
     name: &str,
     seed: Option<u64>,
@@ -547,7 +547,7 @@ async fn check_integration(
         "job-client" => job_client::scenario::run_seeds(range.clone(), 8).await,
         other => return Err(format!("no harness scenario for the integration {other:?}")),
     };
-    let t = gate::testkit::Totals::of(&reports);
+    let t = gate_testkit::Totals::of(&reports);
     let secs = started.elapsed().as_secs_f64();
     println!(
         "{name} runs: {} (seeds {}..{}) in {secs:.1} s, {:.1} ms a run",

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use aws_config::BehaviorVersion;
-use gate::store::dynamo::{create_tables, DynamoStore};
 use gate::store::memory::MemoryStore;
-use gate::store::postgres::PostgresStore;
 use gate::store::Store;
+use gate_dynamo::{create_tables, DynamoStore};
+use gate_postgres::PostgresStore;
 
 /// Which store a replay uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -74,7 +74,7 @@ pub async fn build_at(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis())
                 .unwrap_or(0);
-            let config = gate::store::postgres::PostgresConfig::new(url, REPLAY_POOL_SIZE)
+            let config = gate_postgres::PostgresConfig::new(url, REPLAY_POOL_SIZE)
                 .with_schema(format!("gate_replay_{stamp}"));
             let store = PostgresStore::with_config(&config).map_err(|e| e.to_string())?;
             store

@@ -61,7 +61,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::IdempotencyStore;
-use gate::testkit::{DelayedStore, Pause};
+use gate_testkit::{DelayedStore, Pause};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

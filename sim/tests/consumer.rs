@@ -101,7 +101,7 @@ fn body(id: &str, container: &str) -> String {
 }
 
 fn event(records: &[(&str, &str)]) -> SqsEvent {
-    gate::testkit::sqs_event(records)
+    gate_testkit::sqs_event(records)
 }
 
 fn invocation(w: &World, id: &str) -> Invocation {

@@ -438,21 +438,17 @@ async fn answer_for(
 
 /// A `DynamoStore` on fresh tables named after `name`, whose client talks to moto through
 /// `endpoint` (a [`FaultProxy`]) with the consumer function's SDK settings: standard retries, 4
-/// attempts, 3 s per attempt, 10 s per operation (`gate::lambda::runner`).
-pub async fn store_via(endpoint: &str, name: &str) -> gate::store::dynamo::DynamoStore {
+/// attempts, 3 s per attempt, 10 s per operation (`gate_lambda::runner`).
+pub async fn store_via(endpoint: &str, name: &str) -> gate_dynamo::DynamoStore {
     store_via_with(endpoint, name, 4).await
 }
 
 /// As [`store_via`] with `attempts` attempts per request (1: the SDK never retries, so a lost
 /// answer reaches the store's own code).
-pub async fn store_via_with(
-    endpoint: &str,
-    name: &str,
-    attempts: u32,
-) -> gate::store::dynamo::DynamoStore {
+pub async fn store_via_with(endpoint: &str, name: &str, attempts: u32) -> gate_dynamo::DynamoStore {
     let client = client_via(endpoint, attempts).await;
     let (table, bookings) = crate::fresh_tables(&crate::dynamo_client().await, name).await;
-    gate::store::dynamo::DynamoStore::new(client, table, bookings)
+    gate_dynamo::DynamoStore::new(client, table, bookings)
 }
 
 /// A DynamoDB client for `endpoint` with the consumer function's timeouts and `attempts`

@@ -1,6 +1,6 @@
 //! Shared helpers for the integration tests: SDK clients for the moto server at `MOTO_ENDPOINT`,
 //! uniquely named tables and queues; the test kit's SQS event builder and call recorder
-//! (`gate::testkit`) re-exported.
+//! (`gate_testkit`) re-exported.
 //!
 //! Run the tests with `make test` or `scripts/with-moto.sh cargo test -p integration-tests`: the
 //! script starts moto on a free loopback port and sets `MOTO_ENDPOINT`.
@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, Intercept};
-use gate::store::dynamo::{create_tables, DynamoStore};
+use gate_dynamo::{create_tables, DynamoStore};
 
 /// The region the tests use against moto.
 pub const REGION: &str = "eu-west-1";
@@ -98,7 +98,7 @@ pub async fn fresh_store_with_columns(
     let client = dynamo_client().await;
     let name = unique(base);
     let (idempotency, bookings) = (format!("{name}-idem"), format!("{name}-book"));
-    gate::store::dynamo::create_tables_for(&client, &idempotency, &bookings, &columns)
+    gate_dynamo::create_tables_for(&client, &idempotency, &bookings, &columns)
         .await
         .unwrap_or_else(|e| panic!("create tables {idempotency}, {bookings}: {e}"));
     let store = DynamoStore::new(client, idempotency, bookings.clone()).with_row_columns(columns);
@@ -118,9 +118,9 @@ pub fn database_url() -> String {
 
 /// The Lambda wiring's configuration of fresh DynamoDB tables (named after `base`, which is
 /// also the integration's name), as the functions read it; with the tables' names.
-pub async fn wiring_config(base: &str) -> (gate::lambda::Config<()>, String, String) {
+pub async fn wiring_config(base: &str) -> (gate_lambda::Config<()>, String, String) {
     let (idempotency, bookings) = fresh_tables(&dynamo_client().await, base).await;
-    let config = gate::lambda::Config::<()>::from_env(gate::lambda::fixed_env(&[
+    let config = gate_lambda::Config::<()>::from_env(gate_lambda::fixed_env(&[
         ("INTEGRATION_NAME", base),
         (
             "MANUAL_QUEUE_URL",
@@ -162,7 +162,7 @@ pub async fn fresh_queue(client: &aws_sdk_sqs::Client, base: &str) -> String {
         .to_string()
 }
 
-pub use gate::testkit::{sqs_event, CallRecorder};
+pub use gate_testkit::{sqs_event, CallRecorder};
 
 pub mod fault_proxy;
 pub mod field_cases;

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use gate::clock::{Clock, SystemClock};
 use gate::consumer::{Gate, GateConfig, Invocation};
-use gate::store::postgres::{PostgresConfig, PostgresStore};
+use gate_postgres::{PostgresConfig, PostgresStore};
 use sim::terminal::{self, TerminalConfig, TerminalCore};
 
 use crate::lambda_env::{function_binaries, FunctionSpec, LambdaEnv, Outcome};
@@ -416,7 +416,7 @@ async fn strand(store: &PostgresStore, integration: &str, terminal_url: &str, ca
     let now = SystemClock.now_ms();
     let body = sqs_feed::notification(case, NOTIFICATIONS, now);
     let worker = Invocation::new("a-consumer-that-died", now - 100_000);
-    gate::testkit::reserve_stranded(&gate, store, &body, &worker, now - 120_000).await;
+    gate_testkit::reserve_stranded(&gate, store, &body, &worker, now - 120_000).await;
 }
 
 /// A client of `url` (no TLS), its connection driven on the runtime.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use aws_sdk_dynamodb::Client;
-use gate::store::dynamo::INFLIGHT_INDEX;
+use gate_dynamo::INFLIGHT_INDEX;
 use tokio::sync::OnceCell;
 
 /// A guarantee of DynamoDB the gate relies on.

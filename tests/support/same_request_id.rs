@@ -13,7 +13,7 @@ use gate::clock::Clock;
 use gate::consumer::{Gate, Invocation};
 use gate::record::RecordStatus;
 use gate::store::{InFlightPage, StoreError};
-use gate::testkit::{AfterRead, DelayedStore, Pause, RacedIndex};
+use gate_testkit::{AfterRead, DelayedStore, Pause, RacedIndex};
 use tokio::sync::{Barrier, Notify};
 
 use crate::reconciler_cases::World;

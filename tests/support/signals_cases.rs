@@ -69,7 +69,7 @@ pub async fn store_signals_are_read_and_published(
     let config = sdk_config().await;
     let cloudwatch = aws_sdk_cloudwatch::Client::new(&config);
     let clock = ManualClock::new(now);
-    let published = gate::lambda::handle_metrics(index, &cloudwatch, integration, &clock)
+    let published = gate_lambda::handle_metrics(index, &cloudwatch, integration, &clock)
         .await
         .unwrap();
     assert_eq!(published, expected);

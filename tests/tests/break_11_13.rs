@@ -16,7 +16,7 @@ use gate::reconciler::ReconcilerConfig;
 use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
 use gate::store::{CommitOutcome, Reservation, Store};
-use gate::testkit::{FaultRates, FaultyStore};
+use gate_testkit::{FaultRates, FaultyStore};
 use integration_tests::fault_proxy::{store_via, FaultProxy};
 use integration_tests::field_cases::{gate, T0};
 use integration_tests::{moto_endpoint, sqs_event, unique};

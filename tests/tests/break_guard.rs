@@ -11,15 +11,15 @@
 use std::sync::Arc;
 
 use gate::clock::{Clock, ManualClock};
-use gate::conformance::{sample_natural_key, sample_record, NOW_MS};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, IdempotencyRecord, RecordStatus};
 use gate::store::memory::MemoryStore;
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{GuardOutcome, IdempotencyStore, Reservation};
-use gate::testkit::sqs_event;
+use gate_postgres::{PostgresConfig, PostgresStore};
+use gate_testkit::conformance::{sample_natural_key, sample_record, NOW_MS};
+use gate_testkit::sqs_event;
 use integration_tests::database_url;
 use integration_tests::fault_proxy::{store_via, Fault, FaultProxy};
 use integration_tests::field_cases::{terminal_core, LostAnswers, OffsetClock, T0};
@@ -574,7 +574,7 @@ async fn the_guard_outlives_the_record_with_a_configured_key_ttl() {
     );
 }
 
-fn store_table(store: &gate::store::dynamo::DynamoStore) -> String {
+fn store_table(store: &gate_dynamo::DynamoStore) -> String {
     store.idempotency_table().to_string()
 }
 
@@ -639,7 +639,7 @@ async fn two_guards_at_once(store: Arc<dyn IdempotencyStore>, prefix: &str) {
             );
             let mut x = sample_record(prefix, &format!("race-x-{i}"), "owner-x", NOW_MS);
             let mut y = sample_record(prefix, &format!("race-y-{i}"), "owner-y", NOW_MS);
-            x.labels = gate::conformance::sample_labels(&window.0, &window.1);
+            x.labels = gate_testkit::conformance::sample_labels(&window.0, &window.1);
             y.labels = x.labels.clone();
             (x, y)
         })

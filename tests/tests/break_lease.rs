@@ -7,13 +7,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gate::conformance::{sample_record, LEASE_MS, NOW_MS};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::memory::MemoryStore;
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, IdempotencyStore, Reservation, TakeOver,
 };
+use gate_postgres::{PostgresConfig, PostgresStore};
+use gate_testkit::conformance::{sample_record, LEASE_MS, NOW_MS};
 use integration_tests::{fresh_store, unique};
 
 async fn reserved(

@@ -5,10 +5,10 @@
 //! refuse a second row for the same event, and read back.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use gate::conformance::{sample_record, NOW_MS};
-use gate::lambda::store::open_operator_store;
 use gate::record::{BusinessRow, Labels, RowColumns};
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
+use gate_lambda::store::open_operator_store;
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::{
     dynamo_client, fresh_store_with_columns, sdk_config, unique, wiring_config,
 };

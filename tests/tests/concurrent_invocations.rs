@@ -1,5 +1,5 @@
 //! Several invocations at once in one process, as Lambda Managed Instances run them
-//! (`AWS_LAMBDA_MAX_CONCURRENCY`; `gate::lambda::concurrency`): the real consumer binary, one
+//! (`AWS_LAMBDA_MAX_CONCURRENCY`; `gate_lambda::concurrency`): the real consumer binary, one
 //! process with `AWS_LAMBDA_MAX_CONCURRENCY=2`, against moto and the terminal simulator, driven
 //! by a Runtime API served here that hands out two invocations only once two `GET .../next`
 //! requests of the process are waiting, so both are in the process at the same time (a process
@@ -30,8 +30,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::routing::{get, post};
 use gate::clock::{Clock, SystemClock};
 use gate::record::RecordStatus;
-use gate::store::dynamo::DynamoStore;
 use gate::store::IdempotencyStore;
+use gate_dynamo::DynamoStore;
 use integration_tests::lambda_env::function_binaries;
 use integration_tests::lambda_watch::MotoStore;
 use integration_tests::{moto_endpoint, unique, REGION};
@@ -274,7 +274,7 @@ fn body(id: &str, container: &str, offset_h: i64) -> String {
 
 /// An SQS event of `(message id, body)` records.
 fn event(records: &[(&str, &str)]) -> Value {
-    serde_json::to_value(gate::testkit::sqs_event(records)).expect("event")
+    serde_json::to_value(gate_testkit::sqs_event(records)).expect("event")
 }
 
 fn no_failures() -> Value {

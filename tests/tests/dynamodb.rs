@@ -9,32 +9,32 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{ms_to_s, ManualClock};
-use gate::conformance::{sample_record, NOW_MS};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::manual::sqs::SqsManualQueue;
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::RecordStatus;
 use gate::signals::collect_store_signals;
-use gate::store::dynamo::{
-    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
-};
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightEntry, InFlightIndex, Reservation, StoreError,
 };
+use gate_dynamo::sqs::SqsManualQueue;
+use gate_dynamo::{
+    record_from_item, record_to_item, DynamoStore, INFLIGHT_INDEX, INFLIGHT_PROJECTED_ATTRIBUTES,
+};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_queue, fresh_store, fresh_store_with,
     put_unreadable_in_flight, sqs_client, sqs_event, CallRecorder,
 };
 use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 
-// The store conformance suite, one test per case (the list lives once, in `gate::conformance`),
+// The store conformance suite, one test per case (the list lives once, in `gate_testkit::conformance`),
 // each case on fresh tables, plus every case in turn on one table pair.
-gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+gate_testkit::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 
 // The operator's port (gatectl's scans and audit history) on the same tables.
 mod operator {
     use super::*;
-    gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+    gate_testkit::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 }
 
 async fn raw_item(store: &DynamoStore, pk: &str) -> HashMap<String, AttributeValue> {
@@ -250,7 +250,7 @@ async fn missing_table_is_unavailable() {
 /// would retry the message until its dead-letter queue as if DynamoDB were down. moto raises it
 /// as DynamoDB does; the item-size case is refused by the codec before any request
 /// (`StoreError::Refused`), and the mapping of the service's own answer is unit-tested in
-/// `gate::store::dynamo::errors`.
+/// `gate_dynamo::errors`.
 #[tokio::test]
 async fn a_validation_exception_is_permanent_not_unavailable() {
     use aws_sdk_dynamodb::types::{

@@ -6,12 +6,12 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
-use gate::store::dynamo::{
+use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex};
+use gate_dynamo::{
     record_to_item, DynamoStore, EFFECT_ID, EFFECT_IDS, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS,
 };
-use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::fresh_store;
 
 /// Puts `r` as an older gate wrote it: its ids under the legacy names.

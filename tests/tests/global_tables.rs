@@ -1,11 +1,11 @@
-//! DynamoDB global tables are refused at cold start (`gate::lambda::store::verify_single_region`,
-//! `gate::store::dynamo::ReplicationError`): a multi-Region eventually consistent table checks a
+//! DynamoDB global tables are refused at cold start (`gate_lambda::store::verify_single_region`,
+//! `gate_dynamo::ReplicationError`): a multi-Region eventually consistent table checks a
 //! condition in one Region only (two Regions could both reserve one key), a strongly consistent
 //! one refuses the commit's transaction. moto has no global tables (its `DescribeTable` lists no
 //! replicas), so a small proxy in front of it adds to the answer what DynamoDB answers for a
 //! replicated table (`Replicas`, `MultiRegionConsistency`, `GlobalTableWitnesses`); every other
 //! request, and the rest of the answer, is moto's. The decision on each shape of `DescribeTable`
-//! is tested on its own in `gate::store::dynamo::replication`.
+//! is tested on its own in `gate_dynamo::replication`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,8 +14,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gate::lambda::store::build_store;
-use gate::lambda::StoreConfig;
+use gate_lambda::store::build_store;
+use gate_lambda::StoreConfig;
 use integration_tests::{dynamo_client, fresh_tables, moto_endpoint, sdk_config};
 use serde_json::{json, Value};
 

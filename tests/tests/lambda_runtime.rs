@@ -92,11 +92,8 @@ async fn consumer_binary_case() {
     );
 
     // The tables: three committed records with their bookings, the slot ids matching.
-    let store = gate::store::dynamo::DynamoStore::new(
-        moto.dynamo.clone(),
-        &moto.idempotency,
-        &moto.bookings,
-    );
+    let store =
+        gate_dynamo::DynamoStore::new(moto.dynamo.clone(), &moto.idempotency, &moto.bookings);
     for slot in core.slots() {
         let key = truck_slot::keys::event_key_of(
             &notification_id(&slot.equipment_number),
@@ -227,7 +224,7 @@ async fn consumer_binary_case() {
     let _ = std::fs::remove_dir_all(&events);
 }
 
-/// Every variable the functions read (`gate::lambda::config`, `truck_slot::config`), removed from the watcher's environment
+/// Every variable the functions read (`gate_lambda::config`, `truck_slot::config`), removed from the watcher's environment
 /// so that a developer's own exports cannot configure the function under test.
 const CONFIG_VARIABLES: &[&str] = &[
     "INTEGRATION_NAME",

@@ -37,10 +37,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use aws_lambda_events::event::sqs::SqsEvent;
 use gate::clock::{Clock, SystemClock};
 use gate::consumer::{Gate, GateConfig, Invocation};
-use gate::manual::sqs::SqsManualQueue;
 use gate::reconciler::ReconcilerConfig;
-use gate::store::dynamo::DynamoStore;
 use gate::store::IdempotencyStore;
+use gate_dynamo::sqs::SqsManualQueue;
+use gate_dynamo::DynamoStore;
 use integration_tests::lambda_watch::{invoke, workspace_root, MotoStore, WatchCommand};
 use integration_tests::{dynamo_client, sdk_config, sqs_client, unique};
 use serde_json::{json, Value};
@@ -195,7 +195,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
 }
 
 /// The two captures: `functions` is what the functions log at TRACE (every event of every
-/// target at TRACE, through the functions' own filter `gate::logging::allowed`), as text and as
+/// target at TRACE, through the functions' own filter `gate_lambda::logging::allowed`), as text and as
 /// JSON; `everything` is every event at TRACE without that filter, as JSON.
 #[derive(Clone)]
 struct Capture {
@@ -216,7 +216,7 @@ fn capture() -> Capture {
                 functions: Buffer::default(),
                 everything: Buffer::default(),
             };
-            let allowed = || tracing_subscriber::filter::filter_fn(gate::logging::allowed);
+            let allowed = || tracing_subscriber::filter::filter_fn(gate_lambda::logging::allowed);
             tracing_subscriber::registry()
                 .with(
                     tracing_subscriber::fmt::layer()
@@ -285,7 +285,7 @@ fn assert_only_filtered_lines_hold_secrets(everything: &str) -> usize {
             .and_then(|l| l.parse().ok())
             .unwrap_or(tracing::Level::ERROR);
         assert!(
-            !gate::logging::allowed_target(target, level),
+            !gate_lambda::logging::allowed_target(target, level),
             "a secret in a line the functions would log ({target}, {level}): {}",
             &line[..line.len().min(2_000)]
         );
@@ -443,7 +443,7 @@ fn sqs_event(bodies: &[String]) -> Value {
         .zip(bodies)
         .map(|(id, body)| (id.as_str(), body.as_str()))
         .collect();
-    serde_json::to_value(gate::testkit::sqs_event(&records)).expect("an SQS event serialises")
+    serde_json::to_value(gate_testkit::sqs_event(&records)).expect("an SQS event serialises")
 }
 
 /// Every body the consumer gets: one per terminal behaviour, then the poison ones.

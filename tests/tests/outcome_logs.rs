@@ -36,7 +36,7 @@ fn body(id: &str, equipment: &str, window: &Value) -> String {
 
 /// An SQS event of `(message id, body)` records.
 fn event(records: &[(&str, &str)]) -> String {
-    serde_json::to_string(&gate::testkit::sqs_event(records)).expect("an SQS event serialises")
+    serde_json::to_string(&gate_testkit::sqs_event(records)).expect("an SQS event serialises")
 }
 
 /// The `fields` of every JSON log line whose message is `message`.

@@ -10,9 +10,9 @@
 //! ```
 
 use gate::clock::{Clock, SystemClock};
-use gate::conformance::sample_record;
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{IdempotencyStore, Reservation};
+use gate_postgres::{PostgresConfig, PostgresStore};
+use gate_testkit::conformance::sample_record;
 use integration_tests::pg_cluster::{url_at, PgCluster};
 use integration_tests::pg_fault_proxy::FaultProxy;
 

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, RecordStatus};
-use gate::store::postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
+use gate_postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::database_url;
 use integration_tests::pg_proxy::PgProxy;
 
@@ -57,14 +57,14 @@ async fn fresh_store(case: &str) -> PostgresStore {
     migrated(&config(&database_url(), case)).await
 }
 
-// The store conformance suite, one test per case (the list lives once, in `gate::conformance`),
+// The store conformance suite, one test per case (the list lives once, in `gate_testkit::conformance`),
 // each case in a fresh schema, plus every case in turn in one schema.
-gate::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+gate_testkit::store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 
 // The operator's port (gatectl's scans and audit history), each case in a fresh schema.
 mod operator {
     use super::*;
-    gate::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
+    gate_testkit::operator_store_conformance_tests!(case => Arc::new(fresh_store(case).await));
 }
 
 /// The address of the test server, from a URL `postgresql://user@host:port/db?..`.
@@ -432,14 +432,14 @@ async fn the_incident_replays_through_postgres_with_the_same_figures() {
 }
 
 /// The consumer's store selected by configuration (`STORE=postgres`, `DATABASE_URL`, the
-/// migrations at cold start) and built by the wiring (`gate::lambda::build_store`) processes
+/// migrations at cold start) and built by the wiring (`gate_lambda::build_store`) processes
 /// an event: the slot is claimed once and committed with its booking; the duplicate is absorbed.
 #[tokio::test]
 async fn the_wiring_builds_the_postgres_store_from_configuration() {
     use gate::clock::{Clock, ManualClock};
     use gate::consumer::{Invocation, RecordOutcome};
-    use gate::lambda::{build_store, fixed_env, Config, DatabaseUrl, StoreConfig};
     use gate::manual::MemoryManualQueue;
+    use gate_lambda::{build_store, fixed_env, Config, DatabaseUrl, StoreConfig};
     use integration_tests::field_cases::{gate, terminal_core, LOST_ANSWER_BODY, T0};
     use integration_tests::{sqs_event, unique};
     use sim::dst::CoreTerminal;

@@ -9,16 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use gate::clock::{ms_to_s, Clock, ManualClock};
-use gate::conformance::{sample_natural_key, sample_record, LEASE_MS, NOW_MS, TTL_S};
 use gate::consumer::Invocation;
 use gate::manual::MemoryManualQueue;
 use gate::purge::{PurgeReport, PURGE_BATCH};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, PurgeCount,
     Reservation,
 };
+use gate_postgres::{PostgresConfig, PostgresStore};
+use gate_testkit::conformance::{sample_natural_key, sample_record, LEASE_MS, NOW_MS, TTL_S};
 use integration_tests::database_url;
 use integration_tests::field_cases::{gate, terminal_core};
 use sim::dst::CoreTerminal;

@@ -9,9 +9,9 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gate::conformance::{sample_natural_key, sample_record, NOW_MS};
-use gate::store::postgres::{PostgresConfig, PostgresStore};
 use gate::store::{GuardOutcome, IdempotencyStore, Reservation, ReserveAndGuard};
+use gate_postgres::{PostgresConfig, PostgresStore};
+use gate_testkit::conformance::{sample_natural_key, sample_record, NOW_MS};
 use integration_tests::database_url;
 use integration_tests::pg_proxy::PgProxy;
 

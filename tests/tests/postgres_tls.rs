@@ -14,10 +14,10 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, RecordStatus};
-use gate::store::postgres::{PostgresConfig, PostgresStore, SslMode};
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
+use gate_postgres::{PostgresConfig, PostgresStore, SslMode};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 
 fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -281,7 +281,7 @@ async fn sslmode_disable_is_refused_by_a_tls_only_server() {
 /// reason, not the start.
 #[tokio::test]
 async fn the_wiring_connects_with_database_ca_bundle() {
-    use gate::lambda::{build_store, fixed_env, StoreConfig};
+    use gate_lambda::{build_store, fixed_env, StoreConfig};
 
     let url = tls_url();
     let schema = schema("wiring");
@@ -294,7 +294,7 @@ async fn the_wiring_connects_with_database_ca_bundle() {
             ("DATABASE_SCHEMA", schema.as_str()),
             ("DATABASE_RUN_MIGRATIONS", "false"),
         ]);
-        let env = gate::lambda::Env::new(&lookup);
+        let env = gate_lambda::Env::new(&lookup);
         let config = StoreConfig::read(&env);
         env.finish(|| ()).expect("configuration");
         let StoreConfig::Postgres(settings) = &config else {

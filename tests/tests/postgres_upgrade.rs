@@ -6,11 +6,11 @@
 //! Needs `GATE_TEST_DATABASE_URL`, as `tests/postgres.rs`: `scripts/with-postgres.sh cargo test
 //! -p integration-tests --test postgres_upgrade`.
 
-use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::audit::AuditLog;
-use gate::store::postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex};
+use gate_postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::database_url;
 
 /// Inserts `r` as migration 1 stores it (legacy `slot_id`, `slot_ids`).

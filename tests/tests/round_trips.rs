@@ -34,11 +34,11 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{inflight_shard, IdempotencyRecord, RecordStatus};
-use gate::store::dynamo::DynamoStore;
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
-use gate::testkit::{AfterRead, RacedIndex};
+use gate_dynamo::DynamoStore;
+use gate_testkit::{AfterRead, RacedIndex};
 use integration_tests::{
     dynamo_client, dynamo_client_with, fresh_store_with, sqs_event, CallRecorder,
 };

@@ -1,5 +1,5 @@
 //! The business row's columns named by the integration (issue 22, item 2), on DynamoDB (moto):
-//! the store the Lambda wiring builds (`gate::lambda::build_store` with the integration's
+//! the store the Lambda wiring builds (`gate_lambda::build_store` with the integration's
 //! `row_columns`, as `build_gate` calls it) writes truck-slot's TMS bookings under the deployed
 //! names (`source_event`, `slot_id`, `booked_at`) and payments' rows under the neutral ones
 //! (`source_event`, `effect_id`, `written_at`); a row the previous release wrote (`slot_id`,
@@ -12,14 +12,14 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::lambda::store::open_operator_store;
-use gate::lambda::{build_store, fixed_env, Config, SecretString};
 use gate::manual::MemoryManualQueue;
 use gate::record::{record_pk, RowColumns};
-use gate::store::dynamo::DynamoStore;
 use gate::store::Store;
-use gate::testkit::{IdempotencyServer, MismatchAnswer, ServerConfig};
 use gate::Integration;
+use gate_dynamo::DynamoStore;
+use gate_lambda::store::open_operator_store;
+use gate_lambda::{build_store, fixed_env, Config, SecretString};
+use gate_testkit::{IdempotencyServer, MismatchAnswer, ServerConfig};
 use integration_tests::field_cases::{gate, terminal_core, LOST_ANSWER_BODY, T0};
 use integration_tests::{
     dynamo_client, fresh_store_with_columns, sdk_config, sqs_event, unique, wiring_config,
@@ -165,7 +165,7 @@ async fn the_payments_consumer_writes_the_neutral_names() {
     let integration = payments::Payments {
         url: server.url().to_string(),
         key: SecretString::new("sk_test_rows"),
-        http: gate::idempotency_key::client::builder("payments-rows")
+        http: gate_http::builder("payments-rows")
             .build()
             .expect("an HTTP client"),
     };
@@ -276,10 +276,13 @@ async fn own_layout_store(base: &str) -> (Arc<DynamoStore>, String) {
 async fn the_commit_cases_pass_with_an_integrations_own_names() {
     let (store, bookings) = own_layout_store("rows-own").await;
     let as_store = || store.clone() as Arc<dyn Store>;
-    gate::conformance::commit_writes_record_and_booking(as_store(), "own-commit").await;
-    gate::conformance::commit_refuses_a_label_named_like_a_row_column(as_store(), "own-labels")
-        .await;
-    gate::conformance::concurrent_commit_one_winner(as_store(), "own-race").await;
+    gate_testkit::conformance::commit_writes_record_and_booking(as_store(), "own-commit").await;
+    gate_testkit::conformance::commit_refuses_a_label_named_like_a_row_column(
+        as_store(),
+        "own-labels",
+    )
+    .await;
+    gate_testkit::conformance::concurrent_commit_one_winner(as_store(), "own-race").await;
     let items = raw_items(&bookings).await;
     assert!(!items.is_empty());
     for item in &items {

@@ -15,14 +15,14 @@
 use std::sync::Arc;
 
 use gate::clock::ManualClock;
-use gate::conformance::{sample_natural_key, sample_record};
 use gate::consumer::{Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::record::{BusinessRow, RecordStatus};
-use gate::store::dynamo::DynamoStore;
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
 };
+use gate_dynamo::DynamoStore;
+use gate_testkit::conformance::{sample_natural_key, sample_record};
 use integration_tests::fault_proxy::store_via_with;
 use integration_tests::field_cases::{gate, terminal_core, LOST_ANSWER_BODY, T0};
 use integration_tests::http_cut_proxy::{Cut, HttpCutProxy, Match};
@@ -304,12 +304,12 @@ async fn slot_event(store: &DynamoStore, slot: &str) -> String {
 /// behind the cut proxy: a call whose connection was closed or reset after the server made the
 /// effect is sent once more, the same bytes under the same key, and gets the stored answer.
 /// Right: one effect per key, the effect's id as the outcome, each call forwarded twice; through
-/// [`client::ServerClient`] (a new connection for the re-send) and through [`client::call`].
+/// [`gate_http::ServerClient`] (a new connection for the re-send) and through [`gate_http::call`].
 #[tokio::test]
 async fn a_call_whose_connection_failed_is_sent_once_more_under_its_key() {
     use gate::effect::CallOutcome;
-    use gate::idempotency_key::{client, JsonIdAt};
-    use gate::testkit::{IdempotencyServer, ServerConfig};
+    use gate::idempotency_key::JsonIdAt;
+    use gate_testkit::{IdempotencyServer, ServerConfig};
     const JOBS: JsonIdAt = JsonIdAt::new("job server", "/id");
 
     let clock = Arc::new(ManualClock::new(T0));
@@ -317,7 +317,7 @@ async fn a_call_whose_connection_failed_is_sent_once_more_under_its_key() {
         .await
         .expect("server");
     let (proxy, base) = HttpCutProxy::start(server.url()).await;
-    let clients = client::ServerClient::build("gate-test/1", |b| {
+    let clients = gate_http::ServerClient::build("gate-test/1", |b| {
         b.timeout(std::time::Duration::from_secs(5))
     })
     .expect("clients");
@@ -336,7 +336,7 @@ async fn a_call_whose_connection_failed_is_sent_once_more_under_its_key() {
         let outcome = if fresh {
             clients.call(request, key, &JOBS).await
         } else {
-            client::call(request, key, &JOBS).await
+            gate_http::call(request, key, &JOBS).await
         };
         let made = server.effects();
         let ids = made
@@ -359,14 +359,14 @@ async fn a_call_whose_connection_failed_is_sent_once_more_under_its_key() {
     );
 }
 
-/// A call and its re-send end within the exchange limit ([`client::ServerClient::with_exchange_limit`]):
+/// A call and its re-send end within the exchange limit ([`gate_http::ServerClient::with_exchange_limit`]):
 /// a server that reads the request and closes the connection 500 ms later without an answer
 /// gets no re-send from a client limited to 200 ms (nothing is left of it), and one re-send from
 /// a client without a limit. Right: 1 request, then 2; neither call is `Done`.
 #[tokio::test]
 async fn a_re_send_never_outlives_the_exchange_limit() {
     use gate::effect::CallOutcome;
-    use gate::idempotency_key::{client, JsonIdAt};
+    use gate::idempotency_key::JsonIdAt;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
@@ -394,7 +394,7 @@ async fn a_re_send_never_outlives_the_exchange_limit() {
     for (limit, expected) in [(Some(Duration::from_millis(200)), 1), (None, 2)] {
         requests.store(0, Ordering::SeqCst);
         let built =
-            client::ServerClient::build("gate-test/1", |b| b.timeout(Duration::from_secs(5)))
+            gate_http::ServerClient::build("gate-test/1", |b| b.timeout(Duration::from_secs(5)))
                 .expect("clients");
         let clients = match limit {
             Some(limit) => built.with_exchange_limit(limit),

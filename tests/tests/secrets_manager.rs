@@ -30,7 +30,7 @@ async fn the_token_is_read_by_arn_and_trimmed() {
     let client = client().await;
     let arn = secret_string(&client, &format!("{TOKEN}\n")).await;
     // The ARN passes the configuration's check, as the template's parameter would.
-    assert!(gate::lambda::secret_arn_valid(&arn), "{arn}");
+    assert!(gate_lambda::secret_arn_valid(&arn), "{arn}");
     let token = fetch_api_token(&client, &arn).await.unwrap();
     assert_eq!(token.expose(), TOKEN);
     assert_eq!(format!("{token:?}"), "ApiToken([redacted])");

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use gate::lambda::{build_metrics_index, fixed_env, MetricsConfig};
-use gate::store::postgres::{PostgresConfig, PostgresStore};
+use gate_lambda::{build_metrics_index, fixed_env, MetricsConfig};
+use gate_postgres::{PostgresConfig, PostgresStore};
 use integration_tests::signals_cases::store_signals_are_read_and_published;
 use integration_tests::{fresh_store, sdk_config, unique};
 

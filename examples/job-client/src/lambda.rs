@@ -1,13 +1,13 @@
 //! The job client's Lambda wiring: its one variable ([`JobServerConfig`]) and its [`build`], for
-//! `gate::lambda::run_consumer(build)` and `run_reconciler(build)` (`src/bin`).
+//! `gate_lambda::run_consumer(build)` and `run_reconciler(build)` (`src/bin`).
 //!
 //! | variable | meaning |
 //! | --- | --- |
 //! | `JOB_SERVER_URL` | the job server's base URL, `https://` (`http://` only to a loopback host: local runs) |
 //!
-//! The gate's own variables are `gate::lambda::LambdaConfig`'s (docs/DEPLOYING.md).
+//! The gate's own variables are `gate_lambda::LambdaConfig`'s (docs/DEPLOYING.md).
 
-use gate::lambda::{Env, Error, IntegrationConfig, LambdaConfig, SdkConfig};
+use gate_lambda::{Env, Error, IntegrationConfig, LambdaConfig, SdkConfig};
 
 use crate::JobClient;
 
@@ -43,7 +43,7 @@ pub async fn build(config: JobServerConfig, _aws: SdkConfig) -> Result<JobClient
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gate::lambda::{fixed_env, Config};
+    use gate_lambda::{fixed_env, Config};
 
     const GATE: [(&str, &str); 3] = [
         ("IDEMPOTENCY_TABLE", "idempotency"),

@@ -45,7 +45,7 @@ impl JobClient {
     /// # Errors
     /// If the HTTP client cannot be built.
     pub fn new(base: impl Into<String>) -> Result<Self, reqwest::Error> {
-        let http = client::builder(concat!("job-client/", env!("CARGO_PKG_VERSION")))
+        let http = gate_http::builder(concat!("job-client/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(5))
             .build()?;
         Ok(Self {
@@ -93,7 +93,7 @@ impl Integration for JobClient {
             .post(format!("{}/jobs", self.base))
             .header("Content-Type", "application/json")
             .body(record.request.clone());
-        client::call(request, &record.op_key, &JOB_SERVER).await
+        gate_http::call(request, &record.op_key, &JOB_SERVER).await
     }
 
     async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
@@ -102,7 +102,7 @@ impl Integration for JobClient {
             .http
             .get(format!("{}/jobs", self.base))
             .query(&[("idempotency_key", record.op_key.as_str())]);
-        client::lookup(request, &JOB_SERVER).await
+        gate_http::lookup(request, &JOB_SERVER).await
     }
 
     /// A job does not end: its record lives the key TTL from its reservation.

@@ -1,6 +1,6 @@
 //! The exactly-once scenario of the job client (feature `testkit`), for its test
 //! (`tests/exactly_once.rs`) and `cargo run --release -p sim -- check --integration job-client
-//! --seeds N`: one run of the test kit's harness (`gate::testkit::Harness`) against the test
+//! --seeds N`: one run of the test kit's harness (`gate_testkit::Harness`) against the test
 //! kit's Idempotency-Key server shaped like the job server (`POST /jobs` answers `201 {"id":
 //! "JOB-000001"}`, a reused key with another body `409 idempotency_mismatch`, `GET
 //! /jobs?idempotency_key=K` the job), with a third of the answers lost after the job was made
@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use gate::clock::ManualClock;
 use gate::manual::ManualReason;
-use gate::testkit::{
+use gate_testkit::{
     figure_misses, run_parallel, unexpected_manual_items, Faults, Harness, IdempotencyServer,
     MismatchAnswer, RunReport, ServerConfig, Target,
 };
@@ -94,7 +94,7 @@ pub async fn run(harness: &Harness, seed: u64) -> RunReport {
     report
 }
 
-/// Runs every seed of `seeds`, `parallel` at a time ([`gate::testkit::run_parallel`]), and
+/// Runs every seed of `seeds`, `parallel` at a time ([`gate_testkit::run_parallel`]), and
 /// returns the reports in seed order.
 pub async fn run_seeds(seeds: std::ops::Range<u64>, parallel: usize) -> Vec<RunReport> {
     let harness = harness();

@@ -1,7 +1,7 @@
 //! The job client on the gate's core, end to end against the test kit's Idempotency-Key server
-//! (`gate::testkit::IdempotencyServer`: a replay on the same key and body, `409
+//! (`gate_testkit::IdempotencyServer`: a replay on the same key and body, `409
 //! idempotency_mismatch` on another body, answers lost after the job was made, `503`s): the store
-//! conformance suite, and seeded runs of the kit's harness (`gate::testkit::Harness`:
+//! conformance suite, and seeded runs of the kit's harness (`gate_testkit::Harness`:
 //! redeliveries, duplicates, mismatched bodies, a poison body, workers that crash at every store
 //! write or stall past their lease, workers that died after their reserve, skewed clocks, failed
 //! messages back after their visibility timeout or lost, then the reconciler; `job_client::scenario`)
@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, LookupOutcome, Parsed};
 use gate::store::memory::MemoryStore;
-use gate::testkit::{exactly_once_violations, Harness, IdempotencyServer, Target};
+use gate_testkit::{exactly_once_violations, Harness, IdempotencyServer, Target};
 use job_client::scenario::{self, job, job_server, JOBS, T0};
 use job_client::JobClient;
 
 // The suite every store passes, on the store the example runs on.
-gate::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
+gate_testkit::store_conformance_tests!(_case => Arc::new(MemoryStore::new()));
 
 /// Seeds the test runs (more: `sim check --integration job-client --seeds N`).
 const SEEDS: u64 = 200;

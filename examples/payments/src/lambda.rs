@@ -1,19 +1,18 @@
 //! The payments integration's Lambda wiring: its own variables ([`PaymentsConfig`]) and its
-//! [`build`], for `gate::lambda::run_consumer(build)` and `run_reconciler(build)` (`src/bin`).
+//! [`build`], for `gate_lambda::run_consumer(build)` and `run_reconciler(build)` (`src/bin`).
 //!
 //! | variable | meaning |
 //! | --- | --- |
 //! | `PAYMENTS_API_URL` | the API's base URL, `https://` (`http://` only to a loopback host: local runs) |
 //! | `PAYMENTS_KEY_SECRET_ARN` | the Secrets Manager secret whose `SecretString` is the API key |
 //!
-//! The gate's own variables are `gate::lambda::LambdaConfig`'s (docs/DEPLOYING.md),
+//! The gate's own variables are `gate_lambda::LambdaConfig`'s (docs/DEPLOYING.md),
 //! `INTEGRATION_NAME` required (the template sets it, `invoice-charges` by default); the key
 //! retention is the API's, 24 hours ([`crate::KEY_RETENTION_MS`]), whatever
 //! `SERVER_KEY_RETENTION_SECONDS` says.
 
-use gate::idempotency_key::client;
-use gate::lambda::{fetch_secret_string, Env, Error, IntegrationConfig, LambdaConfig};
-use gate::lambda::{SdkConfig, SecretsClient};
+use gate_lambda::{fetch_secret_string, Env, Error, IntegrationConfig, LambdaConfig};
+use gate_lambda::{SdkConfig, SecretsClient};
 
 use crate::{Payments, KEY_RETENTION_MS};
 
@@ -49,6 +48,8 @@ impl IntegrationConfig for PaymentsConfig {
 pub async fn build(config: PaymentsConfig, aws: SdkConfig) -> Result<Payments, Error> {
     let key = fetch_secret_string(&SecretsClient::new(&aws), &config.secret).await?;
     let (url, timeout) = (config.url, std::time::Duration::from_secs(10));
-    let http = client::builder("payments/0.1").timeout(timeout).build()?;
+    let http = gate_http::builder("payments/0.1")
+        .timeout(timeout)
+        .build()?;
     Ok(Payments { url, key, http })
 }

@@ -40,7 +40,7 @@ const API: JsonIdAt = JsonIdAt::new("payments API", "/id").declining(&[402]);
 
 /// The payments API's client: its base URL (e.g. `https://api.payments.example`, no trailing
 /// slash), its API key (`Debug` redacts it) and an HTTP client that follows no redirect
-/// (`gate::idempotency_key::client::builder`, with a timeout: [`lambda::build`] uses 10 s).
+/// (`gate_http::builder`, with a timeout: [`lambda::build`] uses 10 s).
 #[derive(Debug, Clone)]
 pub struct Payments {
     /// The API's base URL.
@@ -94,7 +94,7 @@ impl Integration for Payments {
             .bearer_auth(self.key.expose())
             .header("Content-Type", "application/json")
             .body(record.request.clone());
-        client::call(request, &record.op_key, &API).await
+        gate_http::call(request, &record.op_key, &API).await
     }
 
     /// Never called: the API has no lookup by key ([`Integration::supports_lookup`]).

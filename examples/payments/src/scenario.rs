@@ -1,7 +1,7 @@
 //! The exactly-once scenario of the payments integration (feature `testkit`), for its test
 //! (`tests/exactly_once.rs`, 1,000 seeds in `make test`) and its benchmark (`cargo run --release
 //! -p sim -- check --integration payments --seeds N`, with the kit's `Totals`): one run of the test kit's harness
-//! (`gate::testkit::Harness`) against the test kit's Idempotency-Key server shaped like the
+//! (`gate_testkit::Harness`) against the test kit's Idempotency-Key server shaped like the
 //! payments API (`POST /v1/charges`, `201 {"id": "ch-000001"}`, a declined card `402`, a reused
 //! key with another body `409 idempotency_mismatch`, no lookup by key, keys kept 24 hours), with
 //! a third of the answers lost after the charge was made and one `POST` in ten failing first.
@@ -17,10 +17,10 @@
 use std::sync::Arc;
 
 use gate::clock::ManualClock;
-use gate::lambda::SecretString;
 use gate::manual::ManualReason;
-use gate::testkit::{figure_misses, run_parallel, unexpected_manual_items, ServerConfig, Target};
-use gate::testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport};
+use gate_lambda::SecretString;
+use gate_testkit::{figure_misses, run_parallel, unexpected_manual_items, ServerConfig, Target};
+use gate_testkit::{Answer, Faults, Harness, IdempotencyServer, MismatchAnswer, RunReport};
 use serde_json::json;
 
 use crate::{Payments, KEY_RETENTION_MS};
@@ -102,7 +102,7 @@ pub fn payments_api(seed: u64) -> ServerConfig {
 /// # Panics
 /// If the HTTP client cannot be built.
 pub fn http() -> reqwest::Client {
-    gate::idempotency_key::client::builder("payments-scenario")
+    gate_http::builder("payments-scenario")
         .timeout(std::time::Duration::from_secs(10))
         .build()
         .expect("an HTTP client")
@@ -138,7 +138,7 @@ pub async fn run(harness: &Harness, http: &reqwest::Client, seed: u64) -> RunRep
     report
 }
 
-/// Runs every seed of `seeds`, `parallel` at a time ([`gate::testkit::run_parallel`]), and
+/// Runs every seed of `seeds`, `parallel` at a time ([`gate_testkit::run_parallel`]), and
 /// returns the reports in seed order.
 pub async fn run_seeds(seeds: std::ops::Range<u64>, parallel: usize) -> Vec<RunReport> {
     let (harness, http) = (harness(), http());

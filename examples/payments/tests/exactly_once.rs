@@ -3,7 +3,7 @@
 //! shaped like the payments API: 402 for a declined card, 409 on a mismatch, no lookup by key,
 //! keys kept 24 hours) with 0 violations; more seeds: `sim check --integration payments --seeds N`.
 
-use gate::testkit::RunReport;
+use gate_testkit::RunReport;
 use payments::scenario::{DECLINED, INVOICES, MISMATCHED, REJECTED};
 
 /// Seeds `make test` runs (a debug build: well under a minute on 2 cores).
@@ -24,7 +24,7 @@ async fn every_invoice_is_charged_once_across_1000_seeds() {
             r.violations
         );
     }
-    let totals = gate::testkit::Totals::of(&reports);
+    let totals = gate_testkit::Totals::of(&reports);
     assert!(totals.failures.is_empty());
     // Every good card charged once a run, every declined card, mismatch and rejected body to a
     // person once a run (figures of the scenario's module docs).

@@ -3,7 +3,7 @@
 //! request only, never in the fingerprint, the labels or any `Debug`).
 
 use gate::integration::{Integration, Parsed};
-use gate::lambda::SecretString;
+use gate_lambda::SecretString;
 use payments::Payments;
 use serde_json::{json, Value};
 

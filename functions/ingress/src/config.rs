@@ -1,5 +1,5 @@
 //! The ingress's configuration, read once at cold start from environment variables; every
-//! problem is reported together (`gate::lambda::ConfigErrors`, the consumer's format).
+//! problem is reported together (`gate_lambda::ConfigErrors`, the consumer's format).
 //!
 //! | variable | meaning | default |
 //! | --- | --- | --- |
@@ -8,7 +8,7 @@
 //! | `WEBHOOK_SECRETS` | the same JSON document itself, **local runs only**; refused together with the ARN | one of the two |
 //! | `INTEGRATION_NAME` | the metrics' `Integration` dimension | `ect-delta-slots` |
 
-use gate::lambda::{secret_arn_valid, ConfigError, ConfigErrors};
+use gate_lambda::{secret_arn_valid, ConfigError, ConfigErrors};
 
 use crate::signature::SecretSet;
 

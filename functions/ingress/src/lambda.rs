@@ -1,18 +1,18 @@
-//! The Lambda wiring: JSON logs (`gate::logging`), configuration, the SDK clients and the secrets
+//! The Lambda wiring: JSON logs (`gate_lambda::logging`), configuration, the SDK clients and the secrets
 //! once per cold start, then one [`Ingress::answer_event`] per API Gateway event (read by the
 //! ingress itself, [`crate::read`]), its counters written as the invocation's own EMF documents
 //! ([`write_counters`]). A start that fails is reported to the Runtime API
-//! (`gate::lambda::init_error::start`) and the process exits, as the other functions do. The loop
+//! (`gate_lambda::init_error::start`) and the process exits, as the other functions do. The loop
 //! is `lambda_runtime::run_concurrent`: several requests at once in a Lambda Managed Instances
-//! environment (`gate::lambda::concurrency`), each with its own answer, log line and documents.
+//! environment (`gate_lambda::concurrency`), each with its own answer, log line and documents.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpResponse;
 use gate::clock::{Clock, SystemClock};
-use gate::lambda::emf::{self, Emf};
-use gate::lambda::init_error::start;
+use gate_lambda::emf::{self, Emf};
+use gate_lambda::init_error::start;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
 use crate::config::{IngressConfig, SecretsConfig};
@@ -68,7 +68,7 @@ pub async fn build(config: &IngressConfig, aws: &aws_config::SdkConfig) -> Resul
 /// # Errors
 /// A failed start (reported first), or the runtime's own errors.
 pub async fn run() -> Result<(), Error> {
-    gate::logging::init();
+    gate_lambda::logging::init();
     let (config, ingress) = start(async {
         let config = IngressConfig::from_env(|k| std::env::var(k).ok())?;
         let ingress = build(&config, &aws_loader().load().await).await?;
@@ -77,7 +77,7 @@ pub async fn run() -> Result<(), Error> {
     .await?;
     tracing::info!(
         integration = %config.integration,
-        invocations_at_once = gate::lambda::invocations_at_once(|k| std::env::var(k).ok()),
+        invocations_at_once = gate_lambda::invocations_at_once(|k| std::env::var(k).ok()),
         "ingress starting"
     );
     let (ingress, emf) = (Arc::new(ingress), Arc::new(Emf::new(&config.integration)));

@@ -3,7 +3,7 @@
 //! cold start, before the runtime loop (a start that cannot read them fails and is reported, as
 //! the consumer's token), and again after a signature no active secret matches, at most once a
 //! minute (`crate::handler::SECRETS_REFRESH_INTERVAL_MS`), with the gate's generic fetch
-//! (`gate::lambda::fetch_secret`). Errors name the ARN, never a value.
+//! (`gate_lambda::fetch_secret`). Errors name the ARN, never a value.
 
 use async_trait::async_trait;
 use aws_sdk_secretsmanager::Client;
@@ -31,7 +31,7 @@ impl SecretsManagerSource {
 #[async_trait]
 impl SecretSource for SecretsManagerSource {
     async fn fetch(&self) -> Result<SecretSet, SecretSourceError> {
-        gate::lambda::fetch_secret(&self.client, &self.arn, SecretSet::parse_json)
+        gate_lambda::fetch_secret(&self.client, &self.arn, SecretSet::parse_json)
             .await
             .map_err(|e| SecretSourceError(e.to_string()))
     }

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use gate::clock::ManualClock;
-use gate::lambda::{Env, IntegrationConfig, LambdaConfig, SdkConfig};
 use gate::record::IdempotencyRecord;
-use gate::testkit::{IdempotencyServer, ServerConfig};
 use gate::Integration;
+use gate_lambda::{Env, IntegrationConfig, LambdaConfig, SdkConfig};
+use gate_testkit::{IdempotencyServer, ServerConfig};
 use gatectl::error::CtlError;
 use gatectl::words::event_key_by_parse;
 use gatectl::{Stack, View, Words};

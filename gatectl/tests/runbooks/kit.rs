@@ -15,11 +15,11 @@ use std::sync::Arc;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{derive_keys, Gate, Invocation};
 use gate::integration::Parsed;
-use gate::manual::sqs::SqsManualQueue;
 use gate::record::{IdempotencyRecord, RecordStatus};
-use gate::store::postgres::PostgresStore;
 use gate::store::{OperatorStore, Reservation};
 use gate::Integration;
+use gate_dynamo::sqs::SqsManualQueue;
+use gate_postgres::PostgresStore;
 use gatectl::ctl::{Action, Confirm, Ctl, Output, Yes};
 use gatectl::error::{exit, CtlError};
 use gatectl::targets::Targets;
@@ -107,7 +107,7 @@ impl Backend {
                 let mut schema = format!("s{schema}");
                 schema.truncate(63);
                 let config =
-                    gate::store::postgres::PostgresConfig::new(&url, 2).with_schema(schema.clone());
+                    gate_postgres::PostgresConfig::new(&url, 2).with_schema(schema.clone());
                 let store = PostgresStore::with_config(&config).expect("store");
                 store.migrate().await.expect("migrate");
                 vec![

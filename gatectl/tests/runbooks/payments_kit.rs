@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use gate::clock::ManualClock;
-use gate::lambda::{SdkConfig, SecretString};
 use gate::record::IdempotencyRecord;
-use gate::testkit::{IdempotencyServer, MismatchAnswer, ServerConfig};
 use gate::Integration;
+use gate_lambda::{SdkConfig, SecretString};
+use gate_testkit::{IdempotencyServer, MismatchAnswer, ServerConfig};
 use gatectl::error::CtlError;
 use gatectl::words::event_key_by_parse;
 use gatectl::{Stack, View, Words};
@@ -140,7 +140,7 @@ impl Fixture for PaymentsFixture {
         Arc::new(Payments {
             url: self.server.url().to_string(),
             key: SecretString::new("sk_test_runbooks"),
-            http: gate::idempotency_key::client::builder("payments-runbooks")
+            http: gate_http::builder("payments-runbooks")
                 .build()
                 .expect("an HTTP client"),
         })

@@ -1,5 +1,5 @@
 //! The truck-slot integration's own configuration ([`TerminalConfig`]), read at cold start after
-//! the gate's generic variables (`gate::lambda::config`: tables, manual queue, lease, TTL, key
+//! the gate's generic variables (`gate_lambda::config`: tables, manual queue, lease, TTL, key
 //! retention and margin, concurrency, deadline margin, reconciler; every problem of both is
 //! reported in one message, this integration's first). [`FunctionConfig`] is the whole.
 //!
@@ -13,7 +13,7 @@
 //! | `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY` | `true` or `false` | | `true` |
 //! | `KNOWN_TERMINALS` | comma-separated terminal codes | | `ECT-DELTA` |
 //! | `TERMINAL_CONNECT_TIMEOUT_MS` | connect timeout | milliseconds | `2000` |
-//! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout; the gate's `DEADLINE_MARGIN_MS` is raised to at least this + `gate::lambda::COMMIT_ALLOWANCE_MS` (the reconciler: twice this + the allowance) | milliseconds | `10000` |
+//! | `TERMINAL_REQUEST_TIMEOUT_MS` | whole-request timeout; the gate's `DEADLINE_MARGIN_MS` is raised to at least this + `gate_lambda::COMMIT_ALLOWANCE_MS` (the reconciler: twice this + the allowance) | milliseconds | `10000` |
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
 //! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
 //! | `SERVER_KEY_RETENTION_SECONDS` | (the gate's) the terminal's key retention | seconds | `86400` |
@@ -29,7 +29,7 @@ use gate::consumer::GateConfig;
 use gate::idempotency_key::{
     IdFormat, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN, MAX_EFFECT_ID_CHARS,
 };
-use gate::lambda::{secret_arn_valid, Env, IntegrationConfig, LambdaConfig};
+use gate_lambda::{secret_arn_valid, Env, IntegrationConfig, LambdaConfig};
 
 use crate::terminal::several::{
     parse_terminals, policies, TerminalLimits, TerminalPolicy, TerminalSpec,
@@ -37,7 +37,7 @@ use crate::terminal::several::{
 use crate::terminal::{base_url_allowed, ApiToken, HttpTerminalConfig};
 
 /// The functions' whole configuration: the gate's and the terminals'.
-pub type FunctionConfig = gate::lambda::Config<TerminalConfig>;
+pub type FunctionConfig = gate_lambda::Config<TerminalConfig>;
 
 /// The truck-slot integration's configuration: its terminals.
 #[derive(Debug, Clone)]
@@ -113,7 +113,7 @@ impl IntegrationConfig for TerminalConfig {
                 "TERMINAL_SUPPORTS_IDEMPOTENCY_KEY",
                 "KNOWN_TERMINALS",
                 "SERVER_KEY_RETENTION_SECONDS",
-                gate::lambda::config::LEGACY_KEY_RETENTION_VARIABLE,
+                gate_lambda::config::LEGACY_KEY_RETENTION_VARIABLE,
                 "TERMINAL_SLOT_ID_PATTERN",
                 "TERMINAL_SLOT_ID_MAX_CHARS",
             ] {

@@ -2,18 +2,18 @@
 //! [`TruckSlot`] from its configuration ([`crate::config::TerminalConfig`]) at cold start, its
 //! terminal client's token read from Secrets Manager once. Everything else (configuration of the
 //! gate, init errors, the store, the runtime loops, EMF, the metrics function) is the gate's
-//! (`gate::lambda`); each function's `main` is one call:
+//! (`gate_lambda`); each function's `main` is one call:
 //!
 //! ```no_run
 //! #[tokio::main(flavor = "current_thread")]
-//! async fn main() -> Result<(), gate::lambda::Error> {
-//!     gate::lambda::run_consumer(truck_slot::lambda::build).await
+//! async fn main() -> Result<(), gate_lambda::Error> {
+//!     gate_lambda::run_consumer(truck_slot::lambda::build).await
 //! }
 //! ```
 
 use std::sync::Arc;
 
-use gate::lambda::{Error, SdkConfig};
+use gate_lambda::{Error, SdkConfig};
 
 use crate::config::TerminalConfig;
 use crate::terminal::several::{TerminalRouter, TerminalSpec};

@@ -12,8 +12,8 @@
 //!   window start);
 //! * its part of the gate's Lambda wiring (feature `aws`): the terminals' configuration
 //!   ([`config`]), the token from Secrets Manager ([`secrets`]) and [`lambda::build`], which the
-//!   consumer's and the reconciler's `main` hand to `gate::lambda::run_consumer` and
-//!   `gate::lambda::run_reconciler`.
+//!   consumer's and the reconciler's `main` hand to `gate_lambda::run_consumer` and
+//!   `gate_lambda::run_reconciler`.
 
 pub mod booking;
 #[cfg(feature = "aws")]

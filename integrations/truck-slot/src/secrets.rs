@@ -1,5 +1,5 @@
 //! The terminal's API token from AWS Secrets Manager (feature `aws`), read with the gate's
-//! generic fetch (`gate::lambda::secrets`: by ARN, once per cold start, errors naming the ARN,
+//! generic fetch (`gate_lambda::secrets`: by ARN, once per cold start, errors naming the ARN,
 //! never the value).
 //!
 //! In the cloud the token lives in a Secrets Manager secret whose ARN the template passes as
@@ -22,7 +22,7 @@ use crate::terminal::{ApiToken, TokenError};
 
 /// Reading the token failed: unavailable, not a string, or not a usable token
 /// (`Unusable { problem: TokenError }`). The messages name the secret's ARN, never the value.
-pub type SecretError = gate::lambda::SecretError<TokenError>;
+pub type SecretError = gate_lambda::SecretError<TokenError>;
 
 /// Reads the token from the secret `arn` (its current version, `AWSCURRENT`). Call it once per
 /// cold start and keep the result.
@@ -30,5 +30,5 @@ pub type SecretError = gate::lambda::SecretError<TokenError>;
 /// # Errors
 /// A [`SecretError`]; none of them holds the value.
 pub async fn fetch_api_token(client: &Client, arn: &str) -> Result<ApiToken, SecretError> {
-    gate::lambda::fetch_secret(client, arn, ApiToken::parse).await
+    gate_lambda::fetch_secret(client, arn, ApiToken::parse).await
 }

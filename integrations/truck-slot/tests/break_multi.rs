@@ -23,7 +23,7 @@ use gate::clock::ManualClock;
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::store::memory::MemoryStore;
-use gate::testkit::sqs_event;
+use gate_testkit::sqs_event;
 use serde_json::json;
 use support::{raw, spawn};
 use truck_slot::config::FunctionConfig;

@@ -114,7 +114,7 @@ fn with(field: &str, value: Value) -> String {
 
 /// One record; `None` for a record without a body.
 fn event(message_id: &str, body: Option<&str>) -> SqsEvent {
-    let mut event = gate::testkit::sqs_event(&[(message_id, body.unwrap_or_default())]);
+    let mut event = gate_testkit::sqs_event(&[(message_id, body.unwrap_or_default())]);
     event.records[0].body = body.map(str::to_string);
     event
 }

@@ -393,7 +393,7 @@ fn hostile(state: Arc<Mutex<Terminal>>) -> impl Fn(&Seen) -> Answer + Send + Syn
     }
 }
 
-/// Log capture: the gate's own filter (`gate::logging::allowed`, as the functions install it) at
+/// Log capture: the gate's own filter (`gate_lambda::logging::allowed`, as the functions install it) at
 /// TRACE in text and JSON, and at INFO in text.
 #[derive(Clone, Default)]
 struct Buffer(Arc<Mutex<Vec<u8>>>);
@@ -421,7 +421,7 @@ fn capture() -> [Buffer; 3] {
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
     let buffers = [Buffer::default(), Buffer::default(), Buffer::default()];
-    let allowed = || tracing_subscriber::filter::filter_fn(gate::logging::allowed);
+    let allowed = || tracing_subscriber::filter::filter_fn(gate_lambda::logging::allowed);
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -642,7 +642,7 @@ async fn a_hostile_terminal_gets_no_secret_into_logs_tables_or_the_manual_queue(
         let report = w
             .gate
             .handle_batch(
-                gate::testkit::sqs_event(&records),
+                gate_testkit::sqs_event(&records),
                 &w.invocation("consumer-1"),
             )
             .await;
@@ -768,7 +768,7 @@ async fn a_hostile_terminal_gets_no_secret_into_logs_tables_or_the_manual_queue(
     }
 
     // The capture worked: every log holds the gate's lines (the TRACE capture at least the INFO
-    // one's; other crates' lines below INFO are what `gate::logging::allowed` drops).
+    // one's; other crates' lines below INFO are what `gate_lambda::logging::allowed` drops).
     let sizes: Vec<usize> = w.logs.iter().map(|l| l.0.lock().unwrap().len()).collect();
     assert!(sizes.iter().all(|n| *n > 10_000), "{sizes:?}");
     assert!(

@@ -13,7 +13,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::store::memory::MemoryStore;
-use gate::testkit::sqs_event;
+use gate_testkit::sqs_event;
 use truck_slot::terminal::several::{TerminalPolicy, TerminalRouter};
 use truck_slot::terminal::{CallOutcome, Effect, LookupOutcome, SlotTerminal};
 use truck_slot::TruckSlot;

@@ -26,8 +26,8 @@
 //! Each wait is a parked call (`{op}:stalled`), so the scheduler interleaves other tasks with it
 //! and may crash the task there; a wait never draws the `slow` fault (the budget bounds it).
 
-use gate::store::postgres::RETRY_BACKOFF_MS;
 use gate::store::StoreError;
+use gate_postgres::RETRY_BACKOFF_MS;
 use rand::Rng;
 
 use super::ports::SimStore;
@@ -48,7 +48,7 @@ const ATTEMPT_TIMEOUT_DYNAMO_MS: i64 = 3_000;
 const ATTEMPTS: usize = RETRY_BACKOFF_MS.len() + 1;
 
 /// What an invocation keeps for its answer after its store calls, ms
-/// (`gate::lambda::runner::ANSWER_MARGIN_MS`).
+/// (`gate_lambda::runner::ANSWER_MARGIN_MS`).
 pub(crate) const ANSWER_MARGIN_MS: i64 = 1_000;
 
 /// The host key of the reconciler's environment (consumer hosts are `0..workers`).

@@ -1,5 +1,5 @@
 //! The store double with PostgreSQL's semantics where they differ from DynamoDB's (issue 26): a
-//! write statement of the PostgreSQL adapter (`gate::store::postgres`) is retried by the adapter
+//! write statement of the PostgreSQL adapter (`gate_postgres`) is retried by the adapter
 //! itself, and the retry is a new statement against the table as it is then, with no request
 //! token:
 //!
@@ -30,8 +30,8 @@
 
 use std::future::Future;
 
-use gate::store::postgres::RETRY_BACKOFF_MS;
 use gate::store::StoreError;
+use gate_postgres::RETRY_BACKOFF_MS;
 use rand::Rng;
 
 use super::ports::SimStore;

@@ -17,7 +17,7 @@ use gate::store::{
     IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
     UnknownCommit,
 };
-pub(crate) use gate::testkit::SkewedClock;
+pub(crate) use gate_testkit::SkewedClock;
 use rand::Rng;
 use truck_slot::terminal::{
     classify_claim, classify_lookup, AnswerDetail, CallOutcome, LookupOutcome, SlotTerminal,

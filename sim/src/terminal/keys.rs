@@ -18,7 +18,7 @@ pub(super) fn fingerprint(key: &str, method: &str, path: &str, body: &[u8]) -> F
 
 /// The key from an `Idempotency-Key` value: the test kit's, which its Idempotency-Key server
 /// uses too (one parse of a received header for every fake server).
-pub use gate::testkit::normalize_key;
+pub use gate_testkit::normalize_key;
 
 /// `a=b&c=d` into decoded pairs (`+` is a space, `%XX` percent-decoded).
 pub(super) fn parse_query(query: &str) -> Vec<(String, String)> {

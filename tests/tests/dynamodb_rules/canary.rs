@@ -1,12 +1,12 @@
 //! Item 8: a store that silently stops being conditional. At cold start the function runs
 //! `DynamoStore::verify_conditional_writes`: two conditional `PutItem`s on a canary key; the
-//! second must be refused, else the function must not start; the wiring (`gate::lambda::
+//! second must be refused, else the function must not start; the wiring (`gate_lambda::
 //! build_store`) runs it unless `VERIFY_CONDITIONAL_WRITES=false`.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use gate::lambda::store::build_store;
-use gate::lambda::StoreConfig;
-use gate::store::dynamo::{ConditionalWritesError, CANARY_PK_PREFIX};
+use gate_dynamo::{ConditionalWritesError, CANARY_PK_PREFIX};
+use gate_lambda::store::build_store;
+use gate_lambda::StoreConfig;
 use integration_tests::fault_proxy::{store_via_with, Fault, FaultProxy};
 use integration_tests::field_cases::T0;
 use integration_tests::{dynamo_client, fresh_tables, moto_endpoint, sdk_config};
@@ -86,13 +86,13 @@ async fn the_check_recognises_its_own_retried_write() {
     );
 }
 
-/// The store as the consumer and the reconciler build it at cold start (`gate::lambda::
+/// The store as the consumer and the reconciler build it at cold start (`gate_lambda::
 /// build_store`), with the SDK configuration pointed at the proxy in front of moto.
 async fn build_via(
     endpoint: &str,
     name: &str,
     verify_conditional_writes: bool,
-) -> Result<gate::lambda::store::Stores, gate::lambda::Error> {
+) -> Result<gate_lambda::store::Stores, gate_lambda::Error> {
     let (idempotency_table, business_table) = fresh_tables(&dynamo_client().await, name).await;
     let aws = sdk_config()
         .await

@@ -14,7 +14,7 @@ use integration_tests::{fresh_store, unique};
 async fn the_conformance_suite_passes_with_the_commit_items_reversed() {
     let store: Arc<dyn Store> =
         Arc::new(fresh_store("reversed").await.with_commit_items_reversed());
-    gate::conformance::run_all(store, &unique("reversed")).await;
+    gate_testkit::conformance::run_all(store, &unique("reversed")).await;
 }
 
 #[tokio::test]
@@ -24,5 +24,6 @@ async fn each_commit_condition_alone_and_together_with_the_items_reversed() {
             .await
             .with_commit_items_reversed(),
     );
-    gate::conformance::commit_conditions_alone_and_together(store, &unique("cc-reversed")).await;
+    gate_testkit::conformance::commit_conditions_alone_and_together(store, &unique("cc-reversed"))
+        .await;
 }

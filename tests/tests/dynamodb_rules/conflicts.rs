@@ -66,7 +66,7 @@ async fn a_commit_and_a_take_over_that_meet_running_transactions_are_retried() {
     let (proxy, endpoint) = FaultProxy::plain(&moto_endpoint()).await;
     let store = Arc::new(store_via_with(&endpoint, "conflict-commit", 4).await);
     let world = World::new(store.clone(), &unique("conflict-commit"));
-    let attempts = gate::store::dynamo::TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1;
+    let attempts = gate_dynamo::TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1;
     proxy.inject("TransactWriteItems", attempts, commit_conflict());
     let first = world.deliver("m-1", "inv-1").await;
     assert_retried(&first, "m-1");

@@ -3,9 +3,9 @@
 //! "not proven on this backend" with where the guarantee is covered instead, and returns without
 //! claiming it.
 
-use gate::conformance::{sample_record, NOW_MS};
 use gate::record::BusinessRow;
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex, Reservation};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::fault_proxy::{client_via, store_via_with, Fault, FaultProxy};
 use integration_tests::probe::{self, Guarantee};
 use integration_tests::token_double::TokenHash;

@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use gate::conformance::{sample_record, NOW_MS};
 use gate::record::{BusinessRow, RecordStatus};
 use gate::signals::Counts;
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation};
+use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::fault_proxy::{store_via_with, Fault, FaultProxy};
 use integration_tests::token_double::TokenHash;
 use integration_tests::{moto_endpoint, unique};

@@ -3,7 +3,7 @@
 //! is one round trip; the per-transaction `BEGIN; SET LOCAL ..` and `COMMIT` the store sends in
 //! the same write as its statement are counted apart and add no wait).
 //!
-//! What the design gives, one statement per store operation (`gate::store::postgres`):
+//! What the design gives, one statement per store operation (`gate_postgres`):
 //!
 //! | case | round trips |
 //! | --- | --- |
@@ -19,7 +19,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gate::store::postgres::{PostgresConfig, PostgresStore};
+use gate_postgres::{PostgresConfig, PostgresStore};
 use integration_tests::database_url;
 
 use super::pg_wire::{self, WireCounts};

@@ -2,6 +2,6 @@
 //! table's indexes; `INTEGRATION_NAME` defaults to the consumer's.
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), gate::lambda::Error> {
-    gate::lambda::run_metrics(Some("invoice-charges")).await
+async fn main() -> Result<(), gate_lambda::Error> {
+    gate_lambda::run_metrics(Some("invoice-charges")).await
 }

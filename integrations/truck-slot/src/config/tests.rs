@@ -1,7 +1,7 @@
 //! Tests of `config`.
 
 use super::*;
-use gate::lambda::fixed_env as env;
+use gate_lambda::fixed_env as env;
 
 const BASE: &[(&str, &str)] = &[
     ("IDEMPOTENCY_TABLE", "idem"),
@@ -315,7 +315,7 @@ fn terminals_errors_name_the_terminal_and_the_field() {
     ));
     bad.push(("KEY_TTL_SECONDS", "14d"));
     let err = FunctionConfig::from_env(env(&bad)).unwrap_err();
-    // The integration's problems first, then the gate's (`gate::lambda::Config::from_env`).
+    // The integration's problems first, then the gate's (`gate_lambda::Config::from_env`).
     assert_eq!(err.variables(), ["TERMINALS", "KEY_TTL_SECONDS"]);
     assert_eq!(
         err.to_string(),

@@ -14,7 +14,7 @@
 //! Hardening (issue 7):
 //!
 //! * the client sends a `User-Agent` ([`USER_AGENT`]) and follows **no** redirect
-//!   ([`gate::idempotency_key::client::builder`]): a `3xx` is an answer like any other (a
+//!   ([`gate_http::builder`]): a `3xx` is an answer like any other (a
 //!   transient one), never a second request that would carry the bearer token and the PIN to
 //!   another host;
 //! * the token travels only in the `Authorization` header (reqwest's `bearer_auth`, marked
@@ -23,9 +23,9 @@
 //! * a claim whose connection failed after it may have been sent (a reset, closed before the
 //!   answer: a keep-alive connection dead after the environment was frozen) is sent once more,
 //!   the same bytes under the same key, on a new connection
-//!   (`gate::idempotency_key::client::ServerClient`): the terminal replays its stored answer or
+//!   (`gate_http::ServerClient`): the terminal replays its stored answer or
 //!   runs the claim once;
-//! * an answer body is read up to `gate::idempotency_key::client::MAX_ANSWER_BYTES` (64 KiB);
+//! * an answer body is read up to `gate_http::MAX_ANSWER_BYTES` (64 KiB);
 //!   the rest is never read;
 //! * an answer is **never quoted** in a log line, a record's `error` or a manual item's
 //!   `detail` ([`super::AnswerDetail`]: status, content type, length and a keyed digest); only
@@ -40,7 +40,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gate::idempotency_key::{client, IdFormat};
+use gate::idempotency_key::IdFormat;
 use serde::Deserialize;
 
 use super::answer::{for_the_operator, TerminalAnswers};
@@ -155,8 +155,8 @@ impl HttpTerminalConfig {
 #[derive(Debug, Clone)]
 pub struct HttpTerminal {
     /// Pooled for every request; a claim whose connection failed after it may have been sent
-    /// is sent once more on a new connection ([`client::ServerClient`]).
-    clients: client::ServerClient,
+    /// is sent once more on a new connection ([`gate_http::ServerClient`]).
+    clients: gate_http::ServerClient,
     config: HttpTerminalConfig,
 }
 
@@ -185,7 +185,7 @@ impl HttpTerminal {
     pub fn new(config: HttpTerminalConfig) -> Result<Self, HttpTerminalError> {
         // A claim and its one re-send end within one request timeout: the lease and the
         // deadline margin are sized for one.
-        let clients = client::ServerClient::build(USER_AGENT, |b| {
+        let clients = gate_http::ServerClient::build(USER_AGENT, |b| {
             b.connect_timeout(config.connect_timeout)
                 .timeout(config.request_timeout)
         })
@@ -250,7 +250,7 @@ impl SlotTerminal for HttpTerminal {
 
     async fn lookup(&self, op_key: &str, request: &[u8]) -> LookupOutcome {
         let fields = RequestFields::of(request);
-        client::lookup(self.lookup_request(op_key), &self.answers(&fields)).await
+        gate_http::lookup(self.lookup_request(op_key), &self.answers(&fields)).await
     }
 
     async fn show_lookup_at(
@@ -261,14 +261,16 @@ impl SlotTerminal for HttpTerminal {
     ) -> Option<String> {
         let fields = RequestFields::of(request);
         let answers = self.answers(&fields);
-        Some(match client::exchange(self.lookup_request(op_key)).await {
-            Ok(received) => format!(
-                "the terminal answered {}:\n{}",
-                gate::idempotency_key::describe(&received.answer()),
-                for_the_operator(&received.body, &answers.secrets)
-            ),
-            Err(failure) => format!("the lookup got no answer ({failure:?})"),
-        })
+        Some(
+            match gate_http::exchange(self.lookup_request(op_key)).await {
+                Ok(received) => format!(
+                    "the terminal answered {}:\n{}",
+                    gate::idempotency_key::describe(&received.answer()),
+                    for_the_operator(&received.body, &answers.secrets)
+                ),
+                Err(failure) => format!("the lookup got no answer ({failure:?})"),
+            },
+        )
     }
 }
 

@@ -59,5 +59,5 @@ pub trait SlotTerminal: Send + Sync {
 }
 
 /// Whether `url` may be used as the terminal's base URL: the core's rule for any server's
-/// (`gate::idempotency_key::client::base_url_allowed`).
-pub use gate::idempotency_key::client::base_url_allowed;
+/// (`gate_http::base_url_allowed`).
+pub use gate_http::base_url_allowed;

@@ -8,7 +8,7 @@ use super::{TerminalApi, TerminalPolicy};
 use crate::notification::MAX_TERMINAL_CHARS;
 use crate::terminal::base_url_allowed;
 use gate::idempotency_key::{IdFormat, IdFormatError, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN};
-use gate::lambda::secret_arn_valid;
+use gate_lambda::secret_arn_valid;
 
 /// One terminal of `TERMINALS`, validated (see the module docs for each field).
 #[derive(Debug, Clone, PartialEq, Eq)]

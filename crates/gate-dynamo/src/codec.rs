@@ -1,0 +1,647 @@
+//! Over 600 lines only with its unit tests (from `mod tests` on, about 250 lines): the codec is
+//! one concern, and its tests sit beside the layout they pin.
+//!
+//! The item codec: an [`IdempotencyRecord`], an [`InFlightEntry`] and a [`BusinessRow`] as
+//! DynamoDB items and back, a line of a record's audit history ([`AuditEntry`], the list
+//! attribute `history`), and the `InFlight` query's opaque cursor.
+//!
+//! Units, never mixed: `expires_at` is **epoch seconds**; `lease_until`, `created_at`,
+//! `updated_at` and the business row's time ([`RowColumns::written_at`]) are **epoch
+//! milliseconds**.
+
+use std::collections::{BTreeSet, HashMap};
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+
+use super::schema::{
+    EFFECT_ID, EFFECT_IDS, LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS, ROUTE_PENDING_MARK,
+};
+use gate::record::{BusinessRow, IdempotencyRecord, Labels, RecordStatus, RowColumns};
+use gate::store::audit::AuditEntry;
+use gate::store::{InFlightEntry, StoreError};
+
+/// The `ExclusiveStartKey` of the `InFlight` GSI (table key + index key), as the opaque cursor.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Cursor {
+    pk: String,
+    inflight_shard: String,
+    /// Epoch ms, as DynamoDB's number string.
+    created_at: String,
+}
+
+pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> Result<String, StoreError> {
+    let cursor = Cursor {
+        pk: req_s(key, "pk")?,
+        inflight_shard: req_s(key, "inflight_shard")?,
+        created_at: req_n(key, "created_at")?.to_string(),
+    };
+    serde_json::to_string(&cursor).map_err(|e| StoreError::Corrupt(format!("cursor: {e}")))
+}
+
+pub(crate) fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    let c: Cursor = serde_json::from_str(cursor)
+        .map_err(|e| StoreError::Corrupt(format!("invalid stale_in_flight cursor: {e}")))?;
+    Ok(HashMap::from([
+        ("pk".to_string(), s(&c.pk)),
+        ("inflight_shard".to_string(), s(&c.inflight_shard)),
+        ("created_at".to_string(), AttributeValue::N(c.created_at)),
+    ]))
+}
+
+/// An idempotency record as a DynamoDB item. Optional fields that are `None` (and an empty
+/// `effect_ids`: DynamoDB has no empty sets) are left out. `expires_at` is epoch **seconds**;
+/// `lease_until`, `created_at`, `updated_at` are epoch **milliseconds**; `request` is binary.
+pub fn record_to_item(record: &IdempotencyRecord) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([
+        ("pk".to_string(), s(&record.pk)),
+        ("event_key".to_string(), s(&record.event_key)),
+        ("status".to_string(), s(record.status.as_str())),
+        ("fingerprint".to_string(), s(&record.fingerprint)),
+        ("op_key".to_string(), s(&record.op_key)),
+        ("created_at".to_string(), num(record.created_at_ms)),
+        ("updated_at".to_string(), num(record.updated_at_ms)),
+        ("expires_at".to_string(), num(record.expires_at_s)),
+    ]);
+    insert_labels(&mut item, &record.labels);
+    let optional = [
+        ("lease_owner", record.lease_owner.as_deref().map(s)),
+        ("lease_until", record.lease_until_ms.map(num)),
+        (EFFECT_ID, record.effect_id.as_deref().map(s)),
+        ("inflight_shard", record.inflight_shard.as_deref().map(s)),
+        ("error", record.error.as_deref().map(s)),
+        (
+            "request",
+            (!record.request.is_empty())
+                .then(|| AttributeValue::B(Blob::new(record.request.clone()))),
+        ),
+        (
+            "route_pending",
+            record.route_pending.then(|| s(ROUTE_PENDING_MARK)),
+        ),
+        (
+            EFFECT_IDS,
+            (!record.effect_ids.is_empty())
+                .then(|| AttributeValue::Ss(record.effect_ids.iter().cloned().collect())),
+        ),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            item.insert(name.to_string(), value);
+        }
+    }
+    item
+}
+
+/// Reads an idempotency record from a DynamoDB item (the inverse of [`record_to_item`]).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when a required attribute is missing, an attribute has the wrong type,
+/// a number is not an `i64`, or `status` is not one of `in_flight|committed|failed|manual`.
+pub fn record_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<IdempotencyRecord, StoreError> {
+    let pk = req_s(item, "pk")?;
+    let status_raw = req_s(item, "status")?;
+    let status = RecordStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    let request = match item.get("request") {
+        Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
+        Some(_) => return Err(corrupt_type(item, "request", "B")),
+        // Removed once the record leaves `in_flight` (data minimisation: it holds the PIN).
+        None => Vec::new(),
+    };
+    // The ids under both names, the union is the record's ids:
+    // an item written before the rename holds legacy `slot_ids`,
+    // and a newer write may have added to `effect_ids` beside the legacy set.
+    let mut effect_ids = BTreeSet::new();
+    for name in [EFFECT_IDS, LEGACY_EFFECT_IDS] {
+        match item.get(name) {
+            Some(AttributeValue::Ss(ids)) => effect_ids.extend(ids.iter().cloned()),
+            Some(_) => return Err(corrupt_type(item, name, "SS")),
+            None => {}
+        }
+    }
+    Ok(IdempotencyRecord {
+        event_key: req_s(item, "event_key")?,
+        status,
+        fingerprint: req_s(item, "fingerprint")?,
+        request,
+        op_key: req_s(item, "op_key")?,
+        lease_owner: opt_s(item, "lease_owner")?,
+        lease_until_ms: opt_n(item, "lease_until")?,
+        created_at_ms: req_n(item, "created_at")?,
+        updated_at_ms: req_n(item, "updated_at")?,
+        expires_at_s: req_n(item, "expires_at")?,
+        effect_id: match opt_s(item, EFFECT_ID)? {
+            Some(id) => Some(id),
+            None => opt_s(item, LEGACY_EFFECT_ID)?,
+        },
+        effect_ids,
+        inflight_shard: opt_s(item, "inflight_shard")?,
+        error: opt_s(item, "error")?,
+        route_pending: match item.get("route_pending") {
+            None => false,
+            Some(AttributeValue::S(_)) => true,
+            Some(_) => return Err(corrupt_type(item, "route_pending", "S")),
+        },
+        labels: labels_of(item, &[]),
+        pk,
+    })
+}
+
+/// An item of the `InFlight` index (its keys plus [`INFLIGHT_PROJECTED_ATTRIBUTES`]) as an
+/// [`InFlightEntry`]. A full table item reads as well.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when an attribute is missing or of the wrong type.
+pub(crate) fn in_flight_entry_from_item(
+    item: &HashMap<String, AttributeValue>,
+) -> Result<InFlightEntry, StoreError> {
+    let pk = req_s(item, "pk")?;
+    let status_raw = req_s(item, "status")?;
+    let status = RecordStatus::parse(&status_raw)
+        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    Ok(InFlightEntry {
+        event_key: req_s(item, "event_key")?,
+        status,
+        lease_owner: opt_s(item, "lease_owner")?,
+        lease_until_ms: opt_n(item, "lease_until")?,
+        created_at_ms: req_n(item, "created_at")?,
+        expires_at_s: req_n(item, "expires_at")?,
+        pk,
+    })
+}
+
+/// A business row as a DynamoDB item laid out with `columns` (the integration's names): the
+/// event key (S) under [`RowColumns::event_key`], the effect id (S) under
+/// [`RowColumns::effect_id`], the time (N, epoch **milliseconds**) under
+/// [`RowColumns::written_at`], and one string attribute per label.
+pub fn row_to_item(row: &BusinessRow, columns: &RowColumns) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([
+        (columns.event_key.to_string(), s(&row.source_event)),
+        (columns.effect_id.to_string(), s(&row.effect_id)),
+        (columns.written_at.to_string(), num(row.written_at_ms)),
+    ]);
+    insert_labels(&mut item, &row.labels);
+    item
+}
+
+/// Reads a business row from a DynamoDB item laid out with `columns` (the inverse of
+/// [`row_to_item`]). A row an older gate wrote ([`RowColumns::LEGACY`]: the effect id under
+/// `slot_id`, the time under `booked_at`) reads the same. Such a row is recognised when the
+/// item lacks the configured effect id (a string) or time (a number) while it has the legacy
+/// ones: then the whole row is read under the legacy names, and an attribute
+/// of a configured name is one of its labels (the previous release reserved neither
+/// `written_at` nor an integration's new names). One decision for the item, from both
+/// columns ([`row_layout`]): a label of the legacy row named like the configured effect id stays a
+/// label. Every other string attribute (none of the columns read nor of
+/// [`RECORD_ATTRIBUTES`], which hold the legacy names) is a label.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when an attribute is missing or has the wrong type.
+pub fn row_from_item(
+    item: &HashMap<String, AttributeValue>,
+    columns: &RowColumns,
+) -> Result<BusinessRow, StoreError> {
+    let layout = row_layout(item, columns);
+    Ok(BusinessRow {
+        source_event: req_s(item, layout.event_key)?,
+        effect_id: req_s(item, layout.effect_id)?,
+        written_at_ms: req_n(item, layout.written_at)?,
+        labels: labels_of(item, &layout.names()),
+    })
+}
+
+/// The names a business row's `item` is laid out with: `columns`, or, for a row an older gate
+/// wrote (not both a string under `columns.effect_id` and a number under `columns.written_at`,
+/// but a string under the legacy effect id and a number under the legacy time),
+/// [`RowColumns::LEGACY`] with `columns`' key (the table's key is never renamed). Both columns
+/// are looked at, so an integration that keeps one legacy name (`{charge_id, booked_at}`) still
+/// reads its older rows.
+fn row_layout(item: &HashMap<String, AttributeValue>, columns: &RowColumns) -> RowColumns {
+    let legacy = RowColumns::LEGACY;
+    let laid_out = |c: &RowColumns| {
+        matches!(item.get(c.effect_id), Some(AttributeValue::S(_)))
+            && matches!(item.get(c.written_at), Some(AttributeValue::N(_)))
+    };
+    let older = !laid_out(columns) && laid_out(&legacy);
+    if older {
+        RowColumns {
+            event_key: columns.event_key,
+            ..legacy
+        }
+    } else {
+        *columns
+    }
+}
+
+/// The effect id of a business row's item laid out with `columns` (or, an older gate's row, the
+/// legacy names: [`row_layout`]), if it holds one as a string.
+pub(crate) fn row_effect_id(
+    item: &HashMap<String, AttributeValue>,
+    columns: &RowColumns,
+) -> Option<String> {
+    item.get(row_layout(item, columns).effect_id)
+        .and_then(|v| v.as_s().ok())
+        .cloned()
+}
+
+/// The attributes of the store's own items; every other string attribute is a label
+/// ([`gate::record::Labels`]). One list for every adapter: [`gate::store::limits::RESERVED_NAMES`].
+pub use gate::store::limits::RESERVED_NAMES as RECORD_ATTRIBUTES;
+
+/// [`record_to_item`] of a record the store may write: refused ([`StoreError::Refused`]) when a
+/// label is named like a store attribute or the item is over DynamoDB's item limit, before any
+/// request (never a label silently dropped).
+///
+/// # Errors
+/// [`StoreError::Refused`].
+pub(crate) fn checked_record_item(
+    record: &IdempotencyRecord,
+) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    gate::store::limits::check_record(record).map_err(StoreError::Refused)?;
+    Ok(record_to_item(record))
+}
+
+/// Writes each label as a string attribute of its name, never over one of the item's own (the
+/// checked writes refuse such a label first: [`checked_record_item`], `gate::store::limits::check_row`).
+fn insert_labels(item: &mut HashMap<String, AttributeValue>, labels: &Labels) {
+    for (name, value) in labels {
+        if !RECORD_ATTRIBUTES.contains(&name.as_str()) {
+            item.entry(name.clone()).or_insert_with(|| s(value));
+        }
+    }
+}
+
+/// The labels of an item: its string attributes but the `own` ones and [`RECORD_ATTRIBUTES`].
+fn labels_of(item: &HashMap<String, AttributeValue>, own: &[&str]) -> Labels {
+    item.iter()
+        .filter(|(name, _)| {
+            !own.contains(&name.as_str()) && !RECORD_ATTRIBUTES.contains(&name.as_str())
+        })
+        .filter_map(|(name, value)| value.as_s().ok().map(|v| (name.clone(), v.clone())))
+        .collect()
+}
+
+/// One line of a record's audit history (the list attribute `history`) as a DynamoDB map
+/// `{at: N (epoch ms), who: S, action: S, detail: S}`.
+pub(crate) fn audit_entry_to_value(entry: &AuditEntry) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("at".to_string(), AttributeValue::N(entry.at_ms.to_string())),
+        ("who".to_string(), AttributeValue::S(entry.who.clone())),
+        (
+            "action".to_string(),
+            AttributeValue::S(entry.action.clone()),
+        ),
+        (
+            "detail".to_string(),
+            AttributeValue::S(entry.detail.clone()),
+        ),
+    ]))
+}
+
+/// A line of the `history` list read back.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when it is not such a map.
+pub(crate) fn audit_entry_from_value(value: &AttributeValue) -> Result<AuditEntry, StoreError> {
+    let bad = || StoreError::Corrupt("history: an entry is not {at, who, action, detail}".into());
+    let m = value.as_m().map_err(|_| bad())?;
+    let text = |k: &str| {
+        m.get(k)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .ok_or_else(bad)
+    };
+    Ok(AuditEntry {
+        at_ms: m
+            .get("at")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(bad)?,
+        who: text("who")?,
+        action: text("action")?,
+        detail: text("detail")?,
+    })
+}
+
+pub(crate) fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+pub(crate) fn num(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+pub(crate) fn item_name(item: &HashMap<String, AttributeValue>) -> String {
+    ["pk", "source_event"]
+        .iter()
+        .find_map(|k| item.get(*k).and_then(|v| v.as_s().ok()).cloned())
+        .unwrap_or_else(|| "item".to_string())
+}
+
+pub(crate) fn missing(item: &HashMap<String, AttributeValue>, name: &str) -> StoreError {
+    StoreError::Corrupt(format!("{}: attribute {name} missing", item_name(item)))
+}
+
+pub(crate) fn corrupt_type(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+    want: &str,
+) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{}: attribute {name} is not of type {want}",
+        item_name(item)
+    ))
+}
+
+pub(crate) fn opt_s(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<Option<String>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
+        Some(_) => Err(corrupt_type(item, name, "S")),
+    }
+}
+
+pub(crate) fn req_s(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<String, StoreError> {
+    opt_s(item, name)?.ok_or_else(|| missing(item, name))
+}
+
+pub(crate) fn opt_n(
+    item: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<Option<i64>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::N(v)) => v.parse::<i64>().map(Some).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "{}: attribute {name} = {v:?} is not an integer",
+                item_name(item)
+            ))
+        }),
+        Some(_) => Err(corrupt_type(item, name, "N")),
+    }
+}
+
+pub(crate) fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Result<i64, StoreError> {
+    opt_n(item, name)?.ok_or_else(|| missing(item, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> IdempotencyRecord {
+        IdempotencyRecord {
+            pk: "ect#ab".into(),
+            event_key: "ab".into(),
+            status: RecordStatus::InFlight,
+            fingerprint: "f".into(),
+            request: b"{\"pin\":\"4711\"}".to_vec(),
+            op_key: "op".into(),
+            lease_owner: Some("req-1".into()),
+            lease_until_ms: Some(1_749_441_630_000),
+            created_at_ms: 1_749_441_600_000,
+            updated_at_ms: 1_749_441_600_000,
+            expires_at_s: 1_750_651_200,
+            effect_id: None,
+            effect_ids: BTreeSet::new(),
+            inflight_shard: Some("11".into()),
+            error: None,
+            route_pending: false,
+            labels: Labels::from([
+                ("container".to_string(), "CSQU3054383".to_string()),
+                ("terminal".to_string(), "ECT-DELTA".to_string()),
+                (
+                    "window_start".to_string(),
+                    "2025-06-09T08:00:00Z".to_string(),
+                ),
+                ("window_end".to_string(), "2025-06-09T10:00:00Z".to_string()),
+            ]),
+        }
+    }
+
+    #[test]
+    fn record_round_trips_with_units() {
+        let r = record();
+        let item = record_to_item(&r);
+        assert_eq!(item["expires_at"], AttributeValue::N("1750651200".into()));
+        assert_eq!(
+            item["lease_until"],
+            AttributeValue::N("1749441630000".into())
+        );
+        assert!(matches!(item["request"], AttributeValue::B(_)));
+        assert!(!item.contains_key("effect_ids"));
+        assert!(!item.contains_key("error"));
+        assert_eq!(record_from_item(&item).unwrap(), r);
+
+        let mut full = r;
+        full.status = RecordStatus::Committed;
+        full.effect_id = Some("S1".into());
+        full.effect_ids = ["S1".to_string(), "S2".to_string()].into();
+        full.error = Some("e".into());
+        full.lease_owner = None;
+        full.lease_until_ms = None;
+        full.inflight_shard = None;
+        let item = record_to_item(&full);
+        assert!(matches!(&item["effect_ids"], AttributeValue::Ss(v) if v.len() == 2));
+        assert_eq!(item["effect_id"], s("S1"));
+        for legacy in [LEGACY_EFFECT_ID, LEGACY_EFFECT_IDS] {
+            assert!(!item.contains_key(legacy), "{legacy} is never written");
+        }
+        assert_eq!(record_from_item(&item).unwrap(), full);
+    }
+
+    /// An item in the legacy layout (`slot_id`, `slot_ids`) reads as the same record;
+    /// one a newer gate added an id to (`effect_ids` beside legacy `slot_ids`) holds both ids.
+    #[test]
+    fn an_item_in_the_layout_before_the_rename_reads_the_same() {
+        let mut committed = record();
+        committed.status = RecordStatus::Committed;
+        committed.effect_id = Some("S1".into());
+        committed.effect_ids = ["S1".to_string()].into();
+        committed.lease_until_ms = None;
+        committed.inflight_shard = None;
+        let mut old = record_to_item(&committed);
+        let id = old.remove(EFFECT_ID).unwrap();
+        let ids = old.remove(EFFECT_IDS).unwrap();
+        old.insert("slot_id".into(), id);
+        old.insert("slot_ids".into(), ids);
+        let read = record_from_item(&old).unwrap();
+        assert_eq!(read, committed, "no label named slot_id or slot_ids either");
+
+        // A second id recorded by a newer gate on the old item: the union, read once each.
+        old.insert(
+            EFFECT_IDS.into(),
+            AttributeValue::Ss(vec!["S2".into(), "S1".into()]),
+        );
+        let read = record_from_item(&old).unwrap();
+        assert_eq!(read.effect_ids, ["S1".to_string(), "S2".to_string()].into());
+        assert_eq!(read.effect_id.as_deref(), Some("S1"));
+
+        // The new name wins over the old when both are present (a commit removes the old one).
+        old.insert(EFFECT_ID.into(), s("S2"));
+        assert_eq!(
+            record_from_item(&old).unwrap().effect_id.as_deref(),
+            Some("S2")
+        );
+
+        old.insert(LEGACY_EFFECT_IDS.into(), s("not a set"));
+        assert!(matches!(
+            record_from_item(&old),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn a_business_row_round_trips_under_the_neutral_names() {
+        let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
+        let item = row_to_item(&row, &RowColumns::NEUTRAL);
+        let mut names: Vec<&str> = item.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "container",
+                "effect_id",
+                "source_event",
+                "terminal",
+                "window_end",
+                "window_start",
+                "written_at"
+            ]
+        );
+        assert_eq!(item["effect_id"], s("S1"));
+        assert_eq!(item["source_event"], s("ab"));
+        assert_eq!(
+            item["written_at"],
+            AttributeValue::N("1749441600000".into())
+        );
+        assert_eq!(row_from_item(&item, &RowColumns::NEUTRAL).unwrap(), row);
+    }
+
+    /// An integration's own layout: its names are written, nothing under the neutral or
+    /// legacy names, and the item reads back the same row with the same layout.
+    #[test]
+    fn a_business_row_round_trips_under_an_integrations_names() {
+        let columns = RowColumns {
+            event_key: "invoice_event",
+            effect_id: "charge_id",
+            written_at: "charged_at",
+        };
+        let row = BusinessRow::for_record(&record(), "ch_1", 1_749_441_600_000);
+        let item = row_to_item(&row, &columns);
+        assert_eq!(item["invoice_event"], s("ab"));
+        assert_eq!(item["charge_id"], s("ch_1"));
+        assert_eq!(
+            item["charged_at"],
+            AttributeValue::N("1749441600000".into())
+        );
+        for other in RowColumns::NEUTRAL
+            .names()
+            .into_iter()
+            .chain(LEGACY.names())
+        {
+            assert!(!item.contains_key(other), "{other} is not written");
+        }
+        assert_eq!(item.len(), 3 + row.labels.len());
+        assert_eq!(row_from_item(&item, &columns).unwrap(), row);
+        // Read with another layout, the key is missing: corrupt, never a guess.
+        assert!(matches!(
+            row_from_item(&item, &RowColumns::NEUTRAL),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    const LEGACY: RowColumns = RowColumns::LEGACY;
+
+    /// The legacy layout (the deployed bookings tables' names, which an integration may keep)
+    /// writes exactly those names and reads back.
+    #[test]
+    fn the_legacy_layout_writes_the_deployed_names() {
+        assert_eq!(
+            LEGACY.names(),
+            ["source_event", LEGACY_EFFECT_ID, "booked_at"]
+        );
+        let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
+        let item = row_to_item(&row, &LEGACY);
+        assert_eq!(item["source_event"], s("ab"));
+        assert_eq!(item[LEGACY_EFFECT_ID], s("S1"));
+        assert_eq!(item["booked_at"], AttributeValue::N("1749441600000".into()));
+        assert!(!item.contains_key("effect_id") && !item.contains_key("written_at"));
+        assert_eq!(row_from_item(&item, &LEGACY).unwrap(), row);
+    }
+
+    /// A row an older gate wrote ([`RowColumns::LEGACY`]) reads the same under the neutral
+    /// names and under an integration's own, with no label named after a legacy column; the
+    /// configured name wins when both are present.
+    #[test]
+    fn a_row_written_by_an_older_gate_reads_under_any_names() {
+        let row = BusinessRow::for_record(&record(), "S1", 1_749_441_600_000);
+        let old = row_to_item(&row, &LEGACY);
+        let custom = RowColumns {
+            event_key: "source_event",
+            effect_id: "charge_id",
+            written_at: "charged_at",
+        };
+        for columns in [RowColumns::NEUTRAL, custom] {
+            assert_eq!(row_from_item(&old, &columns).unwrap(), row, "{columns:?}");
+        }
+        let mut both = old.clone();
+        both.insert("effect_id".into(), s("S2"));
+        both.insert("written_at".into(), num(7));
+        let read = row_from_item(&both, &RowColumns::NEUTRAL).unwrap();
+        assert_eq!((read.effect_id.as_str(), read.written_at_ms), ("S2", 7));
+        assert_eq!(read.labels, row.labels);
+
+        // A row with neither layout's effect id: corrupt, naming the configured column.
+        let mut neither = old;
+        neither.remove(LEGACY.effect_id);
+        assert!(matches!(
+            row_from_item(&neither, &RowColumns::NEUTRAL),
+            Err(StoreError::Corrupt(m)) if m.contains("effect_id")
+        ));
+    }
+
+    #[test]
+    fn unreadable_items_are_corrupt() {
+        let mut item = record_to_item(&record());
+        item.insert("status".into(), s("pending"));
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+        let mut item = record_to_item(&record());
+        item.insert("created_at".into(), s("yesterday"));
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+        let mut item = record_to_item(&record());
+        item.remove("fingerprint");
+        assert!(matches!(
+            record_from_item(&item),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn cursor_round_trips() {
+        let key = HashMap::from([
+            ("pk".to_string(), s("ect#ab")),
+            ("inflight_shard".to_string(), s("07")),
+            ("created_at".to_string(), num(42)),
+        ]);
+        let c = encode_cursor(&key).unwrap();
+        assert_eq!(decode_cursor(&c).unwrap(), key);
+        assert!(matches!(decode_cursor("nope"), Err(StoreError::Corrupt(_))));
+    }
+}

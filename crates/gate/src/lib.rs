@@ -1,0 +1,50 @@
+//! The exactly-once gate's core: turns an at-least-once SQS feed into exactly-once side effects,
+//! for any integration that implements [`Integration`]. It holds the engine and the ports and
+//! builds without the AWS SDK, a database driver, the Lambda runtime or an HTTP stack; the
+//! adapters are crates beside it, each depending on this one:
+//! `gate-dynamo` (the DynamoDB store, the SQS manual queue), `gate-postgres` (the PostgreSQL
+//! store), `gate-http` (the `Idempotency-Key` client on reqwest), `gate-lambda` (the Lambda
+//! wiring: configuration, init errors, EMF, secrets) and `gate-testkit` (the conformance suite,
+//! the harness, an `Idempotency-Key` server). `docs/ARCHITECTURE.md` gives the picture.
+//!
+//! Modules:
+//! * [`integration`]: the [`Integration`] trait; [`effect`]: the side effect's answers;
+//!   [`idempotency_key`]: the `Idempotency-Key` contract, every answer classified;
+//! * [`keys`]: event key, operation key, fingerprint; [`record`]: the idempotency record;
+//! * [`store`]: the store port with the memory adapter; [`manual`]: the manual queue port;
+//!   [`clock`]: the clock port;
+//! * [`Gate`] and [`consumer`]: the consumer's steps; [`decision`]: the one decision for a held
+//!   record; [`routing`]: routing to a person exactly once; [`reconciler`]: stranded records;
+//! * [`operator`]: an operator's finish and cancel; [`purge`]: deleting what an operator asks;
+//! * [`signals`]: the four signals and their alarms;
+//! * [`fields`], [`strict_json`], [`ijson`]: an event body read strictly, field by field;
+//! * [`secret`]: a secret's text, redacted; [`prelude`]: what an integration's code names.
+#![warn(missing_docs)]
+pub mod clock;
+pub mod consumer;
+pub mod decision;
+pub mod effect;
+pub mod fields;
+mod gate;
+pub mod idempotency_key;
+pub mod ijson;
+pub mod integration;
+pub mod keys;
+pub mod manual;
+pub mod operator;
+pub mod prelude;
+pub mod purge;
+pub mod reconciler;
+pub mod record;
+pub mod routing;
+pub mod secret;
+pub mod signals;
+pub mod store;
+pub mod strict_json;
+
+pub use consumer::RecordOutcome;
+pub use gate::{
+    min_deadline_margin_ms, Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS,
+    EXTENSION_HEADROOM_MS,
+};
+pub use integration::{Event, Held, Integration, Parsed, Rejection};

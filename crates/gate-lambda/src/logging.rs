@@ -19,9 +19,13 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
-/// The targets whose events follow the configured level: the gate library and the functions.
+/// The targets whose events follow the configured level: the gate's crates and the functions.
 const OWN_TARGETS: &[&str] = &[
     "gate",
+    "gate_dynamo",
+    "gate_postgres",
+    "gate_http",
+    "gate_lambda",
     "consumer",
     "reconciler",
     "metrics_publisher",
@@ -104,6 +108,9 @@ mod tests {
     fn other_crates_stay_at_info() {
         assert!(allowed_target("gate::consumer", Level::TRACE));
         assert!(allowed_target("gate", Level::DEBUG));
+        assert!(allowed_target("gate_lambda::runner", Level::TRACE));
+        assert!(allowed_target("gate_dynamo", Level::DEBUG));
+        assert!(!allowed_target("gate_other", Level::DEBUG));
         assert!(allowed_target("reconciler", Level::TRACE));
         assert!(!allowed_target("gatekeeper", Level::TRACE));
         assert!(!allowed_target(

@@ -68,7 +68,10 @@ impl Integration for Declarations {
                 })
             }
         };
-        let declaration = value["declaration"].as_str().unwrap_or_default().to_string();
+        let declaration = value["declaration"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let version = value["version"].as_i64().unwrap_or_default();
         Parsed::Event(Event {
             key_material: format!("{declaration}#{version}"),
@@ -181,7 +184,10 @@ impl World {
 
 #[tokio::test]
 async fn a_refused_or_declined_event_releases_its_natural_key_for_the_corrected_one() {
-    for (first_amount, reason) in [(-5, ManualReason::ServerRejected), (402, ManualReason::Declined)] {
+    for (first_amount, reason) in [
+        (-5, ManualReason::ServerRejected),
+        (402, ManualReason::Declined),
+    ] {
         let w = World::new();
         assert_eq!(
             w.deliver("D-1", 1, first_amount).await,

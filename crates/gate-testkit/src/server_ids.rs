@@ -155,10 +155,11 @@ fn lay_out(hir: &Hir, out: &mut Vec<Piece>) -> Result<(), String> {
                 lay_out(part, out)?;
             }
         }
-        HirKind::Alternation(branches) => match branches.first() {
-            Some(first) => lay_out(first, out)?,
-            None => {}
-        },
+        HirKind::Alternation(branches) => {
+            if let Some(first) = branches.first() {
+                lay_out(first, out)?;
+            }
+        }
     }
     Ok(())
 }

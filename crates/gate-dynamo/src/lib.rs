@@ -61,6 +61,7 @@ mod errors;
 mod guard;
 mod index;
 mod lost_answer;
+mod release;
 mod replication;
 mod schema;
 pub mod sqs;
@@ -498,6 +499,21 @@ impl IdempotencyStore for DynamoStore {
             }
             Err(err) => Err(map_sdk_error("finish (UpdateItem)", err)),
         }
+    }
+
+    /// One `TransactWriteItems`: the finish and the natural key's release (`release.rs`).
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        self.finish_releasing(record, owner, status, error, item, natural_key, now_ms)
+            .await
     }
 
     /// One conditional `UpdateItem` on `route_pending AND lease_owner = :owner`: removes

@@ -64,6 +64,7 @@ mod codec;
 mod config;
 mod errors;
 mod operator;
+mod release;
 mod reserve_guard;
 mod schema;
 pub mod tls;
@@ -672,6 +673,21 @@ impl IdempotencyStore for PostgresStore {
         Err(StoreError::Unavailable(format!(
             "finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
         )))
+    }
+
+    /// One statement: the finish and the natural key's release (`release.rs`).
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        self.finish_releasing(record, owner, status, error, item, natural_key, now_ms)
+            .await
     }
 
     /// One conditional `UPDATE` on `route_pending AND lease_owner = :owner`, clearing the mark,

@@ -203,6 +203,7 @@ mod types {
     pub const RELEASE: &[Type] = &[T, T, I];
     pub const EXTEND: &[Type] = &[T, T, I, I];
     pub const FINISH: &[Type] = &[T, T, T, T, Type::BYTEA, I, Type::BOOL];
+    pub const FINISH_RELEASE: &[Type] = &[T, T, T, T, Type::BYTEA, I, T, T, I];
     pub const ROUTED: &[Type] = &[T, T, I];
     pub const RECORD_EFFECT_ID: &[Type] = &[T, T, I];
     pub const GET: &[Type] = &[T];
@@ -230,6 +231,7 @@ pub(crate) struct Statements {
     pub release: Sql,
     pub extend: Sql,
     pub finish: Sql,
+    pub finish_release: Sql,
     pub routed: Sql,
     pub record_effect_id: Sql,
     pub get: Sql,
@@ -372,6 +374,25 @@ impl Statements {
                      AND (NOT $7::boolean OR cardinality(effect_ids) = 0) \
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM done) AS finished, e.* FROM {}",
+                existing_unless("done")
+            )),
+            // The finish (lease guard) and, only where it wrote a record holding no effect id,
+            // the natural key's release: its row's expires_at moved to $9 (the second before
+            // now) while it names the record's event key. One statement, one transaction.
+            // $1..$6 as the finish's, $7 the natural key's pk, $8 the event key, $9 released (s).
+            finish_release: Sql::new(types::FINISH_RELEASE, format!(
+                "WITH done AS ( \
+                   UPDATE {t} SET status = $3, error = $4, request = $5, route_pending = true, \
+                     updated_at_ms = $6 \
+                   WHERE pk = $1 AND status = 'in_flight' AND lease_owner = $2 \
+                   RETURNING cardinality(effect_ids) AS effects), \
+                 released AS ( \
+                   UPDATE {n} SET expires_at_s = $9 \
+                   WHERE pk = $7 AND event_key = $8 \
+                     AND EXISTS (SELECT 1 FROM done WHERE effects = 0) \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM done) AS finished, \
+                        (SELECT count(*) FROM released) AS released, e.* FROM {}",
                 existing_unless("done")
             )),
             // $1 pk, $2 owner, $3 now (ms).

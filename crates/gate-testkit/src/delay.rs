@@ -93,6 +93,21 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
             .finish(pk, owner, status, error, item, guard, now)
             .await
     }
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        self.pause.pause().await;
+        self.inner
+            .finish_without_effect(record, owner, status, error, item, natural_key, now)
+            .await
+    }
     async fn routed(&self, pk: &str, owner: &str, now: i64) -> Result<bool, StoreError> {
         self.pause.pause().await;
         self.inner.routed(pk, owner, now).await

@@ -337,6 +337,38 @@ impl IdempotencyStore for FaultyStore {
         .await
     }
 
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        {
+            let mut st = self.lock();
+            if st.failing_finishes > 0 {
+                st.failing_finishes -= 1;
+                return Err(StoreError::Unavailable("injected: finish failed".into()));
+            }
+        }
+        self.maybe_stall(owner).await;
+        self.write(owner, || {
+            self.inner.finish_without_effect(
+                record,
+                owner,
+                status,
+                error,
+                item,
+                natural_key,
+                now_ms,
+            )
+        })
+        .await
+    }
+
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
         self.write(owner, || self.inner.routed(pk, owner, now_ms))
             .await

@@ -80,6 +80,7 @@ mod race;
 mod recorder;
 mod server;
 mod server_config;
+mod server_ids;
 mod skew;
 mod totals;
 
@@ -97,6 +98,7 @@ pub use server::{
     normalize_key, Answer, AnswerFn, Counters, Faults, IdempotencyServer, MismatchAnswer,
     ServerConfig,
 };
+pub use server_ids::{IdMaker, IdShapeError, MIN_IDS};
 pub use skew::SkewedClock;
 pub use totals::{run_parallel, Totals};
 

@@ -241,7 +241,15 @@ impl Core {
     fn work(&self, key: &str, fingerprint: Fingerprint, body: &[u8]) -> Reply {
         let mut st = self.lock();
         st.counters.works += 1;
-        let id = format!("{}-{:06}", self.config.id_prefix, st.made + 1);
+        let Some(id) = self.config.effect_id(st.made as u64 + 1) else {
+            // Past what the declared format holds: no effect, nothing stored.
+            return Reply::problem(
+                500,
+                "effect_ids_exhausted",
+                "Effect ids exhausted",
+                "the declared effect-id format holds no more ids",
+            );
+        };
         let answer = (self.config.answer)(body, &id);
         let effect = (200..300).contains(&answer.status);
         if effect {

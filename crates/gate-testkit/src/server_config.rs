@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::server_ids::{IdMaker, IdShapeError};
+use gate::idempotency_key::IdFormat;
+
 /// Content type of a JSON answer.
 pub const CONTENT_TYPE_JSON: &str = "application/json";
 /// Content type of an RFC 9457 problem document.
@@ -74,8 +77,12 @@ pub struct ServerConfig {
     pub path: String,
     /// The name of the effect id in the default answer (`201 {"<id_field>": "<id>"}`).
     pub id_field: String,
-    /// Effect ids are `{id_prefix}-{n:06}`, `n` from 1 in the order effects are made.
+    /// Effect ids are `{id_prefix}-{n:06}`, `n` from 1 in the order effects are made, unless
+    /// `ids` is set.
     pub id_prefix: String,
+    /// Effect ids in a declared format instead ([`ServerConfig::id_format`]): the n-th effect
+    /// gets [`IdMaker::id`]`(n)`.
+    pub ids: Option<IdMaker>,
     /// Shapes the answer of the work ([`ServerConfig::answer`]).
     pub answer: AnswerFn,
     /// The answer to a key reused with another body.
@@ -95,6 +102,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("path", &self.path)
             .field("id_field", &self.id_field)
             .field("id_prefix", &self.id_prefix)
+            .field("ids", &self.ids.as_ref().map(IdMaker::format))
             .field("mismatch", &self.mismatch)
             .field("retention_ms", &self.retention_ms)
             .field("lookup", &self.lookup)
@@ -113,6 +121,7 @@ impl ServerConfig {
             path: path.into(),
             id_field,
             id_prefix: "E".to_string(),
+            ids: None,
             answer: Arc::new(move |_, id| Answer {
                 status: 201,
                 body: json!({ field.as_str(): id }),
@@ -135,6 +144,26 @@ impl ServerConfig {
     pub fn id_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.id_prefix = prefix.into();
         self
+    }
+
+    /// Effect ids in the format an integration declares for its server (the same
+    /// [`IdFormat`] its answer reader checks ids against): the n-th effect's id is the n-th id
+    /// of the pattern ([`IdMaker`]), e.g. `MRN[0-9]{6}` gives `MRN000001`, `MRN000002`, ...
+    ///
+    /// # Errors
+    /// [`IdShapeError`]: a pattern the server cannot make ids of, or one holding fewer than
+    /// [`crate::MIN_IDS`] within its maximum length.
+    pub fn id_format(mut self, format: &IdFormat) -> Result<Self, IdShapeError> {
+        self.ids = Some(IdMaker::new(format)?);
+        Ok(self)
+    }
+
+    /// The id of the n-th effect made (n from 1); `None` past what the declared format holds.
+    pub fn effect_id(&self, n: u64) -> Option<String> {
+        match &self.ids {
+            Some(ids) => ids.id(n),
+            None => Some(format!("{}-{n:06}", self.id_prefix)),
+        }
     }
 
     /// The answer to a key reused with another body.

@@ -209,3 +209,41 @@ async fn faults_lose_the_answer_after_the_work_or_fail_before_it() {
     assert_eq!(missing.status, 400);
     assert_eq!(missing.json()["type"], "idempotency_key_missing");
 }
+
+#[tokio::test]
+async fn ids_are_issued_in_the_format_the_integration_declares() {
+    // A customs service's declaration numbers: two digits, `NL`, 14 capitals or digits.
+    let format = gate::idempotency_key::IdFormat::new("[0-9]{2}NL[0-9A-Z]{14}", 18).unwrap();
+    let config = ServerConfig::new("/charges", "mrn")
+        .id_format(&format)
+        .expect("a format the server can issue");
+    let clock = Arc::new(ManualClock::new(T0));
+    let server = IdempotencyServer::start(config, clock).await.unwrap();
+    let mut ids = Vec::new();
+    for key in ["k1", "k2", "k3"] {
+        let got = post(&server, Some(key), r#"{"amount":5}"#).await;
+        assert_eq!(got.status, 201);
+        ids.push(got.json()["mrn"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        ids,
+        [
+            "00NL00000000000001",
+            "00NL00000000000002",
+            "00NL00000000000003"
+        ]
+    );
+    for id in &ids {
+        assert_eq!(format.defect(id), None, "{id} outside the declared format");
+    }
+    // A replay answers the same id; the effects are counted under their keys.
+    let again = post(&server, Some("k2"), r#"{"amount":5}"#).await;
+    assert_eq!(again.json()["mrn"], ids[1]);
+    assert_eq!(server.effects()["k3"], vec![ids[2].clone()]);
+
+    // A format too narrow for a server's ids is refused where the server is configured.
+    let narrow = gate::idempotency_key::IdFormat::new("[0-9]{4}", 4).unwrap();
+    assert!(ServerConfig::new("/charges", "id")
+        .id_format(&narrow)
+        .is_err());
+}

@@ -147,7 +147,10 @@ impl Gate {
                     report.left_for_next_run = true;
                     break 'shards;
                 }
-                let created_before = self.clock.now_ms() - config.min_age_ms;
+                // At least `min_age_ms` old, as DEPLOYING says (`created_at <= now - min_age`;
+                // the index's bound is exclusive): with 0, a record reserved this millisecond
+                // under a live lease is examined and counted as skipped, not left unseen.
+                let created_before = (self.clock.now_ms() - config.min_age_ms).saturating_add(1);
                 let page = match index
                     .stale_in_flight(&shard, created_before, cursor.take(), config.page_size)
                     .await

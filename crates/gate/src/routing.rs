@@ -84,16 +84,7 @@ impl Gate {
         };
         let item_json = item.to_json_with(|r| self.integration.manual_reason_code(r));
         let finished = self
-            .store
-            .finish(
-                &record.pk,
-                owner,
-                status,
-                crate::store::limits::bounded_error(&detail),
-                &item_json,
-                guard,
-                self.clock.now_ms(),
-            )
+            .finish_held_record(record, owner, status, reason, &detail, &item_json, guard)
             .await;
         match finished {
             Ok(FinishOutcome::Finished) => {}
@@ -112,6 +103,41 @@ impl Gate {
         match self.send_routed(&marked, message_id, owner).await {
             Ok(_) => RecordOutcome::Manual(reason),
             Err(why) => RecordOutcome::Retry(why),
+        }
+    }
+
+    /// The finish of [`Gate::route_held_record`] at now. A record that ends without an effect
+    /// ([`ends_without_effect`]) releases its natural key in the same write
+    /// ([`IdempotencyStore::finish_without_effect`]), so a corrected event is not a collision;
+    /// any other keeps it to its expiry (a `manual` record may hold an effect nobody knows of).
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_held_record(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        reason: ManualReason,
+        detail: &str,
+        item_json: &[u8],
+        guard: FinishGuard,
+    ) -> Result<FinishOutcome, crate::store::StoreError> {
+        let now = self.clock.now_ms();
+        let error = crate::store::limits::bounded_error(detail);
+        let natural_key = match (ends_without_effect(reason), guard) {
+            (true, FinishGuard::Lease) => self.guard_key(record, now),
+            _ => None,
+        };
+        match natural_key {
+            Some(key) => {
+                self.store
+                    .finish_without_effect(record, owner, status, error, item_json, &key, now)
+                    .await
+            }
+            None => {
+                self.store
+                    .finish(&record.pk, owner, status, error, item_json, guard, now)
+                    .await
+            }
         }
     }
 
@@ -363,4 +389,17 @@ pub(crate) fn make_routing_record(
     record.status = RecordStatus::Manual;
     record.route_pending = true;
     record.error = Some(item.detail.clone());
+}
+
+/// Whether a record routed for `reason` ends without an effect, so its natural key is released:
+/// the server refused the request ([`ManualReason::ServerRejected`], a permanent 4xx) or declined
+/// it ([`ManualReason::Declined`]), or an operator cancelled a record for which no effect id was
+/// returned ([`ManualReason::Cancelled`]). Not a key reused at the server
+/// ([`ManualReason::ServerKeyMismatch`]: something is held under it), nor any routing whose
+/// effect is unknown or made.
+pub(crate) fn ends_without_effect(reason: ManualReason) -> bool {
+    matches!(
+        reason,
+        ManualReason::ServerRejected | ManualReason::Declined | ManualReason::Cancelled
+    )
 }

@@ -190,6 +190,7 @@ macro_rules! __with_conformance_cases {
             commit_over_another_recorded_effect_is_counted,
             guard_holds_the_natural_key_for_its_event_key,
             guard_outlives_a_failed_or_manual_holder,
+            finish_without_effect_releases_the_natural_key,
             commit_conditions_alone_and_together,
             concurrent_take_over_and_commit_one_wins,
             concurrent_record_effect_id_loses_none,

@@ -215,6 +215,28 @@ impl<S: IdempotencyStore + ?Sized> IdempotencyStore for Bounded<S> {
         bounded("finish", call).await
     }
 
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        let call = self.inner.finish_without_effect(
+            record,
+            owner,
+            status,
+            error,
+            item,
+            natural_key,
+            now_ms,
+        );
+        bounded("finish", call).await
+    }
+
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
         bounded("routed", self.inner.routed(pk, owner, now_ms)).await
     }

@@ -131,6 +131,45 @@ fn fits(record: &IdempotencyRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// [`IdempotencyStore::finish`] under the store's lock, and whether it wrote (`false` for a
+/// refusal, and for the retry of a finish that landed).
+#[allow(clippy::too_many_arguments)]
+fn finish_locked(
+    t: &mut Tables,
+    pk: &str,
+    owner: &str,
+    status: RecordStatus,
+    error: &str,
+    item: &[u8],
+    guard: FinishGuard,
+    now_ms: i64,
+) -> Result<(FinishOutcome, bool), StoreError> {
+    let Some(r) = t.records.get_mut(pk) else {
+        return Ok((FinishOutcome::Refused(None), false));
+    };
+    let held = r.status == RecordStatus::InFlight && r.lease_owner.as_deref() == Some(owner);
+    let guarded = match guard {
+        FinishGuard::Lease => true,
+        FinishGuard::LeaseAndNoEffect => r.effect_ids.is_empty(),
+    };
+    if !(held && guarded) {
+        if r.status == status && r.route_pending && r.lease_owner.as_deref() == Some(owner) {
+            return Ok((FinishOutcome::Finished, false));
+        }
+        return Ok((FinishOutcome::Refused(Some(Box::new(r.clone()))), false));
+    }
+    let mut after = r.clone();
+    after.status = status;
+    after.error = Some(error.to_string());
+    after.request = item.to_vec();
+    after.route_pending = true;
+    after.updated_at_ms = now_ms;
+    fits(&after)?;
+    *r = after;
+    t.reindex(pk);
+    Ok((FinishOutcome::Finished, true))
+}
+
 #[async_trait]
 impl IdempotencyStore for MemoryStore {
     async fn reserve(
@@ -308,30 +347,44 @@ impl IdempotencyStore for MemoryStore {
         now_ms: i64,
     ) -> Result<FinishOutcome, StoreError> {
         let mut t = self.lock();
-        let Some(r) = t.records.get_mut(pk) else {
-            return Ok(FinishOutcome::Refused(None));
-        };
-        let held = r.status == RecordStatus::InFlight && r.lease_owner.as_deref() == Some(owner);
-        let guarded = match guard {
-            FinishGuard::Lease => true,
-            FinishGuard::LeaseAndNoEffect => r.effect_ids.is_empty(),
-        };
-        if !(held && guarded) {
-            if r.status == status && r.route_pending && r.lease_owner.as_deref() == Some(owner) {
-                return Ok(FinishOutcome::Finished);
+        let (outcome, _) = finish_locked(&mut t, pk, owner, status, error, item, guard, now_ms)?;
+        Ok(outcome)
+    }
+
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        let mut t = self.lock();
+        let (outcome, applied) = finish_locked(
+            &mut t,
+            &record.pk,
+            owner,
+            status,
+            error,
+            item,
+            FinishGuard::Lease,
+            now_ms,
+        )?;
+        let no_effect = t
+            .records
+            .get(&record.pk)
+            .is_some_and(|r| r.effect_ids.is_empty());
+        // A key the store would refuse was never stored: nothing to release.
+        if let (true, true, Ok(nk)) = (applied, no_effect, limits::guard_pk(record, natural_key)) {
+            if let Some((holder, expires_at_s)) = t.natural_keys.get_mut(&nk) {
+                if *holder == record.event_key {
+                    *expires_at_s = crate::clock::ms_to_s(now_ms) - 1;
+                }
             }
-            return Ok(FinishOutcome::Refused(Some(Box::new(r.clone()))));
         }
-        let mut after = r.clone();
-        after.status = status;
-        after.error = Some(error.to_string());
-        after.request = item.to_vec();
-        after.route_pending = true;
-        after.updated_at_ms = now_ms;
-        fits(&after)?;
-        *r = after;
-        t.reindex(pk);
-        Ok(FinishOutcome::Finished)
+        Ok(outcome)
     }
 
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {

@@ -368,10 +368,11 @@ pub trait IdempotencyStore: Send + Sync {
     ///
     /// The holder is the event key, not the lease: a redelivery, a take-over or the reconciler
     /// resuming the same event key after a crash meets its own guard ([`GuardOutcome::Held`]);
-    /// a retried write that landed does too. The guard is never released: it stays with its
-    /// first event key until it expires (the event's end plus the key TTL), whatever that event
-    /// became (`committed`, `failed` or `manual`: a `manual` one may hold an effect nobody
-    /// knows of), so every other event key for the same natural key goes to a person.
+    /// a retried write that landed does too. The guard stays with its first event key until it
+    /// expires (the event's end plus the key TTL), whatever that event became (`committed`,
+    /// `failed` or `manual`: a `manual` one may hold an effect nobody knows of), so every other
+    /// event key for the same natural key goes to a person; unless its record ends without an
+    /// effect ([`IdempotencyStore::finish_without_effect`] releases it).
     ///
     /// Not fenced by the lease: it writes only the event key's own claim on the natural key, the
     /// same whoever of its holders writes it. It needs no transaction with the reserve (on
@@ -438,6 +439,50 @@ pub trait IdempotencyStore: Send + Sync {
         guard: FinishGuard,
         now_ms: i64,
     ) -> Result<FinishOutcome, StoreError>;
+
+    /// [`IdempotencyStore::finish`] with [`FinishGuard::Lease`] of a record that ends without an
+    /// effect (the server refused or declined it, an operator cancelled it), releasing in the
+    /// same write the natural key `natural_key` that `record.event_key` holds (its item,
+    /// [`natural_key_pk`] of `record`), so that a corrected event (another event key, the same
+    /// natural key) is not a collision. Released: the item's `expires_at` set to the second
+    /// before `now_ms`'s (epoch seconds), so the next guard of another event key takes it
+    /// ([`IdempotencyStore::guard`]'s `expires_at < :now_s`) and the store's TTL or purge deletes
+    /// it; its holder stays named.
+    ///
+    /// Atomic with the finish and fenced like it: nothing is released when the finish is refused
+    /// (a holder that lost its lease changes nothing). Released only when the record holds no
+    /// effect id (one recorded by a holder whose claim was in transit is an effect: the key stays
+    /// held, the record is finished all the same) and the item names `record.event_key` (an
+    /// absent item, or one another event key took after it expired, is left as it is). A retry
+    /// of a write that landed meets the record finished by `owner` as `status`:
+    /// [`FinishOutcome::Finished`], as the finish's.
+    ///
+    /// The default finishes without releasing (the key stays held until it expires, every other
+    /// event key for it goes to a person): for a store that cannot write both at once. The
+    /// memory, DynamoDB and PostgreSQL stores release; a wrapper forwards this method.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_without_effect(
+        &self,
+        record: &IdempotencyRecord,
+        owner: &str,
+        status: RecordStatus,
+        error: &str,
+        item: &[u8],
+        natural_key: &NaturalKey,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        let _ = natural_key;
+        self.finish(
+            &record.pk,
+            owner,
+            status,
+            error,
+            item,
+            FinishGuard::Lease,
+            now_ms,
+        )
+        .await
+    }
 
     /// Confirms that the manual item of a routing `owner` holds is in the manual queue: removes
     /// `route_pending`, the stored item, the lease and the `InFlight` shard, on condition

@@ -195,7 +195,7 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// Replace the scenario's reconciler: seconds between its sweeps (with `--min-age-s`:
-        /// `--sweep-interval-s 60 --min-age-s 120` is `sim::scenarios::FIRST_GATE_RECONCILER`).
+        /// `--sweep-interval-s 60 --min-age-s 120` is the forwarder's first gate's).
         #[arg(long)]
         sweep_interval_s: Option<i64>,
         /// Replace the scenario's reconciler: the minimum age of a record it takes, seconds.

@@ -27,7 +27,7 @@ its answer, as ``scripts/with-moto.sh`` runs moto for the tests), so the handler
 semantics. moto serves one request at a time anyway (one Python process), so the lock costs no
 throughput (docs/BENCHMARKS.md).
 
-4. A latency floor (``--latency-ms L``, issue 18's cost measurement): every answer leaves no sooner
+4. A latency floor (``--latency-ms L``, for the cost measurement): every answer leaves no sooner
 than L ms after its request arrived, measured around the whole application (the serialising lock
 included). A request moto answers within L ms therefore takes L ms, as a DynamoDB call does; moto's
 own time shows only where it exceeds L (a burst of concurrent requests queued at the lock). The

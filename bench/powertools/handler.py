@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Powertools for AWS Lambda (Python) side of the benchmark (issue 8).
+"""The Powertools for AWS Lambda (Python) side of the benchmark.
 
 An SQS handler that does what the gate does, the way most AWS teams write it with Powertools'
 idempotency utility: ``idempotent_function`` with its ``DynamoDBPersistenceLayer`` around "claim
@@ -12,7 +12,7 @@ the whole body (``payload_validation_jmespath="@"``, the counterpart of the gate
 slot claim is a plain ``urllib`` POST to the terminal simulator (Powertools has no downstream key,
 so none is sent); the booking is a plain ``PutItem``.
 
-The fair peer (issue 24 item 2, ``--atomic-booking``, or ``POWERTOOLS_ATOMIC_BOOKING=1`` in
+The fair peer (``--atomic-booking``, or ``POWERTOOLS_ATOMIC_BOOKING=1`` in
 ``lambda_function.py``): the same handler whose booking is written in one ``TransactWriteItems``
 with Powertools' completion of its record (``AtomicBookingLayer``), so that a crash between them
 cannot leave a booking without its completed record or the reverse: Powertools with the gate's

@@ -1,4 +1,4 @@
-"""The Powertools handler of ``handler.py`` as a Lambda function module (issue 18).
+"""The Powertools handler of ``handler.py`` as a Lambda function module.
 
 The harness starts it the way the managed Python runtime does: ``python -m awslambdaric
 lambda_function.lambda_handler`` against its fake Runtime API (``AWS_LAMBDA_RUNTIME_API``), with

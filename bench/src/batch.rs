@@ -1,4 +1,4 @@
-//! Batch behaviour (issue 8, item 4): the latency of a batch of 10 new records against the
+//! Batch behaviour: the latency of a batch of 10 new records against the
 //! latency of one, the records of a batch running concurrently (`max_concurrency` 10).
 //!
 //! Measured twice: on moto (one Python process: it serves requests one at a time, so concurrent

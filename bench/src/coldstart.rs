@@ -1,6 +1,5 @@
 //! A Lambda function's process under a fake Lambda Runtime API served here on loopback: cold
-//! start and footprint (issue 8, item 5; issue 18, item 1), and warm invocations for the billed
-//! duration of the cost measurement (issue 18, item 2).
+//! start and footprint, and warm invocations for the billed duration of the cost measurement.
 //!
 //! A [`Spec`] says how to start a function as Lambda would: the release consumer binary (the gate),
 //! `python -m awslambdaric lambda_function.lambda_handler` (Powertools, the runtime interface
@@ -8,19 +7,17 @@
 //! handler on `lambda_runtime`). A [`session`] spawns it with the function's environment and
 //! hands it one SQS event per `GET /2018-06-01/runtime/invocation/next`:
 //!
-//! * init: from just before the spawn to its first `next` (configuration read, clients built,
-//!   imports done, runtime loop entered); what Lambda adds before the process starts (the
-//!   sandbox, fetching the code) is not included;
+//! * init: from just before the spawn to its first `next`; what Lambda adds before the process
+//!   starts (the sandbox, fetching the code) is not included;
 //! * per invocation: the duration from the event handed out to its `POST .../response` (what
 //!   Lambda bills, before rounding up to the millisecond) and the CPU time the process used
 //!   meanwhile (the sum of `/proc/PID/task/*/schedstat` over its threads, read while it waits in
 //!   `next`: the event is handed out only after the reading);
 //! * peak RSS (`VmHWM` of `/proc/PID/status`) after the last invocation.
 //!
-//! With [`Spec::memory_mb`] the process runs in a cgroup (v1 `cpu` controller) whose CPU quota is
-//! the share Lambda gives that memory size: `memory / 1,769 MB` of one vCPU (AWS: "at 1,769 MB, a
-//! function has the equivalent of one vCPU"), over the kernel's default 100 ms period (Lambda's
-//! own period is not documented).
+//! With [`Spec::memory_mb`] the process runs in a cgroup (v1 `cpu`) whose CPU quota is the share
+//! Lambda gives that memory size: `memory / 1,769 MB` of one vCPU (AWS: "at 1,769 MB, a function
+//! has the equivalent of one vCPU"), over the kernel's default 100 ms period.
 
 use std::collections::VecDeque;
 use std::os::unix::process::CommandExt;
@@ -483,7 +480,7 @@ pub fn powertools_spec(env: &Env, tables: &(String, String)) -> Spec {
     }
 }
 
-/// The fair peer (issue 24 item 2): the Powertools function with its booking written in one
+/// The fair peer: the Powertools function with its booking written in one
 /// `TransactWriteItems` with the completion of its record (`POWERTOOLS_ATOMIC_BOOKING=1`,
 /// `bench/powertools/handler.py`, `AtomicBookingLayer`).
 pub fn fair_peer_spec(env: &Env, tables: &(String, String)) -> Spec {

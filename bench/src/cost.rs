@@ -1,8 +1,7 @@
-//! Dollars per million events (issue 18, item 2): naive, gate, Powertools and the fair peer
-//! (Powertools with its booking and the completion of its record in one transaction, issue 24
-//! item 2), each as a Lambda
-//! process under the fake Runtime API ([`crate::coldstart`]) with the CPU share of its memory
-//! size, over moto behind a 5 ms latency floor (`bench/moto_server.py --latency-ms`: a DynamoDB
+//! Dollars per million events: naive, gate, Powertools and the fair peer (Powertools with its
+//! booking and the completion of its record in one transaction), each as a Lambda process
+//! under the fake Runtime API ([`crate::coldstart`]) with the CPU share of its memory size, over
+//! moto behind a 5 ms latency floor (`bench/moto_server.py --latency-ms`: a DynamoDB
 //! call takes 5 ms, concurrent calls in parallel) and the terminal simulator.
 //!
 //! Per handler and memory size, one process: 3 unmeasured batches of 10 new events (connections

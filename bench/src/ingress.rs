@@ -1,4 +1,4 @@
-//! The webhook ingress (issue 16): its client CPU and latency per request against SQS on moto,
+//! The webhook ingress: its client CPU and latency per request against SQS on moto,
 //! and the release binary's init time under the fake Lambda Runtime API, to set next to the
 //! consumer's figures (`--parts compare,cold` in the same run).
 //!

@@ -1,25 +1,21 @@
-//! The paired measurement of the gate's client CPU against its floor (issue 24, item 5):
-//! `gate-bench --parts paired`.
+//! The paired measurement of the gate's client CPU against its floor: `gate-bench --parts paired`.
 //!
 //! The phases of `compare` run one handler after another, minutes apart; on a shared machine the
 //! load moves in between, and a ratio of two phases carries that drift. Here the gate
 //! (`Gate::handle_batch`, one delivery per batch) and the floor (`handlers::floor_one`: the same
 //! DynamoDB requests and terminal call in a bare loop) take turns delivery by delivery over the
-//! same workload, on one current-thread runtime on one thread of its own, as the functions run
-//! (`#[tokio::main(flavor = "current_thread")]`). Delivery `i` goes to both; for even `i` the gate
-//! goes first, for odd `i` the floor, so neither always runs in the other's wake. Each side has its
-//! own DynamoDB client (its own connection pool, built alike), its own tables and its own
-//! notification ids (the terminal would answer the same operation key as a replay).
+//! same workload, on one current-thread runtime on one thread of its own, as the functions run.
+//! Delivery `i` goes to both; for even `i` the gate goes first, for odd `i` the floor. Each side
+//! has its own DynamoDB client, its own tables and its own notification ids (the terminal would
+//! answer the same operation key as a replay).
 //!
 //! Around each delivery the harness reads the thread's CPU clock
-//! (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`, user + system, nanoseconds) and the process's
-//! (`CLOCK_PROCESS_CPUTIME_ID`, every thread). On a current-thread runtime the tasks the clients
-//! spawn (hyper's connection tasks) run on the thread that drives `block_on`, so the thread's
-//! clock counts the SDK's, hyper's and the gate's work; the process's clock also counts whatever
-//! ran elsewhere meanwhile (a blocking pool thread, the harness's idle multi-thread runtime), and
-//! the report prints the share of the process's CPU that was not on the measuring thread, so that
-//! no work is left uncounted unseen. moto and the terminal simulator are processes of their own
-//! and counted by neither.
+//! (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`, nanoseconds) and the process's
+//! (`CLOCK_PROCESS_CPUTIME_ID`). On a current-thread runtime the clients' tasks run on the thread
+//! that drives `block_on`, so the thread's clock counts the SDK's, hyper's and the gate's work;
+//! the report prints the share of the process's CPU that was not on the measuring thread, so
+//! that no work is left uncounted unseen. moto and the terminal simulator are processes of their
+//! own and counted by neither.
 
 use std::collections::BTreeMap;
 

@@ -152,7 +152,7 @@ type ColdFigure = fn(&crate::coldstart::ColdStart) -> f64;
 /// One part of a cost row, USD per million events.
 type CostPart = fn(&crate::cost::CostRow) -> f64;
 
-/// Cold start and cost side by side (issue 18): left, the gate's and Powertools' init, first
+/// Cold start and cost side by side: left, the gate's and Powertools' init, first
 /// cold batch of 10 and peak RSS (medians, log scale); right, dollars per million events of the
 /// naive handler, the gate and Powertools, stacked by Lambda duration, Lambda requests and
 /// DynamoDB.

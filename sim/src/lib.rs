@@ -5,7 +5,6 @@
 pub mod alarm_stats;
 pub mod bench_replay;
 pub mod dst;
-pub mod naive;
 pub mod plot;
 pub mod recovery;
 pub mod replay;

@@ -1,7 +1,7 @@
 //! Crash to commit: for every worker crash a replay injects, how long until the crashed
 //! notification's record was committed (or handed to a person), and by whom (the reconciler or
-//! the message's redelivery). `sim recovery` prints the distribution (issue 24, item 3;
-//! docs/BENCHMARKS.md, "Recovery").
+//! the message's redelivery). `sim recovery` prints the distribution
+//! (docs/BENCHMARKS.md, "Recovery").
 //!
 //! The replay runs on simulated time and every invocation is instantaneous in it, so a figure is
 //! the time from the crash to the sweep or delivery that finished the record: the lease, the wait
@@ -14,8 +14,8 @@ use serde::Serialize;
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
 
-use crate::replay::INTEGRATION;
 use crate::scenario::{CrashStep, Scenario};
+use crate::stores::INTEGRATION;
 
 /// Who finished a crashed notification's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -5,23 +5,7 @@
 //! date in a sample SQS event stays valid: any window is refused within a year one way or the
 //! other. The files in `events/` keep their dates as written; before they run on the real clock
 //! (`docs/LOCAL_RUNS.md`, `tests/tests/lambda_runtime.rs`) they are dated with [`date_event`]
-//! (`cargo run -p sim -- sample-events` writes `target/events/`):
-//!
-//! * every RFC 3339 timestamp in the file (the windows inside the bodies) and the SQS
-//!   attributes `SentTimestamp` and `ApproximateFirstReceiveTimestamp` (epoch **milliseconds**)
-//!   move by the same whole number of days, chosen so that the earliest `preferred_window.start`
-//!   falls on the day after `now` (UTC); times of day and the gaps between timestamps are kept;
-//! * each record's `md5OfBody` is recomputed (MD5 of the body, RFC 1321, as SQS computes it);
-//! * nothing else changes: message ids, receipt handles, the other fields and the file's layout
-//!   stay as written. A file without a window (the scheduled events) is returned unchanged.
-//!
-//! An API Gateway HTTP API event of a signed webhook (`events/webhook-portbase.json`: a
-//! `requestContext.http` and a `webhook-signature` header) is dated the same way and **signed
-//! again**: its body's timestamps move by whole days as above, `webhook-timestamp` becomes `now`
-//! (epoch seconds; the ingress refuses a signature more than 5 minutes old), the signature is
-//! computed again with the sample's local secret (`ingress::event::LOCAL_SAMPLE_SECRET`), and
-//! `requestContext.time`/`timeEpoch` become `now`; the webhook-id and request id stay. The file
-//! is written again as the signer writes it ([`ingress::event::SignedWebhook::http_api_event`]).
+//! (`cargo run -p sim -- sample-events` writes `target/events/`).
 //!
 //! `sim/tests/sample_events.rs` dates every file in `events/` for three instants of every day of
 //! the next five years and fails if the gate would refuse one of its notifications for its date,
@@ -248,8 +232,24 @@ fn map_json_strings(text: &str, mut map: impl FnMut(&str) -> String) -> String {
     out
 }
 
-/// The sample event `text` dated for `now_ms` (epoch ms), as the module describes: returned
-/// unchanged when no body has a window.
+/// The sample event `text` dated for `now_ms` (epoch ms): returned unchanged when no body has a
+/// window.
+///
+/// * every RFC 3339 timestamp in the file (the windows inside the bodies) and the SQS
+///   attributes `SentTimestamp` and `ApproximateFirstReceiveTimestamp` (epoch **milliseconds**)
+///   move by the same whole number of days, chosen so that the earliest `preferred_window.start`
+///   falls on the day after `now` (UTC); times of day and the gaps between timestamps are kept;
+/// * each record's `md5OfBody` is recomputed (MD5 of the body, RFC 1321, as SQS computes it);
+/// * nothing else changes: message ids, receipt handles, the other fields and the file's layout
+///   stay as written. A file without a window (the scheduled events) is returned unchanged.
+///
+/// An API Gateway HTTP API event of a signed webhook (`events/webhook-portbase.json`: a
+/// `requestContext.http` and a `webhook-signature` header) is dated the same way and **signed
+/// again**: its body's timestamps move by whole days as above, `webhook-timestamp` becomes `now`
+/// (epoch seconds; the ingress refuses a signature more than 5 minutes old), the signature is
+/// computed again with the sample's local secret (`ingress::event::LOCAL_SAMPLE_SECRET`), and
+/// `requestContext.time`/`timeEpoch` become `now`; the webhook-id and request id stay. The file
+/// is written again as the signer writes it ([`ingress::event::SignedWebhook::http_api_event`]).
 ///
 /// # Errors
 /// Not JSON, a window start that is not RFC 3339, an epoch attribute that is not an integer.

@@ -1,47 +1,12 @@
-//! Scenario files: what the outside world does in a replay. Format (JSON), documented in
-//! `docs/SIMULATION.md`:
-//!
-//! ```json
-//! {
-//!   "name": "monday-2025-06-09",
-//!   "description": "free text",
-//!   "start": "2025-06-09T05:00:00Z",
-//!   "terminals": ["ECT-DELTA"],
-//!   "queue": {"batch_size": 10, "visibility_timeout_s": 180, "max_receive_count": 5, "workers": 2},
-//!   "lambda_timeout_s": 30,
-//!   "terminal": {"supports_idempotency_key": true, "latency_ms": 0, "error_rate": 0.0,
-//!                "lose_response_rate": 0.0, "retention_hours": 24, "seed": 0},
-//!   "notifications": [
-//!     {"body": {"notificationId": "...", "equipment_number": "...", "...": "..."},
-//!      "arrivals": [0, 15, {"at_s": 15, "same_message_id": true}],
-//!      "crash": "after_claim"}
-//!   ]
-//! }
-//! ```
-//!
-//! A scenario that books at several terminals at once replaces `terminal` with `terminal_set`,
-//! one entry per terminal, each played by its own simulator (its `terminal` the same settings as
-//! above; see [`SetTerminal`]), and the gate configured for all of them (`truck_slot::terminal::several`):
-//!
-//! ```json
-//! "terminal_set": [
-//!   {"code": "ECT-DELTA", "max_concurrent_calls": 4},
-//!   {"code": "APMT-MV2", "api": "appointments-v2", "max_concurrent_calls": 1},
-//!   {"code": "RWG", "terminal": {"supports_idempotency_key": false}}
-//! ]
-//! ```
-//!
-//! Each entry of `arrivals` is one SQS message enqueued that many seconds after `start` (a new
-//! message id: Portbase re-fired or an operator replayed), or an object whose `same_message_id`
-//! makes it another copy of the previous message (SQS's own duplicate: same message id, another
-//! receipt handle). `raw_body` (a string) replaces `body` for bodies that are not JSON. `crash`
-//! (`after_reserve` or `after_claim`) kills the worker processing the notification's first
-//! delivery at that step. `webhook` (optional, `{"queue_failure_rate": 0.2,
-//! "lost_response_rate": 0.1, "retry_delays_s": [5, 300, ...], "seed": 0}`) starts each arrival
-//! at Portbase's webhook sender instead of the queue (`crate::webhook`).
+//! Scenario files: what the outside world does in a replay, as JSON. The format, field by field,
+//! is in `docs/SIMULATION.md` ("Scenario format"): the queue and the Lambda settings, the
+//! terminal (or a `terminal_set` of several, each played by its own simulator, see
+//! [`SetTerminal`]), the reconciler, and the notifications with their arrivals (a new message id
+//! each, or `same_message_id`: SQS's own duplicate), crashes and stalls. `webhook` starts each
+//! arrival at Portbase's webhook sender instead of the queue (`crate::webhook`).
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::terminal::{TerminalApi, TerminalConfig};
@@ -432,7 +397,7 @@ pub struct Scenario {
     /// Portbase's sender delivers through the ingress, retrying on `5xx` and timeouts; absent, the
     /// arrivals are SQS messages.
     #[serde(default)]
-    pub webhook: Option<crate::webhook::WebhookSettings>,
+    pub webhook: Option<WebhookSettings>,
     /// The notifications.
     pub notifications: Vec<ScenarioNotification>,
 }
@@ -513,22 +478,6 @@ impl Scenario {
         Ok(s)
     }
 
-    /// Loads `name_or_path`: a built-in scenario by name (see [`crate::scenarios::NAMES`];
-    /// `monday-2025-06-09` is the embedded incident), anything else a file path.
-    ///
-    /// # Errors
-    /// [`ScenarioError`] if the file cannot be read or parsed.
-    pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
-        if let Some(builtin) = crate::scenarios::by_name(name_or_path)? {
-            return Ok(builtin);
-        }
-        let text = std::fs::read_to_string(name_or_path).map_err(|source| ScenarioError::Read {
-            path: name_or_path.to_string(),
-            source,
-        })?;
-        Self::parse(&text)
-    }
-
     /// The incident variant where the two crashed messages are never redelivered, with the
     /// reconciler running every minute.
     ///
@@ -555,5 +504,42 @@ impl Scenario {
             .iter()
             .map(|n| n.arrivals.iter().filter(|a| !a.same_message_id()).count())
             .sum()
+    }
+}
+
+/// The Standard Webhooks reference schedule (Svix): after the first attempt, retries 5 s, 5 min,
+/// 30 min, 2 h, 5 h, 10 h and 10 h after the previous failure; 8 attempts over about 27.6 hours.
+pub const DEFAULT_RETRY_DELAYS_S: [i64; 7] = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
+
+/// The webhook front of a scenario (`"webhook": {...}`): when present, arrivals are webhooks.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Probability that one `SendMessage` of the ingress fails (answered `503`).
+    #[serde(default)]
+    pub queue_failure_rate: f64,
+    /// Probability that a `202` never reaches the sender (it times out and retries).
+    #[serde(default)]
+    pub lost_response_rate: f64,
+    /// Seconds between a failed attempt and the next; its length is the number of retries.
+    #[serde(default = "default_delays")]
+    pub retry_delays_s: Vec<i64>,
+    /// Seed of the faults' RNG.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_delays() -> Vec<i64> {
+    DEFAULT_RETRY_DELAYS_S.to_vec()
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            queue_failure_rate: 0.0,
+            lost_response_rate: 0.0,
+            retry_delays_s: default_delays(),
+            seed: 0,
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Built-in scenarios beyond the incident file: one per signal, each proving that its signal
 //! moves under its own fault (and a healthy feed to compare with). Load them by name with
-//! [`Scenario::load`](crate::scenario::Scenario::load).
+//! [`Scenario::load`] (defined here, as it knows the built-in names).
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use rand::{Rng, SeedableRng};
@@ -184,7 +184,7 @@ pub fn key_broken_for_a_week() -> Scenario {
 }
 
 /// The forwarder's volume: 14,800 notifications in the 61 days of their two months, about 243 a
-/// day (issue 24).
+/// day.
 pub const FORWARDER_VOLUME_PER_DAY: u32 = 243;
 
 /// The days of the forwarder's two months.
@@ -222,19 +222,19 @@ pub fn forwarder(days: u32, per_day: u32) -> Scenario {
     s
 }
 
-/// The reconciler as the forwarder's first gate (and this one before issue 24) scheduled it: a
-/// sweep a minute, records at least 120 s old. [`forwarder_two_months`] and `three-terminals`
-/// keep it, so that they print what they printed (with the deployed reconciler the first
-/// commits all six crashed records before their messages come back, one more duplicate, 325,
-/// and the second 67 duplicates instead of 53; slots and bookings the same);
-/// [`forwarder_recovery`] runs the deployed one.
+/// The reconciler as the forwarder's first gate scheduled it: a sweep a minute, records at least
+/// 120 s old. [`forwarder_two_months`] and `three-terminals` keep it, so that their figures stay
+/// comparable with docs/SIMULATION.md (with the deployed reconciler the first commits all six
+/// crashed records before their messages come back, one more duplicate, 325, and the second 67
+/// duplicates instead of 53; slots and bookings the same); [`forwarder_recovery`] runs the
+/// deployed one.
 pub const FIRST_GATE_RECONCILER: ReconcilerSettings = ReconcilerSettings {
     interval_s: 60,
     min_age_s: 120,
     sweep_interval_s: 60,
 };
 
-/// The forwarder's two months at their volume (issue 24): 14,823 notifications over 61 days (243
+/// The forwarder's two months at their volume: 14,823 notifications over 61 days (243
 /// a day), 2 % re-fired, six crashes after the claim, one message lost; see [`forwarder`].
 pub fn forwarder_two_months() -> Scenario {
     forwarder(FORWARDER_DAYS, FORWARDER_VOLUME_PER_DAY)
@@ -248,9 +248,8 @@ pub const RECOVERY_CRASH_EVERY: usize = 61;
 /// every [`RECOVERY_CRASH_EVERY`] notifications, the steps in turn (`after_receive`,
 /// `after_reserve`, `after_claim`, `after_commit`), and every second crash that strands a record
 /// (after the reserve or the claim; in pairs, so both steps have both) losing its message, so
-/// that only the reconciler can finish
-/// it. The reconciler as deployed (every minute, a sweep every 15 s, by lease end). `sim
-/// recovery` prints how long each crash took to finish (issue 24, item 3).
+/// that only the reconciler can finish it. The reconciler as deployed (every minute, a sweep
+/// every 15 s, by lease end). `sim recovery` prints how long each crash took to finish.
 pub fn forwarder_recovery() -> Scenario {
     forwarder_recovery_days(FORWARDER_DAYS)
 }
@@ -352,11 +351,11 @@ pub fn webhook_retries() -> Scenario {
          lost; the sender retries both, every container gets one slot.",
         notifications,
     );
-    s.webhook = Some(crate::webhook::WebhookSettings {
+    s.webhook = Some(crate::scenario::WebhookSettings {
         queue_failure_rate: 0.3,
         lost_response_rate: 0.15,
         seed: 16,
-        ..crate::webhook::WebhookSettings::default()
+        ..crate::scenario::WebhookSettings::default()
     });
     s
 }
@@ -532,8 +531,8 @@ pub fn three_terminals() -> Scenario {
         },
     ];
     s.terminals = THREE_TERMINALS.iter().map(|c| c.to_string()).collect();
-    // The reconciler as it was scheduled when this scenario was written: with the sweep every
-    // 15 s, the reconciler finishes 19 records after a terminal's 503 before their messages come
+    // The reconciler of [`FIRST_GATE_RECONCILER`], which this scenario's figures assume: with the
+    // sweep every 15 s, the reconciler finishes 19 records after a terminal's 503 before their messages come
     // back (4 before), so 14 more redeliveries are duplicates (67, not 53) and one fewer
     // delivery; slots, bookings and manual items are the same. This scenario is about
     // terminals; recovery is `forwarder-recovery`'s.
@@ -563,4 +562,22 @@ pub fn by_name(name: &str) -> Result<Option<Scenario>, ScenarioError> {
         "forwarder-recovery" => forwarder_recovery(),
         _ => return Ok(None),
     }))
+}
+
+impl Scenario {
+    /// Loads `name_or_path`: a built-in scenario by name (see [`NAMES`];
+    /// `monday-2025-06-09` is the embedded incident), anything else a file path.
+    ///
+    /// # Errors
+    /// [`ScenarioError`] if the file cannot be read or parsed.
+    pub fn load(name_or_path: &str) -> Result<Self, ScenarioError> {
+        if let Some(builtin) = by_name(name_or_path)? {
+            return Ok(builtin);
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|source| ScenarioError::Read {
+            path: name_or_path.to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
 }

@@ -192,8 +192,8 @@ impl<T: Clone> Queue<T> {
     /// DLQ instead (and does not count towards `max`). Returns `(index, receipt)` pairs; the
     /// receipt is the receive count, which [`Queue::delete`] must present.
     pub fn receive(&mut self, now: i64, max: usize, order: ReceiveOrder<'_>) -> Vec<(usize, u32)> {
-        // Oldest first is the index's own order; a shuffle starts from send order, as it did when
-        // this was a scan of every copy (so a seed's schedule stays what it was).
+        // Oldest first is the index's own order; a shuffle starts from send order (the pinned
+        // seeds' schedules depend on it).
         let mut visible: Vec<usize> = self
             .live
             .range(..=(now, usize::MAX))

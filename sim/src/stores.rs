@@ -11,6 +11,10 @@ use gate::store::Store;
 use gate_dynamo::{create_tables, DynamoStore};
 use gate_postgres::PostgresStore;
 
+/// The integration name every replay, simulation and benchmark of the simulator keys its records
+/// under (the record key prefix).
+pub const INTEGRATION: &str = "ect-delta-slots";
+
 /// Which store a replay uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreKind {

@@ -30,46 +30,10 @@ use ingress::handler::{Ingress, NotificationQueue, QueueError, Secrets};
 use ingress::signature::{SecretSet, WebhookSecret};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::scenario::Scenario;
-
-/// The Standard Webhooks reference schedule (Svix): after the first attempt, retries 5 s, 5 min,
-/// 30 min, 2 h, 5 h, 10 h and 10 h after the previous failure; 8 attempts over about 27.6 hours.
-pub const DEFAULT_RETRY_DELAYS_S: [i64; 7] = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
-
-/// The webhook front of a scenario (`"webhook": {...}`): when present, arrivals are webhooks.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookSettings {
-    /// Probability that one `SendMessage` of the ingress fails (answered `503`).
-    #[serde(default)]
-    pub queue_failure_rate: f64,
-    /// Probability that a `202` never reaches the sender (it times out and retries).
-    #[serde(default)]
-    pub lost_response_rate: f64,
-    /// Seconds between a failed attempt and the next; its length is the number of retries.
-    #[serde(default = "default_delays")]
-    pub retry_delays_s: Vec<i64>,
-    /// Seed of the faults' RNG.
-    #[serde(default)]
-    pub seed: u64,
-}
-
-fn default_delays() -> Vec<i64> {
-    DEFAULT_RETRY_DELAYS_S.to_vec()
-}
-
-impl Default for WebhookSettings {
-    fn default() -> Self {
-        Self {
-            queue_failure_rate: 0.0,
-            lost_response_rate: 0.0,
-            retry_delays_s: default_delays(),
-            seed: 0,
-        }
-    }
-}
+pub use crate::scenario::{WebhookSettings, DEFAULT_RETRY_DELAYS_S};
 
 /// What the webhook leg did, counted from the sender's and the queue's side.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]

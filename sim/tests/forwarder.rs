@@ -1,4 +1,4 @@
-//! The forwarder's two months (issue 24): 61 days at their volume through the gate, 2 %
+//! The forwarder's two months: 61 days at their volume through the gate, 2 %
 //! re-fired, six workers crashing after the claim, one of whose messages never comes back. The
 //! right figures: one slot and one booking per notification (no extra effect), the six crashed
 //! records committed with the slot their worker claimed, nothing left `in_flight`, no alarm.
@@ -22,7 +22,7 @@ use sim::scenarios::{
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
 
-/// The scenario is what issue 24 describes: 61 days of 243 a day, six crashes after the claim,
+/// The scenario is the forwarder's two months: 61 days of 243 a day, six crashes after the claim,
 /// exactly one message lost.
 #[test]
 fn the_forwarder_scenario_is_two_months_at_their_volume_with_six_crashes() {
@@ -241,8 +241,8 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
 /// crashed record is committed by the reconciler within one lease and one sweep interval of its
 /// crash (15 s + 15 s), long before its message comes back (the 180 s visibility timeout), so the
 /// oldest `in_flight` the metrics function sees stays within that bound, derived here from the
-/// configuration. Recovery as it was (a sweep a minute, records older than 120 s) sees 120 s and
-/// fails here.
+/// configuration. The first gate's reconciler (a sweep a minute, records older than 120 s) sees
+/// 120 s and fails here.
 #[tokio::test]
 async fn with_the_deployed_reconciler_every_crash_is_committed_within_a_lease_and_a_sweep() {
     let mut scenario = Scenario::load("forwarder-two-months").unwrap();

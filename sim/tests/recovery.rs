@@ -1,4 +1,4 @@
-//! Recovery within a minute (issue 24, item 3): a week of the forwarder's traffic with a crash
+//! Recovery within a minute: a week of the forwarder's traffic with a crash
 //! every 61 notifications at every step in turn, half of the stranding crashes losing their
 //! message, through the gate with the reconciler as deployed (a sweep every 15 s, by lease end).
 //! Simulated time: every record a crash stranded is committed by the reconciler within the

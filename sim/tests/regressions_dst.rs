@@ -1,11 +1,9 @@
 //! Seeds the deterministic simulation found failing, kept as regressions. Each failed before its
 //! fix in the gate (verified by undoing the fix and rerunning `sim check --seeds 20000`) and
 //! passes after it. A seed names a schedule only for a given generator (`sim::dst::schedule`):
-//! the first test pins each schedule's digest, so a change to the generator fails loudly here;
-//! re-derive the seeds then by undoing each fix and taking the first failing seed. (The "answer
-//! lost, request retried" fault draws from its own RNG stream, so adding it left each schedule's
-//! other draws as they were; the digests of the seeds that draw it changed only by its line in
-//! the description, and each seed still exercises its path, as the tests below assert.)
+//! the first test pins each schedule's digest over `Schedule::describe_base` (the lifecycle and
+//! the faults with their own RNG streams drawn apart), so a change to the generator fails loudly
+//! here; re-derive the seeds then by undoing each fix and taking the first failing seed.
 //!
 //! | fix | what the seed does | seeds |
 //! | --- | --- | --- |
@@ -13,27 +11,13 @@
 //! | mismatches routed once (routing record keyed by event key + fingerprint) | duplicated mismatched bodies | 0, 3 |
 //! | an ended window decided on the event's record | a copy arrives after the window ended, the event is committed | 1, 4 |
 //! | never claim past the terminal's key retention on resume | a stranded claim, the terminal forgets the key, a redelivery two days later | 12, 280 |
-//! | the reconciler finishes routing records | the poison/mismatch sender dies and its message is purged | 17 (until issue 24; 21 since), 32 |
+//! | the reconciler finishes routing records | the poison/mismatch sender dies and its message is purged | 21, 32 |
 //! | send before mark | a crash between the two | 20, 24 |
 //! | a failed mismatch routing is retried, not acknowledged | the manual queue refuses the send | 171 |
 //!
-//! The schedule's lifecycle (record lifetimes, key retention, DLQ redrives, notifications booked
-//! days ahead, re-planned notifications) is drawn from a second RNG stream after all of the above,
-//! so each seed above still names the schedule it named: its digest is taken over
-//! `Schedule::describe_base`, the description without the lifecycle.
-//!
-//! ## Planted bugs (issue 11, section 5)
-//!
-//! Each bug was planted alone in a scratch copy of the gate and `sim check --seeds 20000` run;
-//! the first failing seed is kept here, pinned by its whole description (lifecycle included),
-//! with a test that the real gate passes it and still takes the path the bug broke.
-//!
-//! | planted bug | caught by | first failing seed (seeds run) |
-//! | --- | --- | --- |
-//! | a commit overwrites an existing TMS booking (the booking's condition dropped) | a TMS booking is never replaced (`observe`) | 23 (24) |
-//! | a poison body answered as a batch item failure until it dead-letters | a dead-lettered body is excused only if faults or crashes ended every receive | 0 (1) |
-//! | the same for a mismatched body | the same | 0 (1) |
-//! | the lease not released after a transient terminal error | a task that ends normally holds no live lease | 0 (1) |
+//! The planted bugs of docs/SIMULATION.md, each planted alone in a scratch copy of the gate, keep
+//! their first failing seed here, pinned by its whole description (lifecycle included), with a
+//! test that the real gate passes it and still takes the path the bug broke.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -58,13 +42,11 @@ const SCHEDULES: &[(u64, &str)] = &[
 ];
 
 /// (seed, first 16 hex characters of the SHA-256 of the schedule's whole description) of the
-/// seeds that caught a planted bug. (Seed 23 draws PostgreSQL's semantics, from their own RNG
-/// stream: its description gained their line, `postgres conflict .. outcome_unknown ..`, and
-/// nothing else; its test below still asserts the path the bug broke. The failover and the
-/// stall draw from their own stream too: seed 0 gained `store stalled +705s..+778s` and seed 23
-/// `postgres failover at +1780s ..`, and nothing else (without those lines their digests are
-/// `8beda703d7cf5e17` and `8deaddf7d35cdf36`, as before); their tests below still take the
-/// paths the bugs broke. Seeds 3, 4, 17 and 20 draw one as well: `describe_base` leaves it out.)
+/// seeds that caught a planted bug. Seed 23 draws PostgreSQL's semantics and a failover, seed 0
+/// a stall, each from its own RNG stream (their lines `postgres conflict .. outcome_unknown ..`,
+/// `postgres failover at +1780s ..`, `store stalled +705s..+778s`); without those lines their
+/// digests are `8beda703d7cf5e17` and `8deaddf7d35cdf36`. Their tests below still take the paths
+/// the bugs broke. Seeds 3, 4, 17 and 20 draw one as well: `describe_base` leaves it out.
 const PLANTED: &[(u64, &str)] = &[(0, "f3f3cade89eec00b"), (23, "8ecec2b6ab15862e")];
 
 fn schedule(seed: u64) -> Schedule {
@@ -152,10 +134,9 @@ fn a_redelivery_two_days_later_never_claims_a_forgotten_key_again() {
     }
 }
 
-/// Seed 17 took this path until issue 24: the reconciler now takes a record as soon as its
-/// lease ends (15 s, not 120 s of age), and in seed 17 the redelivery no longer finds the routing
-/// record left to the reconciler. Seed 21 is the first seed after it that takes the path
-/// (found by tracing seeds, not by undoing the fix); 32 takes it as before.
+/// Seeds 21 and 32 take this path: the reconciler takes a record as soon as its lease ends, so
+/// few seeds leave the routing record to it (21 was found by tracing seeds, not by undoing the
+/// fix).
 #[test]
 fn the_reconciler_finishes_a_routing_record_whose_sender_died() {
     for seed in [21, 32] {

@@ -208,7 +208,7 @@ async fn two_weeks_of_the_forwarders_traffic_behind_a_broken_key_cost_no_second_
     );
     assert_eq!(r.routed_to_manual, 70);
     assert_eq!(r.still_in_flight, 0);
-    // The alarms as before the guard: the collision alarm in the minute of the first copy, the
+    // The alarms: the collision alarm in the minute of the first copy, the
     // zero-ratio alarm after three days without a duplicate.
     let first_copy_s = scenario
         .notifications

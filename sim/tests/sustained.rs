@@ -1,4 +1,4 @@
-//! The sustained-rate replay at a small scale (issue 18): deterministic figures only (queue
+//! The sustained-rate replay at a small scale: deterministic figures only (queue
 //! length, counts, invariants), no timing of the machine.
 
 use sim::sustained::{capacity, run_blocking, SustainedConfig};

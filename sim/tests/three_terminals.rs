@@ -1,4 +1,4 @@
-//! Several terminals in one stack (issue 15): the built-in `three-terminals` scenario through the
+//! Several terminals in one stack: the built-in `three-terminals` scenario through the
 //! gate (one simulator per terminal behind one server, the gate configured through `TERMINALS`),
 //! and the `appointments-v2` client against the simulator that speaks it.
 

@@ -1,37 +1,8 @@
 //! The invariants, checked once a schedule has run to quiescence (every retry, redelivery and
 //! reconciler run done), against the terminal's, the store's and the queues' own state and the
 //! store's history (`observe`: record generations, booking writes). A record that expired and
-//! was reserved again at the same key starts a new **generation**.
-//!
-//! 1. **One slot per key.** Every `Idempotency-Key` holds at most one slot per record generation,
-//!    and a key is claimed again in a later generation only for other content (a re-planned
-//!    notification after the first record expired), never for the same; a terminal without key
-//!    support gets no claim at all. Every slot belongs to its generation: committed with that
-//!    slot id, or `failed`/`manual` with the event in the manual queue (a person knows).
-//! 2. **A TMS booking is never replaced.** Every booking is written by a commit of a generation
-//!    committed with that slot, and never changes or goes away (checked at every step, see
-//!    `observe`); the last generation is `committed` if and only if it has its booking, with the
-//!    same slot id, issued under its key for its container (a booking of an earlier, expired
-//!    generation stays).
-//! 3. **Nothing is lost.** Every delivered notification ends `committed`, `failed` or `manual`
-//!    (then with an item in the manual queue), or all its copies are in the dead-letter queue and
-//!    **an injected fault, a crash or the deadline ended every receive of them** (a body the gate
-//!    answers with a batch item failure until SQS gives up is lost, not excused). No record stays
-//!    `in_flight` or with its routing pending. Every mismatched body and every poison body is in
-//!    the manual queue, under the same dead-letter rule.
-//! 4. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
-//!    body (its bytes) and each event routed to a person (event key, per record generation) has
-//!    at most one item, plus one for each send whose mark a fault made ambiguous (the item was
-//!    sent, then the sender crashed, or the send or the mark answered an error, or another worker
-//!    took the record over): at-least-once with a dedup key is the honest promise across crashes.
-//!    An unbooked slot (a slot the terminal issued after its record was finished, or for another
-//!    container after the lease was lost) is its own case, routed once per slot: a record routed
-//!    to a person because no slot was found (past the key's retention, after the window's end)
-//!    while a lease-lost holder's claim was still in transit gets both items, the second naming
-//!    the slot to book or cancel.
-//! 5. **No double booking by hand.** No booked event is in the manual queue for the content it
-//!    was booked with (an item sent while a generation with the booked fingerprint was its
-//!    record), except for a window that has ended: a person would book a second slot.
+//! was reserved again at the same key starts a new **generation**. The invariants are listed
+//! at [`check`].
 //!
 //! Checked while the run goes (`driver`, `observe`): **liveness**. A task that ends normally holds
 //! no live lease (by its own clock), unless a fault explains it (an error after its reserve or
@@ -48,8 +19,8 @@ use truck_slot::notification::parse_notification;
 use truck_slot::TmsBooking;
 
 use super::observe::Observer;
-use super::ports::short;
 use super::schedule::{Schedule, START_MS};
+use super::shared::short;
 use crate::sqs::{Msg, MsgState};
 use crate::terminal::IssuedSlot;
 
@@ -241,7 +212,37 @@ fn dead_letter_note(msgs: &[Msg<usize>], bodies: &[usize]) -> &'static str {
     }
 }
 
-/// Checks every invariant; returns the violations (empty when the schedule passed).
+/// Checks every invariant; returns the violations (empty when the schedule passed):
+///
+/// 1. **One slot per key.** Every `Idempotency-Key` holds at most one slot per record generation,
+///    and a key is claimed again in a later generation only for other content (a re-planned
+///    notification after the first record expired), never for the same; a terminal without key
+///    support gets no claim at all. Every slot belongs to its generation: committed with that
+///    slot id, or `failed`/`manual` with the event in the manual queue (a person knows).
+/// 2. **A TMS booking is never replaced.** Every booking is written by a commit of a generation
+///    committed with that slot, and never changes or goes away (checked at every step, see
+///    `observe`); the last generation is `committed` if and only if it has its booking, with the
+///    same slot id, issued under its key for its container (a booking of an earlier, expired
+///    generation stays).
+/// 3. **Nothing is lost.** Every delivered notification ends `committed`, `failed` or `manual`
+///    (then with an item in the manual queue), or all its copies are in the dead-letter queue and
+///    **an injected fault, a crash or the deadline ended every receive of them** (a body the gate
+///    answers with a batch item failure until SQS gives up is lost, not excused). No record stays
+///    `in_flight` or with its routing pending. Every mismatched body and every poison body is in
+///    the manual queue, under the same dead-letter rule.
+/// 4. **Exactly once into the manual queue.** Each mismatch (event key, fingerprint), each poison
+///    body (its bytes) and each event routed to a person (event key, per record generation) has
+///    at most one item, plus one for each send whose mark a fault made ambiguous (the item was
+///    sent, then the sender crashed, or the send or the mark answered an error, or another worker
+///    took the record over): at-least-once with a dedup key is the honest promise across crashes.
+///    An unbooked slot (a slot the terminal issued after its record was finished, or for another
+///    container after the lease was lost) is its own case, routed once per slot: a record routed
+///    to a person because no slot was found (past the key's retention, after the window's end)
+///    while a lease-lost holder's claim was still in transit gets both items, the second naming
+///    the slot to book or cancel.
+/// 5. **No double booking by hand.** No booked event is in the manual queue for the content it
+///    was booked with (an item sent while a generation with the booked fingerprint was its
+///    record), except for a window that has ended: a person would book a second slot.
 pub(crate) fn check(f: &Final<'_>) -> Vec<String> {
     let mut v = Vec::new();
     let obs = f.observer;

@@ -1,4 +1,4 @@
-//! The identity taken at reserve, checked at the end of a run (issue 23 item 5): a body is routed
+//! The identity taken at reserve, checked at the end of a run: a body is routed
 //! as a mismatch only if a record of its event with another fingerprint existed by the time the
 //! item was sent. An item for a body whose every earlier record generation carries the body's own
 //! fingerprint means the gate compared against a fingerprint it did not reserve (recomputed,
@@ -10,7 +10,7 @@ use gate::manual::ManualReason;
 use gate::record::record_pk;
 
 use super::check::{classify, Class, Final};
-use super::ports::short;
+use super::shared::short;
 
 /// Mismatch items sent for bodies that match every record of their event seen by then.
 pub(crate) fn false_mismatches(f: &Final<'_>) -> Vec<String> {

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gate::record::{IdempotencyRecord, RecordStatus};
 use truck_slot::TmsBooking;
 
-use super::ports::short;
+use super::shared::short;
 
 /// One generation of one record (one reservation and what became of it).
 #[derive(Debug, Clone)]

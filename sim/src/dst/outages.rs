@@ -1,27 +1,19 @@
 //! Two store faults seen on a real PostgreSQL failover and a stalled network, each drawn from its
-//! own RNG stream ([`super::schedule::OUTAGE_STREAM`]): a schedule without them runs exactly as
-//! it did before they existed.
+//! own RNG stream ([`super::profile::OUTAGE_STREAM`]), so a schedule without them does not depend
+//! on them. docs/SIMULATION.md ("Deterministic simulation") names each fault kind.
 //!
-//! * **A connection that answers but cannot write** (PostgreSQL schedules only, `pg_faults`):
-//!   from the failover's instant, each host's pool (a warm Lambda environment; the reconciler's
-//!   its own) holds 1 to [`POOL_SIZE`] connections still on the demoted writer. They answer reads
-//!   and refuse every write with SQLSTATE `25006` (`read_only_sql_transaction`); nothing is
-//!   applied. The adapter drops such a connection for good and runs the statement again on a
-//!   fresh one (checked writable when opened) after its backoff, inside its attempts
-//!   (`pg_read_only_connection_dropped`); when every attempt met one, the gate gets
-//!   `Unavailable` with nothing applied (`pg_read_only_surfaced`), and the host's next write
-//!   drains the rest.
+//! * **A connection that answers but cannot write** (PostgreSQL schedules only): from the
+//!   failover's instant, each host's pool holds 1 to [`POOL_SIZE`] connections still on the
+//!   demoted writer, which answer reads and refuse every write with SQLSTATE `25006`, nothing
+//!   applied. The adapter drops such a connection and runs the statement again on a fresh one
+//!   after its backoff; when every attempt met one, the gate gets `Unavailable`.
 //! * **A store that stops answering** (any schedule): for 10 to 90 s every call that starts then
 //!   gets no answer and no error. Each attempt waits the adapter's attempt timeout
 //!   ([`ATTEMPT_TIMEOUT_PG_MS`], [`ATTEMPT_TIMEOUT_DYNAMO_MS`]) bounded by what the invocation has
-//!   left before its deadline less [`ANSWER_MARGIN_MS`] (`gate::store::budget`), then the next
-//!   attempt starts (`store_stalled_attempt_timed_out`); an attempt after the stall ended runs;
-//!   when the attempts or the budget are spent the gate gets `Unavailable`
-//!   (`store_stalled_surfaced`, nothing applied: the request never arrived). A write that applied
-//!   as the stall began loses its answer (`store_stalled_answer_lost`: `Unavailable` after the
-//!   same wait, the write applied). Once a call of an invocation was cut, its releases are
-//!   skipped (`store_stalled_release_skipped`: the lease runs out by itself), as
-//!   `gate::store::budget::Bounded` does.
+//!   left before its deadline less [`ANSWER_MARGIN_MS`] (`gate::store::budget`); spent attempts
+//!   or budget give `Unavailable`. A write that applied as the stall began loses its answer. Once
+//!   a call of an invocation was cut, its releases are skipped, as `gate::store::budget::Bounded`
+//!   does.
 //!
 //! Each wait is a parked call (`{op}:stalled`), so the scheduler interleaves other tasks with it
 //! and may crash the task there; a wait never draws the `slow` fault (the budget bounds it).
@@ -30,8 +22,8 @@ use gate::store::StoreError;
 use gate_postgres::RETRY_BACKOFF_MS;
 use rand::Rng;
 
-use super::ports::SimStore;
 use super::shared::TaskId;
+use super::store::SimStore;
 
 /// The most connections a host's pool holds (`PostgresConfig`'s default pool size).
 pub(crate) const POOL_SIZE: u32 = 4;

@@ -1,32 +1,21 @@
-//! The store double with PostgreSQL's semantics where they differ from DynamoDB's (issue 26): a
-//! write statement of the PostgreSQL adapter (`gate_postgres`) is retried by the adapter
-//! itself, and the retry is a new statement against the table as it is then, with no request
-//! token:
+//! The store double with PostgreSQL's semantics where they differ from DynamoDB's: a write
+//! statement of the PostgreSQL adapter (`gate_postgres`) is retried by the adapter itself, and
+//! the retry is a new statement against the table as it is then, with no request token. The
+//! faults, each named by its kind in docs/SIMULATION.md ("Deterministic simulation"):
 //!
-//! * a **serialization failure** (`40001`) or a **deadlock** (`40P01`) on any write (DynamoDB's
-//!   transaction conflicts hit only the commit): the statement's transaction rolled back,
-//!   nothing applied; the adapter sleeps [`RETRY_BACKOFF_MS`] and runs it again; contention
-//!   persists (each retry fails again with probability 1/2); when the retries are spent the gate
-//!   gets [`StoreError::TransactionConflict`] (fault kinds `pg_serialization_failure_retried`,
-//!   `pg_deadlock_retried`, `pg_transaction_conflict_surfaced`);
-//! * the **commit outcome unknown**: the connection is lost after the statement's `COMMIT` (the
-//!   write applied, the answer lost), noticed at once (a reset) or after the adapter's attempt
-//!   timeout (a half-open connection after a failover: the statement timeout, 5 s, plus 2 s);
-//!   the adapter retries on a new connection, which a failover may refuse for a while (each
-//!   retry finds no server with probability 1/2); the retry that runs meets the write it
-//!   repeats, possibly after other workers changed the record meanwhile, and must recognise it;
-//!   when the retries are spent the gate gets [`StoreError::Unavailable`] with the write applied
-//!   (`pg_commit_outcome_unknown_retried`, `pg_no_connection_retried`,
-//!   `pg_commit_outcome_unknown_surfaced`; a conflict on the last retry after a lost answer is
-//!   surfaced as the conflict, as the adapter returns its last failure).
-//!
-//! * a **connection still on the demoted writer** after a failover (`outages`): `25006`,
-//!   nothing applied, the connection dropped and the statement retried on a fresh one
-//!   (`pg_read_only_connection_dropped`, `pg_read_only_surfaced`).
+//! * a **serialization failure** (`40001`) or a **deadlock** (`40P01`) on any write, nothing
+//!   applied; the adapter sleeps [`RETRY_BACKOFF_MS`] and runs it again; contention persists (each
+//!   retry fails again with probability 1/2); spent retries surface
+//!   [`StoreError::TransactionConflict`];
+//! * the **commit outcome unknown**: the connection lost after the statement's `COMMIT` (applied,
+//!   answer lost), noticed at once or after the adapter's attempt timeout; the retry on a new
+//!   connection (which a failover may refuse, probability 1/2) meets the write it repeats and
+//!   must recognise it; spent retries surface [`StoreError::Unavailable`] with the write applied;
+//! * a **connection still on the demoted writer** after a failover (`outages`): `25006`.
 //!
 //! Each wait is a parked call (`{op}:pg_retry`), so the scheduler interleaves other workers and
 //! the reconciler with it and may crash the task there. The draws come from their own stream
-//! (`State::pg_rng`): a schedule without these faults runs exactly as before they existed.
+//! (`State::pg_rng`), so a schedule without these faults does not depend on them.
 
 use std::future::Future;
 
@@ -34,7 +23,7 @@ use gate::store::StoreError;
 use gate_postgres::RETRY_BACKOFF_MS;
 use rand::Rng;
 
-use super::ports::SimStore;
+use super::store::SimStore;
 
 /// The adapter's attempts per statement: the first and one per backoff.
 const ATTEMPTS: usize = RETRY_BACKOFF_MS.len() + 1;

@@ -1,30 +1,26 @@
-//! Over 600 lines because drawing a schedule is one concern: every draw from the seed sits in one
-//! order, which the pinned regression seeds depend on.
-//!
 //! Drawing a schedule from a seed: the notifications and their bodies (re-serialised copies,
 //! mismatched bodies under one event key, poison bodies, windows that end during the run), how
 //! SQS delivers them (1-6 copies, same or new message id, a redelivery two days later), the
 //! deployment (workers, batch size, timeouts, key support, clock skew per host, a reconciler
-//! outage) and the fault profile.
+//! outage) and the fault profile. Every draw from the seed sits in one order, which the pinned
+//! regression seeds depend on.
 //!
-//! Then, from a second stream of the same seed (so the part above is the same schedule it was
-//! before these were added, see `describe_base`), the lifecycle: how long a record lives
-//! (`key_ttl_s`: 21 days, or 1-30 h in some schedules, so that runs outlive records), how long the
-//! terminal keeps a key (24 h, or 2-23 h), operator redrives of the dead-letter queue (each copy
-//! back as a new message, minutes to days after the faults heal), notifications booked days
-//! ahead whose copies come back after a short-lived record has expired, and re-planned
-//! notifications: the same `notificationId` and container with the window moved 1-3 days later,
-//! sent after the first window ended.
-
-use std::fmt::Write as _;
+//! Then, from a second stream of the same seed (so that the part above does not depend on it, see
+//! `describe_base`), the lifecycle: how long a record lives (`key_ttl_s`: 21 days, or 1-30 h in
+//! some schedules, so that runs outlive records), how long the terminal keeps a key (24 h, or
+//! 2-23 h), operator redrives of the dead-letter queue (each copy back as a new message, minutes
+//! to days after the faults heal), notifications booked days ahead whose copies come back after a
+//! short-lived record has expired, and re-planned notifications: the same `notificationId` and
+//! container with the window moved 1-3 days later, sent after the first window ended.
 
 use gate::consumer::DEFAULT_KEY_TTL_S;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use truck_slot::iso6346::check_digit;
 
-use super::shared::FaultProfile;
+use super::bodies::{container, poison, serialise, Fields};
+use super::profile::{
+    draw_pg_profile, draw_profile, FaultProfile, LOST_ANSWER_STREAM, OUTAGE_STREAM,
+};
 
 /// 2025-06-09T05:00:00Z, the simulated start (the incident's Monday).
 pub const START_MS: i64 = 1_749_445_200_000;
@@ -122,155 +118,6 @@ pub struct Schedule {
     pub redrives_at_ms: Vec<i64>,
     /// How many of `bodies` and of `messages` the first stream drew (the rest is the lifecycle's).
     pub base_len: (usize, usize),
-}
-
-fn ten_chars(rng: &mut ChaCha8Rng) -> String {
-    let mut s = String::new();
-    for _ in 0..3 {
-        s.push(char::from(b'A' + rng.random_range(0..26u8)));
-    }
-    s.push(['U', 'U', 'U', 'J', 'Z'][rng.random_range(0..5)]);
-    for _ in 0..6 {
-        s.push(char::from(b'0' + rng.random_range(0..10u8)));
-    }
-    s
-}
-
-/// A valid ISO 6346 number, canonical.
-pub fn container(rng: &mut ChaCha8Rng) -> String {
-    let first = ten_chars(rng);
-    let digit = check_digit(&first).unwrap_or(0);
-    format!("{first}{digit}")
-}
-
-/// Another way to write a canonical container number that normalises to it.
-fn container_form(canonical: &str, form: u8) -> String {
-    match form {
-        1 => canonical.to_ascii_lowercase(),
-        2 => format!(
-            "{} {}-{}",
-            &canonical[..4],
-            &canonical[4..10],
-            &canonical[10..]
-        ),
-        3 => format!(
-            "{}-{} {}",
-            canonical[..4].to_ascii_lowercase(),
-            &canonical[4..10],
-            &canonical[10..]
-        ),
-        _ => canonical.to_string(),
-    }
-}
-
-fn rfc3339(ms: i64, form: u8) -> String {
-    let t = chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
-    match form {
-        1 => (t + chrono::Duration::hours(2))
-            .format("%Y-%m-%dT%H:%M:%S+02:00")
-            .to_string(),
-        2 => t.format("%Y-%m-%dT%H:%M:%S.000Z").to_string(),
-        _ => t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-    }
-}
-
-fn mass_form(tonnes: i64, form: u8) -> String {
-    match form {
-        1 => format!("{tonnes}000.0"),
-        2 => format!("{tonnes}E3"),
-        3 => format!("{tonnes}.0e3"),
-        _ => format!("{tonnes}000"),
-    }
-}
-
-/// The business fields of one event variant.
-#[derive(Clone)]
-struct Fields {
-    notification_id: String,
-    container: String,
-    start_ms: i64,
-    end_ms: i64,
-    pin: String,
-    tonnes: i64,
-}
-
-/// Serialises `f` as JSON text in a form the seed picks: key order, whitespace, number form,
-/// container form and time zone of the window vary; the business fields do not.
-fn serialise(f: &Fields, rng: &mut ChaCha8Rng) -> String {
-    let form = |rng: &mut ChaCha8Rng, n: u8| rng.random_range(0..n);
-    let time_form = form(rng, 3);
-    let window = format!(
-        "{{\"start\":\"{}\",\"end\":\"{}\"}}",
-        rfc3339(f.start_ms, time_form),
-        rfc3339(f.end_ms, time_form)
-    );
-    let mut fields = [
-        ("notificationId", format!("\"{}\"", f.notification_id)),
-        (
-            "equipment_number",
-            format!("\"{}\"", container_form(&f.container, form(rng, 4))),
-        ),
-        ("preferred_window", window),
-        ("terminal", "\"ECT-DELTA\"".to_string()),
-        ("pin", format!("\"{}\"", f.pin)),
-        ("gross_mass_kg", mass_form(f.tonnes, form(rng, 4))),
-    ];
-    if rng.random_bool(0.7) {
-        fields.shuffle(rng);
-    }
-    let (sep, colon) = match form(rng, 3) {
-        1 => (", ", ": "),
-        2 => (",\n  ", " : "),
-        _ => (",", ":"),
-    };
-    let mut out = String::from("{");
-    for (i, (k, v)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push_str(sep);
-        }
-        let _ = write!(out, "\"{k}\"{colon}{v}");
-    }
-    out.push('}');
-    out
-}
-
-/// The poison bodies the schedules draw from: each can never pass the strict parser.
-fn poison(rng: &mut ChaCha8Rng, good: &Fields) -> (String, &'static str) {
-    let mut bad = good.clone();
-    match rng.random_range(0..9) {
-        0 => ("{\"notificationId\": \"PCS-1\", ".to_string(), "not_json"),
-        1 => ("[1,2,3]".to_string(), "not_an_object"),
-        2 => (String::new(), "empty"),
-        3 => {
-            let body = serialise(&bad, rng).replace("\"pin\"", "\"pin_code\"");
-            (body, "missing_pin")
-        }
-        4 => {
-            let last = bad
-                .container
-                .pop()
-                .and_then(|c| c.to_digit(10))
-                .unwrap_or(0);
-            bad.container.push_str(&((last + 1) % 10).to_string());
-            (serialise(&bad, rng), "bad_check_digit")
-        }
-        5 => {
-            std::mem::swap(&mut bad.start_ms, &mut bad.end_ms);
-            (serialise(&bad, rng), "window_not_ordered")
-        }
-        6 => (
-            serialise(&bad, rng).replace("ECT-DELTA", "APMT-MV2"),
-            "unknown_terminal",
-        ),
-        7 => (
-            serialise(&bad, rng).replace(&format!("\"{}\"", bad.pin), "4711"),
-            "pin_not_a_string",
-        ),
-        _ => (
-            serialise(&bad, rng).replace("notificationId", "notification_id"),
-            "missing_notification_id",
-        ),
-    }
 }
 
 impl Schedule {
@@ -465,8 +312,8 @@ impl Schedule {
         schedule
     }
 
-    /// The failover's and the stall's instants (`outages`), from their own stream: every other
-    /// draw of the seed is what it was before they existed. A failover in half of the PostgreSQL
+    /// The failover's and the stall's instants (`outages`), from their own stream, so that the
+    /// seed's other draws do not depend on them. A failover in half of the PostgreSQL
     /// schedules; a stall of 10-90 s in a fifth of all; both start while the faults are on.
     fn draw_outages(&mut self) {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
@@ -636,8 +483,8 @@ impl Schedule {
     }
 
     /// The description of what the first stream drew (the deployment, the fault profile, the
-    /// bodies and messages before the lifecycle's): the same text, for the same seed, as before
-    /// the lifecycle was added, so a regression seed kept from then still names its schedule.
+    /// bodies and messages before the lifecycle's), without the lifecycle: the regression seeds
+    /// pin their schedule's digest over it.
     pub fn describe_base(&self) -> Vec<String> {
         let mut out = vec![format!(
             "seed {} workers {} batch {} window {}ms timeout {}s visibility {}s max_receive {} concurrency {} \
@@ -677,74 +524,5 @@ impl Schedule {
             ));
         }
         out
-    }
-}
-
-/// The RNG stream (ChaCha's stream id) the "answer lost, request retried" fault draws from,
-/// apart from the schedule's main stream.
-pub(crate) const LOST_ANSWER_STREAM: u64 = 0x4c4f_5354;
-
-/// The RNG stream the "same request id twice" fault draws from (which doubled reconciler runs
-/// share one Lambda request id), apart from the schedule's main stream.
-pub(crate) const SAME_REQUEST_STREAM: u64 = 0x5351_4944;
-
-/// The RNG stream the failover and the stall draw from (the instants here, each call's draws
-/// in `outages`), apart from the schedule's main stream.
-pub(crate) const OUTAGE_STREAM: u64 = 0x4f55_5447;
-
-/// The RNG stream the PostgreSQL semantics draw from (the profile's `pg_*` here, each write's
-/// draws in `pg_faults`), apart from the schedule's main stream.
-pub(crate) const PG_STREAM: u64 = 0x5047_5347;
-
-/// PostgreSQL's semantics in a third of the schedules (the store double behaves as the
-/// PostgreSQL adapter does where it differs from DynamoDB): serialization failures and deadlocks
-/// on any write, answers lost after `COMMIT`. From their own stream: every other draw of the
-/// schedule is what it was before they existed.
-fn draw_pg_profile(rng: &ChaCha8Rng, profile: &mut FaultProfile) {
-    let mut side = rng.clone();
-    side.set_stream(PG_STREAM);
-    if side.random_range(0..3) == 0 {
-        let scale = [1.0, 4.0][side.random_range(0..2)];
-        profile.pg_conflict = 0.02 * scale;
-        profile.pg_outcome_unknown = 0.01 * scale;
-    }
-}
-
-fn draw_profile(rng: &mut ChaCha8Rng) -> FaultProfile {
-    let scale = match rng.random_range(0..100) {
-        0..=9 => 0.0,
-        10..=54 => 1.0,
-        _ => 4.0,
-    };
-    let mut p = |base: f64| -> f64 {
-        if rng.random_bool(0.75) {
-            base * scale
-        } else {
-            0.0
-        }
-    };
-    FaultProfile {
-        crash: p(0.01),
-        store_error: p(0.02),
-        store_ambiguous: p(0.01),
-        terminal_5xx: p(0.03),
-        terminal_lost: p(0.03),
-        terminal_timeout: p(0.02),
-        terminal_in_flight: p(0.01),
-        terminal_4xx: p(0.005),
-        lookup_error: p(0.05),
-        manual_error: p(0.02),
-        manual_ambiguous: p(0.01),
-        slow: p(0.004),
-        purge_after_crash: p(0.08),
-        // Drawn from its own stream in `Schedule::draw`, so that adding it left every other draw
-        // (and so every schedule without this fault) as it was.
-        store_lost_retried: 0.0,
-        // Drawn from their own stream (`draw_pg_profile`).
-        pg_conflict: 0.0,
-        pg_outcome_unknown: 0.0,
-        // Drawn from their own stream (`Schedule::draw_outages`).
-        pg_failover_at_ms: None,
-        store_stall: None,
     }
 }

@@ -22,91 +22,16 @@ use gate::store::memory::MemoryStore;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use super::profile::FaultProfile;
 use crate::terminal::TerminalCore;
+
+/// The first 12 characters of a key, for traces.
+pub(crate) fn short(key: &str) -> &str {
+    key.get(..12.min(key.len())).unwrap_or(key)
+}
 
 /// A simulated task (one Lambda invocation: a consumer batch or a reconciler run).
 pub(crate) type TaskId = u64;
-
-/// Fault probabilities of one schedule. Each is drawn per opportunity (per port call, per
-/// ticket) while faults are on; after the schedule's heal time all are off and the world runs to
-/// quiescence.
-#[derive(Clone, Default)]
-pub struct FaultProfile {
-    /// A task dies at a step boundary (per ticket granted).
-    pub crash: f64,
-    /// A store call fails before it applies (throttled, transaction conflict, unavailable).
-    pub store_error: f64,
-    /// A store write applies, then the caller gets an error (timeout after the write).
-    pub store_ambiguous: f64,
-    /// A store write applies, its answer is lost, and the client (the SDK) retries the same
-    /// request, which meets the write it repeats; the caller gets the retry's answer. Drawn for
-    /// every write kind (reserve, take-over, commit, release, finish, routed, slot id).
-    pub store_lost_retried: f64,
-    /// The terminal answers 5xx before taking the key (nothing stored).
-    pub terminal_5xx: f64,
-    /// The terminal made the slot and stored the answer, but the response is lost (504).
-    pub terminal_lost: f64,
-    /// The client times out; the terminal runs the request later (latency beyond the lease).
-    pub terminal_timeout: f64,
-    /// The terminal answers 409 "same key still in flight".
-    pub terminal_in_flight: f64,
-    /// The terminal rejects the claim with a 4xx and stores that answer under the key.
-    pub terminal_4xx: f64,
-    /// The lookup by key fails (5xx).
-    pub lookup_error: f64,
-    /// The manual queue refuses a send.
-    pub manual_error: f64,
-    /// The manual queue takes a send, then the caller gets an error.
-    pub manual_ambiguous: f64,
-    /// A port call takes 20-200 s of simulated time.
-    pub slow: f64,
-    /// After a crash, the operator purges the crashed batch's messages (only those whose own
-    /// record is already durable, so only the reconciler can finish them).
-    pub purge_after_crash: f64,
-    /// PostgreSQL's semantics (`pg_faults`): a write statement fails with a serialization
-    /// failure or a deadlock before it applied; the adapter retries it, and surfaces
-    /// `TransactionConflict` when its retries are spent. Drawn per write statement.
-    pub pg_conflict: f64,
-    /// PostgreSQL's semantics (`pg_faults`): the connection is lost after a write statement's
-    /// `COMMIT` (the write applied, the answer lost); the adapter retries on a new connection and
-    /// the retry meets its own write, or surfaces the error when its retries are spent. Drawn
-    /// per write statement.
-    pub pg_outcome_unknown: f64,
-    /// A failover (PostgreSQL schedules, `outages`): from this instant (simulated epoch ms) each
-    /// host's pool holds connections still on the demoted writer, which refuse writes with
-    /// `25006` until the adapter drops them.
-    pub pg_failover_at_ms: Option<i64>,
-    /// A store that stops answering (`outages`): every call starting in `[from, until)`
-    /// (simulated epoch ms) gets no answer.
-    pub store_stall: Option<(i64, i64)>,
-}
-
-/// As `#[derive(Debug)]` would print it, with `store_lost_retried` only when it is drawn (so
-/// that schedules without it describe themselves as before it existed), and without the
-/// PostgreSQL semantics (`pg_*`: drawn from their own stream, described on their own line by
-/// `Schedule::describe`).
-impl std::fmt::Debug for FaultProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("FaultProfile");
-        d.field("crash", &self.crash)
-            .field("store_error", &self.store_error)
-            .field("store_ambiguous", &self.store_ambiguous)
-            .field("terminal_5xx", &self.terminal_5xx)
-            .field("terminal_lost", &self.terminal_lost)
-            .field("terminal_timeout", &self.terminal_timeout)
-            .field("terminal_in_flight", &self.terminal_in_flight)
-            .field("terminal_4xx", &self.terminal_4xx)
-            .field("lookup_error", &self.lookup_error)
-            .field("manual_error", &self.manual_error)
-            .field("manual_ambiguous", &self.manual_ambiguous)
-            .field("slow", &self.slow)
-            .field("purge_after_crash", &self.purge_after_crash);
-        if self.store_lost_retried > 0.0 {
-            d.field("store_lost_retried", &self.store_lost_retried);
-        }
-        d.finish()
-    }
-}
 
 /// One parked port call.
 pub(crate) struct Ticket {
@@ -145,11 +70,11 @@ pub(crate) struct State {
     /// The one RNG of the schedule.
     pub rng: ChaCha8Rng,
     /// The stream the "answer lost, request retried" fault draws from
-    /// ([`super::schedule::LOST_ANSWER_STREAM`]), apart from `rng`: a schedule in which it never
+    /// ([`super::profile::LOST_ANSWER_STREAM`]), apart from `rng`: a schedule in which it never
     /// fires runs exactly as it did before the fault kind existed.
     pub lost_answer_rng: ChaCha8Rng,
     /// The stream the PostgreSQL faults (`pg_faults`) draw from
-    /// ([`super::schedule::PG_STREAM`]), apart from `rng` for the same reason.
+    /// ([`super::profile::PG_STREAM`]), apart from `rng` for the same reason.
     pub pg_rng: ChaCha8Rng,
     /// Whether faults are injected (false after the heal time).
     pub faults_on: bool,
@@ -178,7 +103,7 @@ pub(crate) struct State {
     /// Faults injected into each live task: (the step it was at, the fault kind).
     pub task_faults: BTreeMap<TaskId, Vec<(&'static str, String)>>,
     /// The stream the "same request id twice" fault draws from
-    /// ([`super::schedule::SAME_REQUEST_STREAM`]), apart from `rng` for the same reason.
+    /// ([`super::profile::SAME_REQUEST_STREAM`]), apart from `rng` for the same reason.
     pub same_request_rng: ChaCha8Rng,
     /// Which task first acquired each lease token (a reserve or a take-over answered as ours).
     pub lease_tokens: BTreeMap<String, TaskId>,
@@ -186,7 +111,7 @@ pub(crate) struct State {
     /// a violation: an execution took another's lease for its own.
     pub shared_leases: Vec<(String, TaskId, TaskId)>,
     /// The stream the failover's and the stall's draws come from (`outages`,
-    /// [`super::schedule::OUTAGE_STREAM`]), apart from `rng` for the same reason.
+    /// [`super::profile::OUTAGE_STREAM`]), apart from `rng` for the same reason.
     pub outage_rng: ChaCha8Rng,
     /// Each task's host (`outages::RECONCILER_HOST` for the reconciler's environment).
     pub task_hosts: BTreeMap<TaskId, usize>,
@@ -330,22 +255,22 @@ impl Shared {
             state: Mutex::new(State {
                 lost_answer_rng: {
                     let mut side = rng.clone();
-                    side.set_stream(super::schedule::LOST_ANSWER_STREAM + 1);
+                    side.set_stream(super::profile::LOST_ANSWER_STREAM + 1);
                     side
                 },
                 pg_rng: {
                     let mut side = rng.clone();
-                    side.set_stream(super::schedule::PG_STREAM + 1);
+                    side.set_stream(super::profile::PG_STREAM + 1);
                     side
                 },
                 same_request_rng: {
                     let mut side = rng.clone();
-                    side.set_stream(super::schedule::SAME_REQUEST_STREAM + 1);
+                    side.set_stream(super::profile::SAME_REQUEST_STREAM + 1);
                     side
                 },
                 outage_rng: {
                     let mut side = rng.clone();
-                    side.set_stream(super::schedule::OUTAGE_STREAM + 1);
+                    side.set_stream(super::profile::OUTAGE_STREAM + 1);
                     side
                 },
                 task_hosts: BTreeMap::new(),

@@ -13,29 +13,7 @@
 //! `lookups.rs` the reads, `keys.rs` the fingerprint and key normalisation, `wire.rs` the JSON
 //! bodies and problems, `http.rs` the axum wrapper.
 //!
-//! Endpoints:
-//!
-//! * `POST /slots` with JSON `{"equipment_number", "window_start", "window_end", "pin"}` (the
-//!   windows RFC 3339 strings, `pin` non-empty): `201` with
-//!   `{"slot_id", "equipment_number", "window_start", "window_end", "terminal"}`; `400` problem
-//!   for a bad body.
-//! * `GET /slots?idempotency_key=K`: `200 {"slot": {...}}` (the same object as the `201` body) if a
-//!   successful claim is stored under `K` and within retention, else `404` problem.
-//! * `GET /slots`: `200 {"slots": [...]}`, every slot issued.
-//! * `GET /health`: `200 {"status": "ok"}`.
-//!
-//! A terminal whose API differs in shape ([`TerminalConfig::api`] =
-//! [`TerminalApi::AppointmentsV2`], `truck_slot::terminal::several`) answers instead, with the same key
-//! semantics:
-//!
-//! * `POST /v2/appointments` with JSON `{"container": {"number"}, "release": {"pin"},
-//!   "slot_window": {"from", "until"}}`: `201 {"appointment": {"id", "container": {"number"},
-//!   "slot_window": {"from", "until"}, "terminal"}}` (the `id` is the slot id);
-//! * `GET /v2/appointments/by-key/{K}`: `200 {"appointment": {...}}` or `404` problem;
-//! * `GET /v2/appointments`: `200 {"slots": [...]}`, every slot issued.
-//!
-//! Several terminals with different behaviour at once: [`multi_router`] / [`spawn_many`] serve
-//! each [`TerminalCore`] under its own base path, `/terminals/{code}` ([`base_path`]).
+//! The endpoints are listed at [`TerminalCore`].
 //!
 //! Errors are RFC 9457 problem documents (`application/problem+json`,
 //! `{"type", "title", "status", "detail"}`) with short problem types such as
@@ -220,6 +198,30 @@ enum Decision {
 /// The transport-independent terminal: slot issuing plus server-side idempotency
 /// (draft-ietf-httpapi-idempotency-key-header-07). State lives behind a mutex that is never held
 /// across an `.await`.
+///
+/// Endpoints:
+///
+/// * `POST /slots` with JSON `{"equipment_number", "window_start", "window_end", "pin"}` (the
+///   windows RFC 3339 strings, `pin` non-empty): `201` with
+///   `{"slot_id", "equipment_number", "window_start", "window_end", "terminal"}`; `400` problem
+///   for a bad body.
+/// * `GET /slots?idempotency_key=K`: `200 {"slot": {...}}` (the same object as the `201` body) if a
+///   successful claim is stored under `K` and within retention, else `404` problem.
+/// * `GET /slots`: `200 {"slots": [...]}`, every slot issued.
+/// * `GET /health`: `200 {"status": "ok"}`.
+///
+/// A terminal whose API differs in shape ([`TerminalConfig::api`] =
+/// [`TerminalApi::AppointmentsV2`], `truck_slot::terminal::several`) answers instead, with the same key
+/// semantics:
+///
+/// * `POST /v2/appointments` with JSON `{"container": {"number"}, "release": {"pin"},
+///   "slot_window": {"from", "until"}}`: `201 {"appointment": {"id", "container": {"number"},
+///   "slot_window": {"from", "until"}, "terminal"}}` (the `id` is the slot id);
+/// * `GET /v2/appointments/by-key/{K}`: `200 {"appointment": {...}}` or `404` problem;
+/// * `GET /v2/appointments`: `200 {"slots": [...]}`, every slot issued.
+///
+/// Several terminals with different behaviour at once: [`multi_router`] / [`spawn_many`] serve
+/// each [`TerminalCore`] under its own base path, `/terminals/{code}` ([`base_path`]).
 pub struct TerminalCore {
     config: TerminalConfig,
     clock: Arc<dyn Clock>,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use aws_lambda_events::event::sqs::SqsEvent;
 use serde_json::Value;
 
-use crate::replay::InvocationOutcome;
+use super::invocation::InvocationOutcome;
 use crate::scenario::CrashStep;
 
 /// The naive handler and its TMS (a list of bookings, one per completed claim).

@@ -1,40 +1,39 @@
-//! Over 600 lines because the single-threaded executor, its event queue and the crash/kill rules
-//! are one state machine that reads best whole.
-//!
 //! The driver: a hand-rolled single-threaded executor on simulated time. Tasks are Lambda
 //! invocations (consumer batches through the real [`Gate::handle_batch`], reconciler runs through
 //! the real [`Gate::reconcile`]); every port call parks, and the driver repeatedly takes the
 //! earliest event: grant a parked call (or crash its task there), kill a task at its Lambda
 //! deadline, let the terminal run a request whose client gave up, stop the faults (heal), start
-//! an invocation for visible messages, or tick the reconciler. Same seed, same schedule.
+//! an invocation for visible messages (`invoke`), or tick the reconciler. How a task ends is in
+//! `endings`. Same seed, same schedule.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod endings;
+mod invoke;
+
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use futures::FutureExt;
 use gate::clock::{Clock, ManualClock};
-use gate::consumer::{BatchReport, Gate, GateConfig, Invocation, RecordOutcome};
+use gate::consumer::{BatchReport, GateConfig};
 use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::record::RecordStatus;
-use gate::store::IdempotencyStore;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use truck_slot::terminal::SlotTerminal;
-use truck_slot::{TmsBooking, TruckSlot};
+use truck_slot::TmsBooking;
 
-use super::check::{self, own_record_durable, Final};
+use super::check::{self, Final};
 use super::identity;
 use super::observe::Observer;
-use super::ports::{short, CoreTerminal, SimManual, SimStore, SimTerminal, SkewedClock};
+use super::ports::CoreTerminal;
+use super::results::{RunResult, Stats};
 use super::schedule::{BodyKind, Schedule, REPLANNED, START_MS};
-use super::shared::{Flag, Shared, TaskId, TimedManualQueue};
-use super::{RunResult, Stats};
-use crate::replay::INTEGRATION;
-use crate::sqs::{MsgState, Queue, ReceiveEnd, ReceiveOrder};
+use super::shared::{short, Flag, Shared, TaskId, TimedManualQueue};
+use crate::sqs::{MsgState, Queue};
+use crate::stores::INTEGRATION;
 use crate::terminal::{TerminalConfig, TerminalCore};
 
 /// The reconciler's schedule, ms.
@@ -95,38 +94,6 @@ struct Driver<'a> {
     /// Violations found while running (a task that ended normally holding a live lease).
     violations: Vec<String>,
 }
-
-/// The fault kinds that, at these steps, leave the failing task holding a live lease it does not
-/// know of or could not end: an error after the reserve or take-over applied (the caller never
-/// learns it holds the lease), or a release that failed (the lease expires on its own). (A failed
-/// routing confirmation releases the lease, as every other transient failure does.)
-const LEASE_LEFT_BY: &[(&str, &str)] = &[
-    ("reserve", "store_applied_then_error"),
-    ("take_over", "store_applied_then_error"),
-    ("release_lease", "store_throttled"),
-    ("release_lease", "store_unavailable"),
-    // The same after the PostgreSQL adapter's retry (`pg_faults`: the step is then its wait),
-    // and the adapter surfacing an error once its retries are spent: after a reserve or
-    // take-over that applied on an earlier attempt, or a release that never did.
-    ("reserve:pg_retry", "store_applied_then_error"),
-    ("take_over:pg_retry", "store_applied_then_error"),
-    ("reserve:pg_retry", "pg_commit_outcome_unknown_surfaced"),
-    ("reserve:pg_retry", "pg_transaction_conflict_surfaced"),
-    ("take_over:pg_retry", "pg_commit_outcome_unknown_surfaced"),
-    ("take_over:pg_retry", "pg_transaction_conflict_surfaced"),
-    ("release_lease:pg_retry", "pg_transaction_conflict_surfaced"),
-    // A connection still on the demoted writer on every attempt (`outages`): after a reserve or
-    // take-over that applied on an earlier attempt, or a release that never did.
-    ("reserve:pg_retry", "pg_read_only_surfaced"),
-    ("take_over:pg_retry", "pg_read_only_surfaced"),
-    ("release_lease:pg_retry", "pg_read_only_surfaced"),
-    // A store that stopped answering (`outages`): a reserve or take-over whose answer was lost
-    // in the stall, a release that waited in vain, or a release skipped after a cut call.
-    ("reserve:stalled", "store_stalled_answer_lost"),
-    ("take_over:stalled", "store_stalled_answer_lost"),
-    ("release_lease:stalled", "store_stalled_surfaced"),
-    ("release_lease:skipped", "store_stalled_release_skipped"),
-];
 
 /// How long after the faults heal (or the reconciler's outage ends), or after it entered
 /// `in_flight` if later, a record may stay `in_flight`, ms. A record's lease lasts one record's
@@ -428,176 +395,6 @@ impl Driver<'_> {
         }
     }
 
-    fn gate(&self, task: TaskId, skew_ms: i64) -> Gate {
-        Gate {
-            config: self.gate_config.clone(),
-            store: Arc::new(SimStore {
-                shared: Arc::clone(&self.shared),
-                task,
-            }),
-            integration: Arc::new(TruckSlot::new(
-                Arc::new(SimTerminal {
-                    shared: Arc::clone(&self.shared),
-                    task,
-                    inner: CoreTerminal::new(Arc::clone(&self.shared.core)),
-                }),
-                self.known_terminals.clone(),
-            )),
-            manual: Arc::new(SimManual {
-                shared: Arc::clone(&self.shared),
-                task,
-            }),
-            clock: Arc::new(SkewedClock {
-                base: Arc::clone(&self.shared.clock),
-                offset_ms: skew_ms,
-            }),
-        }
-    }
-
-    fn deliver(&mut self) {
-        let now = self.shared.now();
-        let (batch, host) = {
-            let mut st = self.shared.state();
-            let n = st.between(1, self.schedule.batch_size as i64) as usize;
-            let host = st.between(0, self.schedule.workers as i64 - 1) as usize;
-            (
-                self.queue
-                    .receive(now, n, ReceiveOrder::Shuffled(&mut st.rng)),
-                host,
-            )
-        };
-        if batch.is_empty() {
-            return;
-        }
-        self.stats.deliveries += batch.len() as u64;
-        self.stats.invocations += 1;
-        let id = self.next_task;
-        self.next_task += 1;
-        let skew = self.schedule.host_skews_ms.get(host).copied().unwrap_or(0);
-        let gate = self.gate(id, skew);
-        let mut event = SqsEvent::default();
-        for (i, receipt) in &batch {
-            let m = &self.queue.msgs[*i];
-            let mut msg = SqsMessage::default();
-            msg.message_id = Some(m.id.clone());
-            msg.receipt_handle = Some(format!("{}#{receipt}", m.id));
-            msg.body = Some(self.schedule.bodies[m.body].text.clone());
-            event.records.push(msg);
-        }
-        self.shared.trace(|| {
-            format!(
-                "T{id} consumer on host {host} (skew {skew} ms) receives {:?}",
-                batch
-                    .iter()
-                    .map(|(i, r)| format!(
-                        "{}(b{})#{r}",
-                        self.queue.msgs[*i].id, self.queue.msgs[*i].body
-                    ))
-                    .collect::<Vec<_>>()
-            )
-        });
-        // The worker reads its deadline as remaining time on its own clock (see `SkewedClock`);
-        // Lambda kills it at the true deadline.
-        let invocation = Invocation {
-            request_id: format!("inv-{id}"),
-            deadline_ms: now + skew + self.schedule.lambda_timeout_ms,
-        };
-        let request_id = invocation.request_id.clone();
-        let deadline_ms = now + self.schedule.lambda_timeout_ms;
-        super::outages::register_task(&mut self.shared.state(), id, host, deadline_ms);
-        let fut = async move { Output::Batch(gate.handle_batch(event, &invocation).await) };
-        self.tasks.push(Task {
-            id,
-            request_id,
-            skew_ms: skew,
-            kind: Kind::Consumer { batch },
-            fut: Box::pin(fut),
-            flag: Flag::raised(),
-            deadline_ms,
-        });
-    }
-
-    fn tick(&mut self) {
-        let now = self.shared.now();
-        if let Some(until) = self.schedule.reconciler_outage_until_ms {
-            if now < until {
-                self.next_tick = align_tick(until);
-                return;
-            }
-        }
-        if !self.any_in_flight() {
-            // Nothing to reconcile: a run would only read. Skip to the tick after the next
-            // thing that can create an in_flight record.
-            let mut next = now + TICK_MS;
-            if self.tasks.is_empty() {
-                let deferred = self.shared.state().deferred.iter().map(|d| d.at_ms).min();
-                let candidates = [self.queue.next_visible(), deferred, self.redrive_pending()];
-                if let Some(t) = candidates.iter().flatten().min() {
-                    next = next.max(*t);
-                }
-            }
-            self.next_tick = align_tick(next);
-            return;
-        }
-        self.next_tick = now + TICK_MS;
-        let (runs, same_request_id) = {
-            let mut st = self.shared.state();
-            let p = self.schedule.double_reconciler;
-            if st.fault(p, "reconciler_invoked_twice") {
-                // Half of the doubled runs share one Lambda request id (an asynchronous
-                // invocation retried, or one event its queue delivered twice); each execution
-                // has its own nonce, as `Invocation::new` draws one. From its own stream.
-                let same = st.same_request_rng.random_bool(0.5);
-                if same {
-                    st.count("reconciler_same_request_id_twice");
-                }
-                (2, same)
-            } else {
-                (1, false)
-            }
-        };
-        let first_id = self.next_task;
-        for _ in 0..runs {
-            self.stats.reconciler_runs += 1;
-            let id = self.next_task;
-            self.next_task += 1;
-            let gate = self.gate(id, self.schedule.reconciler_skew_ms);
-            let index = SimStore {
-                shared: Arc::clone(&self.shared),
-                task: id,
-            };
-            let config = self.reconciler_config.clone();
-            let lambda_request = if same_request_id { first_id } else { id };
-            let invocation = Invocation::with_nonce(
-                &format!("rec-{lambda_request}"),
-                &format!("x{id}"),
-                now + self.schedule.reconciler_skew_ms + RECONCILER_TIMEOUT_MS,
-            );
-            let deadline_ms = now + RECONCILER_TIMEOUT_MS;
-            super::outages::register_task(
-                &mut self.shared.state(),
-                id,
-                super::outages::RECONCILER_HOST,
-                deadline_ms,
-            );
-            let request_id = invocation.request_id.clone();
-            self.shared.trace(|| format!("T{id} reconciler run"));
-            let fut = async move {
-                let report = gate.reconcile(&index, &config, &invocation).await;
-                Output::Reconciled(report)
-            };
-            self.tasks.push(Task {
-                id,
-                request_id,
-                skew_ms: self.schedule.reconciler_skew_ms,
-                kind: Kind::Reconciler,
-                fut: Box::pin(fut),
-                flag: Flag::raised(),
-                deadline_ms,
-            });
-        }
-    }
-
     /// When the next redrive is due, if one is.
     fn redrive_pending(&self) -> Option<i64> {
         self.schedule
@@ -658,138 +455,6 @@ impl Driver<'_> {
             }
             if !progressed {
                 break;
-            }
-        }
-    }
-
-    fn completed(&mut self, task: Task, out: Output) {
-        let faults = {
-            let mut st = self.shared.state();
-            st.open_sends.remove(&task.id);
-            st.last_label.remove(&task.id);
-            st.task_faults.remove(&task.id).unwrap_or_default()
-        };
-        self.no_lease_left(&task, &faults);
-        let report = match out {
-            Output::Batch(report) => report,
-            Output::Reconciled(r) => {
-                self.shared
-                    .trace(|| format!("T{} reconciler done: {r:?}", task.id));
-                return;
-            }
-        };
-        let Kind::Consumer { batch } = &task.kind else {
-            return;
-        };
-        let failed: BTreeSet<String> = report
-            .response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.clone())
-            .collect();
-        self.shared.trace(|| {
-            let outcomes: Vec<String> = report
-                .records
-                .iter()
-                .map(|r| format!("{}: {:?}", r.message_id, r.outcome))
-                .collect();
-            format!("T{} done: {}", task.id, outcomes.join("; "))
-        });
-        for (k, (i, receipt)) in batch.iter().enumerate() {
-            let id = self.queue.msgs[*i].id.clone();
-            let end = match report.records.get(k).map(|r| &r.outcome) {
-                _ if !failed.contains(&id) => ReceiveEnd::Acknowledged,
-                Some(RecordOutcome::NotStarted) => ReceiveEnd::NotStarted,
-                _ => ReceiveEnd::Failed {
-                    faulted: !faults.is_empty(),
-                },
-            };
-            self.queue.end_receive(*i, *receipt, end);
-            if !failed.contains(&id) && !self.queue.delete(*i, *receipt) {
-                self.shared.trace(|| {
-                    format!(
-                        "T{} delete of {id}#{receipt} ignored (stale receipt)",
-                        task.id
-                    )
-                });
-            }
-        }
-    }
-
-    /// Liveness: a task that ended normally holds no live lease (by its own clock), unless a
-    /// fault of [`LEASE_LEFT_BY`] explains it.
-    fn no_lease_left(&mut self, task: &Task, faults: &[(&'static str, String)]) {
-        let own_now = self.shared.now() + task.skew_ms;
-        let held: Vec<String> = self
-            .shared
-            .store
-            .records()
-            .iter()
-            .filter(|r| {
-                r.has_work()
-                    && r.lease_owner.as_deref().is_some_and(|owner| {
-                        // The invocation's request id, or a lease token of it ("{id}#{n}").
-                        owner
-                            .strip_prefix(task.request_id.as_str())
-                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('#'))
-                    })
-                    && r.lease_until_ms.is_some_and(|until| own_now <= until)
-            })
-            .map(|r| short(&r.event_key).to_string())
-            .collect();
-        let excused = faults
-            .iter()
-            .any(|(label, kind)| LEASE_LEFT_BY.iter().any(|(l, k)| l == label && k == kind));
-        if !held.is_empty() && !excused {
-            let faults: Vec<String> = faults.iter().map(|(l, k)| format!("{k}@{l}")).collect();
-            self.violations.push(format!(
-                "T{} ({}) ended normally still holding a live lease on {held:?} (its faults: \
-                 {faults:?})",
-                task.id, task.request_id
-            ));
-        }
-    }
-
-    fn kill(&mut self, task_id: TaskId) {
-        let Some(pos) = self.tasks.iter().position(|t| t.id == task_id) else {
-            return;
-        };
-        let task = self.tasks.remove(pos);
-        self.stats.crashes += 1;
-        let Task { kind, fut, .. } = task;
-        drop(fut);
-        {
-            let mut st = self.shared.state();
-            st.ambiguate(task_id, None);
-            st.open_sends.remove(&task_id);
-            st.last_label.remove(&task_id);
-            st.task_faults.remove(&task_id);
-        }
-        if let Kind::Consumer { batch } = kind {
-            for (i, receipt) in batch {
-                self.queue.end_receive(i, receipt, ReceiveEnd::Killed);
-                let purge = {
-                    let mut st = self.shared.state();
-                    let p = st.profile.purge_after_crash;
-                    st.draw(p)
-                };
-                if !purge {
-                    continue;
-                }
-                let body = &self.schedule.bodies[self.queue.msgs[i].body].text;
-                let store = &self.shared.store;
-                let durable = own_record_durable(
-                    body,
-                    &self.shared.integration,
-                    &self.shared.terminals,
-                    |pk| store.get(pk).now_or_never().and_then(Result::ok).flatten(),
-                );
-                if durable && self.queue.msgs[i].state == MsgState::Live {
-                    self.queue.purge(i);
-                    self.shared.state().count("message_purged_after_crash");
-                    let id = self.queue.msgs[i].id.clone();
-                    self.shared.trace(|| format!("operator purges {id}"));
-                }
             }
         }
     }

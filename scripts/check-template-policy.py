@@ -44,7 +44,6 @@ Usage: check-template-policy.py TEMPLATE   (PyYAML)
 """
 
 import sys
-from pathlib import Path
 
 import yaml
 

@@ -18,8 +18,12 @@ for tool in "$venv/bin/sam" "$venv/bin/cfn-lint" "$venv/checkov/bin/checkov"; do
         exit 2
     fi
 done
+# A copy of the binary just built: a target directory shared with another checkout may be
+# rebuilt meanwhile.
 cargo build -q -p gatectl
-gatectl="${CARGO_TARGET_DIR:-$root/target}/debug/gatectl"
+gatectl="$(mktemp -d)/gatectl"
+trap 'rm -rf "$(dirname "$gatectl")"' EXIT
+cp "${CARGO_TARGET_DIR:-$root/target}/debug/gatectl" "$gatectl"
 export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-eu-west-1}"
 # The venv's python (PyYAML) runs the policy rules; checkov keeps a venv of its own.
 export PATH="$venv/bin:$PATH:$venv/checkov/bin"

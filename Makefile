@@ -42,9 +42,10 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
+# `gatectl check-template` (thresholds, policy rules, lint) on both templates, each with the gate
+# application it instantiates (sam/gate/template.yaml).
 lint-template:
-	scripts/lint-template.sh
-	scripts/lint-template.sh --example examples/payments/template.yaml
+	scripts/lint-template.sh template.yaml examples/payments/template.yaml
 
 # moto and a throwaway PostgreSQL (scripts/with-postgres.sh: the distribution's PostgreSQL 15,
 # installed with apt-get if missing) run on free loopback ports for the duration of the tests and

@@ -1,70 +1,55 @@
 #!/usr/bin/env python3
-"""The template's security rules that no generic scanner knows (issue 7), checked on template.yaml.
-
-Run by scripts/lint-template.sh after checkov; exits non-zero naming every rule broken:
+"""The gate's security rules that no generic scanner knows, checked on what a template deploys:
+the template with its gate application (sam/gate/template.yaml, an AWS::Serverless::Application
+with a local Location) merged in (template_iam.load_template). Run by `gatectl check-template`;
+exits non-zero naming every rule broken:
 
 * one role per function: every AWS::Serverless::Function has its own explicit Role (no SAM
   policy templates, no role shared by two functions);
-* no wildcard resource where one can be named: an Allow statement with Resource "*" only for
-  actions without resource-level permissions (cloudwatch:PutMetricData), and then with a
-  Condition;
-* the secrets: secretsmanager:GetSecretValue only on one secret parameter per statement, and only
-  in the roles of that secret's readers: !Ref TerminalApiTokenSecretArn (one terminal) or
-  !Ref TerminalTokenSecretArns (several) for the functions that call the terminal (consumer,
-  reconciler), !Ref WebhookSecretArn for the webhook ingress, !Ref DatabaseUrlSecretArn
-  (Store=postgres) for the functions that use the store (consumer, reconciler, metrics);
-* their keys: kms:Decrypt (a secret under a customer managed key) alone in its statement, on that
-  secret's key parameter, through Secrets Manager only (kms:ViaService) and for one secret its
-  holder may read only (kms:EncryptionContext:SecretARN), in the functions' roles and in the
-  operators' policy;
-* every Allow statement names its actions and resources: no NotAction or NotResource, no wildcard
-  (`*` or `?`) in an action name, compared without case as IAM does;
-* every queue encrypted (SSE-SQS or a KMS key); every dead-letter queue keeps messages longer
-  than its source queue; every redrive policy's maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a
-  literal or a parameter none of whose allowed values is lower (MinValue, or AllowedValues);
+* no wildcard resource where one can be named: Resource "*" only for actions without
+  resource-level permissions (cloudwatch:PutMetricData), and then with a Condition;
+* the secrets: secretsmanager:GetSecretValue only on one secret parameter per statement; the
+  gate's only in the roles of their readers: ServerSecretArns (consumer, reconciler),
+  DatabaseUrlSecretArn (Store=postgres: consumer, reconciler, metrics); kms:Decrypt alone in its
+  statement, on that secret's key parameter, through Secrets Manager only (kms:ViaService) and
+  for one secret its holder may read (kms:EncryptionContext:SecretARN);
+* every Allow statement names its actions and resources: no NotAction or NotResource, no
+  wildcard (`*` or `?`) in an action name, compared without case as IAM does;
+* every queue encrypted; every dead-letter queue keeps messages longer than its source; every
+  maxReceiveCount at least 5 (MIN_RECEIVE_COUNT), a literal or a bounded parameter;
 * every table encrypted, with point-in-time recovery and deletion protection from the
-  TableDeletionProtection parameter;
-* every SQS event source bounded by ScalingConfig.MaximumConcurrency, and reports batch item
+  TableDeletionProtection parameter, the idempotency table's window the
+  IdempotencyTableRecoveryDays parameter (at most 35 days), every table under UseDynamoDb;
+* every SQS event source bounded by ScalingConfig.MaximumConcurrency, reporting batch item
   failures;
-* queue policies (issue 13: the queues hold release PINs), one policy per queue, each denying
-  requests without TLS, none allowing Principal "*":
-  - the manual-booking queue (the functions' MANUAL_QUEUE_URL): SendMessage allowed to, and denied
-    to everyone but, exactly the roles of the functions that send to it and the operator
-    (gatectl cancel); ReceiveMessage,
-    DeleteMessage, ChangeMessageVisibility and PurgeQueue denied to everyone but those roles and
-    the OperatorRoleArn parameter; no role of the template may read it;
-  - the notification queue (the consumer's SQS event source): SendMessage allowed to, and denied
-    to everyone but, the NotificationProducerArns parameter, the roles of the functions whose
-    NOTIFICATION_QUEUE_URL names it (the webhook ingress) and the operator (for redrives);
-    reads denied to everyone but the consumer's role and the operator;
-  - every dead-letter queue: reads denied to everyone but the operator;
-  - NotificationProducerArns and OperatorRoleArn have no default (a deploy must name them);
-* the Store parameter: the DynamoDB tables under Condition UseDynamoDb; every function using the
-  store has STORE, its table variables under UseDynamoDb, DATABASE_URL_SECRET_ARN, and its
-  VpcConfig under InVpc (Store=postgres);
-* the idempotency table's point-in-time recovery window is the IdempotencyTableRecoveryDays
-  parameter (at most 35 days);
-* the operators' managed policy (issue 17, `gatectl`): one AWS::IAM::ManagedPolicy, every
-  resource named, no wildcard action; it reads everything gatectl shows (the stack, both tables
-  and the idempotency table's indexes, every queue's attributes, the manual-booking and
-  dead-letter queues' messages) and writes exactly what its subcommands write (OPERATOR_WRITES:
-  UpdateItem and PutItem on the idempotency table, PutItem on the bookings table, SendMessage to
-  the manual-booking and notification queues, DeleteMessage on the dead-letter queue), nothing
-  else; the terminals' token secrets only as the functions read them (TerminalApiTokenSecretArn
-  for one terminal, TerminalTokenSecretArns for several). The manual-booking queue's policy lets
-  the operator send (gatectl cancel routes through the gate).
+* queue policies, one per queue, each denying requests without TLS, none allowing Principal
+  "*": the manual queue (the functions' MANUAL_QUEUE_URL) sent to and read by only the roles of
+  the functions that send to it and OperatorRoleArn, no role reading it; the event queue (the
+  consumer's SQS event source) sent to by ProducerArns and OperatorRoleArn only, every role of
+  the template that sends to it named in the application's ProducerArns, read by the consumer's
+  role and the operator only; every dead-letter queue read by the operator only;
+  ProducerArns and OperatorRoleArn without a default, and so the parameters that feed them;
+* the Store parameter: every function that uses the store has STORE (the template's Store,
+  which is also the application's), its table variables under UseDynamoDb,
+  DATABASE_URL_SECRET_ARN, and its VpcConfig under InVpc;
+* the functions the application schedules and watches (ConsumerFunctionName,
+  ReconcilerFunctionName, MetricsFunctionName) are the template's functions of the same
+  FunctionName, each with the application's role of that name (ConsumerRoleArn, ...);
+* the operators' managed policy (gatectl): one AWS::IAM::ManagedPolicy, every resource named,
+  no wildcard action; it reads everything gatectl shows (the stack, both tables and the
+  idempotency table's indexes, every queue's attributes, the manual and dead-letter queues'
+  messages) and writes exactly what its subcommands write (OPERATOR_WRITES), nothing else.
 
-Usage: scripts/check-template-policy.py [template]   (PyYAML: the project venv has it)
+Usage: check-template-policy.py TEMPLATE   (PyYAML)
 """
 
 import sys
-from pathlib import Path
 
 import yaml
 
-from template_iam import (  # scripts/template_iam.py, beside this script (sys.path[0])
-    Loader, Tag, actions_of, as_list, check_allow_shape, check_kms_decrypt, policy_statements,
-    ref, resource_name, statements,
+from template_iam import (  # template_iam.py, beside this script (sys.path[0])
+    Tag, actions_of, as_list, check_allow_shape, check_kms_decrypt, load_template,
+    policy_statements, ref, resource_name, statements,
 )
 
 # Actions that have no resource-level permissions, so "*" is the only possible resource.
@@ -74,21 +59,25 @@ NO_RESOURCE_LEVEL = {"cloudwatch:PutMetricData"}
 # in a row; below 5 they push it to the dead-letter queue. The AWS Lambda developer guide ("Using
 # Lambda with Amazon SQS") advises a maxReceiveCount of at least 5 on a queue that triggers Lambda.
 MIN_RECEIVE_COUNT = 5
-# The functions that call the terminal and so may read its token.
-TOKEN_READERS = {"ConsumerFunction", "ReconcilerFunction"}
-# Each secret parameter and the functions that may read it.
+# The gate application's secret parameters and the roles (of its functions) that may read them;
+# an integration's own secret parameter may be read by any one role.
 SECRET_READERS = {
-    "TerminalApiTokenSecretArn": TOKEN_READERS,
-    "TerminalTokenSecretArns": TOKEN_READERS,
-    "WebhookSecretArn": {"IngressFunction"},
+    # The server's token or key: the functions that call the server.
+    "ServerSecretArns": {"ConsumerRole", "ReconcilerRole"},
     # Store=postgres: the connection string, read by the functions that use the store.
-    "DatabaseUrlSecretArn": {"ConsumerFunction", "ReconcilerFunction", "MetricsFunction"},
+    "DatabaseUrlSecretArn": {"ConsumerRole", "ReconcilerRole", "MetricsRole"},
+}
+# The application's function-name parameters and the role output each such function runs with.
+FUNCTION_ROLES = {
+    "ConsumerFunctionName": "ConsumerRole",
+    "ReconcilerFunctionName": "ReconcilerRole",
+    "MetricsFunctionName": "MetricsRole",
 }
 
 
-# Queue policies (issue 13).
+# Queue policies.
 OPERATOR = "OperatorRoleArn"
-PRODUCERS = "NotificationProducerArns"
+PRODUCERS = "ProducerArns"
 RECOVERY_DAYS = "IdempotencyTableRecoveryDays"
 READS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:PurgeQueue"}
 
@@ -205,28 +194,29 @@ OPERATOR_READS = {
 OPERATOR_WRITES = {
     ("dynamodb:UpdateItem", "IdempotencyTable"),
     ("dynamodb:PutItem", "IdempotencyTable"),
-    ("dynamodb:PutItem", "BookingsTable"),
-    ("sqs:SendMessage", "ManualBookingQueue"),
-    ("sqs:SendMessage", "NotificationQueue"),
-    ("sqs:DeleteMessage", "NotificationDeadLetterQueue"),
+    ("dynamodb:PutItem", "BusinessTable"),
+    ("sqs:SendMessage", "ManualQueue"),
+    ("sqs:SendMessage", "EventQueue"),
+    ("sqs:DeleteMessage", "EventDeadLetterQueue"),
 }
-# The secrets gatectl reads: the terminals' tokens (to ask them) and, with Store=postgres, the
-# functions' connection string.
-OPERATOR_SECRETS = {"TerminalApiTokenSecretArn", "TerminalTokenSecretArns", "DatabaseUrlSecretArn"}
-# What "reads everything" means: each of these (action, resource) pairs is granted.
+# The secrets gatectl reads: the server's (to ask it) and, with Store=postgres, the functions'
+# connection string.
+OPERATOR_SECRETS = {"ServerSecretArns", "DatabaseUrlSecretArn"}
+# What "reads everything" means: each of these (action, resource) pairs is granted. StackId is
+# the integration's stack (gatectl --stack reads its outputs).
 OPERATOR_MUST_READ = {
-    ("cloudformation:DescribeStacks", "AWS::StackId"),
+    ("cloudformation:DescribeStacks", "StackId"),
     ("dynamodb:GetItem", "IdempotencyTable"),
     ("dynamodb:Scan", "IdempotencyTable"),
     ("dynamodb:Query", "IdempotencyTable/index/*"),
-    ("dynamodb:GetItem", "BookingsTable"),
-    ("sqs:ReceiveMessage", "ManualBookingQueue"),
-    ("sqs:ChangeMessageVisibility", "ManualBookingQueue"),
-    ("sqs:ReceiveMessage", "NotificationDeadLetterQueue"),
-    ("sqs:ChangeMessageVisibility", "NotificationDeadLetterQueue"),
-    ("sqs:GetQueueAttributes", "NotificationQueue"),
-    ("sqs:GetQueueAttributes", "ManualBookingQueue"),
-    ("sqs:GetQueueAttributes", "NotificationDeadLetterQueue"),
+    ("dynamodb:GetItem", "BusinessTable"),
+    ("sqs:ReceiveMessage", "ManualQueue"),
+    ("sqs:ChangeMessageVisibility", "ManualQueue"),
+    ("sqs:ReceiveMessage", "EventDeadLetterQueue"),
+    ("sqs:ChangeMessageVisibility", "EventDeadLetterQueue"),
+    ("sqs:GetQueueAttributes", "EventQueue"),
+    ("sqs:GetQueueAttributes", "ManualQueue"),
+    ("sqs:GetQueueAttributes", "EventDeadLetterQueue"),
 } | {("secretsmanager:GetSecretValue", secret) for secret in OPERATOR_SECRETS}
 
 
@@ -263,12 +253,20 @@ def check_operator_policy(problem, resources):
 
 
 def main(path):
-    template = yaml.load(Path(path).read_text(), Loader=Loader)
-    resources = template["Resources"]
     problems = []
 
     def problem(text):
         problems.append(text)
+
+    try:
+        template = load_template(path)
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        problem(f"{path}: {e}")
+        template = {"Resources": {}, "Applications": {}}
+    resources = template["Resources"]
+    apps = template["Applications"]
+    if not apps:
+        problem("no gate application (AWS::Serverless::Application with a local Location)")
 
     functions = {k: v for k, v in resources.items() if v["Type"] == "AWS::Serverless::Function"}
     roles = {k: v for k, v in resources.items() if v["Type"] == "AWS::IAM::Role"}
@@ -286,9 +284,9 @@ def main(path):
             problem(f"{name}: shares role {role}")
         role_of[name] = role
 
-    # No wildcard resource where one can be named; the token's secret read by its readers only.
+    # No wildcard resource where one can be named; each secret read by its readers only.
+    params = template.get("Parameters", {})
     for role_name, role in roles.items():
-        readers = [f for f, r in role_of.items() if r == role_name]
         for st in statements(role):
             if st.get("Effect") != "Allow":
                 continue
@@ -303,23 +301,23 @@ def main(path):
             check_allow_shape(problem, role_name, st)
             if "kms:decrypt" in actions_of(st):
                 readable = {secret for secret, allowed in SECRET_READERS.items()
-                            if readers and set(readers) <= allowed}
+                            if role_name in allowed}
+                readable |= {s for s in params if s not in SECRET_READERS}
                 check_kms_decrypt(problem, role_name, st, readable)
             if "secretsmanager:getsecretvalue" in actions_of(st):
                 secrets = [ref(r) for r in resources_]
-                if len(secrets) != 1 or secrets[0] not in SECRET_READERS:
-                    problem(f"{role_name}/{sid}: GetSecretValue on {resources_}")
-                elif not set(readers) <= SECRET_READERS[secrets[0]]:
-                    problem(f"{role_name}/{sid}: {secrets[0]} readable by {readers}")
-    for fn in functions:
-        wanted = {secret for secret, readers in SECRET_READERS.items() if fn in readers}
-        if wanted and not any(
-            "secretsmanager:GetSecretValue" in as_list(st.get("Action"))
-            and len(as_list(st.get("Resource"))) == 1
-            and ref(as_list(st.get("Resource"))[0]) in wanted
-            for st in statements(roles.get(role_of.get(fn), {}))
-        ):
-            problem(f"{fn}: its role cannot read {' or '.join(sorted(wanted))}")
+                if len(secrets) != 1 or secrets[0] not in params:
+                    problem(f"{role_name}/{sid}: GetSecretValue on {resources_}, not one secret parameter")
+                elif secrets[0] in SECRET_READERS and role_name not in SECRET_READERS[secrets[0]]:
+                    problem(f"{role_name}/{sid}: {secrets[0]} readable by {role_name}")
+    for secret, readers in SECRET_READERS.items():
+        for role_name in sorted(readers):
+            if role_name in roles and not any(
+                "secretsmanager:GetSecretValue" in as_list(st.get("Action"))
+                and [ref(r) for r in as_list(st.get("Resource"))] == [secret]
+                for st in statements(roles[role_name])
+            ):
+                problem(f"{role_name}: cannot read {secret}")
 
     # Queues: encrypted; a dead-letter queue outlives its source.
     queues = {k: v for k, v in resources.items() if v["Type"] == "AWS::SQS::Queue"}
@@ -393,19 +391,28 @@ def main(path):
             if st.get("Effect") == "Allow" and is_everyone(st.get("Principal")):
                 problem(f"{label}/{st.get('Sid', '?')}: Allow for Principal '*'")
 
-    params = template.get("Parameters", {})
     for p_ in (OPERATOR, PRODUCERS):
+        declared = [params] + [app["Declared"] for app in apps.values()]
         if p_ not in params:
             problem(f"parameter {p_} missing")
-        elif "Default" in params[p_]:
+        elif any("Default" in (d.get(p_) or {}) for d in declared):
             problem(f"parameter {p_} has a default: a deploy must name it")
+    # The parameters that feed them: a deploy must name those too.
+    for app_name, app in apps.items():
+        for p_ in (OPERATOR, PRODUCERS):
+            for fed in names(app["Parameters"].get(p_)):
+                if "Default" in (template.get("OwnParameters", {}).get(fed) or {}):
+                    problem(f"parameter {fed} (the application's {p_}) has a default: a deploy must name it")
 
     def env_ref(fn, var):
         env = (functions.get(fn, {}).get("Properties", {}).get("Environment") or {}).get("Variables") or {}
-        value = env.get(var)
-        # `!If [Condition, !Ref X, !Ref AWS::NoValue]` (a store-dependent variable): X.
+        return first_ref(env.get(var))
+
+    def first_ref(value):
+        # `!If [Condition, !Ref X, !Ref AWS::NoValue]` (a store-dependent variable, possibly of
+        # an application's output that is itself an `!If`): X.
         if isinstance(value, Tag) and value.name == "!If" and isinstance(value.value, list):
-            branches = [ref(v) for v in value.value[1:]]
+            branches = [first_ref(v) for v in value.value[1:]]
             return next((b for b in branches if b not in (None, "AWS::NoValue")), None)
         return ref(value)
 
@@ -443,8 +450,17 @@ def main(path):
             continue
         pname, sts = policy_of[qname]
         label = f"{pname} ({qname})"
-        ingress_senders = {role_of[f] for f in functions if env_ref(f, "NOTIFICATION_QUEUE_URL") == qname}
-        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR} | ingress_senders)
+        check_queue_access(problem, label, sts, "sqs:SendMessage", {PRODUCERS, OPERATOR})
+        # A role of the template that sends here is one of the producers the application names.
+        producers = set()
+        for app in apps.values():
+            producers |= names(app["Parameters"].get(PRODUCERS))
+        for role_name, role in roles.items():
+            for st in statements(role):
+                if (st.get("Effect") == "Allow" and "sqs:SendMessage" in as_list(st.get("Action"))
+                        and qname in names(st.get("Resource")) and role_name not in producers):
+                    problem(f"{role_name}/{st.get('Sid', '?')}: sends to {qname} but is not in "
+                            f"the application's {PRODUCERS} (its sends are denied)")
         senders_named = set()
         for st in sts:
             if st.get("Effect") == "Allow" and "sqs:SendMessage" in as_list(st.get("Action")):
@@ -496,6 +512,28 @@ def main(path):
         if not (isinstance(vpc, Tag) and vpc.name == "!If" and vpc.value[0] == "InVpc"):
             problem(f"{fname}: VpcConfig is not under Condition InVpc (the VPC only for PostgreSQL)")
 
+    # The application and the template agree: one store, and the functions it schedules and
+    # watches by name are the template's, each with the application's role for it.
+    by_name = {}
+    for fname, fn in functions.items():
+        fn_name = fn.get("Properties", {}).get("FunctionName")
+        if fn_name is not None:
+            by_name[repr(fn_name)] = fname
+    for app_name, app in apps.items():
+        given = app["Parameters"]
+        if ref(given.get("Store")) != "Store":
+            problem(f"{app_name}: its Store is not the template's Store parameter")
+        if ref(given.get("StackId")) != "AWS::StackId":
+            problem(f"{app_name}: its StackId is not !Ref AWS::StackId (gatectl --stack)")
+        for param, role in FUNCTION_ROLES.items():
+            if param not in app["Declared"]:
+                continue
+            fname = by_name.get(repr(given.get(param)))
+            if fname is None:
+                problem(f"{app_name}: {param} {given.get(param)!r} is no function's FunctionName")
+            elif role_of.get(fname) != role:
+                problem(f"{fname}: named by {param} but runs with {role_of.get(fname)}, not {role}")
+
     check_operator_policy(problem, resources)
 
     for p in problems:
@@ -508,5 +546,6 @@ def main(path):
 
 
 if __name__ == "__main__":
-    root = Path(__file__).resolve().parent.parent
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else root / "template.yaml"))
+    if len(sys.argv) != 2:
+        sys.exit(__doc__.rsplit("Usage: ", 1)[1])
+    sys.exit(main(sys.argv[1]))

@@ -1,87 +1,38 @@
 #!/usr/bin/env bash
-# Lints template.yaml with both linters from the project venv; exits non-zero on any finding.
+# `gatectl check-template` on this repository's templates, with the project's tools: the alarms
+# against gate::signals, the policy rules (scripts/check-template-policy.py, built into gatectl),
+# and the lint (sam validate --lint, cfn-lint --include-checks I, checkov) on each template and
+# on the gate application it instantiates (sam/gate/template.yaml). A linter missing fails.
 #
-#   sam validate --lint          SAM transform + cfn-lint (errors and warnings fail)
-#   cfn-lint --include-checks I  errors, warnings and informational findings all fail
-#   checkov                      the security scan (CloudFormation/SAM checks); every failed check
-#                                fails, a check is skipped only in the template, per resource,
-#                                with `Metadata: checkov: skip:` and a comment
-#                                (docs/SECURITY.md lists every skip with its reason)
-#   check-template-policy.py     the project's own rules no scanner knows: one role per function,
-#                                no "*" resource where one can be named, no wildcard or
-#                                NotAction, each secret (and its KMS key) read only by its
-#                                readers, DLQ retention above the source's,
-#                                maxReceiveCount at least 5, tables with PITR and deletion
-#                                protection, bounded SQS event sources, queue policies (who
-#                                sends, who reads), the PITR window parameter
-#
-# Offline-safe: no AWS credentials or network needed (the region only selects cfn-lint's spec;
-# checkov runs with --skip-download, so it fetches no policy metadata).
-# Usage: scripts/lint-template.sh [--example] [template]   (default: template.yaml at the root)
-#   --example   an integration's own stack (examples/payments/template.yaml): the three scanners
-#               only; check-template-policy.py's rules name the truck-slot stack's resources and
-#               parameters (the terminal token's secret, NotificationProducerArns, the operators'
-#               managed policy), which such a stack does not have.
+# Offline-safe: no AWS credentials or network (the region only selects cfn-lint's spec; checkov
+# runs with --skip-download). A check is skipped only in the template, per resource, with
+# `Metadata: checkov: skip:` and a comment (docs/SECURITY.md lists every skip with its reason).
+# Usage: scripts/lint-template.sh [template ...]   (default: template.yaml and payments')
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${VENV:-$root/.venv}"
-example=false
-if [[ "${1:-}" == "--example" ]]; then
-    example=true
-    shift
-fi
-template="${1:-$root/template.yaml}"
-
-export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-eu-west-1}"
-export AWS_REGION="$AWS_DEFAULT_REGION"
-export SAM_CLI_TELEMETRY=0
-
-for tool in sam cfn-lint; do
-    if [[ ! -x "$venv/bin/$tool" ]]; then
-        echo "lint-template: $venv/bin/$tool not found" >&2
-        echo "  install: $venv/bin/pip install aws-sam-cli==1.170.0 cfn-lint==1.58.0" >&2
+for tool in "$venv/bin/sam" "$venv/bin/cfn-lint" "$venv/checkov/bin/checkov"; do
+    if [[ ! -x "$tool" ]]; then
+        echo "lint-template: $tool not found: run scripts/tools.sh" >&2
         exit 2
     fi
 done
-checkov="$venv/checkov/bin/checkov"
-if [[ ! -x "$checkov" ]]; then
-    echo "lint-template: $checkov not found" >&2
-    echo "  install: scripts/tools.sh (checkov==3.3.30 in a venv of its own, $venv/checkov)" >&2
-    exit 2
-fi
+# A copy of the binary just built: a target directory shared with another checkout may be
+# rebuilt meanwhile.
+cargo build -q -p gatectl
+gatectl="$(mktemp -d)/gatectl"
+trap 'rm -rf "$(dirname "$gatectl")"' EXIT
+cp "${CARGO_TARGET_DIR:-$root/target}/debug/gatectl" "$gatectl"
+export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-eu-west-1}"
+# The venv's python (PyYAML) runs the policy rules; checkov keeps a venv of its own.
+export PATH="$venv/bin:$PATH:$venv/checkov/bin"
+export GATECTL_PYTHON="$venv/bin/python"
 
 status=0
-
-echo "lint-template: sam validate --lint $template"
-if ! "$venv/bin/sam" validate --lint --template "$template" --region "$AWS_DEFAULT_REGION"; then
-    status=1
-fi
-
-echo "lint-template: cfn-lint --include-checks I $template"
-# cfn-lint's exit code is a bit mask (2 error, 4 warning, 8 informational); any bit fails.
-if ! "$venv/bin/cfn-lint" --regions "$AWS_DEFAULT_REGION" --include-checks I -- "$template"; then
-    status=1
-fi
-
-# The secrets framework too (checkov's default set has it): a connection-string example with a
-# password in a parameter's description is a finding (CKV_SECRET_4).
-echo "lint-template: checkov --framework cloudformation secrets $template"
-if ! "$checkov" --file "$template" --framework cloudformation secrets --skip-download --compact \
-    --quiet; then
-    status=1
-fi
-
-if [[ $example == false ]]; then
-    echo "lint-template: check-template-policy.py $template"
-    if ! "$venv/bin/python" "$root/scripts/check-template-policy.py" "$template"; then
-        status=1
-    fi
-fi
-
-if [[ $status -eq 0 ]]; then
-    echo "lint-template: no findings"
-else
-    echo "lint-template: findings above" >&2
-fi
+if [[ $# -eq 0 ]]; then set -- "$root/template.yaml" "$root/examples/payments/template.yaml"; fi
+for template in "$@"; do
+    echo "lint-template: gatectl check-template --require-lint $template"
+    "$gatectl" check-template --require-lint "$template" || status=1
+done
 exit $status

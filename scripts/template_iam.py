@@ -1,6 +1,7 @@
-"""Reading a CloudFormation template's IAM statements, and the rules one statement must keep
-on its own (its shape, a KMS key's grant): the part of scripts/check-template-policy.py that
-knows IAM's grammar rather than this stack's resources."""
+"""Reading a CloudFormation template as deployed (its nested gate application merged in,
+`load_template`), its IAM statements, and the rules one statement must keep on its own (its
+shape, a KMS key's grant): the part of check-template-policy.py that knows IAM's and SAM's
+grammar rather than the gate's resources."""
 
 import yaml
 
@@ -88,10 +89,9 @@ def policy_statements(document):
 
 
 # Each secret parameter and the parameter of the customer managed key it may be encrypted with.
+# (The gate application's; an integration's own secret may be read with any one key parameter.)
 SECRET_KEYS = {
-    "TerminalApiTokenSecretArn": "TerminalApiTokenSecretKmsKeyArn",
-    "TerminalTokenSecretArns": "TerminalApiTokenSecretKmsKeyArn",
-    "WebhookSecretArn": "WebhookSecretKmsKeyArn",
+    "ServerSecretArns": "ServerSecretKmsKeyArn",
     "DatabaseUrlSecretArn": "DatabaseUrlSecretKmsKeyArn",
 }
 
@@ -147,3 +147,89 @@ def check_kms_decrypt(problem, where, st, readable):
         problem(f"{where}/{sid}: kms:Decrypt on {keys}, not one key parameter")
     elif wanted is not None and ref(keys[0]) != wanted:
         problem(f"{where}/{sid}: kms:Decrypt on {ref(keys[0])}, not {secret}'s key {wanted}")
+
+
+def _merge(base, over):
+    """SAM's Globals: `over` (the function's own) wins; maps merge key by key."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    return over
+
+
+def _outputs_of(value, app, outputs):
+    """`value` with every `!GetAtt APP.Outputs.X` replaced by output X's value of `app`'s template."""
+    if isinstance(value, Tag):
+        if value.name == "!GetAtt":
+            target = value.value if isinstance(value.value, str) else ".".join(value.value)
+            parts = target.split(".")
+            if len(parts) == 3 and parts[0] == app and parts[1] == "Outputs":
+                if parts[2] not in outputs:
+                    raise ValueError(f"{app} has no output {parts[2]}")
+                return outputs[parts[2]]["Value"]
+        return Tag(value.name, _outputs_of(value.value, app, outputs))
+    if isinstance(value, list):
+        return [_outputs_of(v, app, outputs) for v in value]
+    if isinstance(value, dict):
+        return {k: _outputs_of(v, app, outputs) for k, v in value.items()}
+    return value
+
+
+def load_template(path):
+    """A template as deployed: its Globals.Function folded into each function, every
+    AWS::Serverless::Application with a local Location (resolved relative to the template)
+    merged in: the application's resources, parameters and conditions beside the template's,
+    each `!GetAtt APP.Outputs.X` replaced by the output's value, and each AWS::IAM::RolePolicy
+    folded into its role's Policies. The parameters each application is given are kept under
+    "Applications" ({logical id: {"Parameters": given, "Declared": its own, "Template": path}}),
+    the template's own parameters under "OwnParameters".
+    Raises ValueError when a logical id or an output is missing or defined twice."""
+    from pathlib import Path
+
+    path = Path(path)
+    template = yaml.load(path.read_text(), Loader=Loader)
+    resources = template.setdefault("Resources", {})
+    glob = ((template.get("Globals") or {}).get("Function")) or {}
+    for r in resources.values():
+        if r.get("Type") == "AWS::Serverless::Function" and glob:
+            r["Properties"] = _merge(glob, r.get("Properties") or {})
+    template["OwnParameters"] = dict(template.get("Parameters") or {})
+    apps = {}
+    for name, r in list(resources.items()):
+        if r.get("Type") != "AWS::Serverless::Application":
+            continue
+        location = (r.get("Properties") or {}).get("Location")
+        if not isinstance(location, str) or "://" in location:
+            continue
+        nested_path = (path.parent / location).resolve()
+        nested = load_template(nested_path)
+        apps[name] = {"Parameters": (r.get("Properties") or {}).get("Parameters") or {},
+                      "Template": nested_path, "Declared": nested.get("Parameters") or {}}
+        del resources[name]
+        template = _outputs_of(template, name, nested.get("Outputs") or {})
+        resources = template["Resources"]
+        for key in ("Resources", "Conditions", "Parameters"):
+            section = template.setdefault(key, {})
+            for k, v in (nested.get(key) or {}).items():
+                if key == "Resources" and k in section:
+                    raise ValueError(f"{k}: a resource of both {path} and {nested_path}")
+                if key == "Parameters":
+                    # The application's resources refer to its own declaration (its bounds);
+                    # the template's stays under "OwnParameters".
+                    section[k] = v
+                else:
+                    # A condition of both (UseDynamoDb): the same meaning.
+                    section.setdefault(k, v)
+        apps.update(nested.get("Applications") or {})
+    for r in list(resources.values()):
+        if r.get("Type") != "AWS::IAM::RolePolicy":
+            continue
+        props = r.get("Properties") or {}
+        role = resources.get(ref(props.get("RoleName")) or "")
+        if role is not None:
+            role.setdefault("Properties", {}).setdefault("Policies", []).append(
+                {"PolicyName": props.get("PolicyName"), "PolicyDocument": props.get("PolicyDocument")})
+    template["Applications"] = apps
+    return template

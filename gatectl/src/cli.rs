@@ -101,6 +101,16 @@ pub enum Command {
     /// Moves dead letters back to the notification queue, refusing (and listing) those older
     /// than the records' lifetime minus the notification queue's retention.
     Redrive,
+    /// Checks a template that deploys the gate, with the gate application it instantiates: the
+    /// alarms against the code, the policy rules, and the lint when its tools are on PATH. Reads
+    /// no stack; exits 1 on any finding.
+    CheckTemplate {
+        /// The template (its applications' local Locations are relative to it).
+        file: std::path::PathBuf,
+        /// Fail, rather than skip, when sam, cfn-lint or checkov is not installed.
+        #[arg(long)]
+        require_lint: bool,
+    },
 }
 
 /// The lists.
@@ -124,9 +134,10 @@ pub enum ListCommand {
 }
 
 impl Command {
-    /// The action this command asks for.
-    pub fn action(&self) -> Action {
-        match self {
+    /// The action this command asks of a stack; `None` for `check-template` (no stack).
+    pub fn action(&self) -> Option<Action> {
+        Some(match self {
+            Self::CheckTemplate { .. } => return None,
             Self::Show { query } => Action::Show(query.clone()),
             Self::List { what } => match what {
                 ListCommand::InFlight { older_than } => Action::ListInFlight {
@@ -147,7 +158,7 @@ impl Command {
             },
             Self::Reconcile { key } => Action::Reconcile(key.clone()),
             Self::Redrive => Action::Redrive,
-        }
+        })
     }
 
     /// Whether the command asks the server (and so needs its client and secrets).
@@ -287,7 +298,7 @@ mod tests {
         assert!(cli.yes && cli.command.needs_server());
         let cli = parse_from(&WORDS, ["gatectl", "finish", &key, "--slot-id", "S-1"]).unwrap();
         assert_eq!(
-            cli.command.action(),
+            cli.command.action().unwrap(),
             Action::Finish {
                 key: key.clone(),
                 effect_id: Some("S-1".into())
@@ -297,9 +308,9 @@ mod tests {
         let cli = parse_from(&WORDS, ["gatectl", "finish", &key, "--effect-id", "S-1"]).unwrap();
         assert!(!cli.command.needs_server());
         let cli = parse_from(&WORDS, ["gatectl", "list", "multi-slot"]).unwrap();
-        assert_eq!(cli.command.action(), Action::ListMultiEffect);
+        assert_eq!(cli.command.action(), Some(Action::ListMultiEffect));
         let cli = parse_from(&Words::NEUTRAL, ["gatectl", "list", "multi-effect"]).unwrap();
-        assert_eq!(cli.command.action(), Action::ListMultiEffect);
+        assert_eq!(cli.command.action(), Some(Action::ListMultiEffect));
         assert!(parse_from(
             &Words::NEUTRAL,
             ["gatectl", "finish", &key, "--slot-id", "S"]
@@ -311,7 +322,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            cli.command.action(),
+            cli.command.action().unwrap(),
             Action::ListInFlight {
                 older_than_ms: 600_000
             }

@@ -12,8 +12,11 @@
 //! * [`targets`]: where the store (DynamoDB or PostgreSQL) and the queues are (stack outputs and
 //!   parameters, or environment), opened by [`open_store`] through the core's operator port;
 //! * [`ctl`]: the subcommands; [`stack`], [`words`]: what the integration gives;
-//! * [`error`]: errors and exit codes; [`render`]: human units, tables, progress bars.
+//! * [`error`]: errors and exit codes; [`render`]: human units, tables, progress bars;
+//! * [`check_template`]: `gatectl check-template FILE`, the checks of a template that deploys
+//!   the gate (no stack needed).
 
+pub mod check_template;
 pub mod cli;
 pub mod ctl;
 pub mod error;
@@ -134,6 +137,9 @@ pub async fn connect<S: Stack>(stack: &S, cli: &Cli) -> Result<Ctl, CtlError> {
 pub async fn main<S: Stack>(stack: S) -> ExitCode {
     let view = stack.view();
     let cli = cli::parse(view.words());
+    let Some(action) = cli.command.action() else {
+        return check_template_main(&cli);
+    };
     let result = async {
         let ctl = connect(&stack, &cli).await?;
         let mut confirm: Box<dyn Confirm> = if cli.yes {
@@ -141,8 +147,7 @@ pub async fn main<S: Stack>(stack: S) -> ExitCode {
         } else {
             Box::new(Prompt)
         };
-        ctl.run(&cli.command.action(), cli.dry_run, confirm.as_mut())
-            .await
+        ctl.run(&action, cli.dry_run, confirm.as_mut()).await
     }
     .await;
     match result {
@@ -168,4 +173,24 @@ pub async fn main<S: Stack>(stack: S) -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `gatectl check-template FILE`: prints the report (or `--json`), exit 0 when every check
+/// passed, 1 on any finding, 2 for another command.
+fn check_template_main(cli: &Cli) -> ExitCode {
+    let cli::Command::CheckTemplate { file, require_lint } = &cli.command else {
+        return ExitCode::from(2);
+    };
+    let report = check_template::run(file, *require_lint);
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"file": file, "failed": report.failed, "lines": report.lines})
+        );
+    } else {
+        for line in &report.lines {
+            println!("{line}");
+        }
+    }
+    ExitCode::from(u8::from(report.failed))
 }

@@ -454,4 +454,32 @@ mod tests {
             assert!(template.contains(&format!("\n  {key}:\n")), "{key}");
         }
     }
+
+    /// The root template re-exports the gate application's outputs under the names gatectl
+    /// reads (`--stack` reads the integration's stack, not the nested one): each output of
+    /// [`OUTPUT_VARIABLES`] is `!GetAtt Gate.Outputs.X` of an output X of the application.
+    #[test]
+    fn every_output_read_is_the_gate_applications_reexported() {
+        use crate::check_template::thresholds::resource;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = std::fs::read_to_string(dir.join("template.yaml")).unwrap();
+        let gate = std::fs::read_to_string(dir.join("sam/gate/template.yaml")).unwrap();
+        let outputs = root.split("\nOutputs:\n").nth(1).expect("Outputs");
+        let gate_outputs = gate
+            .split("\nOutputs:\n")
+            .nth(1)
+            .expect("the gate's Outputs");
+        for (key, _) in OUTPUT_VARIABLES {
+            let block = resource(outputs, key).unwrap_or_else(|| panic!("output {key}"));
+            let nested = block
+                .split("Value: !GetAtt Gate.Outputs.")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or_else(|| panic!("{key} is not a Gate output:\n{block}"));
+            assert!(
+                resource(gate_outputs, nested).is_some(),
+                "{key}: the gate application has no output {nested}"
+            );
+        }
+    }
 }

@@ -150,7 +150,7 @@ async fn every_record_ends_in_one_outcome_line_with_the_fields_the_runbooks_name
     assert_eq!(poison["outcome"], "Rejected");
     assert_eq!(poison["detail"], "not_json");
 
-    // DeadLetters, NotificationsWaiting: `fields.outcome = "Retry"` with the reason in `detail`.
+    // DeadLetters, EventsWaiting: `fields.outcome = "Retry"` with the reason in `detail`.
     let retry = by_message("m-refused");
     assert_eq!(retry["outcome"], "Retry");
     assert!(retry["detail"].as_str().unwrap().contains("503"), "{retry}");

@@ -92,7 +92,7 @@ pub enum RatioRule {
 
 /// One duplicate-ratio alarm of `template.yaml`, defined here once: the template's metric math
 /// is [`RatioAlarm::expression`], the simulator evaluates [`RatioAlarm::breached`] on the same
-/// periods, and `tests/tests/template_thresholds.rs` checks the template against these values.
+/// periods, and `gatectl check-template` checks a template against these values.
 ///
 /// CloudWatch evaluates the alarm on periods of `period_s` aligned to the clock (UTC), and goes
 /// to ALARM when `datapoints_to_alarm` of the last `evaluation_periods` periods breach; a period

@@ -94,15 +94,6 @@ impl Integration for Payments {
         })
     }
 
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        self.0.lookups.fetch_add(1, Ordering::SeqCst);
-        LookupOutcome::Transient("this server has no lookup by key".into())
-    }
-
-    fn supports_lookup(&self, _record: &IdempotencyRecord) -> bool {
-        false
-    }
-
     fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
         record.label("event_end").parse().ok()
     }

@@ -40,12 +40,15 @@ impl Integration for Jobs {
         })
     }
 
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Jobs {
     async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         LookupOutcome::Transient("not asked in this test".into())
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 }
 

@@ -79,8 +79,8 @@ impl Integration for FreshKeyEveryCall {
         record.op_key = format!("{}-{n}", record.op_key);
         self.inner.call(&Held::for_tests(&record)).await
     }
-    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
-        self.inner.lookup(held).await
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        self.inner.lookup_by_key()
     }
     fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
         self.inner.ends_at_ms(record)

@@ -118,7 +118,7 @@ impl Scripted {
             }
             Some(Act::LandedThenTimeout) => {
                 f().await?;
-                Err(StoreError::Unavailable(format!("{op}: timed out")))
+                Err(StoreError::Unavailable(format!("{op}: timed out").into()))
             }
         }
     }

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsMessage;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::effect::{CallOutcome, Effect, LookupOutcome};
+use gate::effect::{CallOutcome, Effect};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;

@@ -254,10 +254,13 @@ impl IdempotencyStore for DynamoStore {
                 }
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "reserve of {}: the condition failed but the record is gone",
-            record.pk
-        )))
+        Err(StoreError::Unavailable(
+            format!(
+                "reserve of {}: the condition failed but the record is gone",
+                record.pk
+            )
+            .into(),
+        ))
     }
 
     /// One conditional `UpdateItem` (`ReturnValues=ALL_NEW`, `ALL_OLD` on a failed condition):
@@ -295,9 +298,9 @@ impl IdempotencyStore for DynamoStore {
         match result {
             Ok(out) => match out.attributes() {
                 Some(item) => Ok(TakeOver::Taken(Box::new(record_from_item(item)?))),
-                None => Err(StoreError::Corrupt(format!(
-                    "take-over of {pk}: no attributes returned"
-                ))),
+                None => Err(StoreError::Corrupt(
+                    format!("take-over of {pk}: no attributes returned").into(),
+                )),
             },
             Err(err) if is_update_condition_failure(&err) => {
                 match condition_failure_item(&err)
@@ -577,9 +580,9 @@ impl IdempotencyStore for DynamoStore {
             Err(err) => return Err(map_sdk_error("record_effect_id (UpdateItem)", err)),
         };
         let Some(record) = out.attributes().map(record_from_item).transpose()? else {
-            return Err(StoreError::Corrupt(format!(
-                "record_effect_id of {pk}: no attributes returned"
-            )));
+            return Err(StoreError::Corrupt(
+                format!("record_effect_id of {pk}: no attributes returned").into(),
+            ));
         };
         if record.effect_ids.len() > 1 {
             self.mark_multi_effect(pk).await?;

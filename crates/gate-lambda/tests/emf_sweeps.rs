@@ -13,7 +13,7 @@ use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::{Held, Integration, Parsed};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
-use gate::record::IdempotencyRecord;
+
 use gate::store::memory::MemoryStore;
 use gate_testkit::{plain_event, reserve_stranded};
 

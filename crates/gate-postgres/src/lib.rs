@@ -95,7 +95,8 @@ use gate::clock::ms_to_s;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver, UnreadableEntry,
+    InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver,
+    UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -162,7 +163,7 @@ impl PostgresStore {
     /// (nothing of it is applied then).
     pub async fn migrate(&self) -> Result<Vec<i32>, StoreError> {
         let mut client = self.pool.get().await.map_err(|e| {
-            StoreError::Unavailable(format!("migrate: no connection: {}", pool_error(&e)))
+            StoreError::Unavailable(format!("migrate: no connection: {}", pool_error(&e)).into())
         })?;
         schema::migrate(&mut client, &self.schema)
             .await
@@ -190,7 +191,8 @@ impl PostgresStore {
                      statement), and the store runs each statement in a transaction carrying its \
                      timeouts (SET LOCAL): set pool_mode = transaction (or session), or \
                      DATABASE_SESSION_TIMEOUTS=false with the timeouts set on the role"
-                        .to_string(),
+                        .to_string()
+                        .into(),
                 ));
             }
             Err(f) => {
@@ -200,16 +202,17 @@ impl PostgresStore {
         };
         let row = first(&rows, "check_session")?;
         let seen: String = row.try_get("statement_timeout").map_err(|e| {
-            StoreError::Corrupt(format!("check_session: column statement_timeout: {e}"))
+            StoreError::Corrupt(format!("check_session: column statement_timeout: {e}").into())
         })?;
         match self.statement_timeout_ms.map(|ms| format!("{ms}ms")) {
-            Some(expected) if !same_timeout(&seen, &expected) => {
-                Err(StoreError::Unavailable(format!(
+            Some(expected) if !same_timeout(&seen, &expected) => Err(StoreError::Unavailable(
+                format!(
                     "PostgreSQL: the statement ran with statement_timeout = {seen}, not its \
                      transaction's {expected}: a pooler handed it to another server connection \
                      (PgBouncer: set pool_mode = transaction or session)"
-                )))
-            }
+                )
+                .into(),
+            )),
             _ => Ok(true),
         }
     }
@@ -283,7 +286,7 @@ impl PostgresStore {
                 Failure::Timeout(limit)
             })?,
         }
-        .map_err(|e| Failure::Pool(pool_error(&e)))?;
+        .map_err(|e| Failure::Pool(pool_error(&e), e))?;
         let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
             .iter()
             .zip(sql.types)
@@ -374,13 +377,13 @@ fn pool_error(e: &deadpool_postgres::PoolError) -> String {
 
 fn count(row: &Row, column: &str) -> Result<i64, StoreError> {
     row.try_get(column)
-        .map_err(|e| StoreError::Corrupt(format!("column {column}: {e}")))
+        .map_err(|e| StoreError::Corrupt(format!("column {column}: {e}").into()))
 }
 
 fn first(rows: &[Row], op: &str) -> Result<Row, StoreError> {
     rows.first()
         .cloned()
-        .ok_or_else(|| StoreError::Corrupt(format!("{op}: the statement returned no row")))
+        .ok_or_else(|| StoreError::Corrupt(format!("{op}: the statement returned no row").into()))
 }
 
 #[async_trait]
@@ -420,10 +423,13 @@ impl IdempotencyStore for PostgresStore {
                 None => {}
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
-            record.pk
-        )))
+        Err(StoreError::Unavailable(
+            format!(
+                "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
+                record.pk
+            )
+            .into(),
+        ))
     }
 
     /// With a natural key: the reserve and, where it wrote, the guard as one statement
@@ -469,7 +475,7 @@ impl IdempotencyStore for PostgresStore {
         };
         let taken: bool = row
             .try_get("taken")
-            .map_err(|e| StoreError::Corrupt(format!("column taken: {e}")))?;
+            .map_err(|e| StoreError::Corrupt(format!("column taken: {e}").into()))?;
         let Some(record) = record_from_row(row)? else {
             return Ok(TakeOver::Refused);
         };
@@ -517,11 +523,14 @@ impl IdempotencyStore for PostgresStore {
                 Ok(rows) => rows,
                 Err(Failure::Db(e)) if is_unique_violation(&e, "business_rows_pkey") => {
                     let existing = self.business_row(&booking.source_event).await?;
-                    return Err(StoreError::Corrupt(format!(
-                        "a business row for {} already exists with effect id {}",
-                        booking.source_event,
-                        existing.map_or_else(|| "?".to_string(), |b| b.effect_id)
-                    )));
+                    return Err(StoreError::Corrupt(
+                        format!(
+                            "a business row for {} already exists with effect id {}",
+                            booking.source_event,
+                            existing.map_or_else(|| "?".to_string(), |b| b.effect_id)
+                        )
+                        .into(),
+                    ));
                 }
                 Err(f) => return Err(Self::err("commit", f)),
             };
@@ -532,7 +541,11 @@ impl IdempotencyStore for PostgresStore {
             let Some(record) = record_from_row(&row)? else {
                 match self.get(pk).await? {
                     Some(_) => continue,
-                    None => return Err(StoreError::Corrupt(format!("no record {pk} to commit"))),
+                    None => {
+                        return Err(StoreError::Corrupt(
+                            format!("no record {pk} to commit").into(),
+                        ))
+                    }
                 }
             };
             if record.status == RecordStatus::Committed
@@ -549,9 +562,10 @@ impl IdempotencyStore for PostgresStore {
             }
             return Ok(CommitOutcome::Refused(Box::new(record)));
         }
-        Err(StoreError::Unavailable(format!(
-            "commit of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
-        )))
+        Err(StoreError::Unavailable(
+            format!("commit of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts")
+                .into(),
+        ))
     }
 
     /// One statement: the natural-key row's `INSERT .. ON CONFLICT DO UPDATE` written when
@@ -669,9 +683,10 @@ impl IdempotencyStore for PostgresStore {
             }
             return Ok(FinishOutcome::Refused(Some(Box::new(record))));
         }
-        Err(StoreError::Unavailable(format!(
-            "finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
-        )))
+        Err(StoreError::Unavailable(
+            format!("finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts")
+                .into(),
+        ))
     }
 
     /// One conditional `UPDATE` on `route_pending AND lease_owner = :owner`, clearing the mark,
@@ -718,6 +733,26 @@ impl IdempotencyStore for PostgresStore {
         }
     }
 
+    /// One `SELECT` of `business_rows` by primary key.
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        let rows = self
+            .query("booking", &self.sql.booking, &[&source_event])
+            .await
+            .map_err(|f| Self::err("booking", f))?;
+        rows.first().map(business_row_from_row).transpose()
+    }
+
+    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
+    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
+    /// labels are refused under the neutral names, as the memory store built by default refuses
+    /// them.
+    fn row_columns(&self) -> RowColumns {
+        RowColumns::NEUTRAL
+    }
+}
+
+#[async_trait]
+impl Purge for PostgresStore {
     /// Two batched `DELETE`s (each one statement): up to `limit` records with `expires_at_s <
     /// now` (epoch seconds) that are not `in_flight` and have no routing pending (through the
     /// partial index `idempotency_purgeable`), and up to `limit` natural-key rows with
@@ -744,23 +779,6 @@ impl IdempotencyStore for PostgresStore {
             records: deleted[0],
             natural_keys: deleted[1],
         }))
-    }
-
-    /// One `SELECT` of `business_rows` by primary key.
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        let rows = self
-            .query("booking", &self.sql.booking, &[&source_event])
-            .await
-            .map_err(|f| Self::err("booking", f))?;
-        rows.first().map(business_row_from_row).transpose()
-    }
-
-    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
-    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
-    /// labels are refused under the neutral names, as the memory store built by default refuses
-    /// them.
-    fn row_columns(&self) -> RowColumns {
-        RowColumns::NEUTRAL
     }
 }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use gate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::ManualReason;
-use gate::record::{IdempotencyRecord, Labels};
+use gate::record::Labels;
 use gate::{Event, Integration, Parsed, Rejection};
 use gate_testkit::{Faults, Harness, IdempotencyServer, ServerConfig, Target};
 use serde_json::Value;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, LookupOutcome, Parsed};
+use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, Parsed};
 use gate::store::memory::MemoryStore;
 use gate_testkit::{exactly_once_violations, Harness, IdempotencyServer, Target};
 use job_client::scenario::{self, job, job_server, JOBS, T0};

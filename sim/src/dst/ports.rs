@@ -92,7 +92,7 @@ impl SimStore {
             let (name, err) = match kind {
                 0 => (
                     "store_throttled",
-                    StoreError::Throttled(format!("{label}: simulated throttling")),
+                    StoreError::Throttled(format!("{label}: simulated throttling").into()),
                 ),
                 // A write that met a running transaction: the commit's cancellation
                 // `[None, TransactionConflict, None]` after the adapter's retries, or the reserve
@@ -100,11 +100,11 @@ impl SimStore {
                 // Nothing was written; the gate retries the record (a batch item failure).
                 1 if commit || matches!(label, "reserve" | "take_over") => (
                     "store_transaction_conflict",
-                    StoreError::TransactionConflict(format!("{label}: simulated conflict")),
+                    StoreError::TransactionConflict(format!("{label}: simulated conflict").into()),
                 ),
                 _ => (
                     "store_unavailable",
-                    StoreError::Unavailable(format!("{label}: simulated outage")),
+                    StoreError::Unavailable(format!("{label}: simulated outage").into()),
                 ),
             };
             st.count(name);
@@ -180,7 +180,7 @@ impl SimStore {
     }
 
     fn ambiguous_error(label: &str) -> StoreError {
-        StoreError::Unavailable(format!("{label}: timed out after the write applied"))
+        StoreError::Unavailable(format!("{label}: timed out after the write applied").into())
     }
 }
 

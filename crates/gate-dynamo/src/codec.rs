@@ -37,12 +37,12 @@ pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> Result<Str
         inflight_shard: req_s(key, "inflight_shard")?,
         created_at: req_n(key, "created_at")?.to_string(),
     };
-    serde_json::to_string(&cursor).map_err(|e| StoreError::Corrupt(format!("cursor: {e}").into()))
+    serde_json::to_string(&cursor).map_err(|e| StoreError::corrupt(format!("cursor: {e}"), e))
 }
 
 pub(crate) fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
     let c: Cursor = serde_json::from_str(cursor)
-        .map_err(|e| StoreError::Corrupt(format!("invalid stale_in_flight cursor: {e}").into()))?;
+        .map_err(|e| StoreError::corrupt(format!("invalid stale_in_flight cursor: {e}"), e))?;
     Ok(HashMap::from([
         ("pk".to_string(), s(&c.pk)),
         ("inflight_shard".to_string(), s(&c.inflight_shard)),

@@ -91,7 +91,7 @@ impl DynamoStore {
         only_our_effect: bool,
     ) -> Result<CommitTransaction, StoreError> {
         let build_error = |e: aws_sdk_dynamodb::error::BuildError| {
-            StoreError::Unavailable(format!("commit of {pk}: {e}").into())
+            StoreError::unavailable(format!("commit of {pk}: {e}"), e)
         };
         let condition = if only_our_effect {
             format!(

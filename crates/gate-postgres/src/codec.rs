@@ -33,7 +33,7 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     column: &str,
 ) -> Result<T, StoreError> {
     row.try_get(column)
-        .map_err(|e| corrupt(&format!("column {column}"), e))
+        .map_err(|e| StoreError::corrupt(format!("column {column}: {e}"), e))
 }
 
 fn status(row: &Row) -> Result<RecordStatus, StoreError> {

@@ -168,7 +168,7 @@ impl PostgresConfig {
                 }
             }))
             .build()
-            .map_err(|e| StoreError::Corrupt(format!("PostgreSQL pool: {e}").into()))
+            .map_err(|e| StoreError::corrupt(format!("PostgreSQL pool: {e}"), e))
     }
 }
 

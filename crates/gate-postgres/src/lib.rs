@@ -202,7 +202,7 @@ impl PostgresStore {
         };
         let row = first(&rows, "check_session")?;
         let seen: String = row.try_get("statement_timeout").map_err(|e| {
-            StoreError::Corrupt(format!("check_session: column statement_timeout: {e}").into())
+            StoreError::corrupt(format!("check_session: column statement_timeout: {e}"), e)
         })?;
         match self.statement_timeout_ms.map(|ms| format!("{ms}ms")) {
             Some(expected) if !same_timeout(&seen, &expected) => Err(StoreError::Unavailable(
@@ -377,7 +377,7 @@ fn pool_error(e: &deadpool_postgres::PoolError) -> String {
 
 fn count(row: &Row, column: &str) -> Result<i64, StoreError> {
     row.try_get(column)
-        .map_err(|e| StoreError::Corrupt(format!("column {column}: {e}").into()))
+        .map_err(|e| StoreError::corrupt(format!("column {column}: {e}"), e))
 }
 
 fn first(rows: &[Row], op: &str) -> Result<Row, StoreError> {
@@ -475,7 +475,7 @@ impl IdempotencyStore for PostgresStore {
         };
         let taken: bool = row
             .try_get("taken")
-            .map_err(|e| StoreError::Corrupt(format!("column taken: {e}").into()))?;
+            .map_err(|e| StoreError::corrupt(format!("column taken: {e}"), e))?;
         let Some(record) = record_from_row(row)? else {
             return Ok(TakeOver::Refused);
         };

@@ -47,7 +47,7 @@ impl RecordScan for PostgresStore {
             };
             after = last
                 .try_get("pk")
-                .map_err(|e| StoreError::Corrupt(format!("scan_records: column pk: {e}").into()))?;
+                .map_err(|e| StoreError::corrupt(format!("scan_records: column pk: {e}"), e))?;
             let full = i64::try_from(rows.len()).unwrap_or(i64::MAX) >= SCAN_PAGE_ROWS;
             found.extend(
                 rows.iter()
@@ -69,7 +69,7 @@ impl RecordScan for PostgresStore {
         rows.iter()
             .map(|r| {
                 r.try_get("pk").map_err(|e| {
-                    StoreError::Corrupt(format!("multi_effect_pks: column pk: {e}").into())
+                    StoreError::corrupt(format!("multi_effect_pks: column pk: {e}"), e)
                 })
             })
             .collect()
@@ -118,7 +118,7 @@ impl AuditLog for PostgresStore {
         rows.iter()
             .map(|r| {
                 let col = |e: tokio_postgres::Error| {
-                    StoreError::Corrupt(format!("history of {pk}: {e}").into())
+                    StoreError::corrupt(format!("history of {pk}: {e}"), e)
                 };
                 Ok(AuditEntry {
                     at_ms: r.try_get("at_ms").map_err(col)?,

@@ -117,7 +117,7 @@ impl PostgresStore {
         }
         let holder: Option<String> = row
             .try_get("holder")
-            .map_err(|e| StoreError::Corrupt(format!("column holder: {e}").into()))?;
+            .map_err(|e| StoreError::corrupt(format!("column holder: {e}"), e))?;
         let holder = match holder {
             Some(h) => Some(h),
             None => self.natural_key_holder(nk_pk).await?,

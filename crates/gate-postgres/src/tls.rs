@@ -259,7 +259,7 @@ pub(crate) fn connector(
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Corrupt(format!("TLS: {e}").into()))?;
+        .map_err(|e| StoreError::corrupt(format!("TLS: {e}"), e))?;
     let verifier: Arc<dyn ServerCertVerifier> = match (mode, roots) {
         (SslMode::Disable, _) | (SslMode::Prefer | SslMode::Require, None) => {
             Arc::new(HostNotChecked {
@@ -288,7 +288,7 @@ fn webpki(
 ) -> Result<Arc<WebPkiServerVerifier>, StoreError> {
     WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| StoreError::Corrupt(format!("TLS: the CA certificates: {e}").into()))
+        .map_err(|e| StoreError::corrupt(format!("TLS: the CA certificates: {e}"), e))
 }
 
 /// The CA certificates of `roots` (`None`: the system's).

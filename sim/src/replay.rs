@@ -16,7 +16,7 @@ use gate::manual::{ManualQueue, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
 use gate::signals::{collect_store_signals, Counts as SignalCounts};
-use gate::store::{IdempotencyStore, InFlightIndex, Store};
+use gate::store::{InFlightIndex, Store};
 use rand::RngCore;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -1034,7 +1034,7 @@ async fn any_in_flight(store: &dyn InFlightIndex) -> Result<bool, String> {
 async fn gated_state(
     scenario: &Scenario,
     faulty_bodies: &[String],
-    store: &dyn IdempotencyStore,
+    store: &dyn Store,
     now_ms: i64,
 ) -> Result<(BTreeMap<String, usize>, usize), String> {
     let mut keys = HashMap::new();

@@ -10,6 +10,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::record::{record_pk, RecordStatus};
 use gate::store::memory::MemoryStore;
+use gate::store::BusinessRows;
 use gate::store::IdempotencyStore;
 use serde_json::json;
 use sim::terminal::{self, TerminalConfig, TerminalCore};

@@ -22,8 +22,8 @@ use gate::record::{
 };
 use gate::store::memory::MemoryStore;
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
-    StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    Reservation, StoreError, TakeOver,
 };
 use gate::RecordOutcome;
 use gate_testkit::{plain_event, reserve_stranded, sqs_event};
@@ -234,12 +234,15 @@ impl IdempotencyStore for Scripted {
         self.inner.get(pk).await
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.business_row(source_event).await
-    }
-
     fn row_columns(&self) -> gate::record::RowColumns {
         self.inner.row_columns()
+    }
+}
+
+#[async_trait]
+impl BusinessRows for Scripted {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        self.inner.business_row(source_event).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! A server without lookup by key (a payments API such as Stripe's), said in the trait
-//! (`Integration::supports_lookup`), through the consumer and the reconciler on the memory
+//! (no `Integration::lookup_by_key`), through the consumer and the reconciler on the memory
 //! adapters: inside the claim horizon the stored request is re-sent under the same key and the
 //! server's replay is committed; past it, or after the event's end, a person gets the record,
 //! told that whether the effect happened is unknown. The lookup is never called.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gate::record::{BusinessRow, RecordStatus};
+use gate::store::BusinessRows;
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
 use gate_postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate_testkit::conformance::{sample_record, NOW_MS};

@@ -98,8 +98,8 @@ use schema::{
 use gate::clock::ms_to_s;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the business table on DynamoDB.
@@ -599,6 +599,13 @@ impl IdempotencyStore for DynamoStore {
             .transpose()
     }
 
+    fn row_columns(&self) -> RowColumns {
+        self.columns
+    }
+}
+
+#[async_trait]
+impl BusinessRows for DynamoStore {
     /// One consistent `GetItem` on the bookings table.
     async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.consistent_get(
@@ -611,10 +618,6 @@ impl IdempotencyStore for DynamoStore {
         .as_ref()
         .map(|item| row_from_item(item, &self.columns))
         .transpose()
-    }
-
-    fn row_columns(&self) -> RowColumns {
-        self.columns
     }
 }
 

@@ -16,8 +16,8 @@
 //! `source_event`), `natural_keys` (primary key `pk`) and the operators' `audit_history`
 //! (`operator.rs`, with the scans an operator makes). PostgreSQL has no TTL: an expired row
 //! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do, until the
-//! purge deletes it ([`IdempotencyStore::purge_expired`], run by the reconciler's schedule;
-//! never an `in_flight` record nor a pending routing). TLS: [`tls`].
+//! purge deletes it ([`Purge::purge_expired`](gate::store::Purge::purge_expired), run by the
+//! reconciler's schedule; never an `in_flight` record nor a pending routing). TLS: [`tls`].
 //!
 //! (Past 600 lines: one `impl` of the store port, one operation per method, each with the
 //! snapshot-race loop its statement needs; splitting it would scatter the port.)
@@ -94,9 +94,9 @@ use gate::store::budget;
 use gate::clock::ms_to_s;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver,
-    UnreadableEntry,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError,
+    TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -733,6 +733,17 @@ impl IdempotencyStore for PostgresStore {
         }
     }
 
+    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
+    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
+    /// labels are refused under the neutral names, as the memory store built by default refuses
+    /// them.
+    fn row_columns(&self) -> RowColumns {
+        RowColumns::NEUTRAL
+    }
+}
+
+#[async_trait]
+impl BusinessRows for PostgresStore {
     /// One `SELECT` of `business_rows` by primary key.
     async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         let rows = self
@@ -740,14 +751,6 @@ impl IdempotencyStore for PostgresStore {
             .await
             .map_err(|f| Self::err("booking", f))?;
         rows.first().map(business_row_from_row).transpose()
-    }
-
-    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
-    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
-    /// labels are refused under the neutral names, as the memory store built by default refuses
-    /// them.
-    fn row_columns(&self) -> RowColumns {
-        RowColumns::NEUTRAL
     }
 }
 

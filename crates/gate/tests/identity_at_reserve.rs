@@ -27,6 +27,7 @@ use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
+use gate::store::BusinessRows;
 use gate::store::IdempotencyStore;
 use serde_json::json;
 

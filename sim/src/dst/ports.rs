@@ -13,7 +13,7 @@ use gate::idempotency_key::header_value;
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError};
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
-    settle_unknown_commit, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome,
+    settle_unknown_commit, BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome,
     IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
     UnknownCommit,
 };
@@ -470,13 +470,16 @@ impl IdempotencyStore for SimStore {
         self.shared.store.get(pk).await
     }
 
+    fn row_columns(&self) -> gate::record::RowColumns {
+        self.shared.store.row_columns()
+    }
+}
+
+#[async_trait]
+impl BusinessRows for SimStore {
     async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.before("booking", false).await?;
         self.shared.store.business_row(source_event).await
-    }
-
-    fn row_columns(&self) -> gate::record::RowColumns {
-        self.shared.store.row_columns()
     }
 }
 

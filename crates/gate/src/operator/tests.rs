@@ -11,6 +11,7 @@ use crate::manual::MemoryManualQueue;
 use crate::reconciler::ReconcilerConfig;
 use crate::record::Labels;
 use crate::store::memory::MemoryStore;
+use crate::store::BusinessRows;
 use crate::store::{limits, IdempotencyStore, Reservation};
 use async_trait::async_trait;
 

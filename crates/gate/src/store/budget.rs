@@ -20,8 +20,9 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError,
+    TakeOver,
 };
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 
@@ -237,12 +238,15 @@ impl<S: IdempotencyStore + ?Sized> IdempotencyStore for Bounded<S> {
         bounded("get", self.inner.get(pk)).await
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        bounded("business_row", self.inner.business_row(source_event)).await
-    }
-
     fn row_columns(&self) -> RowColumns {
         self.inner.row_columns()
+    }
+}
+
+#[async_trait]
+impl<S: BusinessRows + ?Sized> BusinessRows for Bounded<S> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        bounded("business_row", self.inner.business_row(source_event)).await
     }
 }
 

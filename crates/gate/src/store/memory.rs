@@ -20,8 +20,8 @@ use async_trait::async_trait;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -384,12 +384,15 @@ impl IdempotencyStore for MemoryStore {
         Ok(self.lock().records.get(pk).cloned())
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        Ok(self.lock().bookings.get(source_event).cloned())
-    }
-
     fn row_columns(&self) -> RowColumns {
         self.columns
+    }
+}
+
+#[async_trait]
+impl BusinessRows for MemoryStore {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        Ok(self.lock().bookings.get(source_event).cloned())
     }
 }
 

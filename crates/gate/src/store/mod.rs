@@ -22,7 +22,7 @@ pub mod records;
 mod unknown_commit;
 
 pub use error::{Cause, StoreError};
-pub use records::{OperatorStore, Purge, PurgeCount, RecordScan};
+pub use records::{BusinessRows, OperatorStore, Purge, PurgeCount, RecordScan};
 pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
@@ -237,8 +237,8 @@ pub struct InFlightPage {
 
 /// The write path of the idempotency table and the business table: what the consumer and the
 /// reconciler do to one record (reserve, take over, commit, release, finish, confirm a routing,
-/// record an effect id) and the two consistent reads they act on (`get`, `business_row`). The read side
-/// over many records is [`InFlightIndex`].
+/// record an effect id) and the one consistent read they act on (`get`). The read side over many
+/// records is [`InFlightIndex`]; the business rows an operator reads back, [`BusinessRows`].
 ///
 /// A wrapper (a fault injector in a test, a delay in a benchmark) implements this trait alone and
 /// passes the index on untouched.
@@ -423,9 +423,6 @@ pub trait IdempotencyStore: Send + Sync {
     /// Reads one record (expired or not).
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
 
-    /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
-
     /// The stored names of the business row's columns this store was built with (the
     /// integration's, [`crate::integration::Integration::row_columns`]): a label named like one
     /// is refused ([`limits::check_row`]), and the consumer checks a new event against the same
@@ -455,8 +452,9 @@ pub trait InFlightIndex: Send + Sync {
     ) -> Result<InFlightPage, StoreError>;
 }
 
-/// A whole store: the write path and the read side of the same tables, as an adapter provides
-/// them ([`memory::MemoryStore`], `dynamo::DynamoStore`) and the conformance suite checks them.
-pub trait Store: IdempotencyStore + InFlightIndex {}
+/// A whole store: the write path, the read side and the business rows of the same tables, as an
+/// adapter provides them ([`memory::MemoryStore`], `dynamo::DynamoStore`) and the conformance
+/// suite checks them.
+pub trait Store: IdempotencyStore + InFlightIndex + BusinessRows {}
 
-impl<T: IdempotencyStore + InFlightIndex + ?Sized> Store for T {}
+impl<T: IdempotencyStore + InFlightIndex + BusinessRows + ?Sized> Store for T {}

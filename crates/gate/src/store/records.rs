@@ -11,7 +11,7 @@
 
 use async_trait::async_trait;
 
-use crate::record::IdempotencyRecord;
+use crate::record::{BusinessRow, IdempotencyRecord};
 use crate::store::audit::AuditLog;
 use crate::store::{Store, StoreError};
 
@@ -41,6 +41,19 @@ pub trait RecordScan: Send + Sync {
     /// # Errors
     /// [`StoreError`] of the read.
     async fn multi_effect_pks(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// The business table read back by event key: what an operator's tool shows beside a record
+/// (`gatectl show`) and what the tests check a commit wrote; the consumer and the reconciler
+/// never read it (the commit writes it in the same transaction as the record).
+#[async_trait]
+pub trait BusinessRows: Send + Sync {
+    /// Reads the business row (the TMS booking on the truck-slot path) of the event key
+    /// `source_event` (64 hex characters), `None` if there is none.
+    ///
+    /// # Errors
+    /// [`StoreError`] of the read; [`StoreError::Corrupt`] for a row that cannot be read.
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
 }
 
 /// The purge of expired rows, for a store whose database has no TTL (PostgreSQL): run by the

@@ -20,6 +20,7 @@ use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, Invocation};
 use gate::operator::AuditLog;
 use gate::record::{IdempotencyRecord, RecordStatus};
+use gate::store::BusinessRows;
 use gate::store::{IdempotencyStore, Reservation};
 use gate_dynamo::sqs::SqsManualQueue;
 use gate_dynamo::DynamoStore;

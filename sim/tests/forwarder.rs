@@ -12,6 +12,7 @@ use gate::consumer::GateConfig;
 use gate::record::{record_pk, RecordStatus};
 use gate::signals::STORE_SIGNALS_PERIOD_S;
 use gate::store::memory::MemoryStore;
+use gate::store::BusinessRows;
 use gate::store::IdempotencyStore;
 use sim::replay::{self, HandlerKind, ReplayOptions, Report, INTEGRATION};
 use sim::scenario::{ReconcilerSettings, Scenario};

@@ -425,7 +425,7 @@ where
 /// the window's end), the re-fire resumes it with its history (creation time), never claims
 /// again (past the claim horizon; the terminal forgot the key), and a person gets it once: one
 /// slot, no booking, one manual item.
-pub async fn a_record_outlives_its_event(store: Arc<dyn IdempotencyStore>, integration: &str) {
+pub async fn a_record_outlives_its_event(store: Arc<dyn Store>, integration: &str) {
     let clock = Arc::new(ManualClock::new(T0));
     let core = terminal_core(&clock);
     let queue = Arc::new(MemoryManualQueue::new());
@@ -681,12 +681,6 @@ impl IdempotencyStore for LostAnswers {
     }
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {
         self.inner.get(pk).await
-    }
-    async fn business_row(
-        &self,
-        source_event: &str,
-    ) -> Result<Option<BusinessRow>, gate::store::StoreError> {
-        self.inner.business_row(source_event).await
     }
 
     fn row_columns(&self) -> gate::record::RowColumns {

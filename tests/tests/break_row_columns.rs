@@ -6,6 +6,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use gate::record::{BusinessRow, Labels, RowColumns};
+use gate::store::BusinessRows;
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
 use gate_lambda::store::open_operator_store;
 use gate_testkit::conformance::{sample_record, NOW_MS};

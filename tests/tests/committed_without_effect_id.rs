@@ -61,13 +61,16 @@ impl Integration for Orders {
         })
     }
 
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Orders {
     async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         self.0.lookups.fetch_add(1, Ordering::SeqCst);
         LookupOutcome::NotFound
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 }
 

@@ -30,6 +30,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::routing::{get, post};
 use gate::clock::{Clock, SystemClock};
 use gate::record::RecordStatus;
+use gate::store::BusinessRows;
 use gate::store::IdempotencyStore;
 use gate_dynamo::DynamoStore;
 use integration_tests::lambda_env::function_binaries;

@@ -13,6 +13,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
 use gate::manual::{ManualItem, ManualQueue, ManualReason, MemoryManualQueue};
 use gate::record::RecordStatus;
 use gate::signals::collect_store_signals;
+use gate::store::BusinessRows;
 use gate::store::{
     CommitOutcome, IdempotencyStore, InFlightEntry, InFlightIndex, Reservation, StoreError,
 };

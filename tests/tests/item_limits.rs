@@ -72,14 +72,6 @@ impl Integration for Labelled {
         })
     }
 
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        LookupOutcome::NotFound
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
-    }
-
     fn business_row(
         &self,
         record: &IdempotencyRecord,
@@ -99,6 +91,17 @@ impl Integration for Labelled {
             labels: Labels::new(),
             expires_at_s: T0 / 1000 + 86_400,
         })
+    }
+
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Labelled {
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
+        LookupOutcome::NotFound
     }
 }
 

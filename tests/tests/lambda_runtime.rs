@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use gate::clock::{Clock, SystemClock};
 use gate::record::RecordStatus;
+use gate::store::BusinessRows;
 use gate::store::IdempotencyStore;
 use integration_tests::lambda_watch::{
     dated_events, invoke, workspace_root, MotoStore, Watch, WatchCommand,

@@ -22,8 +22,8 @@ use gate::record::{
 };
 use gate::store::memory::MemoryStore;
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
-    StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    Reservation, StoreError, TakeOver,
 };
 use gate::RecordOutcome;
 use gate_testkit::{plain_event, reserve_stranded, sqs_event};
@@ -118,7 +118,7 @@ impl Scripted {
             }
             Some(Act::LandedThenTimeout) => {
                 f().await?;
-                Err(StoreError::Unavailable(format!("{op}: timed out")))
+                Err(StoreError::Unavailable(format!("{op}: timed out").into()))
             }
         }
     }
@@ -134,6 +134,7 @@ impl IdempotencyStore for Scripted {
         self.run("reserve", &record.pk, || self.inner.reserve(record, now_ms))
             .await
     }
+
     async fn take_over(
         &self,
         pk: &str,
@@ -148,6 +149,7 @@ impl IdempotencyStore for Scripted {
         })
         .await
     }
+
     async fn commit(
         &self,
         pk: &str,
@@ -161,6 +163,7 @@ impl IdempotencyStore for Scripted {
         })
         .await
     }
+
     async fn guard(
         &self,
         record: &IdempotencyRecord,
@@ -172,12 +175,14 @@ impl IdempotencyStore for Scripted {
         })
         .await
     }
+
     async fn release_lease(&self, pk: &str, owner: &str, now_ms: i64) -> Result<(), StoreError> {
         self.run("release_lease", pk, || {
             self.inner.release_lease(pk, owner, now_ms)
         })
         .await
     }
+
     async fn extend_lease(
         &self,
         pk: &str,
@@ -190,6 +195,7 @@ impl IdempotencyStore for Scripted {
         })
         .await
     }
+
     async fn finish(
         &self,
         pk: &str,
@@ -206,10 +212,12 @@ impl IdempotencyStore for Scripted {
         })
         .await
     }
+
     async fn routed(&self, pk: &str, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
         self.run("routed", pk, || self.inner.routed(pk, owner, now_ms))
             .await
     }
+
     async fn record_effect_id(
         &self,
         pk: &str,
@@ -221,15 +229,20 @@ impl IdempotencyStore for Scripted {
         })
         .await
     }
+
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.get(pk).await
-    }
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.business_row(source_event).await
     }
 
     fn row_columns(&self) -> gate::record::RowColumns {
         self.inner.row_columns()
+    }
+}
+
+#[async_trait]
+impl BusinessRows for Scripted {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        self.inner.business_row(source_event).await
     }
 }
 
@@ -273,20 +286,23 @@ impl Integration for Jobs {
         })
     }
 
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        LookupOutcome::Transient("not asked in these tests".into())
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
-    }
-
     fn natural_key(&self, record: &IdempotencyRecord, _now_ms: i64) -> Option<NaturalKey> {
         Some(NaturalKey {
             key: format!("nk-{}", String::from_utf8_lossy(&record.request)),
             labels: Labels::new(),
             expires_at_s: T0 / 1000 + DEFAULT_KEY_TTL_S,
         })
+    }
+
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Jobs {
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
+        LookupOutcome::Transient("not asked in these tests".into())
     }
 }
 

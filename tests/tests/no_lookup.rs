@@ -1,5 +1,5 @@
 //! A server without lookup by key (a payments API such as Stripe's), said in the trait
-//! (`Integration::supports_lookup`), through the consumer and the reconciler on the memory
+//! (no `Integration::lookup_by_key`), through the consumer and the reconciler on the memory
 //! adapters: inside the claim horizon the stored request is re-sent under the same key and the
 //! server's replay is committed; past it, or after the event's end, a person gets the record,
 //! told that whether the effect happened is unknown. The lookup is never called.
@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsMessage;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::effect::{CallOutcome, Effect, LookupOutcome};
+use gate::effect::{CallOutcome, Effect};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
@@ -92,15 +92,6 @@ impl Integration for Payments {
             effect_id: self.0.charged(&held.record().op_key),
             subject: None,
         })
-    }
-
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        self.0.lookups.fetch_add(1, Ordering::SeqCst);
-        LookupOutcome::Transient("this server has no lookup by key".into())
-    }
-
-    fn supports_lookup(&self, _record: &IdempotencyRecord) -> bool {
-        false
     }
 
     fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gate::record::{BusinessRow, RecordStatus};
+use gate::store::BusinessRows;
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation, StoreError};
 use gate_postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate_testkit::conformance::{sample_record, NOW_MS};
@@ -369,7 +370,7 @@ async fn statement_and_lock_timeouts_are_clear_transient_errors() {
             .commit(&r.pk, "owner-a", "SLOT-T", &booking, NOW_MS + 1)
             .await;
         match &out {
-            Err(StoreError::Unavailable(msg)) => assert!(msg.contains(named), "{msg}"),
+            Err(StoreError::Unavailable(msg)) => assert!(msg.message().contains(named), "{msg}"),
             other => panic!("{case}: {other:?}"),
         }
         assert_eq!(
@@ -489,7 +490,7 @@ async fn the_wiring_builds_the_postgres_store_from_configuration() {
         refused.to_string().contains("label_names") && refused.to_string().contains("written_at"),
         "{refused}"
     );
-    let (store, _index) = build_store(
+    let (store, _index, _purge) = build_store(
         &config.lambda.store,
         &aws,
         gate::record::RowColumns::NEUTRAL,

@@ -14,7 +14,7 @@ use gate::manual::MemoryManualQueue;
 use gate::purge::{PurgeReport, PURGE_BATCH};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, PurgeCount,
+    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Purge, PurgeCount,
     Reservation,
 };
 use gate_postgres::{PostgresConfig, PostgresStore};
@@ -337,7 +337,7 @@ async fn the_reconcilers_run_purges_through_the_gate() {
         deadline_ms: clock.now_ms() + 60_000,
     };
     let report = g
-        .purge_expired(&invocation)
+        .purge_expired(store.as_ref(), &invocation)
         .await
         .expect("PostgreSQL purges");
     assert_eq!(
@@ -358,7 +358,10 @@ async fn the_reconcilers_run_purges_through_the_gate() {
         request_id: "reconciler-run-2".into(),
         deadline_ms: clock.now_ms(),
     };
-    let report = g.purge_expired(&late).await.expect("PostgreSQL purges");
+    let report = g
+        .purge_expired(store.as_ref(), &late)
+        .await
+        .expect("PostgreSQL purges");
     assert_eq!(report.batches, 0);
     assert!(report.left_for_next_run);
 }

@@ -304,9 +304,10 @@ async fn the_wiring_connects_with_database_ca_bundle() {
         let aws = aws_config::SdkConfig::builder()
             .behavior_version(aws_config::BehaviorVersion::latest())
             .build();
-        let (store, _index) = build_store(&config, &aws, gate::record::RowColumns::NEUTRAL, &[])
-            .await
-            .expect("store built");
+        let (store, _index, _purge) =
+            build_store(&config, &aws, gate::record::RowColumns::NEUTRAL, &[])
+                .await
+                .expect("store built");
         let r = sample_record(
             "wiring",
             if works { "right-ca" } else { "wrong-ca" },

@@ -8,6 +8,7 @@
 
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
 use gate::store::audit::AuditLog;
+use gate::store::BusinessRows;
 use gate::store::{CommitOutcome, IdempotencyStore, InFlightIndex};
 use gate_postgres::{PostgresConfig, PostgresStore, MIGRATIONS, MIGRATIONS_TABLE};
 use gate_testkit::conformance::{sample_record, NOW_MS};

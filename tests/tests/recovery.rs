@@ -55,12 +55,15 @@ impl Integration for JobClient {
         })
     }
 
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for JobClient {
     async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         LookupOutcome::Transient("not asked in these tests".into())
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 }
 

@@ -332,18 +332,6 @@ impl gate::Integration for Unguarded {
             subject: None,
         })
     }
-
-    async fn lookup(&self, _held: &gate::Held<'_>) -> LookupOutcome {
-        LookupOutcome::Transient("no lookup by key".into())
-    }
-
-    fn supports_lookup(&self, _record: &IdempotencyRecord) -> bool {
-        false
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
-    }
 }
 
 #[tokio::test]

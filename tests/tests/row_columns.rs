@@ -98,7 +98,7 @@ async fn the_truck_slot_consumer_writes_the_tms_booking_names() {
         vec!["ECT-DELTA".into()],
     )
     .row_columns();
-    let (store, _) = build_store(&config.lambda.store, &sdk_config().await, columns, &[])
+    let (store, _, _) = build_store(&config.lambda.store, &sdk_config().await, columns, &[])
         .await
         .expect("store");
     assert_eq!(store.row_columns(), columns);
@@ -170,7 +170,7 @@ async fn the_payments_consumer_writes_the_neutral_names() {
             .expect("an HTTP client"),
     };
     assert_eq!(integration.row_columns(), RowColumns::NEUTRAL);
-    let (store, _) = build_store(
+    let (store, _, _) = build_store(
         &config.lambda.store,
         &sdk_config().await,
         integration.row_columns(),

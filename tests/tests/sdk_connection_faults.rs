@@ -18,6 +18,7 @@ use gate::clock::ManualClock;
 use gate::consumer::{Invocation, RecordOutcome};
 use gate::manual::MemoryManualQueue;
 use gate::record::{BusinessRow, RecordStatus};
+use gate::store::BusinessRows;
 use gate::store::{
     CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, Reservation,
 };

@@ -152,11 +152,6 @@ impl IdempotencyStore for Timed {
         self.time("get", self.inner.get(pk)).await
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.time("booking", self.inner.business_row(source_event))
-            .await
-    }
-
     fn row_columns(&self) -> gate::record::RowColumns {
         self.inner.row_columns()
     }

@@ -13,10 +13,11 @@ use gate::store::{limits, StoreError};
 
 /// The store's own mapping (`crate::map_sdk_error`): a `ValidationException`
 /// (a history that would take the item over 400 KB) is permanent, never "unavailable".
-fn store_error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug>(
-    op: &str,
-    err: aws_sdk_dynamodb::error::SdkError<E, R>,
-) -> StoreError {
+fn store_error<E, R>(op: &str, err: aws_sdk_dynamodb::error::SdkError<E, R>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
     crate::map_sdk_error(op, err)
 }
 
@@ -61,7 +62,7 @@ impl AuditLog for DynamoStore {
                     Some(_) => Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
                         limit: limits::MAX_HISTORY_ENTRIES,
                     })),
-                    None => Err(StoreError::Corrupt(format!("no record {pk} to audit"))),
+                    None => Err(StoreError::Corrupt(format!("no record {pk} to audit").into())),
                 },
                 _ => Err(store_error("history (UpdateItem)", err)),
             },
@@ -85,7 +86,9 @@ impl AuditLog for DynamoStore {
             Some(AttributeValue::L(entries)) => {
                 entries.iter().map(audit_entry_from_value).collect()
             }
-            Some(_) => Err(StoreError::Corrupt(format!("{pk}: history is not a list"))),
+            Some(_) => Err(StoreError::Corrupt(
+                format!("{pk}: history is not a list").into(),
+            )),
         }
     }
 }

@@ -95,7 +95,8 @@ impl DynamoStore {
                         format!(
                             "canary key {canary_pk} already holds another check's item: the nonce \
                          must be unique per cold start"
-                        ),
+                        )
+                        .into(),
                     )))
                 }
                 _ => return Err(map_sdk_error("canary (PutItem)", err).into()),

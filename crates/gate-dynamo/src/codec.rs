@@ -37,12 +37,12 @@ pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> Result<Str
         inflight_shard: req_s(key, "inflight_shard")?,
         created_at: req_n(key, "created_at")?.to_string(),
     };
-    serde_json::to_string(&cursor).map_err(|e| StoreError::Corrupt(format!("cursor: {e}")))
+    serde_json::to_string(&cursor).map_err(|e| StoreError::corrupt(format!("cursor: {e}"), e))
 }
 
 pub(crate) fn decode_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
     let c: Cursor = serde_json::from_str(cursor)
-        .map_err(|e| StoreError::Corrupt(format!("invalid stale_in_flight cursor: {e}")))?;
+        .map_err(|e| StoreError::corrupt(format!("invalid stale_in_flight cursor: {e}"), e))?;
     Ok(HashMap::from([
         ("pk".to_string(), s(&c.pk)),
         ("inflight_shard".to_string(), s(&c.inflight_shard)),
@@ -104,8 +104,9 @@ pub fn record_from_item(
 ) -> Result<IdempotencyRecord, StoreError> {
     let pk = req_s(item, "pk")?;
     let status_raw = req_s(item, "status")?;
-    let status = RecordStatus::parse(&status_raw)
-        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    let status = RecordStatus::parse(&status_raw).ok_or_else(|| {
+        StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}").into())
+    })?;
     let request = match item.get("request") {
         Some(AttributeValue::B(blob)) => blob.as_ref().to_vec(),
         Some(_) => return Err(corrupt_type(item, "request", "B")),
@@ -161,8 +162,9 @@ pub(crate) fn in_flight_entry_from_item(
 ) -> Result<InFlightEntry, StoreError> {
     let pk = req_s(item, "pk")?;
     let status_raw = req_s(item, "status")?;
-    let status = RecordStatus::parse(&status_raw)
-        .ok_or_else(|| StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}")))?;
+    let status = RecordStatus::parse(&status_raw).ok_or_else(|| {
+        StoreError::Corrupt(format!("{pk}: unknown status {status_raw:?}").into())
+    })?;
     Ok(InFlightEntry {
         event_key: req_s(item, "event_key")?,
         status,
@@ -343,7 +345,7 @@ pub(crate) fn item_name(item: &HashMap<String, AttributeValue>) -> String {
 }
 
 pub(crate) fn missing(item: &HashMap<String, AttributeValue>, name: &str) -> StoreError {
-    StoreError::Corrupt(format!("{}: attribute {name} missing", item_name(item)))
+    StoreError::Corrupt(format!("{}: attribute {name} missing", item_name(item)).into())
 }
 
 pub(crate) fn corrupt_type(
@@ -351,10 +353,13 @@ pub(crate) fn corrupt_type(
     name: &str,
     want: &str,
 ) -> StoreError {
-    StoreError::Corrupt(format!(
-        "{}: attribute {name} is not of type {want}",
-        item_name(item)
-    ))
+    StoreError::Corrupt(
+        format!(
+            "{}: attribute {name} is not of type {want}",
+            item_name(item)
+        )
+        .into(),
+    )
 }
 
 pub(crate) fn opt_s(
@@ -382,10 +387,13 @@ pub(crate) fn opt_n(
     match item.get(name) {
         None => Ok(None),
         Some(AttributeValue::N(v)) => v.parse::<i64>().map(Some).map_err(|_| {
-            StoreError::Corrupt(format!(
-                "{}: attribute {name} = {v:?} is not an integer",
-                item_name(item)
-            ))
+            StoreError::Corrupt(
+                format!(
+                    "{}: attribute {name} = {v:?} is not an integer",
+                    item_name(item)
+                )
+                .into(),
+            )
         }),
         Some(_) => Err(corrupt_type(item, name, "N")),
     }
@@ -607,7 +615,7 @@ mod tests {
         neither.remove(LEGACY.effect_id);
         assert!(matches!(
             row_from_item(&neither, &RowColumns::NEUTRAL),
-            Err(StoreError::Corrupt(m)) if m.contains("effect_id")
+            Err(StoreError::Corrupt(m)) if m.message().contains("effect_id")
         ));
     }
 

@@ -91,7 +91,7 @@ impl DynamoStore {
         only_our_effect: bool,
     ) -> Result<CommitTransaction, StoreError> {
         let build_error = |e: aws_sdk_dynamodb::error::BuildError| {
-            StoreError::Unavailable(format!("commit of {pk}: {e}"))
+            StoreError::unavailable(format!("commit of {pk}: {e}"), e)
         };
         let condition = if only_our_effect {
             format!(
@@ -215,10 +215,13 @@ impl DynamoStore {
                             continue;
                         }
                         UnknownCommit::StillHeld => {
-                            return Err(StoreError::Unavailable(format!(
+                            return Err(StoreError::Unavailable(
+                                format!(
                                 "commit of {pk}: IdempotentParameterMismatch twice, record still \
                                  in flight"
-                            )))
+                            )
+                                .into(),
+                            ))
                         }
                         UnknownCommit::Refused(record) => {
                             return Ok(CommitOutcome::Refused(record))
@@ -271,11 +274,14 @@ impl DynamoStore {
                     let existing_effect = old
                         .as_ref()
                         .and_then(|item| row_effect_id(item, &self.columns));
-                    return Err(StoreError::Corrupt(format!(
-                        "a business row for {} already exists with effect id {}",
-                        booking.source_event,
-                        existing_effect.as_deref().unwrap_or("?")
-                    )));
+                    return Err(StoreError::Corrupt(
+                        format!(
+                            "a business row for {} already exists with effect id {}",
+                            booking.source_event,
+                            existing_effect.as_deref().unwrap_or("?")
+                        )
+                        .into(),
+                    ));
                 }
                 Cancelled::Conflict => match backoff.next() {
                     Some(ms) => {
@@ -283,24 +289,29 @@ impl DynamoStore {
                         variant.resend += 1;
                     }
                     None => {
-                        return Err(StoreError::TransactionConflict(format!(
-                            "commit of {pk}: TransactionConflict after {} attempts",
-                            TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
-                        )))
+                        return Err(StoreError::TransactionConflict(
+                            format!(
+                                "commit of {pk}: TransactionConflict after {} attempts",
+                                TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
+                            )
+                            .into(),
+                        ))
                     }
                 },
                 Cancelled::Throttled(codes) => {
-                    return Err(StoreError::Throttled(format!("commit of {pk}: {codes}")))
+                    return Err(StoreError::Throttled(
+                        format!("commit of {pk}: {codes}").into(),
+                    ))
                 }
                 Cancelled::Invalid(codes) => {
-                    return Err(StoreError::Invalid(format!(
-                        "commit of {pk} cancelled: {codes}"
-                    )))
+                    return Err(StoreError::Invalid(
+                        format!("commit of {pk} cancelled: {codes}").into(),
+                    ))
                 }
                 Cancelled::Other(codes) => {
-                    return Err(StoreError::Unavailable(format!(
-                        "commit of {pk} cancelled: {codes}"
-                    )))
+                    return Err(StoreError::Unavailable(
+                        format!("commit of {pk} cancelled: {codes}").into(),
+                    ))
                 }
             }
         }
@@ -311,7 +322,7 @@ impl DynamoStore {
         use gate::store::IdempotencyStore;
         self.get(pk)
             .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("no record {pk} to commit")))
+            .ok_or_else(|| StoreError::Corrupt(format!("no record {pk} to commit").into()))
     }
 }
 

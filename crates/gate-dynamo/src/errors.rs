@@ -151,11 +151,12 @@ pub(crate) fn is_update_condition_failure<R>(err: &SdkError<UpdateItemError, R>)
 /// time) to `Invalid` (permanent, never retried),
 /// everything else (service, dispatch, timeout, response errors) to `Unavailable`. A connection
 /// failure after which the request may have been applied ([`super::lost_answer::is_lost_answer`])
-/// says so in the text: "outcome unknown", never "nothing happened".
+/// says so in the text: "outcome unknown", never "nothing happened". The SDK error is kept as
+/// the cause's source.
 pub(crate) fn map_sdk_error<E, R>(op: &str, err: SdkError<E, R>) -> StoreError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
     let code = err.code().map(str::to_string);
     let lost = if super::lost_answer::is_lost_answer(&err) {
@@ -165,10 +166,10 @@ where
     };
     let detail = format!("{op}: {}{lost}", DisplayErrorContext(&err));
     match code.as_deref() {
-        Some(c) if THROTTLING_CODES.contains(&c) => StoreError::Throttled(detail),
-        Some("TransactionConflictException") => StoreError::TransactionConflict(detail),
-        Some(VALIDATION_EXCEPTION) => StoreError::Invalid(detail),
-        _ => StoreError::Unavailable(detail),
+        Some(c) if THROTTLING_CODES.contains(&c) => StoreError::throttled(detail, err),
+        Some("TransactionConflictException") => StoreError::conflict(detail, err),
+        Some(VALIDATION_EXCEPTION) => StoreError::invalid(detail, err),
+        _ => StoreError::unavailable(detail, err),
     }
 }
 
@@ -211,7 +212,7 @@ mod tests {
                 service_error("ValidationException", message),
             );
             assert!(
-                matches!(&e, StoreError::Invalid(d) if d.contains(message)),
+                matches!(&e, StoreError::Invalid(d) if d.message().contains(message)),
                 "{e:?}"
             );
             assert!(!e.is_transient());

@@ -62,9 +62,10 @@ impl DynamoStore {
                 other_event_key: holder,
             }),
             Some(_) => Ok(GuardOutcome::Held),
-            None => Err(StoreError::Corrupt(format!(
-                "natural-key item {nk_pk}: the condition failed but it names no event key"
-            ))),
+            None => Err(StoreError::Corrupt(
+                format!("natural-key item {nk_pk}: the condition failed but it names no event key")
+                    .into(),
+            )),
         }
     }
 }

@@ -16,7 +16,7 @@ use super::schema::{
 };
 use super::DynamoStore;
 use gate::record::IdempotencyRecord;
-use gate::store::records::RecordScan;
+use gate::store::records::{Purge, RecordScan};
 use gate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
 
 /// The idempotency table's sparse indexes `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`), read
@@ -199,3 +199,7 @@ impl RecordScan for DynamoStore {
         self.index().multi_effect_pks().await
     }
 }
+
+/// No purge: DynamoDB deletes expired items itself, by the table's TTL on `expires_at`
+/// ([`Purge`]'s default, `Ok(None)`).
+impl Purge for DynamoStore {}

@@ -99,8 +99,8 @@ use schema::{
 use gate::clock::ms_to_s;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 /// The idempotency table and the business table on DynamoDB.
@@ -255,10 +255,13 @@ impl IdempotencyStore for DynamoStore {
                 }
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "reserve of {}: the condition failed but the record is gone",
-            record.pk
-        )))
+        Err(StoreError::Unavailable(
+            format!(
+                "reserve of {}: the condition failed but the record is gone",
+                record.pk
+            )
+            .into(),
+        ))
     }
 
     /// One conditional `UpdateItem` (`ReturnValues=ALL_NEW`, `ALL_OLD` on a failed condition):
@@ -296,9 +299,9 @@ impl IdempotencyStore for DynamoStore {
         match result {
             Ok(out) => match out.attributes() {
                 Some(item) => Ok(TakeOver::Taken(Box::new(record_from_item(item)?))),
-                None => Err(StoreError::Corrupt(format!(
-                    "take-over of {pk}: no attributes returned"
-                ))),
+                None => Err(StoreError::Corrupt(
+                    format!("take-over of {pk}: no attributes returned").into(),
+                )),
             },
             Err(err) if is_update_condition_failure(&err) => {
                 match condition_failure_item(&err)
@@ -593,9 +596,9 @@ impl IdempotencyStore for DynamoStore {
             Err(err) => return Err(map_sdk_error("record_effect_id (UpdateItem)", err)),
         };
         let Some(record) = out.attributes().map(record_from_item).transpose()? else {
-            return Err(StoreError::Corrupt(format!(
-                "record_effect_id of {pk}: no attributes returned"
-            )));
+            return Err(StoreError::Corrupt(
+                format!("record_effect_id of {pk}: no attributes returned").into(),
+            ));
         };
         if record.effect_ids.len() > 1 {
             self.mark_multi_effect(pk).await?;
@@ -612,6 +615,13 @@ impl IdempotencyStore for DynamoStore {
             .transpose()
     }
 
+    fn row_columns(&self) -> RowColumns {
+        self.columns
+    }
+}
+
+#[async_trait]
+impl BusinessRows for DynamoStore {
     /// One consistent `GetItem` on the bookings table.
     async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.consistent_get(
@@ -624,10 +634,6 @@ impl IdempotencyStore for DynamoStore {
         .as_ref()
         .map(|item| row_from_item(item, &self.columns))
         .transpose()
-    }
-
-    fn row_columns(&self) -> RowColumns {
-        self.columns
     }
 }
 

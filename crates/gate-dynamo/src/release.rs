@@ -105,35 +105,35 @@ impl DynamoStore {
                         continue;
                     }
                     None => {
-                        return Err(StoreError::TransactionConflict(format!(
-                            "finish of {}: TransactionConflict after {} attempts",
-                            record.pk,
-                            TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
-                        )))
+                        return Err(StoreError::TransactionConflict(
+                            format!(
+                                "finish of {}: TransactionConflict after {} attempts",
+                                record.pk,
+                                TRANSACTION_CONFLICT_BACKOFF_MS.len() + 1
+                            )
+                            .into(),
+                        ))
                     }
                 }
             }
             let text = codes.join(", ");
             if codes.iter().any(|c| THROTTLING_CODES.contains(c)) {
-                return Err(StoreError::Throttled(format!(
-                    "finish of {}: {text}",
-                    record.pk
-                )));
+                return Err(StoreError::Throttled(
+                    format!("finish of {}: {text}", record.pk).into(),
+                ));
             }
             if codes.contains(&"ValidationError") {
-                return Err(StoreError::Invalid(format!(
-                    "finish of {} cancelled: {text}",
-                    record.pk
-                )));
+                return Err(StoreError::Invalid(
+                    format!("finish of {} cancelled: {text}", record.pk).into(),
+                ));
             }
             if code(1) == Some(CONDITION_FAILED) {
                 // The item is absent or another event key's: nothing of ours to release.
                 return plain().await;
             }
-            return Err(StoreError::Unavailable(format!(
-                "finish of {} cancelled: [{text}]",
-                record.pk
-            )));
+            return Err(StoreError::Unavailable(
+                format!("finish of {} cancelled: [{text}]", record.pk).into(),
+            ));
         }
     }
 
@@ -153,7 +153,7 @@ impl DynamoStore {
         now_ms: i64,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let build_error = |e: aws_sdk_dynamodb::error::BuildError| {
-            StoreError::Unavailable(format!("finish of {}: {e}", record.pk))
+            StoreError::unavailable(format!("finish of {}", record.pk), e)
         };
         let finish = Update::builder()
             .table_name(&self.idempotency_table)

@@ -167,9 +167,9 @@ impl DynamoStore {
                     .await
                     .map_err(|e| map_sdk_error(&format!("DescribeTable {table}"), e))?;
                 let description = out.table().ok_or_else(|| {
-                    StoreError::Unavailable(format!(
-                        "DescribeTable {table}: no table in the answer"
-                    ))
+                    StoreError::Unavailable(
+                        format!("DescribeTable {table}: no table in the answer").into(),
+                    )
                 })?;
                 check_table(&table, description)
             }

@@ -135,7 +135,8 @@ pub async fn create_tables_for(
     bookings_table: &str,
     columns: &RowColumns,
 ) -> Result<(), StoreError> {
-    let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+    let build =
+        |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string().into());
     let attr = |name: &str, t: ScalarAttributeType| {
         AttributeDefinition::builder()
             .attribute_name(name)
@@ -209,10 +210,9 @@ pub async fn create_tables_for(
             .wait(Duration::from_secs(300))
             .await
             .map_err(|e| {
-                StoreError::Unavailable(format!(
-                    "table {table} not active: {}",
-                    DisplayErrorContext(&e)
-                ))
+                StoreError::Unavailable(
+                    format!("table {table} not active: {}", DisplayErrorContext(&e)).into(),
+                )
             })?;
     }
 
@@ -246,8 +246,8 @@ pub async fn create_tables_for(
 
 fn ignore_existing<T, E, R>(result: Result<T, SdkError<E, R>>, op: &str) -> Result<(), StoreError>
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
     match result {
         Ok(_) => Ok(()),

@@ -25,7 +25,7 @@ use gate::integration::Integration;
 use gate::reconciler::{ReconcileReport, ReconcilerConfig};
 use gate::signals::Counts;
 use gate::store::budget::{self, Bounded};
-use gate::store::InFlightIndex;
+use gate::store::{InFlightIndex, Purge};
 use gate::{Gate, Invocation};
 use gate_dynamo::sqs::SqsManualQueue;
 
@@ -161,7 +161,7 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
 /// None in practice; failures are counted in the report and retried by the next run.
 pub async fn handle_reconcile(
     gate: &Gate,
-    index: &dyn InFlightIndex,
+    (index, purge): (&dyn InFlightIndex, &dyn Purge),
     config: &ReconcilerConfig,
     emf: &Emf,
     event: LambdaEvent<ScheduledInput>,
@@ -178,7 +178,7 @@ pub async fn handle_reconcile(
         store_budget(&invocation),
         reconcile_within_budget(
             gate,
-            index,
+            (index, purge),
             config,
             (emf, &event.context.request_id),
             &invocation,
@@ -191,7 +191,7 @@ pub async fn handle_reconcile(
 /// each sweep's document.
 async fn reconcile_within_budget(
     gate: &Gate,
-    index: &dyn InFlightIndex,
+    (index, purge): (&dyn InFlightIndex, &dyn Purge),
     config: &ReconcilerConfig,
     (emf, request_id): (&Emf, &str),
     invocation: &Invocation,
@@ -209,7 +209,7 @@ async fn reconcile_within_budget(
         .await;
     tracing::info!(sweeps, ?report, "reconciler run finished");
     // A store without TTL (PostgreSQL): expired rows with nothing left to do, after the pass.
-    gate.purge_expired(invocation).await;
+    gate.purge_expired(purge, invocation).await;
     Ok(report)
 }
 
@@ -255,8 +255,9 @@ where
 /// and the integration from its own configuration by `build` (which may read secrets with the
 /// SDK configuration it is given, [`super::secrets`]).
 ///
-/// Returns the gate and the read side of its idempotency table (what the reconciler pages; the
-/// consumer ignores it).
+/// Returns the gate, the read side of its idempotency table (what the reconciler pages) and the
+/// store's purge of expired rows (what the reconciler's schedule runs); the consumer ignores
+/// both.
 ///
 /// # Errors
 /// `build`'s, or [`build_store`]'s (the conditional-write check failed, the database's secret
@@ -264,7 +265,7 @@ where
 pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     config: Config<C>,
     build: B,
-) -> Result<(Gate, Arc<dyn InFlightIndex>), Error> {
+) -> Result<(Gate, Arc<dyn InFlightIndex>, Arc<dyn Purge>), Error> {
     let aws = aws_loader()
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
@@ -279,7 +280,7 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     // The labels are checked against the names the store refuses on every commit (DynamoDB:
     // the integration's; PostgreSQL: the neutral ones, its fixed columns), before the store is
     // checked or migrated: a label refused there would send every new event to a person.
-    let (store, index) = build_store(
+    let (store, index, purge) = build_store(
         &config.lambda.store,
         &aws,
         integration.row_columns(),
@@ -289,6 +290,7 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     // Every store call of an invocation ends before the invocation must answer (`budget`).
     let store = Arc::new(Bounded::new(store));
     let index: Arc<dyn InFlightIndex> = Arc::new(Bounded::new(index));
+    let purge: Arc<dyn Purge> = Arc::new(Bounded::new(purge));
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();
@@ -302,7 +304,7 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
         clock: Arc::new(SystemClock),
         config: config.lambda.gate,
     };
-    Ok((gate, index))
+    Ok((gate, index, purge))
 }
 
 /// The consumer's whole life for the integration `build` makes (from its configuration `C` and
@@ -345,7 +347,7 @@ pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result
 /// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
 pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {
     crate::logging::init();
-    let (emf, gate, index, reconciler) = start(async {
+    let (emf, gate, (index, purge), reconciler) = start(async {
         let config = Config::<C>::from_env(|k| std::env::var(k).ok())?.for_reconciler();
         tracing::info!(
             integration = %config.lambda.gate.integration,
@@ -356,15 +358,23 @@ pub async fn run_reconciler<C: IntegrationConfig, B: Build<C>>(build: B) -> Resu
         );
         let reconciler = config.lambda.reconciler.clone();
         let emf = Emf::new(&config.lambda.gate.integration);
-        let (gate, index) = build_gate(config, build).await?;
-        Ok((emf, gate, index, reconciler))
+        let (gate, index, purge) = build_gate(config, build).await?;
+        Ok((emf, gate, (index, purge), reconciler))
     })
     .await?;
     let (gate, emf, reconciler) = (Arc::new(gate), Arc::new(emf), Arc::new(reconciler));
     lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<ScheduledInput>| {
-        let (gate, index, emf, reconciler) =
-            (gate.clone(), index.clone(), emf.clone(), reconciler.clone());
-        async move { handle_reconcile(&gate, index.as_ref(), &reconciler, &emf, event).await }
+        let (gate, index, purge, emf, reconciler) = (
+            gate.clone(),
+            index.clone(),
+            purge.clone(),
+            emf.clone(),
+            reconciler.clone(),
+        );
+        async move {
+            let ports = (index.as_ref(), purge.as_ref());
+            handle_reconcile(&gate, ports, &reconciler, &emf, event).await
+        }
     }))
     .await
 }

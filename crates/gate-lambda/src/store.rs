@@ -11,20 +11,25 @@ use lambda_runtime::Error;
 
 use gate::clock::{Clock, SystemClock};
 use gate::record::RowColumns;
-use gate::store::{IdempotencyStore, InFlightIndex, OperatorStore};
+use gate::store::{IdempotencyStore, InFlightIndex, OperatorStore, Purge};
 use gate_dynamo::{DynamoIndex, DynamoStore};
 
 use super::config::{MetricsConfig, StoreConfig};
 use super::store_config::PostgresSettings;
 
-/// The write path and the read side of one store.
-pub type Stores = (Arc<dyn IdempotencyStore>, Arc<dyn InFlightIndex>);
+/// The write path, the read side and the purge of expired rows of one store (the purge does
+/// nothing on DynamoDB, whose TTL deletes expired items).
+pub type Stores = (
+    Arc<dyn IdempotencyStore>,
+    Arc<dyn InFlightIndex>,
+    Arc<dyn Purge>,
+);
 
 /// The store of `config` with the SDK configuration `aws`, once per cold start, the business
 /// row's columns named `columns` (the integration's, [`gate::Integration::row_columns`]; a
 /// DynamoDB table only: PostgreSQL keeps its fixed `business_rows` columns): the write path
 /// and the read side of its idempotency table (`InFlight`, the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`): what the reconciler
-/// pages). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that both tables live in
+/// pages), and its purge of expired rows (the reconciler's schedule runs it). DynamoDB: unless `VERIFY_CONDITIONAL_WRITES=false`, checks that both tables live in
 /// one Region ([`verify_single_region`]: a global table is refused) and that conditional writes
 /// are honoured ([`verify_conditional_writes`]) before anything is consumed. PostgreSQL: reads
 /// the connection string (from Secrets Manager by ARN, or `DATABASE_URL` locally) and applies
@@ -72,7 +77,8 @@ pub async fn build_store(
                 );
             }
             let index = Arc::new(store.index().clone());
-            Ok((Arc::new(store), index))
+            let store = Arc::new(store);
+            Ok((store.clone(), index, store))
         }
         #[cfg(feature = "postgres")]
         Opened::Postgres(store) => {
@@ -88,7 +94,8 @@ pub async fn build_store(
                 .await
                 .map_err(|e| Error::from(format!("DATABASE_URL: {e}")))?;
             tracing::info!(checked, "PostgreSQL session checked at start");
-            Ok((Arc::new(store.clone()), Arc::new(store)))
+            let store = Arc::new(store);
+            Ok((store.clone(), store.clone(), store))
         }
     }
 }

@@ -13,7 +13,7 @@ use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::{Held, Integration, Parsed};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
-use gate::record::IdempotencyRecord;
+
 use gate::store::memory::MemoryStore;
 use gate_testkit::{plain_event, reserve_stranded};
 
@@ -40,12 +40,15 @@ impl Integration for Jobs {
         })
     }
 
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Jobs {
     async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         LookupOutcome::Transient("not asked in this test".into())
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 }
 

@@ -25,7 +25,7 @@ pub(crate) const IN_FLIGHT_COLUMNS: &str =
 pub(crate) const BUSINESS_ROW_COLUMNS: &str = "source_event, effect_id, labels, booked_at_ms";
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {e}"))
+    StoreError::Corrupt(format!("{what}: {e}").into())
 }
 
 fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
@@ -33,7 +33,7 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
     column: &str,
 ) -> Result<T, StoreError> {
     row.try_get(column)
-        .map_err(|e| corrupt(&format!("column {column}"), e))
+        .map_err(|e| StoreError::corrupt(format!("column {column}: {e}"), e))
 }
 
 fn status(row: &Row) -> Result<RecordStatus, StoreError> {

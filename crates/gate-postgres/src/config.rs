@@ -129,7 +129,8 @@ impl PostgresConfig {
                 return Err(StoreError::Corrupt(
                     "TLS: a CA bundle is named both by sslrootcert in the connection string \
                      and by the configuration (DATABASE_CA_BUNDLE): keep one"
-                        .to_string(),
+                        .to_string()
+                        .into(),
                 ))
             }
             (Some(roots), None) => Some(roots),
@@ -167,14 +168,12 @@ impl PostgresConfig {
                 }
             }))
             .build()
-            .map_err(|e| StoreError::Corrupt(format!("PostgreSQL pool: {e}")))
+            .map_err(|e| StoreError::corrupt(format!("PostgreSQL pool: {e}"), e))
     }
 }
 
 fn unparsable(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(format!(
-        "the PostgreSQL connection string does not parse: {e}"
-    ))
+    StoreError::Corrupt(format!("the PostgreSQL connection string does not parse: {e}").into())
 }
 
 /// Whether `url` parses as a connection string of the store (libpq `key=value` or

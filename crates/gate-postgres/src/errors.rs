@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 
-use gate::store::StoreError;
+use gate::store::{Cause, StoreError};
 
 /// Sleeps in **milliseconds** before each retry of a statement that failed with a serialization
 /// failure (`40001`), a deadlock (`40P01`) or a lost connection: at most four attempts in all,
@@ -21,8 +21,9 @@ pub const RETRY_BACKOFF_MS: [u64; 3] = [20, 40, 80];
 pub(crate) enum Failure {
     /// The server or the connection failed the statement.
     Db(tokio_postgres::Error),
-    /// No connection from the pool (timed out, or could not connect: the driver's error text).
-    Pool(String),
+    /// No connection from the pool (timed out, or could not connect): the driver's error text
+    /// and the pool's error itself.
+    Pool(String, deadpool_postgres::PoolError),
     /// No answer within the attempt timeout: the outcome is unknown (the statement may have
     /// committed), the connection is not reused.
     Timeout(Duration),
@@ -64,7 +65,7 @@ pub(crate) fn sqlstate(e: &tokio_postgres::Error) -> Option<&SqlState> {
 impl Failure {
     pub(crate) fn verdict(&self) -> Verdict {
         match self {
-            Self::Pool(_) | Self::Timeout(_) => Verdict::RetryConnection,
+            Self::Pool(..) | Self::Timeout(_) => Verdict::RetryConnection,
             Self::Db(e) => match sqlstate(e) {
                 Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE => Verdict::RetryConflict,
                 Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED => Verdict::RetryConflict,
@@ -106,19 +107,24 @@ impl Failure {
     /// The [`StoreError`] for this failure of operation `op`, after the retries.
     pub(crate) fn into_store_error(self, op: &str) -> StoreError {
         match self {
-            Self::Pool(e) => StoreError::Unavailable(format!("{op}: no connection: {e}")),
-            Self::Timeout(t) => StoreError::Unavailable(format!(
-                "{op}: no answer within {} ms, outcome unknown",
-                t.as_millis()
-            )),
-            Self::Db(e) => map_db_error(op, &e),
+            Self::Pool(text, e) => {
+                StoreError::unavailable(format!("{op}: no connection: {text}"), e)
+            }
+            Self::Timeout(t) => StoreError::Unavailable(
+                format!(
+                    "{op}: no answer within {} ms, outcome unknown",
+                    t.as_millis()
+                )
+                .into(),
+            ),
+            Self::Db(e) => map_db_error(op, e),
         }
     }
 
     /// A one-line description for a log line (no parameter values).
     pub(crate) fn summary(&self) -> String {
         match self {
-            Self::Pool(e) => format!("no connection: {e}"),
+            Self::Pool(text, _) => format!("no connection: {text}"),
             Self::Timeout(t) => format!("no answer within {} ms", t.as_millis()),
             Self::Db(e) => describe(e),
         }
@@ -136,38 +142,41 @@ fn is_io(e: &tokio_postgres::Error) -> bool {
     false
 }
 
-/// Maps a driver error of operation `op` to a [`StoreError`]; every one is transient (the
-/// event is redelivered) except none: a schema that is missing or wrong is fixed by running the
-/// migrations, after which the redelivery succeeds.
-pub(crate) fn map_db_error(op: &str, e: &tokio_postgres::Error) -> StoreError {
-    let detail = describe(e);
-    match sqlstate(e) {
+/// Maps a driver error of operation `op` to a [`StoreError`] whose cause keeps `e` as its
+/// source; every one is transient (the event is redelivered) except none: a schema that is
+/// missing or wrong is fixed by running the migrations, after which the redelivery succeeds.
+pub(crate) fn map_db_error(op: &str, e: tokio_postgres::Error) -> StoreError {
+    let (detail, code) = (describe(&e), sqlstate(&e).cloned());
+    let cause = |message: String| Cause::with_source(message, e);
+    match code.as_ref() {
         Some(c)
             if *c == SqlState::T_R_SERIALIZATION_FAILURE
                 || *c == SqlState::T_R_DEADLOCK_DETECTED =>
         {
-            StoreError::TransactionConflict(format!(
+            StoreError::TransactionConflict(cause(format!(
                 "{op}: {detail} after {} attempts",
                 RETRY_BACKOFF_MS.len() + 1
-            ))
+            )))
         }
-        Some(c) if *c == SqlState::QUERY_CANCELED => StoreError::Unavailable(format!(
+        Some(c) if *c == SqlState::QUERY_CANCELED => StoreError::Unavailable(cause(format!(
             "{op}: statement timeout (statement_timeout) reached: {detail}"
-        )),
-        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => StoreError::Unavailable(format!(
+        ))),
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => StoreError::Unavailable(cause(format!(
             "{op}: lock wait timeout (lock_timeout) reached: {detail}"
-        )),
+        ))),
         Some(c) if *c == SqlState::TOO_MANY_CONNECTIONS => {
-            StoreError::Throttled(format!("{op}: {detail}"))
+            StoreError::Throttled(cause(format!("{op}: {detail}")))
         }
-        Some(c) if *c == SqlState::UNDEFINED_TABLE => StoreError::Unavailable(format!(
+        Some(c) if *c == SqlState::UNDEFINED_TABLE => StoreError::Unavailable(cause(format!(
             "{op}: {detail} (run the migrations: PostgresStore::migrate)"
-        )),
-        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => StoreError::Unavailable(format!(
-            "{op}: {detail} (the connection string's role lacks a grant on the schema or a \
+        ))),
+        Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+            StoreError::Unavailable(cause(format!(
+                "{op}: {detail} (the connection string's role lacks a grant on the schema or a \
              relation)"
-        )),
-        _ => StoreError::Unavailable(format!("{op}: {detail}")),
+            )))
+        }
+        _ => StoreError::Unavailable(cause(format!("{op}: {detail}"))),
     }
 }
 

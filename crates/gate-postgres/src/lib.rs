@@ -16,8 +16,8 @@
 //! `source_event`), `natural_keys` (primary key `pk`) and the operators' `audit_history`
 //! (`operator.rs`, with the scans an operator makes). PostgreSQL has no TTL: an expired row
 //! stays and counts as absent for the reserve, as DynamoDB's lazily deleted items do, until the
-//! purge deletes it ([`IdempotencyStore::purge_expired`], run by the reconciler's schedule;
-//! never an `in_flight` record nor a pending routing). TLS: [`tls`].
+//! purge deletes it ([`Purge::purge_expired`](gate::store::Purge::purge_expired), run by the
+//! reconciler's schedule; never an `in_flight` record nor a pending routing). TLS: [`tls`].
 //!
 //! (Past 600 lines: one `impl` of the store port, one operation per method, each with the
 //! snapshot-race loop its statement needs; splitting it would scatter the port.)
@@ -95,8 +95,9 @@ use gate::store::budget;
 use gate::clock::ms_to_s;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use gate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver, UnreadableEntry,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError,
+    TakeOver, UnreadableEntry,
 };
 
 /// How often a statement whose result contradicts its snapshot (a concurrent write, see the
@@ -163,7 +164,7 @@ impl PostgresStore {
     /// (nothing of it is applied then).
     pub async fn migrate(&self) -> Result<Vec<i32>, StoreError> {
         let mut client = self.pool.get().await.map_err(|e| {
-            StoreError::Unavailable(format!("migrate: no connection: {}", pool_error(&e)))
+            StoreError::Unavailable(format!("migrate: no connection: {}", pool_error(&e)).into())
         })?;
         schema::migrate(&mut client, &self.schema)
             .await
@@ -191,7 +192,8 @@ impl PostgresStore {
                      statement), and the store runs each statement in a transaction carrying its \
                      timeouts (SET LOCAL): set pool_mode = transaction (or session), or \
                      DATABASE_SESSION_TIMEOUTS=false with the timeouts set on the role"
-                        .to_string(),
+                        .to_string()
+                        .into(),
                 ));
             }
             Err(f) => {
@@ -201,16 +203,17 @@ impl PostgresStore {
         };
         let row = first(&rows, "check_session")?;
         let seen: String = row.try_get("statement_timeout").map_err(|e| {
-            StoreError::Corrupt(format!("check_session: column statement_timeout: {e}"))
+            StoreError::corrupt(format!("check_session: column statement_timeout: {e}"), e)
         })?;
         match self.statement_timeout_ms.map(|ms| format!("{ms}ms")) {
-            Some(expected) if !same_timeout(&seen, &expected) => {
-                Err(StoreError::Unavailable(format!(
+            Some(expected) if !same_timeout(&seen, &expected) => Err(StoreError::Unavailable(
+                format!(
                     "PostgreSQL: the statement ran with statement_timeout = {seen}, not its \
                      transaction's {expected}: a pooler handed it to another server connection \
                      (PgBouncer: set pool_mode = transaction or session)"
-                )))
-            }
+                )
+                .into(),
+            )),
             _ => Ok(true),
         }
     }
@@ -284,7 +287,7 @@ impl PostgresStore {
                 Failure::Timeout(limit)
             })?,
         }
-        .map_err(|e| Failure::Pool(pool_error(&e)))?;
+        .map_err(|e| Failure::Pool(pool_error(&e), e))?;
         let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
             .iter()
             .zip(sql.types)
@@ -375,13 +378,13 @@ fn pool_error(e: &deadpool_postgres::PoolError) -> String {
 
 fn count(row: &Row, column: &str) -> Result<i64, StoreError> {
     row.try_get(column)
-        .map_err(|e| StoreError::Corrupt(format!("column {column}: {e}")))
+        .map_err(|e| StoreError::corrupt(format!("column {column}: {e}"), e))
 }
 
 fn first(rows: &[Row], op: &str) -> Result<Row, StoreError> {
     rows.first()
         .cloned()
-        .ok_or_else(|| StoreError::Corrupt(format!("{op}: the statement returned no row")))
+        .ok_or_else(|| StoreError::Corrupt(format!("{op}: the statement returned no row").into()))
 }
 
 #[async_trait]
@@ -421,10 +424,13 @@ impl IdempotencyStore for PostgresStore {
                 None => {}
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
-            record.pk
-        )))
+        Err(StoreError::Unavailable(
+            format!(
+                "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
+                record.pk
+            )
+            .into(),
+        ))
     }
 
     /// With a natural key: the reserve and, where it wrote, the guard as one statement
@@ -470,7 +476,7 @@ impl IdempotencyStore for PostgresStore {
         };
         let taken: bool = row
             .try_get("taken")
-            .map_err(|e| StoreError::Corrupt(format!("column taken: {e}")))?;
+            .map_err(|e| StoreError::corrupt(format!("column taken: {e}"), e))?;
         let Some(record) = record_from_row(row)? else {
             return Ok(TakeOver::Refused);
         };
@@ -518,11 +524,14 @@ impl IdempotencyStore for PostgresStore {
                 Ok(rows) => rows,
                 Err(Failure::Db(e)) if is_unique_violation(&e, "business_rows_pkey") => {
                     let existing = self.business_row(&booking.source_event).await?;
-                    return Err(StoreError::Corrupt(format!(
-                        "a business row for {} already exists with effect id {}",
-                        booking.source_event,
-                        existing.map_or_else(|| "?".to_string(), |b| b.effect_id)
-                    )));
+                    return Err(StoreError::Corrupt(
+                        format!(
+                            "a business row for {} already exists with effect id {}",
+                            booking.source_event,
+                            existing.map_or_else(|| "?".to_string(), |b| b.effect_id)
+                        )
+                        .into(),
+                    ));
                 }
                 Err(f) => return Err(Self::err("commit", f)),
             };
@@ -533,7 +542,11 @@ impl IdempotencyStore for PostgresStore {
             let Some(record) = record_from_row(&row)? else {
                 match self.get(pk).await? {
                     Some(_) => continue,
-                    None => return Err(StoreError::Corrupt(format!("no record {pk} to commit"))),
+                    None => {
+                        return Err(StoreError::Corrupt(
+                            format!("no record {pk} to commit").into(),
+                        ))
+                    }
                 }
             };
             if record.status == RecordStatus::Committed
@@ -550,9 +563,10 @@ impl IdempotencyStore for PostgresStore {
             }
             return Ok(CommitOutcome::Refused(Box::new(record)));
         }
-        Err(StoreError::Unavailable(format!(
-            "commit of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
-        )))
+        Err(StoreError::Unavailable(
+            format!("commit of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts")
+                .into(),
+        ))
     }
 
     /// One statement: the natural-key row's `INSERT .. ON CONFLICT DO UPDATE` written when
@@ -670,9 +684,10 @@ impl IdempotencyStore for PostgresStore {
             }
             return Ok(FinishOutcome::Refused(Some(Box::new(record))));
         }
-        Err(StoreError::Unavailable(format!(
-            "finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
-        )))
+        Err(StoreError::Unavailable(
+            format!("finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts")
+                .into(),
+        ))
     }
 
     /// One statement: the finish and the natural key's release (`release.rs`).
@@ -734,6 +749,29 @@ impl IdempotencyStore for PostgresStore {
         }
     }
 
+    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
+    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
+    /// labels are refused under the neutral names, as the memory store built by default refuses
+    /// them.
+    fn row_columns(&self) -> RowColumns {
+        RowColumns::NEUTRAL
+    }
+}
+
+#[async_trait]
+impl BusinessRows for PostgresStore {
+    /// One `SELECT` of `business_rows` by primary key.
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        let rows = self
+            .query("booking", &self.sql.booking, &[&source_event])
+            .await
+            .map_err(|f| Self::err("booking", f))?;
+        rows.first().map(business_row_from_row).transpose()
+    }
+}
+
+#[async_trait]
+impl Purge for PostgresStore {
     /// Two batched `DELETE`s (each one statement): up to `limit` records with `expires_at_s <
     /// now` (epoch seconds) that are not `in_flight` and have no routing pending (through the
     /// partial index `idempotency_purgeable`), and up to `limit` natural-key rows with
@@ -760,23 +798,6 @@ impl IdempotencyStore for PostgresStore {
             records: deleted[0],
             natural_keys: deleted[1],
         }))
-    }
-
-    /// One `SELECT` of `business_rows` by primary key.
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        let rows = self
-            .query("booking", &self.sql.booking, &[&source_event])
-            .await
-            .map_err(|f| Self::err("booking", f))?;
-        rows.first().map(business_row_from_row).transpose()
-    }
-
-    /// [`RowColumns::NEUTRAL`]: `business_rows` has fixed columns (`source_event`, `effect_id`,
-    /// `booked_at_ms`, the labels in one JSON column) whatever the integration names, so its
-    /// labels are refused under the neutral names, as the memory store built by default refuses
-    /// them.
-    fn row_columns(&self) -> RowColumns {
-        RowColumns::NEUTRAL
     }
 }
 

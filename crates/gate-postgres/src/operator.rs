@@ -47,7 +47,7 @@ impl RecordScan for PostgresStore {
             };
             after = last
                 .try_get("pk")
-                .map_err(|e| StoreError::Corrupt(format!("scan_records: column pk: {e}")))?;
+                .map_err(|e| StoreError::corrupt(format!("scan_records: column pk: {e}"), e))?;
             let full = i64::try_from(rows.len()).unwrap_or(i64::MAX) >= SCAN_PAGE_ROWS;
             found.extend(
                 rows.iter()
@@ -68,8 +68,9 @@ impl RecordScan for PostgresStore {
             .map_err(|f| Self::err("multi_effect_pks", f))?;
         rows.iter()
             .map(|r| {
-                r.try_get("pk")
-                    .map_err(|e| StoreError::Corrupt(format!("multi_effect_pks: column pk: {e}")))
+                r.try_get("pk").map_err(|e| {
+                    StoreError::corrupt(format!("multi_effect_pks: column pk: {e}"), e)
+                })
             })
             .collect()
     }
@@ -98,7 +99,9 @@ impl AuditLog for PostgresStore {
         if count(&row, "added")? > 0 {
             Ok(())
         } else if count(&row, "found")? == 0 {
-            Err(StoreError::Corrupt(format!("no record {pk} to audit")))
+            Err(StoreError::Corrupt(
+                format!("no record {pk} to audit").into(),
+            ))
         } else {
             Err(StoreError::Refused(limits::ItemRefusal::HistoryFull {
                 limit: limits::MAX_HISTORY_ENTRIES,
@@ -114,8 +117,9 @@ impl AuditLog for PostgresStore {
             .map_err(|f| Self::err("history", f))?;
         rows.iter()
             .map(|r| {
-                let col =
-                    |e: tokio_postgres::Error| StoreError::Corrupt(format!("history of {pk}: {e}"));
+                let col = |e: tokio_postgres::Error| {
+                    StoreError::corrupt(format!("history of {pk}: {e}"), e)
+                };
                 Ok(AuditEntry {
                     at_ms: r.try_get("at_ms").map_err(col)?,
                     who: r.try_get("who").map_err(col)?,

@@ -72,8 +72,9 @@ impl PostgresStore {
             }
             return Ok(FinishOutcome::Refused(Some(Box::new(current))));
         }
-        Err(StoreError::Unavailable(format!(
-            "finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts"
-        )))
+        Err(StoreError::Unavailable(
+            format!("finish of {pk}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts")
+                .into(),
+        ))
     }
 }

@@ -92,10 +92,13 @@ impl PostgresStore {
                 None => {}
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
-            record.pk
-        )))
+        Err(StoreError::Unavailable(
+            format!(
+                "reserve of {}: the record changed under {SNAPSHOT_RACE_ATTEMPTS} attempts",
+                record.pk
+            )
+            .into(),
+        ))
     }
 
     /// The guard's answer from a row of the guard's statement or of the reserve's with the
@@ -114,7 +117,7 @@ impl PostgresStore {
         }
         let holder: Option<String> = row
             .try_get("holder")
-            .map_err(|e| StoreError::Corrupt(format!("column holder: {e}")))?;
+            .map_err(|e| StoreError::corrupt(format!("column holder: {e}"), e))?;
         let holder = match holder {
             Some(h) => Some(h),
             None => self.natural_key_holder(nk_pk).await?,
@@ -123,9 +126,9 @@ impl PostgresStore {
             Some(h) if h != event_key => Ok(GuardOutcome::Collision { other_event_key: h }),
             // Ours after all (our own concurrent retry).
             Some(_) => Ok(GuardOutcome::Held),
-            None => Err(StoreError::Unavailable(format!(
-                "guard of {nk_pk}: refused, but no row holds it"
-            ))),
+            None => Err(StoreError::Unavailable(
+                format!("guard of {nk_pk}: refused, but no row holds it").into(),
+            )),
         }
     }
 }

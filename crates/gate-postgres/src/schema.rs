@@ -62,9 +62,10 @@ pub fn check_schema_name(schema: &str) -> Result<(), StoreError> {
     if ok {
         Ok(())
     } else {
-        Err(StoreError::Corrupt(format!(
-            "schema name {schema:?}: 1 to 63 of a-z, 0-9 and _, not starting with a digit"
-        )))
+        Err(StoreError::Corrupt(
+            format!("schema name {schema:?}: 1 to 63 of a-z, 0-9 and _, not starting with a digit")
+                .into(),
+        ))
     }
 }
 

@@ -259,7 +259,7 @@ pub(crate) fn connector(
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Corrupt(format!("TLS: {e}")))?;
+        .map_err(|e| StoreError::corrupt(format!("TLS: {e}"), e))?;
     let verifier: Arc<dyn ServerCertVerifier> = match (mode, roots) {
         (SslMode::Disable, _) | (SslMode::Prefer | SslMode::Require, None) => {
             Arc::new(HostNotChecked {
@@ -288,7 +288,7 @@ fn webpki(
 ) -> Result<Arc<WebPkiServerVerifier>, StoreError> {
     WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| StoreError::Corrupt(format!("TLS: the CA certificates: {e}")))
+        .map_err(|e| StoreError::corrupt(format!("TLS: the CA certificates: {e}"), e))
 }
 
 /// The CA certificates of `roots` (`None`: the system's).
@@ -299,10 +299,13 @@ fn load_roots(roots: Option<&Roots>) -> Result<RootCertStore, StoreError> {
             let certs = read_bundle(path)?;
             let (added, _) = store.add_parsable_certificates(certs);
             if added == 0 {
-                return Err(StoreError::Corrupt(format!(
-                    "TLS: the CA bundle {} holds no usable certificate",
-                    path.display()
-                )));
+                return Err(StoreError::Corrupt(
+                    format!(
+                        "TLS: the CA bundle {} holds no usable certificate",
+                        path.display()
+                    )
+                    .into(),
+                ));
             }
         }
         None | Some(Roots::System) => {
@@ -312,7 +315,8 @@ fn load_roots(roots: Option<&Roots>) -> Result<RootCertStore, StoreError> {
                 return Err(StoreError::Corrupt(
                     "TLS: no system root certificate could be loaded; name a CA bundle \
                      (DATABASE_CA_BUNDLE, or sslrootcert= in the connection string)"
-                        .to_string(),
+                        .to_string()
+                        .into(),
                 ));
             }
         }
@@ -322,7 +326,7 @@ fn load_roots(roots: Option<&Roots>) -> Result<RootCertStore, StoreError> {
 
 fn read_bundle(path: &Path) -> Result<Vec<CertificateDer<'static>>, StoreError> {
     let unreadable = |e: &dyn std::fmt::Display| {
-        StoreError::Corrupt(format!("TLS: the CA bundle {}: {e}", path.display()))
+        StoreError::Corrupt(format!("TLS: the CA bundle {}: {e}", path.display()).into())
     };
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| unreadable(&e))?

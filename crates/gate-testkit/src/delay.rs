@@ -125,10 +125,6 @@ impl<P: Pause> IdempotencyStore for DelayedStore<P> {
         self.pause.pause().await;
         self.inner.get(pk).await
     }
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.pause.pause().await;
-        self.inner.business_row(source_event).await
-    }
 
     fn row_columns(&self) -> gate::record::RowColumns {
         self.inner.row_columns()

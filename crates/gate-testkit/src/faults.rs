@@ -208,9 +208,9 @@ impl FaultyStore {
         let (k, crash) = {
             let mut st = self.lock();
             if st.dead.contains(token) {
-                return Err(StoreError::Unavailable(format!(
-                    "{token}: the worker crashed"
-                )));
+                return Err(StoreError::Unavailable(
+                    format!("{token}: the worker crashed").into(),
+                ));
             }
             let k = st.writes.entry(token.to_string()).or_default();
             *k += 1;
@@ -220,9 +220,9 @@ impl FaultyStore {
             let mut st = self.lock();
             st.dead.insert(token.to_string());
             st.counts.crashes += 1;
-            return Err(StoreError::Unavailable(format!(
-                "{token}: crashed before write {k}"
-            )));
+            return Err(StoreError::Unavailable(
+                format!("{token}: crashed before write {k}").into(),
+            ));
         }
         let mut out = op().await;
         if out.is_ok() && draw(self.seed, &[token, "echo", &k.to_string()]) < self.rates.echo {
@@ -233,9 +233,9 @@ impl FaultyStore {
             let mut st = self.lock();
             st.dead.insert(token.to_string());
             st.counts.crashes += 1;
-            return Err(StoreError::Unavailable(format!(
-                "{token}: crashed after write {k} landed"
-            )));
+            return Err(StoreError::Unavailable(
+                format!("{token}: crashed after write {k} landed").into(),
+            ));
         }
         out
     }
@@ -387,10 +387,6 @@ impl IdempotencyStore for FaultyStore {
         self.inner.get(pk).await
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        self.inner.business_row(source_event).await
-    }
-
     fn row_columns(&self) -> gate::record::RowColumns {
         self.inner.row_columns()
     }
@@ -438,7 +434,7 @@ mod tests {
         };
         assert!(matches!(
             finish().await,
-            Err(StoreError::Unavailable(m)) if m == "injected: finish failed"
+            Err(StoreError::Unavailable(m)) if m.message() == "injected: finish failed"
         ));
         let held = inner.get(&record.pk).await.unwrap().unwrap();
         assert_eq!(held.status, RecordStatus::InFlight, "nothing written");

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use gate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::ManualReason;
-use gate::record::{IdempotencyRecord, Labels};
+use gate::record::Labels;
 use gate::{Event, Integration, Parsed, Rejection};
 use gate_testkit::{Faults, Harness, IdempotencyServer, ServerConfig, Target};
 use serde_json::Value;
@@ -88,6 +88,13 @@ impl Integration for Orders {
         }
     }
 
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Orders {
     async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
         let record = held.record();
         let sent = self
@@ -110,10 +117,6 @@ impl Integration for Orders {
             (404, _) => LookupOutcome::NotFound,
             _ => LookupOutcome::Transient(detail(status)),
         }
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 }
 

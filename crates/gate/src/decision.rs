@@ -57,7 +57,7 @@ pub struct Policy {
     /// `GateConfig::server_supports_idempotency_key`).
     pub supports_key: bool,
     /// The server can say which effect it holds under a key
-    /// ([`crate::Integration::supports_lookup`]).
+    /// ([`crate::integration::lookup_for`]).
     pub supports_lookup: bool,
     /// The claim horizon, **milliseconds** of record age: the server's key retention minus a
     /// margin ([`crate::Integration::claim_horizon_ms`], else `GateConfig::claim_horizon_ms`).

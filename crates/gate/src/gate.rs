@@ -250,7 +250,7 @@ impl Gate {
     /// What the integration says about the server of `record` ([`Policy`]): its key support
     /// ([`Integration::supports_idempotency_key`], else
     /// `config.server_supports_idempotency_key`), its lookup support
-    /// ([`Integration::supports_lookup`]), its claim horizon ([`Integration::claim_horizon_ms`],
+    /// ([`crate::integration::lookup_for`]), its claim horizon ([`Integration::claim_horizon_ms`],
     /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
     /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
     pub fn policy(&self, record: &IdempotencyRecord) -> Policy {
@@ -259,7 +259,8 @@ impl Gate {
                 .integration
                 .supports_idempotency_key(record)
                 .unwrap_or(self.config.server_supports_idempotency_key),
-            supports_lookup: self.integration.supports_lookup(record),
+            supports_lookup: crate::integration::lookup_for(self.integration.as_ref(), record)
+                .is_some(),
             claim_horizon_ms: self
                 .integration
                 .claim_horizon_ms(record)

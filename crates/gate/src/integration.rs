@@ -1,26 +1,21 @@
 //! The `Integration` trait: everything the gate needs from one integration (a kind of side effect
 //! behind an at-least-once feed), and nothing it needs to know about it.
 //!
-//! An integration supplies, through [`Integration`]:
-//!
-//! * the strict parse of a body ([`Integration::parse`]): an [`Event`] (the key material, the
-//!   business fields, the request bytes, the labels, the event's end) or a typed [`Rejection`];
-//! * the side effect and its lookup by key ([`Integration::call`], [`Integration::lookup`]),
-//!   under the per-operation `Idempotency-Key` the gate derives, each called only with a
-//!   [`Held`]: the proof, which only the gate can make, that the record is reserved and its lease
-//!   held (the forwarder's review rule "the line above every call reserves a key", as a type);
-//! * what its server can do, per record: honour the key
-//!   ([`Integration::supports_idempotency_key`]), look an effect up by key
-//!   ([`Integration::supports_lookup`]), and for how long it keeps a key
-//!   ([`Integration::claim_horizon_ms`]); the gate's one decision for a held record
-//!   ([`crate::decision`]) reads them;
-//! * the business row the commit writes with the record ([`Integration::business_row`]) and,
-//!   optionally, the event's natural key (signal 4, [`Integration::natural_key`]).
+//! Three methods are required: the side effect's name ([`Integration::operation`]), the strict
+//! parse of a body into an [`Event`] or a [`Rejection`] ([`Integration::parse`]), and the side
+//! effect itself ([`Integration::call`]), which takes a [`Held`]: the proof, which only the gate
+//! can make, that the record is reserved and its lease held. Everything else has a default for
+//! a single server that honours `Idempotency-Key` and whose events do not end: key support and
+//! claim horizon per record, the event's end, the subject, the manual reasons' codes and texts,
+//! the label names, the business row and its column names, the natural key (signal 4). A server
+//! with a lookup by key implements the second trait [`Lookup`] and offers it through
+//! [`Integration::lookup_by_key`]; the gate's one decision for a held record
+//! ([`crate::decision`]) reads all of these.
 //!
 //! The gate does the rest: the event key and the fingerprint, reserve with lease and take-over,
 //! the stored request, the commit, release, routing to a person exactly once, the reconciler and
-//! the signals. The truck-slot integration (crate `truck_slot`) is the model; an example of
-//! another side effect is the crate `job_client` (`examples/job-client`).
+//! the signals. The truck-slot integration (crate `truck_slot`) uses every method; the crates
+//! `payments` and `job_client` (`examples/`) use the few a single server needs.
 
 use async_trait::async_trait;
 
@@ -165,7 +160,7 @@ impl From<Result<Event, Rejection>> for Parsed {
 /// holder's lease on it is live (the consumer after its reserve or its take-over, the reconciler
 /// and an operator's command after a take-over), or, for a read-only lookup only, the record was
 /// read back from the store ([`crate::Gate::operator_lookup`]). [`Integration::call`] and
-/// [`Integration::lookup`] take one, and only the gate can make one: its field is private and it
+/// [`Lookup::lookup`] take one, and only the gate can make one: its field is private and it
 /// has no public constructor, so code that calls a server without a reservation does not
 /// compile.
 ///
@@ -236,33 +231,14 @@ pub trait Integration: Send + Sync {
     /// Only the gate calls it (see [`Held`]).
     async fn call(&self, held: &Held<'_>) -> CallOutcome;
 
-    /// Which effect is held under `held.record().op_key` (the reconciler's and the late
-    /// consumer's lookup, past the claim horizon or after the event's end). The stored request is
-    /// for the secrets an answer must be scrubbed of; it need not be sent. Never called when
-    /// [`Integration::supports_lookup`] is `false` for the record (the body may then say so
-    /// with [`LookupOutcome::Transient`]).
-    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome;
-
-    /// The server's answer to a lookup under `held.record().op_key`, rendered for an operator's
-    /// server (`gatectl lookup`) with every secret the integration knows cut out: the one place
-    /// a person reads what a server chose to say. It is printed and forgotten: never logged,
-    /// stored, or put in a record's `error` or a manual item's `detail` (issue 25). `None` (the
-    /// default): the integration cannot show it.
-    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
-        let _ = held;
+    /// The server's lookup by key ([`Lookup`]), if it has one: `Some(self)` for an integration
+    /// that implements [`Lookup`] too. Default `None` (a payments API without one, e.g.
+    /// Stripe): inside the claim horizon the gate re-sends the stored request under the same key
+    /// (the server's replay of its first answer is the lookup), and past the horizon or after
+    /// the event's end the record goes to a person with what is known ("the server has no
+    /// lookup by key; whether the effect happened is unknown").
+    fn lookup_by_key(&self) -> Option<&dyn Lookup> {
         None
-    }
-
-    /// Whether the server of `record`'s side effect can say which effect it holds under a key
-    /// (a lookup by key). Default `true`. `false` (a payments API without one, e.g. Stripe):
-    /// [`Integration::lookup`] is never called; inside the claim horizon the gate re-sends the
-    /// stored request under the same key (the server's replay of its first answer is the
-    /// lookup), and past the horizon or after the event's end the record goes to a person with
-    /// what is known ("the server has no lookup by key; whether the effect happened is unknown").
-    /// Never answer [`LookupOutcome::NotFound`] for a server that cannot look up: it is untrue.
-    fn supports_lookup(&self, record: &IdempotencyRecord) -> bool {
-        let _ = record;
-        true
     }
 
     /// Whether the server of `record`'s side effect honours `Idempotency-Key`, when the
@@ -284,7 +260,12 @@ pub trait Integration: Send + Sync {
 
     /// The end of the event `record` guards, epoch **milliseconds** (as [`Event::ends_at_ms`]),
     /// read back from its labels; `None` for a routing record or an event that does not end.
-    fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64>;
+    /// Default `None`: an integration whose events end (whose parse sets [`Event::ends_at_ms`])
+    /// must read the end back here, or a side effect could start after it.
+    fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
+        let _ = record;
+        None
+    }
 
     /// Whom `record` is for (as [`Event::subject`], from its labels): an effect the server says
     /// is for someone else is never committed. Empty: not checked.
@@ -347,5 +328,58 @@ pub trait Integration: Send + Sync {
     fn natural_key(&self, record: &IdempotencyRecord, now_ms: i64) -> Option<NaturalKey> {
         let _ = (record, now_ms);
         None
+    }
+}
+
+/// A server's lookup by key: which effect it holds under an `Idempotency-Key`. The second trait
+/// of an integration whose server has one, offered to the gate by
+/// [`Integration::lookup_by_key`]; an integration without one implements nothing of it.
+#[async_trait]
+pub trait Lookup: Send + Sync {
+    /// Which effect is held under `held.record().op_key` (the reconciler's and the late
+    /// consumer's lookup, past the claim horizon or after the event's end). The stored request is
+    /// for the secrets an answer must be scrubbed of; it need not be sent. Never called when
+    /// [`Lookup::supports_lookup`] is `false` for the record. Never answer
+    /// [`LookupOutcome::NotFound`] unless the server said so: a record is then routed as having
+    /// no effect.
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome;
+
+    /// The server's answer to a lookup under `held.record().op_key`, rendered for an operator's
+    /// server (`gatectl lookup`) with every secret the integration knows cut out: the one place
+    /// a person reads what a server chose to say. It is printed and forgotten: never logged,
+    /// stored, or put in a record's `error` or a manual item's `detail`. `None` (the default):
+    /// the integration cannot show it.
+    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
+        let _ = held;
+        None
+    }
+
+    /// Whether the server of `record`'s side effect has this lookup, when the integration knows
+    /// per record (several servers, some without one). Default `true`. `false`: as an
+    /// integration without [`Integration::lookup_by_key`], for this record.
+    fn supports_lookup(&self, record: &IdempotencyRecord) -> bool {
+        let _ = record;
+        true
+    }
+}
+
+/// The lookup by key for `record` ([`Integration::lookup_by_key`], where
+/// [`Lookup::supports_lookup`] holds for it), `None` when its server has none: what the gate's
+/// decision and an operator's lookup read.
+pub fn lookup_for<'a>(
+    integration: &'a dyn Integration,
+    record: &IdempotencyRecord,
+) -> Option<&'a dyn Lookup> {
+    integration
+        .lookup_by_key()
+        .filter(|lookup| lookup.supports_lookup(record))
+}
+
+/// The lookup of the held record through [`lookup_for`]; [`LookupOutcome::Transient`] when its
+/// server has none (the gate's decision never asks for one then).
+pub async fn look_up(integration: &dyn Integration, held: &Held<'_>) -> LookupOutcome {
+    match lookup_for(integration, held.record()) {
+        Some(lookup) => lookup.lookup(held).await,
+        None => LookupOutcome::Transient("the server has no lookup by key".into()),
     }
 }

@@ -47,4 +47,4 @@ pub use gate::{
     min_deadline_margin_ms, Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS,
     EXTENSION_HEADROOM_MS,
 };
-pub use integration::{Event, Held, Integration, Parsed, Rejection};
+pub use integration::{Event, Held, Integration, Lookup, Parsed, Rejection};

@@ -1,6 +1,6 @@
 //! What an integration's code names, in one import: `use gate::prelude::*;`.
 //!
-//! The [`Integration`] trait and what its methods take and give ([`Event`], [`Parsed`],
+//! The [`Integration`] trait (with [`Lookup`] for a server that has a lookup by key) and what its methods take and give ([`Event`], [`Parsed`],
 //! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`] and the
 //! [`AnswerDetail`] an outcome carries (a server's answer in your words, `client::call_with`),
 //! [`ManualReason`] for its own reason codes and texts, [`RowColumns`] for its business row's
@@ -13,7 +13,7 @@
 pub use crate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
 pub use crate::fields::Fields;
 pub use crate::idempotency_key::JsonIdAt;
-pub use crate::integration::{Event, Held, Integration, Parsed, Rejection};
+pub use crate::integration::{Event, Held, Integration, Lookup, Parsed, Rejection};
 pub use crate::manual::ManualReason;
 pub use crate::record::{IdempotencyRecord, Labels, RowColumns};
 pub use crate::secret::SecretString;

@@ -1,6 +1,6 @@
 //! The expired-row purge of a store whose database has no TTL (PostgreSQL), run by the
 //! reconciler's scheduled invocation after its pass ([`Gate::purge_expired`]): batches of
-//! [`PURGE_BATCH`] through [`IdempotencyStore::purge_expired`] until a batch comes back short,
+//! [`PURGE_BATCH`] through [`Purge::purge_expired`] until a batch comes back short,
 //! [`PURGE_MAX_BATCHES`] batches, or the invocation's deadline is near. On DynamoDB (its TTL
 //! deletes expired items) and in memory the store answers `None` and nothing is done.
 //!
@@ -12,9 +12,7 @@
 use tracing::{info, warn};
 
 use crate::gate::{Gate, Invocation};
-#[cfg(doc)]
-use crate::store::IdempotencyStore;
-use crate::store::PurgeCount;
+use crate::store::{Purge, PurgeCount};
 
 /// Rows per `DELETE` statement (records and natural keys each): short transactions and short
 /// locks. With [`PURGE_MAX_BATCHES`], a run (every minute) deletes at most 10,000 records and
@@ -39,10 +37,14 @@ pub struct PurgeReport {
 }
 
 impl Gate {
-    /// Purges expired rows with nothing left to do from `self.store` (see the module docs),
-    /// stopping before `invocation`'s deadline (`deadline_margin_ms`). Returns `None` when the
-    /// store needs no purge.
-    pub async fn purge_expired(&self, invocation: &Invocation) -> Option<PurgeReport> {
+    /// Purges expired rows with nothing left to do through `purge` (the store's purge port, see
+    /// the module docs), stopping before `invocation`'s deadline (`deadline_margin_ms`).
+    /// Returns `None` when the store needs no purge.
+    pub async fn purge_expired(
+        &self,
+        purge: &dyn Purge,
+        invocation: &Invocation,
+    ) -> Option<PurgeReport> {
         let mut report = PurgeReport::default();
         for _ in 0..PURGE_MAX_BATCHES {
             let now = self.clock.now_ms();
@@ -50,7 +52,7 @@ impl Gate {
                 report.left_for_next_run = true;
                 break;
             }
-            let count = match self.store.purge_expired(now, PURGE_BATCH).await {
+            let count = match purge.purge_expired(now, PURGE_BATCH).await {
                 Ok(Some(count)) => count,
                 Ok(None) => return None,
                 Err(e) => {

@@ -27,6 +27,7 @@ use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{record_pk, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
 use gate::store::memory::MemoryStore;
+use gate::store::BusinessRows;
 use gate::store::IdempotencyStore;
 use serde_json::json;
 
@@ -175,18 +176,6 @@ impl Integration for Drifting {
         }
     }
 
-    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
-        let op_key = held.record().op_key.clone();
-        self.server.lookups.lock().unwrap().push(op_key.clone());
-        match self.server.by_key.lock().unwrap().get(&op_key) {
-            Some(id) => LookupOutcome::Found(Effect {
-                effect_id: id.clone(),
-                subject: None,
-            }),
-            None => LookupOutcome::NotFound,
-        }
-    }
-
     fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
         record.label("event_end").parse().ok()
     }
@@ -202,6 +191,25 @@ impl Integration for Drifting {
             labels: Labels::new(),
             expires_at_s: now_ms / 1000 + 86_400,
         })
+    }
+
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Drifting {
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let op_key = held.record().op_key.clone();
+        self.server.lookups.lock().unwrap().push(op_key.clone());
+        match self.server.by_key.lock().unwrap().get(&op_key) {
+            Some(id) => LookupOutcome::Found(Effect {
+                effect_id: id.clone(),
+                subject: None,
+            }),
+            None => LookupOutcome::NotFound,
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome, SqsInput, UNRE
 use gate::effect::{CallOutcome, Effect, LookupOutcome};
 use gate::integration::Held;
 use gate::manual::{ManualReason, MemoryManualQueue};
-use gate::record::{IdempotencyRecord, Labels};
+use gate::record::Labels;
 use gate::store::memory::MemoryStore;
 use gate::{Event, Integration, Parsed, Rejection};
 use serde_json::{json, Value};
@@ -62,12 +62,15 @@ impl Integration for Ids {
         })
     }
 
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for Ids {
     async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
         LookupOutcome::NotFound
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 }
 

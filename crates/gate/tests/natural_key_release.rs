@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsMessage;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation, RecordOutcome};
-use gate::effect::{CallOutcome, Effect, LookupOutcome};
+use gate::effect::{CallOutcome, Effect};
 use gate::integration::{Event, Held, Integration, Parsed, Rejection};
 use gate::manual::{ManualReason, MemoryManualQueue};
 use gate::record::{natural_key_expires_at_s, IdempotencyRecord, Labels, NaturalKey, RecordStatus};
@@ -101,14 +101,6 @@ impl Integration for Declarations {
             asked["amount"].as_i64().unwrap_or_default(),
             &format!("DEC-{name}"),
         )
-    }
-
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        LookupOutcome::NotFound
-    }
-
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 
     fn subject(&self, record: &IdempotencyRecord) -> String {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use gate::clock::{Clock, ManualClock};
 use gate::consumer::{Gate, GateConfig, Invocation};
 use gate::effect::{CallOutcome, LookupOutcome};
-use gate::integration::{Held, Integration, Parsed, Rejection};
+use gate::integration::{Held, Integration, Lookup, Parsed, Rejection};
 use gate::manual::MemoryManualQueue;
 use gate::reconciler::ReconcilerConfig;
 use gate::record::{inflight_shard, IdempotencyRecord, Labels, RecordStatus};
@@ -33,14 +33,18 @@ impl Integration for NeverCalled {
     async fn call(&self, _held: &Held<'_>) -> CallOutcome {
         panic!("a record under a live lease was called")
     }
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        panic!("a record under a live lease was looked up")
-    }
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
+    fn lookup_by_key(&self) -> Option<&dyn Lookup> {
+        Some(self)
     }
     fn subject(&self, _record: &IdempotencyRecord) -> String {
         String::new()
+    }
+}
+
+#[async_trait]
+impl Lookup for NeverCalled {
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
+        panic!("a record under a live lease was looked up")
     }
 }
 

@@ -96,6 +96,18 @@ impl Integration for JobClient {
         gate_http::call(request, &record.op_key, &JOB_SERVER).await
     }
 
+    fn label_names(&self) -> &[&'static str] {
+        &["job"]
+    }
+
+    /// The job server's lookup by key, `GET /jobs?idempotency_key=` (below).
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl gate::Lookup for JobClient {
     async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
         let record = held.record();
         let request = self
@@ -103,14 +115,5 @@ impl Integration for JobClient {
             .get(format!("{}/jobs", self.base))
             .query(&[("idempotency_key", record.op_key.as_str())]);
         gate_http::lookup(request, &JOB_SERVER).await
-    }
-
-    /// A job does not end: its record lives the key TTL from its reservation.
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
-    }
-
-    fn label_names(&self) -> &[&'static str] {
-        &["job"]
     }
 }

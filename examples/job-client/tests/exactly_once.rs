@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, LookupOutcome, Parsed};
+use gate::prelude::{CallOutcome, Held, IdempotencyRecord, Integration, Parsed};
 use gate::store::memory::MemoryStore;
 use gate_testkit::{exactly_once_violations, Harness, IdempotencyServer, Target};
 use job_client::scenario::{self, job, job_server, JOBS, T0};
@@ -79,8 +79,8 @@ impl Integration for FreshKeyEveryCall {
         record.op_key = format!("{}-{n}", record.op_key);
         self.inner.call(&Held::for_tests(&record)).await
     }
-    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
-        self.inner.lookup(held).await
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        self.inner.lookup_by_key()
     }
     fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
         self.inner.ends_at_ms(record)

@@ -8,7 +8,7 @@
 //!   `409` with problem type `idempotency_mismatch`; a declined card is `402`, permanent, and
 //!   reaches a person as `card_declined` ([`CARD_DECLINED`]). Every other status is classified by
 //!   the core's Idempotency-Key table (`gate::idempotency_key`).
-//! * The API has **no lookup by key** ([`Integration::supports_lookup`] is `false`): inside the
+//! * The API has **no lookup by key** (no [`Integration::lookup_by_key`]): inside the
 //!   retention the gate re-sends the stored request under its key (the API's replay is the
 //!   lookup); past it a person gets the record with what is known.
 //! * An invoice event is a JSON object, at most 8 KiB: `invoice_id`, `customer`
@@ -95,20 +95,6 @@ impl Integration for Payments {
             .header("Content-Type", "application/json")
             .body(record.request.clone());
         gate_http::call(request, &record.op_key, &API).await
-    }
-
-    /// Never called: the API has no lookup by key ([`Integration::supports_lookup`]).
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        LookupOutcome::Transient("payments API has no lookup by key".into())
-    }
-
-    fn supports_lookup(&self, _record: &IdempotencyRecord) -> bool {
-        false
-    }
-
-    /// An invoice does not end: its record lives the key TTL from its reservation.
-    fn ends_at_ms(&self, _record: &IdempotencyRecord) -> Option<i64> {
-        None
     }
 
     /// A declined card is `card_declined` ([`CARD_DECLINED`]); the other reasons keep the core's

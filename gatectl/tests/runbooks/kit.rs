@@ -58,7 +58,7 @@ pub trait Fixture: Sized + 'static {
     /// Effects the server made so far.
     fn effects_made(&self) -> usize;
 
-    /// Whether the server has a lookup by key (`Integration::supports_lookup`). Without one,
+    /// Whether the server has a lookup by key (`Integration::lookup_by_key`). Without one,
     /// `lookup` and `finish` from the server are refused and a person finishes a stranded record
     /// with the effect id the server's own tools show. Default: it has.
     fn has_lookup(&self) -> bool {

@@ -224,20 +224,6 @@ impl Integration for TruckSlot {
             .await
     }
 
-    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
-        let record = held.record();
-        self.terminal
-            .lookup_at(record.label("terminal"), &record.op_key, &record.request)
-            .await
-    }
-
-    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
-        let record = held.record();
-        self.terminal
-            .show_lookup_at(record.label("terminal"), &record.op_key, &record.request)
-            .await
-    }
-
     /// The record's terminal's policy, with several terminals; `None` otherwise (the gate's
     /// setting). A record of a terminal since removed from `TERMINALS` goes on to the terminal
     /// port, which has no client for it and answers transient: looked up, never claimed, and past
@@ -295,6 +281,28 @@ impl Integration for TruckSlot {
             ]),
             expires_at_s: natural_key_expires_at_s(self.ends_at_ms(record), now_ms),
         })
+    }
+
+    /// The terminals' lookup by key (below).
+    fn lookup_by_key(&self) -> Option<&dyn gate::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl gate::Lookup for TruckSlot {
+    async fn lookup(&self, held: &Held<'_>) -> LookupOutcome {
+        let record = held.record();
+        self.terminal
+            .lookup_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
+    }
+
+    async fn show_lookup(&self, held: &Held<'_>) -> Option<String> {
+        let record = held.record();
+        self.terminal
+            .show_lookup_at(record.label("terminal"), &record.op_key, &record.request)
+            .await
     }
 }
 

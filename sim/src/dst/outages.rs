@@ -124,10 +124,13 @@ impl SimStore {
             return Ok(());
         }
         self.stalled_fault(label, "store_stalled_surfaced");
-        Err(StoreError::Unavailable(format!(
-            "{op}: no answer within the attempt timeout or the invocation's budget, store not \
+        Err(StoreError::Unavailable(
+            format!(
+                "{op}: no answer within the attempt timeout or the invocation's budget, store not \
              answering (simulated)"
-        )))
+            )
+            .into(),
+        ))
     }
 
     /// After a write of `op` applied: whether its answer is lost in a stall (then the caller

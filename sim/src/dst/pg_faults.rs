@@ -129,17 +129,26 @@ impl SimStore {
             Failed::ReadOnly => "pg_read_only_surfaced",
         });
         Err(match last {
-            Failed::Conflict => StoreError::TransactionConflict(format!(
+            Failed::Conflict => StoreError::TransactionConflict(
+                format!(
                 "{label}: serialization failure or deadlock after {ATTEMPTS} attempts (simulated)"
-            )),
-            Failed::OutcomeUnknown => StoreError::Unavailable(format!(
-                "{label}: connection lost after COMMIT, no answer after {ATTEMPTS} attempts, \
+            )
+                .into(),
+            ),
+            Failed::OutcomeUnknown => StoreError::Unavailable(
+                format!(
+                    "{label}: connection lost after COMMIT, no answer after {ATTEMPTS} attempts, \
                  outcome unknown (simulated)"
-            )),
-            Failed::ReadOnly => StoreError::Unavailable(format!(
-                "{label}: ERROR (25006): cannot execute in a read-only transaction, on \
+                )
+                .into(),
+            ),
+            Failed::ReadOnly => StoreError::Unavailable(
+                format!(
+                    "{label}: ERROR (25006): cannot execute in a read-only transaction, on \
                  {ATTEMPTS} connections still on the demoted writer (simulated)"
-            )),
+                )
+                .into(),
+            ),
         })
     }
 

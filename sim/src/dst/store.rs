@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus};
 use gate::store::{
-    settle_unknown_commit, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome,
+    settle_unknown_commit, BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome,
     IdempotencyStore, InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
     UnknownCommit,
 };
@@ -37,7 +37,7 @@ impl SimStore {
             let (name, err) = match kind {
                 0 => (
                     "store_throttled",
-                    StoreError::Throttled(format!("{label}: simulated throttling")),
+                    StoreError::Throttled(format!("{label}: simulated throttling").into()),
                 ),
                 // A write that met a running transaction: the commit's cancellation
                 // `[None, TransactionConflict, None]` after the adapter's retries, or the reserve
@@ -45,11 +45,11 @@ impl SimStore {
                 // Nothing was written; the gate retries the record (a batch item failure).
                 1 if commit || matches!(label, "reserve" | "take_over") => (
                     "store_transaction_conflict",
-                    StoreError::TransactionConflict(format!("{label}: simulated conflict")),
+                    StoreError::TransactionConflict(format!("{label}: simulated conflict").into()),
                 ),
                 _ => (
                     "store_unavailable",
-                    StoreError::Unavailable(format!("{label}: simulated outage")),
+                    StoreError::Unavailable(format!("{label}: simulated outage").into()),
                 ),
             };
             st.count(name);
@@ -125,7 +125,7 @@ impl SimStore {
     }
 
     fn ambiguous_error(label: &str) -> StoreError {
-        StoreError::Unavailable(format!("{label}: timed out after the write applied"))
+        StoreError::Unavailable(format!("{label}: timed out after the write applied").into())
     }
 }
 
@@ -414,13 +414,16 @@ impl IdempotencyStore for SimStore {
         self.shared.store.get(pk).await
     }
 
+    fn row_columns(&self) -> gate::record::RowColumns {
+        self.shared.store.row_columns()
+    }
+}
+
+#[async_trait]
+impl BusinessRows for SimStore {
     async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
         self.before("booking", false).await?;
         self.shared.store.business_row(source_event).await
-    }
-
-    fn row_columns(&self) -> gate::record::RowColumns {
-        self.shared.store.row_columns()
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use gate::record::{record_pk, RecordStatus, INFLIGHT_SHARDS};
-use gate::store::{IdempotencyStore, InFlightIndex};
+use gate::store::{InFlightIndex, Store};
 use serde::Serialize;
 use truck_slot::derive_keys;
 use truck_slot::notification::parse_notification;
@@ -204,7 +204,7 @@ pub(super) async fn any_in_flight(store: &dyn InFlightIndex) -> Result<bool, Str
 pub(super) async fn gated_state(
     scenario: &Scenario,
     faulty_bodies: &[String],
-    store: &dyn IdempotencyStore,
+    store: &dyn Store,
     now_ms: i64,
 ) -> Result<(BTreeMap<String, usize>, usize), String> {
     let mut keys = HashMap::new();

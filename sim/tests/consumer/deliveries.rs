@@ -4,7 +4,7 @@
 use gate::clock::Clock;
 use gate::consumer::{Invocation, RecordOutcome};
 use gate::record::RecordStatus;
-use gate::store::IdempotencyStore;
+use gate::store::{BusinessRows, IdempotencyStore};
 use truck_slot::keys::{event_key_of, operation_key, SLOT_CLAIM};
 use truck_slot::terminal::CallOutcome;
 

@@ -9,7 +9,7 @@ use gate::consumer::RecordOutcome;
 use gate::manual::ManualReason;
 use gate::record::RecordStatus;
 use gate::store::memory::MemoryStore;
-use gate::store::IdempotencyStore;
+use gate::store::{BusinessRows, IdempotencyStore};
 use truck_slot::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
 
 use super::world::{body, event, failures, invocation, pk, world};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use gate::consumer::RecordOutcome;
 use gate::signals::Counts;
-use gate::store::IdempotencyStore;
+use gate::store::Store;
 use integration_tests::fault_proxy::{store_via_with, Fault, FaultProxy};
 use integration_tests::{moto_endpoint, unique};
 
@@ -123,11 +123,7 @@ async fn one_commit_conflict_is_retried_by_the_store() {
 
 /// Over all deliveries: one slot, committed with its booking; no duplicate counted, no manual
 /// item, nothing but transient failures before the commit.
-async fn assert_outcome(
-    world: &World,
-    store: &dyn IdempotencyStore,
-    reports: &[gate::consumer::BatchReport],
-) {
+async fn assert_outcome(world: &World, store: &dyn Store, reports: &[gate::consumer::BatchReport]) {
     assert_eq!(world.core.slots_issued(), 1, "one slot");
     let records: Vec<_> = reports.iter().flat_map(|r| r.records.clone()).collect();
     let counts = Counts::of_records(&records);

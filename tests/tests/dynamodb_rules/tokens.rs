@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use gate::record::{BusinessRow, RecordStatus};
 use gate::signals::Counts;
+use gate::store::BusinessRows;
 use gate::store::{CommitOutcome, IdempotencyStore, Reservation};
 use gate_testkit::conformance::{sample_record, NOW_MS};
 use integration_tests::fault_proxy::{store_via_with, Fault, FaultProxy};

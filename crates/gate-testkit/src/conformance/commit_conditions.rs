@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{must_get, must_reserve, sample_labels, sample_record};
 use super::{LEASE_MS, NOW_MS};
 use gate::record::{BusinessRow, IdempotencyRecord, RecordStatus};
-use gate::store::{CommitOutcome, IdempotencyStore, Store, StoreError, TakeOver};
+use gate::store::{CommitOutcome, Store, StoreError, TakeOver};
 
 /// The window of the cases' records.
 const FREE: (&str, &str) = ("2025-06-09T16:00:00Z", "2025-06-09T18:00:00Z");
@@ -23,7 +23,7 @@ struct Refusals {
 
 /// One commit of a record `name` (reserved by `owner-a`) whose conditions fail as `refusals`
 /// say; asserts the right outcome and what is stored after it.
-async fn commit_with(store: &dyn IdempotencyStore, prefix: &str, name: &str, refusals: Refusals) {
+async fn commit_with(store: &dyn Store, prefix: &str, name: &str, refusals: Refusals) {
     let (start, end) = FREE;
     let mut r = sample_record(prefix, name, "owner-a", NOW_MS);
     r.labels = sample_labels(start, end);

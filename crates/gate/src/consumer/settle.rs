@@ -219,7 +219,7 @@ impl Gate {
             Ok(CommitOutcome::Refused(existing)) => *existing,
             Err(e @ (StoreError::Corrupt(_) | StoreError::Refused(_) | StoreError::Invalid(_))) => {
                 let detail = match e {
-                    StoreError::Corrupt(detail) => detail,
+                    StoreError::Corrupt(detail) => detail.to_string(),
                     other => other.to_string(),
                 };
                 return self

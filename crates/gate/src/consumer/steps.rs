@@ -306,7 +306,7 @@ impl Gate {
             NextStep::LookUp {
                 if_not_found,
                 if_failed,
-            } => match self.integration.lookup(&held).await {
+            } => match crate::integration::look_up(self.integration.as_ref(), &held).await {
                 LookupOutcome::Found(effect) => {
                     let outcome = self
                         .settle_claim(record, CallOutcome::Done(effect), d)

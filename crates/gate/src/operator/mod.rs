@@ -96,7 +96,7 @@ pub enum Refusal {
         effect_ids: Vec<String>,
     },
     /// A lookup asked of a server that has no lookup by key
-    /// ([`crate::Integration::supports_lookup`]).
+    /// ([`crate::integration::lookup_for`]).
     #[error("the server has no lookup by key: whether an effect exists under Idempotency-Key {op_key} is unknown to the gate; ask the server's operators")]
     NoLookup {
         /// The record's `Idempotency-Key`.
@@ -325,7 +325,7 @@ impl Gate {
     ///
     /// # Errors
     /// [`Refusal::NotFound`] without such a record; [`Refusal::NoLookup`] when its server has no
-    /// lookup by key ([`crate::Integration::supports_lookup`]); a store error of the read.
+    /// lookup by key ([`crate::integration::lookup_for`]); a store error of the read.
     pub async fn operator_lookup(
         &self,
         pk: &str,
@@ -335,25 +335,25 @@ impl Gate {
             .get(pk)
             .await?
             .ok_or_else(|| Refusal::NotFound { pk: pk.to_string() })?;
-        if !self.integration.supports_lookup(&record) {
+        let Some(lookup) = crate::integration::lookup_for(self.integration.as_ref(), &record)
+        else {
             return Err(Refusal::NoLookup {
                 op_key: record.op_key.clone(),
             }
             .into());
-        }
-        let outcome = self.integration.lookup(&Held::new(&record)).await;
+        };
+        let outcome = lookup.lookup(&Held::new(&record)).await;
         Ok((record, outcome))
     }
 
     /// The server's answer to a lookup under `record`'s key, as the integration renders it for
-    /// an operator's server ([`crate::Integration::show_lookup`]: secrets cut out), for
+    /// an operator's server ([`crate::integration::Lookup::show_lookup`]: secrets cut out), for
     /// `gatectl lookup` to print: never logged or stored. `None` when the integration cannot show
     /// it or the server has no lookup by key.
     pub async fn operator_show_lookup(&self, record: &IdempotencyRecord) -> Option<String> {
-        if !self.integration.supports_lookup(record) {
-            return None;
-        }
-        self.integration.show_lookup(&Held::new(record)).await
+        crate::integration::lookup_for(self.integration.as_ref(), record)?
+            .show_lookup(&Held::new(record))
+            .await
     }
 }
 

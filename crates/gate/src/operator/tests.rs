@@ -11,6 +11,7 @@ use crate::manual::MemoryManualQueue;
 use crate::reconciler::ReconcilerConfig;
 use crate::record::Labels;
 use crate::store::memory::MemoryStore;
+use crate::store::BusinessRows;
 use crate::store::{limits, IdempotencyStore, Reservation};
 use async_trait::async_trait;
 
@@ -26,6 +27,7 @@ impl Integration for Unreachable {
     fn operation(&self) -> &str {
         "slot-claim"
     }
+
     fn parse(&self, body: &str, _now_ms: i64) -> Parsed {
         Parsed::Event(Event {
             key_material: "N-1:CSQU3054383".into(),
@@ -44,19 +46,30 @@ impl Integration for Unreachable {
             subject: "CSQU3054383".into(),
         })
     }
+
     async fn call(&self, _held: &Held<'_>) -> CallOutcome {
         CallOutcome::Transient("not called".into())
     }
-    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
-        LookupOutcome::Transient("not called".into())
-    }
+
     fn ends_at_ms(&self, record: &IdempotencyRecord) -> Option<i64> {
         chrono::DateTime::parse_from_rfc3339(record.label("window_end"))
             .ok()
             .map(|t| t.timestamp_millis())
     }
+
     fn subject(&self, record: &IdempotencyRecord) -> String {
         record.label("container").to_string()
+    }
+
+    fn lookup_by_key(&self) -> Option<&dyn crate::integration::Lookup> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl crate::integration::Lookup for Unreachable {
+    async fn lookup(&self, _held: &Held<'_>) -> LookupOutcome {
+        LookupOutcome::Transient("not called".into())
     }
 }
 

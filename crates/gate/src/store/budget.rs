@@ -20,8 +20,9 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, PurgeCount, Reservation, ReserveAndGuard, StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Purge, PurgeCount, Reservation, ReserveAndGuard, StoreError,
+    TakeOver,
 };
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 
@@ -95,10 +96,13 @@ pub async fn bounded<T>(
         Ok(result) => result,
         Err(_) => {
             mark_stalled();
-            Err(StoreError::Unavailable(format!(
+            Err(StoreError::Unavailable(
+                format!(
                 "{op}: no answer before the invocation's deadline ({} ms left), outcome unknown",
                 left.as_millis()
-            )))
+            )
+                .into(),
+            ))
         }
     }
 }
@@ -182,7 +186,8 @@ impl<S: IdempotencyStore + ?Sized> IdempotencyStore for Bounded<S> {
         if stalled() {
             return Err(StoreError::Unavailable(
                 "release_lease: skipped, the store stopped answering in this invocation"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             ));
         }
         bounded("release_lease", self.inner.release_lease(pk, owner, now_ms)).await
@@ -255,14 +260,20 @@ impl<S: IdempotencyStore + ?Sized> IdempotencyStore for Bounded<S> {
         bounded("get", self.inner.get(pk)).await
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        bounded("business_row", self.inner.business_row(source_event)).await
-    }
-
     fn row_columns(&self) -> RowColumns {
         self.inner.row_columns()
     }
+}
 
+#[async_trait]
+impl<S: BusinessRows + ?Sized> BusinessRows for Bounded<S> {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        bounded("business_row", self.inner.business_row(source_event)).await
+    }
+}
+
+#[async_trait]
+impl<S: Purge + ?Sized> Purge for Bounded<S> {
     async fn purge_expired(
         &self,
         now_ms: i64,
@@ -342,7 +353,9 @@ mod tests {
             store.release_lease("k", "owner", 0).await
         })
         .await;
-        assert!(matches!(skipped, Err(StoreError::Unavailable(ref m)) if m.contains("skipped")));
+        assert!(
+            matches!(skipped, Err(StoreError::Unavailable(ref m)) if m.message().contains("skipped"))
+        );
         assert_eq!(remaining(), None);
         assert!(!stalled());
         assert!(store.release_lease("k", "owner", 0).await.is_ok());

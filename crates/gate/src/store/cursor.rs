@@ -15,9 +15,12 @@ pub fn encode_cursor(created_at_ms: i64, pk: &str) -> String {
 /// Reads a cursor of [`encode_cursor`] as `(created_at_ms, pk)`; [`StoreError::Corrupt`] for
 /// anything else.
 pub fn decode_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
-    let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("cursor: {e}"));
-    let (created, pk) = cursor.split_once(':').ok_or_else(|| corrupt(&"no ':'"))?;
-    let created = created.parse::<i64>().map_err(|e| corrupt(&e))?;
+    let (created, pk) = cursor
+        .split_once(':')
+        .ok_or_else(|| StoreError::Corrupt("cursor: no ':'".into()))?;
+    let created = created
+        .parse::<i64>()
+        .map_err(|e| StoreError::corrupt(format!("cursor: {e}"), e))?;
     Ok((created, pk.to_string()))
 }
 

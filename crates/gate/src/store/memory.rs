@@ -20,8 +20,8 @@ use async_trait::async_trait;
 use crate::record::{BusinessRow, IdempotencyRecord, NaturalKey, RecordStatus, RowColumns};
 use crate::store::limits::{self, ItemRefusal};
 use crate::store::{
-    CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore, InFlightIndex,
-    InFlightPage, Reservation, StoreError, TakeOver,
+    BusinessRows, CommitOutcome, FinishGuard, FinishOutcome, GuardOutcome, IdempotencyStore,
+    InFlightIndex, InFlightPage, Reservation, StoreError, TakeOver,
 };
 
 #[derive(Default)]
@@ -238,7 +238,9 @@ impl IdempotencyStore for MemoryStore {
         limits::check_row(booking, &self.columns).map_err(refused)?;
         let mut t = self.lock();
         let Some(r) = t.records.get(pk) else {
-            return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
+            return Err(StoreError::Corrupt(
+                format!("no record {pk} to commit").into(),
+            ));
         };
         if r.status != RecordStatus::InFlight || r.lease_owner.as_deref() != Some(owner) {
             if r.status == RecordStatus::Committed
@@ -257,17 +259,20 @@ impl IdempotencyStore for MemoryStore {
         if let Some(existing) = t.bookings.get(&booking.source_event) {
             // The booking's condition failed: the whole transaction is cancelled. This happens
             // only when a booking outlived its record (expired and re-reserved).
-            return Err(StoreError::Corrupt(format!(
-                "a business row for {} already exists with effect id {}",
-                booking.source_event, existing.effect_id
-            )));
+            return Err(StoreError::Corrupt(
+                format!(
+                    "a business row for {} already exists with effect id {}",
+                    booking.source_event, existing.effect_id
+                )
+                .into(),
+            ));
         }
         t.bookings
             .insert(booking.source_event.clone(), booking.clone());
         let r = t
             .records
             .get_mut(pk)
-            .ok_or_else(|| StoreError::Corrupt(format!("no record {pk}")))?;
+            .ok_or_else(|| StoreError::Corrupt(format!("no record {pk}").into()))?;
         r.status = RecordStatus::Committed;
         r.effect_id = Some(effect_id.to_string());
         r.effect_ids.insert(effect_id.to_string());
@@ -432,12 +437,15 @@ impl IdempotencyStore for MemoryStore {
         Ok(self.lock().records.get(pk).cloned())
     }
 
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
-        Ok(self.lock().bookings.get(source_event).cloned())
-    }
-
     fn row_columns(&self) -> RowColumns {
         self.columns
+    }
+}
+
+#[async_trait]
+impl BusinessRows for MemoryStore {
+    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError> {
+        Ok(self.lock().bookings.get(source_event).cloned())
     }
 }
 

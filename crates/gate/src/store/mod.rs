@@ -3,9 +3,9 @@
 //!
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
 //! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function);
-//! * [`RecordScan`] and [`audit::AuditLog`]: what an operator's tool reads and writes besides
-//!   ([`records`]: a full scan, the multi-effect keys; [`audit`]: the audit history), together
-//!   with the above an [`OperatorStore`].
+//! * [`RecordScan`], [`audit::AuditLog`] and [`Purge`]: what an operator's tool and the
+//!   scheduled purge need besides ([`records`]: a full scan, the multi-effect keys, the purge of
+//!   expired rows; [`audit`]: the audit history), together with the above an [`OperatorStore`].
 //!
 //! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
 //! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
@@ -15,12 +15,14 @@
 pub mod audit;
 pub mod budget;
 pub mod cursor;
+mod error;
 pub mod limits;
 pub mod memory;
 pub mod records;
 mod unknown_commit;
 
-pub use records::{OperatorStore, RecordScan};
+pub use error::{Cause, StoreError};
+pub use records::{BusinessRows, OperatorStore, Purge, PurgeCount, RecordScan};
 pub use unknown_commit::{settle_unknown_commit, UnknownCommit};
 
 use async_trait::async_trait;
@@ -233,53 +235,10 @@ pub struct InFlightPage {
     pub cursor: Option<String>,
 }
 
-/// A store failure. All but [`StoreError::Corrupt`], [`StoreError::Refused`] and
-/// [`StoreError::Invalid`] are transient ([`StoreError::is_transient`]): the record goes into
-/// `batchItemFailures` and SQS redelivers it. The permanent ones are never retried by the gate:
-/// a new event the store refuses is routed to a person before anything is written, a commit it
-/// refuses routes the held record.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// Throttled after the SDK's own retries.
-    #[error("store throttled: {0}")]
-    Throttled(String),
-    /// A transaction conflicted after our retries.
-    #[error("transaction conflict: {0}")]
-    TransactionConflict(String),
-    /// Network, service or other transient error.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// A stored item cannot be read as a record: needs a person.
-    #[error("corrupt record: {0}")]
-    Corrupt(String),
-    /// The write was refused for what it would store, before anything was written: a label
-    /// named like a store attribute, or an item over the size limit ([`limits`]). Permanent:
-    /// the same write is refused every time, so it is never retried.
-    #[error("item refused: {0}")]
-    Refused(limits::ItemRefusal),
-    /// The service refused the request itself as invalid (DynamoDB's `ValidationException`: an
-    /// item over 400 KB, a key that does not match the table's key schema, an expression the
-    /// service rejects). Permanent: the same request is refused every time, so it is never
-    /// retried as if the service were unavailable. Carries the service's message.
-    #[error("store refused the request as invalid: {0}")]
-    Invalid(String),
-}
-
-impl StoreError {
-    /// Whether the same call may succeed later (throttling, a transaction conflict, an outage):
-    /// `false` for [`StoreError::Corrupt`], [`StoreError::Refused`] and [`StoreError::Invalid`].
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Self::Throttled(_) | Self::TransactionConflict(_) | Self::Unavailable(_)
-        )
-    }
-}
-
 /// The write path of the idempotency table and the business table: what the consumer and the
 /// reconciler do to one record (reserve, take over, commit, release, finish, confirm a routing,
-/// record an effect id) and the two consistent reads they act on (`get`, `business_row`). The read side
-/// over many records is [`InFlightIndex`].
+/// record an effect id) and the one consistent read they act on (`get`). The read side over many
+/// records is [`InFlightIndex`]; the business rows an operator reads back, [`BusinessRows`].
 ///
 /// A wrapper (a fault injector in a test, a delay in a benchmark) implements this trait alone and
 /// passes the index on untouched.
@@ -509,9 +468,6 @@ pub trait IdempotencyStore: Send + Sync {
     /// Reads one record (expired or not).
     async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
 
-    /// Reads the business row (the TMS booking on the truck-slot path) of an event key.
-    async fn business_row(&self, source_event: &str) -> Result<Option<BusinessRow>, StoreError>;
-
     /// The stored names of the business row's columns this store was built with (the
     /// integration's, [`crate::integration::Integration::row_columns`]): a label named like one
     /// is refused ([`limits::check_row`]), and the consumer checks a new event against the same
@@ -519,33 +475,6 @@ pub trait IdempotencyStore: Send + Sync {
     /// and a wrapper that forgot to would otherwise pre-check with other names than its commit
     /// refuses (the event then refused at the commit instead of before the reserve).
     fn row_columns(&self) -> RowColumns;
-
-    /// Deletes up to `limit` records whose TTL has passed at `now_ms` (epoch ms; `expires_at <
-    /// now` in epoch seconds, as [`IdempotencyRecord::is_expired`]) **and** that have nothing
-    /// left to do (not `in_flight`, no routing pending: exactly the records a reserve may
-    /// replace), and up to `limit` expired natural-key rows. Such a record has outlived the
-    /// event it guards by the key TTL already (`expires_at = max(now, event end) + ttl`), and an
-    /// `in_flight` record or a pending routing is never deleted, expired or not: the reconciler
-    /// finishes it first. Called by the reconciler's scheduled run ([`crate::purge`]).
-    ///
-    /// `Ok(None)`: this store needs no purge (DynamoDB deletes expired items itself, by its TTL
-    /// on `expires_at`; the memory store lives as long as its process).
-    async fn purge_expired(
-        &self,
-        _now_ms: i64,
-        _limit: usize,
-    ) -> Result<Option<PurgeCount>, StoreError> {
-        Ok(None)
-    }
-}
-
-/// What one [`IdempotencyStore::purge_expired`] call deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PurgeCount {
-    /// Expired idempotency records with nothing left to do.
-    pub records: usize,
-    /// Expired natural-key rows.
-    pub natural_keys: usize,
 }
 
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,
@@ -568,8 +497,9 @@ pub trait InFlightIndex: Send + Sync {
     ) -> Result<InFlightPage, StoreError>;
 }
 
-/// A whole store: the write path and the read side of the same tables, as an adapter provides
-/// them ([`memory::MemoryStore`], `dynamo::DynamoStore`) and the conformance suite checks them.
-pub trait Store: IdempotencyStore + InFlightIndex {}
+/// A whole store: the write path, the read side and the business rows of the same tables, as an
+/// adapter provides them ([`memory::MemoryStore`], `dynamo::DynamoStore`) and the conformance
+/// suite checks them.
+pub trait Store: IdempotencyStore + InFlightIndex + BusinessRows {}
 
-impl<T: IdempotencyStore + InFlightIndex + ?Sized> Store for T {}
+impl<T: IdempotencyStore + InFlightIndex + BusinessRows + ?Sized> Store for T {}

@@ -38,7 +38,9 @@ pub async fn settle_unknown_commit<S: IdempotencyStore + ?Sized>(
     effect_id: &str,
 ) -> Result<UnknownCommit, StoreError> {
     let Some(record) = store.get(pk).await? else {
-        return Err(StoreError::Corrupt(format!("no record {pk} to commit")));
+        return Err(StoreError::Corrupt(
+            format!("no record {pk} to commit").into(),
+        ));
     };
     Ok(if record.is_committed_by(owner, effect_id) {
         UnknownCommit::Ours

@@ -12,7 +12,9 @@ use crate::store::{limits, StoreError};
 impl AuditLog for MemoryStore {
     async fn append_history(&self, pk: &str, entry: &AuditEntry) -> Result<(), StoreError> {
         if !self.has_record(pk) {
-            return Err(StoreError::Corrupt(format!("no record {pk} to audit")));
+            return Err(StoreError::Corrupt(
+                format!("no record {pk} to audit").into(),
+            ));
         }
         let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
         let lines = audit.entry(pk.to_string()).or_default();

@@ -1,11 +1,11 @@
 //! The memory store's operator reads ([`RecordScan`] for [`MemoryStore`]): its records filtered
-//! in place, the multi-effect keys from the index it keeps on every write.
+//! in place, the multi-effect keys from the index it keeps on every write; it needs no [`Purge`].
 
 use async_trait::async_trait;
 
 use crate::record::IdempotencyRecord;
 use crate::store::memory::MemoryStore;
-use crate::store::records::RecordScan;
+use crate::store::records::{Purge, RecordScan};
 use crate::store::StoreError;
 
 #[async_trait]
@@ -33,3 +33,6 @@ impl RecordScan for MemoryStore {
         Ok(self.lock().index.multi_effect_pks())
     }
 }
+
+/// No purge: the memory store lives as long as its process ([`Purge`]'s default, `Ok(None)`).
+impl Purge for MemoryStore {}

@@ -151,7 +151,7 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
 }
 
 /// Runs one scheduled reconciler run (a sweep every `config.sweep_interval_ms` within the
-/// one-minute schedule, [`Gate::reconcile_run_each`]) and returns its sweeps' report; then, on a
+/// one-minute schedule, [`Gate::reconcile_run`]) and returns its sweeps' report; then, on a
 /// store without TTL (PostgreSQL), the purge of expired rows ([`gate::purge`]). Each sweep's
 /// counters are written as soon as it ends, one EMF document with the invocation's request id
 /// ([`super::emf::emit_sweep`], to stdout), so a run killed at its timeout keeps the counts of
@@ -199,7 +199,7 @@ async fn reconcile_within_budget(
     // Several sweeps a run (every `RECONCILE_SWEEP_INTERVAL_SECONDS` of the one-minute
     // schedule): a stranded record waits at most a sweep interval after its lease ends.
     let (report, sweeps) = gate
-        .reconcile_run_each(
+        .reconcile_run(
             index,
             config,
             invocation,

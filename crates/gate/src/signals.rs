@@ -19,8 +19,8 @@
 
 use serde::Serialize;
 
-use crate::consumer::{BatchReport, RecordOutcome, RecordReport};
 use crate::manual::ManualReason;
+use crate::outcome::{BatchReport, RecordOutcome, RecordReport};
 use crate::reconciler::ReconcileReport;
 use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightIndex, StoreError};

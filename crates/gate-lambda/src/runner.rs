@@ -27,7 +27,7 @@ use gate::signals::Counts;
 use gate::store::budget::{self, Bounded};
 use gate::store::InFlightIndex;
 use gate::{Gate, Invocation};
-use gate_dynamo::sqs::SqsManualQueue;
+use gate_dynamo::sqs::{SqsManualQueue, SqsVisibility};
 
 use super::concurrency::invocations_at_once;
 use super::config::{Config, IntegrationConfig};
@@ -292,6 +292,9 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();
+    // A message whose server asked to wait (`Retry-After`) is hidden on the event queue.
+    let mut gate_config = config.lambda.gate;
+    gate_config.visibility = Some(Arc::new(SqsVisibility::new(sqs.clone())));
     let gate = Gate {
         store,
         integration,
@@ -300,7 +303,7 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
                 .with_codes(Arc::new(move |r| codes.manual_reason_code(r))),
         ),
         clock: Arc::new(SystemClock),
-        config: config.lambda.gate,
+        config: gate_config,
     };
     Ok((gate, index))
 }

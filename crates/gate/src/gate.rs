@@ -18,6 +18,7 @@ use crate::outcome::RecordOutcome;
 use crate::record::DEFAULT_KEY_TTL_S;
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{IdempotencyStore, StoreError, TakeOver};
+use crate::visibility::MessageVisibility;
 
 /// The gate's generic settings, the same for every integration: the record keys' prefix, the
 /// server's key support, the record TTL (**seconds**), the lease floor, the deadline margin and the
@@ -62,6 +63,11 @@ pub struct GateConfig {
     /// reserve or guard ate it) it extends its lease first (`HeldRecord::call`). In a
     /// deployment set from the integration's request timeout (`gate_lambda`).
     pub call_timeout_ms: i64,
+    /// The event queue's visibility port: a message whose server asked to wait
+    /// (`Retry-After`) is hidden for the delay. `None` (the default): such a record is left to
+    /// the reconciler with its lease held to the delay's end (docs/OPERATING.md,
+    /// "Retry-After"). The Lambda wiring sets SQS's (`gate_dynamo::sqs::SqsVisibility`).
+    pub visibility: Option<Arc<dyn MessageVisibility>>,
 }
 
 /// What one record's work needs after its server calls, **milliseconds**: the commit and the
@@ -94,6 +100,7 @@ impl GateConfig {
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
             call_timeout_ms: 10_000,
+            visibility: None,
         }
     }
 

@@ -3,7 +3,8 @@
 //! Its methods are the steps after the reserve, in the order a record meets them:
 //! [`HeldRecord::proceed`] (the one decision, [`crate::decision`]), [`HeldRecord::call`]
 //! (step 3), [`HeldRecord::settle`] (the answer), [`HeldRecord::commit`] (step 4),
-//! [`HeldRecord::route_to_person`] (mark, send, confirm) and [`HeldRecord::release`].
+//! [`HeldRecord::route_to_person`] (mark, send, confirm), [`HeldRecord::release`] and
+//! [`HeldRecord::retry_later`] (a transient answer, with a server's `Retry-After`).
 //!
 //! A commit and a hand-over may lead to each other (a commit the store calls corrupt goes to a
 //! person; a hand-over refused because an effect id was recorded meanwhile commits that effect).
@@ -24,6 +25,7 @@ use crate::outcome::RecordOutcome;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::routing::{lease_lost_before_routing, Unmarked};
 use crate::store::{CommitOutcome, GuardOutcome, StoreError};
+use crate::visibility::{QueuedMessage, MAX_VISIBILITY_S};
 
 /// The answer of the natural-key guard asked for with the reserve, if it was
 /// ([`crate::store::ReserveAndGuard::guard`]).
@@ -40,6 +42,9 @@ pub(crate) struct HeldRecord<'a> {
     gate: &'a Gate,
     record: IdempotencyRecord,
     d: Delivery<'a>,
+    /// The SQS message the consumer received the record with (none for the reconciler and an
+    /// operator): what a server's `Retry-After` hides ([`HeldRecord::retry_later`]).
+    queued: Option<QueuedMessage<'a>>,
 }
 
 /// What a step leaves to do: the next step, or the record's outcome.
@@ -69,7 +74,17 @@ impl ToPerson {
 impl<'a> HeldRecord<'a> {
     /// `record` as its reserve or take-over returned it, held by `d`'s lease token.
     pub(crate) fn new(gate: &'a Gate, record: IdempotencyRecord, d: Delivery<'a>) -> Self {
-        Self { gate, record, d }
+        Self {
+            gate,
+            record,
+            d,
+            queued: None,
+        }
+    }
+
+    /// The same record, received in `queued` (the consumer's SQS message).
+    pub(crate) fn received_in(self, queued: Option<QueuedMessage<'a>>) -> Self {
+        Self { queued, ..self }
     }
 
     fn owner(&self) -> &'a str {
@@ -251,7 +266,7 @@ impl<'a> HeldRecord<'a> {
     async fn settle_next(&mut self, answer: CallOutcome) -> Next {
         let effect = match answer {
             CallOutcome::Done(effect) => effect,
-            CallOutcome::Transient(why) => return Next::Done(self.release(why.to_string()).await),
+            CallOutcome::Transient(why) => return Next::Done(self.retry_later(why).await),
             CallOutcome::KeyInFlight => {
                 let why = "server: same key still in flight".to_string();
                 return Next::Done(self.release(why).await);
@@ -390,6 +405,52 @@ impl<'a> HeldRecord<'a> {
     /// can take over at once, and the record is retried (`batchItemFailures`) with `why`.
     pub(crate) async fn release(&self, why: String) -> RecordOutcome {
         self.gate.release(&self.record, self.owner(), why).await
+    }
+
+    /// A transient answer. Without a delay: released ([`HeldRecord::release`]). With one (a
+    /// server's `Retry-After`, ending at `now + delay`), never sent again sooner: the lease is
+    /// held to the millisecond before the delay's end (one fenced write; if it fails, released
+    /// as without a delay), so neither a redelivery nor the reconciler takes the record over
+    /// sooner; then the message is hidden for the delay (whole seconds, rounded up) and retried,
+    /// or, past SQS's [`MAX_VISIBILITY_S`], without a message or a working port, acknowledged
+    /// and left to the reconciler ([`RecordOutcome::Deferred`]). docs/OPERATING.md, "Retry-After".
+    async fn retry_later(&self, why: AnswerDetail) -> RecordOutcome {
+        let Some(after) = why.retry_after() else {
+            return self.release(why.to_string()).await;
+        };
+        let gate = self.gate;
+        let now = gate.clock.now_ms();
+        let delay_ms = after.delay_ms(now);
+        if delay_ms == 0 {
+            return self.release(why.to_string()).await;
+        }
+        let until = now.saturating_add(delay_ms - 1);
+        let (pk, event_key) = (&self.record.pk, &self.record.event_key);
+        match gate.store.extend_lease(pk, self.owner(), until, now).await {
+            Ok(true) => {}
+            Ok(false) => return RecordOutcome::Retry(why.to_string()),
+            Err(e) => {
+                warn!(event_key = %event_key, error = %e, "lease not held for the server's Retry-After: released");
+                return self.release(why.to_string()).await;
+            }
+        }
+        let seconds = u32::try_from((delay_ms + 999) / 1_000).unwrap_or(u32::MAX);
+        let port = gate.config.visibility.as_ref();
+        if let (Some(port), Some(queued)) = (port, self.queued) {
+            if seconds <= MAX_VISIBILITY_S {
+                match port.hide(queued, seconds).await {
+                    Ok(()) => {
+                        info!(event_key = %event_key, delay_s = seconds, "server asked to wait: message hidden, lease held");
+                        return RecordOutcome::Retry(why.to_string());
+                    }
+                    Err(e) => {
+                        warn!(event_key = %event_key, error = %e, "message not hidden: left to the reconciler");
+                    }
+                }
+            }
+        }
+        info!(event_key = %event_key, lease_until_ms = until, "server asked to wait: left to the reconciler, lease held");
+        RecordOutcome::Deferred { until_ms: until }
     }
 
     /// A hand-over the one decision chose ([`Handover::detail`]; `failure`: a failed lookup's

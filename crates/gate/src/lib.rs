@@ -12,6 +12,7 @@
 //!   [`idempotency_key`]: the `Idempotency-Key` contract, every answer classified;
 //! * [`keys`]: event key, operation key, fingerprint; [`record`]: the idempotency record;
 //! * [`store`]: the store port with the memory adapter; [`manual`]: the manual queue port;
+//!   [`visibility`]: the event queue's visibility port (a server's `Retry-After`);
 //!   [`clock`]: the clock port;
 //! * [`Gate`] and [`consumer`]: a batch in, steps 1 and 2; the held record (`held`): its
 //!   steps after the reserve; [`decision`]: the one decision for a held record; [`routing`]:
@@ -45,6 +46,7 @@ pub mod secret;
 pub mod signals;
 pub mod store;
 pub mod strict_json;
+pub mod visibility;
 
 pub use gate::{
     min_deadline_margin_ms, Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS,

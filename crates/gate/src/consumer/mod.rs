@@ -27,6 +27,7 @@ use crate::decision::Holder;
 use crate::held::HeldRecord;
 use crate::integration::{Event, Parsed, Rejection};
 use crate::store::StoreError;
+use crate::visibility::QueuedMessage;
 
 pub use input::type_name;
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
@@ -114,6 +115,13 @@ impl Gate {
         if now.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
             return report;
         }
+        let queue_arn = message.event_source_arn.unwrap_or_default();
+        let receipt_handle = message.receipt_handle.unwrap_or_default();
+        let queued =
+            (!queue_arn.is_empty() && !receipt_handle.is_empty()).then_some(QueuedMessage {
+                queue_arn: &queue_arn,
+                receipt_handle: &receipt_handle,
+            });
         let body = message.body.unwrap_or_default();
         let d = Delivery {
             body: &body,
@@ -171,7 +179,7 @@ impl Gate {
             }
             _ => {
                 let now = self.clock.now_ms();
-                let held = HeldRecord::new(self, record, d);
+                let held = HeldRecord::new(self, record, d).received_in(queued);
                 held.proceed(Holder::Consumer, now, guarded).await.0
             }
         };

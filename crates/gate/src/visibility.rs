@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 /// The longest visibility timeout SQS accepts, **seconds**: 12 hours ("ChangeMessageVisibility",
-/// Amazon SQS API Reference: `VisibilityTimeout` 0 to 43,200).
+/// Amazon SQS API Reference: `VisibilityTimeout` 0 to 43,200), counted from the message's
+/// receive, so a delay just under it may still be refused (the caller's fallback applies).
 pub const MAX_VISIBILITY_S: u32 = 43_200;
 
 /// One received message of the event queue, as Lambda hands it over.

@@ -163,10 +163,12 @@ impl World {
             request_id: owner.into(),
             deadline_ms,
         };
-        let record =
-            self.ctl
-                .gate
-                .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
+        let record = self.ctl.gate.config.new_record(
+            &truck_slot::event(&n).expect("event"),
+            &keys,
+            &inv,
+            now,
+        );
         assert_eq!(
             self.store.reserve(&record, now).await.unwrap(),
             Reservation::Reserved
@@ -360,7 +362,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
         manual: Arc::new(gate::manual::MemoryManualQueue::new()),
         clock: Arc::new(ManualClock::new(now)),
     };
-    let record = gate.new_record(
+    let record = gate.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
@@ -407,7 +409,7 @@ async fn the_binary_exits_with_codes_scripts_can_use() {
     // terminal on stdin nothing is confirmed and nothing written.
     let stranded_body = World::body("N-BIN-2", "MSKU1234565");
     let n2 = parse_notification(&stranded_body, T0, &["ECT-DELTA".to_string()]).unwrap();
-    let stranded = gate.new_record(
+    let stranded = gate.config.new_record(
         &truck_slot::event(&n2).unwrap(),
         &derive_keys(&n2).unwrap(),
         &Invocation {

@@ -267,7 +267,7 @@ pub async fn lease_lost_while_the_claim_was_in_transit(
         queue.clone(),
         clock.clone(),
     );
-    let stranded = consumer.new_record(
+    let stranded = consumer.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
@@ -451,7 +451,7 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn Store>, integration: &st
     // The worker reserves and claims, then dies: no commit, no release, the message is lost.
     let n = parse_notification(&body, T0, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
-    let record = g.new_record(
+    let record = g.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {

@@ -95,9 +95,10 @@ impl World {
             request_id: owner.into(),
             deadline_ms,
         };
-        let record = self
-            .gate
-            .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
+        let record =
+            self.gate
+                .config
+                .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
         assert_eq!(
             self.store.reserve(&record, now).await.expect("reserve"),
             Reservation::Reserved
@@ -298,7 +299,7 @@ pub async fn a_live_lease_is_not_taken(w: &World) {
     let record = w.strand(&body, "inv-slow", T0 + 900_000).await;
     assert_eq!(
         record.lease_until_ms,
-        Some(w.gate.lease_until(w.clock.now_ms())),
+        Some(w.gate.config.lease_until(w.clock.now_ms())),
         "the lease is the floor from the reserve, not the deadline"
     );
     w.clock.advance_ms(10_000);
@@ -333,9 +334,10 @@ pub async fn an_expired_record_with_work_is_finished(w: &World) {
         request_id: "inv-dead-2".into(),
         deadline_ms: now + 30_000,
     };
-    let mut short = w
-        .gate
-        .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
+    let mut short =
+        w.gate
+            .config
+            .new_record(&truck_slot::event(&n).expect("event"), &keys, &inv, now);
     short.expires_at_s = gate::clock::ms_to_s(now) + 300;
     w.store.reserve(&short, now).await.unwrap();
     // Ten minutes later `short` has expired (still stored, as DynamoDB's TTL lags); `live` has not.

@@ -95,7 +95,7 @@ async fn foreign_slot_case(store: Arc<dyn Store>, integration: &str) {
         manual.clone(),
         clock.clone(),
     );
-    let stranded = consumer.new_record(
+    let stranded = consumer.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
@@ -209,7 +209,9 @@ async fn two_slots_counted(store: Arc<dyn Store>, integration: &str) {
         request_id: "inv-b#0".into(),
         deadline_ms: T0 + 60_000,
     };
-    let record = g.new_record(&truck_slot::event(&n).expect("event"), &keys, &holder, T0);
+    let record = g
+        .config
+        .new_record(&truck_slot::event(&n).expect("event"), &keys, &holder, T0);
     assert_eq!(
         store.reserve(&record, T0).await.expect("reserve"),
         Reservation::Reserved
@@ -281,7 +283,7 @@ async fn lost_take_over_answer_on_dynamodb() {
     let created = T0 - 10 * 60_000;
     let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
-    let stranded = g.new_record(
+    let stranded = g.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
@@ -482,7 +484,7 @@ async fn ended_window_is_never_claimed_on_take_over() {
     let created = clock.now_ms();
     let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
-    let stranded = g.new_record(
+    let stranded = g.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
@@ -654,7 +656,7 @@ async fn foreign_slot_race(store: Arc<dyn Store>, integration: &str) {
         manual.clone(),
         clock.clone(),
     );
-    let stranded = consumer.new_record(
+    let stranded = consumer.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {
@@ -813,7 +815,7 @@ async fn lost_answers_on_past_retention_routing_on_dynamodb() {
     let created = T0 - 23 * HOUR_MS - 60_000;
     let n = parse_notification(&b, created, &["ECT-DELTA".to_string()]).expect("body");
     let keys = derive_keys(&n).expect("keys");
-    let stranded = g.new_record(
+    let stranded = g.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &Invocation {

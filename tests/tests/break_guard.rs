@@ -136,7 +136,7 @@ impl World {
             request_id: owner.into(),
             deadline_ms: now + 30_000,
         };
-        let mut record = self.gate.new_record(&event, &keys, &inv, now);
+        let mut record = self.gate.config.new_record(&event, &keys, &inv, now);
         record.lease_owner = Some(format!("{owner}#0"));
         record.lease_until_ms = Some(now + 30_000);
         assert_eq!(
@@ -592,7 +592,7 @@ async fn a_collision_found_by_the_reconciler_reaches_a_person_once() {
     // The copy reserved, its worker dead before the guard.
     let now = w.clock.now_ms();
     let n = parse_notification(&b, now, &["ECT-DELTA".to_string()]).expect("body");
-    let mut copy = w.gate.new_record(
+    let mut copy = w.gate.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &truck_slot::derive_keys(&n).expect("keys"),
         &w.invocation("inv-dead"),

@@ -163,7 +163,7 @@ async fn consumer_binary_case() {
         request_id: "inv-dead".into(),
         deadline_ms: now - 170_000,
     };
-    let mut stranded = helper.new_record(
+    let mut stranded = helper.config.new_record(
         &truck_slot::event(&notification).unwrap(),
         &keys,
         &dead,

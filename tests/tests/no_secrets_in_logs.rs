@@ -561,7 +561,7 @@ async fn strand(
             request_id: "inv-dead".into(),
             deadline_ms: now - age + 30_000,
         };
-        let mut record = gate.new_record(
+        let mut record = gate.config.new_record(
             &truck_slot::event(&n).expect("event"),
             &keys,
             &dead,

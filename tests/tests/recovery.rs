@@ -125,6 +125,7 @@ async fn scheduled_run(
                 clock.advance_ms(i64::try_from(ms).unwrap());
                 std::future::ready(())
             },
+            |_| {},
         )
         .await
 }
@@ -138,7 +139,7 @@ async fn the_lease_is_one_records_work_not_the_invocations_deadline() {
     let mut longer = w.gate.clone();
     longer.config.deadline_margin_ms = 22_000;
     assert_eq!(
-        longer.lease_until(T0),
+        longer.config.lease_until(T0),
         T0 + 22_000,
         "at least one record's work"
     );

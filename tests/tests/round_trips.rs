@@ -158,7 +158,7 @@ impl World {
             request_id: format!("dead-{id}"),
             deadline_ms: created,
         };
-        let record = self.gate.new_record(
+        let record = self.gate.config.new_record(
             &truck_slot::event(&n).expect("event"),
             &keys,
             &dead,
@@ -403,9 +403,10 @@ async fn consumer_duplicate_in_flight_costs_one_call() {
     let n = parse_notification(&b, T0, &["ECT-DELTA".into()]).expect("parses");
     let keys = derive_keys(&n).expect("keys");
     let first = w.invocation("req-first");
-    let record = w
-        .gate
-        .new_record(&truck_slot::event(&n).expect("event"), &keys, &first, T0);
+    let record =
+        w.gate
+            .config
+            .new_record(&truck_slot::event(&n).expect("event"), &keys, &first, T0);
     assert_eq!(
         w.other.reserve(&record, T0).await.expect("reserve"),
         Reservation::Reserved

@@ -44,7 +44,9 @@ fn floor_records(
                 .map_err(|e| format!("floor: {e:?}"))?;
             let event = truck_slot::integration::event(&n).map_err(|e| e.to_string())?;
             let keys = truck_slot::derive_keys(&n).map_err(|e| e.to_string())?;
-            Ok(gate.new_record(&event, &keys, &invocation(&d.message_id), now))
+            Ok(gate
+                .config
+                .new_record(&event, &keys, &invocation(&d.message_id), now))
         })
         .collect()
 }
@@ -75,16 +77,8 @@ pub(crate) async fn floor_one(
         _ => return "failed",
     };
     let owner = record.lease_owner.as_deref().unwrap_or_default();
-    match gate::consumer::commit(
-        gate.store.as_ref(),
-        gate.integration.as_ref(),
-        record,
-        owner,
-        &slot,
-        now,
-    )
-    .await
-    {
+    let row = gate.integration.business_row(record, &slot, now);
+    match gate.store.commit(&record.pk, owner, &slot, &row, now).await {
         Ok(_) => "committed",
         Err(_) => "failed",
     }

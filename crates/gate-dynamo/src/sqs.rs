@@ -1,4 +1,5 @@
-//! `SqsManualQueue`: the [`ManualQueue`] on an SQS queue (feature `aws`).
+//! `SqsManualQueue`: the [`ManualQueue`] on an SQS queue (feature `aws`); [`SqsVisibility`]: the
+//! event queue's [`MessageVisibility`] (a message kept away for a server's `Retry-After`).
 //!
 //! One `SendMessage` per item. Body (JSON object):
 //!
@@ -28,6 +29,7 @@ use aws_sdk_sqs::Client;
 use std::sync::Arc;
 
 use gate::manual::{ManualItem, ManualQueue, ManualQueueError, ManualReason};
+use gate::visibility::{MessageVisibility, QueuedMessage, VisibilityError, MAX_VISIBILITY_S};
 
 /// The code of a reason on the queue (an integration's, [`gate::Integration::manual_reason_code`]).
 pub type ReasonCodes = Arc<dyn Fn(ManualReason) -> &'static str + Send + Sync>;
@@ -108,12 +110,77 @@ impl ManualQueue for SqsManualQueue {
     }
 }
 
+/// The event queue's [`MessageVisibility`] on SQS: one `ChangeMessageVisibility` per delay,
+/// to the queue URL its ARN names (`https://sqs.{region}.amazonaws.com/{account}/{name}`;
+/// the SDK sends it to the client's endpoint, so moto and VPC endpoints work alike). The
+/// function's role needs `sqs:ChangeMessageVisibility` on the event queue; without it every
+/// change fails and a delayed record is left to the reconciler.
+#[derive(Clone, Debug)]
+pub struct SqsVisibility {
+    client: Client,
+}
+
+impl SqsVisibility {
+    /// The port on `client` (built once per cold start).
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+/// The queue URL an SQS queue ARN names, `None` if `arn` is not `arn:{partition}:sqs:{region}:
+/// {account}:{name}`.
+pub fn queue_url_of_arn(arn: &str) -> Option<String> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    match parts.as_slice() {
+        ["arn", _, "sqs", region, account, name]
+            if !region.is_empty() && !account.is_empty() && !name.is_empty() =>
+        {
+            Some(format!(
+                "https://sqs.{region}.amazonaws.com/{account}/{name}"
+            ))
+        }
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl MessageVisibility for SqsVisibility {
+    async fn hide(&self, message: QueuedMessage<'_>, seconds: u32) -> Result<(), VisibilityError> {
+        let url = queue_url_of_arn(message.queue_arn).ok_or_else(|| {
+            VisibilityError(format!("not an SQS queue ARN: {}", message.queue_arn).into())
+        })?;
+        let timeout = i32::try_from(seconds.min(MAX_VISIBILITY_S)).unwrap_or(i32::MAX);
+        self.client
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(message.receipt_handle)
+            .visibility_timeout(timeout)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| VisibilityError(Box::new(e)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use gate::keys::sha256_hex;
     use gate::manual::ManualReason;
     use gate::manual::{MAX_DETAIL_CHARS, MAX_ITEM_JSON_BYTES};
+
+    #[test]
+    fn a_queue_arn_names_its_url() {
+        assert_eq!(
+            super::queue_url_of_arn("arn:aws:sqs:eu-west-1:123456789012:gate-events"),
+            Some("https://sqs.eu-west-1.amazonaws.com/123456789012/gate-events".to_string())
+        );
+        assert_eq!(
+            super::queue_url_of_arn("arn:aws:sns:eu-west-1:1:topic"),
+            None
+        );
+        assert_eq!(super::queue_url_of_arn("gate-events"), None);
+    }
 
     #[test]
     fn body_has_every_field() {

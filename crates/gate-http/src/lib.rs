@@ -21,7 +21,7 @@
 //! ```
 #![warn(missing_docs)]
 
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{RequestBuilder, Response, Url};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -94,12 +94,17 @@ pub struct Received {
     pub content_type: Option<String>,
     /// The body, cut at [`MAX_ANSWER_BYTES`].
     pub body: Vec<u8>,
+    /// The `Retry-After` header (RFC 9110 §10.2.3), if it is visible ASCII: the classification
+    /// reads it on a `429` or a `503` ([`gate::idempotency_key::parse_retry_after`]).
+    pub retry_after: Option<String>,
 }
 
 impl Received {
     /// The answer for the classification.
     pub fn answer(&self) -> Answer<'_> {
-        Answer::new(self.status, &self.body).with_content_type(self.content_type.as_deref())
+        Answer::new(self.status, &self.body)
+            .with_content_type(self.content_type.as_deref())
+            .with_retry_after(self.retry_after.as_deref())
     }
 }
 
@@ -138,16 +143,21 @@ async fn read_answer(
 ) -> Result<Received, Failed> {
     let response = sent.await.map_err(|e| (e, None))?;
     let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let header = |name| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let content_type = header(CONTENT_TYPE);
+    let retry_after = header(RETRY_AFTER);
     let body = read_capped(response).await.map_err(|e| (e, Some(status)))?;
     Ok(Received {
         status,
         content_type,
         body,
+        retry_after,
     })
 }
 

@@ -221,3 +221,33 @@ async fn call_with_sends_the_key_and_lets_a_documented_status_depart() {
     };
     assert_eq!(effect.effect_id, "re_1");
 }
+
+/// A `429` or `503` with `Retry-After` reaches the classification from the answer's headers:
+/// delta-seconds and an HTTP-date each become the transient outcome's delay; a `500`'s header
+/// and a garbage value are no delay.
+#[tokio::test]
+async fn retry_after_reaches_the_classification() {
+    use gate::effect::RetryAfter;
+    let cases = [
+        (
+            "429 Too Many Requests",
+            "retry-after: 7\r\n",
+            Some(RetryAfter::Seconds(7)),
+        ),
+        (
+            "503 Service Unavailable",
+            "retry-after: Sun, 06 Nov 1994 08:49:37 GMT\r\n",
+            Some(RetryAfter::At(784_111_777_000)),
+        ),
+        ("429 Too Many Requests", "retry-after: soon\r\n", None),
+        ("500 Internal Server Error", "retry-after: 7\r\n", None),
+    ];
+    for (status, header, delay) in cases {
+        let (base, _heads) = scripted(raw(status, header, "")).await;
+        let outcome = gate_http::call(http().post(format!("{base}/jobs")), "k-9", &JOBS).await;
+        let CallOutcome::Transient(why) = outcome else {
+            panic!("{status}: {outcome:?}");
+        };
+        assert_eq!(why.retry_after(), delay, "{status} {header}");
+    }
+}

@@ -188,8 +188,8 @@ impl<C: IntegrationConfig> Config<C> {
             .gate
             .deadline_margin_ms
             .max(min_deadline_margin_ms(call_timeout_ms, 1));
-        // The lease a call needs left (`Gate::lease_for_call`): the integration's request
-        // timeout; the gate's default (10 s) when the integration names none.
+        // The lease a call needs left (the held record's `lease_for_call`): the integration's
+        // request timeout; the gate's default (10 s) when the integration names none.
         if call_timeout_ms > 0 {
             lambda.gate.call_timeout_ms = call_timeout_ms;
         }

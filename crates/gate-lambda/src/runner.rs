@@ -27,7 +27,7 @@ use gate::signals::Counts;
 use gate::store::budget::{self, Bounded};
 use gate::store::{InFlightIndex, Purge};
 use gate::{Gate, Invocation};
-use gate_dynamo::sqs::SqsManualQueue;
+use gate_dynamo::sqs::{SqsManualQueue, SqsVisibility};
 
 use super::concurrency::invocations_at_once;
 use super::config::{Config, IntegrationConfig};
@@ -151,7 +151,7 @@ impl<'de> serde::Deserialize<'de> for ScheduledInput {
 }
 
 /// Runs one scheduled reconciler run (a sweep every `config.sweep_interval_ms` within the
-/// one-minute schedule, [`Gate::reconcile_run_each`]) and returns its sweeps' report; then, on a
+/// one-minute schedule, [`Gate::reconcile_run`]) and returns its sweeps' report; then, on a
 /// store without TTL (PostgreSQL), the purge of expired rows ([`gate::purge`]). Each sweep's
 /// counters are written as soon as it ends, one EMF document with the invocation's request id
 /// ([`super::emf::emit_sweep`], to stdout), so a run killed at its timeout keeps the counts of
@@ -199,7 +199,7 @@ async fn reconcile_within_budget(
     // Several sweeps a run (every `RECONCILE_SWEEP_INTERVAL_SECONDS` of the one-minute
     // schedule): a stranded record waits at most a sweep interval after its lease ends.
     let (report, sweeps) = gate
-        .reconcile_run_each(
+        .reconcile_run(
             index,
             config,
             invocation,
@@ -294,6 +294,9 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let integration = Arc::new(integration);
     let codes = integration.clone();
+    // A message whose server asked to wait (`Retry-After`) is hidden on the event queue.
+    let mut gate_config = config.lambda.gate;
+    gate_config.visibility = Some(Arc::new(SqsVisibility::new(sqs.clone())));
     let gate = Gate {
         store,
         integration,
@@ -302,7 +305,7 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
                 .with_codes(Arc::new(move |r| codes.manual_reason_code(r))),
         ),
         clock: Arc::new(SystemClock),
-        config: config.lambda.gate,
+        config: gate_config,
     };
     Ok((gate, index, purge))
 }

@@ -87,7 +87,7 @@ async fn every_sweep_writes_its_own_counts() {
     let mut documents_after_sweep = Vec::new();
     let sleep_clock = clock.clone();
     let (report, sweeps) = gate
-        .reconcile_run_each(
+        .reconcile_run(
             store.as_ref(),
             &ReconcilerConfig::default(),
             &invocation,

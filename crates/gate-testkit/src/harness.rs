@@ -476,7 +476,7 @@ async fn strand(gate: &Gate, memory: &MemoryStore, event: &Event, n: usize, star
         deadline_ms: start_ms - 60_000,
     };
     let at = start_ms - 120_000;
-    let record = gate.new_record(event, &keys, &dead, at);
+    let record = gate.config.new_record(event, &keys, &dead, at);
     // Straight into the store: this worker is known to have reserved. A refusal (the event's
     // record is one the store refuses) leaves the event without a record, which the liveness
     // check then reports.

@@ -157,7 +157,7 @@ pub async fn reserve_stranded(
     };
     let keys = gate::consumer::derive_keys(&event, gate.integration.operation())
         .unwrap_or_else(|e| panic!("reserve_stranded: the keys of {body:?}: {e}"));
-    let record = gate.new_record(&event, &keys, worker, at_ms);
+    let record = gate.config.new_record(&event, &keys, worker, at_ms);
     match store.reserve(&record, at_ms).await {
         Ok(gate::store::Reservation::Reserved) => record,
         other => panic!("reserve_stranded: {body:?} was not reserved: {other:?}"),

@@ -1,7 +1,7 @@
 //! The one decision for a record the gate holds: from the record, the time and what the
 //! integration says about the record's server ([`Policy`]), the next step ([`NextStep`]). A pure
-//! function ([`decide`]); the consumer and the reconciler carry it out (`Gate::proceed`), and
-//! `gatectl show` prints it ([`NextStep::describe`]).
+//! function ([`decide`]); the consumer and the reconciler carry it out (the held record's
+//! `proceed`), and `gatectl show` prints it ([`NextStep::describe`]).
 //!
 //! The rules, in order:
 //!

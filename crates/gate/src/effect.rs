@@ -52,6 +52,7 @@ impl fmt::Debug for Effect {
 #[derive(Clone, PartialEq, Eq)]
 pub struct AnswerDetail {
     summary: String,
+    retry_after: Option<RetryAfter>,
 }
 
 impl AnswerDetail {
@@ -59,7 +60,25 @@ impl AnswerDetail {
     pub fn new(summary: impl Into<String>) -> Self {
         Self {
             summary: summary.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same detail with the delay the server asked for (`Retry-After` on a `429` or a
+    /// `503`, [`crate::idempotency_key::classify_call`]); `None`: no delay.
+    #[must_use]
+    pub fn with_retry_after(self, retry_after: Option<RetryAfter>) -> Self {
+        Self {
+            retry_after,
+            ..self
+        }
+    }
+
+    /// The delay the server asked for before the same request is sent again, if it did: a
+    /// [`CallOutcome::Transient`] that carries one is never retried sooner (the held record's
+    /// settlement; docs/OPERATING.md, "Retry-After").
+    pub fn retry_after(&self) -> Option<RetryAfter> {
+        self.retry_after
     }
 
     /// The summary, in our words (never an excerpt of the server's answer): what a log line, a
@@ -77,7 +96,35 @@ impl fmt::Display for AnswerDetail {
 
 impl fmt::Debug for AnswerDetail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("AnswerDetail").field(&self.summary).finish()
+        let mut t = f.debug_tuple("AnswerDetail");
+        t.field(&self.summary);
+        if let Some(after) = &self.retry_after {
+            t.field(after);
+        }
+        t.finish()
+    }
+}
+
+/// A server's `Retry-After` (RFC 9110 §10.2.3), read by
+/// [`crate::idempotency_key::parse_retry_after`]: a delay in **seconds**, or an instant
+/// (epoch **milliseconds**, from an HTTP-date) before which the request must not be sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// Delta-seconds: this many seconds after the answer.
+    Seconds(u64),
+    /// An HTTP-date, as epoch milliseconds.
+    At(i64),
+}
+
+impl RetryAfter {
+    /// The delay from `now_ms` (epoch ms), **milliseconds**, never below 0 (a date already past
+    /// is no delay) and saturating at `i64::MAX`.
+    pub fn delay_ms(self, now_ms: i64) -> i64 {
+        match self {
+            Self::Seconds(s) => i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(1_000),
+            Self::At(at_ms) => at_ms.saturating_sub(now_ms),
+        }
+        .max(0)
     }
 }
 
@@ -103,6 +150,8 @@ pub enum CallOutcome {
     /// `5xx`, `408`, `421`, `423`, `425`, `429`, `401`/`407` (credentials refused), `1xx`,
     /// `3xx` (never followed), timeouts, connection errors, a `2xx` without a usable id: the
     /// outcome is unknown or not the event's fault; retry later with the same key and bytes.
+    /// A `429` or `503` with `Retry-After` carries its delay ([`AnswerDetail::retry_after`]):
+    /// not retried sooner.
     Transient(AnswerDetail),
     /// Another `4xx` (`400`, `402`, `403`, `404`, ...): will never succeed; `failed` and the
     /// manual queue.

@@ -1,27 +1,24 @@
-//! The gate itself: [`Gate`], the value every path runs on (the consumer, the routing to a
-//! person, the reconciler, an operator's finish and cancel, the purge), built once per cold start;
-//! its settings ([`GateConfig`]); the execution it runs in ([`Invocation`]) and one delivery as the
-//! steps see it ([`Delivery`]); and what every path does alike with a record it holds: the lease's
-//! end ([`Gate::lease_until`]), the take-over of an expired lease, the release of a lease after a
-//! transient failure, the lease's extension before a call it would not cover
-//! ([`Gate::lease_for_call`]), and the policy the one decision reads ([`Gate::policy`]).
-//!
-//! Each path's own methods live beside it: the four steps and the settlement in
-//! [`crate::consumer`], routing to a person in [`crate::routing`], stranded records in
-//! [`crate::reconciler`], an operator's commands in [`crate::operator`], the purge in
-//! [`crate::purge`].
+//! The gate itself: [`Gate`], the value every path runs on (the consumer, the reconciler, an
+//! operator's finish and cancel, the purge), built once per cold start; its settings
+//! ([`GateConfig`], with the lease and the record a reserve writes); the execution it runs in
+//! ([`Invocation`]) and one delivery as the steps see it ([`Delivery`]); and what every path
+//! does alike: the take-over of an expired lease, the release of a lease after a transient
+//! failure, the policy the one decision reads. A held record's steps are in [`crate::held`].
 
 use std::sync::Arc;
 
-use tracing::{info, warn};
+use tracing::warn;
 
-use crate::clock::Clock;
-use crate::consumer::outcome::RecordOutcome;
+use crate::clock::{ms_to_s, Clock};
+use crate::consumer::DerivedKeys;
 use crate::decision::Policy;
-use crate::integration::Integration;
+use crate::integration::{Event, Integration};
 use crate::manual::ManualQueue;
-use crate::record::{IdempotencyRecord, DEFAULT_KEY_TTL_S};
+use crate::outcome::RecordOutcome;
+use crate::record::DEFAULT_KEY_TTL_S;
+use crate::record::{inflight_shard, record_pk, IdempotencyRecord, NaturalKey, RecordStatus};
 use crate::store::{IdempotencyStore, StoreError, TakeOver};
+use crate::visibility::MessageVisibility;
 
 /// The gate's generic settings, the same for every integration: the record keys' prefix, the
 /// server's key support, the record TTL (**seconds**), the lease floor, the deadline margin and the
@@ -38,7 +35,7 @@ pub struct GateConfig {
     pub server_supports_idempotency_key: bool,
     /// Record lifetime in **seconds**, counted from the later of the reservation and the event's
     /// end ([`crate::integration::Event::ends_at_ms`]; `expires_at = max(now, end) + ttl`, see
-    /// [`Gate::record_expiry_s`]); routing records count from their reservation. Default 21 days
+    /// [`GateConfig::record_expiry_s`]); routing records count from their reservation. Default 21 days
     /// ([`DEFAULT_KEY_TTL_S`]).
     pub key_ttl_s: i64,
     /// The lease, **milliseconds**: a holder keeps a record this long from its reserve or
@@ -63,9 +60,14 @@ pub struct GateConfig {
     /// The longest one call to the side effect's server may take, **milliseconds** (its
     /// request timeout; default 10 s, the server's). Before a call the holder needs this plus
     /// [`COMMIT_ALLOWANCE_MS`] of lease left ([`GateConfig::call_lease_ms`]); with less (a slow
-    /// reserve or guard ate it) it extends its lease first (`Gate::lease_for_call`). In a
+    /// reserve or guard ate it) it extends its lease first (`HeldRecord::call`). In a
     /// deployment set from the integration's request timeout (`gate_lambda`).
     pub call_timeout_ms: i64,
+    /// The event queue's visibility port: a message whose server asked to wait
+    /// (`Retry-After`) is hidden for the delay. `None` (the default): such a record is left to
+    /// the reconciler with its lease held to the delay's end (docs/OPERATING.md,
+    /// "Retry-After"). The Lambda wiring sets SQS's (`gate_dynamo::sqs::SqsVisibility`).
+    pub visibility: Option<Arc<dyn MessageVisibility>>,
 }
 
 /// What one record's work needs after its server calls, **milliseconds**: the commit and the
@@ -98,11 +100,12 @@ impl GateConfig {
             deadline_margin_ms: 12_000,
             claim_horizon_ms: 23 * 3_600_000,
             call_timeout_ms: 10_000,
+            visibility: None,
         }
     }
 
     /// One record's lease, **milliseconds**: `max(lease_floor_ms, deadline_margin_ms)`, a
-    /// server call and a commit with a margin ([`Gate::lease_until`]).
+    /// server call and a commit with a margin ([`GateConfig::lease_until`]).
     pub fn lease_ms(&self) -> i64 {
         self.lease_floor_ms.max(self.deadline_margin_ms)
     }
@@ -113,6 +116,56 @@ impl GateConfig {
     pub fn call_lease_ms(&self) -> i64 {
         min_deadline_margin_ms(self.call_timeout_ms, 1)
     }
+
+    /// The lease end for a record started at `now_ms` (epoch ms): `now + lease_ms()`, one
+    /// record's work (a server call and a commit) with a margin, and no more. Not the
+    /// invocation's deadline: a record stranded by a crash must be free for the reconciler soon.
+    /// A holder slower than its lease is fenced: its commit is refused and its effect id recorded
+    /// for the next holder (`RecordOutcome::LeaseLost`).
+    pub fn lease_until(&self, now_ms: i64) -> i64 {
+        now_ms.saturating_add(self.lease_ms())
+    }
+
+    /// When a record for an event ending at `ends_at_ms` (epoch ms, [`Event::ends_at_ms`]),
+    /// reserved at `now_ms` (epoch ms), expires, epoch **seconds**: the key TTL counted from the
+    /// later of now and the event's end. A record must outlive the event it guards: until the
+    /// event ends a redelivery can still act, and after it every copy is rejected as ended on the
+    /// event's own record, which must still be there to say "committed" for the whole redelivery
+    /// horizon the TTL covers.
+    pub fn record_expiry_s(&self, ends_at_ms: Option<i64>, now_ms: i64) -> i64 {
+        let from = ends_at_ms.map_or(ms_to_s(now_ms), |end| ms_to_s(now_ms).max(ms_to_s(end)));
+        from + self.key_ttl_s
+    }
+
+    /// The record that step 2 reserves for `event` with the keys of step 1, held by
+    /// `invocation`'s lease token until [`GateConfig::lease_until`] of `now_ms` (epoch ms).
+    pub fn new_record(
+        &self,
+        event: &Event,
+        keys: &DerivedKeys,
+        invocation: &Invocation,
+        now_ms: i64,
+    ) -> IdempotencyRecord {
+        IdempotencyRecord {
+            pk: record_pk(&self.integration, &keys.event_key),
+            event_key: keys.event_key.clone(),
+            status: RecordStatus::InFlight,
+            fingerprint: keys.fingerprint.clone(),
+            request: keys.request.clone(),
+            op_key: keys.op_key.clone(),
+            lease_owner: Some(invocation.request_id.clone()),
+            lease_until_ms: Some(self.lease_until(now_ms)),
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            expires_at_s: self.record_expiry_s(event.ends_at_ms, now_ms),
+            effect_id: None,
+            effect_ids: Default::default(),
+            inflight_shard: Some(inflight_shard(&keys.event_key)),
+            error: None,
+            route_pending: false,
+            labels: event.labels.clone(),
+        }
+    }
 }
 
 /// What an extension adds beyond what a call needs ([`GateConfig::call_lease_ms`]),
@@ -122,11 +175,6 @@ impl GateConfig {
 /// would be extended, found short by the extension's few milliseconds, extended again, and
 /// released: no call ever made by the consumer.
 pub const EXTENSION_HEADROOM_MS: i64 = 3_000;
-
-/// How many extensions a holder writes before one call ([`Gate::lease_for_call`]) when each
-/// answers too late to leave the call and the commit their lease: then it does not call and
-/// releases the record for the redelivery.
-const MAX_EXTENSIONS_BEFORE_A_CALL: u32 = 2;
 
 /// The gate and its ports, built once per cold start.
 #[derive(Clone)]
@@ -216,7 +264,7 @@ impl Delivery<'_> {
 }
 
 impl Gate {
-    /// Takes over for `invocation` (its request id the new owner, until [`Gate::lease_until`])
+    /// Takes over for `invocation` (its request id the new owner, until [`GateConfig::lease_until`])
     /// the expired lease `old_owner` held on `pk`: the one conditional `UpdateItem` the consumer,
     /// the manual routing and the reconciler all resume a record with.
     pub(crate) async fn take_over_for(
@@ -231,20 +279,10 @@ impl Gate {
                 pk,
                 old_owner.unwrap_or_default(),
                 &invocation.request_id,
-                self.lease_until(now_ms),
+                self.config.lease_until(now_ms),
                 now_ms,
             )
             .await
-    }
-
-    /// The lease end for a record started at `now_ms` (epoch ms): `now + max(lease_floor,
-    /// deadline_margin)`, one record's work (a server call and a commit) with a margin, and no
-    /// more. Not the invocation's deadline: a lease to the deadline kept a record stranded by a
-    /// crash at the start of a batch from the reconciler for the whole function timeout. A holder
-    /// slower than its lease is fenced: its commit is refused and its effect id recorded for
-    /// the next holder (`RecordOutcome::LeaseLost`).
-    pub fn lease_until(&self, now_ms: i64) -> i64 {
-        now_ms.saturating_add(self.config.lease_ms())
     }
 
     /// What the integration says about the server of `record` ([`Policy`]): its key support
@@ -253,7 +291,7 @@ impl Gate {
     /// ([`crate::integration::lookup_for`]), its claim horizon ([`Integration::claim_horizon_ms`],
     /// else `config.claim_horizon_ms`: one horizon for the consumer, the reconciler and
     /// `gatectl`) and the event's end ([`Integration::ends_at_ms`]).
-    pub fn policy(&self, record: &IdempotencyRecord) -> Policy {
+    pub(crate) fn policy(&self, record: &IdempotencyRecord) -> Policy {
         Policy {
             supports_key: self
                 .integration
@@ -269,72 +307,18 @@ impl Gate {
         }
     }
 
-    /// Before a server call on `record` (held by `owner`, as the reserve or the take-over
-    /// returned it): whether the lease left covers the call and the commit
-    /// ([`GateConfig::call_lease_ms`]). Arithmetic on the clock when it does (the usual case: no
-    /// round trip), `None`: call. When it does not (a slow reserve, take-over or guard ate the
-    /// lease), one fenced write moves the lease to [`Gate::lease_until`] of now, or to what a
-    /// call and the commit need plus [`EXTENSION_HEADROOM_MS`] if that is further
-    /// ([`IdempotencyStore::extend_lease`]): extended, the lease
-    /// left is checked again on the clock (a slow store answers the extension late), `None`,
-    /// call. Otherwise the outcome that ends the record without a call:
-    ///
-    /// * refused: the record is no longer ours (taken over after our lease ran out, or finished):
-    ///   nothing is written, [`RecordOutcome::LeaseLost`] (acknowledged; the holder finishes it).
-    ///   Without this a holder would call after its lease ended while the next holder re-sends
-    ///   under the same `Idempotency-Key`, and exactly-once would rest on the server's answer to
-    ///   two requests in flight at once;
-    /// * a store error: released as every transient failure ([`Gate::release`]), retried;
-    /// * still short after [`MAX_EXTENSIONS_BEFORE_A_CALL`] extensions, each answered too late:
-    ///   released and retried the same way.
-    ///
-    /// Only before a call (`NextStep::Call`, the consumer's and the reconciler's, `gatectl
-    /// reconcile`'s through the same decision): a lookup makes no effect, and one that outlives
-    /// the lease ends in a refused commit (`LeaseLost`) like any holder that overran.
-    pub(crate) async fn lease_for_call(
-        &self,
-        record: &IdempotencyRecord,
-        owner: &str,
-    ) -> Option<RecordOutcome> {
-        let need = self.config.call_lease_ms();
-        let mut lease_until = record.lease_until_ms.unwrap_or(0);
-        // The lease an extension writes is counted from when it was sent: a slow store (the
-        // one that cut the lease short) may answer it so late that the lease left is short
-        // again, so the lease left is checked again after every extension.
-        let mut extensions = 0;
-        loop {
-            let now = self.clock.now_ms();
-            let left = lease_until.saturating_sub(now);
-            if left >= need {
-                return None;
-            }
-            if extensions == MAX_EXTENSIONS_BEFORE_A_CALL {
-                let why = format!(
-                    "lease too short for a call after {extensions} extensions ({left} ms left, \
-                     {need} ms needed): the store answers too slowly; not called"
-                );
-                warn!(event_key = %record.event_key, left_ms = left, "lease too short for a call after its extensions: not called, released");
-                return Some(self.release(record, owner, why).await);
-            }
-            let until = self
-                .lease_until(now)
-                .max(now.saturating_add(need.saturating_add(EXTENSION_HEADROOM_MS)));
-            match self.store.extend_lease(&record.pk, owner, until, now).await {
-                Ok(true) => {
-                    info!(event_key = %record.event_key, left_ms = left, lease_until_ms = until, "lease too short for a call: extended before calling");
-                    lease_until = until;
-                }
-                Ok(false) => {
-                    warn!(event_key = %record.event_key, left_ms = left, "lease too short for a call and no longer ours: not called, nothing written");
-                    return Some(RecordOutcome::LeaseLost { effect_id: None });
-                }
-                Err(e) => {
-                    warn!(event_key = %record.event_key, left_ms = left, error = %e, "lease too short for a call and not extended: not called, released");
-                    return Some(self.release(record, owner, e.to_string()).await);
-                }
-            }
-            extensions += 1;
-        }
+    /// The natural-key item the guard of `record` puts at `now_ms` (epoch ms): the
+    /// integration's ([`Integration::natural_key`]), expiring no earlier than `record` (its
+    /// `expires_at_s`, from the configured key TTL), whatever the integration's
+    /// [`crate::record::NaturalKey::expires_at_s`] says. `None`: the integration has none.
+    pub(crate) fn guard_key(&self, record: &IdempotencyRecord, now_ms: i64) -> Option<NaturalKey> {
+        let mut natural_key = self.integration.natural_key(record, now_ms)?;
+        // The guard outlives the record it guards: the integration counts its TTL from the
+        // gate's default key TTL, the record from the configured one (`KeyTtlSeconds`), which
+        // may be longer; a guard that expired first would let a second event key claim while
+        // the first's record still answers its redeliveries.
+        natural_key.expires_at_s = natural_key.expires_at_s.max(record.expires_at_s);
+        Some(natural_key)
     }
 
     /// A transient failure: the record stays `in_flight`, the lease is released so the

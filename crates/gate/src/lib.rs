@@ -12,9 +12,12 @@
 //!   [`idempotency_key`]: the `Idempotency-Key` contract, every answer classified;
 //! * [`keys`]: event key, operation key, fingerprint; [`record`]: the idempotency record;
 //! * [`store`]: the store port with the memory adapter; [`manual`]: the manual queue port;
+//!   [`visibility`]: the event queue's visibility port (a server's `Retry-After`);
 //!   [`clock`]: the clock port;
-//! * [`Gate`] and [`consumer`]: the consumer's steps; [`decision`]: the one decision for a held
-//!   record; [`routing`]: routing to a person exactly once; [`reconciler`]: stranded records;
+//! * [`Gate`] and [`consumer`]: a batch in, steps 1 and 2; the held record (`held`): its
+//!   steps after the reserve; [`decision`]: the one decision for a held record; [`routing`]:
+//!   routing to a person exactly once; [`reconciler`]: stranded records; [`outcome`]: what
+//!   happened to a record ([`RecordOutcome`]);
 //! * [`operator`]: an operator's finish and cancel; [`purge`]: deleting what an operator asks;
 //! * [`signals`]: the four signals and their alarms;
 //! * [`fields`], [`strict_json`], [`ijson`]: an event body read strictly, field by field;
@@ -26,12 +29,14 @@ pub mod decision;
 pub mod effect;
 pub mod fields;
 mod gate;
+mod held;
 pub mod idempotency_key;
 pub mod ijson;
 pub mod integration;
 pub mod keys;
 pub mod manual;
 pub mod operator;
+pub mod outcome;
 pub mod prelude;
 pub mod purge;
 pub mod reconciler;
@@ -41,10 +46,11 @@ pub mod secret;
 pub mod signals;
 pub mod store;
 pub mod strict_json;
+pub mod visibility;
 
-pub use consumer::RecordOutcome;
 pub use gate::{
     min_deadline_margin_ms, Delivery, Gate, GateConfig, Invocation, COMMIT_ALLOWANCE_MS,
     EXTENSION_HEADROOM_MS,
 };
 pub use integration::{Event, Held, Integration, Lookup, Parsed, Rejection};
+pub use outcome::{BatchReport, RecordOutcome, RecordReport};

@@ -21,10 +21,11 @@
 use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
-use crate::consumer::outcome::RecordOutcome;
 use crate::decision::Holder;
 use crate::gate::{Delivery, Gate, Invocation};
+use crate::held::HeldRecord;
 use crate::manual::ManualReason;
+use crate::outcome::RecordOutcome;
 use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightEntry, InFlightIndex, TakeOver};
 
@@ -202,28 +203,11 @@ impl Gate {
     /// `config.sweep_interval_ms` while that is less than `config.schedule_period_ms` after the
     /// start ([`ReconcilerConfig::sweeps_per_run`]) and the invocation's deadline leaves a sweep
     /// its margin; between sweeps it awaits `sleep(ms)` (the Lambda wiring: `tokio::time::sleep`;
-    /// tests: a manual clock moved on). Returns the sweeps' reports added up, and how many ran.
-    /// A lost or late run costs only its own sweeps: the next scheduled run starts afresh.
-    /// [`Gate::reconcile_run_each`] with nothing done per sweep.
+    /// tests: a manual clock moved on). Each sweep's own report goes to `each_sweep` as soon as
+    /// the sweep ends (the Lambda wiring emits its counters then, so a run killed at its function
+    /// timeout loses only the sweep it was in; `|_| {}` for nothing). Returns the sweeps' reports
+    /// added up, and how many ran. A lost or late run costs only its own sweeps.
     pub async fn reconcile_run<S, F>(
-        &self,
-        index: &dyn InFlightIndex,
-        config: &ReconcilerConfig,
-        invocation: &Invocation,
-        sleep: S,
-    ) -> (ReconcileReport, u32)
-    where
-        S: Fn(u64) -> F,
-        F: std::future::Future<Output = ()>,
-    {
-        self.reconcile_run_each(index, config, invocation, sleep, |_| {})
-            .await
-    }
-
-    /// [`Gate::reconcile_run`], handing each sweep's own report to `each_sweep` as soon as the
-    /// sweep ends: the Lambda wiring emits its counters (EMF) then, so a run killed at its
-    /// function timeout loses only the sweep it was in, not the counts of the sweeps before.
-    pub async fn reconcile_run_each<S, F>(
         &self,
         index: &dyn InFlightIndex,
         config: &ReconcilerConfig,
@@ -329,8 +313,10 @@ impl Gate {
             invocation,
         };
         // The one decision for a held record (`crate::decision`), as the consumer's.
-        let (outcome, by_lookup) = self.proceed(&held, Holder::Reconciler, now, d, None).await;
-        info!(event_key = %held.event_key, ?outcome, by_lookup, "reconciled a stranded record");
+        let event_key = held.event_key.clone();
+        let held = HeldRecord::new(self, held, d);
+        let (outcome, by_lookup) = held.proceed(Holder::Reconciler, now, None).await;
+        info!(event_key = %event_key, ?outcome, by_lookup, "reconciled a stranded record");
         Step::from_outcome(outcome, by_lookup)
     }
 }

@@ -1,82 +1,82 @@
-//! Routing to a person exactly once.
+//! Routing to a person exactly once: the primitives every held record and every rejected body
+//! share. They call nothing above them (never the held record's commit), so no step recurses.
 //!
-//! SQS delivers a poison body or a mismatched body as often as it delivers a good one, so routing
-//! it to the manual queue "once per delivery" would hand a person the same case several times.
-//! Each such case therefore gets a **routing record** in the idempotency table, reserved like an
-//! event before the side effect (the send):
+//! SQS delivers a poison body as often as a good one, so each case gets a **routing record** in
+//! the idempotency table, reserved like an event before its side effect (the send): a rejected
+//! body under [`keys::rejected_route_key`], a mismatch under [`keys::mismatch_route_key`], an
+//! ended window under the event's own record (so a committed event is a duplicate, never also a
+//! job for a person). Its operation is the send (`op_key` of `manual-route`, `request` the item's
+//! JSON); it is born `manual` with its routing pending (a lease, an `InFlight` shard), then sent,
+//! then confirmed. Pending routings sit in the `InFlight` index for the reconciler.
 //!
-//! * a body the strict parser rejects: key [`keys::rejected_route_key`] (the body's bytes);
-//! * a mismatch: key [`keys::mismatch_route_key`] (event key and the mismatched fingerprint);
-//! * a window that has ended: the event's own record, so an event that is `committed` (or being
-//!   claimed) is a duplicate, never also a job for a person.
-//!
-//! A routing record's operation is the send itself (`op_key` is the key of the `manual-route`
-//! operation, `request` the item's JSON). It is born `manual` with its routing pending
-//! (`route_pending`, a lease, an `InFlight` shard), then the item is sent, then the routing is
-//! confirmed (`routed`: pending mark, item, lease and shard removed). Conflicts resolve as for
-//! events: a confirmed routing or a live lease is a duplicate (acknowledged); an expired lease
-//! is taken over and the stored item sent. Pending routings sit in the `InFlight` index, so the
-//! reconciler finishes one whose sender died and whose message will not return.
-//!
-//! ## Mark, send, confirm: the lease fences every state change
-//!
-//! Every record a worker holds carries its lease token (`lease_owner`, unique per acquisition,
-//! see [`Invocation::for_record`]); every state change is conditional on it: a commit, a release,
-//! a routing's mark and its confirmation. A holder whose lease was taken over is refused and
-//! re-reads before acting (see [`RecordOutcome::LeaseLost`]). Routing an event to a person marks
-//! the record first (`failed`/`manual`, routing pending, fenced by the lease), then sends, then
-//! confirms: a holder that lost its lease sends nothing, and once marked no one can commit the
-//! record, so **no committed event is ever also in the manual queue**. A crash (or an error)
-//! between the send and the confirmation sends the item again when the routing is resumed: **at
-//! least once into the manual queue, never lost**, and a repeat carries the same dedup key
-//! (`event_key`, or for a rejected body the same `original_body`), so a person sees it is one
-//! case.
-//!
+//! **Mark, send, confirm.** Every state change is fenced by the lease token
+//! ([`Invocation::for_record`]). A held record goes to a person marked first (`failed`/`manual`,
+//! routing pending), then sent, then confirmed: a holder that lost its lease sends nothing, and
+//! once marked no one can commit the record, so no committed event is ever also in the manual
+//! queue. A crash between the send and the confirmation sends the item again under the same
+//! dedup key: at least once into the manual queue, never lost.
 
 use tracing::{info, warn};
 
 use crate::clock::ms_to_s;
-use crate::consumer::outcome::RecordOutcome;
-use crate::effect::Effect;
 use crate::gate::{Delivery, Gate, Invocation};
 use crate::integration::Rejection;
 use crate::keys;
-use crate::manual::{ManualItem, ManualReason};
+use crate::manual::{ManualItem, ManualQueueError, ManualReason};
+use crate::outcome::RecordOutcome;
 use crate::record::{inflight_shard, record_pk, IdempotencyRecord, RecordStatus};
-use crate::store::{FinishGuard, FinishOutcome, Reservation, TakeOver};
+use crate::store::{FinishGuard, FinishOutcome, Reservation, StoreError, TakeOver};
+
+/// Why an item did not reach the manual queue, or its routing was not confirmed: the delivery
+/// is retried (`RecordOutcome::Retry` carries its text), the routing record stays pending.
+#[derive(Debug, thiserror::Error)]
+pub enum RoutingError {
+    /// A store call failed (the reserve, take-over, mark or confirmation of a routing).
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The manual queue refused the item.
+    #[error("{0}")]
+    Queue(#[from] ManualQueueError),
+    /// The record (its event key here) was gone when the mark was refused.
+    #[error("record {0} vanished")]
+    Vanished(String),
+    /// A routing record's mark was refused: it is someone else's now (they send it).
+    #[error("routing not resumed: {0:?}")]
+    NotResumed(RecordOutcome),
+}
+
+/// Why a held record was not marked for a person ([`Gate::mark_and_send`]).
+pub(crate) enum Unmarked {
+    /// The store refused the mark; the record as it holds it (re-read, acted on by the caller).
+    Refused(Box<IdempotencyRecord>),
+    /// A transient failure, the lease released.
+    Failed(RoutingError),
+}
 
 impl Gate {
-    /// Routes a record `invocation` holds to a person: ends it as `status` with its routing
-    /// pending ([`IdempotencyStore::finish`], fenced by the lease), then sends the item, then
-    /// confirms ([`Gate::send_routed`]). Mark first: a holder that lost its lease sends nothing,
-    /// and once marked no one can commit the record, so no committed event is ever also in the
-    /// manual queue. A routing because no effect exists ([`ManualReason::PastKeyRetention`]) is
-    /// also refused when an effect id was recorded meanwhile (a claim that was in transit when the
-    /// lease changed hands, see [`RecordOutcome::LeaseLost`]): that effect is committed instead.
-    pub(crate) async fn route_held_record(
+    /// Routes a record `d` holds to a person: ends it as `status` with its routing pending
+    /// ([`crate::store::IdempotencyStore::finish`], fenced by the lease), then sends the item and
+    /// confirms ([`Gate::send_routed`]). A routing because no effect exists
+    /// ([`ManualReason::PastKeyRetention`], [`ManualReason::EventEnded`]) is also refused when an
+    /// effect id was recorded meanwhile: [`Unmarked::Refused`] lets the holder commit it.
+    pub(crate) async fn mark_and_send(
         &self,
         record: &IdempotencyRecord,
         status: RecordStatus,
         reason: ManualReason,
         detail: String,
         d: Delivery<'_>,
-    ) -> RecordOutcome {
-        let Delivery {
-            body,
-            message_id,
-            invocation,
-        } = d;
-        let owner = invocation.request_id.as_str();
+    ) -> Result<ManualReason, Unmarked> {
+        let owner = d.owner();
         let item = ManualItem {
             reason,
             detail: detail.clone(),
-            original_body: body.to_string(),
+            original_body: d.body.to_string(),
             event_key: Some(record.event_key.clone()),
-            message_id: message_id.to_string(),
+            message_id: d.message_id.to_string(),
             original_body_cut: None,
         };
         let guard = match reason {
-            // Routings because no effect was found: refused if an effect id was recorded meanwhile.
             ManualReason::PastKeyRetention | ManualReason::EventEnded => {
                 FinishGuard::LeaseAndNoEffect
             }
@@ -88,25 +88,28 @@ impl Gate {
             .await;
         match finished {
             Ok(FinishOutcome::Finished) => {}
-            Ok(FinishOutcome::Refused(Some(current))) => {
-                return Box::pin(self.after_refused_finish(record, *current, d)).await
-            }
+            Ok(FinishOutcome::Refused(Some(current))) => return Err(Unmarked::Refused(current)),
             Ok(FinishOutcome::Refused(None)) => {
-                return RecordOutcome::Retry(format!("record {} vanished", record.event_key))
+                return Err(Unmarked::Failed(RoutingError::Vanished(
+                    record.event_key.clone(),
+                )))
             }
-            Err(e) => return self.release(record, owner, e.to_string()).await,
+            Err(e) => {
+                self.release(record, owner, e.to_string()).await;
+                return Err(Unmarked::Failed(e.into()));
+            }
         }
         let mut marked = record.clone();
         marked.status = status;
         marked.route_pending = true;
         marked.request = item_json;
-        match self.send_routed(&marked, message_id, owner).await {
-            Ok(_) => RecordOutcome::Manual(reason),
-            Err(why) => RecordOutcome::Retry(why),
-        }
+        self.send_routed(&marked, d.message_id, owner)
+            .await
+            .map_err(Unmarked::Failed)?;
+        Ok(reason)
     }
 
-    /// The finish of [`Gate::route_held_record`] at now. A record that ends without an effect
+    /// The finish of [`Gate::mark_and_send`] at now. A record that ends without an effect
     /// ([`ends_without_effect`]) releases its natural key in the same write
     /// ([`IdempotencyStore::finish_without_effect`]), so a corrected event is not a collision;
     /// any other keeps it to its expiry (a `manual` record may hold an effect nobody knows of).
@@ -141,40 +144,6 @@ impl Gate {
         }
     }
 
-    /// A finish of `record` was refused; `current` is the record as the store holds it. Still
-    /// ours with an effect recorded (the routing's no-effect guard): commit that effect. Someone
-    /// else's: they finish it; we re-read and send nothing.
-    pub(crate) async fn after_refused_finish(
-        &self,
-        record: &IdempotencyRecord,
-        current: IdempotencyRecord,
-        d: Delivery<'_>,
-    ) -> RecordOutcome {
-        let invocation = d.invocation;
-        let owner = invocation.request_id.as_str();
-        let ours = current.status == RecordStatus::InFlight
-            && current.lease_owner.as_deref() == Some(owner);
-        if let (true, Some(effect_id)) = (ours, current.effect_ids.iter().next()) {
-            info!(
-                event_key = %record.event_key,
-                effect_id = %effect_id,
-                "an effect id was recorded while we held the record: committed instead of routed"
-            );
-            let effect = Effect {
-                effect_id: effect_id.clone(),
-                subject: None,
-            };
-            return self.commit_effect(&current, &effect, d).await;
-        }
-        warn!(
-            event_key = %record.event_key,
-            status = current.status.as_str(),
-            holder = ?current.lease_owner,
-            "lease lost before routing: nothing sent, the holder finishes it"
-        );
-        RecordOutcome::LeaseLost { effect_id: None }
-    }
-
     /// Sends the manual item of a routing `owner` holds (`route_pending`, the item in
     /// `request`), then confirms it ([`IdempotencyStore::routed`]). A send that fails releases
     /// the lease so a redelivery or the reconciler sends it again; a crash between the send and
@@ -185,13 +154,13 @@ impl Gate {
         record: &IdempotencyRecord,
         message_id: &str,
         owner: &str,
-    ) -> Result<ManualReason, String> {
+    ) -> Result<ManualReason, RoutingError> {
         let mut item = stored_item(record, |r| self.integration.manual_reason_code(r));
         item.message_id = message_id.to_string();
         let reason = item.reason;
         if let Err(e) = self.manual.send(item).await {
             self.release(record, owner, e.to_string()).await;
-            return Err(e.to_string());
+            return Err(e.into());
         }
         match self
             .store
@@ -248,7 +217,7 @@ impl Gate {
             .await
         {
             Ok(()) => RecordOutcome::Rejected(reason),
-            Err(e) => RecordOutcome::Retry(e),
+            Err(e) => RecordOutcome::Retry(e.to_string()),
         }
     }
 
@@ -265,7 +234,7 @@ impl Gate {
         item: ManualItem,
         invocation: &Invocation,
         now: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), RoutingError> {
         let mut fresh = IdempotencyRecord {
             pk: record_pk(&self.config.integration, route_key),
             event_key: route_key.to_string(),
@@ -274,7 +243,7 @@ impl Gate {
             request: Vec::new(),
             op_key: String::new(),
             lease_owner: Some(invocation.request_id.clone()),
-            lease_until_ms: Some(self.lease_until(now)),
+            lease_until_ms: Some(self.config.lease_until(now)),
             created_at_ms: now,
             updated_at_ms: now,
             expires_at_s: ms_to_s(now) + self.config.key_ttl_s,
@@ -311,10 +280,10 @@ impl Gate {
                 {
                     Ok(TakeOver::Taken(record)) => *record,
                     Ok(TakeOver::Refused) => return Ok(()),
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(e.into()),
                 }
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         self.resume_routing(&held, &item.message_id, invocation)
             .await
@@ -323,38 +292,49 @@ impl Gate {
 
     /// Resumes a routing `invocation` holds: a pending one (`route_pending`) is sent and
     /// confirmed; an `in_flight` routing record (written by an earlier version, which marked after
-    /// sending) is marked first, then sent.
+    /// sending) is marked first, then sent. A refused mark is another holder's routing (a routing
+    /// record is never called, so it holds no effect id to commit instead).
     pub(crate) async fn resume_routing(
         &self,
         record: &IdempotencyRecord,
         message_id: &str,
         invocation: &Invocation,
-    ) -> Result<ManualReason, String> {
+    ) -> Result<ManualReason, RoutingError> {
         if record.route_pending {
             return self
                 .send_routed(record, message_id, &invocation.request_id)
                 .await;
         }
         let item = stored_item(record, |r| self.integration.manual_reason_code(r));
-        match self
-            .route_held_record(
-                record,
-                RecordStatus::Manual,
-                item.reason,
-                item.detail,
-                Delivery {
-                    body: &item.original_body,
-                    message_id,
-                    invocation,
-                },
-            )
-            .await
-        {
-            RecordOutcome::Manual(reason) => Ok(reason),
-            RecordOutcome::Retry(why) => Err(why),
-            other => Err(format!("routing not resumed: {other:?}")),
+        let d = Delivery {
+            body: &item.original_body,
+            message_id,
+            invocation,
+        };
+        let marked = self
+            .mark_and_send(record, RecordStatus::Manual, item.reason, item.detail, d)
+            .await;
+        match marked {
+            Ok(reason) => Ok(reason),
+            Err(Unmarked::Failed(e)) => Err(e),
+            Err(Unmarked::Refused(current)) => {
+                lease_lost_before_routing(record, &current);
+                Err(RoutingError::NotResumed(RecordOutcome::LeaseLost {
+                    effect_id: None,
+                }))
+            }
         }
     }
+}
+
+/// The log line of a holder whose mark was refused because the record is no longer its own.
+pub(crate) fn lease_lost_before_routing(record: &IdempotencyRecord, current: &IdempotencyRecord) {
+    warn!(
+        event_key = %record.event_key,
+        status = current.status.as_str(),
+        holder = ?current.lease_owner,
+        "lease lost before routing: nothing sent, the holder finishes it"
+    );
 }
 
 /// The manual item a routing record stores in `request` (with the integration's codes,
@@ -377,7 +357,7 @@ pub(crate) fn stored_item(
 /// Turns `record` into a routing record for `item`: its one operation is sending `item` to the
 /// manual queue (`op_key = operation_key(event_key, MANUAL_ROUTE)`, `request` = the item as
 /// JSON), never a call of the side effect. It is born `manual` with its routing pending (the mark comes
-/// first, see [`Gate::route_held_record`]), keeping its lease and `InFlight` shard until the send
+/// first, see [`Gate::mark_and_send`]), keeping its lease and `InFlight` shard until the send
 /// is confirmed.
 pub(crate) fn make_routing_record(
     record: &mut IdempotencyRecord,

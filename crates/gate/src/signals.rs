@@ -19,8 +19,8 @@
 
 use serde::Serialize;
 
-use crate::consumer::{BatchReport, RecordOutcome, RecordReport};
 use crate::manual::ManualReason;
+use crate::outcome::{BatchReport, RecordOutcome, RecordReport};
 use crate::reconciler::ReconcileReport;
 use crate::record::INFLIGHT_SHARDS;
 use crate::store::{InFlightIndex, StoreError};
@@ -347,7 +347,10 @@ impl Counts {
                         c.natural_key_collisions += 1;
                     }
                 }
-                RecordOutcome::Retry(_) | RecordOutcome::NotStarted => c.transient_failures += 1,
+                // A deferred record had a transient answer too (its server asked to wait).
+                RecordOutcome::Retry(_)
+                | RecordOutcome::Deferred { .. }
+                | RecordOutcome::NotStarted => c.transient_failures += 1,
             }
         }
         c

@@ -28,8 +28,7 @@ impl Ctl {
     ) -> Result<Output, CtlError> {
         let r = self.record(&event_key_arg(key)?).await?;
         let now = self.now();
-        self.gate
-            .operator_check(&r, "finish", now)
+        gate::operator::operator_check(&r, "finish", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         let words = self.words();
         let (effect, server) = (words.effect, words.server);
@@ -133,8 +132,7 @@ impl Ctl {
     ) -> Result<Output, CtlError> {
         let r = self.record(&event_key_arg(key)?).await?;
         let now = self.now();
-        self.gate
-            .operator_check(&r, "cancel", now)
+        gate::operator::operator_check(&r, "cancel", now)
             .map_err(|e| CtlError::Refused(e.to_string()))?;
         if !r.effect_ids.is_empty() {
             return Err(CtlError::Refused(

@@ -195,7 +195,7 @@ impl<F: Fixture> World<F> {
             request_id: owner.into(),
             deadline_ms,
         };
-        let mut record = self.ctl.gate.new_record(&event, &keys, &inv, now);
+        let mut record = self.ctl.gate.config.new_record(&event, &keys, &inv, now);
         // The lease as the test names it (the gate's own is one record's work, 15 s).
         record.lease_until_ms = Some(deadline_ms);
         assert_eq!(
@@ -516,16 +516,12 @@ pub async fn a_cancel_marks_failed_leaves_the_index_and_keeps_the_history<F: Fix
 pub async fn a_multi_effect_key_is_shown_with_its_ids<F: Fixture>(backend: Backend) {
     let w = World::<F>::new("gc-multi", backend).await;
     let record = w.strand(4, "inv-1#0", T0 + 1_000).await;
-    let committed = gate::consumer::commit(
-        w.store.as_ref(),
-        w.ctl.gate.integration.as_ref(),
-        &record,
-        "inv-1#0",
-        "EFFECT-A",
-        T0,
-    )
-    .await
-    .unwrap();
+    let row = w.ctl.gate.integration.business_row(&record, "EFFECT-A", T0);
+    let committed = w
+        .store
+        .commit(&record.pk, "inv-1#0", "EFFECT-A", &row, T0)
+        .await
+        .unwrap();
     assert_eq!(committed, gate::store::CommitOutcome::Committed);
     w.store
         .record_effect_id(&record.pk, "EFFECT-B", T0 + 5_000)

@@ -80,7 +80,7 @@ fn steps(c: &mut Criterion) {
     let invocation = invocation();
     let n = parse_notification(BODY, NOW_MS, &terminals).expect("the bench body parses");
     let k = derive_keys(&n).expect("keys");
-    let record = gate.new_record(
+    let record = gate.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &k,
         &invocation,
@@ -131,7 +131,7 @@ fn steps(c: &mut Criterion) {
     });
     g.bench_function("new_record", |b| {
         b.iter(|| {
-            gate.new_record(
+            gate.config.new_record(
                 black_box(&truck_slot::event(&n).expect("event")),
                 &k,
                 &invocation,
@@ -158,7 +158,7 @@ fn steps(c: &mut Criterion) {
         b.iter(|| {
             let n = parse_notification(black_box(BODY), NOW_MS, &terminals).expect("parses");
             let k = derive_keys(&n).expect("keys");
-            let record = gate.new_record(
+            let record = gate.config.new_record(
                 &truck_slot::event(&n).expect("event"),
                 &k,
                 &invocation,
@@ -176,7 +176,7 @@ fn steps(c: &mut Criterion) {
         b.iter(|| {
             let n = parse_notification(black_box(BODY), NOW_MS, &terminals).expect("parses");
             let k = derive_keys(&n).expect("keys");
-            let record = gate.new_record(
+            let record = gate.config.new_record(
                 &truck_slot::event(&n).expect("event"),
                 &k,
                 &invocation,

@@ -95,9 +95,10 @@ async fn a_duplicate_while_in_flight_with_a_live_lease_is_acknowledged() {
         request_id: "inv-other".into(),
         deadline_ms: T0 + 20_000,
     };
-    let record = w
-        .gate
-        .new_record(&truck_slot::event(&n).expect("event"), &keys, &other, T0);
+    let record =
+        w.gate
+            .config
+            .new_record(&truck_slot::event(&n).expect("event"), &keys, &other, T0);
     w.store.reserve(&record, T0).await.unwrap();
     w.clock.advance_ms(5_000);
     let report = w
@@ -133,6 +134,7 @@ async fn an_expired_lease_is_taken_over_and_resumed_from_the_stored_request() {
     };
     let record = w
         .gate
+        .config
         .new_record(&truck_slot::event(&n).expect("event"), &keys, &dead, T0);
     w.store.reserve(&record, T0).await.unwrap();
     let first = w

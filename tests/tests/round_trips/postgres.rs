@@ -120,7 +120,7 @@ async fn postgres_new_event_costs_two_round_trips_and_a_duplicate_one() {
     let b2 = body("PCS-PG-2", CONTAINERS[1], 4711);
     let n = parse_notification(&b2, T0, &["ECT-DELTA".into()]).expect("parses");
     let keys = derive_keys(&n).expect("keys");
-    let record = w.gate.new_record(
+    let record = w.gate.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &w.invocation("req-first"),
@@ -191,7 +191,7 @@ async fn postgres_redelivery_of_a_stranded_record_takes_over_in_four_round_trips
         request_id: "dead-PCS-PG-3".to_string(),
         deadline_ms: created,
     };
-    let record = w.gate.new_record(
+    let record = w.gate.config.new_record(
         &truck_slot::event(&n).expect("event"),
         &keys,
         &dead,

@@ -2,22 +2,20 @@
 //! steps of the gate:
 //!
 //! 1. [`derive_keys`]: a stable event key at the edge, the operation key and the fingerprint;
-//! 2. [`reserve`]: the key reserved before any side effect (one conditional write);
-//! 3. [`claim`]: the effect claimed with the operation key in the `Idempotency-Key` header;
-//! 4. [`commit`]: the outcome and the business row written in one transaction.
+//! 2. reserve: the key reserved before any side effect (one conditional write), or an expired
+//!    lease taken over;
+//! 3. claim: the effect claimed with the operation key in the `Idempotency-Key` header;
+//! 4. commit: the outcome and the business row written in one transaction.
 //!
-//! ## A write that landed and lost its answer
+//! Steps 3 and 4, and a hand-over to a person, are the held record's ([`crate::held`]).
 //!
-//! The SDK retries a request whose answer did not arrive, and the retry meets the write it
-//! repeats. Each write recognises itself by the lease token (see `crate::store::dynamo`, "A write that
-//! landed and lost its answer"): a reserve that meets its own reservation is reserved, a
-//! take-over that meets its own lease is taken, a commit that meets the record committed by its
-//! token with its effect is committed, a mark that meets its own mark is marked; a release, a
-//! confirmation and an effect-id `ADD` are idempotent by nature.
+//! A write can land and lose its answer: the SDK retries it and the retry meets the write it
+//! repeats. Each write recognises itself by the lease token: a reserve that meets its own
+//! reservation is reserved, a take-over that meets its own lease is taken, a commit that meets
+//! the record committed by its token with its effect is committed, a mark that meets its own
+//! mark is marked; a release, a confirmation and an effect-id `ADD` are idempotent by nature.
 mod input;
-pub(crate) mod outcome;
-mod settle;
-mod steps;
+mod reserve;
 
 use std::collections::HashSet;
 
@@ -25,23 +23,18 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
-use crate::decision::{decide, Holder, NextStep};
+use crate::decision::Holder;
+use crate::held::HeldRecord;
 use crate::integration::{Event, Parsed, Rejection};
-use crate::manual::{ManualItem, ManualReason};
-use crate::record::IdempotencyRecord;
-use crate::routing::make_routing_record;
-use crate::store::{GuardOutcome, Reservation, ReserveAndGuard, StoreError};
-
-/// The answer of the guard asked for with the reserve, if it was
-/// ([`crate::store::ReserveAndGuard::guard`]).
-type Guarded = Option<Result<GuardOutcome, StoreError>>;
+use crate::store::StoreError;
+use crate::visibility::QueuedMessage;
 
 pub use input::type_name;
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
-pub use outcome::{BatchReport, RecordOutcome, RecordReport};
-pub use steps::{claim, commit, derive_keys, reserve, DerivedKeys};
+pub use reserve::{derive_keys, DerivedKeys, STORE_REFUSED};
 
 pub use crate::gate::{Delivery, Gate, GateConfig, Invocation};
+pub use crate::outcome::{BatchReport, RecordOutcome, RecordReport};
 pub use crate::record::DEFAULT_KEY_TTL_S;
 
 impl Gate {
@@ -122,6 +115,13 @@ impl Gate {
         if now.saturating_add(self.config.deadline_margin_ms) >= invocation.deadline_ms {
             return report;
         }
+        let queue_arn = message.event_source_arn.unwrap_or_default();
+        let receipt_handle = message.receipt_handle.unwrap_or_default();
+        let queued =
+            (!queue_arn.is_empty() && !receipt_handle.is_empty()).then_some(QueuedMessage {
+                queue_arn: &queue_arn,
+                receipt_handle: &receipt_handle,
+            });
         let body = message.body.unwrap_or_default();
         let d = Delivery {
             body: &body,
@@ -174,14 +174,13 @@ impl Gate {
             Some(reason) if !took_over => {
                 match self.send_routed(&record, d.message_id, d.owner()).await {
                     Ok(_) => RecordOutcome::Rejected(reason),
-                    Err(e) => RecordOutcome::Retry(e),
+                    Err(e) => RecordOutcome::Retry(e.to_string()),
                 }
             }
             _ => {
                 let now = self.clock.now_ms();
-                self.proceed(&record, Holder::Consumer, now, d, guarded)
-                    .await
-                    .0
+                let held = HeldRecord::new(self, record, d).received_in(queued);
+                held.proceed(Holder::Consumer, now, guarded).await.0
             }
         };
         report
@@ -209,105 +208,21 @@ impl Gate {
             } => match self.has_record(&event, label).await {
                 Ok(true) => Ok((event, ended)),
                 Ok(false) => Err(self.route_rejection(rejection, d, now_ms).await),
-                Err(e) => Err(RecordOutcome::Retry(e)),
+                Err(e) => Err(RecordOutcome::Retry(e.to_string())),
             },
         }
     }
 
     /// Whether `event` already has a record holding the same `label` as the event (one consistent
-    /// read). `Err` is the store's error as text (the delivery is retried).
-    async fn has_record(&self, event: &Event, label: &str) -> Result<bool, String> {
+    /// read). `Err`: the store's error (the delivery is retried).
+    async fn has_record(&self, event: &Event, label: &str) -> Result<bool, StoreError> {
         let key = crate::keys::event_key_of_material(&event.key_material);
         let pk = crate::record::record_pk(&self.config.integration, &key);
         let want = event.labels.get(label).map_or("", String::as_str);
         match self.store.get(&pk).await {
             Ok(Some(record)) => Ok(record.label(label) == want),
             Ok(None) => Ok(false),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// Step 2: reserves the record for `event` (a routing record when it has `ended`), or
-    /// resolves the conflict with the record that holds the key. `Ok((record, took_over,
-    /// guarded))` when `d` holds the record now, `guarded` the answer of the guard asked for
-    /// with the reserve (a new record whose decision is a call, with a natural key; see
-    /// [`crate::store::IdempotencyStore::reserve_with_guard`]); `Err(outcome)` ends the delivery
-    /// (a duplicate, a mismatch, a retry).
-    async fn reserve_or_resume(
-        &self,
-        event: &Event,
-        keys: &DerivedKeys,
-        ended: Option<&Rejection>,
-        d: Delivery<'_>,
-        now_ms: i64,
-    ) -> Result<(IdempotencyRecord, bool, Guarded), RecordOutcome> {
-        let mut fresh = self.new_record(event, keys, d.invocation, now_ms);
-        if let Some(reason) = ended {
-            let item = ManualItem {
-                reason: ManualReason::EventEnded,
-                detail: format!("{}: {reason}", reason.code()),
-                original_body: d.body.to_string(),
-                event_key: Some(keys.event_key.clone()),
-                message_id: d.message_id.to_string(),
-                original_body_cut: None,
-            };
-            make_routing_record(&mut fresh, &item, |r| {
-                self.integration.manual_reason_code(r)
-            });
-        }
-        // What the store would refuse every time (a label named like a store attribute, an item
-        // over DynamoDB's limit in any state the gate writes it in) is rejected before the
-        // reserve with its typed reason and routed to a person once: never a retry loop.
-        let row = self.integration.business_row(&fresh, "", now_ms);
-        let natural_key = self.integration.natural_key(&fresh, now_ms);
-        if let Err(refusal) = crate::store::limits::check_new_event(
-            &fresh,
-            &row,
-            natural_key.as_ref(),
-            &self.store.row_columns(),
-        ) {
-            return Err(self.route_rejection(refusal.rejection(), d, now_ms).await);
-        }
-        // The guard goes with the reserve when the new record is to be called (the decision a
-        // reserved record gets: not a routing record, not past its horizon or its end), so a
-        // store that writes both in one request (PostgreSQL) spends one round trip on them; it
-        // is written only if the reserve reserves, so a duplicate pays nothing for it.
-        let calls = ended.is_none()
-            && decide(&fresh, now_ms, &self.policy(&fresh), Holder::Consumer) == NextStep::Call;
-        let guard_key = calls.then(|| self.guard_key(&fresh, now_ms)).flatten();
-        match self
-            .store
-            .reserve_with_guard(&fresh, guard_key.as_ref(), now_ms)
-            .await
-        {
-            Ok(ReserveAndGuard {
-                reservation: Reservation::Reserved,
-                guard,
-            }) => Ok((fresh, false, guard)),
-            Ok(ReserveAndGuard {
-                reservation: Reservation::Conflict(existing),
-                ..
-            }) => self
-                .resolve_conflict(*existing, keys, d, now_ms)
-                .await
-                .map(|record| (record, true, None)),
-            // Refused by the service as invalid (DynamoDB's `ValidationException`, e.g. an item
-            // the pre-check above did not size as DynamoDB does): the same write is refused every
-            // time, so the event goes to a person once instead of retrying until its DLQ.
-            Err(e) if !e.is_transient() => {
-                let reason = Rejection {
-                    code: STORE_REFUSED,
-                    detail: e.to_string(),
-                    ended: false,
-                };
-                Err(self.route_rejection(reason, d, now_ms).await)
-            }
-            Err(e) => Err(RecordOutcome::Retry(e.to_string())),
+            Err(e) => Err(e),
         }
     }
 }
-
-/// The rejection code of an event whose reserve the store refused for good
-/// ([`crate::store::StoreError::is_transient`] is `false`: a `ValidationException`, an item it
-/// refuses).
-pub const STORE_REFUSED: &str = "store_refused";

@@ -18,13 +18,13 @@
 //! | `1xx` as a final answer, a status outside `100..=599` | `Transient` | not an outcome: whether the effect was made is unknown |
 //! | `3xx` | `Transient` | a redirect is never followed (the request's credentials and secrets go only to the host the configuration names), and it says nothing of whether the effect exists (RFC 9110 15.4.4: a `303` may even answer a completed `POST`). A server that honours the draft answers a keyed call itself; a redirect is its configuration or ours, for an operator to fix, never the event's fault. Asked again under the key; past the key's retention a person gets the record, told the effect may exist |
 //! | `401`, `407` | `Transient` | the credentials were refused (by the server, by a proxy): an operator fixes them, the event is not at fault |
-//! | `408`, `421`, `423`, `425`, `429` | `Transient` | timed out before processing, misdirected (RFC 9110 15.5.20), locked (RFC 4918), too early (RFC 8470), too many requests: the same request may succeed later |
+//! | `408`, `421`, `423`, `425`, `429` | `Transient` | timed out before processing, misdirected (RFC 9110 15.5.20), locked (RFC 4918), too early (RFC 8470), too many requests: the same request may succeed later (a `429`'s `Retry-After` is its delay) |
 //! | `409` with problem type `idempotency_mismatch` ([`is_mismatch_type`]) | `KeyMismatch` | the key was used with another request (the simulator's answer, and many servers') |
 //! | `409` otherwise | `KeyInFlight` | draft -07, section 2.7: a request with the same key is still being processed |
 //! | `422` | `KeyMismatch` | draft -07, section 2.7: the key was reused with another request payload |
 //! | every other `4xx` (`400`, `402`, `403`, `404`, `405`, `410`, `413`, ...) | `Permanent` | the server refused the request itself (RFC 9110 15.5); the same bytes under the same key are refused again (draft -07: a missing key is `400` too) |
 //! | one of those `4xx` the integration names as a refusal of its business ([`AnswerReader::declines`]: a payments API's `402`, a declined card) | `Declined` | as `Permanent`, but a person gets it under its own reason ([`crate::manual::ManualReason::Declined`]) |
-//! | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells |
+//! | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells (a `503`'s `Retry-After` is its delay) |
 //! | no answer: timeout, connect error, answer body unreadable, any other request error | `Transient` | nothing or an unknown part was done; asked again under the same key |
 //!
 //! | answer to a lookup | outcome |
@@ -68,6 +68,8 @@ pub struct Answer<'a> {
     pub content_type: Option<&'a str>,
     /// The body bytes.
     pub body: &'a [u8],
+    /// The `Retry-After` header, if any: read on a `429` or a `503` only.
+    pub retry_after: Option<&'a str>,
 }
 
 impl<'a> Answer<'a> {
@@ -77,6 +79,16 @@ impl<'a> Answer<'a> {
             status,
             content_type: None,
             body,
+            retry_after: None,
+        }
+    }
+
+    /// The same answer with its `Retry-After` header value.
+    #[must_use]
+    pub fn with_retry_after(self, retry_after: Option<&'a str>) -> Self {
+        Self {
+            retry_after,
+            ..self
         }
     }
 
@@ -483,7 +495,7 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
                 describe(answer)
             ))),
         },
-        CallClass::Transient => CallOutcome::Transient(detail()),
+        CallClass::Transient => CallOutcome::Transient(detail().with_retry_after(delay(answer))),
         CallClass::Permanent if reader.declines(answer.status) => CallOutcome::Declined {
             status: answer.status,
             detail: detail(),
@@ -494,6 +506,15 @@ pub fn classify_call<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) 
         },
         CallClass::KeyMismatch => CallOutcome::KeyMismatch(detail()),
         CallClass::KeyInFlight => CallOutcome::KeyInFlight,
+    }
+}
+
+/// The delay a `429` or `503` asks for in `Retry-After` (RFC 9110 §10.2.3 and §15.6.4:
+/// the other statuses' header is not read), `None` without one or when it is garbage.
+fn delay(answer: &Answer<'_>) -> Option<crate::effect::RetryAfter> {
+    match answer.status {
+        429 | 503 => answer.retry_after.and_then(super::parse_retry_after),
+        _ => None,
     }
 }
 

@@ -488,3 +488,33 @@ fn effect_ids_must_be_short_printable_ascii() {
         );
     }
 }
+
+/// `Retry-After` on a `429` or a `503`, in either form, is the transient outcome's delay; on
+/// another status, or unreadable, it is none.
+#[test]
+fn retry_after_on_429_and_503_is_the_delay() {
+    use crate::effect::RetryAfter;
+    let delay = |status: u16, value: &str| {
+        let answer = Answer::new(status, b"").with_retry_after(Some(value));
+        match classify_call(&answer, &JOB) {
+            CallOutcome::Transient(why) => why.retry_after(),
+            other => panic!("{status}: {other:?}"),
+        }
+    };
+    assert_eq!(delay(429, "30"), Some(RetryAfter::Seconds(30)));
+    assert_eq!(delay(503, "30"), Some(RetryAfter::Seconds(30)));
+    let date = Some(RetryAfter::At(784_111_777_000));
+    assert_eq!(delay(429, "Sun, 06 Nov 1994 08:49:37 GMT"), date);
+    assert_eq!(delay(503, "Sunday, 06-Nov-94 08:49:37 GMT"), date);
+    assert_eq!(delay(503, "Sun Nov  6 08:49:37 1994"), date);
+    for garbage in ["", "later", "-1", "30s", "Sun, 06 Nov 1994"] {
+        assert_eq!(delay(429, garbage), None, "{garbage:?}");
+    }
+    assert_eq!(delay(500, "30"), None);
+    assert_eq!(delay(408, "30"), None);
+    let without = Answer::new(429, b"");
+    let CallOutcome::Transient(why) = classify_call(&without, &JOB) else {
+        panic!("a 429 is transient");
+    };
+    assert_eq!(why.retry_after(), None);
+}

@@ -28,6 +28,7 @@
 
 pub mod classify;
 pub mod id_format;
+mod retry_after;
 pub mod summary;
 
 pub use classify::{
@@ -37,6 +38,7 @@ pub use classify::{
     MAX_EFFECT_ID_CHARS, PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT, PROBLEM_IDEMPOTENCY_MISMATCH,
 };
 pub use id_format::{IdFormat, IdFormatError, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN};
+pub use retry_after::parse_retry_after;
 pub use summary::{answer_digest, describe};
 
 /// The header's name (draft -07, section 2).

@@ -4,14 +4,14 @@
 //! * [`Gate::operator_finish`]: take the expired lease over as the operator (a lease token
 //!   `gatectl:{user}/{nonce}`, the nonce 64 random bits drawn per command by
 //!   [`Invocation::new`]), then settle the effect exactly as the consumer
-//!   and the reconciler do (`settle_claim`: the subject check, the fenced commit with the
-//!   business row, a refused commit re-read and acted on);
+//!   and the reconciler do (the held record's settlement: the subject check, the fenced commit
+//!   with the business row, a refused commit re-read and acted on);
 //! * [`Gate::operator_cancel`]: take the lease over, then route the record to a person as the gate
 //!   routes any record (`failed`, reason [`ManualReason::Cancelled`]): mark first (fenced by the
 //!   lease), send the stored request to the manual queue (the person who acts by hand
 //!   needs it, secrets included: nothing lost silently), confirm (the record leaves the
 //!   `InFlight` index);
-//! * [`Gate::operator_check`]: the refusals both share, before anything is written;
+//! * [`operator_check`]: the refusals both share, before anything is written;
 //! * [`Gate::operator_lookup`]: the effect the server holds under a record's key, read-only
 //!   (no lease taken, nothing sent);
 //! * [`Gate::next_step`]: what the gate does next with a record, in words (`gatectl show`).
@@ -22,12 +22,13 @@
 //! reservation of an expired, finished key replaces the item, and with it its history).
 
 use crate::clock::ms_to_s;
-use crate::consumer::outcome::RecordOutcome;
 use crate::decision::{decide, Holder};
 use crate::effect::{CallOutcome, Effect, LookupOutcome};
 use crate::gate::{Delivery, Gate, Invocation};
+use crate::held::HeldRecord;
 use crate::integration::Held;
 use crate::manual::ManualReason;
+use crate::outcome::RecordOutcome;
 use crate::record::is_routing_record;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::store::{StoreError, TakeOver};
@@ -116,43 +117,42 @@ pub fn rfc3339_ms(ms: i64) -> String {
         .unwrap_or_else(|| "?".to_string())
 }
 
-impl Gate {
-    /// The refusals shared by a finish and a cancel of `record` at `now_ms` (epoch ms), in this
-    /// order: not `in_flight` (or a pending routing), a routing record, a live lease.
-    ///
-    /// # Errors
-    /// The [`Refusal`].
-    pub fn operator_check(
-        &self,
-        record: &IdempotencyRecord,
-        action: &'static str,
-        now_ms: i64,
-    ) -> Result<(), Refusal> {
-        if record.status != RecordStatus::InFlight || record.route_pending {
-            return Err(Refusal::NotInFlight {
-                action,
-                status: record.status,
-                error: record.error.clone(),
-            });
-        }
-        if is_routing_record(record) {
-            return Err(Refusal::Routing {
-                event_key: record.event_key.clone(),
-            });
-        }
-        if record.lease_is_live(now_ms) {
-            let until = record.lease_until_ms.unwrap_or_default();
-            return Err(Refusal::LeaseLive {
-                holder: record.lease_owner.clone().unwrap_or_default(),
-                until: rfc3339_ms(until),
-                left_s: (until - now_ms) / 1000,
-            });
-        }
-        Ok(())
+/// The refusals shared by a finish and a cancel of `record` at `now_ms` (epoch ms), in this
+/// order: not `in_flight` (or a pending routing), a routing record, a live lease.
+///
+/// # Errors
+/// The [`Refusal`].
+pub fn operator_check(
+    record: &IdempotencyRecord,
+    action: &'static str,
+    now_ms: i64,
+) -> Result<(), Refusal> {
+    if record.status != RecordStatus::InFlight || record.route_pending {
+        return Err(Refusal::NotInFlight {
+            action,
+            status: record.status,
+            error: record.error.clone(),
+        });
     }
+    if is_routing_record(record) {
+        return Err(Refusal::Routing {
+            event_key: record.event_key.clone(),
+        });
+    }
+    if record.lease_is_live(now_ms) {
+        let until = record.lease_until_ms.unwrap_or_default();
+        return Err(Refusal::LeaseLive {
+            holder: record.lease_owner.clone().unwrap_or_default(),
+            until: rfc3339_ms(until),
+            left_s: (until - now_ms) / 1000,
+        });
+    }
+    Ok(())
+}
 
+impl Gate {
     /// Takes the expired lease of `record` over for `invocation` (its request id the operator's
-    /// lease token), after [`Gate::operator_check`].
+    /// lease token), after [`operator_check`].
     async fn operator_take_over(
         &self,
         record: &IdempotencyRecord,
@@ -160,7 +160,7 @@ impl Gate {
         invocation: &Invocation,
     ) -> Result<IdempotencyRecord, OperatorError> {
         let now = self.clock.now_ms();
-        self.operator_check(record, action, now)?;
+        operator_check(record, action, now)?;
         match self
             .take_over_for(&record.pk, record.lease_owner.as_deref(), invocation, now)
             .await?
@@ -186,7 +186,7 @@ impl Gate {
         effect: Effect,
         invocation: &Invocation,
     ) -> Result<RecordOutcome, OperatorError> {
-        self.operator_check(record, "finish", self.clock.now_ms())?;
+        operator_check(record, "finish", self.clock.now_ms())?;
         operator_check_effect(record, &effect.effect_id)?;
         let held = self
             .operator_take_over(record, "finish", invocation)
@@ -200,17 +200,13 @@ impl Gate {
         }
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = invocation.request_id.clone();
-        Ok(self
-            .settle_claim(
-                &held,
-                CallOutcome::Done(effect),
-                Delivery {
-                    body: &body,
-                    message_id: &message_id,
-                    invocation,
-                },
-            )
-            .await)
+        let d = Delivery {
+            body: &body,
+            message_id: &message_id,
+            invocation,
+        };
+        let held = HeldRecord::new(self, held, d);
+        Ok(held.settle(CallOutcome::Done(effect)).await)
     }
 
     /// The runbook's cancel: refused when the server already returned an effect id for the
@@ -249,18 +245,15 @@ impl Gate {
         }
         let body = String::from_utf8_lossy(&held.request).into_owned();
         let message_id = invocation.request_id.clone();
-        Ok(self
-            .route_held_record(
-                &held,
-                RecordStatus::Failed,
-                ManualReason::Cancelled,
-                detail.to_string(),
-                Delivery {
-                    body: &body,
-                    message_id: &message_id,
-                    invocation,
-                },
-            )
+        let d = Delivery {
+            body: &body,
+            message_id: &message_id,
+            invocation,
+        };
+        let held = HeldRecord::new(self, held, d);
+        let (status, reason) = (RecordStatus::Failed, ManualReason::Cancelled);
+        Ok(held
+            .hand_to_person(status, reason, detail.to_string())
             .await)
     }
 

@@ -109,7 +109,7 @@ async fn strand(w: &World, owner: &str, deadline_ms: i64) -> IdempotencyRecord {
         request_id: owner.into(),
         deadline_ms,
     };
-    let mut record = w.gate.new_record(&n, &keys, &inv, T0);
+    let mut record = w.gate.config.new_record(&n, &keys, &inv, T0);
     record.lease_until_ms = Some(deadline_ms);
     assert_eq!(
         w.store.reserve(&record, T0).await.unwrap(),

@@ -51,6 +51,14 @@ pub enum RecordOutcome {
     Manual(ManualReason),
     /// A transient failure: reported in `batchItemFailures`; SQS redelivers.
     Retry(String),
+    /// A transient answer whose server asked to wait (`Retry-After`) longer than the message
+    /// can be hidden, or the message could not be hidden: acknowledged, the record left
+    /// `in_flight` to the reconciler with its lease held until `until_ms` (epoch ms), so nothing
+    /// sends it sooner (docs/OPERATING.md, "Retry-After").
+    Deferred {
+        /// The lease's end, epoch milliseconds: the reconciler takes the record over after it.
+        until_ms: i64,
+    },
     /// Not started: the invocation's deadline was near. Reported in `batchItemFailures`.
     NotStarted,
 }
@@ -71,7 +79,7 @@ impl RecordOutcome {
 
     /// The outcome's name as the `record processed` log line gives it in `outcome` (the
     /// runbooks search for these): `Committed`, `AlreadyCommitted`, `Duplicate`,
-    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `NotStarted`
+    /// `DuplicateInFlight`, `LeaseLost`, `Mismatch`, `Rejected`, `Manual`, `Retry`, `Deferred`, `NotStarted`
     /// (a [`RecordOutcome::DuplicateWithoutEffectId`] is a `Duplicate`: its detail tells it apart).
     pub fn code(&self) -> &'static str {
         match self {
@@ -84,6 +92,7 @@ impl RecordOutcome {
             Self::Rejected(_) => "Rejected",
             Self::Manual(_) => "Manual",
             Self::Retry(_) => "Retry",
+            Self::Deferred { .. } => "Deferred",
             Self::NotStarted => "NotStarted",
         }
     }
@@ -100,6 +109,7 @@ impl RecordOutcome {
             Self::Rejected(reason) => reason.code().to_string(),
             Self::Manual(reason) => reason.code().to_string(),
             Self::Retry(error) => error.clone(),
+            Self::Deferred { until_ms } => format!("left to the reconciler after {until_ms}"),
             Self::NotStarted => "deadline near".to_string(),
             _ => String::new(),
         }

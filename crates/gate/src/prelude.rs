@@ -2,7 +2,7 @@
 //!
 //! The [`Integration`] trait (with [`Lookup`] for a server that has a lookup by key) and what its methods take and give ([`Event`], [`Parsed`],
 //! [`Rejection`], [`Held`], [`IdempotencyRecord`], [`CallOutcome`], [`LookupOutcome`] and the
-//! [`AnswerDetail`] an outcome carries (a server's answer in your words, `client::call_with`),
+//! [`AnswerDetail`] an outcome carries (a server's answer in your words, `gate_http::call_with`),
 //! [`ManualReason`] for its own reason codes and texts, [`RowColumns`] for its business row's
 //! stored names), the
 //! body reader [`Fields`], and with feature `http` the Idempotency-Key client

@@ -11,7 +11,7 @@
 //!   digest), never a character of the server's text ([`summary`]);
 //! * with the cargo feature `http`, the reqwest side ([`client`]): a client that follows no
 //!   redirect, an answer read up to a bound, a failed request named by its kind, and
-//!   [`client::call`] / [`client::lookup`] doing all of it in one step.
+//!   `gate_http::call` / `gate_http::lookup` doing all of it in one step.
 //!
 //! The classification is pure (status, problem type, body bytes in; outcome out): an
 //! integration's HTTP client, the deterministic simulation and the test kit's in-process server

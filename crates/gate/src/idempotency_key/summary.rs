@@ -57,7 +57,7 @@ fn content_type_words(content_type: Option<&str>) -> &'static str {
 /// `"{status} ({content type}, {n} bytes, keyed SHA-256 {digest})"` (`"{status} (no body)"` for an
 /// empty one): how an answer is named in every summary, e.g. `"503 (application/problem+json, 88
 /// bytes, keyed SHA-256 1f0c9a27d3e4b5a6)"`. `n` counts the bytes read (a client reads up to a
-/// bound, `client::MAX_ANSWER_BYTES` with feature `http`).
+/// bound, `gate_http::MAX_ANSWER_BYTES`).
 pub fn describe(answer: &Answer<'_>) -> String {
     if answer.body.is_empty() {
         return format!("{} (no body)", answer.status);

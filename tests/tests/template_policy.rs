@@ -1,7 +1,7 @@
-//! `scripts/check-template-policy.py` enforces the queue policies and the recovery window of
-//! issue 13, the smallest `maxReceiveCount` of issue 11 and the operators' managed policy of
-//! issue 17 (`gatectl`: reads everything, writes only what its subcommands write): it passes on `template.yaml`, and
-//! fails, naming the rule, on each way of breaking them. Needs `.venv/bin/python` with PyYAML (`make tools`).
+//! `scripts/check-template-policy.py` enforces the queue policies, the recovery window, the
+//! smallest `maxReceiveCount` and the operators' managed policy (`gatectl`: reads everything,
+//! writes only what its subcommands write): it passes on `template.yaml`, and fails, naming the
+//! rule, on each way of breaking them. Needs `.venv/bin/python` with PyYAML (`make tools`).
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,5 +1,5 @@
-//! `gatectl` on a natural-key collision record (issue 24 item 6: a second event key for one
-//! container and window goes to a person, uncalled): `show` tells a person what happened and
+//! `gatectl` on a natural-key collision record (a second event key for one container and window
+//! goes to a person, uncalled): `show` tells a person what happened and
 //! names both event keys; `finish` and `cancel` refuse, saying why, and write nothing. On
 //! DynamoDB and SQS (moto): `scripts/with-moto.sh cargo test -p gatectl --test collision`.
 //!

@@ -1,8 +1,5 @@
-//! Over 600 lines: the three field faults of issue 11, each a scenario with its own right values,
-//! written once for every store; they share the setup below.
-//!
-//! The three field faults of issue 11, written once over any `IdempotencyStore` and run on the
-//! memory store and on DynamoDB (moto), each asserting the right value:
+//! The three field faults, each a scenario with its own right values, written once over any
+//! `IdempotencyStore` and run on the memory store and on DynamoDB (moto):
 //!
 //! 1. a reserve whose write landed but whose answer was lost, retried by the client
 //!    ([`a_reserve_whose_answer_was_lost_commits_at_once`]);
@@ -10,7 +7,8 @@
 //!    ([`lease_lost_while_the_claim_was_in_transit`]);
 //! 3. a record that must outlive its event ([`a_record_outlives_its_event`]).
 //!
-//! Every clock here is a [`ManualClock`] at [`T0`]: nothing depends on today's date.
+//! The store double that loses answers is [`LostAnswers`]. Every clock here is a [`ManualClock`] at
+//! [`T0`]: nothing depends on today's date.
 
 use std::sync::Arc;
 
@@ -31,14 +29,17 @@ use truck_slot::terminal::{CallOutcome, LookupOutcome, SlotTerminal};
 
 use crate::sqs_event;
 
-/// 2027-05-31T06:00:00Z in epoch **milliseconds**: the day before issue 11's sample window
+mod lost_answers;
+pub use lost_answers::LostAnswers;
+
+/// 2027-05-31T06:00:00Z in epoch **milliseconds**: the day before the field faults' sample window
 /// (2027-06-01 08:00-10:00Z). A fixed, simulated time.
 pub const T0: i64 = 1_811_743_200_000;
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
 
-/// Issue 11, input 1, verbatim.
+/// The first field fault's input (a reserve whose answer was lost), verbatim.
 pub const LOST_ANSWER_BODY: &str = r#"{"notificationId":"PCS-F13-3","equipment_number":"MWCU6059784","preferred_window":{"start":"2027-06-01T08:00:00Z","end":"2027-06-01T10:00:00Z"},"terminal":"ECT-DELTA","pin":"RLS-104233","gross_mass_kg":25000}"#;
 
 /// A clock `offset_ms` ahead of `base` (a host whose clock runs fast).
@@ -503,187 +504,4 @@ pub async fn a_record_outlives_its_event(store: Arc<dyn Store>, integration: &st
     let items = queue.items();
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].reason, ManualReason::PastKeyRetention);
-}
-
-/// A store (the write path, [`IdempotencyStore`]) whose writes of the named kinds land and then
-/// lose their answer: each such call is
-/// applied, then sent again as the client's retry, and the caller gets the retry's answer (what
-/// the SDK does after an attempt timeout). Kinds: `reserve`, `take_over`, `commit`,
-/// `release_lease`, `finish`, `routed`, `record_effect_id`. `times` bounds how many calls get the
-/// fault (`usize::MAX` for all).
-pub struct LostAnswers {
-    inner: Arc<dyn IdempotencyStore>,
-    kinds: Vec<&'static str>,
-    left: std::sync::atomic::AtomicUsize,
-    /// How many calls were retried, by kind, in order.
-    pub retried: std::sync::Mutex<Vec<&'static str>>,
-}
-
-impl LostAnswers {
-    /// Wraps `inner`: the first `times` calls of `kinds` lose their answer.
-    pub fn new(inner: Arc<dyn IdempotencyStore>, kinds: &[&'static str], times: usize) -> Self {
-        Self {
-            inner,
-            kinds: kinds.to_vec(),
-            left: times.into(),
-            retried: Default::default(),
-        }
-    }
-
-    fn lose(&self, kind: &'static str) -> bool {
-        use std::sync::atomic::Ordering;
-        let hit = self.kinds.contains(&kind)
-            && self
-                .left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-        if hit {
-            self.retried
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(kind);
-        }
-        hit
-    }
-}
-
-/// Applies `$call`, and when the fault hits, applies it again and answers with the retry.
-macro_rules! twice_if {
-    ($self:ident, $kind:literal, $call:expr) => {{
-        let first = $call;
-        if $self.lose($kind) {
-            $call
-        } else {
-            first
-        }
-    }};
-}
-
-#[async_trait]
-impl IdempotencyStore for LostAnswers {
-    async fn reserve(
-        &self,
-        record: &IdempotencyRecord,
-        now_ms: i64,
-    ) -> Result<Reservation, gate::store::StoreError> {
-        twice_if!(self, "reserve", self.inner.reserve(record, now_ms).await)
-    }
-    async fn take_over(
-        &self,
-        pk: &str,
-        old_owner: &str,
-        new_owner: &str,
-        lease_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<gate::store::TakeOver, gate::store::StoreError> {
-        twice_if!(
-            self,
-            "take_over",
-            self.inner
-                .take_over(pk, old_owner, new_owner, lease_until_ms, now_ms)
-                .await
-        )
-    }
-    async fn commit(
-        &self,
-        pk: &str,
-        owner: &str,
-        effect_id: &str,
-        booking: &BusinessRow,
-        now_ms: i64,
-    ) -> Result<gate::store::CommitOutcome, gate::store::StoreError> {
-        twice_if!(
-            self,
-            "commit",
-            self.inner
-                .commit(pk, owner, effect_id, booking, now_ms)
-                .await
-        )
-    }
-    async fn guard(
-        &self,
-        record: &IdempotencyRecord,
-        natural_key: &NaturalKey,
-        now_ms: i64,
-    ) -> Result<gate::store::GuardOutcome, gate::store::StoreError> {
-        twice_if!(
-            self,
-            "guard",
-            self.inner.guard(record, natural_key, now_ms).await
-        )
-    }
-    async fn release_lease(
-        &self,
-        pk: &str,
-        owner: &str,
-        now_ms: i64,
-    ) -> Result<(), gate::store::StoreError> {
-        twice_if!(
-            self,
-            "release_lease",
-            self.inner.release_lease(pk, owner, now_ms).await
-        )
-    }
-    async fn extend_lease(
-        &self,
-        pk: &str,
-        owner: &str,
-        lease_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<bool, gate::store::StoreError> {
-        twice_if!(
-            self,
-            "extend_lease",
-            self.inner
-                .extend_lease(pk, owner, lease_until_ms, now_ms)
-                .await
-        )
-    }
-    async fn finish(
-        &self,
-        pk: &str,
-        owner: &str,
-        status: RecordStatus,
-        error: &str,
-        item: &[u8],
-        guard: gate::store::FinishGuard,
-        now_ms: i64,
-    ) -> Result<gate::store::FinishOutcome, gate::store::StoreError> {
-        twice_if!(
-            self,
-            "finish",
-            self.inner
-                .finish(pk, owner, status, error, item, guard, now_ms)
-                .await
-        )
-    }
-    async fn routed(
-        &self,
-        pk: &str,
-        owner: &str,
-        now_ms: i64,
-    ) -> Result<bool, gate::store::StoreError> {
-        // A confirmation retried after it landed is refused and ignored: the caller's answer is
-        // the retry's (`false`), which the gate treats as "confirmed or taken over".
-        twice_if!(self, "routed", self.inner.routed(pk, owner, now_ms).await)
-    }
-    async fn record_effect_id(
-        &self,
-        pk: &str,
-        effect_id: &str,
-        now_ms: i64,
-    ) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {
-        twice_if!(
-            self,
-            "record_effect_id",
-            self.inner.record_effect_id(pk, effect_id, now_ms).await
-        )
-    }
-    async fn get(&self, pk: &str) -> Result<Option<IdempotencyRecord>, gate::store::StoreError> {
-        self.inner.get(pk).await
-    }
-
-    fn row_columns(&self) -> gate::record::RowColumns {
-        self.inner.row_columns()
-    }
 }

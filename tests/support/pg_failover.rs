@@ -6,26 +6,7 @@
 //! mode, `pgbouncer`), the terminal simulator in process, a manual queue in moto, and the
 //! `consumer` and `reconciler` binaries each in an emulated Lambda environment (`lambda_env`:
 //! kept warm across the fault, real deadlines of [`FUNCTION_TIMEOUT`], an overrunning invocation
-//! killed). Then:
-//!
-//! 1. the schema is migrated and the reconciler run once (warm: its pooled connection is on the
-//!    first writer); a record is stranded as a consumer that reserved and died would leave it
-//!    (its lease long over, its notification never sent through the queue: only the
-//!    reconciler can finish it);
-//! 2. the notifications are fed to the consumer (`sqs_feed`); after [`FAULT_AFTER_ACKS`]
-//!    acknowledged messages the fault is injected 100 ms into the next invocation (its records
-//!    reserved, their slots being made by a terminal that takes 200 ms, their commits to come),
-//!    while the feed goes on;
-//! 3. once every message is deleted or dead-lettered and every lease left has run out, the
-//!    reconciler runs again, warm;
-//! 4. the outcome is read from the writer's tables, the terminal's slots and the manual queue
-//!    ([`Figures`]).
-//!
-//! Recovery is the first commit after the fault ended, by the server's commit timestamps
-//! (`track_commit_timestamp`), measured from when the fault began and from when it ended: a
-//! figure printed, never asserted (these machines are noisy). The feed's bursts are 1.5 s apart
-//! (`sqs_feed::BURST_EVERY_MS`): a figure is at most that much above the time the store took to
-//! heal with work waiting.
+//! killed); [`run_case`] lists its steps, [`Figures`] what it measures.
 //!
 //! The feed's visibility timeout (10 s) is shorter than the consumer's lease (15 s), to keep a
 //! case short: a redelivery can meet the lease its own earlier invocation could not release
@@ -49,7 +30,7 @@ use crate::pgbouncer::{PgBouncer, PoolMode};
 use crate::sqs_feed::{self, Feed, FeedReport, Progress, NOTIFICATIONS};
 use crate::{fresh_queue, moto_endpoint, sqs_client, unique, REGION};
 
-/// Each function's timeout (its invocations' deadlines), as the runs had it.
+/// Each function's timeout (its invocations' deadlines), as the field runs had it.
 pub const FUNCTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Messages acknowledged before the fault is injected.
 pub const FAULT_AFTER_ACKS: usize = 10;
@@ -206,7 +187,11 @@ pub struct Figures {
     pub consumer_cold_starts: usize,
     /// The last reconciler run's answer.
     pub reconciler: Option<serde_json::Value>,
-    /// The first commit after the fault ended, seconds after it began and after it ended.
+    /// The first commit after the fault ended, seconds after it began and after it ended, by the
+    /// server's commit timestamps (`track_commit_timestamp`): a figure printed, never asserted
+    /// (these machines are noisy). The feed's bursts are 1.5 s apart
+    /// (`sqs_feed::BURST_EVERY_MS`): a figure is at most that much above the time the store took
+    /// to heal with work waiting.
     pub recovery_s: Option<(f64, f64)>,
     /// Behind the pooler: `statement_timeout` as new client sessions see it after the run.
     pub pooler_statement_timeouts: Vec<String>,
@@ -257,8 +242,20 @@ impl Figures {
     }
 }
 
-/// Runs the case of `fault` (the module docs) and returns what it measured, the figures' line
-/// printed to stderr.
+/// Runs the case of `fault` and returns what it measured, the figures' line printed to stderr:
+///
+/// 1. the schema is migrated and the reconciler run once (warm: its pooled connection is on the
+///    first writer); a record is stranded as a consumer that reserved and died would leave it
+///    (its lease long over, its notification never sent through the queue: only the
+///    reconciler can finish it);
+/// 2. the notifications are fed to the consumer (`sqs_feed`); after [`FAULT_AFTER_ACKS`]
+///    acknowledged messages the fault is injected 100 ms into the next invocation (its records
+///    reserved, their slots being made by a terminal that takes 200 ms, their commits to come),
+///    while the feed goes on;
+/// 3. once every message is deleted or dead-lettered and every lease left has run out, the
+///    reconciler runs again, warm;
+/// 4. the outcome is read from the writer's tables, the terminal's slots and the manual queue
+///    ([`Figures`]).
 ///
 /// # Panics
 /// When a server, the pooler, moto or a function binary cannot be started (test wiring).

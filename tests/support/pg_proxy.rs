@@ -1,5 +1,5 @@
-//! A TCP proxy in front of PostgreSQL, on loopback, for the field faults of issue 26: every byte
-//! is forwarded as is, except that
+//! A TCP proxy in front of PostgreSQL, on loopback, for the faults a PostgreSQL user meets: every
+//! byte is forwarded as is, except that
 //!
 //! * once armed with a marker ([`PgProxy::cut_after_answer_to`]), the connection whose client
 //!   sends the marker (a parameter value: it travels in the `Bind` message) has the server's

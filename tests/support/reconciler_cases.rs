@@ -292,7 +292,7 @@ pub async fn past_retention_is_routed_to_manual_without_a_claim(w: &World) {
 }
 
 /// A live lease is not taken. The lease is one record's work from the reserve (`lease_floor_ms`,
-/// 15 s by default), not the invocation's deadline (issue 24): 10 s after its reserve, a slow
+/// 15 s by default), not the invocation's deadline: 10 s after its reserve, a slow
 /// consumer still holds it, although its invocation has 15 minutes left.
 pub async fn a_live_lease_is_not_taken(w: &World) {
     let body = World::body("R-5", "CSQU3054383");
@@ -320,7 +320,7 @@ pub async fn a_live_lease_is_not_taken(w: &World) {
 
 /// An expired record (TTL passed, not yet deleted) that still has work is finished like the live
 /// one beside it: a reserve never replaces a record with work left, so nothing else would finish
-/// it (issue 11). It is counted as `expired`.
+/// it. It is counted as `expired`.
 pub async fn an_expired_record_with_work_is_finished(w: &World) {
     let live = w
         .strand(&World::body("R-6", "CSQU3054383"), "inv-dead", T0 + 30_000)

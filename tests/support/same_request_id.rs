@@ -1,5 +1,4 @@
-//! Two executions of the reconciler with one Lambda request id (issue 23 item 7). Lambda retries
-//! an asynchronous invocation (the scheduled reconciler) with the same request id, and its event
+//! Two executions of the reconciler with one Lambda request id. Lambda retries an asynchronous invocation (the scheduled reconciler) with the same request id, and its event
 //! queue may deliver one event twice. Each execution draws its own nonce
 //! ([`Invocation::new`]), so their lease tokens differ: neither takes the other's lease for its
 //! own, one effect per operation key, one commit. Written once over any store, run on the memory

@@ -15,14 +15,7 @@
 //!   `IdempotentParameterMismatchException`;
 //! * after them, the token is new: the request runs.
 //!
-//! Three things the reference leaves open are choices of the double, each the stricter reading:
-//! what counts as "the same parameters" ([`TokenHash`]: the parameters as values, so maps in
-//! another order are the same request; or the exact bytes); that a cancelled transaction names
-//! its token too (so a retry of a cancellation under the same token only repeats it: the adapter
-//! gives every attempt after a cancellation a token of its own); and that a request arriving
-//! while another with its token is still running is answered `TransactionInProgressException`
-//! (the error DynamoDB documents for that case). Time is the double's own clock ([`TokenDouble::advance`]),
-//! never the wall clock.
+//! [`TokenDouble`] says what the double chose where the reference leaves it open.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -84,6 +77,15 @@ enum Entry {
 }
 
 /// The token table, on its own clock.
+///
+/// Three things the reference leaves open are choices of the double, each the stricter reading:
+/// what counts as "the same parameters" ([`TokenHash`]: the parameters as values, so maps in
+/// another order are the same request; or the exact bytes); that a cancelled transaction names
+/// its token too (so a retry of a cancellation under the same token only repeats it: the adapter
+/// gives every attempt after a cancellation a token of its own); and that a request arriving
+/// while another with its token is still running is answered `TransactionInProgressException`
+/// (the error DynamoDB documents for that case). Time is the double's own clock
+/// ([`TokenDouble::advance`]), never the wall clock.
 pub struct TokenDouble {
     hash: TokenHash,
     now_ms: AtomicI64,

@@ -1,5 +1,5 @@
-//! Hostile-review attacks on the business row's columns named by the integration (issue 22
-//! item 2), on DynamoDB (moto): an older row whose label is named like a new column reads
+//! Hostile-review attacks on the business row's columns named by the integration, on
+//! DynamoDB (moto): an older row whose label is named like a new column reads
 //! through the operator's read port; column names that are DynamoDB reserved words or hold
 //! `.`/`#` commit (the row's condition names its key through an expression attribute name),
 //! refuse a second row for the same event, and read back.

@@ -376,7 +376,7 @@ async fn gate_request_count_new_event_and_duplicate() {
     assert_eq!(record.status, RecordStatus::Committed);
 }
 
-/// Data minimisation (issue 13), read raw from moto: a record the gate committed holds no
+/// Data minimisation, read raw from moto: a record the gate committed holds no
 /// `request` attribute (the claim body with the release PIN), nor does one it finished as
 /// `manual` (a terminal without key support), nor a poison body's routing record (its stored item
 /// held the original body); a record still `in_flight` holds it.

@@ -1,5 +1,5 @@
-//! Items of the idempotency table in the legacy layout (written before the neutral vocabulary,
-//! issue 22: legacy `slot_id`, `slot_ids`) on DynamoDB (moto): read, committed over, marked and
+//! Items of the idempotency table in the legacy layout (written before the neutral vocabulary:
+//! `slot_id`, `slot_ids`) on DynamoDB (moto): read, committed over, marked and
 //! counted as the new layout is. `scripts/with-moto.sh cargo test -p integration-tests --test
 //! dynamodb_legacy`.
 

@@ -1,4 +1,4 @@
-//! Issue 11's field faults as regression tests with the right values, on the memory store and on
+//! The field faults as regression tests with the right values, on the memory store and on
 //! DynamoDB (moto): a write that landed and lost its answer, a holder that lost its lease while
 //! its claim was in transit, a record that must outlive its event. The cases are written once in
 //! `integration_tests::field_cases`.
@@ -47,7 +47,7 @@ async fn every_consumer_write_retried_on_memory() {
     assert_eq!(*store.retried.lock().unwrap(), ["reserve", "commit"]);
 }
 
-/// Issue 11, input 1, through a fault proxy in front of moto: the first reserve `PutItem` is
+/// The first field fault's input, through a fault proxy in front of moto: the first reserve `PutItem` is
 /// applied and its answer held 4 s, past the SDK's 3 s attempt timeout; the SDK's retry meets its
 /// own item in `ConditionalCheckFailedException`.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! `PostgresStore` against a real PostgreSQL server (issue 26): the store conformance suite, the
+//! `PostgresStore` against a real PostgreSQL server: the store conformance suite, the
 //! migrations, the partial in-flight index, the faults a PostgreSQL user meets (an answer lost
 //! after the commit, a failover, serialization failures and deadlocks, a statement timeout, a
 //! lock wait) and the incident replay.

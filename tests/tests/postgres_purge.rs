@@ -1,4 +1,4 @@
-//! The expired-row purge of `PostgresStore` against the real test server (issue 26):
+//! The expired-row purge of `PostgresStore` against the real test server:
 //! PostgreSQL has no TTL, so `purge_expired` deletes, in batches, the records a reserve may
 //! replace (expired, nothing left to do) and the expired natural-key rows, and never an
 //! `in_flight` record (its lease live or not) nor a pending routing; a record guarding an event

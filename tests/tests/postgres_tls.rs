@@ -1,4 +1,4 @@
-//! `PostgresStore` over TLS against the real test server (issue 26): `scripts/with-postgres.sh`
+//! `PostgresStore` over TLS against the real test server: `scripts/with-postgres.sh`
 //! starts it with `ssl=on`, a throwaway CA and a server certificate for the name `localhost`
 //! only, and a role `gate_tls` (SCRAM password) that `pg_hba.conf` admits over TLS only. It
 //! exports `GATE_TEST_DATABASE_TLS_URL` (that role, host `localhost`, no `sslmode`),

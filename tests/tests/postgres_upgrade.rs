@@ -1,6 +1,6 @@
 //! A PostgreSQL schema of the gate's previous release upgraded by `PostgresStore::migrate`
 //! (migration 1: the legacy columns `slot_id`, `slot_ids`, the legacy view `multi_slot`;
-//! migration 2: the neutral vocabulary, issue 22): its rows are read, committed over and counted
+//! migration 2: the neutral vocabulary): its rows are read, committed over and counted
 //! as before.
 //!
 //! Needs `GATE_TEST_DATABASE_URL`, as `tests/postgres.rs`: `scripts/with-postgres.sh cargo test

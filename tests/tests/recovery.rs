@@ -1,4 +1,4 @@
-//! Recovery within a minute (issue 24, item 3), on the memory adapters and a manual clock: the
+//! Recovery within a minute, on the memory adapters and a manual clock: the
 //! lease covers one record's work and no more, the reconciler selects a stranded record by its
 //! lease end (not its age), and one scheduled run sweeps every 15 s of its minute, so a record
 //! stranded by a crash is committed at most lease + sweep interval after the crash (plus its own

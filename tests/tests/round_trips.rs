@@ -1,6 +1,7 @@
-//! Round trips counted, not estimated (issue 8, item 2): every DynamoDB request the gate sends on
-//! the consumer path and on the reconciler path, recorded by an SDK interceptor
-//! ([`CallRecorder`], retries included) against moto.
+//! Round trips counted, not estimated: every DynamoDB request the gate sends on the consumer path,
+//! recorded by an SDK interceptor ([`CallRecorder`], retries included) against moto; the terminal
+//! is an in-process fake. The reconciler's path is in module `reconciler`; PostgreSQL's in module
+//! `postgres`: a new event is **2** round trips (reserve with guard, commit), a duplicate **1**.
 //!
 //! | path | case | DynamoDB requests |
 //! | --- | --- | --- |
@@ -12,15 +13,6 @@
 //! | consumer | the same mismatch delivered again | `PutItem` (conflict), `PutItem` (the routing record's conflict) |
 //! | consumer | a second event key for a natural key another holds (signal 4) | `PutItem` (reserve), `PutItem` (the guard, refused with its holder), `UpdateItem` x 2 (`manual`, then routed; the manual queue is SQS); never called |
 //! | consumer | redelivery of a stranded record (expired lease) | `PutItem`, `UpdateItem` (take-over), `PutItem` (its own guard again), `TransactWriteItems` |
-//! | reconciler (`Gate::reconcile`) | one run, per shard and page of `InFlight` | `Query` (16 shards: 16 when each fits one page) |
-//! | reconciler | per stranded record, re-sent before the claim horizon | `UpdateItem` (take-over), `PutItem` (its own guard again), `TransactWriteItems` (commit) |
-//! | reconciler | per record whose lease someone else took (or finished) after the `Query` | `UpdateItem` (refused) |
-//! | reconciler | per record with a live lease | none (skipped on what the `Query` returned) |
-//!
-//! Terminal calls are not DynamoDB calls: the terminal here is an in-process fake.
-//!
-//! The same consumer on PostgreSQL (module `postgres`): a new event is **2** round trips, the
-//! reserve with its guard as one statement and the commit; a duplicate **1**.
 //!
 //! Run with `scripts/with-postgres.sh scripts/with-moto.sh cargo test -p integration-tests --test
 //! round_trips`.
@@ -306,7 +298,7 @@ async fn a_natural_key_collision_goes_to_a_person_without_a_call() {
 }
 
 /// An integration with no natural key (as payments and job-client) has no guard: a new event is
-/// the reserve and the commit, two requests, and a duplicate one, as before issue 24.
+/// the reserve and the commit, two requests, and a duplicate one.
 struct Unguarded;
 
 #[async_trait]
@@ -441,198 +433,5 @@ async fn consumer_redelivery_of_a_stranded_record_takes_over_in_four_calls() {
     assert_eq!(stored.status, RecordStatus::Committed);
 }
 
-#[tokio::test]
-async fn reconciler_run_costs_one_query_per_shard_and_three_calls_per_stranded_record() {
-    let w = World::new("reconcile").await;
-    let config = ReconcilerConfig::default();
-
-    // Nothing stranded: one Query per shard, nothing else.
-    let report = w
-        .gate
-        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-0"))
-        .await;
-    assert_eq!(report.examined, 0);
-    let calls = w.take_calls();
-    assert_eq!(calls, vec!["Query"; 16]);
-
-    // One stranded record.
-    w.strand("PCS-R-1", CONTAINERS[0], 10 * 60_000).await;
-    let report = w
-        .gate
-        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-1"))
-        .await;
-    assert_eq!((report.examined, report.reconciled), (1, 1), "{report:?}");
-    let calls = w.take_calls();
-    assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
-    assert_eq!(
-        without_queries(&calls),
-        ["UpdateItem", "PutItem", "TransactWriteItems"]
-    );
-
-    // Twelve stranded records: 3 calls each, and still one Query per shard (each shard's stale
-    // records fit one page of 25).
-    let mut shards = BTreeMap::new();
-    for i in 0..12 {
-        let r = w
-            .strand(&format!("PCS-R-{}", i + 2), &container(i), 10 * 60_000)
-            .await;
-        *shards.entry(inflight_shard(&r.event_key)).or_insert(0usize) += 1;
-    }
-    assert!(shards.values().all(|n| *n < config.page_size));
-    let report = w
-        .gate
-        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-2"))
-        .await;
-    assert_eq!((report.examined, report.reconciled), (12, 12), "{report:?}");
-    let calls = w.take_calls();
-    assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
-    assert_eq!(count(&calls, "UpdateItem"), 12, "{calls:?}");
-    assert_eq!(count(&calls, "PutItem"), 12, "{calls:?}");
-    assert_eq!(count(&calls, "TransactWriteItems"), 12, "{calls:?}");
-    assert_eq!(calls.len(), 16 + 3 * 12, "{calls:?}");
-
-    // Finished records leave the sparse index: the next run reads 16 empty pages.
-    let report = w
-        .gate
-        .reconcile(w.index.as_ref(), &config, &w.invocation("rec-3"))
-        .await;
-    assert_eq!(report.examined, 0);
-    assert_eq!(w.take_calls(), vec!["Query"; 16]);
-}
-
-#[tokio::test]
-async fn reconciler_pages_cost_one_query_each() {
-    let w = World::new("pages").await;
-    let config = ReconcilerConfig {
-        page_size: 1,
-        ..ReconcilerConfig::default()
-    };
-    // Two stranded records in one shard, pages of one: that shard costs at least two Queries
-    // (DynamoDB may add a last empty page when a page ends exactly on the limit).
-    let mut by_shard: BTreeMap<String, Vec<IdempotencyRecord>> = BTreeMap::new();
-    let mut i = 0;
-    while by_shard.values().all(|v| v.len() < 2) {
-        let r = w
-            .strand(&format!("PCS-P-{i}"), &container(i), 10 * 60_000)
-            .await;
-        by_shard
-            .entry(inflight_shard(&r.event_key))
-            .or_default()
-            .push(r);
-        i += 1;
-    }
-    let stranded = i;
-    let report = w
-        .gate
-        .reconcile(w.index.as_ref(), &config, &w.invocation("rec"))
-        .await;
-    assert_eq!(report.reconciled, stranded, "{report:?}");
-    let calls = w.take_calls();
-    assert_eq!(count(&calls, "UpdateItem"), stranded, "{calls:?}");
-    assert_eq!(count(&calls, "PutItem"), stranded, "{calls:?}");
-    assert_eq!(count(&calls, "TransactWriteItems"), stranded, "{calls:?}");
-    // Pages: per shard, one per record plus at most one empty last page.
-    let queries = count(&calls, "Query");
-    let min_pages: usize =
-        16 + by_shard.values().map(|v| v.len()).sum::<usize>() - by_shard.len().min(16);
-    assert!(
-        queries >= min_pages && queries <= 16 + stranded,
-        "{queries} Queries for {stranded} records in {} shards: {calls:?}",
-        by_shard.len()
-    );
-}
-
-/// "Someone else" acting on every record of a page after the `Query` and before the
-/// reconciler's take-over ([`RacedIndex`]): the race a second reconciler or a late consumer makes.
-struct SomeoneElse {
-    other: DynamoStore,
-    commit_instead: bool,
-}
-
-#[async_trait]
-impl AfterRead for SomeoneElse {
-    async fn after_read(&self, page: &InFlightPage) -> Result<(), StoreError> {
-        for r in &page.entries {
-            let owner = r.lease_owner.clone().unwrap_or_default();
-            let now = T0;
-            let taken = self
-                .other
-                .take_over(&r.pk, &owner, "someone-else", now + 60_000, now)
-                .await?;
-            let TakeOver::Taken(full) = taken else {
-                panic!("the racing take-over was refused");
-            };
-            if self.commit_instead {
-                let booking = gate::record::BusinessRow::for_record(&full, "ECTD-OTHER", now);
-                let out = self
-                    .other
-                    .commit(&r.pk, "someone-else", "ECTD-OTHER", &booking, now)
-                    .await?;
-                assert_eq!(out, CommitOutcome::Committed);
-            }
-        }
-        Ok(())
-    }
-}
-
-async fn racing_world(name: &str, commit_instead: bool) -> World {
-    let mut w = World::new(name).await;
-    let inner = w.index.clone();
-    w.index = Arc::new(RacedIndex {
-        inner,
-        after: SomeoneElse {
-            other: w.other.clone(),
-            commit_instead,
-        },
-    });
-    w
-}
-
-#[tokio::test]
-async fn reconciler_duplicate_costs_one_refused_take_over() {
-    for (name, commit_instead) in [("race-lease", false), ("race-commit", true)] {
-        let w = racing_world(name, commit_instead).await;
-        w.strand("PCS-D-1", CONTAINERS[3], 10 * 60_000).await;
-        let report = w
-            .gate
-            .reconcile(
-                w.index.as_ref(),
-                &ReconcilerConfig::default(),
-                &w.invocation("rec"),
-            )
-            .await;
-        assert_eq!((report.examined, report.live_lease), (1, 1), "{report:?}");
-        let calls = w.take_calls();
-        assert_eq!(count(&calls, "Query"), 16, "{calls:?}");
-        assert_eq!(without_queries(&calls), ["UpdateItem"], "{name}");
-    }
-}
-
-#[tokio::test]
-async fn reconciler_skips_a_live_lease_without_a_call() {
-    let w = World::new("live").await;
-    // Created 10 minutes ago, but its owner renewed the lease (take-over by a consumer).
-    let r = w.strand("PCS-L-1", CONTAINERS[1], 10 * 60_000).await;
-    let taken = w
-        .other
-        .take_over(
-            &r.pk,
-            r.lease_owner.as_deref().unwrap_or_default(),
-            "consumer",
-            T0 + 60_000,
-            T0,
-        )
-        .await
-        .expect("take-over");
-    assert!(matches!(taken, TakeOver::Taken(_)));
-    let report = w
-        .gate
-        .reconcile(
-            w.index.as_ref(),
-            &ReconcilerConfig::default(),
-            &w.invocation("rec"),
-        )
-        .await;
-    assert_eq!((report.examined, report.live_lease), (1, 1), "{report:?}");
-    assert_eq!(w.take_calls(), vec!["Query"; 16]);
-}
+#[path = "round_trips/reconciler.rs"]
+mod reconciler;

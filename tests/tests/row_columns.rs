@@ -1,4 +1,4 @@
-//! The business row's columns named by the integration (issue 22, item 2), on DynamoDB (moto):
+//! The business row's columns named by the integration, on DynamoDB (moto):
 //! the store the Lambda wiring builds (`gate_lambda::build_store` with the integration's
 //! `row_columns`, as `build_gate` calls it) writes truck-slot's TMS bookings under the deployed
 //! names (`source_event`, `slot_id`, `booked_at`) and payments' rows under the neutral ones

@@ -1,4 +1,4 @@
-//! Two executions of the reconciler with one Lambda request id (issue 23 item 7), one after the
+//! Two executions of the reconciler with one Lambda request id, one after the
 //! other (the first killed after its call) and at once, on the memory store and on DynamoDB
 //! (moto). The race at once leans on DynamoDB serialising concurrent conditional writes on one
 //! item; on a backend whose probe does not show that, the case says so and claims nothing.

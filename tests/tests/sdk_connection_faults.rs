@@ -149,7 +149,7 @@ async fn a_release_and_a_finish_whose_answers_were_lost_recognise_themselves() {
     assert!(after.route_pending);
 }
 
-/// A notification like issue 11's sample with its own id, container and window start hour
+/// A notification like the field faults' sample with its own id, container and window start hour
 /// (two hours long).
 fn notification(id: &str, container: &str, start_hour: u32) -> String {
     LOST_ANSWER_BODY

@@ -1,5 +1,5 @@
 //! Events the typed deserialiser would refuse, sent to the real binaries under `cargo lambda
-//! watch` (logging at TRACE) against moto (issue 23, item 9): none fails the invocation with the
+//! watch` (logging at TRACE) against moto: none fails the invocation with the
 //! payload in an error line.
 //!
 //! * The ingress: a header value holding a control character (U+0001, NUL, a line break) in
@@ -161,7 +161,7 @@ async fn events_the_runtime_cannot_read_are_answered_counted_and_never_logged() 
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .collect();
     // A rejected request is unsigned: its webhook-id is never logged as sent, only as its keyed
-    // digest, and only when it is a valid id (issue 25: no unverified header value in a log line).
+    // digest, and only when it is a valid id (no unverified header value in a log line).
     let webhook: Vec<(&Value, &Value, bool)> = lines
         .iter()
         .filter(|l| l["fields"]["message"] == "webhook")

@@ -1,9 +1,9 @@
 //! One webhook request, from the API Gateway HTTP API event (payload format 2.0) to its answer.
-//!
-//! The checks, in order (the first that fails answers; nothing is queued):
+//! The checks, in order (the first that fails answers, logged and counted; nothing is queued):
 //!
 //! | check | answer | reason |
 //! | --- | --- | --- |
+//! | an HTTP API request whose headers' names and values are valid HTTP (no control character; [`crate::read`]) | `400` | `invalid_request`, `invalid_header` |
 //! | a body API Gateway marked base64 decodes | `400` | `invalid_body` |
 //! | body at most [`MAX_BODY_BYTES`] (64 KiB, the consumer's limit) | `413` | `body_too_large` |
 //! | `Content-Type: application/json` (parameters allowed; a `charset` must be UTF-8) | `415` | `unsupported_media_type` |
@@ -12,24 +12,12 @@
 //! | `webhook-id` 1 to 256 of `A-Z a-z 0-9 _ - . :` | `400` | `invalid_webhook_id` |
 //! | `webhook-timestamp` integer epoch seconds | `400` | `invalid_timestamp` |
 //! | `webhook-timestamp` within 5 minutes of now, either way | `400` | `stale_timestamp` |
-//! | a `v1` signature matches an active secret | `401` | `invalid_signature` |
+//! | a `v1` signature matches an active secret (read again once if stale: [`SECRETS_REFRESH_INTERVAL_MS`]) | `401` | `invalid_signature` |
 //! | the body is UTF-8 of characters SQS accepts | `400` | `invalid_body` |
 //! | `SendMessage` succeeds | `503` | `queue_unavailable` |
 //!
-//! Before these, the event itself is read by the ingress ([`crate::read`]): a header whose name
-//! or value is not valid HTTP (a control character) is `400` `invalid_header`, an event that is
-//! not an HTTP API request `400` `invalid_request`; both logged and counted like the others.
-//!
-//! and then `202`. The body is queued byte for byte as received (after API Gateway's base64, if
-//! any, is undone), with the `webhook-id` as the message attribute `webhook-id`; the ingress
-//! never parses it (the consumer's strict parser does, and routes a bad one to the manual queue).
-//! A retried webhook (the sender's retry after a `5xx` or a timeout) is queued again as a new
-//! message: the gate suppresses the duplicate by its event key.
-//!
-//! When no signature matches and the secrets were read more than
-//! [`SECRETS_REFRESH_INTERVAL_MS`] ago, they are read again once from their source and the
-//! request verified again: a secret added for a rotation is picked up within a minute by every
-//! running environment, without a deploy.
+//! Then `202`: the body queued byte for byte (base64 undone), the `webhook-id` its attribute, never
+//! parsed here; a retried webhook is queued again (the gate suppresses it by its event key).
 
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -45,6 +33,10 @@ use crate::signature::{self, SecretSet, SignatureHeaders, VerifyError};
 
 /// The least time between two reads of the secrets prompted by a failed verification,
 /// milliseconds (a prober cannot make the function call Secrets Manager more often than this).
+///
+/// When no signature matches and the secrets were read longer ago than this, they are read again
+/// once from their source and the request verified again: a secret added for a rotation is
+/// picked up within a minute by every running environment, without a deploy.
 pub const SECRETS_REFRESH_INTERVAL_MS: i64 = 60_000;
 
 /// Largest body accepted, bytes: the consumer's integration's limit (truck-slot's
@@ -426,7 +418,7 @@ fn record(handled: &Handled, started: Instant, api_request_id: &str) {
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
     // The `webhook-id` is the sender's text: logged as it is only from a sender whose signature
     // verified (and in its declared format, `signature::valid_webhook_id`); from anyone else only
-    // by its keyed digest (issue 25: no text an unauthenticated party chose reaches a log line).
+    // by its keyed digest (no text an unauthenticated party chose reaches a log line).
     let verified = handled.secret_index.is_some();
     let unverified_id = handled
         .webhook_id

@@ -12,13 +12,11 @@
 //! the prefix is optional on input. [`WebhookSecret`] and [`SecretSet`] never print a key:
 //! `Debug` shows only how many bytes or secrets there are.
 //!
-//! Why our own verifier and not the `standardwebhooks` crate (1.0.1): it verifies against the
-//! system clock only (`OffsetDateTime::now_utc()` inside `verify`), so neither the boundary tests
-//! (exactly 300 s and 301 s old) nor the simulator (simulated time) could use it; it has had one
-//! release (March 2024) and none since; it pulls a second base64 (0.21) and `time` into the
-//! function. The scheme is a few lines over RustCrypto's `hmac` and `sha2` (maintained, already in
-//! the workspace), comparing in constant time (`Mac::verify_slice`). The crate is kept as a
-//! dev-dependency: the tests check that each side verifies the other's signatures.
+//! Our own verifier, not the `standardwebhooks` crate (1.0.1): that verifies against the system
+//! clock only (`OffsetDateTime::now_utc()` inside `verify`), so neither the boundary tests (300 s
+//! and 301 s old) nor the simulator (simulated time) could use it, and it pulls a second base64
+//! and `time` in. The scheme is a few lines over RustCrypto's `hmac` and `sha2`, comparing in
+//! constant time (`Mac::verify_slice`); the crate is a dev-dependency, for the cross-check tests.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;

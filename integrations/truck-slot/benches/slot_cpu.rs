@@ -1,4 +1,4 @@
-//! The gate's own CPU work per event, without I/O (issue 8, item 1): `cargo bench -p gate`.
+//! The gate's own CPU work per event, without I/O: `cargo bench -p truck-slot --bench slot_cpu`.
 //!
 //! Each step of a new event on the consumer path, then the whole of it:
 //!
@@ -6,7 +6,7 @@
 //! * `iso6346`: the equipment number alone (normalise + check digit);
 //! * `event_key`, `operation_key`, `fingerprint` (RFC 8785 canonical JSON + SHA-256),
 //!   `request_bytes` (the canonical claim body), and both through the `serde_json_canonicalizer`
-//!   crate as they were before issue 8 (`*_via_canonicalizer_crate`), for comparison;
+//!   crate over the whole object (`*_via_canonicalizer_crate`), for comparison;
 //! * `new_record`: the record step 2 reserves;
 //! * `record_to_item` / `record_from_item`: the record to and from DynamoDB attribute values
 //!   (feature `aws`; the benches turn it on through the package's dev-dependency on itself);
@@ -15,7 +15,7 @@
 //!   item, booking item; `total_duplicate`: parse, keys, record, record item, and reading the old
 //!   item that `ALL_OLD` returns.
 //!
-//! Target (issue 8): under 20 µs per event in total. These are measurements, never assertions.
+//! Target: under 20 µs per event in total. These are measurements, never assertions.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -112,8 +112,8 @@ fn steps(c: &mut Criterion) {
     g.bench_function("request_bytes", |b| {
         b.iter(|| keys::claim_request(black_box(&n)))
     });
-    // The implementation before issue 8 (the canonicaliser crate over the whole object), kept as
-    // the reference the two above are measured against: same bytes, see the unit test in keys.rs.
+    // The canonicaliser crate over the whole object, kept as the reference the two above are
+    // measured against: same bytes, see the unit test in keys.rs.
     let fields: serde_json::Value = serde_json::from_str(BODY).expect("the bench body is JSON");
     g.bench_function("fingerprint_via_canonicalizer_crate", |b| {
         b.iter(|| {

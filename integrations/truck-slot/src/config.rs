@@ -3,9 +3,6 @@
 //! retention and margin, concurrency, deadline margin, reconciler; every problem of both is
 //! reported in one message, this integration's first). [`FunctionConfig`] is the whole.
 //!
-//! Past 600 lines only with its tests (about 330 lines: every variable's refusal, several
-//! terminals, the documented messages word for word); the code is under 300.
-//!
 //! | variable | meaning | unit | default |
 //! | --- | --- | --- | --- |
 //! | `INTEGRATION_NAME` | (the gate's) its default here | | `ect-delta-slots` |
@@ -17,7 +14,7 @@
 //! | `TERMINAL_API_TOKEN_SECRET_ARN` | ARN of the Secrets Manager secret holding the bearer token (the cloud) | | none |
 //! | `TERMINAL_API_TOKEN` | bearer token, **local runs only**; refused together with the ARN | | none |
 //! | `SERVER_KEY_RETENTION_SECONDS` | (the gate's) the terminal's key retention | seconds | `86400` |
-//! | `TERMINAL_SLOT_ID_PATTERN` | the format of the terminal's slot ids: a regular expression (the `regex` crate's syntax) the whole id must match; a slot id outside it is never kept, the record goes to a person (issue 25) | | `[A-Za-z0-9_.:-]+` |
+//! | `TERMINAL_SLOT_ID_PATTERN` | the format of the terminal's slot ids: a regular expression (the `regex` crate's syntax) the whole id must match; a slot id outside it is never kept, the record goes to a person | | `[A-Za-z0-9_.:-]+` |
 //! | `TERMINAL_SLOT_ID_MAX_CHARS` | the longest slot id, `1..=128` | characters | `64` |
 //! | `TERMINALS` | several terminals: a JSON array, one object per terminal (`crate::terminal::several`); replaces `TERMINAL_BASE_URL`, `TERMINAL_API_TOKEN_SECRET_ARN`, `TERMINAL_API_TOKEN`, `TERMINAL_SUPPORTS_IDEMPOTENCY_KEY`, `KNOWN_TERMINALS` and `SERVER_KEY_RETENTION_SECONDS`, which are refused next to it | | none (one terminal) |
 //! | `TERMINAL_TOKEN_SECRET_ARNS` | with `TERMINALS`: comma-separated ARNs of the secrets the function's role may read; every terminal's `token_secret_arn` must be one of them (set but empty: none may be read) | | unset (not checked) |

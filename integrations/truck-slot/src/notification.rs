@@ -1,6 +1,6 @@
-//! The notification: the SQS message body that asks for a truck slot, and its strict parser.
-//!
-//! Shape (JSON object; other fields are kept for the fingerprint but not interpreted):
+//! The notification: the SQS message body that asks for a truck slot, and its strict parser
+//! ([`parse_notification`], with its table of limits). Shape (a JSON object; other fields are kept
+//! for the fingerprint but not interpreted):
 //!
 //! ```json
 //! {
@@ -12,44 +12,12 @@
 //! }
 //! ```
 //!
-//! The body comes from outside, so every limit is checked before anything else reads it, and
-//! each violation is a typed [`RejectReason`] (routed to the manual queue, never retried):
-//!
-//! | limit | value | reason code |
-//! | --- | --- | --- |
-//! | body size | [`MAX_BODY_BYTES`] (64 KiB; SQS allows 1 MiB, a DynamoDB item 400 KB) | `body_too_large` |
-//! | one reading only | no object names a key twice ([`gate::strict_json`]) | `duplicate_key` |
-//! | `notificationId` | at most [`MAX_NOTIFICATION_ID_CHARS`] characters | `field_too_long` |
-//! | `equipment_number` | at most [`MAX_EQUIPMENT_NUMBER_CHARS`] characters | `field_too_long` |
-//! | `terminal` | at most [`MAX_TERMINAL_CHARS`] characters | `field_too_long` |
-//! | `pin` | at most [`MAX_PIN_CHARS`] characters | `field_too_long` |
-//! | those four fields | no control character (Unicode `Cc`, e.g. NUL, CR, LF, DEL) | `control_character` |
-//! | those four fields | no U+FFFD: the sender's bytes were not UTF-8 and someone replaced them | `replacement_character` |
-//! | every number | at most 2^53 - 1 in magnitude (I-JSON, RFC 7493; [`gate::ijson`]) | `number_out_of_range` |
-//! | every number | no more precision than the IEEE 754 double it rounds to | `number_not_exact` |
-//! | `notificationId`, `terminal` | no leading or trailing whitespace | `surrounding_whitespace` |
-//! | `notificationId`, `equipment_number`, `terminal` | no invisible character (Unicode `Default_Ignorable_Code_Point` and format characters: U+200B, U+FEFF, bidi controls, ...) and no space other than U+0020 | `invisible_character` |
-//! | `notificationId`, `equipment_number`, `terminal` | in Unicode Normalization Form C (UAX #15) | `not_nfc` |
-//! | window end | at most [`MAX_WINDOW_AHEAD_DAYS`] days after now | `window_too_far_ahead` |
-//!
-//! **Identifiers that look alike are one identifier or a rejection, never two events.** The
-//! event key hashes `notificationId` as sent, so `"PCS-77"`, `"PCS-77 "` and `"PCS-77\u{200b}"`
-//! would be three events, three slots and three bookings for one container: those are refused
-//! (`surrounding_whitespace`, `invisible_character`), as is a decomposed `"é"` next to a
-//! precomposed one (`not_nfc`). The equipment number is normalised instead (ISO 6346: case,
-//! spaces and dashes), so its surrounding spaces are kept out of the key by the normalisation.
-//! Numbers are checked so that two different values never share a fingerprint ([`gate::ijson`]).
-//!
-//! **No reason quotes the body.** A reason names fields, positions, limits and code points, never
-//! a value from the body: a body may carry the PIN in any field (`"terminal": "<the PIN>"`), and
-//! reasons are logged. The person who books by hand gets the original body with the reason.
-//!
-//! An SQS body is always a string of Unicode characters, so "not UTF-8" reaches the gate either as
-//! U+FFFD (decoded lossily upstream) or as an escape that is not a character (`"\ud800"`, a lone
-//! surrogate), which the JSON reader rejects (`not_json`).
-//!
-//! (Over 600 lines: the strict parse, its table of limits and the tests of every limit are one
-//! concern.)
+//! **Identifiers that look alike are one identifier or a rejection, never two events**: the event
+//! key hashes `notificationId` as sent, so `"PCS-77 "` and `"PCS-77\u{200b}"` are refused, as is a
+//! decomposed `"é"`; the equipment number is normalised (ISO 6346). **No reason quotes the body**:
+//! a body may carry the PIN in any field, and reasons are logged; the person who books by hand gets
+//! the original body. "Not UTF-8" reaches the gate as U+FFFD (`replacement_character`) or as a
+//! lone surrogate escape (`not_json`): an SQS body is always a string of Unicode characters.
 
 use std::fmt;
 
@@ -333,6 +301,26 @@ fn timestamp(
 ///   [`RejectReason::WindowEnded`], one ending more than [`MAX_WINDOW_AHEAD_DAYS`] after it is
 ///   [`RejectReason::WindowTooFarAhead`].
 /// * `known_terminals`: the terminal codes this integration books at (exact match).
+///
+/// The body comes from outside, so every limit is checked before anything else reads it, and
+/// each violation is a typed [`RejectReason`] (routed to the manual queue, never retried):
+///
+/// | limit | value | reason code |
+/// | --- | --- | --- |
+/// | body size | [`MAX_BODY_BYTES`] (64 KiB; SQS allows 1 MiB, a DynamoDB item 400 KB) | `body_too_large` |
+/// | one reading only | no object names a key twice ([`gate::strict_json`]) | `duplicate_key` |
+/// | `notificationId` | at most [`MAX_NOTIFICATION_ID_CHARS`] characters | `field_too_long` |
+/// | `equipment_number` | at most [`MAX_EQUIPMENT_NUMBER_CHARS`] characters | `field_too_long` |
+/// | `terminal` | at most [`MAX_TERMINAL_CHARS`] characters | `field_too_long` |
+/// | `pin` | at most [`MAX_PIN_CHARS`] characters | `field_too_long` |
+/// | those four fields | no control character (Unicode `Cc`, e.g. NUL, CR, LF, DEL) | `control_character` |
+/// | those four fields | no U+FFFD: the sender's bytes were not UTF-8 and someone replaced them | `replacement_character` |
+/// | every number | at most 2^53 - 1 in magnitude (I-JSON, RFC 7493; [`gate::ijson`]) | `number_out_of_range` |
+/// | every number | no more precision than the IEEE 754 double it rounds to | `number_not_exact` |
+/// | `notificationId`, `terminal` | no leading or trailing whitespace | `surrounding_whitespace` |
+/// | `notificationId`, `equipment_number`, `terminal` | no invisible character (Unicode `Default_Ignorable_Code_Point` and format characters: U+200B, U+FEFF, bidi controls, ...) and no space other than U+0020 | `invisible_character` |
+/// | `notificationId`, `equipment_number`, `terminal` | in Unicode Normalization Form C (UAX #15) | `not_nfc` |
+/// | window end | at most [`MAX_WINDOW_AHEAD_DAYS`] days after now | `window_too_far_ahead` |
 ///
 /// # Errors
 /// The first [`RejectReason`] found, checked in this order: body size, JSON (strict: no

@@ -1,4 +1,4 @@
-//! Adversarial review of several terminals in one stack (issue 15 item 2): regressions of the
+//! Adversarial review of several terminals in one stack: regressions of the
 //! findings (each fixed), and the attacks that found nothing, kept so they stay that way.
 //!
 //! * `TERMINALS` naming a field twice in one terminal object was read as the last value

@@ -220,7 +220,7 @@ async fn never_quotes_a_secret_the_terminal_echoes() {
 /// A terminal that echoes the PIN and the token in another case, without separators,
 /// JSON-escaped, percent-encoded, as HTML references, hex and base64, in a claim's 4xx and 5xx,
 /// in a lookup's 500, and as the slot id and the equipment number of a 2xx: none of it reaches
-/// what the gate may write (issue 13). The slot id that quotes the PIN is refused.
+/// what the gate may write. The slot id that quotes the PIN is refused.
 #[tokio::test]
 async fn never_quotes_a_secret_echoed_in_another_form() {
     use base64::Engine;

@@ -1,15 +1,14 @@
-//! What real DynamoDB does that moto does not (issue 23), on the real `DynamoStore` and gate,
+//! What real DynamoDB does that moto does not, on the real `DynamoStore` and gate,
 //! through the fault proxy in front of moto (`integration_tests::fault_proxy`), with
 //! DynamoDB's `ClientRequestToken` rules played by its token double where moto lacks them:
 //!
 //! * `tokens`: a commit that landed and lost its answer, retried with its items built again
-//!   within and after the 10-minute token window (item 1);
+//!   within and after the 10-minute token window;
 //! * `guarantees`: which guarantees the backend honours, probed before the tests that lean on
-//!   them (item 2);
-//! * `conditions`: the commit's cancellation reasons read by item, in both item orders
-//!   (item 3);
-//! * `conflicts`: a plain write and a commit that meet a running transaction (item 4);
-//! * `canary`: the cold-start check that conditional writes are honoured (item 8).
+//!   them;
+//! * `conditions`: the commit's cancellation reasons read by item, in both item orders;
+//! * `conflicts`: a plain write and a commit that meet a running transaction;
+//! * `canary`: the cold-start check that conditional writes are honoured.
 //!
 //! Run with `scripts/with-moto.sh cargo test -p integration-tests --test dynamodb_rules`.
 
@@ -59,7 +58,7 @@ impl World {
         }
     }
 
-    /// Delivers issue 11's input 1 ([`LOST_ANSWER_BODY`]) as message `message_id` to an
+    /// Delivers the first field fault's input ([`LOST_ANSWER_BODY`]) as message `message_id` to an
     /// invocation `request_id` ending 60 s from now.
     pub async fn deliver(&self, message_id: &str, request_id: &str) -> BatchReport {
         let invocation = Invocation {

@@ -8,7 +8,7 @@
 //!   the strict default otherwise): the core refuses every slot id outside it, and, as a second
 //!   line, every slot id that quotes the PIN or the token in any form [`super::scrub`] finds
 //!   (hex of the PIN fits most formats): the record goes to a person, the id named only by its
-//!   keyed digest (issue 25);
+//!   keyed digest;
 //! * for `gatectl lookup` only, the answer rendered for the operator's terminal
 //!   ([`for_the_operator`]): values of secret-looking JSON keys replaced, every secret cut out,
 //!   control characters escaped. It is printed, never stored or logged: no record's `error`, no

@@ -11,30 +11,8 @@
 //! in the gate's words. What is the terminal's (the slot read from an answer, the terminal's
 //! slot-id format, the PIN check on ids) is [`super::answer`].
 //!
-//! Hardening (issue 7):
-//!
-//! * the client sends a `User-Agent` ([`USER_AGENT`]) and follows **no** redirect
-//!   ([`gate_http::builder`]): a `3xx` is an answer like any other (a
-//!   transient one), never a second request that would carry the bearer token and the PIN to
-//!   another host;
-//! * the token travels only in the `Authorization` header (reqwest's `bearer_auth`, marked
-//!   sensitive), never in a URL, and [`HttpTerminalConfig`]'s base URL may hold no user info,
-//!   query or fragment (checked by [`crate::terminal::base_url_allowed`]);
-//! * a claim whose connection failed after it may have been sent (a reset, closed before the
-//!   answer: a keep-alive connection dead after the environment was frozen) is sent once more,
-//!   the same bytes under the same key, on a new connection
-//!   (`gate_http::ServerClient`): the terminal replays its stored answer or
-//!   runs the claim once;
-//! * an answer body is read up to `gate_http::MAX_ANSWER_BYTES` (64 KiB);
-//!   the rest is never read;
-//! * an answer is **never quoted** in a log line, a record's `error` or a manual item's
-//!   `detail` ([`super::AnswerDetail`]: status, content type, length and a keyed digest); only
-//!   `gatectl lookup` prints one, to the operator's terminal, scrubbed
-//!   ([`SlotTerminal::show_lookup_at`]);
-//! * `401` is transient: the token was refused, which says nothing about the event. The token is
-//!   read once per cold start, so after a rotation the events wait (redelivery, then the
-//!   reconciler) until a new execution environment reads the new token; past the key's retention
-//!   a person gets them.
+//! Hardening (no redirect, the token only in its header, one resend of a claim whose connection
+//! failed, a bounded answer never quoted, `401` transient): [`HttpTerminal`].
 
 use std::fmt;
 use std::time::Duration;
@@ -133,7 +111,7 @@ pub struct HttpTerminalConfig {
     pub api: TerminalApi,
     /// The format the terminal declares for its slot ids (default [`IdFormat::default`]: ASCII
     /// letters, digits and `-_.:`, 1 to 64 characters). A slot id outside it is never kept: the
-    /// record goes to a person (issue 25).
+    /// record goes to a person.
     pub slot_id_format: IdFormat,
 }
 
@@ -151,7 +129,30 @@ impl HttpTerminalConfig {
     }
 }
 
-/// The terminal client over HTTP (reqwest, rustls).
+/// The terminal client over HTTP (reqwest, rustls). Its hardening:
+///
+/// * the client sends a `User-Agent` ([`USER_AGENT`]) and follows **no** redirect
+///   ([`gate_http::builder`]): a `3xx` is an answer like any other (a
+///   transient one), never a second request that would carry the bearer token and the PIN to
+///   another host;
+/// * the token travels only in the `Authorization` header (reqwest's `bearer_auth`, marked
+///   sensitive), never in a URL, and [`HttpTerminalConfig`]'s base URL may hold no user info,
+///   query or fragment (checked by [`crate::terminal::base_url_allowed`]);
+/// * a claim whose connection failed after it may have been sent (a reset, closed before the
+///   answer: a keep-alive connection dead after the environment was frozen) is sent once more,
+///   the same bytes under the same key, on a new connection
+///   (`gate_http::ServerClient`): the terminal replays its stored answer or
+///   runs the claim once;
+/// * an answer body is read up to `gate_http::MAX_ANSWER_BYTES` (64 KiB);
+///   the rest is never read;
+/// * an answer is **never quoted** in a log line, a record's `error` or a manual item's
+///   `detail` ([`super::AnswerDetail`]: status, content type, length and a keyed digest); only
+///   `gatectl lookup` prints one, to the operator's terminal, scrubbed
+///   ([`SlotTerminal::show_lookup_at`]);
+/// * `401` is transient: the token was refused, which says nothing about the event. The token is
+///   read once per cold start, so after a rotation the events wait (redelivery, then the
+///   reconciler) until a new execution environment reads the new token; past the key's retention
+///   a person gets them.
 #[derive(Debug, Clone)]
 pub struct HttpTerminal {
     /// Pooled for every request; a claim whose connection failed after it may have been sent

@@ -1,4 +1,4 @@
-//! The second line behind a terminal's declared slot-id format (issue 25): whether a slot id that
+//! The second line behind a terminal's declared slot-id format: whether a slot id that
 //! fits the format still carries the PIN or the token. A format such as letters, digits and `-`
 //! admits hex and base64 (without padding), so the id is decoded, not the secret encoded: every
 //! hex run at both alignments and every base64 run at all four (standard and URL-safe alphabet)

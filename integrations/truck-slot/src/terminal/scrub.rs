@@ -1,43 +1,31 @@
 //! Finding the release PIN and the terminal's API token in text that came from outside, in every
-//! form a server may echo them, and cutting them out (issue 13).
-//!
-//! A terminal that echoes the request does not echo it byte for byte. What this module finds, for
-//! each secret (the PIN of the request a text answers, the token):
+//! form a server may echo them, and cutting them out. For each secret (the PIN of the request a
+//! text answers, the token), this module finds:
 //!
 //! * **the secret as sent**, and JSON-escaped (a PIN holding `"` or `\`);
-//! * **any case, separators dropped or changed**: both the text and the secret are folded to their
-//!   alphanumeric characters, lower case, after Unicode compatibility normalisation (NFKC, so
-//!   full-width `ＰＩＮ` is `pin`), and the folded secret is searched in the folded text:
-//!   `pin-xyzzy-7731`, `PINXYZZY7731`, `PIN XYZZY_7731`, `P\u{200b}IN-XYZZY-7731` are one secret;
-//! * **escapes and encodings**, decoded before folding (also nested: a percent-encoded JSON
-//!   escape): JSON and JavaScript escapes (`\u0050`, surrogate pairs, `\u{50}`, `\x50`), URL
-//!   percent-encoding (`%50`, `%2D`, UTF-8 sequences), HTML numeric character references (`&#80;`,
-//!   `&#x50;`) and named ones (`&nbsp;`, `&amp;`, ...), HTML tags inside the text (`PIN-<b>XYZZY`),
-//!   CSS escapes (`\50 `);
-//! * **hex** of the secret's UTF-8 bytes, any case, with any separators between the digits, of
-//!   each of its spellings (as sent, lower or upper case, each with its separators dropped: a
-//!   server that dumps the request as hex after normalising it);
-//! * **base64** of each of those spellings, standard and URL-safe alphabet, at each of the three
-//!   alignments it can have inside a longer base64 text (a server that echoes the body or an
-//!   `Authorization: Basic` header base64-encoded): the characters that encode only its bits.
+//! * **any case, separators dropped or changed**: text and secret folded to their alphanumeric
+//!   characters, lower case, after NFKC (full-width `ＰＩＮ` is `pin`): `pin-xyzzy-7731`,
+//!   `PINXYZZY7731`, `PIN XYZZY_7731`, `P\u{200b}IN-XYZZY-7731` are one secret;
+//! * **escapes and encodings**, decoded before folding (nested too): JSON and JavaScript escapes
+//!   (`\u0050`, surrogate pairs, `\u{50}`, `\x50`), percent-encoding (`%50`, `%2D`, UTF-8), HTML
+//!   references (`&#80;`, `&#x50;`, `&nbsp;`, `&amp;`, ...), HTML tags (`PIN-<b>XYZZY`), CSS
+//!   escapes (`\50 `);
+//! * **hex** of each spelling's UTF-8 bytes (as sent, lower or upper case, separators dropped),
+//!   any case, with any separators between the digits;
+//! * **base64** of each spelling, standard and URL-safe, at each of the three alignments inside a
+//!   longer base64 text (a server echoing the body or an `Authorization: Basic` header).
 //!
-//! A secret whose folded form has fewer than [`MIN_REDACTABLE_CHARS`] characters (a 3-digit PIN
-//! occurs in any status line) is not cut out of a text: a text that holds it is withheld whole
-//! ([`WITHHELD`]). After cutting, the result is searched again; a text in which a secret is still
-//! found is withheld whole too, so [`scrub`] never returns a text in which [`quotes_secret`] finds a
-//! secret.
-//!
-//! What it cannot find: a fragment of a secret (a server that echoes half the PIN), or an encoding
-//! not listed above. That is why terminal answers are never quoted in log lines at all
-//! (`crate::terminal::AnswerDetail`): a scrubbed excerpt reaches only the record's `error` and the
-//! manual item's `detail`.
+//! It cannot find a fragment of a secret or an encoding not listed: that is why terminal answers
+//! are never quoted in log lines (`crate::terminal::AnswerDetail`); a scrubbed excerpt reaches
+//! only the record's `error` and the manual item's `detail`. What it cannot cut: [`WITHHELD`].
 
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use unicode_normalization::UnicodeNormalization;
 
 /// Secrets whose folded form (alphanumeric characters, see the module docs) is shorter than this
-/// are not cut out of a text: a text that holds one is withheld whole ([`WITHHELD`]).
+/// are not cut out of a text (a 3-digit PIN occurs in any status line): a text that holds one is
+/// withheld whole ([`WITHHELD`]).
 pub const MIN_REDACTABLE_CHARS: usize = 4;
 
 /// What replaces each secret found in a text.

@@ -1,4 +1,4 @@
-//! The hostile test's decoder (issue 25): finds a secret in a text in any form the issue lists,
+//! The hostile test's decoder: finds a secret in a text in any form a server may echo it in,
 //! written independently of the gate's scrubber (`truck_slot::terminal::scrub`) so that it does
 //! not share its blind spots. For each text:
 //!

@@ -61,7 +61,37 @@ pub(super) const FIELDS: &[&str] = &[
     "slot_id_max_chars",
 ];
 
-/// Parses and validates `TERMINALS` (the module docs give the shape).
+/// Parses and validates `TERMINALS` (template parameter `Terminals`).
+///
+/// A JSON array, one object per terminal; read and validated once at cold start. Without it the stack books at one terminal configured by the
+/// single-terminal variables (`TERMINAL_BASE_URL`, ..., see `crate::config`).
+///
+/// ```json
+/// [
+///   {"code": "ECT-DELTA", "supports_idempotency_key": true, "api": "slots",
+///    "base_url": "https://slots.ect.example/api",
+///    "token_secret_arn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ect-AbCdEf",
+///    "key_retention_seconds": 86400, "max_concurrent_calls": 4},
+///   {"code": "RWG", "supports_idempotency_key": false}
+/// ]
+/// ```
+///
+/// | field | meaning | unit | |
+/// | --- | --- | --- | --- |
+/// | `code` | the notification's `terminal` (exact match), `A-Z`, `0-9`, `-`, at most 32 characters, unique | | required |
+/// | `supports_idempotency_key` | whether the terminal honours `Idempotency-Key`; `false`: every notification for it goes to the manual queue (`no_idempotency_support`), it is never called | | required |
+/// | `base_url` | the API's base URL, as `TERMINAL_BASE_URL` (`https://`; `http://` to loopback only) | | required with key support |
+/// | `token_secret_arn` | full ARN of the Secrets Manager secret whose `SecretString` is the bearer token, read once at cold start; two terminals may name the same secret only at the same origin (scheme, host, port) | | optional (no `Authorization` header) |
+/// | `key_retention_seconds` | how long the terminal keeps a key; past it minus `RETENTION_MARGIN_SECONDS` nothing is claimed again; must be less than `KEY_TTL_SECONDS` (the record outlives the key) | seconds | required with key support |
+/// | `max_concurrent_calls` | calls in flight to this terminal at once, per execution environment (the consumer's `MAX_CONCURRENCY` records share them) | calls | required with key support |
+/// | `api` | `slots` (`POST {base}/slots`, the default) or `appointments-v2` (`POST {base}/v2/appointments`), see [`TerminalApi`](super::TerminalApi) | | optional |
+/// | `slot_id_pattern` | the format of the terminal's slot ids: a regular expression (the `regex` crate's syntax) the whole id must match; a slot id outside it is never kept, the record goes to a person | | optional (default `[A-Za-z0-9_.:-]+`) |
+/// | `slot_id_max_chars` | the longest slot id, `1..=128` | characters | optional (default 64) |
+///
+/// Every problem is reported at once, each naming the terminal and the field, as
+/// `TERMINALS: terminal "APMT-MV2": key_retention_seconds: missing (required with key support)`
+/// (a terminal whose code cannot be read is named by its position, `terminal #2`). A field named
+/// twice in one terminal is refused (`given twice`): which value counts would be ambiguous.
 ///
 /// # Errors
 /// Every problem found, each `terminal "CODE": FIELD: PROBLEM` (or `terminal #N` when the code

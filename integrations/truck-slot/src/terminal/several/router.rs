@@ -67,10 +67,17 @@ pub(super) struct Routed {
 
 /// A [`SlotTerminal`] for several terminals: each call goes to the client of the terminal its
 /// record names ([`SlotTerminal::claim_at`], [`SlotTerminal::lookup_at`]), after one of that
-/// terminal's call permits is free (see "The concurrency limit" in the module docs). A terminal
+/// terminal's call permits is free (below). A terminal
 /// the router does not know (a record of a terminal since removed from the configuration, or one
 /// without key support, which the gate never calls) is answered transient without a call: nothing
 /// is claimed where no client is configured, and the record goes to a person past its horizon.
+///
+/// A terminal's calls (claims and lookups) wait for one of its `max_concurrent_calls` permits. The
+/// wait and the call together are bounded by the request timeout: a call that cannot start in time
+/// is [`CallOutcome::Transient`](crate::terminal::CallOutcome::Transient) (nothing was sent; the record is retried later with the same key),
+/// so a record's deadline arithmetic (`crate::config`, the deadline margin) still holds. The limit
+/// is per execution environment: at most `max_concurrent_calls` × the consumer's concurrent
+/// environments (`MaximumConcurrency` of its SQS event source) + the reconciler's reach a terminal.
 pub struct TerminalRouter {
     terminals: BTreeMap<String, Routed>,
     call_timeout: Duration,

@@ -244,3 +244,53 @@ async fn a_delay_already_past_is_no_delay() {
         );
     }
 }
+
+/// Breaker: a server's `Retry-After` longer than the record's TTL (21 days by default,
+/// `KeyTtlSeconds`) must not hold the lease past the record's expiry. It does today: the message
+/// is acknowledged (`Deferred`), the reconciler skips the record as a live lease until the delay
+/// ends, DynamoDB's TTL deletes the `in_flight` record once `expires_at` has passed (the TTL
+/// ignores `status`), and the oldest-in-flight signal leaves expired records out: the event is
+/// lost with nobody told. On PostgreSQL the record is stuck (`gatectl cancel`/`finish` refuse a
+/// live lease).
+#[tokio::test]
+async fn breaker_a_delay_never_holds_the_lease_past_the_records_ttl() {
+    let thirty_days_s = 30 * 24 * 3_600;
+    let w = World::new(
+        throttled(RetryAfter::Seconds(thirty_days_s)),
+        Some(Arc::new(MemoryVisibility::default())),
+    );
+    let outcome = w.deliver(1).await;
+    assert!(outcome.acknowledged(), "{outcome:?}");
+    let record = w.record().await;
+    let lease = record.lease_until_ms.unwrap();
+    // One second after the TTL: the reconciler still calls the lease live and skips the record.
+    w.clock.set_ms((record.expires_at_s + 1) * 1_000);
+    let report = w.reconcile().await;
+    assert!(
+        lease <= record.expires_at_s * 1_000,
+        "lease until {lease} ms outlives the record's TTL ({} s): at the TTL the reconciler \
+         reports {report:?} (skipped as a live lease while expired), and DynamoDB's TTL deletes \
+         the in_flight record whose message was acknowledged",
+        record.expires_at_s
+    );
+}
+
+/// Breaker: a hostile `Retry-After: 18446744073709551615` (delta-seconds saturated to
+/// `u64::MAX`, delay `i64::MAX` ms) overflows `(delay_ms + 999) / 1_000` in `retry_later`
+/// (held.rs): a panic under overflow checks (tests, debug builds), a wrap in release; the lease
+/// is already held to `i64::MAX` by then.
+#[tokio::test]
+async fn breaker_a_huge_delta_seconds_neither_panics_nor_holds_the_lease_forever() {
+    let w = World::new(
+        throttled(RetryAfter::Seconds(u64::MAX)),
+        Some(Arc::new(MemoryVisibility::default())),
+    );
+    let outcome = w.deliver(1).await;
+    assert!(matches!(outcome, RecordOutcome::Deferred { .. }), "{outcome:?}");
+    let record = w.record().await;
+    assert!(
+        record.lease_until_ms.unwrap() <= record.expires_at_s * 1_000,
+        "lease {:?}",
+        record.lease_until_ms
+    );
+}

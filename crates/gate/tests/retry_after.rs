@@ -294,3 +294,25 @@ async fn breaker_a_huge_delta_seconds_neither_panics_nor_holds_the_lease_forever
         record.lease_until_ms
     );
 }
+
+/// Breaker: a lookup answered `429`/`503` with `Retry-After` drops the delay
+/// (`classify_lookup` builds its `AnswerDetail` without it), so the held record's
+/// `IfFailed::Retry` settles a transient answer without a delay: the lease is released and the
+/// reconciler asks again at its next sweep (15 s), sooner than the server asked.
+#[test]
+fn breaker_a_throttled_lookup_keeps_its_retry_after() {
+    use gate::effect::LookupOutcome;
+    use gate::idempotency_key::{classify_lookup, Answer, JsonIdAt};
+    const READER: JsonIdAt = JsonIdAt::new("server", "/id");
+    for status in [429, 503] {
+        let answer = Answer::new(status, b"").with_retry_after(Some("600"));
+        match classify_lookup(&answer, &READER) {
+            LookupOutcome::Transient(why) => assert_eq!(
+                why.retry_after(),
+                Some(RetryAfter::Seconds(600)),
+                "{status}: the lookup's Retry-After is lost"
+            ),
+            other => panic!("{status}: {other:?}"),
+        }
+    }
+}

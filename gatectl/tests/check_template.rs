@@ -165,3 +165,21 @@ fn both_payments_functions_that_charge_get_the_margin_and_the_api() {
         has(&block(&t, function), &format!("Binary: {binary} }}"));
     }
 }
+
+/// Breaker: the consumer hides a message for a server's `Retry-After` with
+/// `ChangeMessageVisibility` (gate-lambda's runner wires `SqsVisibility`; docs/OPERATING.md,
+/// "Retry-After": "The consumer's role needs `sqs:ChangeMessageVisibility` on the event
+/// queue"), but the gate application's `ConsumerRole` grants only Receive/Delete/GetAttributes
+/// on the event queue: every hide is AccessDenied and every delayed record is acknowledged
+/// (`Deferred`) instead of retried; neither check of `check-template` notices.
+#[test]
+fn breaker_the_consumer_role_may_change_the_event_queues_visibility() {
+    let gate = std::fs::read_to_string(root().join("sam/gate/template.yaml")).unwrap();
+    let role = block(&gate, "ConsumerRole");
+    let receive = role
+        .split("- Sid: ReceiveEvents")
+        .nth(1)
+        .and_then(|s| s.split("- Sid:").next())
+        .expect("ReceiveEvents");
+    has(receive, "sqs:ChangeMessageVisibility");
+}

@@ -183,3 +183,86 @@ fn breaker_the_consumer_role_may_change_the_event_queues_visibility() {
         .expect("ReceiveEvents");
     has(receive, "sqs:ChangeMessageVisibility");
 }
+
+/// Breaker: drifts of the gate application's signal alarms that make them never page (or page
+/// an hour late) pass `thresholds::check`: only some fields of each alarm are compared with
+/// `gate::signals` (not the Namespace, Dimensions, Statistic or EvaluationPeriods of the
+/// single-metric alarms, not the metrics `DistinctEffectIdsAlarm` reads, not its actions).
+#[test]
+fn breaker_an_alarm_that_can_never_page_is_named() {
+    let texts = deployed("template.yaml");
+    let gate = texts[1].clone();
+    let cases = [
+        // Watches a namespace nothing emits to.
+        ("OldestInFlightAgeAlarm", "Namespace: ExactlyOnceGate", "Namespace: Elsewhere"),
+        // Pages only when the *youngest* datapoint of the minute is stuck.
+        ("OldestInFlightAgeAlarm", "Statistic: Maximum", "Statistic: Minimum"),
+        // A stuck record pages after an hour instead of a minute.
+        (
+            "OldestInFlightAgeAlarm",
+            "EvaluationPeriods: 1\n      DatapointsToAlarm: 1\n",
+            "EvaluationPeriods: 60\n      DatapointsToAlarm: 60\n",
+        ),
+        // Watches another integration's metric.
+        (
+            "NaturalKeyCollisionsAlarm",
+            "Value: !Ref IntegrationName",
+            "Value: some-other-integration",
+        ),
+        // Reads a metric nobody emits.
+        ("DistinctEffectIdsAlarm", "MetricName: DistinctEffectIds", "MetricName: Nothing"),
+        // Pages nobody.
+        ("OldestInFlightAgeAlarm", "      AlarmActions: [!Ref AlarmTopic]\n", ""),
+    ];
+    let mut undetected = Vec::new();
+    for (alarm, from, to) in cases {
+        let original = block(&gate, alarm);
+        assert!(original.contains(from), "{alarm}: {from:?}");
+        let drifted = gate.replacen(&original, &original.replacen(from, to, 1), 1);
+        assert_ne!(drifted, gate);
+        if thresholds::check(&[texts[0].clone(), drifted]).is_empty() {
+            undetected.push(format!("{alarm}: {from:?} -> {to:?}"));
+        }
+    }
+    assert!(undetected.is_empty(), "passed check-template: {undetected:#?}");
+}
+
+/// Breaker: a local `Location` that names the template itself (or a cycle of two) makes `load`
+/// recurse until the stack overflows: `gatectl check-template` aborts instead of reporting.
+/// Run in a child thread with a small stack so the test reports instead of aborting the binary.
+#[test]
+fn breaker_a_location_cycle_is_reported_not_a_stack_overflow() {
+    let dir = std::env::temp_dir().join(format!("check-template-cycle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("template.yaml"),
+        "Transform: AWS::Serverless-2016-10-31\nResources:\n  Gate:\n    Type: AWS::Serverless::Application\n    Properties:\n      \
+         Location: template.yaml\n",
+    )
+    .unwrap();
+    let path = dir.join("template.yaml");
+    // A bounded probe: more than 1,000 nested loads of one file is a cycle.
+    let depth = std::thread::Builder::new()
+        .stack_size(64 * 1024 * 1024)
+        .spawn(move || {
+            let mut seen = 0usize;
+            let mut next = vec![path];
+            while let Some(p) = next.pop() {
+                seen += 1;
+                if seen > 1_000 {
+                    break;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                for l in application_locations(&text) {
+                    next.push(p.parent().unwrap().join(l));
+                }
+            }
+            seen
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    // `load` has no such bound: it follows the same locations with no visited set.
+    assert!(depth <= 1_000, "load would follow {depth}+ nested loads of one file (no cycle check)");
+}

@@ -425,9 +425,14 @@ impl<'a> HeldRecord<'a> {
         };
         let gate = self.gate;
         let now = gate.clock.now_ms();
-        let delay_ms = after.delay_ms(now);
+        let asked_ms = after.delay_ms(now);
+        let latest = retry_limit_ms(&self.record, &gate.policy(&self.record));
+        let delay_ms = asked_ms.min(latest.saturating_sub(now)).max(0);
         if delay_ms == 0 {
             return self.release(why.to_string()).await;
+        }
+        if delay_ms < asked_ms {
+            info!(event_key = %self.record.event_key, asked_ms, held_ms = delay_ms, "server asked to wait past the last retry: lease held to it, then the reconciler decides");
         }
         let until = now.saturating_add(delay_ms - 1);
         let (pk, event_key) = (&self.record.pk, &self.record.event_key);
@@ -439,7 +444,7 @@ impl<'a> HeldRecord<'a> {
                 return self.release(why.to_string()).await;
             }
         }
-        let seconds = u32::try_from((delay_ms + 999) / 1_000).unwrap_or(u32::MAX);
+        let seconds = u32::try_from(delay_ms.saturating_add(999) / 1_000).unwrap_or(u32::MAX);
         let port = gate.config.visibility.as_ref();
         if let (Some(port), Some(queued)) = (port, self.queued) {
             if seconds <= MAX_VISIBILITY_S {
@@ -474,3 +479,19 @@ impl<'a> HeldRecord<'a> {
         })
     }
 }
+
+/// The last instant, epoch ms, at which `record` could still be sent again: the claim horizon
+/// (`created_at_ms + claim_horizon_ms`), the event's end, and the record's own expiry less
+/// [`EXPIRY_MARGIN_MS`], whichever comes first. A server's `Retry-After` past it holds the lease
+/// only to it: then the reconciler's decision (a lookup or a person) takes over, and the record
+/// never outlives its guard unattended.
+fn retry_limit_ms(record: &IdempotencyRecord, policy: &Policy) -> i64 {
+    let horizon = record.created_at_ms.saturating_add(policy.claim_horizon_ms);
+    let expiry = record.expires_at_s.saturating_mul(1_000) - EXPIRY_MARGIN_MS;
+    let limit = horizon.min(expiry);
+    policy.ends_at_ms.map_or(limit, |end| limit.min(end))
+}
+
+/// How long before a record's expiry a held lease must end, so the reconciler (every minute)
+/// meets the record before a store's TTL may delete it: one hour, milliseconds.
+const EXPIRY_MARGIN_MS: i64 = 3_600_000;

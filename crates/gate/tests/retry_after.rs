@@ -245,15 +245,11 @@ async fn a_delay_already_past_is_no_delay() {
     }
 }
 
-/// Breaker: a server's `Retry-After` longer than the record's TTL (21 days by default,
-/// `KeyTtlSeconds`) must not hold the lease past the record's expiry. It does today: the message
-/// is acknowledged (`Deferred`), the reconciler skips the record as a live lease until the delay
-/// ends, DynamoDB's TTL deletes the `in_flight` record once `expires_at` has passed (the TTL
-/// ignores `status`), and the oldest-in-flight signal leaves expired records out: the event is
-/// lost with nobody told. On PostgreSQL the record is stuck (`gatectl cancel`/`finish` refuse a
-/// live lease).
+/// A server's `Retry-After` past the record's last retry (the claim horizon, the event's end,
+/// an hour before the record's expiry) holds the lease only to it: never past the record's TTL,
+/// after which DynamoDB may delete the `in_flight` record whose message was acknowledged.
 #[tokio::test]
-async fn breaker_a_delay_never_holds_the_lease_past_the_records_ttl() {
+async fn a_delay_never_holds_the_lease_past_the_records_ttl() {
     let thirty_days_s = 30 * 24 * 3_600;
     let w = World::new(
         throttled(RetryAfter::Seconds(thirty_days_s)),
@@ -275,12 +271,10 @@ async fn breaker_a_delay_never_holds_the_lease_past_the_records_ttl() {
     );
 }
 
-/// Breaker: a hostile `Retry-After: 18446744073709551615` (delta-seconds saturated to
-/// `u64::MAX`, delay `i64::MAX` ms) overflows `(delay_ms + 999) / 1_000` in `retry_later`
-/// (held.rs): a panic under overflow checks (tests, debug builds), a wrap in release; the lease
-/// is already held to `i64::MAX` by then.
+/// A hostile `Retry-After: 18446744073709551615` (delta-seconds saturated to `u64::MAX`, a
+/// delay of `i64::MAX` ms) neither overflows the arithmetic nor holds the lease forever.
 #[tokio::test]
-async fn breaker_a_huge_delta_seconds_neither_panics_nor_holds_the_lease_forever() {
+async fn a_huge_delta_seconds_neither_panics_nor_holds_the_lease_forever() {
     let w = World::new(
         throttled(RetryAfter::Seconds(u64::MAX)),
         Some(Arc::new(MemoryVisibility::default())),
@@ -295,12 +289,10 @@ async fn breaker_a_huge_delta_seconds_neither_panics_nor_holds_the_lease_forever
     );
 }
 
-/// Breaker: a lookup answered `429`/`503` with `Retry-After` drops the delay
-/// (`classify_lookup` builds its `AnswerDetail` without it), so the held record's
-/// `IfFailed::Retry` settles a transient answer without a delay: the lease is released and the
-/// reconciler asks again at its next sweep (15 s), sooner than the server asked.
+/// A lookup answered `429` or `503` with `Retry-After` keeps the delay, so the reconciler does
+/// not ask a throttling server again sooner than it asked.
 #[test]
-fn breaker_a_throttled_lookup_keeps_its_retry_after() {
+fn a_throttled_lookup_keeps_its_retry_after() {
     use gate::effect::LookupOutcome;
     use gate::idempotency_key::{classify_lookup, Answer, JsonIdAt};
     const READER: JsonIdAt = JsonIdAt::new("server", "/id");

@@ -71,16 +71,39 @@ pub fn application_locations(template: &str) -> Vec<String> {
 /// first.
 ///
 /// # Errors
-/// The path and the I/O error of a file that cannot be read.
+/// The path and the I/O error of a file that cannot be read; a template that instantiates
+/// itself, directly or through another (a `Location` cycle), named with the chain.
 pub fn load(path: &Path) -> Result<Vec<(PathBuf, String)>, String> {
+    let mut out = Vec::new();
+    load_within(path, &mut Vec::new(), &mut out)?;
+    Ok(out)
+}
+
+/// [`load`], with `chain` the templates that instantiate `path` (a cycle's witness).
+fn load_within(
+    path: &Path,
+    chain: &mut Vec<PathBuf>,
+    out: &mut Vec<(PathBuf, String)>,
+) -> Result<(), String> {
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if chain.contains(&canonical) {
+        let names: Vec<String> = chain.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!(
+            "{}: a Location cycle ({} -> {})",
+            path.display(),
+            names.join(" -> "),
+            canonical.display()
+        ));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut out = vec![(path.to_path_buf(), text.clone())];
+    out.push((path.to_path_buf(), text.clone()));
+    chain.push(canonical);
     for location in application_locations(&text) {
-        let nested = dir.join(&location);
-        out.extend(load(&std::fs::canonicalize(&nested).unwrap_or(nested))?);
+        load_within(&dir.join(&location), chain, out)?;
     }
-    Ok(out)
+    chain.pop();
+    Ok(())
 }
 
 /// Runs every check on `path` (the thresholds, the policy rules, the lint; `require_lint`: a

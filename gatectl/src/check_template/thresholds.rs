@@ -30,6 +30,24 @@ pub fn resource(template: &str, name: &str) -> Option<String> {
     Some(format!("{first}\n{}\n", body.join("\n")))
 }
 
+/// The CloudWatch dimensions every gate metric carries: the integration's name.
+const DIMENSIONS: &str = "Dimensions: [{ Name: Integration, Value: !Ref IntegrationName }]";
+
+/// What makes alarm `name` (its block `a`) page at all: every metric it reads is in the gate's
+/// namespace with the integration's dimension, and it notifies the alarm topic.
+fn pages(p: &mut Vec<String>, name: &str, a: &str) {
+    let metrics = a.matches("MetricName:").count();
+    let in_namespace = a.matches(&format!("Namespace: {NAMESPACE}\n")).count();
+    let dimensioned = a.matches(DIMENSIONS).count();
+    if metrics == 0 || in_namespace != metrics || dimensioned != metrics {
+        p.push(format!(
+            "{name}: {metrics} metrics, {in_namespace} in namespace {NAMESPACE}, \
+             {dimensioned} with the dimension {DIMENSIONS:?}: every metric needs both"
+        ));
+    }
+    has(p, name, a, "AlarmActions: [!Ref AlarmTopic]");
+}
+
 /// Records a problem unless `block` contains `needle`.
 fn has(problems: &mut Vec<String>, what: &str, block: &str, needle: &str) {
     if !block.contains(needle) {
@@ -52,7 +70,8 @@ fn find(templates: &[String], name: &str, problems: &mut Vec<String>) -> Option<
 /// [`RATIO_ALARMS`] (both metrics over its period, its metric math, threshold, evaluation and
 /// datapoints, within CloudWatch's limit on Period x EvaluationPeriods: one day below 1-hour
 /// periods, seven days from 1 hour); `NaturalKeyCollisionsAlarm`, `OldestInFlightAgeAlarm`,
-/// `DistinctEffectIdsAlarm`; the `InFlight` index's projection (never `request`); and a
+/// `DistinctEffectIdsAlarm`; that each of these alarms can page (its metrics in the gate's
+/// namespace with the integration's dimension, its actions the alarm topic); the `InFlight` index's projection (never `request`); and a
 /// `KeyTtlSeconds` parameter's default, where one is declared.
 pub fn check(templates: &[String]) -> Vec<String> {
     let mut p = Vec::new();
@@ -78,10 +97,10 @@ pub fn check(templates: &[String]) -> Vec<String> {
             format!("EvaluationPeriods: {}\n", alarm.evaluation_periods),
             format!("DatapointsToAlarm: {}\n", alarm.datapoints_to_alarm),
             "TreatMissingData: notBreaching".to_string(),
-            format!("Namespace: {NAMESPACE}"),
         ] {
             has(&mut p, &name, &a, &needle);
         }
+        pages(&mut p, &name, &a);
         let span = alarm.period_s * i64::from(alarm.evaluation_periods);
         let limit = if alarm.period_s < 3_600 {
             86_400
@@ -99,29 +118,41 @@ pub fn check(templates: &[String]) -> Vec<String> {
             format!("Period: {NATURAL_KEY_COLLISIONS_PERIOD_S}\n"),
             format!("Threshold: {NATURAL_KEY_COLLISIONS_ALARM}\n"),
             "ComparisonOperator: GreaterThanOrEqualToThreshold".to_string(),
+            "EvaluationPeriods: 1\n".to_string(),
+            "DatapointsToAlarm: 1\n".to_string(),
             "TreatMissingData: notBreaching".to_string(),
         ] {
             has(&mut p, "NaturalKeyCollisionsAlarm", &a, &needle);
         }
+        pages(&mut p, "NaturalKeyCollisionsAlarm", &a);
     }
     if let Some(a) = find(templates, "OldestInFlightAgeAlarm", &mut p) {
         for needle in [
             format!("MetricName: {}\n", metric::OLDEST_IN_FLIGHT_AGE),
             format!("Threshold: {OLDEST_IN_FLIGHT_MAX_S}\n"),
             format!("Period: {STORE_SIGNALS_PERIOD_S}\n"),
+            "Statistic: Maximum\n".to_string(),
             "ComparisonOperator: GreaterThanThreshold".to_string(),
+            "EvaluationPeriods: 1\n".to_string(),
+            "DatapointsToAlarm: 1\n".to_string(),
         ] {
             has(&mut p, "OldestInFlightAgeAlarm", &a, &needle);
         }
+        pages(&mut p, "OldestInFlightAgeAlarm", &a);
     }
     if let Some(a) = find(templates, "DistinctEffectIdsAlarm", &mut p) {
         for needle in [
             format!("Threshold: {DISTINCT_EFFECT_IDS_ALARM}\n"),
             "ComparisonOperator: GreaterThanOrEqualToThreshold".to_string(),
             format!("IF(FILL(multi, 0) >= 1, {DISTINCT_EFFECT_IDS_ALARM}, 0)"),
+            format!("MetricName: {}\n", metric::DISTINCT_EFFECT_IDS),
+            format!("MetricName: {}\n", metric::MULTI_EFFECT_KEYS),
+            "EvaluationPeriods: 1\n".to_string(),
+            "DatapointsToAlarm: 1\n".to_string(),
         ] {
             has(&mut p, "DistinctEffectIdsAlarm", &a, &needle);
         }
+        pages(&mut p, "DistinctEffectIdsAlarm", &a);
     }
     check_in_flight_index(templates, &mut p);
     for t in templates {

@@ -555,12 +555,15 @@ pub fn classify_lookup<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R
             ))),
         },
         LookupClass::NotFound => LookupOutcome::NotFound,
-        LookupClass::Transient => LookupOutcome::Transient(AnswerDetail::new(format!(
-            "lookup: {} answered {}: {}",
-            reader.server(),
-            describe(answer),
-            rule.why
-        ))),
+        LookupClass::Transient => LookupOutcome::Transient(
+            AnswerDetail::new(format!(
+                "lookup: {} answered {}: {}",
+                reader.server(),
+                describe(answer),
+                rule.why
+            ))
+            .with_retry_after(delay(answer)),
+        ),
     }
 }
 

@@ -190,9 +190,17 @@ fn an_alarm_that_can_never_page_is_named() {
     let gate = texts[1].clone();
     let cases = [
         // Watches a namespace nothing emits to.
-        ("OldestInFlightAgeAlarm", "Namespace: ExactlyOnceGate", "Namespace: Elsewhere"),
+        (
+            "OldestInFlightAgeAlarm",
+            "Namespace: ExactlyOnceGate",
+            "Namespace: Elsewhere",
+        ),
         // Pages only when the *youngest* datapoint of the minute is stuck.
-        ("OldestInFlightAgeAlarm", "Statistic: Maximum", "Statistic: Minimum"),
+        (
+            "OldestInFlightAgeAlarm",
+            "Statistic: Maximum",
+            "Statistic: Minimum",
+        ),
         // A stuck record pages after an hour instead of a minute.
         (
             "OldestInFlightAgeAlarm",
@@ -206,9 +214,17 @@ fn an_alarm_that_can_never_page_is_named() {
             "Value: some-other-integration",
         ),
         // Reads a metric nobody emits.
-        ("DistinctEffectIdsAlarm", "MetricName: DistinctEffectIds", "MetricName: Nothing"),
+        (
+            "DistinctEffectIdsAlarm",
+            "MetricName: DistinctEffectIds",
+            "MetricName: Nothing",
+        ),
         // Pages nobody.
-        ("OldestInFlightAgeAlarm", "      AlarmActions: [!Ref AlarmTopic]\n", ""),
+        (
+            "OldestInFlightAgeAlarm",
+            "      AlarmActions: [!Ref AlarmTopic]\n",
+            "",
+        ),
     ];
     let mut undetected = Vec::new();
     for (alarm, from, to) in cases {
@@ -220,7 +236,10 @@ fn an_alarm_that_can_never_page_is_named() {
             undetected.push(format!("{alarm}: {from:?} -> {to:?}"));
         }
     }
-    assert!(undetected.is_empty(), "passed check-template: {undetected:#?}");
+    assert!(
+        undetected.is_empty(),
+        "passed check-template: {undetected:#?}"
+    );
 }
 
 /// A local `Location` that names the template itself, or a cycle of two templates, is reported
@@ -242,7 +261,10 @@ fn a_location_cycle_is_reported() {
     let pair = load(&dir.join("a.yaml"));
     let _ = std::fs::remove_dir_all(&dir);
     let err = itself.expect_err("a template that instantiates itself");
-    assert!(err.contains("Location cycle") && err.contains("self.yaml"), "{err}");
+    assert!(
+        err.contains("Location cycle") && err.contains("self.yaml"),
+        "{err}"
+    );
     let err = pair.expect_err("two templates that instantiate each other");
     assert!(
         err.contains("Location cycle") && err.contains("a.yaml") && err.contains("b.yaml"),

@@ -280,7 +280,10 @@ async fn a_huge_delta_seconds_neither_panics_nor_holds_the_lease_forever() {
         Some(Arc::new(MemoryVisibility::default())),
     );
     let outcome = w.deliver(1).await;
-    assert!(matches!(outcome, RecordOutcome::Deferred { .. }), "{outcome:?}");
+    assert!(
+        matches!(outcome, RecordOutcome::Deferred { .. }),
+        "{outcome:?}"
+    );
     let record = w.record().await;
     assert!(
         record.lease_until_ms.unwrap() <= record.expires_at_s * 1_000,

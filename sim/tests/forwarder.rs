@@ -101,10 +101,12 @@ fn expected(scenario: &Scenario, lease_ms: i64, reconciler: &ReconcilerSettings)
         e.crashes += 1;
         // Milliseconds from the start, as the replay's clock reads them.
         let created = (n.arrivals[0].at_s() * 1000.0) as i64;
-        // The first sweep that takes the record over: after its lease and its minimum age.
-        let eligible_after = (created + lease_ms).max(created + reconciler.min_age_s * 1000);
+        // The first sweep that takes the record over: after its lease (a lease ending at the
+        // sweep's millisecond is still live) and at least its minimum age (DEPLOYING,
+        // `RECONCILE_MIN_AGE_SECONDS`).
+        let (lease_end, old_enough) = (created + lease_ms, created + reconciler.min_age_s * 1000);
         let mut sweep = first_sweep_ms;
-        while sweep <= eligible_after {
+        while sweep <= lease_end || sweep < old_enough {
             sweep += sweep_ms;
         }
         let redelivery = created + visibility_ms;
@@ -191,9 +193,9 @@ fn assert_one_effect_each(scenario: &Scenario, r: &Report) {
 /// about 6 s in release: the replay runs every notification through the gate and the terminal
 /// simulator over loopback HTTP, and the reconciler and the metrics function every simulated
 /// minute, 87,840 times; that is the test, so it is not shortened. Every figure is the one the
-/// input determines ([`expected`]): with a sweep a minute and 120 s of minimum age, one crashed
-/// record (13,500's, created on a minute) meets its redelivery at 180 s before any sweep could
-/// take it, the other five are committed by the reconciler.
+/// input determines ([`expected`]): with a sweep a minute and a minimum age of 120 s, every
+/// crashed record is committed by the reconciler (13,500's, created on a minute, by the sweep
+/// 120 s after, before its redelivery at 180 s).
 #[tokio::test]
 async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_every_crash() {
     let scenario = Scenario::load("forwarder-two-months").unwrap();
@@ -210,10 +212,10 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
     assert_one_effect_each(&scenario, &r);
     let want = expected(&scenario, consumer_lease_ms(), &FIRST_GATE_RECONCILER);
     assert_eq!(observed(&r), want, "{r:?}");
-    // The scenario's shape behind those figures: six crashes, one lost, at least one
-    // redelivery that found its record's lease ended.
+    // The scenario's shape behind those figures: six crashes, one lost, each committed by the
+    // reconciler at its first sweep past the minimum age, before the redelivery.
     assert_eq!(want.crashes, FORWARDER_CRASHES.len());
-    assert!(want.taken_over >= 1 && want.reconciled >= 1, "{want:?}");
+    assert_eq!((want.reconciled, want.taken_over), (6, 0), "{want:?}");
     // The six crashed records are committed with the one slot their worker claimed (the slot the
     // terminal issued for that container).
     let at = scenario.start.timestamp_millis();
@@ -242,7 +244,7 @@ async fn two_months_at_the_forwarders_volume_make_no_extra_effect_and_commit_eve
 /// crashed record is committed by the reconciler within one lease and one sweep interval of its
 /// crash (15 s + 15 s), long before its message comes back (the 180 s visibility timeout), so the
 /// oldest `in_flight` the metrics function sees stays within that bound, derived here from the
-/// configuration. The first gate's reconciler (a sweep a minute, records older than 120 s) sees
+/// configuration. The first gate's reconciler (a sweep a minute, records at least 120 s old) sees
 /// 120 s and fails here.
 #[tokio::test]
 async fn with_the_deployed_reconciler_every_crash_is_committed_within_a_lease_and_a_sweep() {

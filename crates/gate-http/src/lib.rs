@@ -27,7 +27,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use gate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
-use gate::idempotency_key::classify::{
+use gate::idempotency_key::{
     classify_call, classify_call_failure, classify_lookup, classify_lookup_failure, Answer,
     AnswerReader, RequestFailure,
 };

@@ -38,7 +38,7 @@ use crate::record::IdempotencyRecord;
 
 /// Who holds the record and asks what to do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// A delivery of the event: after its own reservation, or after taking an expired lease
     /// over.
     Consumer,
@@ -51,7 +51,7 @@ pub enum Holder {
 /// the record, the time and the holder (`Gate::policy` reads them from the integration, with
 /// `GateConfig`'s settings where the integration says nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// The server honours `Idempotency-Key`
     /// ([`crate::Integration::supports_idempotency_key`], else
     /// `GateConfig::server_supports_idempotency_key`).
@@ -71,7 +71,7 @@ pub struct Policy {
 
 /// What the gate does next with a record whose lease it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NextStep {
+pub(crate) enum NextStep {
     /// Send the item a routing record stores to the manual queue (and confirm it); never the
     /// side effect.
     ResumeRouting,
@@ -93,7 +93,7 @@ pub enum NextStep {
 
 /// What to do when a lookup fails (a transient answer: the outcome is unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IfFailed {
+pub(crate) enum IfFailed {
     /// Release the lease and try again later (the delivery's retry, the reconciler's next run).
     Retry,
     /// A person gets the record, told the lookup failed.
@@ -103,7 +103,7 @@ pub enum IfFailed {
 /// Why a held record goes to a person, which sets what the person is told is known and what is
 /// not ([`Handover::detail`]) and the manual item's reason ([`Handover::reason`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handover {
+pub(crate) enum Handover {
     /// The server does not honour `Idempotency-Key`: the request is never sent by the gate.
     NoKeySupport,
     /// Past the claim horizon, and the server holds no effect under the key (which it may have
@@ -123,7 +123,7 @@ pub enum Handover {
 
 /// The next step for `record`, which the asking `holder` holds the lease of, at `now_ms` (epoch
 /// ms), under `policy`. Pure: the module's rules, nothing read from anywhere else.
-pub fn decide(
+pub(crate) fn decide(
     record: &IdempotencyRecord,
     now_ms: i64,
     policy: &Policy,

@@ -15,7 +15,7 @@
 //!   [`visibility`]: the event queue's visibility port (a server's `Retry-After`);
 //!   [`clock`]: the clock port;
 //! * [`Gate`] and [`consumer`]: a batch in, steps 1 and 2; the held record (`held`): its
-//!   steps after the reserve; [`decision`]: the one decision for a held record; [`routing`]:
+//!   steps after the reserve; `decision`: the one decision for a held record; `routing`:
 //!   routing to a person exactly once; [`reconciler`]: stranded records; [`outcome`]: what
 //!   happened to a record ([`RecordOutcome`]);
 //! * [`operator`]: an operator's finish and cancel; [`purge`]: deleting what an operator asks;
@@ -25,7 +25,7 @@
 #![warn(missing_docs)]
 pub mod clock;
 pub mod consumer;
-pub mod decision;
+mod decision;
 pub mod effect;
 pub mod fields;
 mod gate;
@@ -41,7 +41,7 @@ pub mod prelude;
 pub mod purge;
 pub mod reconciler;
 pub mod record;
-pub mod routing;
+mod routing;
 pub mod secret;
 pub mod signals;
 pub mod store;

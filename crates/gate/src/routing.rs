@@ -30,7 +30,7 @@ use crate::store::{FinishGuard, FinishOutcome, Reservation, StoreError, TakeOver
 /// Why an item did not reach the manual queue, or its routing was not confirmed: the delivery
 /// is retried (`RecordOutcome::Retry` carries its text), the routing record stays pending.
 #[derive(Debug, thiserror::Error)]
-pub enum RoutingError {
+pub(crate) enum RoutingError {
     /// A store call failed (the reserve, take-over, mark or confirmation of a routing).
     #[error("{0}")]
     Store(#[from] StoreError),

@@ -45,7 +45,7 @@ use super::id_format::IdFormat;
 use super::summary::{answer_digest, describe};
 use crate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 
-/// The RFC 9457 problem type (its last path segment, [`is_mismatch_type`]) of a `409` that says
+/// The RFC 9457 problem type (its last path segment, `is_mismatch_type`) of a `409` that says
 /// the key was used with another request (the server simulator's, and many servers').
 pub const PROBLEM_IDEMPOTENCY_MISMATCH: &str = "idempotency_mismatch";
 
@@ -342,7 +342,7 @@ pub fn problem_type(body: &[u8]) -> Option<String> {
 /// `idempotency_mismatch` and `https://errors.example/p/idempotency_mismatch` are;
 /// `not_idempotency_mismatch`, `https://x.example/idempotency_mismatch/help` and `about:blank`
 /// are not.
-pub fn is_mismatch_type(problem_type: &str) -> bool {
+pub(crate) fn is_mismatch_type(problem_type: &str) -> bool {
     let path = problem_type.split(['?', '#']).next().unwrap_or_default();
     path.rsplit('/').next() == Some(PROBLEM_IDEMPOTENCY_MISMATCH)
 }
@@ -373,7 +373,7 @@ pub enum CallClass {
 
 /// What an answer to a lookup by key means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LookupClass {
+pub(crate) enum LookupClass {
     /// `200`: read the effect id ([`AnswerReader::found`]); none usable is transient.
     Found,
     /// `404`: no effect under the key.
@@ -433,7 +433,7 @@ pub fn call_rule(status: u16, problem_type: Option<&str>) -> Rule<CallClass> {
 }
 
 /// The row of the call table for a request that got no whole answer.
-pub fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
+pub(crate) fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
     use CallClass::Transient;
     match failure {
         RequestFailure::Timeout => rule(
@@ -450,7 +450,7 @@ pub fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
 }
 
 /// The row of the lookup table (the module's docs) for `status`.
-pub fn lookup_rule(status: u16) -> Rule<LookupClass> {
+pub(crate) fn lookup_rule(status: u16) -> Rule<LookupClass> {
     use LookupClass::{Found, NotFound, Transient};
     match status {
         200 => rule(Found, "the effect held under the key"),
@@ -518,7 +518,7 @@ fn delay(answer: &Answer<'_>) -> Option<crate::effect::RetryAfter> {
     }
 }
 
-/// Classifies a call that got no whole answer ([`failure_rule`]): always transient, in our words.
+/// Classifies a call that got no whole answer (`failure_rule`): always transient, in our words.
 pub fn classify_call_failure<R: AnswerReader + ?Sized>(
     failure: RequestFailure,
     reader: &R,
@@ -532,7 +532,7 @@ pub fn classify_call_failure<R: AnswerReader + ?Sized>(
     )))
 }
 
-/// Classifies an answer to a lookup by key ([`lookup_rule`]); a `200` is read for its effect by
+/// Classifies an answer to a lookup by key (`lookup_rule`); a `200` is read for its effect by
 /// `reader`.
 pub fn classify_lookup<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> LookupOutcome {
     let rule = lookup_rule(answer.status);

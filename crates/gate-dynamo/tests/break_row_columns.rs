@@ -1,5 +1,5 @@
 //! Hostile-review regression tests of the business row's columns named by the integration
-//! (issue 22 item 2: `RowColumns`, `row_to_item`/`row_from_item`, the stores' refusal
+//! (`RowColumns`, `row_to_item`/`row_from_item`, the stores' refusal
 //! of a row label named like a column). Each test names the attack; all pass on a right codec.
 
 use std::collections::HashMap;

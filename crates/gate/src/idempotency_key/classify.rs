@@ -34,7 +34,7 @@
 //! | anything else (another `2xx`, `200` without a usable id, `1xx`, `3xx`, another `4xx`, `5xx`, no answer) | `Transient` |
 //!
 //! A summary never quotes the answer ([`super::describe`]), nor does anything else the gate
-//! keeps (issue 25): the record's `error` and the manual item's `detail` carry the summary; a
+//! keeps: the record's `error` and the manual item's `detail` carry the summary; a
 //! person who needs the answer asks the server live (`gatectl lookup`).
 
 use std::sync::LazyLock;

@@ -16,13 +16,7 @@
 //!   could never succeed, so an MRSC table is refused as well, at start rather than at the first
 //!   commit.
 //!
-//! The check reads `DescribeTable` of both tables (the idempotency table and the business
-//! table: the commit's transaction conditions on both): a table with entries in `Replicas` or
-//! `GlobalTableWitnesses` (a replica being created counts: replication is about to begin), or
-//! with `GlobalTableVersion` `2017.11.29` (the legacy global tables, whose replicas
-//! `DescribeTable` does not list), is refused ([`replication_of`], [`check_table`]). A table
-//! whose replicas were all removed lists none ("After a successful disassociation, this list is
-//! absent or empty": DynamoDB API Reference, `TableDescription.Replicas`) and is accepted.
+//! The check: [`check_table`] on the `DescribeTable` of both tables, [`replication_of`].
 
 use aws_sdk_dynamodb::types::{MultiRegionConsistency, TableDescription};
 
@@ -54,7 +48,15 @@ pub enum Replication {
     Legacy,
 }
 
-/// The replication of the table `table` describes (see the module docs).
+/// The replication of the table `table` describes.
+///
+/// The check reads `DescribeTable` of both tables (the idempotency table and the business
+/// table: the commit's transaction conditions on both): a table with entries in `Replicas` or
+/// `GlobalTableWitnesses` (a replica being created counts: replication is about to begin), or
+/// with `GlobalTableVersion` `2017.11.29` (the legacy global tables, whose replicas
+/// `DescribeTable` does not list), is refused ([`replication_of`], [`check_table`]). A table
+/// whose replicas were all removed lists none ("After a successful disassociation, this list is
+/// absent or empty": DynamoDB API Reference, `TableDescription.Replicas`) and is accepted.
 pub fn replication_of(table: &TableDescription) -> Replication {
     let mut regions: Vec<String> = table
         .replicas()

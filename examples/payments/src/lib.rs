@@ -5,9 +5,8 @@
 //! * `POST {base}/v1/charges` with `Authorization: Bearer {API key}`, `Idempotency-Key: "K"` and
 //!   the charge as JSON answers `201 {"id": "ch_..."}`; the same key and body replays that answer
 //!   for 24 hours ([`KEY_RETENTION_MS`], as Stripe keeps keys); the same key with another body is
-//!   `409` with problem type `idempotency_mismatch`; a declined card is `402`, permanent, and
-//!   reaches a person as `card_declined` ([`CARD_DECLINED`]). Every other status is classified by
-//!   the core's Idempotency-Key table (`gate::idempotency_key`).
+//!   `409` with problem type `idempotency_mismatch`; a declined card is `402`, reaching a person
+//!   as `card_declined` ([`CARD_DECLINED`]); the core's table classifies every other status.
 //! * **No lookup by key** (no [`Integration::lookup_by_key`]): inside the retention the gate
 //!   re-sends the stored request under its key; past it a person gets the record.
 //! * An invoice event is a JSON object, at most 8 KiB: `invoice_id`, `customer`

@@ -6,25 +6,17 @@
 //! * the classification of an answer to a **call** under a key into the gate's
 //!   [`CallOutcome`](crate::effect::CallOutcome) and of an answer to a **lookup** by key into
 //!   its [`LookupOutcome`](crate::effect::LookupOutcome), for every status and every failed
-//!   request, with nothing left to a default (`classify`: the table, one reason per row);
+//!   request, with nothing left to a default (the tables: [`call_rule`], [`classify_lookup`]);
 //! * the summary of an answer in the gate's own words (status, content type, length and a keyed
-//!   digest), never a character of the server's text (`summary`);
-//! * the reqwest side is the crate `gate-http`: a client that follows no
-//!   redirect, an answer read up to a bound, a failed request named by its kind, and
-//!   `gate_http::call` / `gate_http::lookup` doing all of it in one step.
+//!   digest), never a character of the server's text ([`describe`]);
+//! * the reqwest side (a client that follows no redirect, `gate_http::call`) is `gate-http`.
 //!
 //! The classification is pure (status, problem type, body bytes in; outcome out): an
-//! integration's HTTP client, the deterministic simulation and the test kit's in-process server
-//! use the same table. What only an integration knows (where its server puts the effect id, what
-//! makes an id unusable, which secrets its answers must be scrubbed of) it supplies through
+//! integration's HTTP client, the deterministic simulation (its server simulator,
+//! `sim/src/server.rs`, is the reference server) and the test kit's in-process server use the
+//! same table. What only an integration knows (where its server puts the effect id, what makes
+//! an id unusable, which secrets its answers must be scrubbed of) it supplies through
 //! [`AnswerReader`].
-//!
-//! The reference server is the server simulator (`sim/src/server.rs`), which honours the
-//! draft: a completed key replays its first answer byte for byte; the same key with another
-//! request is `409` with problem type `idempotency_mismatch` (the draft says `422`; both are a
-//! mismatch here); the same key still being processed is `409` `idempotency_key_in_flight`; a
-//! failure before the key was taken is `503` (not stored); a lost answer after the work was done
-//! is `504` (stored: the next call replays the effect).
 
 mod classify;
 mod id_format;

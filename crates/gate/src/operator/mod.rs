@@ -17,9 +17,7 @@
 //! * [`Gate::next_step`]: what the gate does next with a record, in words (`gatectl show`).
 //!
 //! Each write an operator makes leaves an [`AuditEntry`] (who, what, when) in the record's
-//! history ([`AuditLog`]): a list attribute `history` on the DynamoDB item, beside the fields of
-//! [`IdempotencyRecord`], which no write of the gate removes (updates never touch it; only a new
-//! reservation of an expired, finished key replaces the item, and with it its history).
+//! history ([`AuditLog`]), which only a new reservation of an expired, finished key replaces.
 
 use crate::clock::ms_to_s;
 use crate::decision::{decide, Holder};

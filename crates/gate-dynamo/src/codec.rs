@@ -111,8 +111,8 @@ pub fn record_from_item(
         None => Vec::new(),
     };
     // The ids under both names, the union is the record's ids:
-    // an item written before the rename holds legacy `slot_ids`,
-    // and a newer write may have added to `effect_ids` beside the legacy set.
+    // an item in the legacy layout holds `slot_ids`,
+    // and a later write may have added to `effect_ids` beside the legacy set.
     let mut effect_ids = BTreeSet::new();
     for name in [EFFECT_IDS, LEGACY_EFFECT_IDS] {
         match item.get(name) {

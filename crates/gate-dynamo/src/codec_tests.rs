@@ -183,7 +183,7 @@ fn the_legacy_layout_writes_the_deployed_names() {
     assert_eq!(row_from_item(&item, &LEGACY).unwrap(), row);
 }
 
-/// A row an older gate wrote ([`RowColumns::LEGACY`]) reads the same under the neutral
+/// A row in the legacy layout ([`RowColumns::LEGACY`]) reads the same under the neutral
 /// names and under an integration's own, with no label named after a legacy column; the
 /// configured name wins when both are present.
 #[test]

@@ -389,9 +389,8 @@ impl IdempotencyStore for DynamoStore {
             .table_name(&self.idempotency_table)
             .key("pk", s(pk))
             .update_expression("ADD effect_ids :effect_set SET updated_at = :now_ms")
-            // The bound counts `effect_ids`; an item of the legacy layout holds its legacy
-            // `effect_ids` besides (the ids the previous release recorded), and an id in
-            // either set is already recorded.
+            // The bound counts `effect_ids`; an item of the legacy layout holds `slot_ids`
+            // besides, and an id in either set is already recorded.
             .condition_expression(
                 "attribute_exists(pk) AND (attribute_not_exists(effect_ids) \
                  OR size(effect_ids) < :max_ids OR contains(effect_ids, :effect_id) \

@@ -4,10 +4,9 @@
 //! * **Multi-Region eventual consistency (MREC)**, the default mode of a global table: a
 //!   conditional write evaluates its condition against the item's version in the Region it is
 //!   sent to, and a write in another Region replicates later, the last writer winning (AWS,
-//!   Amazon DynamoDB Developer Guide, "Global tables core concepts" (formerly "How DynamoDB
-//!   global tables work"), "Multi-Region eventual consistency (MREC)"). Two environments in two
-//!   Regions can then both reserve one key, and both call the server: the very thing the gate
-//!   exists to prevent (scylladb/scylladb #10015 reproduces it on the Alternator API).
+//!   Amazon DynamoDB Developer Guide, "Global tables core concepts", "Multi-Region eventual
+//!   consistency (MREC)"). Two environments in two Regions can then both reserve one key, and
+//!   both call the server: the very thing the gate exists to prevent (scylladb/scylladb #10015 reproduces it on the Alternator API).
 //! * **Multi-Region strong consistency (MRSC)** checks a condition against every Region, but
 //!   does not support transaction operations: `TransactWriteItems` (the commit, the record and
 //!   the business row in one transaction, `commit.rs`) returns an error on an MRSC replica; nor

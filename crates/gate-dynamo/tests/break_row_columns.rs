@@ -25,7 +25,7 @@ const CUSTOM: RowColumns = RowColumns {
     written_at: "charged_at",
 };
 
-/// A row the previous release wrote (legacy layout: `slot_id`, `booked_at`) with a label named
+/// A row in the legacy layout ( `slot_id`, `booked_at`) with a label named
 /// `written_at`: the previous release reserved `source_event`, `effect_id` and `booked_at` only,
 /// so an integration could label its rows `written_at` (a human-readable time, a string). Under
 /// the neutral layout that string is not the row's time: the row reads with the legacy time

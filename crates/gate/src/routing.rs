@@ -291,8 +291,7 @@ impl Gate {
     }
 
     /// Resumes a routing `invocation` holds: a pending one (`route_pending`) is sent and
-    /// confirmed; an `in_flight` routing record (written by an earlier version, which marked after
-    /// sending) is marked first, then sent. A refused mark is another holder's routing (a routing
+    /// confirmed; an `in_flight` routing record (one not yet marked) is marked first, then sent. A refused mark is another holder's routing (a routing
     /// record is never called, so it holds no effect id to commit instead).
     pub(crate) async fn resume_routing(
         &self,

@@ -95,7 +95,7 @@ pub(crate) fn bounded_error(text: &str) -> &str {
 /// The attribute names of the store's own items, which no label may take: the record's
 /// (`pk` .. `route_pending`, the multi-effect mark, the audit `history`), the natural-key
 /// item's (`pk`, `event_key`, `expires_at`) and the business row's legacy names
-/// ([`RowColumns::LEGACY`], read on a row an older gate wrote). A business row's label must
+/// ([`RowColumns::LEGACY`], read on a row in the legacy layout). A business row's label must
 /// not take its [`RowColumns`] either ([`check_row`]). The DynamoDB codec reads every other
 /// string attribute of an item as a label.
 pub const RESERVED_NAMES: [&str; 22] = [
@@ -112,8 +112,8 @@ pub const RESERVED_NAMES: [&str; 22] = [
     "expires_at",
     "effect_id",
     "effect_ids",
-    // The legacy names: `slot_id`, `slot_ids` (read on items written by an older gate,
-    // `store::dynamo::LEGACY_EFFECT_ID`, and on its business rows: `RowColumns::LEGACY`); the
+    // The legacy names: `slot_id`, `slot_ids` (read on items in the legacy layout,
+    // `gate_dynamo::LEGACY_EFFECT_ID`, and on its business rows: `RowColumns::LEGACY`); the
     // multi-effect mark keeps its deployed name (`multi_slot`).
     "slot_id",
     "slot_ids",

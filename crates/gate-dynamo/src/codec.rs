@@ -399,5 +399,4 @@ pub(crate) fn req_n(item: &HashMap<String, AttributeValue>, name: &str) -> Resul
 }
 
 #[cfg(test)]
-#[path = "codec_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! `gatectl`: the operator's command line of the exactly-once gate (issue 17). Every runbook
+//! `gatectl`: the operator's command line of the exactly-once gate. Every runbook
 //! step is one command that goes through the gate's own code and conditions
 //! ([`gate::operator`], the reconciler), asks before it writes, can show what it would change
 //! (`--dry-run`) and leaves an audit line in the record's history.

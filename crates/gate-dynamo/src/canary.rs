@@ -2,7 +2,7 @@
 //!
 //! Every guarantee of the gate rests on conditional writes being refused when their condition
 //! fails. A store layer that silently drops the condition (an option ignored, a wrapper that
-//! rebuilds the request without it: Powertools for AWS Lambda (TypeScript) issue 5716) turns every
+//! rebuilds the request without it: aws-powertools/powertools-lambda-typescript#5716) turns every
 //! write unconditional with no error anywhere: the gate would then claim twice. So a function
 //! checks at cold start, before it consumes anything: two conditional `PutItem`s on one canary
 //! key; the second must be refused.

@@ -1,26 +1,6 @@
 //! Step 4 on DynamoDB: the commit transaction (`TransactWriteItems`), its items with their roles,
 //! its `ClientRequestToken`s, and what each answer means.
 //!
-//! ## Tokens, as DynamoDB applies them
-//!
-//! A `ClientRequestToken` makes a retry of the same request within 10 minutes of the first one's
-//! completion answer as the first one; the same token with other parameters within those 10
-//! minutes is `IdempotentParameterMismatchException`; after them the token is new (AWS,
-//! `TransactWriteItems`, "ClientRequestToken"). So:
-//!
-//! * the SDK's retry of one attempt sends the same bytes under the same token: replayed;
-//! * every attempt this module makes after a cancellation (a `TransactionConflict`, the
-//!   variant over another recorded effect id) gets a token of
-//!   its own ([`commit_request_token`] with the attempt's variant): a cancellation wrote nothing,
-//!   and a replay of it would only repeat it;
-//! * a holder that commits again with the items built again (a later `updated_at`, maps in
-//!   another order) meets its first token: `IdempotentParameterMismatchException` within 10
-//!   minutes, a new request after them. The mismatch is "outcome unknown": one consistent read
-//!   ([`settle_unknown_commit`]) finds our own commit (committed), the record still ours (not
-//!   landed: the transaction is sent once more under a fresh token) or someone else's state
-//!   (refused). After 10 minutes the request runs again and its cancellation carries our own
-//!   commit: committed.
-//!
 //! A connection failure the SDK hands over unretried (a `GOAWAY`, an incomplete message, a dead
 //! keep-alive connection: `lost_answer.rs`) is first sent once more as it was, same items and
 //! same token, so DynamoDB replays the first request's answer. Any error that still leaves the
@@ -356,8 +336,27 @@ fn is_refused_outright<R>(
 /// `effect_id`: the first 32 hex characters of SHA-256 over the three (a token is 1 to 36
 /// characters, AWS `TransactWriteItems`). The SDK's retry of that attempt carries the same token
 /// and bytes, so DynamoDB answers it as the first request for 10 minutes; another owner or effect
-/// gets another token; every later attempt of the same commit has a token of its own (see the
-/// module docs).
+/// gets another token; every later attempt of the same commit has a token of its own.
+///
+/// Tokens, as DynamoDB applies them:
+///
+/// A `ClientRequestToken` makes a retry of the same request within 10 minutes of the first one's
+/// completion answer as the first one; the same token with other parameters within those 10
+/// minutes is `IdempotentParameterMismatchException`; after them the token is new (AWS,
+/// `TransactWriteItems`, "ClientRequestToken"). So:
+///
+/// * the SDK's retry of one attempt sends the same bytes under the same token: replayed;
+/// * every attempt this module makes after a cancellation (a `TransactionConflict`, the
+///   variant over another recorded effect id) gets a token of
+///   its own ([`commit_request_token`] with the attempt's variant): a cancellation wrote nothing,
+///   and a replay of it would only repeat it;
+/// * a holder that commits again with the items built again (a later `updated_at`, maps in
+///   another order) meets its first token: `IdempotentParameterMismatchException` within 10
+///   minutes, a new request after them. The mismatch is "outcome unknown": one consistent read
+///   ([`settle_unknown_commit`]) finds our own commit (committed), the record still ours (not
+///   landed: the transaction is sent once more under a fresh token) or someone else's state
+///   (refused). After 10 minutes the request runs again and its cancellation carries our own
+///   commit: committed.
 pub fn commit_request_token(pk: &str, owner: &str, effect_id: &str) -> String {
     commit_request_token_of(
         pk,

@@ -16,8 +16,8 @@ use super::schema::{
 };
 use super::DynamoStore;
 use gate::record::IdempotencyRecord;
-use gate::store::records::{Purge, RecordScan};
 use gate::store::{InFlightIndex, InFlightPage, StoreError, UnreadableEntry};
+use gate::store::{Purge, RecordScan};
 
 /// The idempotency table's sparse indexes `InFlight` and multi-effect (`MULTI_EFFECT_INDEX`), read
 /// through `client`.

@@ -4,10 +4,9 @@
 //! * **Multi-Region eventual consistency (MREC)**, the default mode of a global table: a
 //!   conditional write evaluates its condition against the item's version in the Region it is
 //!   sent to, and a write in another Region replicates later, the last writer winning (AWS,
-//!   Amazon DynamoDB Developer Guide, "Global tables core concepts" (formerly "How DynamoDB
-//!   global tables work"), "Multi-Region eventual consistency (MREC)"). Two environments in two
-//!   Regions can then both reserve one key, and both call the server: the very thing the gate
-//!   exists to prevent (scylladb/scylladb #10015 reproduces it on the Alternator API).
+//!   Amazon DynamoDB Developer Guide, "Global tables core concepts", "Multi-Region eventual
+//!   consistency (MREC)"). Two environments in two Regions can then both reserve one key, and
+//!   both call the server: the very thing the gate exists to prevent (scylladb/scylladb #10015 reproduces it on the Alternator API).
 //! * **Multi-Region strong consistency (MRSC)** checks a condition against every Region, but
 //!   does not support transaction operations: `TransactWriteItems` (the commit, the record and
 //!   the business row in one transaction, `commit.rs`) returns an error on an MRSC replica; nor
@@ -16,13 +15,7 @@
 //!   could never succeed, so an MRSC table is refused as well, at start rather than at the first
 //!   commit.
 //!
-//! The check reads `DescribeTable` of both tables (the idempotency table and the business
-//! table: the commit's transaction conditions on both): a table with entries in `Replicas` or
-//! `GlobalTableWitnesses` (a replica being created counts: replication is about to begin), or
-//! with `GlobalTableVersion` `2017.11.29` (the legacy global tables, whose replicas
-//! `DescribeTable` does not list), is refused ([`replication_of`], [`check_table`]). A table
-//! whose replicas were all removed lists none ("After a successful disassociation, this list is
-//! absent or empty": DynamoDB API Reference, `TableDescription.Replicas`) and is accepted.
+//! The check: [`check_table`] on the `DescribeTable` of both tables, [`replication_of`].
 
 use aws_sdk_dynamodb::types::{MultiRegionConsistency, TableDescription};
 
@@ -54,7 +47,15 @@ pub enum Replication {
     Legacy,
 }
 
-/// The replication of the table `table` describes (see the module docs).
+/// The replication of the table `table` describes.
+///
+/// The check reads `DescribeTable` of both tables (the idempotency table and the business
+/// table: the commit's transaction conditions on both): a table with entries in `Replicas` or
+/// `GlobalTableWitnesses` (a replica being created counts: replication is about to begin), or
+/// with `GlobalTableVersion` `2017.11.29` (the legacy global tables, whose replicas
+/// `DescribeTable` does not list), is refused ([`replication_of`], [`check_table`]). A table
+/// whose replicas were all removed lists none ("After a successful disassociation, this list is
+/// absent or empty": DynamoDB API Reference, `TableDescription.Replicas`) and is accepted.
 pub fn replication_of(table: &TableDescription) -> Replication {
     let mut regions: Vec<String> = table
         .replicas()

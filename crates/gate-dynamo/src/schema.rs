@@ -40,12 +40,10 @@ pub const EFFECT_ID: &str = "effect_id";
 /// record (two or more is the distinct-effect-ids signal).
 pub const EFFECT_IDS: &str = "effect_ids";
 
-/// The name [`EFFECT_ID`] had before the neutral vocabulary (issue 22): an item written by an
-/// older gate holds it. Read when [`EFFECT_ID`] is absent, never written (a commit removes it).
+/// The legacy name of [`EFFECT_ID`], which items in the legacy layout hold. Read when [`EFFECT_ID`] is absent, never written (a commit removes it).
 pub const LEGACY_EFFECT_ID: &str = "slot_id";
 
-/// The name [`EFFECT_IDS`] had before the neutral vocabulary (issue 22): an item written by an
-/// older gate holds it. Read as part of the record's ids (the union with [`EFFECT_IDS`]), never
+/// The legacy name of [`EFFECT_IDS`], which items in the legacy layout hold. Read as part of the record's ids (the union with [`EFFECT_IDS`]), never
 /// written; every condition that asks for "no id recorded" asks it of both names.
 pub const LEGACY_EFFECT_IDS: &str = "slot_ids";
 

@@ -1,4 +1,4 @@
-//! `SqsManualQueue`: the [`ManualQueue`] on an SQS queue (feature `aws`); [`SqsVisibility`]: the
+//! `SqsManualQueue`: the [`ManualQueue`] on an SQS queue; [`SqsVisibility`]: the
 //! event queue's [`MessageVisibility`] (a message kept away for a server's `Retry-After`).
 //!
 //! One `SendMessage` per item. Body (JSON object):
@@ -12,14 +12,6 @@
 //! subscription filter or a person can sort the queue without parsing bodies. The body holds the
 //! original SQS body and so its secrets (an API key or a PIN): the queue must
 //! be encrypted (`docs/SECURITY.md`).
-//!
-//! A message always fits SQS's limit ([`gate::manual::MAX_ITEM_JSON_BYTES`], 256 KiB with the
-//! attribute), so a send never fails on size and an oversized body cannot turn into a retry loop:
-//! `detail` is cut to [`gate::manual::MAX_DETAIL_CHARS`] characters, and when the JSON-escaped
-//! original body does not fit, it is cut at a character boundary and the message says so:
-//! `"original_body_truncated": true`, `"original_body_bytes"` (the full size) and
-//! `"original_body_sha256"` (of the full body). The gate refuses bodies over 64 KiB
-//! (`truck_slot::notification::MAX_BODY_BYTES`), so only those are ever cut.
 
 use async_trait::async_trait;
 use aws_sdk_sqs::error::DisplayErrorContext;
@@ -41,6 +33,14 @@ pub const REASON_ATTRIBUTE: &str = "reason";
 ///
 /// Build the [`Client`] once per cold start, with the SDK's retry configuration; a failed send
 /// (after those retries) is a [`ManualQueueError`] and the SQS record is retried.
+///
+/// A message always fits SQS's limit ([`gate::manual::MAX_ITEM_JSON_BYTES`], 256 KiB with the
+/// attribute), so a send never fails on size and an oversized body cannot turn into a retry loop:
+/// `detail` is cut to [`gate::manual::MAX_DETAIL_CHARS`] characters, and when the JSON-escaped
+/// original body does not fit, it is cut at a character boundary and the message says so:
+/// `"original_body_truncated": true`, `"original_body_bytes"` (the full size) and
+/// `"original_body_sha256"` (of the full body). The gate refuses bodies over 64 KiB
+/// (`truck_slot::notification::MAX_BODY_BYTES`), so only those are ever cut.
 #[derive(Clone)]
 pub struct SqsManualQueue {
     client: Client,

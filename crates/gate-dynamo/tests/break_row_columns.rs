@@ -1,5 +1,5 @@
 //! Hostile-review regression tests of the business row's columns named by the integration
-//! (issue 22 item 2: `RowColumns`, `row_to_item`/`row_from_item`, the stores' refusal
+//! (`RowColumns`, `row_to_item`/`row_from_item`, the stores' refusal
 //! of a row label named like a column). Each test names the attack; all pass on a right codec.
 
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ const CUSTOM: RowColumns = RowColumns {
     written_at: "charged_at",
 };
 
-/// A row the previous release wrote (legacy layout: `slot_id`, `booked_at`) with a label named
+/// A row in the legacy layout ( `slot_id`, `booked_at`) with a label named
 /// `written_at`: the previous release reserved `source_event`, `effect_id` and `booked_at` only,
 /// so an integration could label its rows `written_at` (a human-readable time, a string). Under
 /// the neutral layout that string is not the row's time: the row reads with the legacy time

@@ -1,24 +1,14 @@
-//! The reqwest side of the `Idempotency-Key` contract (cargo feature `http`): a client builder
-//! that follows no redirect, an answer read up to [`MAX_ANSWER_BYTES`], a failed request named by
-//! its kind only, and [`call`] / [`lookup`], which send a request and classify what came back
-//! with [`gate::idempotency_key::classify_call`] / [`gate::idempotency_key::classify_lookup`] ([`call_with`] for a server whose
-//! documented statuses depart from the draft). [`exchange`] sends a request as it is: it adds no
-//! `Idempotency-Key`, so a call under a key goes through [`call`] or [`call_with`]. A call whose
-//! connection failed after the request may have been sent is sent once more, the same bytes
-//! under the same key ([`is_lost_connection`]; on a new connection through [`ServerClient`]).
+//! `gate-http`: the reqwest side of the `Idempotency-Key` contract. Depends on `gate` (the
+//! classification) and `reqwest`; no features. A client builder that follows no redirect, an
+//! answer read up to [`MAX_ANSWER_BYTES`], a failed request named by its kind only, and [`call`]
+//! / [`lookup`], which send a request and classify what came back with
+//! [`gate::idempotency_key::classify_call`] / [`gate::idempotency_key::classify_lookup`]
+//! ([`call_with`] for a server whose documented statuses depart from the draft). [`exchange`]
+//! sends a request as it is, adding no `Idempotency-Key`. A call whose connection failed after
+//! the request may have been sent is sent once more, the same bytes under the same key
+//! ([`is_lost_connection`]; on a new connection through [`ServerClient`]).
 //!
-//! An integration builds its request (URL, method, body, its own headers such as the bearer
-//! token, which reqwest's `bearer_auth` marks sensitive) and hands it here:
-//!
-//! ```no_run
-//! # async fn example(record: &gate::record::IdempotencyRecord) -> Result<(), reqwest::Error> {
-//! use gate::idempotency_key::JsonIdAt;
-//! const JOBS: JsonIdAt = JsonIdAt::new("job server", "/id");
-//! let http = gate_http::builder("my-integration/1").build()?;
-//! let request = http.post("https://jobs.example/jobs").body(record.request.clone());
-//! let outcome = gate_http::call(request, &record.op_key, &JOBS).await;
-//! # let _ = outcome; Ok(()) }
-//! ```
+//! Use: an integration builds its request and hands it to [`call`] (an example there).
 #![warn(missing_docs)]
 
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -27,7 +17,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use gate::effect::{AnswerDetail, CallOutcome, LookupOutcome};
-use gate::idempotency_key::classify::{
+use gate::idempotency_key::{
     classify_call, classify_call_failure, classify_lookup, classify_lookup_failure, Answer,
     AnswerReader, RequestFailure,
 };
@@ -324,6 +314,19 @@ async fn read_capped(mut response: Response) -> Result<Vec<u8>, reqwest::Error> 
 /// retry could send it; nothing was made). A connection that failed after the request may have
 /// been sent gets one re-send of the same bytes under the same key (on the same client;
 /// [`ServerClient::call`] makes it on a new connection).
+///
+/// An integration builds its request (URL, method, body, its own headers such as the bearer
+/// token, which reqwest's `bearer_auth` marks sensitive) and hands it here:
+///
+/// ```no_run
+/// # async fn example(record: &gate::record::IdempotencyRecord) -> Result<(), reqwest::Error> {
+/// use gate::idempotency_key::JsonIdAt;
+/// const JOBS: JsonIdAt = JsonIdAt::new("job server", "/id");
+/// let http = gate_http::builder("my-integration/1").build()?;
+/// let request = http.post("https://jobs.example/jobs").body(record.request.clone());
+/// let outcome = gate_http::call(request, &record.op_key, &JOBS).await;
+/// # let _ = outcome; Ok(()) }
+/// ```
 pub async fn call<R: AnswerReader + ?Sized>(
     request: RequestBuilder,
     key: &str,

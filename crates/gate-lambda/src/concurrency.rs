@@ -1,6 +1,4 @@
-//! Several invocations at once in one execution environment.
-//!
-//! Lambda Managed Instances run up to `AWS_LAMBDA_MAX_CONCURRENCY` invocations at once in one
+//! Several invocations at once in one execution environment: Lambda Managed Instances run up to `AWS_LAMBDA_MAX_CONCURRENCY` invocations at once in one
 //! execution environment (one process); classic Lambda runs one at a time. Every function's loop
 //! is `lambda_runtime::run_concurrent` (crate feature `concurrency-tokio`): with the variable
 //! unset or `1` it polls the Runtime API for one invocation at a time, as `lambda_runtime::run`
@@ -17,9 +15,8 @@
 //! | its log lines' request id | `lambda_runtime`'s span per invocation (`requestId`), which instruments the handler's future |
 //!
 //! What the invocations share holds no state of one of them: the configuration and the clients
-//! (read and built once at cold start; no variable is read per invocation), the store's
-//! connections (DynamoDB's HTTP pool; PostgreSQL's pool of `DATABASE_POOL_SIZE`), the
-//! integration (a server's call permits are per environment, shared by its invocations), the
+//! (built once at cold start), the store's connections (DynamoDB's HTTP pool; PostgreSQL's pool
+//! of `DATABASE_POOL_SIZE`), the integration (its call permits are per environment), the
 //! per-process key of the answer digests, and the cold-start flag of the EMF writer.
 
 /// The variable Lambda Managed Instances set to the invocations one environment runs at once.

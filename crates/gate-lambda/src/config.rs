@@ -23,9 +23,8 @@ use gate::record::DEFAULT_KEY_TTL_S;
 use gate::GateConfig;
 
 use super::env::{ConfigErrors, Env};
-/// The name `SERVER_KEY_RETENTION_SECONDS` had before the neutral vocabulary (issue 22): read as
-/// a fallback when the new name is unset, so a stack deployed with the previous template keeps
-/// its setting until it is updated (docs/DEPLOYING.md, "Stored names").
+/// The legacy name of `SERVER_KEY_RETENTION_SECONDS`: read as a fallback when that name is
+/// unset, so a stack deployed with a template that sets only the legacy name keeps its setting (docs/DEPLOYING.md, "Stored names").
 pub const LEGACY_KEY_RETENTION_VARIABLE: &str = "TERMINAL_KEY_RETENTION_SECONDS";
 
 pub use super::store_config::StoreConfig;

@@ -1,33 +1,21 @@
-//! The Lambda wiring (feature `lambda`): any [`gate::Integration`] runs as the SQS consumer
-//! ([`run_consumer`]), the scheduled reconciler ([`run_reconciler`]) and the scheduled metrics
-//! publisher ([`run_metrics`]) from a `main.rs` of a few lines. The gate reads its generic
-//! variables ([`LambdaConfig`]: the store (DynamoDB or PostgreSQL), manual queue, lease, TTL,
-//! key retention and margin, concurrency, deadline margin, reconciler age and page size,
-//! integration name) once at cold start; the integration adds its own ([`IntegrationConfig`]), and every problem of both is
-//! reported in one message ([`ConfigErrors`]) to the Runtime API's init-error endpoint
-//! (`Runtime.InvalidConfiguration`, [`report_init_error`]). Then its `build` function makes the
-//! integration from its configuration and the SDK configuration (reading a secret with
+//! `gate-lambda`: the exactly-once gate's Lambda wiring. Any [`gate::Integration`] runs as the
+//! SQS consumer ([`run_consumer`]), the scheduled reconciler ([`run_reconciler`]) and the
+//! scheduled metrics publisher ([`run_metrics`]) from a `main.rs` of a few lines. Depends on
+//! `gate`, `gate-dynamo`, `lambda_runtime` and the AWS SDK (Secrets Manager, CloudWatch);
+//! features `postgres` (the PostgreSQL store, `gate-postgres`) and `http` (`gate-http`).
+//!
+//! The gate reads its generic variables ([`LambdaConfig`]) once at cold start; the integration
+//! adds its own ([`IntegrationConfig`]), and every problem of both is reported in one message
+//! ([`ConfigErrors`]) to the Runtime API's init-error endpoint ([`report_init_error`]). Then
+//! its `build` function makes the integration (reading a secret with
 //! [`secrets::fetch_secret`] if it needs one), and the runtime loop starts.
 //!
-//! Modules, one concern each: [`env`](mod@env) (reading variables, collecting problems), [`config`]
-//! (the configuration), [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
-//! [`store_config`] (which store: DynamoDB or PostgreSQL), [`store`] (the store as configured, with
-//! its cold-start checks), [`emf`] (the EMF documents), [`metrics`] (the metrics function),
-//! [`runner`] (the handlers and the runtime loops), [`concurrency`] (several invocations at once
-//! in one environment: what is per invocation and what is shared).
-//!
-//! The job client of `examples/job-client` wired as a consumer: its one variable and its build
-//! are `job_client::lambda` (`examples/job-client/src/lambda.rs`; the payments example's
-//! `examples/payments/src/lambda.rs` adds a secret), and its `main` is this (the reconciler's
-//! and the metrics function's are the same with [`run_reconciler`] and `run_metrics`; the
-//! example's own binaries compile it, a doc test cannot name that crate without a cycle):
-//!
-//! ```ignore
-//! fn main() -> Result<(), gate_lambda::Error> {
-//!     // Current-thread, or multi-thread with several invocations at once (`concurrency`).
-//!     gate_lambda::tokio_runtime()?.block_on(gate_lambda::run_consumer(job_client::lambda::build))
-//! }
-//! ```
+//! Modules, one concern each: [`env`](mod@env) (reading variables, collecting problems),
+//! [`config`], [`init_error`] (a start that fails), [`secrets`] (Secrets Manager),
+//! [`store_config`] (which store), [`store`] (the store as configured, with its cold-start
+//! checks), [`emf`] (the EMF documents), [`metrics`] (the metrics function), [`logging`],
+//! [`runner`] (the handlers and the runtime loops, an example `main` on [`run_consumer`]),
+//! [`concurrency`] (several invocations at once in one environment).
 #![warn(missing_docs)]
 
 pub mod concurrency;

@@ -316,6 +316,20 @@ pub async fn build_gate<C: IntegrationConfig, B: Build<C>>(
 /// the runtime loop (`lambda_runtime::run_concurrent`: [`super::concurrency`]) with
 /// [`handle_sqs`], each invocation writing its own EMF document.
 ///
+///
+/// The job client of `examples/job-client` wired as a consumer: its one variable and its build
+/// are `job_client::lambda` (`examples/job-client/src/lambda.rs`; the payments example's
+/// `examples/payments/src/lambda.rs` adds a secret), and its `main` is this (the reconciler's
+/// and the metrics function's are the same with [`run_reconciler`] and [`run_metrics`](super::run_metrics);
+/// the example's own binaries compile it, a doc test cannot name that crate without a cycle):
+///
+/// ```ignore
+/// fn main() -> Result<(), gate_lambda::Error> {
+///     // Current-thread, or multi-thread with several invocations at once (`concurrency`).
+///     gate_lambda::tokio_runtime()?.block_on(gate_lambda::run_consumer(job_client::lambda::build))
+/// }
+/// ```
+///
 /// # Errors
 /// A failed start (reported first, [`super::report_init_error`]), or the runtime's own errors.
 pub async fn run_consumer<C: IntegrationConfig, B: Build<C>>(build: B) -> Result<(), Error> {

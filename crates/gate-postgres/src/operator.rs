@@ -8,7 +8,7 @@ use super::codec::record_from_row;
 use super::{count, first, PostgresStore};
 use gate::record::IdempotencyRecord;
 use gate::store::audit::{AuditEntry, AuditLog};
-use gate::store::records::RecordScan;
+use gate::store::RecordScan;
 use gate::store::{limits, StoreError};
 
 /// Records read per page of [`RecordScan::scan_records`] (one `SELECT` each).

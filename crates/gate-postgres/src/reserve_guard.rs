@@ -8,18 +8,12 @@
 //! reserve wrote one. Both commit together or not at all. Cases, beside those of the two
 //! statements it is made of:
 //!
-//! * the reserve wrote: the guard's answer is in the same row (`held`, or the `holder`; when
-//!   another event key's row was committed after the statement's snapshot, a new read);
-//! * the reserve met a live record, or an expired one with work left: [`Reservation::Conflict`]
-//!   with it, no guard written, nothing else read;
-//! * the reserve met this very reservation ([`IdempotencyRecord::is_same_reservation`]): the
-//!   retry of a statement that landed and lost its answer (the store retries a statement on a
-//!   fresh connection after a connection fault). Its guard landed with it, or met another
-//!   holder; either way the guard is asked again on its own, as after a reserve that landed,
-//!   and answers [`GuardOutcome::Held`] for its own row: two round trips, only after a lost
-//!   answer;
-//! * the reserve's snapshot contradicts its outcome (a concurrent reserve): the statement again,
-//!   as the reserve does.
+//! * the reserve wrote: the guard's answer is in the same row (`held`, or the `holder`);
+//! * the reserve met a live record, or an expired one with work left: [`Reservation::Conflict`];
+//! * the reserve met this very reservation ([`IdempotencyRecord::is_same_reservation`]: a landed
+//!   statement that lost its answer): the guard is asked again on its own and answers
+//!   [`GuardOutcome::Held`] for its own row, two round trips only after a lost answer;
+//! * the reserve's snapshot contradicts its outcome (a concurrent reserve): the statement again.
 //!
 //! [`Statements::reserve_guard`]: super::schema::Statements
 

@@ -3,26 +3,6 @@
 //! the aws-lc-rs provider through `tokio-postgres-rustls` (which also gives SCRAM its
 //! `tls-server-end-point` channel binding).
 //!
-//! | `sslmode` | encrypted | the certificate's chain | the host name in the certificate |
-//! | --- | --- | --- | --- |
-//! | `disable` | no | | |
-//! | `prefer` | if the server offers it | checked only with a CA bundle | no |
-//! | `require` | yes | checked only with a CA bundle | no |
-//! | `verify-ca` | yes | checked | no |
-//! | `verify-full` (**the default here**) | yes | checked | checked |
-//!
-//! The default differs from libpq's (`prefer`): a connection string without `sslmode` is
-//! `verify-full`, so a deployment is encrypted and authenticated unless it says otherwise. A
-//! local server without TLS needs `sslmode=disable` in its URL.
-//!
-//! The CA certificates (roots) a chain is checked against: the PEM file of the connection
-//! string's `sslrootcert=PATH`, or the file of [`super::PostgresConfig::ca_bundle`] (the Lambda
-//! wiring's `DATABASE_CA_BUNDLE`), or (neither, or `sslrootcert=system`) the system's roots. RDS
-//! and Aurora present certificates of the RDS certificate authorities, which are in no system
-//! store: ship AWS's `global-bundle.pem` (<https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem>)
-//! with the function and name it. RDS Proxy presents an Amazon Trust Services certificate, in the
-//! system roots.
-//!
 //! tokio-postgres knows only `disable`, `prefer` and `require` and no `sslrootcert`: they are
 //! taken out of the connection string here (`split_connection_string`) and the driver is given
 //! `disable`, `prefer` or `require`; the verification is this module's rustls configuration.
@@ -43,8 +23,19 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use gate::store::StoreError;
 
-/// libpq's `sslmode` (see the module's table). Parsed from the connection string; absent:
-/// [`SslMode::VerifyFull`].
+/// libpq's `sslmode`, parsed from the connection string:
+///
+/// | `sslmode` | encrypted | the certificate's chain | the host name in the certificate |
+/// | --- | --- | --- | --- |
+/// | `disable` | no | | |
+/// | `prefer` | if the server offers it | checked only with a CA bundle | no |
+/// | `require` | yes | checked only with a CA bundle | no |
+/// | `verify-ca` | yes | checked | no |
+/// | `verify-full` (**the default here**) | yes | checked | checked |
+///
+/// The default differs from libpq's (`prefer`): a connection string without `sslmode` is
+/// [`SslMode::VerifyFull`], so a deployment is encrypted and authenticated unless it says
+/// otherwise. A local server without TLS needs `sslmode=disable` in its URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SslMode {
     /// No TLS.
@@ -95,7 +86,13 @@ impl SslMode {
     }
 }
 
-/// Where the CA certificates come from.
+/// Where the CA certificates (roots) a chain is checked against come from: the PEM file of the
+/// connection string's `sslrootcert=PATH`, or the file of [`super::PostgresConfig::ca_bundle`]
+/// (the Lambda wiring's `DATABASE_CA_BUNDLE`), or (neither, or `sslrootcert=system`) the
+/// system's roots. RDS and Aurora present certificates of the RDS certificate authorities, which
+/// are in no system store: ship AWS's `global-bundle.pem`
+/// (<https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem>) with the function and
+/// name it. RDS Proxy presents an Amazon Trust Services certificate, in the system roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Roots {
     /// The system's trust store (`rustls-native-certs`).

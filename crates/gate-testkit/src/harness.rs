@@ -2,30 +2,6 @@
 //! [`Gate::reconcile`]) on simulated time ([`ManualClock`]), seeded, and checks the end state
 //! with [`exactly_once_violations`] and [`liveness_violations`].
 //!
-//! One run ([`Harness::run`]) with seed `s`:
-//!
-//! 1. `setup(s, clock)` starts the integration and its server (e.g. an [`IdempotencyServer`]
-//!    with its own faults, seeded from `s`) and gives a [`Target`];
-//! 2. every body is parsed once to know what the run delivers: an event (its event key and
-//!    fingerprint, from the gate's own [`derive_keys`]) or a rejected body;
-//! 3. the first [`HarnessConfig::stranded`] events are reserved by a worker that died right after
-//!    its reserve and whose message never comes back (only the reconciler can finish them);
-//! 4. every other body is delivered 1 to [`HarnessConfig::max_copies`] times, shuffled, in batches
-//!    of 1 to [`HarnessConfig::max_batch`], one simulated second apart; a message that failed (a
-//!    batch item failure: the worker crashed, the server or the store failed) is visible again
-//!    only after [`HarnessConfig::visibility_timeout_ms`] of simulated time, as SQS redelivers it,
-//!    and with [`HarnessConfig::lost_rate`] never comes back at all (its event's record is in the
-//!    store: only the reconciler can finish it); the reconciler runs every
-//!    [`HarnessConfig::reconcile_every`] batches;
-//! 5. every batch is one worker on its own host: its clock ([`SkewedClock`]) is off true time by
-//!    a seeded skew of up to ±[`HarnessConfig::max_skew_ms`], and so is the reconciler's (one
-//!    skew per run); a worker's deadline is `now + 60 s` on its own clock;
-//! 6. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
-//!    land twice (a lost answer retried), workers stall past their lease while the reconciler
-//!    takes their record over ([`FaultRates`]): the stall lasts the lease plus twice the largest
-//!    skew plus the reconciler's minimum age (docs/SIMULATION.md's liveness bound);
-//! 7. then the reconciler runs every minute from ten minutes on, until it finds nothing.
-//!
 //! Records are handled one at a time (`max_concurrency` 1), so the requests reach the server in
 //! the same order every time: a seed replays the same run.
 
@@ -50,10 +26,10 @@ use gate::store::memory::MemoryStore;
 use gate::store::IdempotencyStore;
 use gate::{Gate, GateConfig, Invocation};
 
-/// What a side effect's server made, by `Idempotency-Key`, in order (an [`IdempotencyServer`]
+/// What a side effect's server made, by `Idempotency-Key`, in order (an [`IdempotencyServer`](crate::IdempotencyServer)
 /// counts it; a fake of another kind of server implements this).
 ///
-/// [`IdempotencyServer`]: super::IdempotencyServer
+/// [`IdempotencyServer`](crate::IdempotencyServer): super::IdempotencyServer
 pub trait EffectLedger: Send + Sync {
     /// Every effect made, by key, in order.
     fn effects(&self) -> BTreeMap<String, Vec<String>>;
@@ -173,7 +149,74 @@ impl RunReport {
 }
 
 /// Runs an integration through duplicates, redeliveries, crashes, lost answers, lease expiry and
-/// the reconciler (module docs).
+/// the reconciler.
+///
+/// One run ([`Harness::run`]) with seed `s`:
+///
+/// 1. `setup(s, clock)` starts the integration and its server (e.g. an [`IdempotencyServer`](crate::IdempotencyServer)
+///    with its own faults, seeded from `s`) and gives a [`Target`];
+/// 2. every body is parsed once to know what the run delivers: an event (its event key and
+///    fingerprint, from the gate's own [`derive_keys`]) or a rejected body;
+/// 3. the first [`HarnessConfig::stranded`] events are reserved by a worker that died right after
+///    its reserve and whose message never comes back (only the reconciler can finish them);
+/// 4. every other body is delivered 1 to [`HarnessConfig::max_copies`] times, shuffled, in batches
+///    of 1 to [`HarnessConfig::max_batch`], one simulated second apart; a message that failed (a
+///    batch item failure: the worker crashed, the server or the store failed) is visible again
+///    only after [`HarnessConfig::visibility_timeout_ms`] of simulated time, as SQS redelivers it,
+///    and with [`HarnessConfig::lost_rate`] never comes back at all (its event's record is in the
+///    store: only the reconciler can finish it); the reconciler runs every
+///    [`HarnessConfig::reconcile_every`] batches;
+/// 5. every batch is one worker on its own host: its clock ([`SkewedClock`]) is off true time by
+///    a seeded skew of up to ±[`HarnessConfig::max_skew_ms`], and so is the reconciler's (one
+///    skew per run); a worker's deadline is `now + 60 s` on its own clock;
+/// 6. the store is a [`FaultyStore`]: workers crash before or after any of their writes, writes
+///    land twice (a lost answer retried), workers stall past their lease while the reconciler
+///    takes their record over ([`FaultRates`]): the stall lasts the lease plus twice the largest
+///    skew plus the reconciler's minimum age (docs/SIMULATION.md's liveness bound);
+/// 7. then the reconciler runs every minute from ten minutes on, until it finds nothing.
+///
+/// Use: give the harness the bodies your feed carries (events, a changed copy of one to make a
+/// mismatch, a body your parse rejects), describe your server to an [`IdempotencyServer`](crate::IdempotencyServer) and
+/// check a range of seeds. A failing seed is named in the panic; run it alone to replay it.
+///
+/// Add `gate = { ..., features = ["testkit"] }` to your crate's `[dev-dependencies]`, describe
+/// your server to an [`IdempotencyServer`](crate::IdempotencyServer), give the [`Harness`] the bodies your feed carries
+/// (events, a changed copy of one to make a mismatch, a body your parse rejects) and check a
+/// range of seeds. A failing seed is named in the panic; run it alone to replay it.
+///
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use gate_testkit::{Faults, Harness, IdempotencyServer, ServerConfig, Target};
+/// use gate::Integration;
+///
+/// /// Your integration, as a client of the server at `base_url`.
+/// fn my_client(base_url: &str) -> Arc<dyn Integration> {
+///     // e.g. Arc::new(job_client::JobClient::new(base_url).unwrap())
+/// #   unimplemented!("{base_url}")
+/// }
+///
+/// # async fn doc() {
+/// // POST /jobs answers 201 {"id": "JOB-000001"}; a reused key with another body is 409.
+/// let server = ServerConfig::new("/jobs", "id")
+///     .id_prefix("JOB")
+///     .mismatch(gate_testkit::MismatchAnswer::Conflict);
+/// let bodies: Vec<String> = (0..24)
+///     .map(|n| format!(r#"{{"job_id":"J-{n}","payload":{{"n":{n}}}}}"#))
+///     .chain([r#"{"job_id":"J-5","payload":{"n":-5}}"#.to_string(), "{not json".to_string()])
+///     .collect();
+/// let reports = Harness::new("jobs", bodies)
+///     .check_seeds(0..100, async |seed, clock| {
+///         let faults = Faults { lose_answer_rate: 0.3, unavailable_rate: 0.1, seed, ..Faults::default() };
+///         let server = IdempotencyServer::start(server.clone().faults(faults), clock)
+///             .await
+///             .expect("a loopback port");
+///         Target { integration: my_client(server.url()), ledger: Arc::new(server) }
+///     })
+///     .await;
+/// assert!(reports.iter().all(|r| r.committed() == 24));
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Harness {
     /// The settings.

@@ -17,18 +17,6 @@
 //!   lookup ([`ServerConfig::without_lookup`], like Stripe's) answers `405` problem
 //!   `method_not_allowed`;
 //! * a `POST` without a key is `400` problem `idempotency_key_missing`.
-//!
-//! Errors are RFC 9457 problem documents (`application/problem+json`, `{"type", "title",
-//! "status", "detail"}`). Fault switches ([`Faults`], seeded ChaCha8, and the counted
-//! [`IdempotencyServer::fail_next_posts`] / [`IdempotencyServer::lose_next_answers`]): a `503`
-//! before the key is taken (never stored), an answer lost after the work was done and stored
-//! (`504` problem `upstream_response_lost`), latency. The effects made are counted per key
-//! ([`IdempotencyServer::effects`]): the input of
-//! [`exactly_once_violations`](super::exactly_once_violations).
-//!
-//! Generic: the integration author sets the path, the id field and the answer's shape (a closure
-//! from the request body and the new effect id to a status and a JSON body, [`ServerConfig::answer`]);
-//! a non-2xx answer from the closure makes no effect and is stored and replayed like any other.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -358,6 +346,18 @@ fn fingerprint(path: &str, body: &[u8]) -> Fingerprint {
 }
 
 /// A running server; stopped when dropped.
+///
+/// Errors are RFC 9457 problem documents (`application/problem+json`, `{"type", "title",
+/// "status", "detail"}`). Fault switches ([`Faults`], seeded ChaCha8, and the counted
+/// [`IdempotencyServer::fail_next_posts`] / [`IdempotencyServer::lose_next_answers`]): a `503`
+/// before the key is taken (never stored), an answer lost after the work was done and stored
+/// (`504` problem `upstream_response_lost`), latency. The effects made are counted per key
+/// ([`IdempotencyServer::effects`]): the input of
+/// [`exactly_once_violations`](crate::exactly_once_violations).
+///
+/// Generic: the integration author sets the path, the id field and the answer's shape (a closure
+/// from the request body and the new effect id to a status and a JSON body, [`ServerConfig::answer`]);
+/// a non-2xx answer from the closure makes no effect and is stored and replayed like any other.
 pub struct IdempotencyServer {
     core: Arc<Core>,
     url: String,

@@ -61,8 +61,3 @@ impl Clock for ManualClock {
 pub fn ms_to_s(ms: i64) -> i64 {
     ms.div_euclid(1000)
 }
-
-/// Epoch seconds to epoch milliseconds.
-pub fn s_to_ms(s: i64) -> i64 {
-    s.saturating_mul(1000)
-}

@@ -3,27 +3,6 @@
 //! function ([`decide`]); the consumer and the reconciler carry it out (the held record's
 //! `proceed`), and `gatectl show` prints it ([`NextStep::describe`]).
 //!
-//! The rules, in order:
-//!
-//! 1. A routing record, or a record whose routing to a person is marked but not confirmed: send
-//!    its stored item ([`NextStep::ResumeRouting`]); never the side effect.
-//! 2. A server that does not honour `Idempotency-Key`: a person ([`Handover::NoKeySupport`]);
-//!    never sent, since a retry without a key could make a second effect.
-//! 3. Before the claim horizon (age = now - `created_at` below the server's key retention minus a
-//!    margin) and before the event's end: send the stored request under the record's key
-//!    ([`NextStep::Call`]). For a first send that is the side effect; for a re-send (a
-//!    take-over, the reconciler) a server that honours the key answers with its first answer
-//!    (IETF `draft-ietf-httpapi-idempotency-key-header`: a retry after completion gets the first
-//!    result), so **the re-send is the lookup**: a lookup first would cost a round trip and
-//!    say nothing more, and a server without a lookup needs no other path.
-//! 4. At or past the horizon (the server may have forgotten the key: a send could make a second
-//!    effect) or at or after the event's end (no side effect is started after it): never send.
-//!    Look the effect up under the key ([`NextStep::LookUp`]): found, commit it; not found, a
-//!    person. Past the horizon the horizon's reason wins over the event's end.
-//! 5. Step 4 with a server that has no lookup by key ([`Policy::supports_lookup`] `false`): a
-//!    person at once, told that whether the effect happened is unknown
-//!    ([`Handover::PastHorizonNoLookup`], [`Handover::EndedNoLookup`]).
-//!
 //! Who asks matters in one place only: a lookup that fails. The consumer retries (the lease is
 //! released and the delivery comes back; its retries are bounded by the queue's receive count,
 //! then the reconciler), and so does the reconciler before the horizon (its next run, and the
@@ -38,7 +17,7 @@ use crate::record::IdempotencyRecord;
 
 /// Who holds the record and asks what to do with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// A delivery of the event: after its own reservation, or after taking an expired lease
     /// over.
     Consumer,
@@ -51,7 +30,7 @@ pub enum Holder {
 /// the record, the time and the holder (`Gate::policy` reads them from the integration, with
 /// `GateConfig`'s settings where the integration says nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// The server honours `Idempotency-Key`
     /// ([`crate::Integration::supports_idempotency_key`], else
     /// `GateConfig::server_supports_idempotency_key`).
@@ -71,7 +50,7 @@ pub struct Policy {
 
 /// What the gate does next with a record whose lease it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NextStep {
+pub(crate) enum NextStep {
     /// Send the item a routing record stores to the manual queue (and confirm it); never the
     /// side effect.
     ResumeRouting,
@@ -93,7 +72,7 @@ pub enum NextStep {
 
 /// What to do when a lookup fails (a transient answer: the outcome is unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IfFailed {
+pub(crate) enum IfFailed {
     /// Release the lease and try again later (the delivery's retry, the reconciler's next run).
     Retry,
     /// A person gets the record, told the lookup failed.
@@ -103,7 +82,7 @@ pub enum IfFailed {
 /// Why a held record goes to a person, which sets what the person is told is known and what is
 /// not ([`Handover::detail`]) and the manual item's reason ([`Handover::reason`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handover {
+pub(crate) enum Handover {
     /// The server does not honour `Idempotency-Key`: the request is never sent by the gate.
     NoKeySupport,
     /// Past the claim horizon, and the server holds no effect under the key (which it may have
@@ -122,8 +101,29 @@ pub enum Handover {
 }
 
 /// The next step for `record`, which the asking `holder` holds the lease of, at `now_ms` (epoch
-/// ms), under `policy`. Pure: the module's rules, nothing read from anywhere else.
-pub fn decide(
+/// ms), under `policy`. Pure: nothing read from anywhere else.
+///
+/// The rules, in order:
+///
+/// 1. A routing record, or a record whose routing to a person is marked but not confirmed: send
+///    its stored item ([`NextStep::ResumeRouting`]); never the side effect.
+/// 2. A server that does not honour `Idempotency-Key`: a person ([`Handover::NoKeySupport`]);
+///    never sent, since a retry without a key could make a second effect.
+/// 3. Before the claim horizon (age = now - `created_at` below the server's key retention minus a
+///    margin) and before the event's end: send the stored request under the record's key
+///    ([`NextStep::Call`]). For a first send that is the side effect; for a re-send (a
+///    take-over, the reconciler) a server that honours the key answers with its first answer
+///    (IETF `draft-ietf-httpapi-idempotency-key-header`: a retry after completion gets the first
+///    result), so **the re-send is the lookup**: a lookup first would cost a round trip and
+///    say nothing more, and a server without a lookup needs no other path.
+/// 4. At or past the horizon (the server may have forgotten the key: a send could make a second
+///    effect) or at or after the event's end (no side effect is started after it): never send.
+///    Look the effect up under the key ([`NextStep::LookUp`]): found, commit it; not found, a
+///    person. Past the horizon the horizon's reason wins over the event's end.
+/// 5. Step 4 with a server that has no lookup by key ([`Policy::supports_lookup`] `false`): a
+///    person at once, told that whether the effect happened is unknown
+///    ([`Handover::PastHorizonNoLookup`], [`Handover::EndedNoLookup`]).
+pub(crate) fn decide(
     record: &IdempotencyRecord,
     now_ms: i64,
     policy: &Policy,

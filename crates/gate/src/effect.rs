@@ -44,7 +44,7 @@ impl fmt::Debug for Effect {
 /// What the gate may say about an answer (or a failed request) that gave no usable effect: our
 /// own words with the status, the answer's content type (named from a fixed list), its length in
 /// bytes and its keyed SHA-256 digest ([`crate::idempotency_key::describe`]), and the reason;
-/// never a character of the answer (issue 25: no text a server chose is stored or logged, since a
+/// never a character of the answer (no text a server chose is stored or logged, since a
 /// server echoes what it was sent, in any case and encoding, and a scrubber that knows N encodings
 /// loses to the N+1st). This is what log lines, `Retry` outcomes, reports, a record's `error` and
 /// a manual item's `detail` carry. A person who needs the answer itself asks the server live

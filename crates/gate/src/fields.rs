@@ -2,29 +2,6 @@
 //! the field and quotes nothing of the body (a body may hold secrets; the detail reaches a log
 //! line): what every integration's [`crate::Integration::parse`] does first.
 //!
-//! ```
-//! use gate::fields::Fields;
-//!
-//! let f = Fields::parse(r#"{"job_id": "J-1", "n": 3}"#, 16 * 1024)?;
-//! assert_eq!(f.text("job_id", 64)?, "J-1");
-//! assert_eq!(f.integer("n", 1..=9)?, 3);
-//! assert_eq!(f.integer("n", 4..=9).unwrap_err().code, "bad_field");
-//! f.all_read()?;
-//!
-//! let g = Fields::parse(r#"{"job_id": "J-1", "extra": true}"#, 16 * 1024)?;
-//! g.text("job_id", 64)?;
-//! assert_eq!(g.all_read().unwrap_err().code, "unknown_field");
-//! # Ok::<(), gate::Rejection>(())
-//! ```
-//!
-//! | code | when |
-//! | --- | --- |
-//! | `body_too_large` | the body is over the integration's limit, bytes |
-//! | `not_json` | not a JSON object, or a key repeated ([`crate::strict_json`]) |
-//! | `unknown_field` | a field the integration did not read ([`Fields::all_read`], called last) |
-//! | `missing_field` | a field it needs is absent |
-//! | `bad_field` | a field of the wrong type, length or range (an array's element named `name[i]`) |
-//!
 //! Arrays ([`Fields::array`], [`Fields::texts`], [`Fields::decimals`], [`Fields::objects`]: each
 //! element of an array of objects read with these same readers) and exact decimal numbers
 //! ([`Fields::decimal`]: a [`Decimal`] taken from the literal as written, never a double).
@@ -44,6 +21,29 @@ use crate::integration::Rejection;
 
 /// A body's top-level JSON object, read strictly ([`Fields::parse`]), and the names of the fields
 /// read so far ([`Fields::all_read`]).
+///
+/// ```
+/// use gate::fields::Fields;
+///
+/// let f = Fields::parse(r#"{"job_id": "J-1", "n": 3}"#, 16 * 1024)?;
+/// assert_eq!(f.text("job_id", 64)?, "J-1");
+/// assert_eq!(f.integer("n", 1..=9)?, 3);
+/// assert_eq!(f.integer("n", 4..=9).unwrap_err().code, "bad_field");
+/// f.all_read()?;
+///
+/// let g = Fields::parse(r#"{"job_id": "J-1", "extra": true}"#, 16 * 1024)?;
+/// g.text("job_id", 64)?;
+/// assert_eq!(g.all_read().unwrap_err().code, "unknown_field");
+/// # Ok::<(), gate::Rejection>(())
+/// ```
+///
+/// | code | when |
+/// | --- | --- |
+/// | `body_too_large` | the body is over the integration's limit, bytes |
+/// | `not_json` | not a JSON object, or a key repeated ([`crate::strict_json`]) |
+/// | `unknown_field` | a field the integration did not read ([`Fields::all_read`], called last) |
+/// | `missing_field` | a field it needs is absent |
+/// | `bad_field` | a field of the wrong type, length or range (an array's element named `name[i]`) |
 #[derive(Clone)]
 pub struct Fields {
     map: Map<String, Value>,

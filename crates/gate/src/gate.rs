@@ -185,7 +185,7 @@ pub struct Gate {
     pub store: Arc<dyn IdempotencyStore>,
     /// The integration: the parse, the side effect and its lookup, the business row.
     pub integration: Arc<dyn Integration>,
-    /// The manual queue: where a record goes to a person ([`crate::routing`]).
+    /// The manual queue: where a record goes to a person (`crate::routing`).
     pub manual: Arc<dyn ManualQueue>,
     /// The time every lease, TTL and horizon is measured by (epoch milliseconds): the system
     /// clock in a deployment, a simulated one in tests and the simulation.

@@ -18,12 +18,12 @@
 //! same fingerprint.
 
 /// The largest magnitude accepted: 2^53 - 1 (RFC 7493 section 2.2).
-pub const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_991.0;
+pub(crate) const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// Why a number of a body cannot be fingerprinted exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NumberDefect {
-    /// Its magnitude is above [`MAX_EXACT_INTEGER`].
+    /// Its magnitude is above `MAX_EXACT_INTEGER`.
     OutOfRange {
         /// Byte offset of the number in the body.
         offset: usize,

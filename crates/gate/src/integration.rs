@@ -10,7 +10,7 @@
 //! the label names, the business row and its column names, the natural key (signal 4). A server
 //! with a lookup by key implements the second trait [`Lookup`] and offers it through
 //! [`Integration::lookup_by_key`]; the gate's one decision for a held record
-//! ([`crate::decision`]) reads all of these.
+//! (`crate::decision`) reads all of these.
 //!
 //! The gate does the rest: the event key and the fingerprint, reserve with lease and take-over,
 //! the stored request, the commit, release, routing to a person exactly once, the reconciler and
@@ -366,7 +366,7 @@ pub trait Lookup: Send + Sync {
 /// The lookup by key for `record` ([`Integration::lookup_by_key`], where
 /// [`Lookup::supports_lookup`] holds for it), `None` when its server has none: what the gate's
 /// decision and an operator's lookup read.
-pub fn lookup_for<'a>(
+pub(crate) fn lookup_for<'a>(
     integration: &'a dyn Integration,
     record: &IdempotencyRecord,
 ) -> Option<&'a dyn Lookup> {
@@ -375,7 +375,7 @@ pub fn lookup_for<'a>(
         .filter(|lookup| lookup.supports_lookup(record))
 }
 
-/// The lookup of the held record through [`lookup_for`]; [`LookupOutcome::Transient`] when its
+/// The lookup of the held record through `lookup_for`; [`LookupOutcome::Transient`] when its
 /// server has none (the gate's decision never asks for one then).
 pub async fn look_up(integration: &dyn Integration, held: &Held<'_>) -> LookupOutcome {
     match lookup_for(integration, held.record()) {

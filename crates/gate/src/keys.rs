@@ -51,7 +51,7 @@ pub fn operation_key(event_key: &str, operation: &str) -> String {
 }
 
 /// The operation name of routing an item to the manual queue. A routing record (see
-/// [`crate::routing`]) carries `operation_key(route_key, MANUAL_ROUTE)` as its `op_key`, which is
+/// `crate::routing`) carries `operation_key(route_key, MANUAL_ROUTE)` as its `op_key`, which is
 /// how the reconciler tells it from a side effect's record.
 pub const MANUAL_ROUTE: &str = "manual-route";
 
@@ -80,7 +80,7 @@ pub fn unrecorded_effect_route_key(event_key: &str, effect_id: &str) -> String {
 /// The routing key of a record `committed` without its effect id: lowercase hex SHA-256 of
 /// `"committed-without-effect-id:{event_key}"`. Every copy of the event meets the same record, so
 /// a person is told once per event key.
-pub fn no_effect_id_route_key(event_key: &str) -> String {
+pub(crate) fn no_effect_id_route_key(event_key: &str) -> String {
     sha256_hex(format!("committed-without-effect-id:{event_key}").as_bytes())
 }
 

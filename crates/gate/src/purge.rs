@@ -1,7 +1,7 @@
 //! The expired-row purge of a store whose database has no TTL (PostgreSQL), run by the
 //! reconciler's scheduled invocation after its pass ([`Gate::purge_expired`]): batches of
 //! [`PURGE_BATCH`] through [`Purge::purge_expired`] until a batch comes back short,
-//! [`PURGE_MAX_BATCHES`] batches, or the invocation's deadline is near. On DynamoDB (its TTL
+//! `PURGE_MAX_BATCHES` batches, or the invocation's deadline is near. On DynamoDB (its TTL
 //! deletes expired items) and in memory the store answers `None` and nothing is done.
 //!
 //! What may go: a record expired (`expires_at < now`, epoch seconds, the DynamoDB TTL's test)
@@ -15,12 +15,12 @@ use crate::gate::{Gate, Invocation};
 use crate::store::{Purge, PurgeCount};
 
 /// Rows per `DELETE` statement (records and natural keys each): short transactions and short
-/// locks. With [`PURGE_MAX_BATCHES`], a run (every minute) deletes at most 10,000 records and
+/// locks. With `PURGE_MAX_BATCHES`, a run (every minute) deletes at most 10,000 records and
 /// 10,000 natural-key rows, far above the gate's event rate; a backlog is worked off over runs.
 pub const PURGE_BATCH: usize = 500;
 
 /// Batches per reconciler run at most (the next run goes on).
-pub const PURGE_MAX_BATCHES: usize = 20;
+pub(crate) const PURGE_MAX_BATCHES: usize = 20;
 
 /// What one run's purge did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! selection is by lease end; an optional minimum age by `created_at` defaults to 0): take the
 //! lease (a conditional update, so two reconcilers, or a
 //! reconciler and a slow consumer, never both hold it), then act on the one decision for a held
-//! record ([`crate::decision`]), as the consumer does: inside the claim horizon (the server's key
+//! record (`crate::decision`), as the consumer does: inside the claim horizon (the server's key
 //! retention minus a margin) and before the event's end, re-send the stored request bytes under
 //! the same key and commit the answer (the server's replay of its first answer is the lookup);
 //! past the horizon or after the event's end, never send: look the effect up under the key and

@@ -226,10 +226,10 @@ impl RowColumns {
         written_at: "written_at",
     };
 
-    /// The names every business row had before the integration named them (issue 22), the
-    /// deployed bookings tables' names. A row without the configured effect id (a string) and
-    /// time (a number) but with these is read under these names, so a row written by an older
-    /// gate reads the same; never written unless an integration names its columns so.
+    /// The legacy layout of a business row (the names of bookings tables already deployed). A
+    /// row without the configured effect id (a string) and time (a number) but with these is
+    /// read under these names, so a row in the legacy layout reads the same; never written
+    /// unless an integration names its columns so.
     pub const LEGACY: Self = Self {
         event_key: "source_event",
         effect_id: "slot_id",

@@ -30,7 +30,7 @@ use crate::store::{FinishGuard, FinishOutcome, Reservation, StoreError, TakeOver
 /// Why an item did not reach the manual queue, or its routing was not confirmed: the delivery
 /// is retried (`RecordOutcome::Retry` carries its text), the routing record stays pending.
 #[derive(Debug, thiserror::Error)]
-pub enum RoutingError {
+pub(crate) enum RoutingError {
     /// A store call failed (the reserve, take-over, mark or confirmation of a routing).
     #[error("{0}")]
     Store(#[from] StoreError),
@@ -291,8 +291,7 @@ impl Gate {
     }
 
     /// Resumes a routing `invocation` holds: a pending one (`route_pending`) is sent and
-    /// confirmed; an `in_flight` routing record (written by an earlier version, which marked after
-    /// sending) is marked first, then sent. A refused mark is another holder's routing (a routing
+    /// confirmed; an `in_flight` routing record (one not yet marked) is marked first, then sent. A refused mark is another holder's routing (a routing
     /// record is never called, so it holds no effect id to commit instead).
     pub(crate) async fn resume_routing(
         &self,

@@ -9,7 +9,7 @@
 //! | natural-key collisions: two event keys committed for one subject and window start | 0 | 1 or more in a minute |
 //!
 //! The false-page rates and detection times of the ratio alarms follow from the binomial
-//! distribution: [`crate::alarm_stats`] computes them (`sim alarms` prints them).
+//! distribution: `sim::alarm_stats` computes them (`sim alarms` prints them).
 //!
 //! The thresholds are defined here, once: the simulator evaluates its alarms with these
 //! constants, and a test checks that `template.yaml`'s alarms carry the same values.
@@ -83,7 +83,7 @@ pub enum RatioRule {
         ratio: f64,
         /// The fewest duplicates that can breach: at low volume a ratio above 20 % is two
         /// duplicates of ten, which a healthy 3 % feed shows every few days; a floor on the count
-        /// is what keeps the false pages down (see [`crate::alarm_stats`]).
+        /// is what keeps the false pages down (see `sim::alarm_stats`).
         min_duplicates: u64,
     },
     /// `duplicates == 0`: the key derivation is broken (no redelivery is recognised).

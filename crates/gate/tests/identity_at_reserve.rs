@@ -1,4 +1,4 @@
-//! The identity taken at reserve is the identity used to the end (issue 23 item 5; Powertools
+//! The identity taken at reserve is the identity used to the end (Powertools
 //! TypeScript #5715 and #5705, Python #1093: an idempotency layer that computed its key or its
 //! payload hash again after the reserve, from an event that had changed meanwhile).
 //!

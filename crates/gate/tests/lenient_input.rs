@@ -1,4 +1,4 @@
-//! The consumer's lenient read of hostile SQS events (issue 23 item 9): records with missing
+//! The consumer's lenient read of hostile SQS events: records with missing
 //! fields, fields of the wrong type, a body that is not a string, duplicate `messageId`s, an
 //! empty `Records`, a 1 MiB record. Nothing is lost: every record is processed, acknowledged with
 //! a manual item, or a batch item failure; never silently acknowledged.

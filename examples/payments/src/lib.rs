@@ -5,12 +5,10 @@
 //! * `POST {base}/v1/charges` with `Authorization: Bearer {API key}`, `Idempotency-Key: "K"` and
 //!   the charge as JSON answers `201 {"id": "ch_..."}`; the same key and body replays that answer
 //!   for 24 hours ([`KEY_RETENTION_MS`], as Stripe keeps keys); the same key with another body is
-//!   `409` with problem type `idempotency_mismatch`; a declined card is `402`, permanent, and
-//!   reaches a person as `card_declined` ([`CARD_DECLINED`]). Every other status is classified by
-//!   the core's Idempotency-Key table (`gate::idempotency_key`).
-//! * The API has **no lookup by key** (no [`Integration::lookup_by_key`]): inside the
-//!   retention the gate re-sends the stored request under its key (the API's replay is the
-//!   lookup); past it a person gets the record with what is known.
+//!   `409` with problem type `idempotency_mismatch`; a declined card is `402`, reaching a person
+//!   as `card_declined` ([`CARD_DECLINED`]); the core's table classifies every other status.
+//! * **No lookup by key** (no [`Integration::lookup_by_key`]): inside the retention the gate
+//!   re-sends the stored request under its key; past it a person gets the record.
 //! * An invoice event is a JSON object, at most 8 KiB: `invoice_id`, `customer`
 //!   (1 to 64 printable ASCII characters each), `amount_minor` (the amount in the currency's
 //!   minor unit, an integer from 1 to 99,999,999: Stripe's eight digits), `currency` (an ISO 4217
@@ -18,10 +16,8 @@
 //!   secret, sent to the API only, never logged, never in the fingerprint). Anything else is
 //!   rejected with a typed reason and reaches a person once.
 //!
-//! Size, as issue 22 counts it: the integration is this file and `src/lambda.rs`, counted as
-//! their non-blank lines that are not comments (`//` or `//!` or `///`); `src/bin/*` (the mains)
-//! and `src/scenario.rs` (the exactly-once scenario of the tests and of `sim check
-//! --integration payments`, feature `testkit`) are not the integration.
+//! Size: the integration is this file and `src/lambda.rs` (non-blank lines that are not
+//! comments); `src/bin/*` and `src/scenario.rs` (feature `testkit`) are not the integration.
 
 pub mod lambda;
 #[cfg(feature = "testkit")]

@@ -1,6 +1,6 @@
 //! `docs/INTEGRATING.md` walks through this crate: every block it marks `<!-- quoted: PATH -->`
 //! is that file's text, and the sizes it states are this crate's (the integration at most 100
-//! lines, as issue 22 asks, counted as `src/lib.rs` says).
+//! lines, counted as `src/lib.rs` says).
 
 use std::path::{Path, PathBuf};
 

@@ -146,9 +146,8 @@ impl TruckSlot {
     }
 }
 
-/// The code of a manual reason on truck-slot's manual-booking queue: the codes its readers (the
-/// forwarder's manual-booking desk) have known since the first release, kept through the core's
-/// neutral names (issue 22): `window_ended`, `terminal_key_mismatch`, `terminal_rejected`,
+/// The code of a manual reason on truck-slot's manual-booking queue, in the words its readers
+/// (the forwarder's manual-booking desk) know for the core's neutral reasons: `window_ended`, `terminal_key_mismatch`, `terminal_rejected`,
 /// `terminal_answer_invalid`, `unbooked_slot`; the core's code for the others.
 pub fn manual_reason_code(reason: ManualReason) -> &'static str {
     match reason {

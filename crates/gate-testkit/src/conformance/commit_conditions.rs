@@ -1,5 +1,5 @@
 //! Conformance case: each condition of the commit transaction fails alone and both together
-//! (issue 23, item 3). The commit has two conditions: the record's (held by this owner) and the
+//! The commit has two conditions: the record's (held by this owner) and the
 //! business row's (none exists for the event); the natural key is not in the commit (its guard
 //! was held before the call). Whatever fails, the record's refusal decides first, then the
 //! business row's.

@@ -1,4 +1,4 @@
-//! Conformance cases for writes that race (issue 26): where a database with transactions
+//! Conformance cases for writes that race: where a database with transactions
 //! (PostgreSQL under READ COMMITTED, the default, with snapshots per statement, row locks and
 //! waits) could answer differently from DynamoDB's single-item conditions, the value every
 //! adapter must give is stated here once, and checked on each: the memory store (one lock),

@@ -151,7 +151,7 @@ pub async fn finish_rules(store: Arc<dyn Store>, prefix: &str) {
     assert_eq!(store.get(&missing).await.expect("get"), None);
 }
 
-/// Data minimisation (issue 13): the stored request may hold secrets (the release PIN on the
+/// Data minimisation: the stored request may hold secrets (the release PIN on the
 /// truck-slot path) and is never sent
 /// again once a record leaves `in_flight`, so `commit` and `finish` (as `failed` and as `manual`)
 /// remove it; a record still `in_flight` keeps it (a take-over resends it), also after a lease

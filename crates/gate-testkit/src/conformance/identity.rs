@@ -1,4 +1,4 @@
-//! Conformance case of the identity a record is reserved under (issue 23 item 5): the partition
+//! Conformance case of the identity a record is reserved under: the partition
 //! key, the event key, the operation key, the fingerprint, the labels, the creation time and the
 //! expiry written by the reserve are the record's to the end. No later write (release, take-over,
 //! effect id recorded, commit, routing mark, routing confirmation) changes or removes them, so a

@@ -1,21 +1,17 @@
-//! The store conformance suite (feature `testkit`): one set of cases that every
-//! [`IdempotencyStore`] implementation must pass, so the in-memory store and the DynamoDB store
-//! cannot drift.
+//! The store conformance suite: one set of cases that every [`IdempotencyStore`] implementation
+//! must pass, so the memory, DynamoDB and PostgreSQL stores cannot drift.
 //!
 //! Each case is a `pub async fn(store, prefix)`: `prefix` makes every key unique to the run (it
 //! becomes the integration part of `pk` and is hashed into the event keys), so cases can share
 //! tables. [`stale_in_flight_paginates`] additionally expects its shard (`"07"`) of the `InFlight`
 //! index to hold no other records created before [`NOW_MS`], i.e. fresh tables. Cases panic on
-//! failure (they are test code).
+//! failure (they are test code). All times are simulated around [`NOW_MS`] (epoch ms);
+//! `expires_at_s` is epoch seconds.
 //!
-//! All times are simulated around [`NOW_MS`] (epoch ms); `expires_at_s` is epoch seconds.
-//!
-//! The cases live by concern: `reserve`, `lease` (take-over, release, extension), `guard` (the natural
-//! key held before the call, signal 4), `reserve_guard` (the two in one call for a new record), `commit` (with the business row and effect ids),
-//! `commit_conditions` (the commit's conditions alone and together), `concurrency` (writes that
-//! race), `finish` (routing to a person, data minimisation), `identity` (what the reserve fixed is
-//! kept by every later write), `index` (the `InFlight` pages) and `limits`
-//! (reserved label names, the item size limit); every case is re-exported here, where the one
+//! The cases live by concern: `reserve`, `lease`, `guard` (the natural key, signal 4),
+//! `reserve_guard`, `commit`, `commit_conditions`, `concurrency` (writes that race), `finish`
+//! (routing to a person, data minimisation), `identity` (what the reserve fixed is kept),
+//! `index` (the `InFlight` pages) and `limits`; every case is re-exported here, where the one
 //! case list below names it. The operator's port ([`OperatorStore`]: the scans and the audit
 //! history gatectl uses) has its own cases (`operator`) and list, run by
 //! [`operator_store_conformance_tests!`](crate::operator_store_conformance_tests) on the

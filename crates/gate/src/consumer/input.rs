@@ -17,9 +17,6 @@
 //!   cannot be named in `batchItemFailures`), fails the invocation with an error that names the
 //!   shape only ([`SqsInput::whole_event_error`]): SQS retries the batch, then moves it to the
 //!   dead-letter queue. Neither comes from SQS in practice.
-//!
-//! No error text of serde's is logged or stored: only the name of the field that could not be
-//! read ([`UnreadableRecord::field`]), from a fixed list.
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use serde::{Deserialize, Deserializer};
@@ -46,6 +43,9 @@ const RECORD_FIELDS: [&str; 10] = [
 ];
 
 /// A record the typed deserialiser refused, with what a person needs to handle it.
+///
+/// No error text of serde's is logged or stored: only the name of the field that could not be
+/// read ([`UnreadableRecord::field`]), from a fixed list.
 #[derive(Clone, PartialEq, Eq)]
 pub struct UnreadableRecord {
     /// Its position in the event's `Records`, from 0.

@@ -7,7 +7,7 @@
 //! 3. claim: the effect claimed with the operation key in the `Idempotency-Key` header;
 //! 4. commit: the outcome and the business row written in one transaction.
 //!
-//! Steps 3 and 4, and a hand-over to a person, are the held record's ([`crate::held`]).
+//! Steps 3 and 4, and a hand-over to a person, are the held record's (`crate::held`).
 //!
 //! A write can land and lose its answer: the SDK retries it and the retry meets the write it
 //! repeats. Each write recognises itself by the lease token: a reserve that meets its own
@@ -31,7 +31,7 @@ use crate::visibility::QueuedMessage;
 
 pub use input::type_name;
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
-pub use reserve::{derive_keys, DerivedKeys, STORE_REFUSED};
+pub use reserve::{derive_keys, DerivedKeys};
 
 pub use crate::gate::{Delivery, Gate, GateConfig, Invocation};
 pub use crate::outcome::{BatchReport, RecordOutcome, RecordReport};

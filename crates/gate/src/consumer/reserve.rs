@@ -253,4 +253,4 @@ impl Gate {
 /// The rejection code of an event whose reserve the store refused for good
 /// ([`crate::store::StoreError::is_transient`] is `false`: a `ValidationException`, an item it
 /// refuses).
-pub const STORE_REFUSED: &str = "store_refused";
+pub(crate) const STORE_REFUSED: &str = "store_refused";

@@ -7,34 +7,10 @@
 //! Every status from 0 to 65535 falls in a row the `match` names (the compiler checks the ranges
 //! cover them all): nothing is classified by a default. The rows follow the IETF draft
 //! `draft-ietf-httpapi-idempotency-key-header-07` and the server simulator that honours it
-//! (`sim/src/server.rs`):
-//!
-//! | answer to a call | outcome | why |
-//! | --- | --- | --- |
-//! | `2xx` with a usable effect id ([`AnswerReader::effect`]) | `Done` | the effect was made; a retry under the key replays this answer byte for byte |
-//! | `2xx` naming an id the gate refuses to keep: outside the server's declared format ([`IdFormat`]; the core's floor: at most [`MAX_EFFECT_ID_CHARS`] printable ASCII), or quoting a secret of the request ([`AnswerReader::id_quotes_secret`]) | `EffectRefused` | the effect exists under the key and every retry replays the same id: a person gets the record at once, told the id only by its keyed digest ([`answer_digest`]); the id is never logged, stored or booked |
-//! | `2xx` without one (not JSON, no id, an empty id) | `Transient` | the server has probably made the effect and stored this answer under the key: only asking again under the same key (a redelivery, the reconciler's lookup) is safe; permanent would send it to a person at once, who would make a second effect by hand |
-//! | `202 Accepted` | as any `2xx` | the server took the request under the key and stores and replays this answer, so every retry gets the same `202`: an id in it names the accepted effect (committed; what becomes of it later is the server's, looked up by its id); transient would retry until the key's retention ends and then page a person for an effect that exists. An integration whose effects must be complete refuses a `202` in [`AnswerReader::effect`] (then transient) |
-//! | `1xx` as a final answer, a status outside `100..=599` | `Transient` | not an outcome: whether the effect was made is unknown |
-//! | `3xx` | `Transient` | a redirect is never followed (the request's credentials and secrets go only to the host the configuration names), and it says nothing of whether the effect exists (RFC 9110 15.4.4: a `303` may even answer a completed `POST`). A server that honours the draft answers a keyed call itself; a redirect is its configuration or ours, for an operator to fix, never the event's fault. Asked again under the key; past the key's retention a person gets the record, told the effect may exist |
-//! | `401`, `407` | `Transient` | the credentials were refused (by the server, by a proxy): an operator fixes them, the event is not at fault |
-//! | `408`, `421`, `423`, `425`, `429` | `Transient` | timed out before processing, misdirected (RFC 9110 15.5.20), locked (RFC 4918), too early (RFC 8470), too many requests: the same request may succeed later (a `429`'s `Retry-After` is its delay) |
-//! | `409` with problem type `idempotency_mismatch` ([`is_mismatch_type`]) | `KeyMismatch` | the key was used with another request (the simulator's answer, and many servers') |
-//! | `409` otherwise | `KeyInFlight` | draft -07, section 2.7: a request with the same key is still being processed |
-//! | `422` | `KeyMismatch` | draft -07, section 2.7: the key was reused with another request payload |
-//! | every other `4xx` (`400`, `402`, `403`, `404`, `405`, `410`, `413`, ...) | `Permanent` | the server refused the request itself (RFC 9110 15.5); the same bytes under the same key are refused again (draft -07: a missing key is `400` too) |
-//! | one of those `4xx` the integration names as a refusal of its business ([`AnswerReader::declines`]: a payments API's `402`, a declined card) | `Declined` | as `Permanent`, but a person gets it under its own reason ([`crate::manual::ManualReason::Declined`]) |
-//! | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells (a `503`'s `Retry-After` is its delay) |
-//! | no answer: timeout, connect error, answer body unreadable, any other request error | `Transient` | nothing or an unknown part was done; asked again under the same key |
-//!
-//! | answer to a lookup | outcome |
-//! | --- | --- |
-//! | `200` with a usable effect id ([`AnswerReader::found`]) | `Found` |
-//! | `404` | `NotFound` (never made, failed, or forgotten past the retention) |
-//! | anything else (another `2xx`, `200` without a usable id, `1xx`, `3xx`, another `4xx`, `5xx`, no answer) | `Transient` |
+//! (`sim/src/server.rs`): the tables are on [`call_rule`] and [`classify_lookup`].
 //!
 //! A summary never quotes the answer ([`super::describe`]), nor does anything else the gate
-//! keeps (issue 25): the record's `error` and the manual item's `detail` carry the summary; a
+//! keeps: the record's `error` and the manual item's `detail` carry the summary; a
 //! person who needs the answer asks the server live (`gatectl lookup`).
 
 use std::sync::LazyLock;
@@ -45,7 +21,7 @@ use super::id_format::IdFormat;
 use super::summary::{answer_digest, describe};
 use crate::effect::{AnswerDetail, CallOutcome, Effect, LookupOutcome};
 
-/// The RFC 9457 problem type (its last path segment, [`is_mismatch_type`]) of a `409` that says
+/// The RFC 9457 problem type (its last path segment, `is_mismatch_type`) of a `409` that says
 /// the key was used with another request (the server simulator's, and many servers').
 pub const PROBLEM_IDEMPOTENCY_MISMATCH: &str = "idempotency_mismatch";
 
@@ -342,7 +318,7 @@ pub fn problem_type(body: &[u8]) -> Option<String> {
 /// `idempotency_mismatch` and `https://errors.example/p/idempotency_mismatch` are;
 /// `not_idempotency_mismatch`, `https://x.example/idempotency_mismatch/help` and `about:blank`
 /// are not.
-pub fn is_mismatch_type(problem_type: &str) -> bool {
+pub(crate) fn is_mismatch_type(problem_type: &str) -> bool {
     let path = problem_type.split(['?', '#']).next().unwrap_or_default();
     path.rsplit('/').next() == Some(PROBLEM_IDEMPOTENCY_MISMATCH)
 }
@@ -373,7 +349,7 @@ pub enum CallClass {
 
 /// What an answer to a lookup by key means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LookupClass {
+pub(crate) enum LookupClass {
     /// `200`: read the effect id ([`AnswerReader::found`]); none usable is transient.
     Found,
     /// `404`: no effect under the key.
@@ -386,7 +362,25 @@ const fn rule<C>(class: C, why: &'static str) -> Rule<C> {
     Rule { class, why }
 }
 
-/// The row of the call table (the module's docs) for `status`, with the answer's problem type.
+/// The row of the call table for `status`, with the answer's problem type:
+///
+/// | answer to a call | outcome | why |
+/// | --- | --- | --- |
+/// | `2xx` with a usable effect id ([`AnswerReader::effect`]) | `Done` | the effect was made; a retry under the key replays this answer byte for byte |
+/// | `2xx` naming an id the gate refuses to keep: outside the server's declared format ([`IdFormat`]; the core's floor: at most [`MAX_EFFECT_ID_CHARS`] printable ASCII), or quoting a secret of the request ([`AnswerReader::id_quotes_secret`]) | `EffectRefused` | the effect exists under the key and every retry replays the same id: a person gets the record at once, told the id only by its keyed digest ([`answer_digest`]); the id is never logged, stored or booked |
+/// | `2xx` without one (not JSON, no id, an empty id) | `Transient` | the server has probably made the effect and stored this answer under the key: only asking again under the same key (a redelivery, the reconciler's lookup) is safe; permanent would send it to a person at once, who would make a second effect by hand |
+/// | `202 Accepted` | as any `2xx` | the server took the request under the key and stores and replays this answer, so every retry gets the same `202`: an id in it names the accepted effect (committed; what becomes of it later is the server's, looked up by its id); transient would retry until the key's retention ends and then page a person for an effect that exists. An integration whose effects must be complete refuses a `202` in [`AnswerReader::effect`] (then transient) |
+/// | `1xx` as a final answer, a status outside `100..=599` | `Transient` | not an outcome: whether the effect was made is unknown |
+/// | `3xx` | `Transient` | a redirect is never followed (the request's credentials and secrets go only to the host the configuration names), and it says nothing of whether the effect exists (RFC 9110 15.4.4: a `303` may even answer a completed `POST`). A server that honours the draft answers a keyed call itself; a redirect is its configuration or ours, for an operator to fix, never the event's fault. Asked again under the key; past the key's retention a person gets the record, told the effect may exist |
+/// | `401`, `407` | `Transient` | the credentials were refused (by the server, by a proxy): an operator fixes them, the event is not at fault |
+/// | `408`, `421`, `423`, `425`, `429` | `Transient` | timed out before processing, misdirected (RFC 9110 15.5.20), locked (RFC 4918), too early (RFC 8470), too many requests: the same request may succeed later (a `429`'s `Retry-After` is its delay) |
+/// | `409` with problem type `idempotency_mismatch` (`is_mismatch_type`) | `KeyMismatch` | the key was used with another request (the simulator's answer, and many servers') |
+/// | `409` otherwise | `KeyInFlight` | draft -07, section 2.7: a request with the same key is still being processed |
+/// | `422` | `KeyMismatch` | draft -07, section 2.7: the key was reused with another request payload |
+/// | every other `4xx` (`400`, `402`, `403`, `404`, `405`, `410`, `413`, ...) | `Permanent` | the server refused the request itself (RFC 9110 15.5); the same bytes under the same key are refused again (draft -07: a missing key is `400` too) |
+/// | one of those `4xx` the integration names as a refusal of its business ([`AnswerReader::declines`]: a payments API's `402`, a declined card) | `Declined` | as `Permanent`, but a person gets it under its own reason ([`crate::manual::ManualReason::Declined`]) |
+/// | `5xx` | `Transient` | the server failed before or after making the effect (the simulator's `503` before taking the key, its `504` after storing the effect): unknown; asked again under the same key, whose replay tells (a `503`'s `Retry-After` is its delay) |
+/// | no answer: timeout, connect error, answer body unreadable, any other request error | `Transient` | nothing or an unknown part was done; asked again under the same key |
 pub fn call_rule(status: u16, problem_type: Option<&str>) -> Rule<CallClass> {
     use CallClass::{Effect, KeyInFlight, KeyMismatch, Permanent, Transient};
     match status {
@@ -433,7 +427,7 @@ pub fn call_rule(status: u16, problem_type: Option<&str>) -> Rule<CallClass> {
 }
 
 /// The row of the call table for a request that got no whole answer.
-pub fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
+pub(crate) fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
     use CallClass::Transient;
     match failure {
         RequestFailure::Timeout => rule(
@@ -450,7 +444,7 @@ pub fn failure_rule(failure: RequestFailure) -> Rule<CallClass> {
 }
 
 /// The row of the lookup table (the module's docs) for `status`.
-pub fn lookup_rule(status: u16) -> Rule<LookupClass> {
+pub(crate) fn lookup_rule(status: u16) -> Rule<LookupClass> {
     use LookupClass::{Found, NotFound, Transient};
     match status {
         200 => rule(Found, "the effect held under the key"),
@@ -518,7 +512,7 @@ fn delay(answer: &Answer<'_>) -> Option<crate::effect::RetryAfter> {
     }
 }
 
-/// Classifies a call that got no whole answer ([`failure_rule`]): always transient, in our words.
+/// Classifies a call that got no whole answer (`failure_rule`): always transient, in our words.
 pub fn classify_call_failure<R: AnswerReader + ?Sized>(
     failure: RequestFailure,
     reader: &R,
@@ -532,8 +526,14 @@ pub fn classify_call_failure<R: AnswerReader + ?Sized>(
     )))
 }
 
-/// Classifies an answer to a lookup by key ([`lookup_rule`]); a `200` is read for its effect by
+/// Classifies an answer to a lookup by key (`lookup_rule`); a `200` is read for its effect by
 /// `reader`.
+///
+/// | answer to a lookup | outcome |
+/// | --- | --- |
+/// | `200` with a usable effect id ([`AnswerReader::found`]) | `Found` |
+/// | `404` | `NotFound` (never made, failed, or forgotten past the retention) |
+/// | anything else (another `2xx`, `200` without a usable id, `1xx`, `3xx`, another `4xx`, `5xx`, no answer) | `Transient` |
 pub fn classify_lookup<R: AnswerReader + ?Sized>(answer: &Answer<'_>, reader: &R) -> LookupOutcome {
     let rule = lookup_rule(answer.status);
     match rule.class {

@@ -62,7 +62,7 @@ fn row_2xx_without_a_usable_id_is_transient() {
     assert!(matches!(call(204, b""), CallOutcome::Transient(_)));
 }
 
-/// A `2xx` whose id the gate refuses to keep (issue 25): outside the declared format (the strict
+/// A `2xx` whose id the gate refuses to keep: outside the declared format (the strict
 /// default here), over the core's bounds, not printable ASCII. The effect exists and the server
 /// replays the same id: refused at once, the id named only by its keyed digest.
 #[test]

@@ -1,4 +1,4 @@
-//! The format a server declares for its effect ids (issue 25): a pattern the whole id must match
+//! The format a server declares for its effect ids: a pattern the whole id must match
 //! and a maximum length. An effect id is the one piece of a server's answer the gate keeps: it is
 //! committed with the record, written to the business row and logged. A scrubber that looks for a
 //! secret in N encodings loses to the N+1st, so the gate keeps only ids in the format the server

@@ -6,36 +6,28 @@
 //! * the classification of an answer to a **call** under a key into the gate's
 //!   [`CallOutcome`](crate::effect::CallOutcome) and of an answer to a **lookup** by key into
 //!   its [`LookupOutcome`](crate::effect::LookupOutcome), for every status and every failed
-//!   request, with nothing left to a default ([`classify`]: the table, one reason per row);
+//!   request, with nothing left to a default (the tables: [`call_rule`], [`classify_lookup`]);
 //! * the summary of an answer in the gate's own words (status, content type, length and a keyed
-//!   digest), never a character of the server's text ([`summary`]);
-//! * with the cargo feature `http`, the reqwest side ([`client`]): a client that follows no
-//!   redirect, an answer read up to a bound, a failed request named by its kind, and
-//!   `gate_http::call` / `gate_http::lookup` doing all of it in one step.
+//!   digest), never a character of the server's text ([`describe`]);
+//! * the reqwest side (a client that follows no redirect, `gate_http::call`) is `gate-http`.
 //!
 //! The classification is pure (status, problem type, body bytes in; outcome out): an
-//! integration's HTTP client, the deterministic simulation and the test kit's in-process server
-//! use the same table. What only an integration knows (where its server puts the effect id, what
-//! makes an id unusable, which secrets its answers must be scrubbed of) it supplies through
+//! integration's HTTP client, the deterministic simulation (its server simulator,
+//! `sim/src/server.rs`, is the reference server) and the test kit's in-process server use the
+//! same table. What only an integration knows (where its server puts the effect id, what makes
+//! an id unusable, which secrets its answers must be scrubbed of) it supplies through
 //! [`AnswerReader`].
-//!
-//! The reference server is the server simulator (`sim/src/server.rs`), which honours the
-//! draft: a completed key replays its first answer byte for byte; the same key with another
-//! request is `409` with problem type `idempotency_mismatch` (the draft says `422`; both are a
-//! mismatch here); the same key still being processed is `409` `idempotency_key_in_flight`; a
-//! failure before the key was taken is `503` (not stored); a lost answer after the work was done
-//! is `504` (stored: the next call replays the effect).
 
-pub mod classify;
-pub mod id_format;
+mod classify;
+mod id_format;
 mod retry_after;
-pub mod summary;
+mod summary;
 
 pub use classify::{
     call_rule, classify_call, classify_call_failure, classify_lookup, classify_lookup_failure,
-    effect_id_defect, failure_rule, is_mismatch_type, lookup_rule, problem_type, Answer,
-    AnswerReader, CallClass, IdDefect, JsonIdAt, LookupClass, RequestFailure, Rule,
-    MAX_EFFECT_ID_CHARS, PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT, PROBLEM_IDEMPOTENCY_MISMATCH,
+    effect_id_defect, problem_type, Answer, AnswerReader, CallClass, IdDefect, JsonIdAt,
+    RequestFailure, Rule, MAX_EFFECT_ID_CHARS, PROBLEM_IDEMPOTENCY_KEY_IN_FLIGHT,
+    PROBLEM_IDEMPOTENCY_MISMATCH,
 };
 pub use id_format::{IdFormat, IdFormatError, DEFAULT_ID_MAX_CHARS, DEFAULT_ID_PATTERN};
 pub use retry_after::parse_retry_after;
@@ -47,7 +39,7 @@ pub const HEADER: &str = "Idempotency-Key";
 /// Longest key [`header_value`] renders, in characters: RFC 8941 (section 3.3.3) asks every parser
 /// to support strings of at least 1,024 characters, so a longer key might not be read whole by a
 /// server that honours the draft. An operation key of the gate is 64 hex characters.
-pub const MAX_KEY_CHARS: usize = 1024;
+pub(crate) const MAX_KEY_CHARS: usize = 1024;
 
 /// Why a key cannot be sent as an `Idempotency-Key`. The messages never quote the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -55,7 +47,7 @@ pub enum KeyHeaderError {
     /// The key is empty (the draft gives an empty key no meaning; the simulator answers `400`).
     #[error("the idempotency key is empty")]
     Empty,
-    /// Longer than [`MAX_KEY_CHARS`].
+    /// Longer than `MAX_KEY_CHARS`.
     #[error("the idempotency key has {0} characters, more than the {MAX_KEY_CHARS} every Structured Field parser reads")]
     TooLong(usize),
     /// A character an RFC 8941 string cannot carry (only printable ASCII, `0x20..=0x7E`), at this
@@ -72,7 +64,7 @@ pub enum KeyHeaderError {
 ///
 /// # Errors
 /// [`KeyHeaderError`] for a key an sf-string cannot carry (empty, longer than
-/// [`MAX_KEY_CHARS`], or holding a byte outside printable ASCII `0x20..=0x7E`): such a key is
+/// `MAX_KEY_CHARS`, or holding a byte outside printable ASCII `0x20..=0x7E`): such a key is
 /// refused, never altered, since a server would then hold another key than the record.
 pub fn header_value(key: &str) -> Result<String, KeyHeaderError> {
     if key.is_empty() {

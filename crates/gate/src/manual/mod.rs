@@ -2,7 +2,7 @@
 //! original body, so nothing is lost silently. Adapters: [`memory::MemoryManualQueue`] (tests, the
 //! simulator) and `sqs::SqsManualQueue` (feature `aws`).
 
-pub mod memory;
+mod memory;
 
 pub use memory::MemoryManualQueue;
 
@@ -334,7 +334,7 @@ pub struct ManualQueueError(pub String);
 #[async_trait]
 pub trait ManualQueue: Send + Sync {
     /// Enqueues one item. The gate may send the same item again (a routing resumed after a crash
-    /// between the send and its confirmation, see [`crate::routing`]): at least once, with the
+    /// between the send and its confirmation, see `crate::routing`): at least once, with the
     /// same `event_key` (or `original_body`) so a person sees it is one case.
     ///
     /// # Errors

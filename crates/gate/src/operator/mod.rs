@@ -17,9 +17,7 @@
 //! * [`Gate::next_step`]: what the gate does next with a record, in words (`gatectl show`).
 //!
 //! Each write an operator makes leaves an [`AuditEntry`] (who, what, when) in the record's
-//! history ([`AuditLog`]): a list attribute `history` on the DynamoDB item, beside the fields of
-//! [`IdempotencyRecord`], which no write of the gate removes (updates never touch it; only a new
-//! reservation of an expired, finished key replaces the item, and with it its history).
+//! history ([`AuditLog`]), which only a new reservation of an expired, finished key replaces.
 
 use crate::clock::ms_to_s;
 use crate::decision::{decide, Holder};
@@ -97,7 +95,7 @@ pub enum Refusal {
         effect_ids: Vec<String>,
     },
     /// A lookup asked of a server that has no lookup by key
-    /// ([`crate::integration::lookup_for`]).
+    /// (`crate::integration::lookup_for`).
     #[error("the server has no lookup by key: whether an effect exists under Idempotency-Key {op_key} is unknown to the gate; ask the server's operators")]
     NoLookup {
         /// The record's `Idempotency-Key`.
@@ -260,8 +258,8 @@ impl Gate {
     /// What the gate will do next with `record` at `now_ms` (epoch ms), in words for a person
     /// (`gatectl show`): nothing for a finished record, its holder's work under a live lease,
     /// otherwise when the reconciler takes it over (its minimum age in `reconciler`) and the one
-    /// decision it then carries out ([`crate::decision::decide`] for
-    /// [`Holder::Reconciler`], [`crate::decision::NextStep::describe`]).
+    /// decision it then carries out (`crate::decision::decide` for
+    /// `Holder::Reconciler`, `crate::decision::NextStep::describe`).
     pub fn next_step(
         &self,
         record: &IdempotencyRecord,
@@ -318,7 +316,7 @@ impl Gate {
     ///
     /// # Errors
     /// [`Refusal::NotFound`] without such a record; [`Refusal::NoLookup`] when its server has no
-    /// lookup by key ([`crate::integration::lookup_for`]); a store error of the read.
+    /// lookup by key (`crate::integration::lookup_for`); a store error of the read.
     pub async fn operator_lookup(
         &self,
         pk: &str,

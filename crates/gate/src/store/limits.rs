@@ -7,7 +7,7 @@
 //!   [`RowColumns`] (named by the integration). A label under one of these names would
 //!   overwrite the store's own attribute or be dropped, so it is refused.
 //! * [`MAX_ITEM_BYTES`]: DynamoDB's item size limit; [`record_item_bytes`],
-//!   [`row_item_bytes`] and [`natural_key_item_bytes`] size an item the way DynamoDB documents
+//!   `row_item_bytes` and `natural_key_item_bytes` size an item the way DynamoDB documents
 //!   it (AWS, Amazon DynamoDB Developer Guide, "Item sizes and formats": the UTF-8 length of every
 //!   attribute name plus the size of its value; a string its UTF-8 length, a binary its length, a
 //!   number about one byte per two significant digits plus one, a set the sum of its elements).
@@ -30,7 +30,7 @@ pub const MAX_ITEM_BYTES: usize = 400_000;
 /// DynamoDB's partition key limit, **bytes**: a partition key value is at most 2,048 bytes (AWS,
 /// DynamoDB "Service, account, and table quotas": partition key length). A longer `pk` (a long
 /// natural key, [`crate::store::natural_key_pk`]) is a `ValidationException` every time.
-pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
+pub(crate) const MAX_PARTITION_KEY_BYTES: usize = 2048;
 
 /// Room, **bytes**, a new record keeps for what the gate may add later besides the manual item:
 /// the `error` text of a routing (at most [`MAX_ERROR_BYTES`]), the effect ids (`effect_id` and at
@@ -39,13 +39,13 @@ pub const MAX_PARTITION_KEY_BYTES: usize = 2048;
 /// operator's audit `history` (at most [`MAX_HISTORY_ENTRIES`] bounded lines): about 11.9 KB at
 /// their largest together (`crates/gate/tests/largest_record.rs` proves the whole record stays under
 /// [`MAX_ITEM_BYTES`]).
-pub const GROWTH_ALLOWANCE_BYTES: usize = 16 * 1024;
+pub(crate) const GROWTH_ALLOWANCE_BYTES: usize = 16 * 1024;
 
 /// Room, **bytes**, a business row keeps for its effect id (unknown before the side effect).
-pub const EFFECT_ID_ALLOWANCE_BYTES: usize = 1024;
+pub(crate) const EFFECT_ID_ALLOWANCE_BYTES: usize = 1024;
 
 /// Longest `error` text a record keeps, **bytes** (UTF-8; cut at a character boundary by
-/// [`bounded_error`]). The manual item keeps its own `detail` (`crate::manual::MAX_DETAIL_CHARS`).
+/// `bounded_error`). The manual item keeps its own `detail` (`crate::manual::MAX_DETAIL_CHARS`).
 pub const MAX_ERROR_BYTES: usize = 2048;
 
 /// Longest effect id the gate records, in characters: the core's
@@ -54,7 +54,7 @@ pub const MAX_EFFECT_ID_BYTES: usize = crate::idempotency_key::MAX_EFFECT_ID_CHA
 
 /// Most distinct effect ids the gate records on one record (`effect_ids`): two already raise the
 /// distinct-effect signal; past this many a further one is logged, not stored (the consumer,
-/// `crate::consumer`), so the set cannot outgrow the record's [`GROWTH_ALLOWANCE_BYTES`].
+/// `crate::consumer`), so the set cannot outgrow the record's `GROWTH_ALLOWANCE_BYTES`.
 pub const MAX_EFFECT_IDS: usize = 16;
 
 /// Most lines a record's audit `history` holds (the audit log's); an append past
@@ -76,7 +76,7 @@ pub const MAX_AUDIT_DETAIL_BYTES: usize = 256;
 pub const MAX_LEASE_OWNER_BYTES: usize = 128;
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
-pub fn cut_to(text: &str, max: usize) -> &str {
+pub(crate) fn cut_to(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
@@ -88,14 +88,14 @@ pub fn cut_to(text: &str, max: usize) -> &str {
 }
 
 /// `text` cut to [`MAX_ERROR_BYTES`]: what a record's `error` attribute keeps.
-pub fn bounded_error(text: &str) -> &str {
+pub(crate) fn bounded_error(text: &str) -> &str {
     cut_to(text, MAX_ERROR_BYTES)
 }
 
 /// The attribute names of the store's own items, which no label may take: the record's
 /// (`pk` .. `route_pending`, the multi-effect mark, the audit `history`), the natural-key
 /// item's (`pk`, `event_key`, `expires_at`) and the business row's legacy names
-/// ([`RowColumns::LEGACY`], read on a row an older gate wrote). A business row's label must
+/// ([`RowColumns::LEGACY`], read on a row in the legacy layout). A business row's label must
 /// not take its [`RowColumns`] either ([`check_row`]). The DynamoDB codec reads every other
 /// string attribute of an item as a label.
 pub const RESERVED_NAMES: [&str; 22] = [
@@ -112,8 +112,8 @@ pub const RESERVED_NAMES: [&str; 22] = [
     "expires_at",
     "effect_id",
     "effect_ids",
-    // The legacy names: `slot_id`, `slot_ids` (read on items written by an older gate,
-    // `store::dynamo::LEGACY_EFFECT_ID`, and on its business rows: `RowColumns::LEGACY`); the
+    // The legacy names: `slot_id`, `slot_ids` (read on items in the legacy layout,
+    // `gate_dynamo::LEGACY_EFFECT_ID`, and on its business rows: `RowColumns::LEGACY`); the
     // multi-effect mark keeps its deployed name (`multi_slot`).
     "slot_id",
     "slot_ids",
@@ -145,12 +145,12 @@ pub enum ItemRefusal {
         /// [`MAX_HISTORY_ENTRIES`].
         limit: usize,
     },
-    /// The item's `pk` is longer than [`MAX_PARTITION_KEY_BYTES`].
+    /// The item's `pk` is longer than `MAX_PARTITION_KEY_BYTES`.
     #[error("a key of the item takes {bytes} bytes, over the store's partition key limit of {limit} bytes")]
     KeyTooLong {
         /// The key's length, bytes.
         bytes: usize,
-        /// [`MAX_PARTITION_KEY_BYTES`].
+        /// `MAX_PARTITION_KEY_BYTES`.
         limit: usize,
     },
     /// The item is over [`MAX_ITEM_BYTES`] (for a new event: in the largest state the gate may
@@ -191,7 +191,9 @@ impl ItemRefusal {
 ///
 /// # Errors
 /// [`ItemRefusal::ReservedLabel`], [`ItemRefusal::EmptyLabelName`].
-pub fn check_label_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), ItemRefusal> {
+pub(crate) fn check_label_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ItemRefusal> {
     check_names(names, &[])
 }
 
@@ -217,7 +219,7 @@ fn check_names<'a>(
 ///
 /// # Errors
 /// As [`check_label_names`].
-pub fn check_labels(labels: &Labels) -> Result<(), ItemRefusal> {
+pub(crate) fn check_labels(labels: &Labels) -> Result<(), ItemRefusal> {
     check_label_names(labels.keys().map(String::as_str))
 }
 
@@ -226,7 +228,7 @@ pub fn check_labels(labels: &Labels) -> Result<(), ItemRefusal> {
 ///
 /// # Errors
 /// As [`check_label_names`].
-pub fn check_row_labels(labels: &Labels, columns: &RowColumns) -> Result<(), ItemRefusal> {
+pub(crate) fn check_row_labels(labels: &Labels, columns: &RowColumns) -> Result<(), ItemRefusal> {
     check_names(labels.keys().map(String::as_str), &columns.names())
 }
 
@@ -298,7 +300,7 @@ fn record_bytes_without_request(r: &IdempotencyRecord) -> usize {
 
 /// The size, bytes, of `row` as a DynamoDB item laid out with `columns`: the event key, the
 /// effect id and the time under their names, and each label.
-pub fn row_item_bytes(row: &BusinessRow, columns: &RowColumns) -> usize {
+pub(crate) fn row_item_bytes(row: &BusinessRow, columns: &RowColumns) -> usize {
     s(columns.event_key, &row.source_event)
         + s(columns.effect_id, &row.effect_id)
         + n(columns.written_at, row.written_at_ms)
@@ -307,7 +309,7 @@ pub fn row_item_bytes(row: &BusinessRow, columns: &RowColumns) -> usize {
 
 /// The size, bytes, of a natural-key item: `pk` (`item_pk`, see
 /// [`crate::store::natural_key_pk`]), `event_key`, `expires_at` and each of the key's labels.
-pub fn natural_key_item_bytes(item_pk: &str, event_key: &str, key: &NaturalKey) -> usize {
+pub(crate) fn natural_key_item_bytes(item_pk: &str, event_key: &str, key: &NaturalKey) -> usize {
     s("pk", item_pk)
         + s("event_key", event_key)
         + n("expires_at", key.expires_at_s)
@@ -350,10 +352,10 @@ pub fn check_row(row: &BusinessRow, columns: &RowColumns) -> Result<(), ItemRefu
 }
 
 /// The `pk` of the natural-key item `key` of `record` ([`crate::store::natural_key_pk`]), once
-/// [`check_natural_key`] accepts it: what every adapter's guard writes first.
+/// `check_natural_key` accepts it: what every adapter's guard writes first.
 ///
 /// # Errors
-/// As [`check_natural_key`].
+/// As `check_natural_key`.
 pub fn guard_pk(record: &IdempotencyRecord, key: &NaturalKey) -> Result<String, ItemRefusal> {
     let item_pk = crate::store::natural_key_pk(&record.pk, &record.event_key, key);
     check_natural_key(&item_pk, &record.event_key, key)?;
@@ -365,7 +367,7 @@ pub fn guard_pk(record: &IdempotencyRecord, key: &NaturalKey) -> Result<String, 
 ///
 /// # Errors
 /// A reserved or empty label name; a `pk` over [`MAX_PARTITION_KEY_BYTES`]; over [`MAX_ITEM_BYTES`].
-pub fn check_natural_key(
+pub(crate) fn check_natural_key(
     item_pk: &str,
     event_key: &str,
     key: &NaturalKey,
@@ -382,7 +384,7 @@ pub fn check_natural_key(
 
 /// The most bytes `record` (as reserved) can take in any state the gate writes it in later: its
 /// stored request replaced by a manual item of up to [`MAX_ITEM_JSON_BYTES`] when it is routed to
-/// a person, plus [`GROWTH_ALLOWANCE_BYTES`] for the error text, the effect ids, the marks and an
+/// a person, plus `GROWTH_ALLOWANCE_BYTES` for the error text, the effect ids, the marks and an
 /// operator's audit history.
 pub fn record_bytes_at_most(record: &IdempotencyRecord) -> usize {
     record_bytes_without_request(record)
@@ -393,7 +395,7 @@ pub fn record_bytes_at_most(record: &IdempotencyRecord) -> usize {
 /// The consumer's check of a new event before its reserve: the record's labels and its largest
 /// later size ([`record_bytes_at_most`]), the business row's labels and size as laid out with
 /// the store's `columns` (with
-/// [`EFFECT_ID_ALLOWANCE_BYTES`] for the effect id it does not know yet) and the natural-key
+/// `EFFECT_ID_ALLOWANCE_BYTES` for the effect id it does not know yet) and the natural-key
 /// item's labels. A refusal is the event's [`ItemRefusal::rejection`]: routed to a person once,
 /// never retried (a store would refuse the same write every time).
 ///

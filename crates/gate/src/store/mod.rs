@@ -4,11 +4,11 @@
 //! * [`IdempotencyStore`]: the write path of one record (the consumer and the reconciler);
 //! * [`InFlightIndex`]: the read side over many records (the reconciler and the metrics function);
 //! * [`RecordScan`], [`audit::AuditLog`] and [`Purge`]: what an operator's tool and the
-//!   scheduled purge need besides ([`records`]: a full scan, the multi-effect keys, the purge of
+//!   scheduled purge need besides (`records`: a full scan, the multi-effect keys, the purge of
 //!   expired rows; [`audit`]: the audit history), together with the above an [`OperatorStore`].
 //!
 //! Adapters: [`memory::MemoryStore`] (tests, the simulator), `dynamo::DynamoStore` /
-//! `dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
+//! `gate_dynamo::DynamoIndex` (feature `aws`) and `postgres::PostgresStore` (feature `postgres`).
 //! What an item may hold (reserved label names, DynamoDB's item size limit) is written once for
 //! every adapter: [`limits`].
 
@@ -18,7 +18,7 @@ pub mod cursor;
 mod error;
 pub mod limits;
 pub mod memory;
-pub mod records;
+mod records;
 mod unknown_commit;
 
 pub use error::{Cause, StoreError};
@@ -156,7 +156,7 @@ pub enum FinishGuard {
 /// What the `InFlight` index holds of one `in_flight` record: enough to choose a record and take
 /// its lease over, and deliberately not the stored request (it may hold secrets) nor the business
 /// fields. On DynamoDB the index projects only these attributes
-/// ([`crate::store::dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`]), so the metrics function, which may
+/// (`gate_dynamo::INFLIGHT_PROJECTED_ATTRIBUTES`), so the metrics function, which may
 /// query the index, cannot read a secret of the request; whoever takes the lease over gets the
 /// whole record from the take-over itself (`ReturnValues=ALL_NEW`), with no extra read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,7 +480,7 @@ pub trait IdempotencyStore: Send + Sync {
 /// The read side of the idempotency table: its sparse indexes `InFlight` (records with work left,
 /// 16 shards) and the multi-effect index (`store::dynamo::MULTI_EFFECT_INDEX`) (records with two or more distinct effect ids). The reconciler pages
 /// `InFlight` for records to finish; the metrics function reads both for the store signals, and
-/// needs nothing else of the store (on DynamoDB: [`dynamo::DynamoIndex`], the table name only).
+/// needs nothing else of the store (on DynamoDB: `gate_dynamo::DynamoIndex`, the table name only).
 #[async_trait]
 pub trait InFlightIndex: Send + Sync {
     /// How many records hold two or more distinct effect ids (the distinct-effect signal; healthy: 0).

@@ -4,7 +4,7 @@ CARGO ?= cargo
 VENV := $(CURDIR)/.venv
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: demo test tools build fmt-check clippy lint-template cargo-test test-sam-local bench bench-stores gatectl
+.PHONY: demo test tools build fmt-check clippy house lint-template cargo-test test-sam-local bench bench-stores gatectl
 
 # The build shows its progress on stderr first (the first one compiles the workspace and the AWS
 # SDK crates: 10-15 minutes on 2 cores; afterwards seconds), then the replay prints only its table.
@@ -15,7 +15,7 @@ demo:
 		echo "demo: built in $$(( $$(date +%s) - start )) s; replaying monday-2025-06-09" >&2
 	@$(CARGO) run --release -q -p sim -- compare monday-2025-06-09
 
-test: tools fmt-check clippy lint-template cargo-test test-sam-local
+test: tools fmt-check clippy house lint-template cargo-test test-sam-local
 
 # moto[server], cargo-lambda, aws-sam-cli, cfn-lint at pinned versions into ./.venv, and checkov
 # into ./.venv/checkov (its own venv: it pins an older boto3), if missing (scripts/tools.sh).
@@ -44,6 +44,11 @@ clippy:
 
 # `gatectl check-template` (thresholds, policy rules, lint) on both templates, each with the gate
 # application it instantiates (sam/gate/template.yaml).
+# The house rules: no Rust file over 600 lines, no module preamble over 20 lines, no issue number
+# in code (scripts/house.py lists each breach).
+house:
+	python3 scripts/house.py
+
 lint-template:
 	scripts/lint-template.sh template.yaml examples/payments/template.yaml
 

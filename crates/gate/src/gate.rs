@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tracing::warn;
 
 use crate::clock::{ms_to_s, Clock};
-use crate::consumer::DerivedKeys;
 use crate::decision::Policy;
+use crate::derive::DerivedKeys;
 use crate::integration::{Event, Integration};
 use crate::manual::ManualQueue;
 use crate::outcome::RecordOutcome;

@@ -21,6 +21,7 @@
 pub mod clock;
 pub mod consumer;
 mod decision;
+mod derive;
 pub mod effect;
 pub mod fields;
 mod gate;

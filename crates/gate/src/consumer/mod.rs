@@ -29,9 +29,9 @@ use crate::integration::{Event, Parsed, Rejection};
 use crate::store::StoreError;
 use crate::visibility::QueuedMessage;
 
+pub use crate::derive::{derive_keys, DerivedKeys};
 pub use input::type_name;
 pub use input::{SqsInput, UnreadableRecord, UNREADABLE_RECORD};
-pub use reserve::{derive_keys, DerivedKeys};
 
 pub use crate::gate::{Delivery, Gate, GateConfig, Invocation};
 pub use crate::outcome::{BatchReport, RecordOutcome, RecordReport};

@@ -1,4 +1,4 @@
-//! Steps 1 and 2 of the consumer: the keys of a parsed event ([`derive_keys`]) and the record
+//! Steps 1 and 2 of the consumer: the keys of a parsed event ([`crate::consumer::derive_keys`]) and the record
 //! reserved for it, or the conflict with the record that holds its key resolved (a duplicate, a
 //! mismatch, or an expired lease taken over). Either way the consumer ends up holding the record
 //! ([`crate::held::HeldRecord`]) or with the delivery's outcome.
@@ -6,6 +6,7 @@
 use tracing::{info, warn};
 
 use crate::decision::{decide, Holder, NextStep};
+use crate::derive::DerivedKeys;
 use crate::gate::{Delivery, Gate, Invocation};
 use crate::held::Guarded;
 use crate::integration::{Event, Rejection};
@@ -15,37 +16,6 @@ use crate::outcome::RecordOutcome;
 use crate::record::{IdempotencyRecord, RecordStatus};
 use crate::routing::make_routing_record;
 use crate::store::{Reservation, ReserveAndGuard, TakeOver};
-
-/// The keys of step 1.
-#[derive(Clone)]
-pub struct DerivedKeys {
-    /// Lowercase hex SHA-256 of `"{notificationId}:{subject}"`.
-    pub event_key: String,
-    /// The side effect's `Idempotency-Key`.
-    pub op_key: String,
-    /// SHA-256 hex of the canonical business fields.
-    pub fingerprint: String,
-    /// The request body for the side effect, built once here ([`Event::request`]); secret
-    /// (it may hold credentials: an API key or a PIN).
-    pub request: Vec<u8>,
-}
-
-/// Step 1: derives the event key (from the event's key material), the operation key of
-/// `operation` (the side effect's `Idempotency-Key`), the fingerprint (of the business fields)
-/// and the request bytes from a parsed event. Never uses the SQS message id.
-///
-/// # Errors
-/// Only if the business fields cannot be written as canonical JSON (RFC 8785 refuses no value
-/// `serde_json` can hold but a number out of its range).
-pub fn derive_keys(event: &Event, operation: &str) -> Result<DerivedKeys, serde_json::Error> {
-    let event_key = keys::event_key_of_material(&event.key_material);
-    Ok(DerivedKeys {
-        op_key: keys::operation_key(&event_key, operation),
-        fingerprint: keys::fingerprint_of(&event.business_fields)?,
-        request: event.request.clone(),
-        event_key,
-    })
-}
 
 impl Gate {
     /// Step 2: reserves the record for `event` (a routing record when it has `ended`), or
